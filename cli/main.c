@@ -1,0 +1,62 @@
+/* hubkern: entry point and subcommand dispatch. */
+#include "cli/cli.h"
+
+#include <hubkern.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Subcommands register here; keep the list sorted by name. */
+#define HK_COMMANDS(X) \
+    X(version, "print the hubkern version")
+
+#define HK_DECLARE(name, summary) int hk_cmd_##name(int argc, char **argv);
+HK_COMMANDS(HK_DECLARE)
+
+int hk_cmd_version(int argc, char **argv) {
+    printf("hubkern %s\n", hk_version());
+    return 0;
+}
+
+static const hk_command k_commands[] = {
+#define HK_ENTRY(name, summary) {#name, hk_cmd_##name, summary},
+    HK_COMMANDS(HK_ENTRY)
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: hubkern <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
+    fprintf(f, "\n'hubkern <command> --help' describes each command's options.\n");
+}
+
+static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "hubkern: %s: %s\n", names[level], msg);
+}
+
+void hk_cli_install_logger(int verbosity) {
+    hk_log_level lvl = verbosity >= 2 ? HK_LOG_DEBUG : verbosity == 1 ? HK_LOG_INFO : HK_LOG_WARN;
+    hk_set_log_callback(log_to_stderr, NULL, lvl);
+}
+
+int hk_cli_report_error(const char *what) {
+    fprintf(stderr, "hubkern: %s%s%s [%s]\n", what ? what : "", what ? ": " : "", hk_last_error(),
+            hk_error_name(hk_last_error_code()));
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) return hk_cmd_version(argc - 1, argv + 1);
+    hk_cli_install_logger(getenv("HUBKERN_VERBOSE") ? atoi(getenv("HUBKERN_VERBOSE")) : 0);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "hubkern: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

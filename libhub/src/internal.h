@@ -1,0 +1,89 @@
+/* Internal helpers shared by every part of libhubkern. Not installed. */
+#ifndef HK_INTERNAL_H
+#define HK_INTERNAL_H
+
+#include "hubkern/common.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- errors (util/error.c) ---------------------------------------------------------------- */
+/* Record `code` with a printf-style message as this thread's last error; returns `code` so that
+ * call sites read `return hk_fail(HK_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
+int hk_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix the current last-error message with context ("pulling org/x: <old message>"). */
+int hk_fail_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* errno → HK_ERR_DISK_FULL / HK_ERR_NOT_FOUND / HK_ERR_IO. */
+int hk_errno_code(int err);
+
+/* ---- logging (util/error.c) --------------------------------------------------------------- */
+void hk_log(hk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool hk_log_enabled(hk_log_level level);
+
+/* ---- growable string (util/strbuf.c) ------------------------------------------------------ */
+typedef struct hk_strbuf {
+    char *data; /* always NUL-terminated once anything was appended */
+    size_t len;
+    size_t cap;
+    bool oom;   /* sticky: an append failed */
+} hk_strbuf;
+
+void hk_sb_init(hk_strbuf *sb);
+void hk_sb_free(hk_strbuf *sb);
+void hk_sb_append(hk_strbuf *sb, const char *s);
+void hk_sb_append_n(hk_strbuf *sb, const char *s, size_t n);
+void hk_sb_printf(hk_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hk_sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap);
+/* Give the buffer away (caller frees); "" if empty; NULL if an append ran out of memory. */
+char *hk_sb_steal(hk_strbuf *sb);
+
+char *hk_strdup(const char *s);                    /* NULL-safe */
+char *hk_strndup(const char *s, size_t n);
+char *hk_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool hk_str_starts_with(const char *s, const char *prefix);
+bool hk_str_ends_with(const char *s, const char *suffix);
+bool hk_is_hex(const char *s, size_t n);           /* exactly n lowercase hex chars, then NUL */
+/* Environment booleans as huggingface_hub reads them: 1/ON/YES/TRUE, any case. */
+bool hk_env_true(const char *name);
+/* getenv that treats "" as unset. */
+const char *hk_getenv(const char *name);
+
+/* ---- files (util/fs.c) -------------------------------------------------------------------- */
+char *hk_path_join(const char *a, const char *b);  /* "a/b", tolerant of trailing '/' on a */
+int hk_mkdirs(const char *path, unsigned mode);    /* mkdir -p */
+bool hk_path_exists(const char *path);
+bool hk_is_dir(const char *path);
+/* Read a whole (small) file; NUL-terminated; *out_len may be NULL. */
+int hk_read_file(char **out, size_t *out_len, const char *path, size_t max_len);
+/* Write via a unique temp file in the same directory, fsync, rename. Mode 0666 & ~umask. */
+int hk_write_file_atomic(const char *path, const void *data, size_t len);
+/* Remove a directory tree (no symlink following). */
+int hk_rmtree(const char *path);
+/* 8 random lowercase hex chars + NUL into buf[9] (for temp names). */
+void hk_random_hex8(char buf[9]);
+/* Relative path from directory `from_dir` to `to` (both absolute, normalised). */
+char *hk_relpath(const char *to, const char *from_dir);
+/* Is `rel` a safe relative path inside a directory: no absolute, no "..", no "\", no empty or
+ * "." components, no control characters. */
+bool hk_path_is_safe_relative(const char *rel);
+
+/* ---- hashing (util/hash.c) ---------------------------------------------------------------- */
+typedef struct hk_hasher hk_hasher;
+typedef enum { HK_HASH_SHA256, HK_HASH_SHA512, HK_HASH_SHA1, HK_HASH_GIT_BLOB } hk_hash_kind;
+/* For HK_HASH_GIT_BLOB the content size must be known up front (git hashes "blob <len>\0"). */
+hk_hasher *hk_hasher_new(hk_hash_kind kind, uint64_t git_blob_size);
+void hk_hasher_update(hk_hasher *h, const void *data, size_t len);
+/* Digest into out (up to 64 bytes); returns its length; frees h. */
+size_t hk_hasher_finish(hk_hasher *h, unsigned char out[64]);
+void hk_hasher_free(hk_hasher *h);
+void hk_hex(char *out, const unsigned char *bytes, size_t n); /* out gets 2n chars + NUL */
+/* Whole-file digests: hex (sha256/sha1/git-blob) or base64 (for metadata.json digests). */
+int hk_hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path);
+int hk_hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path);
+void hk_base64(char *out, const unsigned char *bytes, size_t n); /* out needs 4*((n+2)/3)+1 */
+
+#define HK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

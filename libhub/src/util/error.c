@@ -1,0 +1,116 @@
+/* Per-thread last error and the process-wide log callback. */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HK_ERRMSG_MAX 4096
+
+static _Thread_local int tl_code;
+static _Thread_local char tl_msg[HK_ERRMSG_MAX];
+
+static const char *const k_names[] = {
+    "HK_OK", "HK_ERR_INVALID_ARG", "HK_ERR_NOMEM", "HK_ERR_IO", "HK_ERR_DISK_FULL",
+    "HK_ERR_PARSE", "HK_ERR_NOT_FOUND", "HK_ERR_REPO_NOT_FOUND", "HK_ERR_REVISION_NOT_FOUND",
+    "HK_ERR_ENTRY_NOT_FOUND", "HK_ERR_VERSION_NOT_FOUND", "HK_ERR_NO_VARIANT", "HK_ERR_AUTH",
+    "HK_ERR_FORBIDDEN", "HK_ERR_RATE_LIMITED", "HK_ERR_NETWORK", "HK_ERR_TIMEOUT", "HK_ERR_HTTP",
+    "HK_ERR_PROTOCOL", "HK_ERR_INTEGRITY", "HK_ERR_DIGEST", "HK_ERR_UNSAFE_PATH",
+    "HK_ERR_OFFLINE", "HK_ERR_UNTRUSTED", "HK_ERR_LOCK", "HK_ERR_LOAD", "HK_ERR_SYMBOL",
+    "HK_ERR_RUNTIME_MISSING", "HK_ERR_ARCH", "HK_ERR_KERNEL", "HK_ERR_TYPE",
+    "HK_ERR_UNSUPPORTED", "HK_ERR_LOCKFILE", "HK_ERR_CANCELLED", "HK_ERR_INTERNAL",
+};
+
+HK_API const char *hk_error_name(int code) {
+    if (code >= 0 && (size_t)code < HK_ARRAY_LEN(k_names)) return k_names[code];
+    return "HK_ERR_UNKNOWN";
+}
+
+HK_API const char *hk_last_error(void) { return tl_msg; }
+HK_API int hk_last_error_code(void) { return tl_code; }
+HK_API void hk_clear_error(void) {
+    tl_code = HK_OK;
+    tl_msg[0] = '\0';
+}
+
+int hk_fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    va_end(ap);
+    tl_code = code;
+    return code;
+}
+
+int hk_fail_context(const char *fmt, ...) {
+    char prefix[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    char old[HK_ERRMSG_MAX];
+    memcpy(old, tl_msg, sizeof old);
+    size_t n = strlen(prefix);
+    if (n > sizeof tl_msg - 3) n = sizeof tl_msg - 3;
+    memcpy(tl_msg, prefix, n);
+    memcpy(tl_msg + n, ": ", 2);
+    size_t room = sizeof tl_msg - n - 2;
+    size_t ol = strnlen(old, room - 1);
+    memcpy(tl_msg + n + 2, old, ol);
+    tl_msg[n + 2 + ol] = '\0';
+    return tl_code;
+}
+
+int hk_errno_code(int err) {
+    switch (err) {
+    case ENOSPC:
+#ifdef EDQUOT
+    case EDQUOT:
+#endif
+        return HK_ERR_DISK_FULL;
+    case ENOENT: return HK_ERR_NOT_FOUND;
+    case ENOMEM: return HK_ERR_NOMEM;
+    default: return HK_ERR_IO;
+    }
+}
+
+/* ---- logging ------------------------------------------------------------------------------ */
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static hk_log_fn g_log_fn;
+static void *g_log_ud;
+static hk_log_level g_log_max = HK_LOG_WARN;
+
+HK_API void hk_set_log_callback(hk_log_fn fn, void *userdata, hk_log_level max_level) {
+    pthread_mutex_lock(&g_log_lock);
+    g_log_fn = fn;
+    g_log_ud = userdata;
+    g_log_max = max_level;
+    pthread_mutex_unlock(&g_log_lock);
+}
+
+bool hk_log_enabled(hk_log_level level) {
+    pthread_mutex_lock(&g_log_lock);
+    bool on = g_log_fn != NULL && level <= g_log_max;
+    pthread_mutex_unlock(&g_log_lock);
+    return on;
+}
+
+void hk_log(hk_log_level level, const char *fmt, ...) {
+    pthread_mutex_lock(&g_log_lock);
+    hk_log_fn fn = g_log_fn;
+    void *ud = g_log_ud;
+    bool on = fn != NULL && level <= g_log_max;
+    pthread_mutex_unlock(&g_log_lock);
+    if (!on) return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fn(ud, level, msg);
+}
+
+HK_API const char *hk_version(void) { return HK_VERSION_STRING; }
+HK_API void hk_free(void *ptr) { free(ptr); }

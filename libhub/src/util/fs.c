@@ -1,0 +1,211 @@
+/* File-system helpers: atomic writes, mkdir -p, path safety, relative paths. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+char *hk_path_join(const char *a, const char *b) {
+    size_t la = strlen(a);
+    while (la > 1 && a[la - 1] == '/') la--;
+    while (*b == '/') b++;
+    return hk_asprintf("%.*s/%s", (int)la, a, b);
+}
+
+bool hk_path_exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+bool hk_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int hk_mkdirs(const char *path, unsigned mode) {
+    char *p = hk_strdup(path);
+    if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == '\0') {
+            char saved = *s;
+            *s = '\0';
+            if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST) {
+                int e = errno;
+                int rc = hk_fail(hk_errno_code(e), "cannot create directory %s: %s", p, strerror(e));
+                free(p);
+                return rc;
+            }
+            *s = saved;
+            if (saved == '\0') break;
+        }
+    }
+    free(p);
+    if (!hk_is_dir(path)) return hk_fail(HK_ERR_IO, "%s exists and is not a directory", path);
+    return HK_OK;
+}
+
+int hk_read_file(char **out, size_t *out_len, const char *path, size_t max_len) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return hk_fail(hk_errno_code(errno), "cannot open %s: %s", path, strerror(errno));
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (sb.len + n > max_len) {
+            fclose(f);
+            hk_sb_free(&sb);
+            return hk_fail(HK_ERR_PARSE, "%s is larger than %zu bytes", path, max_len);
+        }
+        hk_sb_append_n(&sb, buf, n);
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        hk_sb_free(&sb);
+        return hk_fail(HK_ERR_IO, "cannot read %s", path);
+    }
+    size_t len = sb.len;
+    char *data = hk_sb_steal(&sb);
+    if (!data) return hk_fail(HK_ERR_NOMEM, "out of memory reading %s", path);
+    *out = data;
+    if (out_len) *out_len = len;
+    return HK_OK;
+}
+
+void hk_random_hex8(char buf[9]) {
+    unsigned char r[4];
+    if (RAND_bytes(r, sizeof r) != 1) {
+        /* fall back to something unique enough for a temp name */
+        unsigned v = (unsigned)getpid() ^ (unsigned)(uintptr_t)buf;
+        memcpy(r, &v, 4);
+    }
+    hk_hex(buf, r, 4);
+}
+
+int hk_write_file_atomic(const char *path, const void *data, size_t len) {
+    char rnd[9];
+    hk_random_hex8(rnd);
+    char *tmp = hk_asprintf("%s.%s.tmp", path, rnd);
+    if (!tmp) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return hk_fail(hk_errno_code(e), "cannot create %s: %s", path, strerror(e));
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return hk_fail(hk_errno_code(e), "cannot write %s: %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return hk_fail(hk_errno_code(e), "cannot write %s: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return hk_fail(hk_errno_code(e), "cannot rename into %s: %s", path, strerror(e));
+    }
+    free(tmp);
+    return HK_OK;
+}
+
+int hk_rmtree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? HK_OK : hk_fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlink(path) != 0) return hk_fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+        return HK_OK;
+    }
+    DIR *d = opendir(path);
+    if (!d) return hk_fail(HK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    int rc = HK_OK;
+    struct dirent *de;
+    while (rc == HK_OK && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        char *child = hk_path_join(path, de->d_name);
+        if (!child) {
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        rc = hk_rmtree(child);
+        free(child);
+    }
+    closedir(d);
+    if (rc == HK_OK && rmdir(path) != 0) rc = hk_fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+    return rc;
+}
+
+char *hk_relpath(const char *to, const char *from_dir) {
+    /* Walk both absolute paths component by component; every component of from_dir past the
+     * common prefix becomes one "../". */
+    const char *a = to, *b = from_dir;
+    const char *a_rest = to, *b_rest = from_dir;
+    for (;;) {
+        while (*a == '/') a++;
+        while (*b == '/') b++;
+        size_t na = strcspn(a, "/"), nb = strcspn(b, "/");
+        if (na == 0 || nb == 0 || na != nb || memcmp(a, b, na) != 0) break;
+        a += na;
+        b += nb;
+        a_rest = a;
+        b_rest = b;
+    }
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    for (const char *p = b_rest;;) {
+        while (*p == '/') p++;
+        size_t n = strcspn(p, "/");
+        if (n == 0) break;
+        hk_sb_append(&sb, "../");
+        p += n;
+    }
+    while (*a_rest == '/') a_rest++;
+    hk_sb_append(&sb, a_rest);
+    if (sb.len == 0) hk_sb_append(&sb, ".");
+    return hk_sb_steal(&sb);
+}
+
+bool hk_path_is_safe_relative(const char *rel) {
+    if (!rel || !*rel || rel[0] == '/') return false;
+    if (strchr(rel, '\\')) return false;
+    if (strlen(rel) >= 2 && rel[1] == ':') return false; /* drive letter */
+    const char *p = rel;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0) return false;                              /* "a//b" or trailing '/' */
+        if (n == 1 && p[0] == '.') return false;
+        if (n == 2 && p[0] == '.' && p[1] == '.') return false;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) return false;
+        if (!e) break;
+        p = e + 1;
+        if (!*p) return false;
+    }
+    return true;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything hubkern needs to build and test, on Debian/Ubuntu. Idempotent: packages
+# already present are not reinstalled.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+debs=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev
+      libarchive-dev libmicrohttpd-dev python3 python3-pip valgrind)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python packages for the compatibility tests (the real clients) and the benchmarks.
+py=${PYTHON:-python3}
+command -v "$py" >/dev/null || { echo "setup: $py not found" >&2; exit 1; }
+if ! "$py" - "$here/requirements.txt" <<'PYEOF' 2>/dev/null
+import sys, importlib.metadata as md
+for line in open(sys.argv[1]):
+    line = line.split('#')[0].strip()
+    if not line: continue
+    name, _, ver = line.partition('==')
+    if md.version(name) != ver: raise SystemExit(1)
+PYEOF
+then
+  "$py" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" ||
+    "$py" -m pip install -q --disable-pip-version-check --break-system-packages -r "$here/requirements.txt"
+fi
+echo "setup: ok"
