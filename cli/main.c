@@ -8,6 +8,7 @@
 
 /* Subcommands register here; keep the list sorted by name. */
 #define HK_COMMANDS(X) \
+    X(bundle, "move cached repos to air-gapped machines as one tar file") \
     X(version, "print the hubkern version")
 
 #define HK_DECLARE(name, summary) int hk_cmd_##name(int argc, char **argv);

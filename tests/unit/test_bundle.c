@@ -1,0 +1,213 @@
+/* cache/bundle: round trip of a cache through a tar bundle, and hostile bundles refused with
+ * nothing recorded in refs/. */
+#include "support.h"
+
+#include "cache/bundle.h"
+#include "internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *k_commit = "1111111111111111111111111111111111111111";
+
+/* Store `content` as a blob named by its git sha1 (small) or sha256 (lfs) and link it. */
+static void put_file(const char *repo, const char *path, const char *content, bool lfs) {
+    char *tmp = hk_asprintf("%s/tmpfile", repo);
+    hk_test_write(tmp, content);
+    char hex[129];
+    hk_hash_file_hex(hex, sizeof hex, lfs ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, tmp);
+    char *blob = hk_asprintf("%s/blobs/%s", repo, hex);
+    hk_mkdirs(strrchr(blob, '/') ? repo : repo, 0777);
+    char *blobs = hk_asprintf("%s/blobs", repo);
+    hk_mkdirs(blobs, 0777);
+    rename(tmp, blob);
+    CHECK_RC(hk_cache_link_snapshot(repo, k_commit, path, hex), HK_OK);
+    free(blobs);
+    free(blob);
+    free(tmp);
+}
+
+static char *read_all(const char *path) {
+    char *d = NULL;
+    if (hk_read_file(&d, NULL, path, 1 << 20) != HK_OK) return NULL;
+    return d;
+}
+
+static int count_incomplete(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) n += hk_str_ends_with(de->d_name, ".incomplete");
+    closedir(d);
+    return n;
+}
+
+static void test_round_trip(void) {
+    const char *tmp = hk_test_tmpdir();
+    char *src = hk_path_join(tmp, "src");
+    char *dst = hk_path_join(tmp, "dst");
+    char *repo = hk_cache_repo_dir(src, HK_REPO_KERNEL, "org/rms");
+    put_file(repo, "build/tvm-ffi01-cpu-x86_64-linux/metadata.json", "{\"name\":\"rms\"}", false);
+    put_file(repo, "build/tvm-ffi01-cpu-x86_64-linux/_rms.so", "\x7f" "ELF pretend binary", true);
+    CHECK_RC(hk_cache_write_ref(repo, "v1", k_commit), HK_OK);
+    char *partial = hk_asprintf("%s/blobs/abc.12345678.incomplete", repo);
+    hk_test_write(partial, "partial");
+
+    char *bundle = hk_path_join(tmp, "b.tar.gz");
+    const char *ids[] = {"org/rms"};
+    hk_bundle_stats st;
+    CHECK_RC(hk_bundle_create(&st, bundle, src, HK_REPO_KERNEL, ids, 1), HK_OK);
+    CHECK(st.repos == 1 && st.blobs_added == 2 && st.links == 2 && st.refs == 1);
+    const char *missing[] = {"org/absent"};
+    CHECK_RC(hk_bundle_create(&st, bundle, src, HK_REPO_KERNEL, missing, 1), HK_ERR_NOT_FOUND);
+    CHECK(hk_path_exists(bundle)); /* a failed create before writing leaves the old bundle alone */
+
+    CHECK_RC(hk_bundle_extract(&st, bundle, dst), HK_OK);
+    CHECK(st.blobs_added == 2 && st.blobs_present == 0 && st.links == 2 && st.refs == 1);
+    char *drepo = hk_cache_repo_dir(dst, HK_REPO_KERNEL, "org/rms");
+    char commit[65];
+    CHECK_RC(hk_cache_read_ref(commit, drepo, "v1"), HK_OK);
+    CHECK_STR(commit, k_commit);
+    char *f = hk_asprintf("%s/snapshots/%s/build/tvm-ffi01-cpu-x86_64-linux/_rms.so", drepo, k_commit);
+    char *data = read_all(f);
+    CHECK_STR(data, "\x7f" "ELF pretend binary");
+    free(data);
+    struct stat lst;
+    CHECK(lstat(f, &lst) == 0 && S_ISLNK(lst.st_mode)); /* links stay relative symlinks */
+    char *tag = hk_path_join(dst, "CACHEDIR.TAG");
+    CHECK(hk_path_exists(tag));
+    char *dpartial = hk_asprintf("%s/blobs/abc.12345678.incomplete", drepo);
+    CHECK(!hk_path_exists(dpartial)); /* temp files are not carried */
+    /* importing twice is idempotent */
+    CHECK_RC(hk_bundle_extract(&st, bundle, dst), HK_OK);
+    CHECK(st.blobs_added == 0 && st.blobs_present == 2);
+    free(dpartial);
+    free(tag);
+    free(f);
+    free(drepo);
+    free(bundle);
+    free(partial);
+    free(repo);
+    free(dst);
+    free(src);
+}
+
+/* Build a tar by hand: entries of (path, type, content or link target). */
+typedef struct { const char *path; char type; const char *data; } entry;
+
+static char *make_tar(const char *name, const entry *es, size_t n) {
+    char *path = hk_path_join(hk_test_tmpdir(), name);
+    struct archive *a = archive_write_new();
+    archive_write_set_format_pax_restricted(a);
+    archive_write_open_filename(a, path);
+    for (size_t i = 0; i < n; i++) {
+        struct archive_entry *e = archive_entry_new();
+        archive_entry_set_pathname(e, es[i].path);
+        archive_entry_set_perm(e, 0644);
+        if (es[i].type == 'l') {
+            archive_entry_set_filetype(e, AE_IFLNK);
+            archive_entry_set_symlink(e, es[i].data);
+            archive_write_header(a, e);
+        } else if (es[i].type == 'h') {
+            archive_entry_set_filetype(e, AE_IFREG);
+            archive_entry_set_hardlink(e, es[i].data);
+            archive_write_header(a, e);
+        } else {
+            archive_entry_set_filetype(e, AE_IFREG);
+            archive_entry_set_size(e, (la_int64_t)strlen(es[i].data));
+            archive_write_header(a, e);
+            archive_write_data(a, es[i].data, strlen(es[i].data));
+        }
+        archive_entry_free(e);
+    }
+    archive_write_close(a);
+    archive_write_free(a);
+    return path;
+}
+
+#define REPO "kernels--org--evil"
+#define SNAP REPO "/snapshots/1111111111111111111111111111111111111111"
+/* git blob sha1 of "hello" */
+#define HELLO_SHA1 "b6fc4c620b67d95f953a5c1c1230aaab5db5a1b0"
+
+static void expect_refused(const char *name, const entry *es, size_t n, int want) {
+    char *tar = make_tar(name, es, n);
+    char *root = hk_path_join(hk_test_tmpdir(), "victim");
+    hk_bundle_stats st;
+    CHECK_RC(hk_bundle_extract(&st, tar, root), want);
+    char *ref = hk_asprintf("%s/" REPO "/refs/v1", root);
+    CHECK(!hk_path_exists(ref)); /* nothing recorded */
+    char *blobs = hk_asprintf("%s/" REPO "/blobs", root);
+    CHECK(count_incomplete(blobs) == 0); /* no temp file left behind */
+    char *escape = hk_path_join(hk_test_tmpdir(), "escaped");
+    CHECK(!hk_path_exists(escape));
+    free(escape);
+    free(blobs);
+    free(ref);
+    hk_rmtree(root);
+    free(root);
+    free(tar);
+}
+
+static void test_hostile(void) {
+    const entry ok_ref = {REPO "/refs/v1", 'f', "1111111111111111111111111111111111111111"};
+    const entry good_blob = {REPO "/blobs/" HELLO_SHA1, 'f', "hello"};
+    /* sanity: the good pieces import */
+    {
+        const entry es[] = {good_blob, {SNAP "/a.txt", 'l', "../../blobs/" HELLO_SHA1}, ok_ref};
+        char *tar = make_tar("good.tar", es, 3);
+        char *root = hk_path_join(hk_test_tmpdir(), "good");
+        hk_bundle_stats st;
+        CHECK_RC(hk_bundle_extract(&st, tar, root), HK_OK);
+        char *f = hk_asprintf("%s/" SNAP "/a.txt", root);
+        char *d = read_all(f);
+        CHECK_STR(d, "hello");
+        free(d);
+        free(f);
+        free(root);
+        free(tar);
+    }
+    const entry traversal[] = {{"../escaped", 'f', "x"}, ok_ref};
+    expect_refused("t1.tar", traversal, 2, HK_ERR_UNSAFE_PATH);
+    const entry nested_traversal[] = {good_blob, {REPO "/blobs/../../escaped", 'f', "x"}, ok_ref};
+    expect_refused("t2.tar", nested_traversal, 3, HK_ERR_UNSAFE_PATH);
+    const entry absolute[] = {{"/tmp/escaped", 'f', "x"}, ok_ref};
+    expect_refused("t3.tar", absolute, 2, HK_ERR_UNSAFE_PATH);
+    const entry abs_link[] = {good_blob, {SNAP "/a.txt", 'l', "/etc/passwd"}, ok_ref};
+    expect_refused("t4.tar", abs_link, 3, HK_ERR_UNSAFE_PATH);
+    const entry up_link[] = {good_blob, {SNAP "/a.txt", 'l', "../../../../escaped"}, ok_ref};
+    expect_refused("t5.tar", up_link, 3, HK_ERR_UNSAFE_PATH);
+    const entry wrong_hash[] = {{REPO "/blobs/" HELLO_SHA1, 'f', "hellO"}, ok_ref};
+    expect_refused("t6.tar", wrong_hash, 2, HK_ERR_INTEGRITY);
+    const entry fake_name[] = {{REPO "/blobs/not-a-hash", 'f', "hello"}, ok_ref};
+    expect_refused("t7.tar", fake_name, 2, HK_ERR_INTEGRITY);
+    const entry dangling[] = {{SNAP "/a.txt", 'l', "../../blobs/" HELLO_SHA1}, ok_ref};
+    expect_refused("t8.tar", dangling, 2, HK_ERR_INTEGRITY);
+    const entry hardlink[] = {good_blob, {SNAP "/a.txt", 'h', REPO "/blobs/" HELLO_SHA1}, ok_ref};
+    expect_refused("t9.tar", hardlink, 3, HK_ERR_UNSAFE_PATH);
+    const entry stray[] = {{"models--x/evil.sh", 'f', "rm -rf /"}, ok_ref};
+    expect_refused("t10.tar", stray, 2, HK_ERR_UNSAFE_PATH);
+    const entry other_folder[] = {{"notacache/refs/v1", 'f', "x"}};
+    expect_refused("t11.tar", other_folder, 1, HK_ERR_UNSAFE_PATH);
+    const entry bad_ref[] = {good_blob, {REPO "/refs/v1", 'f', "not a commit"}};
+    expect_refused("t12.tar", bad_ref, 2, HK_ERR_PARSE);
+
+    char *junk = hk_path_join(hk_test_tmpdir(), "junk.tar");
+    hk_test_write(junk, "this is not a tar archive at all, just text that goes on for a while........");
+    char *root = hk_path_join(hk_test_tmpdir(), "junkroot");
+    hk_bundle_stats st;
+    CHECK_RC(hk_bundle_extract(&st, junk, root), HK_ERR_PARSE);
+    free(root);
+    free(junk);
+}
+
+int main(void) {
+    test_round_trip();
+    test_hostile();
+    return hk_test_finish();
+}
