@@ -1,0 +1,28 @@
+/* RMSNorm CUDA launchers with a C ABI (shared by the tvm-ffi and torch bindings).
+ * Pointers are device pointers of contiguous [rows, hidden] tensors (weight: [hidden]); `device`
+ * is the CUDA ordinal the tensors live on; `stream` is a cudaStream_t (NULL = legacy default).
+ * Returns 0 or a cudaError_t value. Semantics as in rmsnorm_cpu.h. */
+#ifndef RMSNORM_CUDA_H
+#define RMSNORM_CUDA_H
+
+#include <stdint.h>
+
+#include "../rmsnorm_cpu/rmsnorm_cpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int rmsnorm_cuda_rms_norm(void *out, const void *x, const void *weight, rmsnorm_dtype dt,
+                          rmsnorm_dtype weight_dt, int64_t rows, int64_t hidden, float eps,
+                          int device, void *stream);
+int rmsnorm_cuda_fused_add_rms_norm(void *x, void *residual, const void *weight, rmsnorm_dtype dt,
+                                    rmsnorm_dtype weight_dt, int64_t rows, int64_t hidden,
+                                    float eps, int device, void *stream);
+const char *rmsnorm_cuda_error_string(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
