@@ -1,0 +1,307 @@
+/* hubkern — getting, loading and calling kernels.
+ *
+ * One call joins machine detection, version and variant resolution, download with verification,
+ * the shared cache and dlopen:
+ *
+ *     hk_get_kernel_options o;
+ *     hk_get_kernel_options_init(&o);
+ *     o.repo_id = "kernels-community/rmsnorm";
+ *     o.version = 1;
+ *     hk_kernel *k;
+ *     if (hk_get_kernel(&k, &o) != HK_OK) { fprintf(stderr, "%s\n", hk_last_error()); ... }
+ *     hk_value args[4] = { hk_value_tensor(&out), hk_value_tensor(&x), hk_value_tensor(&w),
+ *                          hk_value_float(1e-6) };
+ *     hk_value result;
+ *     int rc = hk_kernel_call(&result, k, "rms_norm", args, 4);
+ *     hk_kernel_unref(k);
+ *
+ * Kernel kinds (see docs/loading.md):
+ *  - tvm-ffi variants (`tvm-ffi01-...`): `<id>.so` is loaded after libtvm_ffi; its exported functions
+ *    (`__tvm_ffi_<name>` symbols) are listed and callable through hk_kernel_call / hk_function_call.
+ *  - torch variants (`torch*-...`): `<id>.abi3.so` is loaded only into a process that already has
+ *    libtorch; its ops register themselves with the c10 dispatcher under the namespace
+ *    hk_kernel_torch_namespace() (= metadata id). Calling them is the caller's C++ business.
+ *  - noarch variants (`torch-<backend>`): Python only; the handle gives the path and says it holds
+ *    no native code (hk_kernel_get_kind() == HK_KERNEL_NOARCH).
+ *
+ * Handles are reference counted and shared: asking twice (from any threads) for the same variant
+ * directory gives the same handle with one more reference. Two versions of one kernel are two
+ * directories and load side by side. Native code, once loaded, stays mapped for the life of the
+ * process (as in Python); the last hk_kernel_unref frees the handle's memory only.
+ */
+#ifndef HUBKERN_KERNEL_H
+#define HUBKERN_KERNEL_H
+
+#include "hubkern/common.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct hk_env; /* hubkern/env.h: a detected (or caller-built) description of the machine */
+
+typedef struct hk_kernel hk_kernel;
+typedef struct hk_function hk_function;
+
+/* ---- getting a kernel --------------------------------------------------------------------- */
+
+#define HK_VERSION_UNSET (-1)
+
+typedef struct hk_get_kernel_options {
+    size_t struct_size;          /* set by hk_get_kernel_options_init; lets the struct grow */
+    const char *repo_id;         /* "org/name" (required for hk_get_kernel / hk_has_kernel) */
+    int version;                 /* major version N (branch vN), or HK_VERSION_UNSET */
+    const char *revision;        /* branch, tag or commit; exactly one of version / revision */
+    const char *backend;         /* NULL: the detected one; "cpu" forces CPU variants */
+    bool trust_remote_code;      /* skip the trusted-publisher check (org overview) */
+    bool offline;                /* cache only (also HF_HUB_OFFLINE=1); never touches the network */
+    const char *endpoint;        /* NULL: HF_ENDPOINT or https://huggingface.co */
+    const char *cache_dir;       /* NULL: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/... */
+    const char *token;           /* NULL: HF_TOKEN / token file; "" sends none */
+    hk_progress_fn progress;     /* optional; may cancel */
+    void *progress_userdata;
+    const struct hk_env *env;    /* NULL: hk_env_detect(); else resolve for this machine */
+    const char *tvm_ffi_library; /* explicit libtvm_ffi path (else HUBKERN_TVM_FFI_LIB, TVM_FFI_LIB,
+                                    one already loaded, the Python package's copy, the system) */
+    bool skip_arch_check;        /* do not refuse a GPU the build does not cover (HK_ERR_ARCH) */
+    bool no_local_kernels;       /* ignore LOCAL_KERNELS */
+} hk_get_kernel_options;
+
+/* Defaults: version unset, nothing overridden, trust check on, arch check on. */
+HK_API void hk_get_kernel_options_init(hk_get_kernel_options *opts);
+
+/* Resolve, pull (or find in the cache), verify and load the best variant of opts->repo_id for this
+ * machine. LOCAL_KERNELS=org/name=/path:... takes precedence (no network, no trust check).
+ * Errors: HK_ERR_REPO_NOT_FOUND, HK_ERR_VERSION_NOT_FOUND, HK_ERR_REVISION_NOT_FOUND,
+ * HK_ERR_NO_VARIANT (with every candidate's reason), HK_ERR_UNTRUSTED, HK_ERR_OFFLINE,
+ * HK_ERR_INTEGRITY / HK_ERR_DIGEST (a corrupted cache), HK_ERR_ARCH, HK_ERR_RUNTIME_MISSING,
+ * HK_ERR_LOAD, network errors. On success *out holds one reference (hk_kernel_unref). */
+HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts);
+
+/* Load from a local directory, as upstream get_local_kernel: a repo checkout holding build/, a
+ * directory of variant directories, or one variant directory (has metadata.json). Variants are
+ * resolved with the same rules as the Hub. opts may be NULL (only backend, env, tvm_ffi_library and
+ * skip_arch_check are read). repo_id, when given in opts, is reported by hk_kernel_repo_id. */
+HK_API int hk_get_local_kernel(hk_kernel **out, const char *path, const hk_get_kernel_options *opts);
+
+/* Does opts->repo_id at opts->version/revision have a variant for this machine? Answers from the
+ * Hub (or the cache when offline) without downloading the build. Not finding one is not an error:
+ * *out = false and HK_OK. Unknown repo / version are errors. */
+HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *opts);
+
+/* Load repo_id pinned by a kernels.lock file (either format), from the cache only: never touches
+ * the network (prefetch with `hubkern download --lock FILE`). Old-format per-variant hashes are
+ * verified against the cached files. Errors: HK_ERR_LOCKFILE (repo not in the lock, hash mismatch),
+ * HK_ERR_OFFLINE (not cached), HK_ERR_PARSE. opts may be NULL. */
+HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *repo_id,
+                          const hk_get_kernel_options *opts);
+
+/* ---- the handle --------------------------------------------------------------------------- */
+
+typedef enum hk_kernel_kind {
+    HK_KERNEL_TVM_FFI = 0, /* callable from C through hk_kernel_call */
+    HK_KERNEL_TORCH = 1,   /* ops registered with libtorch's dispatcher under the namespace */
+    HK_KERNEL_NOARCH = 2   /* Python only: holds no native code */
+} hk_kernel_kind;
+
+typedef struct hk_kernel_metadata {
+    const char *name;          /* "rmsnorm" */
+    const char *id;            /* "_rmsnorm_cpu_abc1234": module name and torch ops namespace */
+    int version;               /* major version N */
+    const char *license;       /* "Apache-2.0" */
+    const char *backend;       /* "cpu", "cuda", "rocm", "metal", "xpu", ... */
+    const char *const *archs;  /* backend.archs ("8.0", "9.0a", "12.0+PTX", "gfx942"); may be 0 */
+    size_t num_archs;
+    const char *upstream;      /* NULL when absent */
+    const char *source;        /* NULL when absent */
+} hk_kernel_metadata;
+
+HK_API hk_kernel *hk_kernel_ref(hk_kernel *k);  /* returns k; NULL-safe */
+HK_API void hk_kernel_unref(hk_kernel *k);      /* NULL-safe */
+
+/* Strings live as long as the handle. */
+HK_API const char *hk_kernel_repo_id(const hk_kernel *k);    /* "org/name", or "" for local */
+HK_API const char *hk_kernel_commit(const hk_kernel *k);     /* 40-hex, or "" for local */
+HK_API const char *hk_kernel_variant(const hk_kernel *k);    /* "tvm-ffi01-cpu-x86_64-linux" */
+HK_API const char *hk_kernel_path(const hk_kernel *k);       /* the variant directory */
+HK_API const char *hk_kernel_library_path(const hk_kernel *k); /* the .so, NULL for noarch */
+HK_API hk_kernel_kind hk_kernel_get_kind(const hk_kernel *k);
+HK_API const hk_kernel_metadata *hk_kernel_metadata_get(const hk_kernel *k);
+/* Torch variants: the ops namespace (metadata id), e.g. for c10::Dispatcher "<ns>::rms_norm".
+ * NULL for other kinds. */
+HK_API const char *hk_kernel_torch_namespace(const hk_kernel *k);
+
+/* Exported functions (tvm-ffi: the names behind `__tvm_ffi_<name>`, sorted; 0 for other kinds). */
+HK_API size_t hk_kernel_num_functions(const hk_kernel *k);
+HK_API const char *hk_kernel_function_name(const hk_kernel *k, size_t i);
+
+/* ---- calling (tvm-ffi variants) ------------------------------------------------------------ */
+
+/* A DLPack DLTensor, laid out identically (DLPack v1: the layout tvm-ffi 0.1 uses). */
+typedef enum hk_device_type {
+    HK_DEVICE_CPU = 1,
+    HK_DEVICE_CUDA = 2,
+    HK_DEVICE_CUDA_HOST = 3,
+    HK_DEVICE_METAL = 8,
+    HK_DEVICE_ROCM = 10
+} hk_device_type;
+
+typedef enum hk_dtype_code {
+    HK_DTYPE_INT = 0,
+    HK_DTYPE_UINT = 1,
+    HK_DTYPE_FLOAT = 2,
+    HK_DTYPE_BFLOAT = 4
+} hk_dtype_code;
+
+typedef struct hk_device {
+    int32_t device_type; /* hk_device_type */
+    int32_t device_id;
+} hk_device;
+
+typedef struct hk_dtype {
+    uint8_t code;  /* hk_dtype_code */
+    uint8_t bits;  /* 16, 32, ... */
+    uint16_t lanes; /* 1 */
+} hk_dtype;
+
+typedef struct hk_dltensor {
+    void *data;
+    hk_device device;
+    int32_t ndim;
+    hk_dtype dtype;
+    int64_t *shape;
+    int64_t *strides;     /* NULL: compact row-major */
+    uint64_t byte_offset;
+} hk_dltensor;
+
+typedef enum hk_value_kind {
+    HK_VALUE_NONE = 0,
+    HK_VALUE_INT = 1,
+    HK_VALUE_FLOAT = 2,
+    HK_VALUE_BOOL = 3,
+    HK_VALUE_TENSOR = 4,  /* argument: a caller-owned DLTensor; result: one owned by the value */
+    HK_VALUE_STRING = 5   /* argument: caller-owned C string; result: owned by the value */
+} hk_value_kind;
+
+typedef struct hk_value {
+    hk_value_kind kind;
+    union {
+        int64_t i;
+        double f;
+        bool b;
+        hk_dltensor *tensor;
+        const char *str;
+    } v;
+    void *owner_; /* internal: set on results that own runtime objects; release with hk_value_clear */
+} hk_value;
+
+static inline hk_value hk_value_none(void) { hk_value x = {HK_VALUE_NONE, {0}, 0}; return x; }
+static inline hk_value hk_value_int(int64_t i) { hk_value x = {HK_VALUE_INT, {0}, 0}; x.v.i = i; return x; }
+static inline hk_value hk_value_float(double f) { hk_value x = {HK_VALUE_FLOAT, {0}, 0}; x.v.f = f; return x; }
+static inline hk_value hk_value_bool(bool b) { hk_value x = {HK_VALUE_BOOL, {0}, 0}; x.v.b = b; return x; }
+static inline hk_value hk_value_tensor(hk_dltensor *t) { hk_value x = {HK_VALUE_TENSOR, {0}, 0}; x.v.tensor = t; return x; }
+static inline hk_value hk_value_string(const char *s) { hk_value x = {HK_VALUE_STRING, {0}, 0}; x.v.str = s; return x; }
+
+/* Release what a call result owns (a returned tensor or string) and reset it to none. Safe on
+ * argument values and on none. */
+HK_API void hk_value_clear(hk_value *value);
+
+/* Look a function up by name (without the `__tvm_ffi_` prefix). The pointer lives as long as the
+ * kernel handle. HK_ERR_SYMBOL lists the exported names; HK_ERR_UNSUPPORTED for non-tvm-ffi kinds. */
+HK_API int hk_kernel_function(const hk_function **out, const hk_kernel *k, const char *name);
+
+/* Call with `num_args` arguments. `out_result` may be NULL (a returned value is then released).
+ * Errors raised inside the kernel: HK_ERR_TYPE for the runtime's TypeError (wrong argument count
+ * or types), HK_ERR_KERNEL otherwise; hk_last_error() carries "<Kind>: <kernel's message>". */
+HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const hk_value *args,
+                            size_t num_args);
+/* hk_kernel_function + hk_function_call. */
+HK_API int hk_kernel_call(hk_value *out_result, const hk_kernel *k, const char *name,
+                          const hk_value *args, size_t num_args);
+
+/* Set the current stream that tvm-ffi kernels see for a device on the calling thread
+ * (TVMFFIEnvSetStream; kernels read it with TVMFFIEnvGetStream). `previous` may be NULL.
+ * Needs the tvm-ffi runtime (loaded by the first tvm-ffi kernel, or hk_tvm_ffi_load). */
+HK_API int hk_set_stream(void **previous, int32_t device_type, int32_t device_id, void *stream);
+
+/* Load libtvm_ffi now (explicit path or NULL for the search described above). Idempotent; the
+ * first runtime loaded stays. *out_path (may be NULL) gets where it came from (static string). */
+HK_API int hk_tvm_ffi_load(const char **out_path, const char *explicit_path);
+/* Version of the loaded runtime (TVMFFIGetVersion). HK_ERR_RUNTIME_MISSING before loading. */
+HK_API int hk_tvm_ffi_version(int *major, int *minor, int *patch);
+
+/* ---- GPU fitness ---------------------------------------------------------------------------- */
+
+/* Does a CUDA device of compute capability major.minor satisfy one metadata arch entry
+ * ("8.0", "9.0a", "10.0f", "12.0+PTX")? *out_parsed = false when the entry is not a CUDA arch. */
+HK_API bool hk_cuda_arch_entry_matches(const char *entry, int major, int minor, bool *out_parsed);
+
+/* Code objects embedded in a library's .nv_fatbin section. */
+typedef struct hk_code_object {
+    bool is_ptx;        /* PTX (JIT-compilable for >= sm) vs a cubin (SASS) */
+    int sm;             /* 80, 90, 100, ... */
+    bool arch_specific; /* "a" (sm_90a): runs only on exactly that sm */
+    bool family;        /* "f" (sm_100f): runs on that major's later minors */
+    bool compressed;
+} hk_code_object;
+
+/* List the code objects of an ELF library (0 when it embeds none). *out freed with hk_free. */
+HK_API int hk_library_code_objects(hk_code_object **out, size_t *out_count, const char *library_path);
+
+/* Could any of these code objects run on compute capability major.minor? */
+HK_API bool hk_code_objects_fit(const hk_code_object *objs, size_t count, int major, int minor);
+
+/* The full check used before loading: metadata archs (§6.3 rules; all-unparseable = supported)
+ * AND the embedded code objects (when the library embeds any). HK_ERR_ARCH with a message naming
+ * the device, what the build covers and what to do. */
+HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *library_path, int major,
+                                int minor);
+
+/* ---- lockfiles ------------------------------------------------------------------------------ */
+
+typedef struct hk_lock_entry {
+    char *repo_id;
+    int version;        /* HK_VERSION_UNSET when locked by revision (or old format) */
+    char *revision;     /* NULL unless locked by revision */
+    char *commit;       /* 40- or 64-hex */
+    /* old format only: variant name → "sha256-<hex>" (git_lfs_concat) */
+    size_t num_variants;
+    char **variant_names;
+    char **variant_hashes;
+} hk_lock_entry;
+
+typedef enum hk_lock_format { HK_LOCK_OLD = 0, HK_LOCK_NEW = 1 } hk_lock_format;
+
+typedef struct hk_lockfile {
+    hk_lock_format format;
+    size_t count;
+    hk_lock_entry *entries;
+} hk_lockfile;
+
+/* Parse kernels.lock (both formats, told apart by their keys). Free with hk_lockfile_free. */
+HK_API int hk_lockfile_read(hk_lockfile **out, const char *path);
+HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len);
+HK_API void hk_lockfile_free(hk_lockfile *lock);
+/* Find a repo's entry (NULL if absent). */
+HK_API const hk_lock_entry *hk_lockfile_find(const hk_lockfile *lock, const char *repo_id);
+/* Write the new (dependency/lock) format, sorted by (repo-id, version/revision), atomically.
+ * Duplicate dependencies are refused (HK_ERR_INVALID_ARG). */
+HK_API int hk_lockfile_write(const char *path, const hk_lock_entry *entries, size_t count);
+
+/* git_lfs_concat hash of a cached variant directory (snapshots/<commit>/build/<variant>): each file
+ * is a symlink to blobs/<id>; a 64-char id is sha256 of the content (LFS), a 40-char id the git
+ * blob sha1. Result "sha256-<64 hex>" into out[72]. */
+HK_API int hk_variant_hash_from_cache(char out[72], const char *variant_dir);
+
+/* Pairs (relative path, hex id) → "sha256-<hex>" (the documented algorithm, for tree listings). */
+HK_API int hk_variant_hash_from_pairs(char out[72], const char *const *paths, const char *const *ids,
+                                      size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HUBKERN_KERNEL_H */

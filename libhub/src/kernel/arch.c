@@ -1,0 +1,154 @@
+/* GPU fitness: metadata backend.archs rules and the code objects embedded in a library. */
+#include "kernel/kernel_internal.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "X.Y[a|f][+PTX]" → fields; false when the entry is not of that shape. */
+static bool parse_cuda_arch(const char *s, int *x, int *y, char *suffix, bool *ptx) {
+    const char *p = s;
+    if (!isdigit((unsigned char)*p)) return false;
+    long a = strtol(p, (char **)&p, 10);
+    if (*p != '.' || !isdigit((unsigned char)p[1])) return false;
+    p++;
+    long b = strtol(p, (char **)&p, 10);
+    if (a > 99 || b > 99) return false;
+    *suffix = 0;
+    if (*p == 'a' || *p == 'f') *suffix = *p++;
+    *ptx = false;
+    if (strcmp(p, "+PTX") == 0) {
+        *ptx = true;
+        p += 4;
+    }
+    if (*p) return false;
+    *x = (int)a;
+    *y = (int)b;
+    return true;
+}
+
+HK_API bool hk_cuda_arch_entry_matches(const char *entry, int major, int minor, bool *out_parsed) {
+    int x, y;
+    char suffix;
+    bool ptx;
+    bool ok = entry && parse_cuda_arch(entry, &x, &y, &suffix, &ptx);
+    if (out_parsed) *out_parsed = ok;
+    if (!ok) return false;
+    if (ptx) return major > x || (major == x && minor >= y);
+    if (suffix == 'a') return major == x && minor == y;
+    return major == x && minor >= y; /* plain and 'f' */
+}
+
+HK_API bool hk_code_objects_fit(const hk_code_object *objs, size_t count, int major, int minor) {
+    int dev = major * 10 + minor;
+    for (size_t i = 0; i < count; i++) {
+        const hk_code_object *o = &objs[i];
+        int om = o->sm / 10, on = o->sm % 10;
+        if (o->arch_specific) {
+            if (o->sm == dev) return true;
+        } else if (o->is_ptx && !o->family) {
+            if (dev >= o->sm) return true; /* the driver JIT-compiles PTX for newer GPUs */
+        } else {
+            /* cubins (and family PTX) run on the same major at an equal or later minor */
+            if (om == major && on <= minor) return true;
+        }
+    }
+    return false;
+}
+
+char *hk_code_objects_describe(const hk_code_object *objs, size_t count) {
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    for (size_t i = 0; i < count; i++) {
+        const hk_code_object *o = &objs[i];
+        hk_sb_printf(&sb, "%s%s_%d%s", i ? ", " : "", o->is_ptx ? "compute" : "sm", o->sm,
+                     o->arch_specific ? "a" : o->family ? "f" : "");
+        if (o->is_ptx) hk_sb_append(&sb, " (PTX)");
+    }
+    if (count == 0) hk_sb_append(&sb, "(none)");
+    return hk_sb_steal(&sb);
+}
+
+HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *library_path, int major,
+                                int minor) {
+    if (md && md->backend && strcmp(md->backend, "cuda") == 0 && md->num_archs > 0) {
+        bool any_parsed = false, match = false;
+        for (size_t i = 0; i < md->num_archs; i++) {
+            bool parsed;
+            if (hk_cuda_arch_entry_matches(md->archs[i], major, minor, &parsed)) match = true;
+            any_parsed |= parsed;
+        }
+        if (any_parsed && !match) {
+            hk_strbuf sb;
+            hk_sb_init(&sb);
+            for (size_t i = 0; i < md->num_archs; i++)
+                hk_sb_printf(&sb, "%s%s", i ? ", " : "", md->archs[i]);
+            char *list = hk_sb_steal(&sb);
+            int rc = hk_fail(HK_ERR_ARCH,
+                             "this GPU (compute capability %d.%d) is not supported by %s: its "
+                             "metadata lists CUDA archs [%s]; use a GPU it covers, another "
+                             "version of the kernel, or skip the check (skip_arch_check / "
+                             "--no-arch-check) at your own risk",
+                             major, minor, md->id ? md->id : "this kernel", list ? list : "?");
+            free(list);
+            return rc;
+        }
+    }
+    if (library_path) {
+        hk_code_object *objs = NULL;
+        size_t n = 0;
+        int rc = hk_library_code_objects(&objs, &n, library_path);
+        if (rc) return rc;
+        if (n > 0 && !hk_code_objects_fit(objs, n, major, minor)) {
+            char *d = hk_code_objects_describe(objs, n);
+            rc = hk_fail(HK_ERR_ARCH,
+                         "this GPU (compute capability %d.%d) is not a compiled target of %s: it "
+                         "embeds %s and none of them runs on sm_%d%d; use a GPU it covers or "
+                         "another version of the kernel",
+                         major, minor, library_path, d ? d : "?", major, minor);
+            free(d);
+        }
+        free(objs);
+        return rc;
+    }
+    return HK_OK;
+}
+
+/* ---- device capability through the CUDA driver API ------------------------------------------ */
+typedef int (*cu_init_fn)(unsigned);
+typedef int (*cu_count_fn)(int *);
+typedef int (*cu_attr_fn)(int *, int, int);
+
+int hk_cuda_device_capability(int *major, int *minor) {
+    const char *forced = hk_getenv("HUBKERN_CUDA_CAPABILITY");
+    if (forced) {
+        int a, b;
+        if (sscanf(forced, "%d.%d", &a, &b) == 2) {
+            *major = a;
+            *minor = b;
+            return HK_OK;
+        }
+        return hk_fail(HK_ERR_INVALID_ARG, "HUBKERN_CUDA_CAPABILITY='%s' is not X.Y", forced);
+    }
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return hk_fail(HK_ERR_NOT_FOUND, "no CUDA driver (libcuda.so.1) on this machine");
+    cu_init_fn init;
+    cu_count_fn count;
+    cu_attr_fn attr;
+    *(void **)&init = dlsym(h, "cuInit");
+    *(void **)&count = dlsym(h, "cuDeviceGetCount");
+    *(void **)&attr = dlsym(h, "cuDeviceGetAttribute");
+    int n = 0, a = 0, b = 0, rc = HK_ERR_NOT_FOUND;
+    if (init && count && attr && init(0) == 0 && count(&n) == 0 && n > 0 &&
+        attr(&a, 75 /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */, 0) == 0 &&
+        attr(&b, 76 /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */, 0) == 0) {
+        *major = a;
+        *minor = b;
+        rc = HK_OK;
+    }
+    /* the driver stays loaded: unloading it after cuInit is not supported */
+    if (rc) return hk_fail(rc, "the CUDA driver reports no usable device");
+    return HK_OK;
+}

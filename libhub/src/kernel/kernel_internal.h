@@ -1,0 +1,59 @@
+/* Internal interfaces of the loader (libhub/src/kernel). */
+#ifndef HK_KERNEL_INTERNAL_H
+#define HK_KERNEL_INTERNAL_H
+
+#include "hubkern/kernel.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ---- elf.c -------------------------------------------------------------------------------- */
+/* Names of defined, exported dynamic symbols that start with `prefix` (prefix stripped), sorted,
+ * de-duplicated. *out is an array of *count strings (free with hk_strv_free). */
+int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, const char *prefix);
+/* Is `name` an undefined dynamic symbol of the library? (used to spot libtorch / Python needs) */
+int hk_elf_needed_libs(char ***out, size_t *count, const char *path);
+void hk_strv_free(char **v, size_t n);
+
+/* ---- metadata.c --------------------------------------------------------------------------- */
+typedef struct hk_metadata_owned {
+    hk_kernel_metadata pub;
+    char **archs;
+} hk_metadata_owned;
+int hk_metadata_read(hk_metadata_owned *md, const char *variant_dir);
+int hk_metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what);
+void hk_metadata_free(hk_metadata_owned *md);
+
+/* ---- tvmffi.c ------------------------------------------------------------------------------ */
+typedef int (*hk_tvm_safe_call)(void *self, const void *args, int32_t num_args, void *result);
+/* Make sure libtvm_ffi is loaded (explicit path first). */
+int hk_tvm_ffi_ensure(const char *explicit_path);
+
+/* ---- arch.c -------------------------------------------------------------------------------- */
+/* CUDA compute capability of device 0 through the driver API (dlopen libcuda.so.1).
+ * HK_ERR_NOT_FOUND when there is no driver or no device. */
+int hk_cuda_device_capability(int *major, int *minor);
+/* "8.0 9.0a" style text of the code objects (caller frees). */
+char *hk_code_objects_describe(const hk_code_object *objs, size_t count);
+
+/* ---- kernel.c ------------------------------------------------------------------------------ */
+typedef struct hk_load_request {
+    const char *variant_dir;      /* absolute */
+    const char *variant_name;     /* basename when NULL */
+    const char *repo_id;          /* may be NULL */
+    const char *commit;           /* may be NULL */
+    const char *tvm_ffi_library;  /* may be NULL */
+    bool skip_arch_check;
+    int cuda_major, cuda_minor;   /* device capability; -1 = detect when needed */
+} hk_load_request;
+
+/* Load (or find in the registry) the variant in req->variant_dir. */
+int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req);
+
+/* ---- local.c ------------------------------------------------------------------------------- */
+/* LOCAL_KERNELS lookup: *out_path gets the path mapped to repo_id (caller frees) or NULL. */
+int hk_local_kernels_lookup(char **out_path, const char *repo_id);
+
+#endif

@@ -1,0 +1,432 @@
+/* kernels.lock: both formats (kernel-hub-format §9), the writer of the new one, and the old
+ * format's git_lfs_concat variant hash. */
+#include "kernel/kernel_internal.h"
+#include "cache/cache.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HK_LOCK_MAX (16u << 20)
+
+static void entry_free(hk_lock_entry *e) {
+    free(e->repo_id);
+    free(e->revision);
+    free(e->commit);
+    hk_strv_free(e->variant_names, e->num_variants);
+    hk_strv_free(e->variant_hashes, e->num_variants);
+    memset(e, 0, sizeof *e);
+}
+
+HK_API void hk_lockfile_free(hk_lockfile *lock) {
+    if (!lock) return;
+    for (size_t i = 0; i < lock->count; i++) entry_free(&lock->entries[i]);
+    free(lock->entries);
+    free(lock);
+}
+
+static bool is_commit(const char *s) {
+    size_t n = strlen(s);
+    return (n == 40 || n == 64) && hk_is_hex(s, n);
+}
+
+static bool only_keys(const cJSON *obj, const char *const *keys, size_t nkeys, const char **bad) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        bool ok = false;
+        for (size_t i = 0; i < nkeys; i++)
+            if (it->string && strcmp(it->string, keys[i]) == 0) ok = true;
+        if (!ok) {
+            *bad = it->string ? it->string : "?";
+            return false;
+        }
+    }
+    return true;
+}
+
+static int parse_new(hk_lock_entry *e, const cJSON *item, size_t idx) {
+    static const char *const top[] = {"dependency", "lock"};
+    static const char *const dep_keys[] = {"repo-id", "version", "revision"};
+    static const char *const lock_keys[] = {"commit", "hash"};
+    const char *bad = NULL;
+    if (!only_keys(item, top, 2, &bad))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: unknown field '%s'", idx, bad);
+    const cJSON *dep = cJSON_GetObjectItemCaseSensitive(item, "dependency");
+    const cJSON *lk = cJSON_GetObjectItemCaseSensitive(item, "lock");
+    if (!cJSON_IsObject(dep) || !cJSON_IsObject(lk))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu needs 'dependency' and 'lock' objects", idx);
+    if (!only_keys(dep, dep_keys, 3, &bad) || !only_keys(lk, lock_keys, 2, &bad))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: unknown field '%s'", idx, bad);
+    const cJSON *repo = cJSON_GetObjectItemCaseSensitive(dep, "repo-id");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(dep, "version");
+    const cJSON *rev = cJSON_GetObjectItemCaseSensitive(dep, "revision");
+    const cJSON *commit = cJSON_GetObjectItemCaseSensitive(lk, "commit");
+    if (!cJSON_IsString(repo) || !hk_repo_id_valid(repo->valuestring))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo-id' is not a valid org/name", idx);
+    if ((ver != NULL) == (rev != NULL))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): exactly one of 'version' and "
+                       "'revision' is needed", idx, repo->valuestring);
+    if (ver && (!cJSON_IsNumber(ver) || ver->valuedouble < 0 || ver->valuedouble != (double)ver->valueint))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'version' must be a non-negative integer",
+                       idx, repo->valuestring);
+    if (rev && (!cJSON_IsString(rev) || !rev->valuestring[0]))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'revision' must be a string", idx,
+                       repo->valuestring);
+    if (!cJSON_IsString(commit) || !is_commit(commit->valuestring))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'commit' must be a full 40- or "
+                       "64-hex git object id", idx, repo->valuestring);
+    e->repo_id = hk_strdup(repo->valuestring);
+    e->commit = hk_strdup(commit->valuestring);
+    e->version = ver ? ver->valueint : HK_VERSION_UNSET;
+    e->revision = rev ? hk_strdup(rev->valuestring) : NULL;
+    if (!e->repo_id || !e->commit || (rev && !e->revision)) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return HK_OK;
+}
+
+static int parse_old(hk_lock_entry *e, const cJSON *item, size_t idx) {
+    const cJSON *repo = cJSON_GetObjectItemCaseSensitive(item, "repo_id");
+    const cJSON *sha = cJSON_GetObjectItemCaseSensitive(item, "sha");
+    const cJSON *variants = cJSON_GetObjectItemCaseSensitive(item, "variants");
+    if (!cJSON_IsString(repo) || !hk_repo_id_valid(repo->valuestring))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo_id' is not a valid org/name", idx);
+    if (!cJSON_IsString(sha) || !is_commit(sha->valuestring))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'sha' must be a full commit id", idx,
+                       repo->valuestring);
+    e->repo_id = hk_strdup(repo->valuestring);
+    e->commit = hk_strdup(sha->valuestring);
+    e->version = HK_VERSION_UNSET;
+    if (!e->repo_id || !e->commit) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (variants && !cJSON_IsObject(variants))
+        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'variants' must be an object", idx,
+                       repo->valuestring);
+    int n = variants ? cJSON_GetArraySize(variants) : 0;
+    if (n == 0) return HK_OK;
+    e->variant_names = calloc((size_t)n, sizeof(char *));
+    e->variant_hashes = calloc((size_t)n, sizeof(char *));
+    if (!e->variant_names || !e->variant_hashes) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    const cJSON *v;
+    cJSON_ArrayForEach(v, variants) {
+        const cJSON *hash = cJSON_GetObjectItemCaseSensitive(v, "hash");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "hash_type");
+        if (!cJSON_IsString(hash) || !hk_str_starts_with(hash->valuestring, "sha256-") ||
+            !hk_is_hex(hash->valuestring + 7, 64))
+            return hk_fail(HK_ERR_PARSE, "kernels.lock %s variant %s: 'hash' must be sha256-<64 hex>",
+                           repo->valuestring, v->string);
+        if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "git_lfs_concat") != 0))
+            return hk_fail(HK_ERR_PARSE, "kernels.lock %s variant %s: unknown hash_type", repo->valuestring,
+                           v->string);
+        size_t k = e->num_variants;
+        e->variant_names[k] = hk_strdup(v->string);
+        e->variant_hashes[k] = hk_strdup(hash->valuestring);
+        e->num_variants++;
+        if (!e->variant_names[k] || !e->variant_hashes[k]) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    return HK_OK;
+}
+
+static bool same_dependency(const hk_lock_entry *a, const hk_lock_entry *b) {
+    if (strcmp(a->repo_id, b->repo_id) != 0) return false;
+    if (a->revision || b->revision)
+        return a->revision && b->revision && strcmp(a->revision, b->revision) == 0;
+    return a->version == b->version;
+}
+
+HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len) {
+    if (!out || !json) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_parse: NULL argument");
+    *out = NULL;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root || !cJSON_IsArray(root)) {
+        cJSON_Delete(root);
+        return hk_fail(HK_ERR_PARSE, "kernels.lock is not a JSON array");
+    }
+    hk_lockfile *lock = calloc(1, sizeof *lock);
+    int n = cJSON_GetArraySize(root);
+    int rc = HK_OK;
+    if (!lock || (n > 0 && !(lock->entries = calloc((size_t)n, sizeof *lock->entries)))) {
+        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    lock->format = HK_LOCK_NEW;
+    const cJSON *item;
+    size_t idx = 0;
+    cJSON_ArrayForEach(item, root) {
+        if (!cJSON_IsObject(item)) {
+            rc = hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu is not an object", idx);
+            goto done;
+        }
+        bool old = cJSON_GetObjectItemCaseSensitive(item, "repo_id") != NULL;
+        hk_lock_format f = old ? HK_LOCK_OLD : HK_LOCK_NEW;
+        if (idx == 0) lock->format = f;
+        else if (f != lock->format) {
+            rc = hk_fail(HK_ERR_PARSE, "kernels.lock mixes the old (repo_id/sha) and new "
+                         "(dependency/lock) formats");
+            goto done;
+        }
+        hk_lock_entry *e = &lock->entries[idx];
+        lock->count = ++idx;
+        rc = old ? parse_old(e, item, idx - 1) : parse_new(e, item, idx - 1);
+        if (rc) goto done;
+        for (size_t j = 0; j + 1 < idx; j++)
+            if (same_dependency(&lock->entries[j], e)) {
+                rc = hk_fail(HK_ERR_PARSE, "kernels.lock locks %s twice", e->repo_id);
+                goto done;
+            }
+    }
+done:
+    cJSON_Delete(root);
+    if (rc) hk_lockfile_free(lock);
+    else *out = lock;
+    return rc;
+}
+
+HK_API int hk_lockfile_read(hk_lockfile **out, const char *path) {
+    if (!out || !path) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_read: NULL argument");
+    char *data = NULL;
+    size_t len = 0;
+    int rc = hk_read_file(&data, &len, path, HK_LOCK_MAX);
+    if (rc) return rc;
+    rc = hk_lockfile_parse(out, data, len);
+    if (rc) hk_fail_context("%s", path);
+    free(data);
+    return rc;
+}
+
+HK_API const hk_lock_entry *hk_lockfile_find(const hk_lockfile *lock, const char *repo_id) {
+    if (!lock || !repo_id) return NULL;
+    for (size_t i = 0; i < lock->count; i++)
+        if (strcmp(lock->entries[i].repo_id, repo_id) == 0) return &lock->entries[i];
+    return NULL;
+}
+
+/* (repo-id, then version entries by number before revision entries by name) */
+static int cmp_entry(const void *pa, const void *pb) {
+    const hk_lock_entry *a = *(const hk_lock_entry *const *)pa, *b = *(const hk_lock_entry *const *)pb;
+    int c = strcmp(a->repo_id, b->repo_id);
+    if (c) return c;
+    if (!a->revision && !b->revision) return (a->version > b->version) - (a->version < b->version);
+    if (!a->revision) return -1;
+    if (!b->revision) return 1;
+    return strcmp(a->revision, b->revision);
+}
+
+static char *json_quote(const char *s) {
+    cJSON *j = cJSON_CreateString(s);
+    char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    char *r = hk_strdup(t);
+    cJSON_free(t);
+    return r;
+}
+
+HK_API int hk_lockfile_write(const char *path, const hk_lock_entry *entries, size_t count) {
+    if (!path || (count && !entries)) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_write: NULL argument");
+    const hk_lock_entry **order = calloc(count ? count : 1, sizeof *order);
+    if (!order) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    int rc = HK_OK;
+    for (size_t i = 0; i < count; i++) {
+        const hk_lock_entry *e = &entries[i];
+        if (!e->repo_id || !hk_repo_id_valid(e->repo_id) || !e->commit || !is_commit(e->commit) ||
+            (!e->revision && e->version < 0)) {
+            rc = hk_fail(HK_ERR_INVALID_ARG, "lock entry %zu needs a valid repo id, a version or "
+                         "revision, and a full commit id", i);
+            goto done;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (same_dependency(&entries[j], e)) {
+                rc = hk_fail(HK_ERR_INVALID_ARG, "%s is listed twice", e->repo_id);
+                goto done;
+            }
+        order[i] = e;
+    }
+    qsort(order, count, sizeof *order, cmp_entry);
+    /* the byte format of kernels' KernelLocks.to_json: 2-space indent, no trailing newline */
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    if (count == 0) hk_sb_append(&sb, "[]");
+    else hk_sb_append(&sb, "[\n");
+    for (size_t i = 0; i < count; i++) {
+        const hk_lock_entry *e = order[i];
+        char *repo = json_quote(e->repo_id);
+        hk_sb_printf(&sb, "  {\n    \"dependency\": {\n      \"repo-id\": %s,\n", repo ? repo : "\"\"");
+        free(repo);
+        if (e->revision) {
+            char *rev = json_quote(e->revision);
+            hk_sb_printf(&sb, "      \"revision\": %s\n", rev ? rev : "\"\"");
+            free(rev);
+        } else {
+            hk_sb_printf(&sb, "      \"version\": %d\n", e->version);
+        }
+        hk_sb_printf(&sb, "    },\n    \"lock\": {\n      \"commit\": \"%s\"\n    }\n  }%s\n", e->commit,
+                     i + 1 < count ? "," : "");
+    }
+    if (count) hk_sb_append(&sb, "]");
+    if (sb.oom) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    else rc = hk_write_file_atomic(path, sb.data, sb.len);
+    hk_sb_free(&sb);
+done:
+    free(order);
+    return rc;
+}
+
+/* ---- git_lfs_concat ------------------------------------------------------------------------ */
+
+typedef struct pair {
+    char *path;
+    unsigned char id[32];
+    size_t id_len;
+} pair;
+
+typedef struct pairs {
+    pair *v;
+    size_t n, cap;
+} pairs;
+
+static void pairs_free(pairs *p) {
+    for (size_t i = 0; i < p->n; i++) free(p->v[i].path);
+    free(p->v);
+}
+
+static int cmp_pair(const void *pa, const void *pb) {
+    const pair *a = pa, *b = pb;
+    int c = strcmp(a->path, b->path);
+    if (c) return c;
+    size_t n = a->id_len < b->id_len ? a->id_len : b->id_len;
+    c = memcmp(a->id, b->id, n);
+    return c ? c : (a->id_len > b->id_len) - (a->id_len < b->id_len);
+}
+
+static int hex_to_bytes(unsigned char *out, const char *hex, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = hex[2 * i + k];
+            v <<= 4;
+            if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+            else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+            else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+            else return -1;
+        }
+        out[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static int pairs_add(pairs *p, const char *path, const char *hex) {
+    size_t hl = strlen(hex);
+    if (hl != 40 && hl != 64) return hk_fail(HK_ERR_INVALID_ARG, "id of %s is not 40 or 64 hex", path);
+    if (p->n == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 32;
+        pair *nv = realloc(p->v, nc * sizeof *nv);
+        if (!nv) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        p->v = nv;
+        p->cap = nc;
+    }
+    pair *e = &p->v[p->n];
+    e->id_len = hl / 2;
+    if (hex_to_bytes(e->id, hex, e->id_len) != 0)
+        return hk_fail(HK_ERR_INVALID_ARG, "id of %s is not hex", path);
+    e->path = hk_strdup(path);
+    if (!e->path) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    p->n++;
+    return HK_OK;
+}
+
+static bool skipped(const char *rel) {
+    if (hk_str_ends_with(rel, ".pyc")) return true;
+    const char *p = rel;
+    while ((p = strstr(p, "__pycache__")) != NULL) {
+        bool start = p == rel || p[-1] == '/';
+        bool end = p[11] == '\0' || p[11] == '/';
+        if (start && end) return true;
+        p += 11;
+    }
+    return false;
+}
+
+static int pairs_digest(char out[72], pairs *p) {
+    qsort(p->v, p->n, sizeof *p->v, cmp_pair);
+    hk_hasher *h = hk_hasher_new(HK_HASH_SHA256, 0);
+    if (!h) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < p->n; i++) {
+        hk_hasher_update(h, p->v[i].path, strlen(p->v[i].path));
+        hk_hasher_update(h, p->v[i].id, p->v[i].id_len);
+    }
+    unsigned char d[64];
+    size_t n = hk_hasher_finish(h, d);
+    memcpy(out, "sha256-", 7);
+    hk_hex(out + 7, d, n);
+    return HK_OK;
+}
+
+HK_API int hk_variant_hash_from_pairs(char out[72], const char *const *paths, const char *const *ids,
+                                      size_t count) {
+    if (!out || (count && (!paths || !ids))) return hk_fail(HK_ERR_INVALID_ARG, "NULL argument");
+    pairs p = {0};
+    int rc = HK_OK;
+    for (size_t i = 0; i < count && rc == HK_OK; i++)
+        if (!skipped(paths[i])) rc = pairs_add(&p, paths[i], ids[i]);
+    if (rc == HK_OK) rc = pairs_digest(out, &p);
+    pairs_free(&p);
+    return rc;
+}
+
+/* Walk snapshots/<commit>/build/<variant>/: every file must be a symlink into blobs/; its content
+ * is hashed with the algorithm its blob name length implies (the old kernels verifier). */
+static int walk_cache(pairs *p, const char *root, const char *rel) {
+    char *dir = rel[0] ? hk_path_join(root, rel) : hk_strdup(root);
+    if (!dir) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        free(dir);
+        return hk_fail(hk_errno_code(e), "cannot list %s: %s", root, strerror(e));
+    }
+    int rc = HK_OK;
+    struct dirent *de;
+    while (rc == HK_OK && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        char *r = rel[0] ? hk_asprintf("%s/%s", rel, de->d_name) : hk_strdup(de->d_name);
+        char *full = r ? hk_path_join(root, r) : NULL;
+        struct stat lst;
+        if (!r || !full) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        else if (skipped(r)) { /* bytecode is not part of the hash */
+        } else if (lstat(full, &lst) != 0) rc = hk_fail(HK_ERR_IO, "cannot stat %s", full);
+        else if (S_ISDIR(lst.st_mode)) rc = walk_cache(p, root, r);
+        else if (S_ISLNK(lst.st_mode)) {
+            char target[PATH_MAX];
+            ssize_t tl = readlink(full, target, sizeof target - 1);
+            if (tl < 0) rc = hk_fail(HK_ERR_IO, "cannot read link %s", full);
+            else {
+                target[tl] = '\0';
+                const char *blob = strrchr(target, '/');
+                blob = blob ? blob + 1 : target;
+                size_t bl = strlen(blob);
+                char hex[65];
+                if (bl == 64) rc = hk_hash_file_hex(hex, sizeof hex, HK_HASH_SHA256, full);
+                else if (bl == 40) rc = hk_hash_file_hex(hex, sizeof hex, HK_HASH_GIT_BLOB, full);
+                else rc = hk_fail(HK_ERR_LOCKFILE, "%s links to %s, which is not a cache blob", full, target);
+                if (rc == HK_OK) rc = pairs_add(p, r, hex);
+            }
+        }
+        /* regular files that are not links are not cache content: ignored as the old verifier did */
+        free(r);
+        free(full);
+    }
+    closedir(d);
+    free(dir);
+    return rc;
+}
+
+HK_API int hk_variant_hash_from_cache(char out[72], const char *variant_dir) {
+    if (!out || !variant_dir) return hk_fail(HK_ERR_INVALID_ARG, "NULL argument");
+    pairs p = {0};
+    int rc = walk_cache(&p, variant_dir, "");
+    if (rc == HK_OK) rc = pairs_digest(out, &p);
+    pairs_free(&p);
+    return rc;
+}

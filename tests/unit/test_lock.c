@@ -1,0 +1,164 @@
+/* kernels.lock: both formats, the writer (byte format of kernels 0.17.2's KernelLocks.to_json, also
+ * checked against the real package in tests/integration/test_load_lock.py), and the old format's
+ * git_lfs_concat hash (expected values computed independently from the documented algorithm). */
+#include "support.h"
+
+#include "hubkern/kernel.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#define C40A "cccccccccccccccccccccccccccccccccccccccc"
+#define C40B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define C40C "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+static void test_parse_new(void) {
+    const char *j = "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1},\"lock\":{\"commit\":\"" C40A "\"}},"
+                    "{\"dependency\":{\"repo-id\":\"org/b\",\"revision\":\"main\"},\"lock\":{\"commit\":\"" C40B
+                    "\",\"hash\":\"sha256-xyz\"}}]";
+    hk_lockfile *l = NULL;
+    CHECK_RC(hk_lockfile_parse(&l, j, strlen(j)), HK_OK);
+    if (!l) return;
+    CHECK(l->format == HK_LOCK_NEW && l->count == 2);
+    const hk_lock_entry *e = hk_lockfile_find(l, "org/a");
+    CHECK(e && e->version == 1 && !e->revision);
+    if (e) CHECK_STR(e->commit, C40A);
+    e = hk_lockfile_find(l, "org/b");
+    CHECK(e && e->version == HK_VERSION_UNSET);
+    if (e) CHECK_STR(e->revision, "main");
+    CHECK(hk_lockfile_find(l, "org/c") == NULL);
+    hk_lockfile_free(l);
+
+    /* rejected: unknown fields, duplicates, both/neither version+revision, short commits, mixes */
+    const char *bad[] = {
+        "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1},\"lock\":{\"commit\":\"" C40A "\",\"x\":1}}]",
+        "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1},\"lock\":{\"commit\":\"" C40A "\"},\"y\":2}]",
+        "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1},\"lock\":{\"commit\":\"" C40A "\"}},"
+        "{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1},\"lock\":{\"commit\":\"" C40B "\"}}]",
+        "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1,\"revision\":\"v1\"},\"lock\":{\"commit\":\"" C40A "\"}}]",
+        "[{\"dependency\":{\"repo-id\":\"org/a\"},\"lock\":{\"commit\":\"" C40A "\"}}]",
+        "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1},\"lock\":{\"commit\":\"abc123\"}}]",
+        "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1.5},\"lock\":{\"commit\":\"" C40A "\"}}]",
+        "[{\"dependency\":{\"repo-id\":\"../x\",\"version\":1},\"lock\":{\"commit\":\"" C40A "\"}}]",
+        "[{\"dependency\":{\"repo-id\":\"org/a\",\"version\":1},\"lock\":{\"commit\":\"" C40A "\"}},"
+        "{\"repo_id\":\"org/b\",\"sha\":\"" C40B "\",\"variants\":{}}]",
+        "{\"not\":\"an array\"}",
+        "[1]",
+        "[{",
+    };
+    for (size_t i = 0; i < HK_ARRAY_LEN(bad); i++) {
+        l = (hk_lockfile *)1;
+        CHECK_RC(hk_lockfile_parse(&l, bad[i], strlen(bad[i])), HK_ERR_PARSE);
+        CHECK(l == NULL);
+    }
+}
+
+static void test_parse_old(void) {
+    const char *j = "[{\"repo_id\":\"kernels-community/activation\",\"sha\":\"" C40C "\",\"variants\":{"
+                    "\"torch27-cxx11-cu126-x86_64-linux\":{\"hash\":\"sha256-"
+                    "1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569\",\"hash_type\":\"git_lfs_concat\"}}}]";
+    hk_lockfile *l = NULL;
+    CHECK_RC(hk_lockfile_parse(&l, j, strlen(j)), HK_OK);
+    if (!l) return;
+    CHECK(l->format == HK_LOCK_OLD && l->count == 1);
+    const hk_lock_entry *e = hk_lockfile_find(l, "kernels-community/activation");
+    CHECK(e && e->num_variants == 1 && e->version == HK_VERSION_UNSET);
+    if (e && e->num_variants == 1) {
+        CHECK_STR(e->commit, C40C);
+        CHECK_STR(e->variant_names[0], "torch27-cxx11-cu126-x86_64-linux");
+        CHECK_STR(e->variant_hashes[0], "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
+    }
+    hk_lockfile_free(l);
+    const char *bad = "[{\"repo_id\":\"org/a\",\"sha\":\"" C40C "\",\"variants\":{\"v\":{\"hash\":\"md5-00\"}}}]";
+    CHECK_RC(hk_lockfile_parse(&l, bad, strlen(bad)), HK_ERR_PARSE);
+}
+
+static void test_write(void) {
+    hk_lock_entry e[3];
+    memset(e, 0, sizeof e);
+    e[0].repo_id = "org/b"; e[0].version = 2; e[0].commit = C40C;
+    e[1].repo_id = "org/a"; e[1].version = HK_VERSION_UNSET; e[1].revision = "main"; e[1].commit = C40B;
+    e[2].repo_id = "org/a"; e[2].version = 1; e[2].commit = C40A;
+    char *p = hk_asprintf("%s/kernels.lock", hk_test_tmpdir());
+    CHECK_RC(hk_lockfile_write(p, e, 3), HK_OK);
+    char *got = NULL;
+    CHECK_RC(hk_read_file(&got, NULL, p, 1 << 20), HK_OK);
+    /* exactly what kernels 0.17.2 KernelLocks.to_json() prints for the same locks */
+    const char *want =
+        "[\n  {\n    \"dependency\": {\n      \"repo-id\": \"org/a\",\n      \"version\": 1\n    },\n"
+        "    \"lock\": {\n      \"commit\": \"" C40A "\"\n    }\n  },\n"
+        "  {\n    \"dependency\": {\n      \"repo-id\": \"org/a\",\n      \"revision\": \"main\"\n    },\n"
+        "    \"lock\": {\n      \"commit\": \"" C40B "\"\n    }\n  },\n"
+        "  {\n    \"dependency\": {\n      \"repo-id\": \"org/b\",\n      \"version\": 2\n    },\n"
+        "    \"lock\": {\n      \"commit\": \"" C40C "\"\n    }\n  }\n]";
+    CHECK_STR(got, want);
+    free(got);
+    hk_lockfile *l = NULL;
+    CHECK_RC(hk_lockfile_read(&l, p), HK_OK); /* round trip */
+    CHECK(l && l->count == 3);
+    hk_lockfile_free(l);
+    e[0].repo_id = "org/a"; e[0].version = 1;
+    CHECK_RC(hk_lockfile_write(p, e, 3), HK_ERR_INVALID_ARG); /* duplicate */
+    e[0].repo_id = "org/b"; e[0].commit = "short";
+    CHECK_RC(hk_lockfile_write(p, e, 3), HK_ERR_INVALID_ARG);
+    CHECK_RC(hk_lockfile_read(&l, "/nonexistent/kernels.lock"), HK_ERR_NOT_FOUND);
+    free(p);
+}
+
+static void put_blob(const char *repo, const char *variant_dir, const char *rel, const char *blob,
+                     const char *content, size_t len) {
+    char *bp = hk_asprintf("%s/blobs/%s", repo, blob);
+    CHECK_RC(hk_write_file_atomic(bp, content, len), HK_OK);
+    char *lp = hk_asprintf("%s/%s", variant_dir, rel);
+    char *dir = hk_strdup(lp);
+    *strrchr(dir, '/') = '\0';
+    hk_mkdirs(dir, 0777);
+    CHECK(symlink(bp, lp) == 0);
+    free(bp);
+    free(lp);
+    free(dir);
+}
+
+static void test_hash(void) {
+    /* pairs → hash (ids as a tree listing gives them) */
+    const char *paths[] = {"sub/x.json", "__init__.py", "_ops.so", "__pycache__/a.cpython-311.pyc", "b.pyc"};
+    const char *ids[] = {"9e26dfeeb6e641a33dae4961196235bdb965b21b", "9f1b437537a2acdadafd3174f6f0af9c1a04f5e4",
+                         "79c17c0a5fd863a218753adc5e664d9d77d7f233f3a6b1ae859a30d6bed6f818",
+                         "0000000000000000000000000000000000000000", "1111111111111111111111111111111111111111"};
+    char h[72];
+    CHECK_RC(hk_variant_hash_from_pairs(h, paths, ids, 5), HK_OK);
+    CHECK_STR(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
+
+    /* the same files in a cache snapshot: recomputed from content */
+    char *repo = hk_asprintf("%s/kernels--org--k", hk_test_tmpdir());
+    char *vd = hk_asprintf("%s/snapshots/" C40A "/build/torch27-cxx11-cu126-x86_64-linux", repo);
+    hk_mkdirs(vd, 0777);
+    char big[1000];
+    for (int i = 0; i < 100; i++) memcpy(big + 10 * i, "BINARYDATA", 10);
+    char *blobs = hk_asprintf("%s/blobs", repo);
+    hk_mkdirs(blobs, 0777);
+    free(blobs);
+    put_blob(repo, vd, "__init__.py", "9f1b437537a2acdadafd3174f6f0af9c1a04f5e4", "print('hi')\n", 12);
+    put_blob(repo, vd, "_ops.so", "79c17c0a5fd863a218753adc5e664d9d77d7f233f3a6b1ae859a30d6bed6f818", big, sizeof big);
+    put_blob(repo, vd, "sub/x.json", "9e26dfeeb6e641a33dae4961196235bdb965b21b", "{}", 2);
+    put_blob(repo, vd, "__pycache__/z.pyc", "2222222222222222222222222222222222222222", "junk", 4);
+    CHECK_RC(hk_variant_hash_from_cache(h, vd), HK_OK);
+    CHECK_STR(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
+    /* a corrupted blob changes the hash */
+    char *bp = hk_asprintf("%s/blobs/9e26dfeeb6e641a33dae4961196235bdb965b21b", repo);
+    CHECK_RC(hk_write_file_atomic(bp, "{ }", 3), HK_OK);
+    CHECK_RC(hk_variant_hash_from_cache(h, vd), HK_OK);
+    CHECK(strcmp(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569") != 0);
+    free(bp);
+    free(repo);
+    free(vd);
+}
+
+int main(void) {
+    test_parse_new();
+    test_parse_old();
+    test_write();
+    test_hash();
+    return hk_test_finish();
+}
