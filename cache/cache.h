@@ -45,4 +45,58 @@ int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char 
 /* Write CACHEDIR.TAG at the root if absent. */
 int hk_cache_ensure_tag(const char *root);
 
+
+/* ---- blob store: locks, temp files, verification (cache/store.c) --------------------------- */
+#include <stdint.h>
+
+/* <root>/.locks/<repo folder>/<etag>.lock. Caller frees. */
+char *hk_cache_lock_path(const char *root, const char *repo_dir, const char *etag);
+/* Try to take an exclusive lock (flock, mode 0664, O_NOFOLLOW, inode re-check after acquiring;
+ * the lock file is never unlinked). *out_fd >= 0 when acquired, -1 when another process holds it.
+ * Filesystems without flock: acquired "softly" (correctness then rests on temp file + rename). */
+int hk_cache_lock_try(int *out_fd, const char *lock_path);
+/* Block until acquired (polling every 100 ms, logging every 10 s); timeout_ms < 0: forever. */
+int hk_cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms);
+void hk_cache_unlock(int fd);
+
+/* Open a fresh blobs/<etag>.<rand8>.incomplete (O_EXCL, mode 0666 & ~umask). Caller frees *out_tmp. */
+int hk_cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag);
+/* Rename a finished temp file to blobs/<etag>. */
+int hk_cache_blob_commit(const char *tmp_path, const char *repo_dir, const char *etag);
+/* blobs/<etag> exists as a regular file of `size` bytes (size UINT64_MAX: any size). */
+bool hk_cache_blob_present(const char *repo_dir, const char *etag, uint64_t size);
+/* snapshots/<commit>/<path> is a symlink that resolves to an existing blobs/<etag>. */
+bool hk_cache_pointer_ok(const char *repo_dir, const char *commit, const char *path, const char *etag);
+/* Hash a blob as its name says (64 hex: sha256; 40 hex: git blob sha1). *out_checkable = false for
+ * other names (mirror-fabricated etags). out_hex gets the actual digest. */
+int hk_cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag);
+
+/* ---- cache maintenance (cache/maint.c): hubkern cache ls | verify | prune | rm -------------- */
+typedef struct hk_cache_report {
+    size_t repos, snapshots, blobs, refs;
+    uint64_t bytes;          /* blob bytes on disk */
+    size_t problems;         /* verify: mismatches, broken links, bad refs */
+    size_t removed;          /* prune/rm: entries removed */
+    uint64_t removed_bytes;
+} hk_cache_report;
+
+/* Callback receiving one line of human-readable output per item (problem, listing row, removal). */
+typedef void (*hk_cache_line_fn)(void *ud, const char *line);
+
+/* List repos, refs and snapshots (json: one JSON document in a single line call). */
+int hk_cache_ls(hk_cache_report *rep, const char *root, const char *repo_id, bool json,
+                hk_cache_line_fn fn, void *ud);
+/* Re-hash every blob against its name, check every snapshot link, ref and metadata.json digest.
+ * HK_OK with rep->problems == 0 when clean; problems are reported through fn. */
+int hk_cache_verify(hk_cache_report *rep, const char *root, const char *repo_id,
+                    hk_cache_line_fn fn, void *ud);
+/* Remove leftovers: *.incomplete and *.tmp files (not locked by a live download), broken links,
+ * blobs no snapshot points to, empty directories; with detached: also snapshots no ref names. */
+int hk_cache_prune(hk_cache_report *rep, const char *root, bool detached, bool dry_run,
+                   hk_cache_line_fn fn, void *ud);
+/* Remove a repo (revision NULL) or one revision (branch/tag/commit: its snapshot, the refs naming
+ * it, then blobs left unreferenced). */
+int hk_cache_rm(hk_cache_report *rep, const char *root, const char *repo_id, const char *revision,
+                bool dry_run, hk_cache_line_fn fn, void *ud);
+
 #endif

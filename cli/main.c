@@ -9,7 +9,11 @@
 /* Subcommands register here; keep the list sorted by name. */
 #define HK_COMMANDS(X) \
     X(bundle, "move cached repos to air-gapped machines as one tar file") \
-    X(version, "print the hubkern version")
+    X(cache, "inspect, verify, prune or remove entries of the local cache") \
+    X(info, "show a kernel's publisher trust, versions and variants") \
+    X(pull, "download a kernel variant into the cache, verified") \
+    X(version, "print the hubkern version") \
+    X(versions, "list the versions (vN branches) of a kernel")
 
 #define HK_DECLARE(name, summary) int hk_cmd_##name(int argc, char **argv);
 HK_COMMANDS(HK_DECLARE)

@@ -1,0 +1,149 @@
+/* hubkern info: what the Hub (or the cache, offline) knows about a kernel: publisher trust,
+ * versions, the variants of one version and the one this machine would use. */
+#include "cli/cli.h"
+
+#include <hubkern.h>
+
+#include "cache/cache.h"
+#include "client/client.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct hk_cli_hub_args {
+    const char *endpoint;
+    const char *cache;
+    int offline;
+} hk_cli_hub_args;
+int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i);
+int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: hubkern info ORG/NAME [--version N | --revision REV] [--backend B] [--json]\n"
+               "                    [--endpoint URL] [--cache DIR] [--offline]\n\n"
+               "Shows the publisher trust status, the versions, and for one version (default: the newest) its\n"
+               "commit, build variants and the variant this machine would pull.\n");
+}
+
+int hk_cmd_info(int argc, char **argv);
+int hk_cmd_info(int argc, char **argv) {
+    hk_cli_hub_args a = {0};
+    const char *repo = NULL, *revision = NULL, *backend = NULL;
+    int version = -1, json = 0;
+    for (int i = 1; i < argc; i++) {
+        int c = hk_cli_hub_opt(&a, argc, argv, &i);
+        if (c < 0) return 2;
+        if (c) continue;
+        const char *o = argv[i];
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(o, "--json") == 0) json = 1;
+        else if (strcmp(o, "--version") == 0 && i + 1 < argc) version = atoi(argv[++i]);
+        else if (strcmp(o, "--revision") == 0 && i + 1 < argc) revision = argv[++i];
+        else if (strcmp(o, "--backend") == 0 && i + 1 < argc) backend = argv[++i];
+        else if (o[0] != '-' && !repo) repo = o;
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!repo || (version >= 0 && revision)) {
+        usage(stderr);
+        return 2;
+    }
+    hk_hub *hub = NULL;
+    if (hk_cli_hub_open(&hub, &a, NULL, NULL)) return hk_cli_report_error("info");
+    int rc = 0;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "repo", repo);
+    cJSON_AddStringToObject(j, "endpoint", hk_hub_endpoint(hub));
+    if (!hk_hub_is_offline(hub)) {
+        char org[128];
+        const char *slash = strchr(repo, '/');
+        snprintf(org, sizeof org, "%.*s", slash ? (int)(slash - repo) : (int)strlen(repo), repo);
+        int trusted = 0;
+        if (hk_hub_check_trust(&trusted, hub, org) == HK_OK) cJSON_AddBoolToObject(j, "trusted_publisher", trusted);
+        else cJSON_AddStringToObject(j, "trusted_publisher", hk_last_error());
+    }
+    hk_hub_version *v = NULL;
+    size_t n = 0;
+    if (hk_hub_list_versions(&v, &n, hub, repo)) {
+        rc = hk_cli_report_error(NULL);
+        goto out;
+    }
+    cJSON *jv = cJSON_AddArrayToObject(j, "versions");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "version", v[i].version);
+        cJSON_AddStringToObject(o, "commit", v[i].commit);
+        cJSON_AddItemToArray(jv, o);
+    }
+    if (version < 0 && !revision) {
+        if (n == 0) {
+            hk_free(v);
+            fprintf(stderr, "hubkern: %s has no versions (vN branches); use --revision\n", repo);
+            rc = 1;
+            goto out;
+        }
+        version = v[n - 1].version;
+    }
+    hk_free(v);
+    char commit[65];
+    if (hk_hub_resolve(commit, hub, repo, version, revision)) {
+        rc = hk_cli_report_error(NULL);
+        goto out;
+    }
+    if (version >= 0) cJSON_AddNumberToObject(j, "version", version);
+    else cJSON_AddStringToObject(j, "revision", revision);
+    cJSON_AddStringToObject(j, "commit", commit);
+    char **names = NULL;
+    size_t nn = 0;
+    if (hk_hub_list_variants(&names, &nn, hub, repo, commit)) {
+        rc = hk_cli_report_error(NULL);
+        goto out;
+    }
+    cJSON *jn = cJSON_AddArrayToObject(j, "variants");
+    for (size_t i = 0; i < nn; i++) cJSON_AddItemToArray(jn, cJSON_CreateString(names[i]));
+    const char *best = NULL;
+    if (hk_pick_variant(&best, (const char *const *)names, nn, backend) == HK_OK)
+        cJSON_AddStringToObject(j, "selected_variant", best);
+    else
+        cJSON_AddStringToObject(j, "selected_variant_error", hk_last_error());
+    char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo);
+    char *snap = dir ? hk_asprintf("%s/snapshots/%s", dir, commit) : NULL;
+    cJSON_AddBoolToObject(j, "cached", snap && hk_is_dir(snap));
+    free(dir);
+    free(snap);
+    hk_strv_free(names);
+    if (json) {
+        char *s = cJSON_Print(j);
+        if (s) printf("%s\n", s);
+        free(s);
+    } else {
+        cJSON *it;
+        cJSON_ArrayForEach(it, j) {
+            if (cJSON_IsArray(it)) {
+                printf("%-18s", it->string);
+                cJSON *e;
+                int first = 1;
+                cJSON_ArrayForEach(e, it) {
+                    if (cJSON_IsString(e)) printf("%s%s", first ? "" : "\n                  ", e->valuestring);
+                    else printf("%sv%d %s", first ? "" : "\n                  ",
+                                (int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "version")),
+                                cJSON_GetStringValue(cJSON_GetObjectItem(e, "commit")));
+                    first = 0;
+                }
+                printf("%s\n", first ? "(none)" : "");
+            } else if (cJSON_IsString(it)) printf("%-18s%s\n", it->string, it->valuestring);
+            else if (cJSON_IsBool(it)) printf("%-18s%s\n", it->string, cJSON_IsTrue(it) ? "yes" : "no");
+            else if (cJSON_IsNumber(it)) printf("%-18s%d\n", it->string, (int)it->valuedouble);
+        }
+    }
+out:
+    cJSON_Delete(j);
+    hk_hub_free(hub);
+    return rc;
+}

@@ -1,0 +1,173 @@
+/* hubkern pull: resolve a kernel version or revision, choose the variant for this machine and
+ * download it into the shared cache, verified. Also hosts the option parsing shared by the
+ * versions / info / cache commands (hk_cli_hub_*). */
+#include "cli/cli.h"
+
+#include <hubkern.h>
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Options common to the Hub commands. */
+typedef struct hk_cli_hub_args {
+    const char *endpoint;
+    const char *cache;
+    int offline;
+} hk_cli_hub_args;
+
+int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i);
+int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
+
+/* Consumes argv[*i] (and its value) when it is a common option; returns 1 if consumed, 0 if not,
+ * -1 on a missing value. */
+int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i) {
+    const char *o = argv[*i];
+    const char **slot = strcmp(o, "--endpoint") == 0 ? &a->endpoint : strcmp(o, "--cache") == 0 ? &a->cache : NULL;
+    if (slot) {
+        if (*i + 1 >= argc) {
+            fprintf(stderr, "hubkern: %s needs a value\n", o);
+            return -1;
+        }
+        *slot = argv[++*i];
+        return 1;
+    }
+    if (strcmp(o, "--offline") == 0) {
+        a->offline = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud) {
+    hk_hub_options o;
+    hk_hub_options_init(&o);
+    o.endpoint = a->endpoint;
+    o.cache_dir = a->cache;
+    if (a->offline) o.offline = 1;
+    o.progress = progress;
+    o.progress_userdata = ud;
+    return hk_hub_new(out, &o);
+}
+
+typedef struct bar {
+    int drawn;
+} bar;
+
+static int draw_bar(void *ud, const hk_progress *p) {
+    bar *b = ud;
+    if (strcmp(p->stage, "download") != 0 || p->total_bytes == 0) return 0;
+    double f = (double)p->done_bytes / (double)p->total_bytes;
+    if (f > 1) f = 1;
+    int w = 30, k = (int)(f * w);
+    char cells[31];
+    for (int i = 0; i < w; i++) cells[i] = i < k ? '#' : ' ';
+    cells[w] = '\0';
+    fprintf(stderr, "\r[%s] %3d%% %7.1f/%.1f MB  %u/%u files", cells, (int)(f * 100), p->done_bytes / 1e6,
+            p->total_bytes / 1e6, p->done_files, p->total_files);
+    fflush(stderr);
+    b->drawn = 1;
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hubkern pull ORG/NAME (--version N | --revision REV) [--variant V | --all-variants]\n"
+            "                    [--json] [--endpoint URL] [--cache DIR] [--offline] [--trust-remote-code]\n"
+            "                    [--backend cpu|cuda|...]\n\n"
+            "Downloads build/<variant>/ of a kernel into the huggingface_hub cache (KERNELS_CACHE, HF_HUB_CACHE,\n"
+            "HF_HOME/hub), checking every file's size and hash and the metadata.json digest, and writes\n"
+            "refs/vN so that offline use works. Prints the variant directory (or JSON with --json).\n"
+            "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT.\n");
+}
+
+int hk_cmd_pull(int argc, char **argv);
+int hk_cmd_pull(int argc, char **argv) {
+    hk_cli_hub_args a = {0};
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        int c = hk_cli_hub_opt(&a, argc, argv, &i);
+        if (c < 0) return 2;
+        if (c) continue;
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(o, "--json") == 0) json = 1;
+        else if (strcmp(o, "--all-variants") == 0) s.all_variants = 1;
+        else if (strcmp(o, "--trust-remote-code") == 0) s.trust_remote_code = 1;
+        else if ((strcmp(o, "--version") == 0 || strcmp(o, "--revision") == 0 || strcmp(o, "--variant") == 0 ||
+                  strcmp(o, "--backend") == 0) && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(o, "--version") == 0) {
+                char *end;
+                long n = strtol(v, &end, 10);
+                if (*v == '\0' || *end || n < 0 || n > 1000000) {
+                    fprintf(stderr, "hubkern: --version takes a non-negative integer, got '%s'\n", v);
+                    return 2;
+                }
+                s.version = (int)n;
+            } else if (strcmp(o, "--revision") == 0) s.revision = v;
+            else if (strcmp(o, "--variant") == 0) s.variant = v;
+            else s.backend = v;
+        } else if (o[0] != '-' && !s.repo_id) s.repo_id = o;
+        else {
+            fprintf(stderr, "hubkern pull: unexpected argument '%s'\n\n", o);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!s.repo_id || (s.version < 0) == (s.revision == NULL) || (s.variant && s.all_variants)) {
+        usage(stderr);
+        return 2;
+    }
+    bar b = {0};
+    hk_hub *hub = NULL;
+    if (hk_cli_hub_open(&hub, &a, isatty(STDERR_FILENO) && !json ? draw_bar : NULL, &b)) return hk_cli_report_error("pull");
+    hk_pull_result *r = NULL;
+    int rc = hk_hub_pull(&r, hub, &s);
+    if (b.drawn) fprintf(stderr, "\n");
+    if (rc) {
+        hk_hub_free(hub);
+        return hk_cli_report_error(NULL);
+    }
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "repo", hk_pull_result_repo(r));
+        cJSON_AddStringToObject(j, "revision", hk_pull_result_revision(r));
+        cJSON_AddStringToObject(j, "commit", hk_pull_result_commit(r));
+        cJSON_AddStringToObject(j, "snapshot", hk_pull_result_snapshot(r));
+        cJSON_AddStringToObject(j, "cache", hk_hub_cache_root(hub));
+        cJSON_AddBoolToObject(j, "offline", hk_pull_result_offline(r));
+        cJSON *vs = cJSON_AddArrayToObject(j, "variants");
+        for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) {
+            cJSON *v = cJSON_CreateObject();
+            cJSON_AddStringToObject(v, "name", hk_pull_result_variant(r, i));
+            cJSON_AddStringToObject(v, "path", hk_pull_result_variant_path(r, i));
+            cJSON_AddItemToArray(vs, v);
+        }
+        cJSON *fs = cJSON_AddArrayToObject(j, "files");
+        for (size_t i = 0; i < hk_pull_result_file_count(r); i++)
+            cJSON_AddItemToArray(fs, cJSON_CreateString(hk_pull_result_file(r, i)));
+        cJSON_AddNumberToObject(j, "files_downloaded", (double)hk_pull_result_files_downloaded(r));
+        cJSON_AddNumberToObject(j, "bytes_downloaded", (double)hk_pull_result_bytes_downloaded(r));
+        cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_pull_result_bytes_verified(r));
+        char *txt = cJSON_Print(j);
+        if (txt) printf("%s\n", txt);
+        free(txt);
+        cJSON_Delete(j);
+    } else {
+        fprintf(stderr, "%s %s -> %.12s: %zu file%s, %zu downloaded (%.1f MB), all verified\n", hk_pull_result_repo(r),
+                hk_pull_result_revision(r), hk_pull_result_commit(r), hk_pull_result_file_count(r),
+                hk_pull_result_file_count(r) == 1 ? "" : "s", hk_pull_result_files_downloaded(r),
+                hk_pull_result_bytes_downloaded(r) / 1e6);
+        for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) printf("%s\n", hk_pull_result_variant_path(r, i));
+    }
+    hk_pull_result_free(r);
+    hk_hub_free(hub);
+    return 0;
+}

@@ -1,0 +1,88 @@
+/* hubkern versions: the major versions (vN branches) of a kernel repo. */
+#include "cli/cli.h"
+
+#include <hubkern.h>
+
+#include "cache/cache.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct hk_cli_hub_args {
+    const char *endpoint;
+    const char *cache;
+    int offline;
+} hk_cli_hub_args;
+int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i);
+int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: hubkern versions ORG/NAME [--json] [--endpoint URL] [--cache DIR] [--offline]\n\n"
+               "Lists the versions (vN branches) of a kernel with their commits; 'cached' marks versions whose\n"
+               "refs/vN is in the local cache. Offline, lists the cached versions only.\n");
+}
+
+int hk_cmd_versions(int argc, char **argv);
+int hk_cmd_versions(int argc, char **argv) {
+    hk_cli_hub_args a = {0};
+    const char *repo = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        int c = hk_cli_hub_opt(&a, argc, argv, &i);
+        if (c < 0) return 2;
+        if (c) continue;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (argv[i][0] != '-' && !repo) repo = argv[i];
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!repo) {
+        usage(stderr);
+        return 2;
+    }
+    hk_hub *hub = NULL;
+    if (hk_cli_hub_open(&hub, &a, NULL, NULL)) return hk_cli_report_error("versions");
+    hk_hub_version *v = NULL;
+    size_t n = 0;
+    if (hk_hub_list_versions(&v, &n, hub, repo)) {
+        hk_hub_free(hub);
+        return hk_cli_report_error(NULL);
+    }
+    char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo);
+    cJSON *j = json ? cJSON_CreateArray() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        char ref[32], cached[65] = "";
+        snprintf(ref, sizeof ref, "v%d", v[i].version);
+        bool is_cached = dir && hk_cache_read_ref(cached, dir, ref) == 0 && strcmp(cached, v[i].commit) == 0;
+        if (j) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "version", v[i].version);
+            cJSON_AddStringToObject(o, "commit", v[i].commit);
+            cJSON_AddBoolToObject(o, "cached", is_cached);
+            cJSON_AddBoolToObject(o, "latest", i + 1 == n);
+            cJSON_AddItemToArray(j, o);
+        } else {
+            printf("v%-4d %s%s%s\n", v[i].version, v[i].commit, i + 1 == n ? "  latest" : "", is_cached ? "  cached" : "");
+        }
+    }
+    hk_clear_error();
+    if (j) {
+        char *s = cJSON_Print(j);
+        if (s) printf("%s\n", s);
+        free(s);
+        cJSON_Delete(j);
+    } else if (n == 0) {
+        fprintf(stderr, "%s has no versions%s\n", repo, hk_hub_is_offline(hub) ? " in the cache" : "");
+    }
+    free(dir);
+    hk_free(v);
+    hk_hub_free(hub);
+    return 0;
+}

@@ -1,0 +1,168 @@
+/* metadata.json `digest` check of a variant directory (kernel-hub-format.md §7): recompute the
+ * per-file base64 SHA-256/512 over build/<variant>/ (following the cache's symlinks, skipping the
+ * top-level metadata.json[.sigstore], __pycache__ and *.pyc) and report every violation. */
+#include "client/client.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct walk {
+    char **rel;
+    size_t n, cap;
+    int rc;
+} walk;
+
+static void walk_add(walk *w, const char *rel) {
+    if (w->n == w->cap) {
+        size_t nc = w->cap ? w->cap * 2 : 32;
+        char **t = realloc(w->rel, nc * sizeof *t);
+        if (!t) {
+            w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            return;
+        }
+        w->rel = t;
+        w->cap = nc;
+    }
+    if (!(w->rel[w->n] = hk_strdup(rel))) {
+        w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        return;
+    }
+    w->n++;
+}
+
+static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
+    if (depth > 32 || w->rc) return;
+    char *dirpath = rel[0] ? hk_path_join(root, rel) : hk_strdup(root);
+    if (!dirpath) {
+        w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        return;
+    }
+    DIR *d = opendir(dirpath);
+    if (!d) {
+        w->rc = hk_fail(hk_errno_code(errno), "cannot read %s: %s", dirpath, strerror(errno));
+        free(dirpath);
+        return;
+    }
+    struct dirent *de;
+    while (!w->rc && (de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+        if (strcmp(name, "__pycache__") == 0 || hk_str_ends_with(name, ".pyc")) continue;
+        char *childrel = rel[0] ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
+        char *child = childrel ? hk_path_join(root, childrel) : NULL;
+        struct stat st;
+        if (!child) w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        else if (stat(child, &st) != 0) {
+            /* a dangling link: listed as present so that the hash step reports it */
+            walk_add(w, childrel);
+        } else if (S_ISDIR(st.st_mode)) {
+            walk_dir(w, root, childrel, depth + 1);
+        } else if (S_ISREG(st.st_mode)) {
+            if (!(rel[0] == '\0' && (strcmp(name, "metadata.json") == 0 || strcmp(name, "metadata.json.sigstore") == 0)))
+                walk_add(w, childrel);
+        }
+        free(child);
+        free(childrel);
+    }
+    closedir(d);
+    free(dirpath);
+}
+
+int hk_verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir) {
+    *out_has_digest = false;
+    if (out_bytes) *out_bytes = 0;
+    char *mpath = hk_path_join(variant_dir, "metadata.json");
+    if (!mpath) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *text = NULL;
+    int rc = hk_read_file(&text, NULL, mpath, 16u << 20);
+    if (rc) {
+        free(mpath);
+        return rc == HK_ERR_NOT_FOUND ? hk_fail(HK_ERR_DIGEST, "%s has no metadata.json", variant_dir) : rc;
+    }
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root) {
+        rc = hk_fail(HK_ERR_PARSE, "%s is not valid JSON", mpath);
+        free(mpath);
+        return rc;
+    }
+    free(mpath);
+    cJSON *dg = cJSON_GetObjectItemCaseSensitive(root, "digest");
+    if (!cJSON_IsObject(dg)) {
+        cJSON_Delete(root);
+        hk_log(HK_LOG_WARN, "%s: metadata.json has no digest; only per-file hashes were checked", variant_dir);
+        return HK_OK;
+    }
+    *out_has_digest = true;
+    const char *alg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dg, "algorithm"));
+    cJSON *files = cJSON_GetObjectItemCaseSensitive(dg, "files");
+    hk_hash_kind kind;
+    if (alg && strcmp(alg, "sha256") == 0) kind = HK_HASH_SHA256;
+    else if (alg && strcmp(alg, "sha512") == 0) kind = HK_HASH_SHA512;
+    else {
+        rc = hk_fail(HK_ERR_DIGEST, "%s: AlgorithmMismatch: unknown digest algorithm '%s'", variant_dir, alg ? alg : "(none)");
+        cJSON_Delete(root);
+        return rc;
+    }
+    if (!cJSON_IsObject(files)) {
+        cJSON_Delete(root);
+        return hk_fail(HK_ERR_DIGEST, "%s: metadata.json digest has no files object", variant_dir);
+    }
+    walk w = {0};
+    walk_dir(&w, variant_dir, "", 0);
+    hk_strbuf msg;
+    hk_sb_init(&msg);
+    size_t violations = 0;
+    if (w.rc) rc = w.rc;
+    bool *seen = rc ? NULL : calloc(w.n + 1, sizeof *seen);
+    if (!rc && !seen) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    cJSON *f;
+    if (!rc) {
+        cJSON_ArrayForEach(f, files) {
+            size_t i = 0;
+            while (i < w.n && strcmp(w.rel[i], f->string) != 0) i++;
+            if (i == w.n) {
+                hk_sb_printf(&msg, "\n  MissingFile: %s", f->string);
+                hk_log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->string);
+                violations++;
+                continue;
+            }
+            seen[i] = true;
+            char *path = hk_path_join(variant_dir, w.rel[i]);
+            char b64[100];
+            int hrc = path ? hk_hash_file_b64(b64, sizeof b64, kind, path) : hk_fail(HK_ERR_NOMEM, "out of memory");
+            struct stat st;
+            if (hrc == HK_OK && out_bytes && stat(path, &st) == 0) *out_bytes += (uint64_t)st.st_size;
+            free(path);
+            const char *want = cJSON_GetStringValue(f);
+            if (hrc != HK_OK) {
+                hk_sb_printf(&msg, "\n  MissingFile: %s (%s)", f->string, hk_last_error());
+                violations++;
+            } else if (!want || strcmp(want, b64) != 0) {
+                hk_sb_printf(&msg, "\n  HashMismatch: %s: expected %s, got %s", f->string, want ? want : "(not a string)", b64);
+                hk_log(HK_LOG_WARN, "%s: HashMismatch %s", variant_dir, f->string);
+                violations++;
+            }
+        }
+        for (size_t i = 0; i < w.n; i++) {
+            if (!seen[i]) {
+                hk_sb_printf(&msg, "\n  UnknownFile: %s", w.rel[i]);
+                hk_log(HK_LOG_WARN, "%s: UnknownFile %s", variant_dir, w.rel[i]);
+                violations++;
+            }
+        }
+        if (violations)
+            rc = hk_fail(HK_ERR_DIGEST, "%s does not match its metadata.json digest (%zu violation%s):%s", variant_dir,
+                         violations, violations == 1 ? "" : "s", msg.data ? msg.data : "");
+    }
+    free(seen);
+    for (size_t i = 0; i < w.n; i++) free(w.rel[i]);
+    free(w.rel);
+    hk_sb_free(&msg);
+    cJSON_Delete(root);
+    return rc;
+}

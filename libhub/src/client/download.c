@@ -1,0 +1,492 @@
+/* Parallel blob downloads over one curl multi handle: bounded transfers, per-blob locks shared
+ * with other processes, streaming hash and size checks, Range resume after a cut, clean restart
+ * when a Range request is answered 200, back-off on 408/429/5xx, redirects followed by hand so
+ * that the token never leaves the endpoint's origin. Memory stays flat: bytes go straight from
+ * libcurl's buffer to the temp file. */
+#include "cache/cache.h"
+#include "client/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum xstate { X_CHECK, X_LOCK, X_READY, X_ACTIVE, X_DONE };
+
+typedef struct xfer {
+    hk_dl_item *item;
+    enum xstate state;
+    uint64_t ready_at;       /* X_LOCK / X_READY: not before this time */
+    uint64_t lock_since;
+    uint64_t next_lock_log;
+    int lock_fd;
+    int fd;
+    char *tmp;
+    char *resolve_url;       /* where every attempt starts */
+    char *url;               /* current hop */
+    int hops;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    hk_http_headers h;
+    hk_hasher *hasher;
+    uint64_t written;
+    uint64_t range_from;     /* Range start of the current attempt */
+    uint64_t written_at_attempt;
+    long status;
+    bool body_ok;            /* current response's body is the file */
+    int err;                 /* fatal error recorded by a callback (hk_fail already called) */
+    int status_retries;      /* 408/429/5xx answers so far */
+    int stalls;              /* consecutive failures without progress */
+    char errbody[256];
+    size_t errbody_len;
+} xfer;
+
+typedef struct dl_ctx {
+    hk_hub *hub;
+    const char *repo_id;
+    const char *repo_dir;
+    const char *commit;
+    hk_dl_stats *stats;
+    uint64_t total_bytes;
+    uint64_t done_bytes; /* of finished files */
+    size_t total_files, done_files;
+    uint64_t last_progress;
+    bool cancelled;
+} dl_ctx;
+
+static void xfer_drop_temp(xfer *x) {
+    if (x->fd >= 0) close(x->fd);
+    x->fd = -1;
+    if (x->tmp) unlink(x->tmp);
+    free(x->tmp);
+    x->tmp = NULL;
+    hk_hasher_free(x->hasher);
+    x->hasher = NULL;
+}
+
+static void xfer_release(xfer *x) {
+    xfer_drop_temp(x);
+    hk_cache_unlock(x->lock_fd);
+    x->lock_fd = -1;
+}
+
+static hk_hash_kind kind_of(const char *etag) { return strlen(etag) == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB; }
+
+static int reset_content(xfer *x) {
+    if (x->fd >= 0) {
+        if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0)
+            return hk_fail(hk_errno_code(errno), "cannot truncate %s: %s", x->tmp, strerror(errno));
+    }
+    hk_hasher_free(x->hasher);
+    x->hasher = hk_hasher_new(kind_of(x->item->etag), x->item->size);
+    x->written = 0;
+    if (!x->hasher) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return HK_OK;
+}
+
+/* ---- libcurl callbacks ------------------------------------------------------------------------ */
+static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
+    xfer *x = ud;
+    size_t len = sz * n;
+    hk_http_headers_feed(&x->h, p, len);
+    if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) { /* end of one response's headers */
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
+        x->body_ok = false;
+        x->errbody_len = 0;
+        uint64_t want = x->item->size;
+        if (x->status == 200) {
+            if (x->h.content_length >= 0 && (uint64_t)x->h.content_length != want) {
+                x->err = hk_fail(HK_ERR_INTEGRITY,
+                                 "size mismatch for %s (blob %s): the server sends %lld bytes, the listing promised %llu",
+                                 x->item->paths[0], x->item->etag, (long long)x->h.content_length,
+                                 (unsigned long long)want);
+                return 0;
+            }
+            if (x->range_from > 0 || x->written > 0) {
+                hk_log(HK_LOG_INFO, "server ignored Range for %s; restarting from byte 0", x->item->paths[0]);
+                if ((x->err = reset_content(x))) return 0;
+            }
+            x->body_ok = true;
+        } else if (x->status == 206) {
+            unsigned long long s = 0, e = 0, t = 0;
+            if (!x->h.content_range || sscanf(x->h.content_range, "bytes %llu-%llu/%llu", &s, &e, &t) != 3 ||
+                s != x->written) {
+                /* not the piece we asked for: start over without Range on the next attempt */
+                hk_log(HK_LOG_INFO, "unexpected Content-Range for %s; restarting", x->item->paths[0]);
+                if ((x->err = reset_content(x))) return 0;
+                return 0; /* aborts this attempt; retried as a cut with written == 0 */
+            }
+            if (t != want) {
+                x->err = hk_fail(HK_ERR_INTEGRITY,
+                                 "size mismatch for %s (blob %s): the server's file has %llu bytes, the listing promised %llu",
+                                 x->item->paths[0], x->item->etag, t, (unsigned long long)want);
+                return 0;
+            }
+            x->body_ok = true;
+        }
+    }
+    return len;
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    xfer *x = ud;
+    size_t len = sz * n;
+    if (!x->body_ok) {
+        size_t room = sizeof x->errbody - 1 - x->errbody_len;
+        size_t k = len < room ? len : room;
+        memcpy(x->errbody + x->errbody_len, p, k);
+        x->errbody_len += k;
+        x->errbody[x->errbody_len] = '\0';
+        return len;
+    }
+    if (x->written + len > x->item->size) {
+        x->err = hk_fail(HK_ERR_INTEGRITY,
+                         "size mismatch for %s (blob %s): the server sent more than the %llu bytes promised",
+                         x->item->paths[0], x->item->etag, (unsigned long long)x->item->size);
+        return 0;
+    }
+    const char *q = p;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(x->fd, q, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            x->err = hk_fail(hk_errno_code(e), "cannot write %s: %s%s", x->tmp, strerror(e),
+                             hk_errno_code(e) == HK_ERR_DISK_FULL ? " (free some space or point HF_HUB_CACHE elsewhere)" : "");
+            return 0;
+        }
+        q += w;
+        left -= (size_t)w;
+    }
+    hk_hasher_update(x->hasher, p, len);
+    x->written += len;
+    return len;
+}
+
+/* ---- state transitions ------------------------------------------------------------------------ */
+static int link_all(dl_ctx *c, xfer *x) {
+    for (size_t i = 0; i < x->item->npaths; i++) {
+        int rc = hk_cache_link_snapshot(c->repo_dir, c->commit, x->item->paths[i], x->item->etag);
+        if (rc) return rc;
+    }
+    return HK_OK;
+}
+
+static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
+    hk_http_headers_free(&x->h);
+    x->status = 0;
+    x->body_ok = false;
+    x->range_from = x->written;
+    if (!x->easy && !(x->easy = curl_easy_init())) return hk_fail(HK_ERR_NOMEM, "cannot create a curl handle");
+    curl_easy_reset(x->easy);
+    curl_slist_free_all(x->hdrs);
+    x->hdrs = NULL;
+    int rc = hk_http_setup(x->easy, &x->hdrs, c->hub, x->url, true);
+    if (rc) return rc;
+    char range[64];
+    if (x->written > 0) {
+        snprintf(range, sizeof range, "%llu-", (unsigned long long)x->written);
+        curl_easy_setopt(x->easy, CURLOPT_RANGE, range);
+    }
+    curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, 256L * 1024L);
+    hk_log(HK_LOG_DEBUG, "GET %s%s%s", x->url, x->written ? " Range from " : "", x->written ? range : "");
+    if (curl_multi_add_handle(multi, x->easy) != CURLM_OK) return hk_fail(HK_ERR_INTERNAL, "curl_multi_add_handle failed");
+    x->state = X_ACTIVE;
+    return HK_OK;
+}
+
+static int finish_file(dl_ctx *c, xfer *x) {
+    if (fsync(x->fd) != 0) {
+        int e = errno;
+        return hk_fail(hk_errno_code(e), "cannot write %s: %s", x->tmp, strerror(e));
+    }
+    close(x->fd);
+    x->fd = -1;
+    unsigned char d[64];
+    size_t dn = hk_hasher_finish(x->hasher, d);
+    x->hasher = NULL;
+    char actual[129];
+    hk_hex(actual, d, dn);
+    if (strcmp(actual, x->item->etag) != 0) {
+        return hk_fail(HK_ERR_INTEGRITY, "hash mismatch for %s: expected %s %s, got %s (the download was discarded)",
+                       x->item->paths[0], dn == 32 ? "sha256" : "git-blob-sha1", x->item->etag, actual);
+    }
+    int rc = hk_cache_blob_commit(x->tmp, c->repo_dir, x->item->etag);
+    if (rc) return rc;
+    free(x->tmp);
+    x->tmp = NULL;
+    c->stats->bytes_downloaded += x->item->size;
+    c->stats->bytes_verified += x->item->size;
+    c->stats->files_downloaded++;
+    x->item->downloaded = true;
+    return link_all(c, x);
+}
+
+static void report(dl_ctx *c, const char *item, bool force, const xfer *xs, size_t n) {
+    if (!c->hub->progress) return;
+    uint64_t now = hk_now_ms();
+    if (!force && now - c->last_progress < 100) return;
+    c->last_progress = now;
+    uint64_t done = c->done_bytes;
+    for (size_t i = 0; i < n; i++)
+        if (xs[i].state == X_ACTIVE || xs[i].state == X_READY) done += xs[i].written;
+    hk_progress p = {"download", item, done, c->total_bytes, (uint32_t)c->done_files, (uint32_t)c->total_files};
+    if (c->hub->progress(c->hub->progress_ud, &p) != 0) c->cancelled = true;
+}
+
+/* Handle a finished attempt. Returns a fatal error code, or HK_OK (file done or rescheduled). */
+static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
+    hk_hub *hub = c->hub;
+    if (x->err) return x->err;
+    long st = x->status;
+    if (cc == CURLE_OK && (st == 200 || st == 206)) {
+        if (x->written == x->item->size) {
+            int rc = finish_file(c, x);
+            if (rc) return rc;
+            x->state = X_DONE;
+            return HK_OK;
+        }
+        cc = CURLE_PARTIAL_FILE; /* the body ended early: resume like a cut */
+    }
+    if (cc == CURLE_OK && st >= 300 && st < 400 && x->h.location) {
+        if (++x->hops > 10) return hk_fail(HK_ERR_PROTOCOL, "too many redirects for %s", x->item->paths[0]);
+        char *next = hk_url_resolve(x->url, x->h.location);
+        if (!next) return hk_fail(HK_ERR_PROTOCOL, "bad redirect Location for %s", x->item->paths[0]);
+        hk_log(HK_LOG_DEBUG, "redirect %ld -> %s%s", st, next,
+               hk_url_same_origin(next, hub->endpoint) ? "" : " (other host: token not sent)");
+        free(x->url);
+        x->url = next;
+        x->state = X_READY;
+        x->ready_at = 0;
+        return HK_OK;
+    }
+    if (cc == CURLE_OK && st == 416 && x->range_from > 0)
+        return hk_fail(HK_ERR_INTEGRITY, "size mismatch for %s (blob %s): the server has fewer than the %llu bytes promised",
+                       x->item->paths[0], x->item->etag, (unsigned long long)x->item->size);
+    if (cc == CURLE_OK && !hk_http_status_transient(st)) {
+        hk_http_resp r = {.status = st, .h = x->h};
+        char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+        int rc = hk_http_fail(&r, what ? what : "download");
+        free(what);
+        return rc;
+    }
+    /* transient: status 408/429/5xx, or a connection problem / cut / stall */
+    long delay;
+    if (cc == CURLE_OK) {
+        if (x->status_retries >= hub->max_retries) {
+            hk_http_resp r = {.status = st, .h = x->h};
+            char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+            int rc = hk_http_fail(&r, what ? what : "download");
+            free(what);
+            return rc;
+        }
+        delay = hk_retry_delay_ms(hub, x->status_retries, st, &x->h);
+        x->status_retries++;
+        hk_log(HK_LOG_INFO, "HTTP %ld for %s; retrying in %ld ms", st, x->item->paths[0], delay);
+    } else {
+        bool progressed = x->written > x->written_at_attempt;
+        x->stalls = progressed ? 0 : x->stalls + 1;
+        if (x->stalls > 5 || hub->max_retries == 0) {
+            if (cc == CURLE_OPERATION_TIMEDOUT)
+                return hk_fail(HK_ERR_TIMEOUT, "download of %s stalled (no data for %ld ms, %d times); raise HF_HUB_DOWNLOAD_TIMEOUT if the link is slow",
+                               x->item->paths[0], hub->download_timeout_ms, x->stalls);
+            return hk_fail(HK_ERR_NETWORK, "download of %s failed: %s (%d attempts without progress)", x->item->paths[0],
+                           curl_easy_strerror(cc), x->stalls);
+        }
+        delay = progressed ? 0 : hk_retry_delay_ms(hub, x->stalls - 1, 0, NULL);
+        hk_log(HK_LOG_INFO, "%s while downloading %s at byte %llu; resuming in %ld ms", curl_easy_strerror(cc),
+               x->item->paths[0], (unsigned long long)x->written, delay);
+    }
+    x->written_at_attempt = x->written;
+    free(x->url);
+    x->url = hk_strdup(x->resolve_url);
+    x->hops = 0;
+    if (!x->url) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    x->state = X_READY;
+    x->ready_at = hk_now_ms() + (uint64_t)delay;
+    return HK_OK;
+}
+
+/* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
+static int try_acquire(dl_ctx *c, xfer *x, const char *lock_path) {
+    if (hk_cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+        int rc = link_all(c, x);
+        if (rc) return rc;
+        x->state = X_DONE;
+        return HK_OK;
+    }
+    int rc = hk_cache_lock_try(&x->lock_fd, lock_path);
+    if (rc) return rc;
+    uint64_t now = hk_now_ms();
+    if (x->lock_fd < 0) {
+        if (!x->lock_since) x->lock_since = now, x->next_lock_log = now + 10000;
+        if (now >= x->next_lock_log) {
+            hk_log(HK_LOG_INFO, "waiting for %s: another process is downloading it", x->item->paths[0]);
+            x->next_lock_log = now + 10000;
+        }
+        x->state = X_LOCK;
+        x->ready_at = now + 100;
+        return HK_OK;
+    }
+    /* re-check under the lock: the holder we waited for may have finished it */
+    if (hk_cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+        hk_cache_unlock(x->lock_fd);
+        x->lock_fd = -1;
+        if ((rc = link_all(c, x))) return rc;
+        x->state = X_DONE;
+        return HK_OK;
+    }
+    if ((rc = hk_cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
+    if ((rc = reset_content(x))) return rc;
+    x->state = X_READY;
+    x->ready_at = 0;
+    return HK_OK;
+}
+
+int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
+                      const char *commit, hk_dl_item *items, size_t n) {
+    if (n == 0) return HK_OK;
+    xfer *xs = calloc(n, sizeof *xs);
+    char **locks = calloc(n, sizeof *locks);
+    CURLM *multi = curl_multi_init();
+    int rc = HK_OK;
+    if (!xs || !locks || !multi) {
+        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false};
+    int maxp = hub->max_parallel > 0 ? hub->max_parallel : 8;
+    curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)maxp);
+    if ((rc = hk_cache_ensure_tag(hub->cache_root))) goto out;
+    for (size_t i = 0; i < n; i++) {
+        xs[i].item = &items[i];
+        xs[i].fd = -1;
+        xs[i].lock_fd = -1;
+        hk_http_headers_init(&xs[i].h);
+        c.total_bytes += items[i].size;
+        char *epath = hk_url_encode(items[i].paths[0], true);
+        char *erev = hk_url_encode(commit, false);
+        xs[i].resolve_url = epath && erev ? hk_asprintf("%s/kernels/%s/resolve/%s/%s", hub->endpoint, repo_id, erev, epath) : NULL;
+        free(epath);
+        free(erev);
+        xs[i].url = hk_strdup(xs[i].resolve_url);
+        locks[i] = hk_cache_lock_path(hub->cache_root, repo_dir, items[i].etag);
+        if (!xs[i].url || !locks[i]) {
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        /* already complete in the cache? (no lock needed to notice) */
+        if (hk_cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
+            if ((rc = link_all(&c, &xs[i]))) goto out;
+            xs[i].state = X_DONE;
+            c.total_bytes -= items[i].size;
+            c.total_files--;
+        }
+    }
+    size_t remaining = 0;
+    for (size_t i = 0; i < n; i++) remaining += xs[i].state != X_DONE;
+    report(&c, NULL, true, xs, n);
+    while (remaining > 0) {
+        uint64_t now = hk_now_ms();
+        int active = 0;
+        for (size_t i = 0; i < n; i++) active += xs[i].state == X_ACTIVE;
+        /* fill free slots: files that already hold their lock first, then new locks */
+        for (size_t i = 0; i < n && active < maxp; i++) {
+            xfer *x = &xs[i];
+            if (x->state == X_READY && x->ready_at <= now) {
+                if ((rc = start_attempt(&c, multi, x))) goto out;
+                active++;
+            }
+        }
+        int holding = 0;
+        for (size_t i = 0; i < n; i++) holding += xs[i].state == X_READY || xs[i].state == X_ACTIVE;
+        for (size_t i = 0; i < n && holding < maxp; i++) {
+            xfer *x = &xs[i];
+            if ((x->state == X_CHECK || x->state == X_LOCK) && x->ready_at <= now) {
+                if ((rc = try_acquire(&c, x, locks[i]))) goto out;
+                if (x->state == X_READY) {
+                    holding++;
+                    if (active < maxp) {
+                        if ((rc = start_attempt(&c, multi, x))) goto out;
+                        active++;
+                    }
+                } else if (x->state == X_DONE) {
+                    remaining--;
+                    c.done_files++;
+                    c.done_bytes += x->item->size;
+                }
+            }
+        }
+        if (remaining == 0) break;
+        int running = 0;
+        curl_multi_perform(multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(multi, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE) continue;
+            xfer *x = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+            CURLcode cc = m->data.result;
+            curl_multi_remove_handle(multi, m->easy_handle);
+            if ((rc = on_done(&c, x, cc))) goto out;
+            if (x->state == X_DONE) {
+                hk_cache_unlock(x->lock_fd);
+                x->lock_fd = -1;
+                remaining--;
+                c.done_files++;
+                c.done_bytes += x->item->size;
+                report(&c, x->item->paths[0], true, xs, n);
+            }
+        }
+        if (c.cancelled) {
+            rc = hk_fail(HK_ERR_CANCELLED, "download cancelled by the progress callback");
+            goto out;
+        }
+        report(&c, NULL, false, xs, n);
+        if (remaining == 0) break;
+        /* wait for socket activity, but wake up for scheduled retries and lock polls */
+        long wait = 100;
+        now = hk_now_ms();
+        for (size_t i = 0; i < n; i++) {
+            if ((xs[i].state == X_READY || xs[i].state == X_LOCK) && xs[i].ready_at > now) {
+                long d = (long)(xs[i].ready_at - now);
+                if (d < wait) wait = d;
+            } else if (xs[i].state == X_READY || xs[i].state == X_CHECK) {
+                wait = 0;
+            }
+        }
+        if (wait > 0) curl_multi_poll(multi, NULL, 0, (int)wait, NULL);
+    }
+    report(&c, NULL, true, xs, n);
+out:
+    if (xs) {
+        for (size_t i = 0; i < n; i++) {
+            xfer *x = &xs[i];
+            if (x->easy) {
+                if (multi) curl_multi_remove_handle(multi, x->easy);
+                curl_easy_cleanup(x->easy);
+            }
+            curl_slist_free_all(x->hdrs);
+            xfer_release(x);
+            hk_http_headers_free(&x->h);
+            free(x->url);
+            free(x->resolve_url);
+        }
+    }
+    if (locks)
+        for (size_t i = 0; i < n; i++) free(locks[i]);
+    free(locks);
+    free(xs);
+    if (multi) curl_multi_cleanup(multi);
+    return rc;
+}

@@ -1,0 +1,428 @@
+/* HTTP plumbing of the Hub client: request setup, header capture, redirects by hand (the token
+ * only ever goes to the endpoint's own origin), retries with back-off and error classification. */
+#include "client/client.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+uint64_t hk_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void hk_sleep_ms(long ms) {
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- headers -------------------------------------------------------------------------------- */
+void hk_http_headers_init(hk_http_headers *h) {
+    memset(h, 0, sizeof *h);
+    h->content_length = -1;
+    h->x_linked_size = -1;
+}
+
+void hk_http_headers_free(hk_http_headers *h) {
+    char **fields[] = {&h->x_repo_commit, &h->etag, &h->x_linked_etag, &h->location, &h->link,
+                       &h->retry_after, &h->ratelimit, &h->x_error_code, &h->x_error_message,
+                       &h->content_range};
+    for (size_t i = 0; i < HK_ARRAY_LEN(fields); i++) {
+        free(*fields[i]);
+        *fields[i] = NULL;
+    }
+    h->content_length = -1;
+    h->x_linked_size = -1;
+}
+
+static int64_t parse_i64(const char *s) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 0) return -1;
+    return (int64_t)v;
+}
+
+void hk_http_headers_feed(hk_http_headers *h, const char *line, size_t len) {
+    if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response begins */
+        hk_http_headers_free(h);
+        return;
+    }
+    const char *colon = memchr(line, ':', len);
+    if (!colon) return;
+    size_t nlen = (size_t)(colon - line);
+    const char *v = colon + 1;
+    const char *end = line + len;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t')) end--;
+    char *value = hk_strndup(v, (size_t)(end - v));
+    if (!value) return;
+    struct {
+        const char *name;
+        char **slot;
+    } map[] = {{"x-repo-commit", &h->x_repo_commit}, {"etag", &h->etag},
+               {"x-linked-etag", &h->x_linked_etag}, {"location", &h->location},
+               {"link", &h->link}, {"retry-after", &h->retry_after},
+               {"ratelimit", &h->ratelimit}, {"x-error-code", &h->x_error_code},
+               {"x-error-message", &h->x_error_message}, {"content-range", &h->content_range}};
+    for (size_t i = 0; i < HK_ARRAY_LEN(map); i++) {
+        if (strlen(map[i].name) == nlen && strncasecmp(line, map[i].name, nlen) == 0) {
+            if (*map[i].slot && map[i].slot == &h->link) { /* several Link headers: join */
+                char *joined = hk_asprintf("%s, %s", *map[i].slot, value);
+                free(value);
+                value = joined;
+            }
+            free(*map[i].slot);
+            *map[i].slot = value;
+            return;
+        }
+    }
+    if (nlen == 14 && strncasecmp(line, "content-length", 14) == 0) h->content_length = parse_i64(value);
+    else if (nlen == 13 && strncasecmp(line, "x-linked-size", 13) == 0) h->x_linked_size = parse_i64(value);
+    else if (nlen == 12 && strncasecmp(line, "x-hf-warning", 12) == 0) hk_log(HK_LOG_WARN, "Hub: %s", value);
+    free(value);
+}
+
+void hk_http_resp_free(hk_http_resp *r) {
+    hk_http_headers_free(&r->h);
+    hk_sb_free(&r->body);
+    free(r->url);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- URLs ------------------------------------------------------------------------------------ */
+static bool url_parts(const char *url, char **scheme, char **host, char **port) {
+    CURLU *u = curl_url();
+    if (!u) return false;
+    bool ok = curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+              curl_url_get(u, CURLUPART_SCHEME, scheme, 0) == CURLUE_OK &&
+              curl_url_get(u, CURLUPART_HOST, host, 0) == CURLUE_OK &&
+              curl_url_get(u, CURLUPART_PORT, port, CURLU_DEFAULT_PORT) == CURLUE_OK;
+    curl_url_cleanup(u);
+    return ok;
+}
+
+bool hk_url_same_origin(const char *a, const char *b) {
+    char *sa = NULL, *ha = NULL, *pa = NULL, *sb = NULL, *hb = NULL, *pb = NULL;
+    bool same = url_parts(a, &sa, &ha, &pa) && url_parts(b, &sb, &hb, &pb) &&
+                strcasecmp(sa, sb) == 0 && strcasecmp(ha, hb) == 0 && strcmp(pa, pb) == 0;
+    curl_free(sa);
+    curl_free(ha);
+    curl_free(pa);
+    curl_free(sb);
+    curl_free(hb);
+    curl_free(pb);
+    return same;
+}
+
+char *hk_url_resolve(const char *base, const char *ref) {
+    CURLU *u = curl_url();
+    if (!u) return NULL;
+    char *out = NULL, *res = NULL;
+    if (curl_url_set(u, CURLUPART_URL, base, 0) == CURLUE_OK &&
+        curl_url_set(u, CURLUPART_URL, ref, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_URL, &out, 0) == CURLUE_OK)
+        res = hk_strdup(out);
+    curl_free(out);
+    curl_url_cleanup(u);
+    return res;
+}
+
+char *hk_url_rebase(const char *url, const char *endpoint) {
+    CURLU *u = curl_url();
+    char *path = NULL, *query = NULL, *res = NULL;
+    if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK) {
+        if (curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_OK) query = NULL;
+        /* endpoint = origin [+ path prefix]; keep the prefix when the link lacks it */
+        const char *sep = strstr(endpoint, "://");
+        const char *pfx = sep ? strchr(sep + 3, '/') : NULL;
+        size_t olen = pfx ? (size_t)(pfx - endpoint) : strlen(endpoint);
+        size_t plen = pfx ? strlen(pfx) : 0;
+        while (plen > 0 && pfx[plen - 1] == '/') plen--;
+        bool need_prefix = plen > 0 && strncmp(path, pfx, plen) != 0;
+        res = hk_asprintf("%.*s%.*s%s%s%s", (int)olen, endpoint, need_prefix ? (int)plen : 0,
+                          need_prefix ? pfx : "", path, query ? "?" : "", query ? query : "");
+    }
+    curl_free(path);
+    curl_free(query);
+    if (u) curl_url_cleanup(u);
+    return res;
+}
+
+char *hk_url_encode(const char *s, bool keep_slash) {
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    hk_sb_append(&sb, "");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+            char ch = (char)c;
+            hk_sb_append_n(&sb, &ch, 1);
+        } else {
+            hk_sb_printf(&sb, "%%%02X", c);
+        }
+    }
+    return hk_sb_steal(&sb);
+}
+
+char *hk_link_next(const char *link) {
+    if (!link) return NULL;
+    const char *p = link;
+    while ((p = strchr(p, '<')) != NULL) {
+        const char *q = strchr(p, '>');
+        if (!q) return NULL;
+        const char *next = strchr(q, '<');
+        size_t span = next ? (size_t)(next - q) : strlen(q);
+        /* look for rel="next" or rel=next within this link's parameters */
+        char *params = hk_strndup(q, span);
+        bool is_next = false;
+        if (params) {
+            for (char *r = params; (r = strstr(r, "rel")) != NULL; r += 3) {
+                char *v = r + 3;
+                while (*v == ' ') v++;
+                if (*v != '=') continue;
+                v++;
+                while (*v == ' ' || *v == '"') v++;
+                if (strncmp(v, "next", 4) == 0 && (v[4] == '"' || v[4] == ';' || v[4] == ',' ||
+                                                   v[4] == ' ' || v[4] == '\0')) {
+                    is_next = true;
+                    break;
+                }
+            }
+            free(params);
+        }
+        if (is_next) return hk_strndup(p + 1, (size_t)(q - p - 1));
+        p = q;
+    }
+    return NULL;
+}
+
+char *hk_etag_normalize(const char *etag) {
+    if (!etag) return NULL;
+    const char *s = etag;
+    while (*s == 'W' || *s == '/') s++;
+    size_t n = strlen(s);
+    while (n > 0 && *s == '"') {
+        s++;
+        n--;
+    }
+    while (n > 0 && s[n - 1] == '"') n--;
+    return hk_strndup(s, n);
+}
+
+bool hk_http_status_transient(long status) {
+    return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+           status == 504;
+}
+
+static long ratelimit_field(const char *rl, char key) {
+    /* "resolvers";r=0;t=12 */
+    for (const char *p = rl; p && *p; p++) {
+        if (*p == ';' && p[1] == key && p[2] == '=') return strtol(p + 3, NULL, 10);
+    }
+    return -1;
+}
+
+long hk_retry_delay_ms(const hk_hub *hub, int attempt, long status, const hk_http_headers *h) {
+    long base = hub->retry_base_ms;
+    if (status == 429 && h) {
+        if (h->ratelimit && ratelimit_field(h->ratelimit, 'r') == 0) {
+            long t = ratelimit_field(h->ratelimit, 't');
+            if (t >= 0) return (t > 300 ? 300 : t) * base + base;
+        }
+        if (h->retry_after) {
+            char *end;
+            long s = strtol(h->retry_after, &end, 10);
+            if (end != h->retry_after && *end == '\0' && s >= 0) return (s > 300 ? 300 : s) * base + base;
+        }
+    }
+    static const long steps[] = {1, 2, 4, 8, 8};
+    return steps[attempt < 5 ? attempt : 4] * base;
+}
+
+/* ---- request setup --------------------------------------------------------------------------- */
+int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *url, bool download) {
+    *hdrs = NULL;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* redirects are followed by hand */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    const char *ca = hk_getenv("SSL_CERT_FILE");
+    if (!ca) ca = hk_getenv("CURL_CA_BUNDLE");
+    if (ca) curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+    const char *cadir = hk_getenv("SSL_CERT_DIR");
+    if (cadir) curl_easy_setopt(e, CURLOPT_CAPATH, cadir);
+    long tmo = download ? hub->download_timeout_ms : hub->etag_timeout_ms;
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, tmo);
+    /* a read timeout: abort when fewer than 1 byte/s arrive for the timeout (whole seconds) */
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (tmo + 999) / 1000);
+    if (hub->user_agent) curl_easy_setopt(e, CURLOPT_USERAGENT, hub->user_agent);
+    struct curl_slist *l = NULL, *t;
+    if (download) {
+        if (!(t = curl_slist_append(l, "Accept-Encoding: identity"))) goto oom;
+        l = t;
+    } else {
+        curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* JSON may come compressed; decoded */
+    }
+    if (hub->token && hk_url_same_origin(url, hub->endpoint)) {
+        char *auth = hk_asprintf("Authorization: Bearer %s", hub->token);
+        if (!auth) goto oom;
+        t = curl_slist_append(l, auth);
+        /* wipe our copy of the token-bearing header; curl keeps its own */
+        memset(auth, 0, strlen(auth));
+        free(auth);
+        if (!t) goto oom;
+        l = t;
+    }
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, l);
+    *hdrs = l;
+    hub->requests++;
+    return HK_OK;
+oom:
+    curl_slist_free_all(l);
+    return hk_fail(HK_ERR_NOMEM, "out of memory");
+}
+
+/* ---- one API GET ----------------------------------------------------------------------------- */
+typedef struct api_ctx {
+    hk_http_resp *resp;
+    size_t max_body;
+    bool too_big;
+} api_ctx;
+
+static size_t api_header_cb(char *p, size_t sz, size_t n, void *ud) {
+    api_ctx *c = ud;
+    hk_http_headers_feed(&c->resp->h, p, sz * n);
+    return sz * n;
+}
+
+static size_t api_body_cb(char *p, size_t sz, size_t n, void *ud) {
+    api_ctx *c = ud;
+    if (c->resp->body.len + sz * n > c->max_body) {
+        c->too_big = true;
+        return 0;
+    }
+    hk_sb_append_n(&c->resp->body, p, sz * n);
+    return c->resp->body.oom ? 0 : sz * n;
+}
+
+static int net_error(CURLcode cc, const char *url) {
+    if (cc == CURLE_OPERATION_TIMEDOUT)
+        return hk_fail(HK_ERR_TIMEOUT, "request to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)", url);
+    return hk_fail(HK_ERR_NETWORK, "cannot reach %s: %s (check the network, HF_ENDPOINT and proxy settings)", url,
+                   curl_easy_strerror(cc));
+}
+
+int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body) {
+    memset(out, 0, sizeof *out);
+    hk_http_headers_init(&out->h);
+    hk_sb_init(&out->body);
+    if (hub->offline) return hk_fail(HK_ERR_OFFLINE, "offline mode: refusing to fetch %s", url);
+    if (!hub->api && !(hub->api = curl_easy_init())) return hk_fail(HK_ERR_NOMEM, "cannot create a curl handle");
+    int rc = HK_OK;
+    for (int attempt = 0;; attempt++) {
+        char *cur = hk_strdup(url);
+        int hops = 0;
+        CURLcode cc = CURLE_OK;
+        if (!cur) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        for (;;) {
+            hk_http_headers_free(&out->h);
+            hk_sb_free(&out->body);
+            out->status = 0;
+            CURL *e = hub->api;
+            curl_easy_reset(e);
+            struct curl_slist *hdrs = NULL;
+            if ((rc = hk_http_setup(e, &hdrs, hub, cur, false))) {
+                free(cur);
+                return rc;
+            }
+            api_ctx ctx = {out, max_body, false};
+            curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, api_header_cb);
+            curl_easy_setopt(e, CURLOPT_HEADERDATA, &ctx);
+            curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, api_body_cb);
+            curl_easy_setopt(e, CURLOPT_WRITEDATA, &ctx);
+            hk_log(HK_LOG_DEBUG, "GET %s", cur);
+            cc = curl_easy_perform(e);
+            curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
+            curl_slist_free_all(hdrs);
+            if (ctx.too_big) {
+                free(cur);
+                return hk_fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
+            }
+            if (cc != CURLE_OK) break;
+            if (out->status >= 300 && out->status < 400 && out->h.location) {
+                if (++hops > 10) {
+                    free(cur);
+                    return hk_fail(HK_ERR_PROTOCOL, "too many redirects from %s", url);
+                }
+                char *next = hk_url_resolve(cur, out->h.location);
+                if (!next) {
+                    int frc = hk_fail(HK_ERR_PROTOCOL, "bad redirect Location from %s", cur);
+                    free(cur);
+                    return frc;
+                }
+                hk_log(HK_LOG_DEBUG, "redirect %ld -> %s%s", out->status, next,
+                       hk_url_same_origin(next, hub->endpoint) ? "" : " (other host: no token)");
+                free(cur);
+                cur = next;
+                continue;
+            }
+            break;
+        }
+        bool transient = cc != CURLE_OK || hk_http_status_transient(out->status);
+        if (!transient || attempt >= hub->max_retries) {
+            if (cc != CURLE_OK) {
+                rc = net_error(cc, cur);
+                free(cur);
+                return rc;
+            }
+            out->url = cur;
+            return HK_OK;
+        }
+        long delay = hk_retry_delay_ms(hub, attempt, cc == CURLE_OK ? out->status : 0, &out->h);
+        hk_log(HK_LOG_INFO, "%s from %s; retrying in %ld ms (%d/%d)",
+               cc != CURLE_OK ? curl_easy_strerror(cc) : "transient HTTP status", cur, delay,
+               attempt + 1, hub->max_retries);
+        free(cur);
+        hk_sleep_ms(delay);
+    }
+}
+
+int hk_http_fail(const hk_http_resp *r, const char *what) {
+    const char *code = r->h.x_error_code ? r->h.x_error_code : "";
+    const char *msg = r->h.x_error_message ? r->h.x_error_message : "";
+    long st = r->status;
+    if (strcmp(code, "RevisionNotFound") == 0)
+        return hk_fail(HK_ERR_REVISION_NOT_FOUND, "%s: revision not found (%s)", what, msg);
+    if (strcmp(code, "EntryNotFound") == 0)
+        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "%s: file not found at that revision (%s)", what, msg);
+    if (strcmp(code, "GatedRepo") == 0)
+        return st == 401 ? hk_fail(HK_ERR_AUTH, "%s: gated repo; log in (HF_TOKEN) and request access", what)
+                         : hk_fail(HK_ERR_FORBIDDEN, "%s: gated repo; your token is not on the access list", what);
+    if (strcmp(msg, "Access to this resource is disabled.") == 0)
+        return hk_fail(HK_ERR_FORBIDDEN, "%s: this repo is disabled", what);
+    if (strcmp(code, "RepoNotFound") == 0)
+        return hk_fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found (check the name; private repos need HF_TOKEN)", what);
+    if (st == 401) {
+        if (strcmp(msg, "Invalid credentials in Authorization header") == 0)
+            return hk_fail(HK_ERR_AUTH, "%s: invalid token (check HF_TOKEN)", what);
+        return hk_fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found or not accessible (HTTP 401; private repos need HF_TOKEN)", what);
+    }
+    if (st == 403) return hk_fail(HK_ERR_FORBIDDEN, "%s: forbidden (HTTP 403) %s", what, msg);
+    if (st == 404) return hk_fail(HK_ERR_NOT_FOUND, "%s: not found (HTTP 404) %s", what, msg);
+    if (st == 429) return hk_fail(HK_ERR_RATE_LIMITED, "%s: rate limited (HTTP 429) after retries; send a token (HF_TOKEN) or wait", what);
+    return hk_fail(HK_ERR_HTTP, "%s: unexpected HTTP %ld %s", what, st, msg);
+}

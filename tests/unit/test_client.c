@@ -1,0 +1,313 @@
+/* Hub client pieces that need no server: etag normalisation, header parsing, Link pagination,
+ * URL encoding / origin rules, back-off delays, option precedence, metadata.json digest checks,
+ * and offline resolution from a hand-made cache (with an unreachable endpoint). */
+#include "support.h"
+
+#include "cache/cache.h"
+#include "client/client.h"
+#include "hubkern/hub.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void feed(hk_http_headers *h, const char *line) { hk_http_headers_feed(h, line, strlen(line)); }
+
+static void test_etag(void) {
+    struct {
+        const char *in, *out;
+    } v[] = {{"\"abc123\"", "abc123"},
+             {"W/\"abc123\"", "abc123"},
+             {"WW//\"deadbeef\"", "deadbeef"}, /* character-set strip of W and /, like Python */
+             {"W/\"Wx\"", "Wx"},               /* a W after the quote stays */
+             {"plain", "plain"},
+             {"\"\"", ""}};
+    for (size_t i = 0; i < HK_ARRAY_LEN(v); i++) {
+        char *n = hk_etag_normalize(v[i].in);
+        CHECK_STR(n, v[i].out);
+        free(n);
+    }
+}
+
+static void test_headers(void) {
+    hk_http_headers h;
+    hk_http_headers_init(&h);
+    feed(&h, "HTTP/1.1 302 Found\r\n");
+    feed(&h, "X-Repo-Commit: 0123456789abcdef0123456789abcdef01234567\r\n");
+    feed(&h, "x-linked-etag:   \"aa\"  \r\n");
+    feed(&h, "X-Linked-Size: 1234\r\n");
+    feed(&h, "Content-Length: 341\r\n");
+    feed(&h, "Location: https://cdn.example/x\r\n");
+    feed(&h, "Link: <https://a/1>; rel=\"first\"\r\n");
+    feed(&h, "Link: <https://a/2>; rel=\"next\"\r\n");
+    CHECK_STR(h.x_repo_commit, "0123456789abcdef0123456789abcdef01234567");
+    CHECK_STR(h.x_linked_etag, "\"aa\"");
+    CHECK(h.x_linked_size == 1234);
+    CHECK(h.content_length == 341);
+    CHECK_STR(h.location, "https://cdn.example/x");
+    char *next = hk_link_next(h.link);
+    CHECK_STR(next, "https://a/2");
+    free(next);
+    /* a new status line (the next hop) forgets the previous response's headers */
+    feed(&h, "HTTP/2 200\r\n");
+    CHECK(h.x_repo_commit == NULL);
+    CHECK(h.x_linked_size == -1);
+    CHECK(h.location == NULL);
+    feed(&h, "Retry-After: 7\r\n");
+    feed(&h, "RateLimit: \"resolvers\";r=0;t=5\r\n");
+    CHECK_STR(h.retry_after, "7");
+    hk_http_headers_free(&h);
+}
+
+static void test_link(void) {
+    char *n = hk_link_next("<http://127.0.0.1:9/api/kernels/o/n/tree/abc/build?cursor=xyz&recursive=true>; rel=\"next\"");
+    CHECK_STR(n, "http://127.0.0.1:9/api/kernels/o/n/tree/abc/build?cursor=xyz&recursive=true");
+    free(n);
+    n = hk_link_next("<https://x/p1>; rel=\"prev\", <https://x/p3>; rel=next");
+    CHECK_STR(n, "https://x/p3");
+    free(n);
+    CHECK(hk_link_next("<https://x/p1>; rel=\"prev\"") == NULL);
+    CHECK(hk_link_next(NULL) == NULL);
+}
+
+static void test_urls(void) {
+    char *e = hk_url_encode("refs/pr/1", false);
+    CHECK_STR(e, "refs%2Fpr%2F1");
+    free(e);
+    e = hk_url_encode("build/a b/c+d.so", true);
+    CHECK_STR(e, "build/a%20b/c%2Bd.so");
+    free(e);
+    CHECK(hk_url_same_origin("http://127.0.0.1:80/x", "http://127.0.0.1/y"));
+    CHECK(hk_url_same_origin("https://HF.co/a", "https://hf.co:443/b"));
+    CHECK(!hk_url_same_origin("http://127.0.0.1:8000/x", "http://127.0.0.1:8001/x"));
+    CHECK(!hk_url_same_origin("http://127.0.0.1/x", "https://127.0.0.1/x"));
+    CHECK(!hk_url_same_origin("http://127.0.0.1/x", "http://127.0.0.2/x"));
+    char *r = hk_url_resolve("http://h:1/kernels/a/b/resolve/c/f", "/kernels/A/b/resolve/c/f");
+    CHECK_STR(r, "http://h:1/kernels/A/b/resolve/c/f");
+    free(r);
+    r = hk_url_resolve("http://h:1/a/b", "https://cdn.example/blob?sig=1");
+    CHECK_STR(r, "https://cdn.example/blob?sig=1");
+    free(r);
+    r = hk_url_rebase("https://huggingface.co/api/kernels/o/n/tree/c/build?cursor=2", "http://127.0.0.1:5000");
+    CHECK_STR(r, "http://127.0.0.1:5000/api/kernels/o/n/tree/c/build?cursor=2");
+    free(r);
+    r = hk_url_rebase("https://huggingface.co/api/x?c=1", "http://127.0.0.1:5000/mirror/");
+    CHECK_STR(r, "http://127.0.0.1:5000/mirror/api/x?c=1");
+    free(r);
+}
+
+static void test_options_and_backoff(void) {
+    const char *dir = hk_test_tmpdir();
+    char *home = hk_path_join(dir, "hfhome");
+    char *tokfile = hk_path_join(home, "token");
+    hk_test_write(tokfile, "  hf_filetoken\n");
+    setenv("HF_HOME", home, 1);
+    unsetenv("HF_TOKEN");
+    unsetenv("HUGGING_FACE_HUB_TOKEN");
+    unsetenv("HF_HUB_OFFLINE");
+    setenv("HF_ENDPOINT", "http://127.0.0.1:1///", 1);
+    setenv("HUBKERN_RETRY_BASE_MS", "10", 1);
+    setenv("HF_HUB_ETAG_TIMEOUT", "2.5", 1);
+    hk_hub_options o;
+    hk_hub_options_init(&o);
+    o.etag_timeout_s = 99; /* the environment wins, as in huggingface_hub */
+    hk_hub *h = NULL;
+    CHECK_RC(hk_hub_new(&h, &o), HK_OK);
+    if (h) {
+        CHECK_STR(hk_hub_endpoint(h), "http://127.0.0.1:1");
+        CHECK_STR(h->token, "hf_filetoken");
+        CHECK(h->etag_timeout_ms == 2500);
+        CHECK(h->download_timeout_ms == 10000);
+        CHECK(h->max_retries == 5);
+        CHECK(h->user_agent && strstr(h->user_agent, "hubkern/") == h->user_agent);
+        /* back-off: 1,2,4,8,8 x base; 429 honours RateLimit r=0 (t+1) then Retry-After (+1) */
+        long want[] = {10, 20, 40, 80, 80, 80};
+        for (int i = 0; i < 6; i++) CHECK(hk_retry_delay_ms(h, i, 503, NULL) == want[i]);
+        hk_http_headers hd;
+        hk_http_headers_init(&hd);
+        feed(&hd, "Retry-After: 3\r\n");
+        CHECK(hk_retry_delay_ms(h, 0, 429, &hd) == 40);
+        feed(&hd, "RateLimit: \"resolvers\";r=0;t=5\r\n");
+        CHECK(hk_retry_delay_ms(h, 0, 429, &hd) == 60);
+        hk_http_headers_free(&hd);
+        hk_http_headers_init(&hd);
+        feed(&hd, "Retry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n"); /* HTTP-dates are ignored, like Python */
+        CHECK(hk_retry_delay_ms(h, 1, 429, &hd) == 20);
+        hk_http_headers_free(&hd);
+        CHECK(hk_http_status_transient(429) && hk_http_status_transient(503) && !hk_http_status_transient(404));
+        hk_hub_free(h);
+    }
+    setenv("HF_TOKEN", "hf_envtoken", 1);
+    setenv("DO_NOT_TRACK", "1", 1);
+    setenv("HF_HUB_OFFLINE", "yes", 1);
+    CHECK_RC(hk_hub_new(&h, NULL), HK_OK);
+    if (h) {
+        CHECK_STR(h->token, "hf_envtoken");
+        CHECK(h->user_agent == NULL); /* telemetry off: no User-Agent, like the kernels library */
+        CHECK(hk_hub_is_offline(h));
+        hk_hub_free(h);
+    }
+    setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1", 1);
+    o.token = NULL;
+    CHECK_RC(hk_hub_new(&h, &o), HK_OK);
+    if (h) {
+        CHECK(h->token == NULL);
+        hk_hub_free(h);
+    }
+    o.token = "explicit";
+    o.endpoint = "ftp://x";
+    CHECK_RC(hk_hub_new(&h, &o), HK_ERR_INVALID_ARG);
+    unsetenv("HF_HUB_DISABLE_IMPLICIT_TOKEN");
+    unsetenv("DO_NOT_TRACK");
+    unsetenv("HF_TOKEN");
+    unsetenv("HF_HUB_OFFLINE");
+    unsetenv("HF_HUB_ETAG_TIMEOUT");
+    free(tokfile);
+    free(home);
+}
+
+/* Write a variant with a correct metadata.json digest; returns the variant dir (caller frees). */
+static char *make_variant(const char *base) {
+    char *v = hk_path_join(base, "build/torch-cpu");
+    char *f1 = hk_path_join(v, "__init__.py");
+    char *f2 = hk_path_join(v, "sub/data.json");
+    char *f3 = hk_path_join(v, "__pycache__/x.pyc"); /* skipped by the digest */
+    hk_test_write(f1, "print('hi')\n");
+    hk_test_write(f2, "{}");
+    hk_test_write(f3, "junk");
+    char b1[100], b2[100];
+    hk_hash_file_b64(b1, sizeof b1, HK_HASH_SHA256, f1);
+    hk_hash_file_b64(b2, sizeof b2, HK_HASH_SHA256, f2);
+    char *meta = hk_asprintf("{\"name\":\"t\",\"id\":\"_t\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
+                             "\"backend\":{\"type\":\"cpu\"},\"digest\":{\"algorithm\":\"sha256\",\"files\":"
+                             "{\"__init__.py\":\"%s\",\"sub/data.json\":\"%s\"}}}",
+                             b1, b2);
+    char *mp = hk_path_join(v, "metadata.json");
+    hk_test_write(mp, meta);
+    free(meta);
+    free(mp);
+    free(f1);
+    free(f2);
+    free(f3);
+    return v;
+}
+
+static void test_digest(void) {
+    char *base = hk_path_join(hk_test_tmpdir(), "digest");
+    char *v = make_variant(base);
+    bool has = false;
+    uint64_t bytes = 0;
+    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_OK);
+    CHECK(has);
+    CHECK(bytes == 14);
+    char *f1 = hk_path_join(v, "__init__.py");
+    char *f2 = hk_path_join(v, "sub/data.json");
+    char *f4 = hk_path_join(v, "extra.so");
+    hk_test_write(f1, "print('HI')\n"); /* same size, other bytes */
+    unlink(f2);
+    hk_test_write(f4, "x");
+    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_ERR_DIGEST);
+    const char *msg = hk_last_error();
+    CHECK(strstr(msg, "3 violations") != NULL);
+    CHECK(strstr(msg, "HashMismatch: __init__.py") != NULL);
+    CHECK(strstr(msg, "MissingFile: sub/data.json") != NULL);
+    CHECK(strstr(msg, "UnknownFile: extra.so") != NULL);
+    /* unknown algorithm */
+    char *mp = hk_path_join(v, "metadata.json");
+    hk_test_write(mp, "{\"digest\":{\"algorithm\":\"md5\",\"files\":{}}}");
+    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_ERR_DIGEST);
+    CHECK(strstr(hk_last_error(), "AlgorithmMismatch") != NULL);
+    /* no digest: allowed (warning), per-file hashes still protect the download */
+    hk_test_write(mp, "{\"name\":\"t\"}");
+    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_OK);
+    CHECK(!has);
+    free(mp);
+    free(f1);
+    free(f2);
+    free(f4);
+    free(v);
+    free(base);
+}
+
+static void test_offline(void) {
+    const char *dir = hk_test_tmpdir();
+    char *cache = hk_path_join(dir, "cache");
+    const char *commit = "1111111111111111111111111111111111111111";
+    char *repo = hk_cache_repo_dir(cache, HK_REPO_KERNEL, "org/kern");
+    char *snap = hk_asprintf("%s/snapshots/%s", repo, commit);
+    char *v = make_variant(snap);
+    free(v);
+    CHECK_RC(hk_cache_write_ref(repo, "v1", commit), HK_OK);
+    hk_hub_options o;
+    hk_hub_options_init(&o);
+    o.cache_dir = cache;
+    o.offline = 1;
+    o.endpoint = "http://127.0.0.1:1"; /* nothing listens: any network use would fail */
+    hk_hub *h = NULL;
+    CHECK_RC(hk_hub_new(&h, &o), HK_OK);
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    s.repo_id = "org/kern";
+    s.version = 1;
+    char *vdir = NULL, *c = NULL, *var = NULL;
+    CHECK_RC(hk_hub_fetch_variant(&vdir, &c, &var, h, &s), HK_OK);
+    char *want = hk_asprintf("%s/build/torch-cpu", snap);
+    CHECK_STR(vdir, want);
+    CHECK_STR(c, commit);
+    CHECK_STR(var, "torch-cpu");
+    free(want);
+    hk_free(vdir);
+    hk_free(c);
+    hk_free(var);
+    CHECK(h->requests == 0);
+    /* versions offline come from refs/vN */
+    hk_hub_version *vs = NULL;
+    size_t n = 0;
+    CHECK_RC(hk_hub_list_versions(&vs, &n, h, "org/kern"), HK_OK);
+    CHECK(n == 1 && vs && vs[0].version == 1 && strcmp(vs[0].commit, commit) == 0);
+    hk_free(vs);
+    /* a version that is not cached: a clear offline error naming it */
+    s.version = 2;
+    hk_pull_result *r = NULL;
+    CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_OFFLINE);
+    CHECK(strstr(hk_last_error(), "version 2") != NULL && strstr(hk_last_error(), "refs/v2") != NULL);
+    CHECK(strstr(hk_last_error(), "cached versions: 1") != NULL);
+    /* a commit that is cached resolves without refs */
+    s.version = -1;
+    s.revision = commit;
+    CHECK_RC(hk_hub_pull(&r, h, &s), HK_OK);
+    if (r) {
+        CHECK(hk_pull_result_offline(r));
+        CHECK(hk_pull_result_file_count(r) == 3); /* __init__.py, metadata.json, sub/data.json; not __pycache__ */
+        hk_pull_result_free(r);
+    }
+    s.revision = "main";
+    CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_OFFLINE);
+    CHECK(strstr(hk_last_error(), "refs/main") != NULL);
+    /* the wrong variant name */
+    s.revision = commit;
+    s.variant = "tvm-ffi01-cu130-x86_64-linux";
+    CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_NO_VARIANT);
+    /* both version and revision */
+    s.variant = NULL;
+    s.version = 1;
+    CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_INVALID_ARG);
+    CHECK(h->requests == 0);
+    hk_hub_free(h);
+    free(snap);
+    free(repo);
+    free(cache);
+}
+
+int main(void) {
+    test_etag();
+    test_headers();
+    test_link();
+    test_urls();
+    test_options_and_backoff();
+    test_digest();
+    test_offline();
+    return hk_test_finish();
+}
