@@ -117,7 +117,7 @@ int hk_cmd_info(int argc, char **argv) {
     cJSON_AddBoolToObject(j, "cached", snap && hk_is_dir(snap));
     free(dir);
     free(snap);
-    hk_strv_free(names);
+    hk_hub_strv_free(names);
     if (json) {
         char *s = cJSON_Print(j);
         if (s) printf("%s\n", s);

@@ -88,10 +88,10 @@ typedef struct hk_hub_version {
 HK_API int hk_hub_list_versions(hk_hub_version **out, size_t *out_n, hk_hub *hub, const char *repo_id);
 
 /* Build variants (directory names under build/) at a commit; offline: from the snapshot.
- * *out is a NULL-terminated array; free with hk_strv_free. */
+ * *out is a NULL-terminated array; free with hk_hub_strv_free. */
 HK_API int hk_hub_list_variants(char ***out, size_t *out_n, hk_hub *hub, const char *repo_id,
                                 const char *commit);
-HK_API void hk_strv_free(char **v);
+HK_API void hk_hub_strv_free(char **v);
 
 /* Publisher trust (GET /api/organizations/<org>/overview): *out_trusted = 1 when
  * trustedKernelPublisher is true. A 404 (user namespace) gives 0 and HK_OK. */

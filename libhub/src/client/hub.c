@@ -142,7 +142,7 @@ const char *hk_hub_endpoint(const hk_hub *h) { return h->endpoint; }
 const char *hk_hub_cache_root(const hk_hub *h) { return h->cache_root; }
 int hk_hub_is_offline(const hk_hub *h) { return h->offline; }
 
-void hk_strv_free(char **v) {
+void hk_hub_strv_free(char **v) {
     if (!v) return;
     for (char **p = v; *p; p++) free(*p);
     free(v);
@@ -598,11 +598,11 @@ static int variants_from_tree(char ***out, size_t *out_n, const tree *t) {
         if (!hk_str_starts_with(p, "build/")) continue;
         const char *name = p + 6;
         if (!hk_path_is_safe_relative(name) || strchr(name, '/')) {
-            hk_strv_free(v);
+            hk_hub_strv_free(v);
             return hk_fail(HK_ERR_UNSAFE_PATH, "refusing unsafe variant name '%s' from the server", p);
         }
         if (!(v[n] = hk_strdup(name))) {
-            hk_strv_free(v);
+            hk_hub_strv_free(v);
             return hk_fail(HK_ERR_NOMEM, "out of memory");
         }
         n++;
@@ -906,7 +906,7 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
     char *where = hk_asprintf("%s at %s (offline)", spec->repo_id, commit);
     rc = where ? choose_variants(r, names, n, spec, where) : hk_fail(HK_ERR_NOMEM, "out of memory");
     free(where);
-    hk_strv_free(names);
+    hk_hub_strv_free(names);
     if (rc) {
         if (rc == HK_ERR_NO_VARIANT)
             hk_fail_context("offline: only the variants pulled earlier are in %s/build", r->snapshot);
@@ -998,7 +998,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         rc = where ? choose_variants(r, names, n, &spec, where) : hk_fail(HK_ERR_NOMEM, "out of memory");
         free(where);
     }
-    hk_strv_free(names);
+    hk_hub_strv_free(names);
     /* files of each chosen variant, grouped by blob */
     hk_dl_item *items = NULL;
     size_t nitems = 0, icap = 0, fcap = 0;
