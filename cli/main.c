@@ -10,8 +10,10 @@
 #define HK_COMMANDS(X) \
     X(bundle, "move cached repos to air-gapped machines as one tar file") \
     X(cache, "inspect, verify, prune or remove entries of the local cache") \
+    X(env, "show the detected machine: OS, CPU, Python, torch, tvm-ffi, CUDA, backend") \
     X(info, "show a kernel's publisher trust, versions and variants") \
     X(pull, "download a kernel variant into the cache, verified") \
+    X(variants, "resolve a local kernel's build variants for this (or a described) machine") \
     X(version, "print the hubkern version") \
     X(versions, "list the versions (vN branches) of a kernel")
 

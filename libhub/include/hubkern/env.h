@@ -29,7 +29,7 @@
  *   torch_version         "2.11" (major.minor; patch and local tags like +cu130 are dropped)
  *   torch_full_version    "2.11.0+cu130" (informational)
  *   torch_dir             where torch was found (informational)
- *   torch_cxx11_abi       "0" | "1" | "" (unknown; always unknown off Linux)
+ *   torch_cxx11_abi       "0" | "1" | "" (unknown; see hk_env_torch_cxx11_abi for the default)
  *   torch_cuda_version    "13.0" (torch.version.cuda)
  *   torch_hip_version     "6.3" (torch.version.hip, major.minor)
  *   torch_xpu_version     "2025.3"
@@ -123,7 +123,9 @@ HK_API const char *hk_env_site_packages(const hk_env *env, size_t i);
 HK_API const char *hk_env_torch_version(const hk_env *env);      /* "2.11", or NULL: no torch */
 HK_API const char *hk_env_torch_full_version(const hk_env *env); /* "2.11.0+cu130" */
 HK_API const char *hk_env_torch_dir(const hk_env *env);          /* the torch/ or LibTorch dir */
-/* 1 built with the C++11 ABI, 0 pre-C++11 ABI, -1 unknown (no torch, or not Linux). */
+/* 1 built with the C++11 ABI, 0 pre-C++11 ABI, -1 unknown (no torch, or not Linux). When the
+ * field is not set/detected, a Linux torch >= 2.8 reads 1: those releases are only built with the
+ * C++11 ABI (torch.compiled_with_cxx11_abi() is a literal `return True` there). */
 HK_API int hk_env_torch_cxx11_abi(const hk_env *env);
 HK_API const char *hk_env_torch_cuda_version(const hk_env *env); /* "13.0", or NULL */
 HK_API const char *hk_env_torch_hip_version(const hk_env *env);  /* "6.3", or NULL */

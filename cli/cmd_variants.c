@@ -1,0 +1,182 @@
+/* hubkern variants DIR: resolve the build variants of a local kernel directory and show the
+ * decision for each one. */
+#include "cli/cli.h"
+#include "cli/cmd_env_flags.h"
+
+#include <hubkern.h>
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hubkern variants DIR [--json] [--backend cpu|<detected>] [options]\n"
+            "\n"
+            "Resolve the build variants in DIR/build/* (or DIR/* when DIR has no build/) for this\n"
+            "machine, or for one described with the system options, exactly as the Python\n"
+            "`kernels` package 0.17 would, and print every candidate, preferred first, with the\n"
+            "reason it was accepted or rejected. Exit status: 0 if a variant fits, 1 if none does.\n"
+            "\n"
+            "  --json               print the decision trace as JSON\n"
+            "  --backend NAME       an explicit backend: cpu, or the detected backend's name\n"
+            "%s",
+            hk_cli_env_flags_help());
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Subdirectory names of dir (sorted); *out freed by the caller. */
+static int list_dirs(char ***out, size_t *n, const char *dir) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    size_t cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        size_t plen = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(plen);
+        if (!p) break;
+        snprintf(p, plen, "%s/%s", dir, e->d_name);
+        struct stat st;
+        bool is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+        free(p);
+        if (!is_dir) continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **g = realloc(*out, cap * sizeof *g);
+            if (!g) break;
+            *out = g;
+        }
+        (*out)[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (*n) qsort(*out, *n, sizeof **out, cmp_str);
+    return 0;
+}
+
+int hk_cmd_variants(int argc, char **argv); /* called through the table in main.c */
+int hk_cmd_variants(int argc, char **argv) {
+    bool json = false;
+    const char *dir = NULL, *backend = NULL;
+    hk_cli_env_flags fl;
+    hk_cli_env_flags_init(&fl);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            hk_cli_env_flags_free(&fl);
+            return 0;
+        }
+        if (strcmp(a, "--json") == 0) {
+            json = true;
+            continue;
+        }
+        if (strcmp(a, "--backend") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "hubkern variants: --backend needs a value\n");
+                hk_cli_env_flags_free(&fl);
+                return 2;
+            }
+            backend = argv[++i];
+            continue;
+        }
+        int used = hk_cli_env_flags_parse(&fl, argc, argv, i);
+        if (used < 0) {
+            hk_cli_env_flags_free(&fl);
+            return 2;
+        }
+        if (used > 0) {
+            i += used - 1;
+            continue;
+        }
+        if (a[0] == '-' || dir) {
+            fprintf(stderr, "hubkern variants: unexpected argument '%s'\n", a);
+            hk_cli_env_flags_free(&fl);
+            usage(stderr);
+            return 2;
+        }
+        dir = a;
+    }
+    if (!dir) {
+        usage(stderr);
+        hk_cli_env_flags_free(&fl);
+        return 2;
+    }
+
+    size_t blen = strlen(dir) + 8;
+    char *build = malloc(blen);
+    if (!build) return 1;
+    snprintf(build, blen, "%s/build", dir);
+    struct stat st;
+    const char *scan = stat(build, &st) == 0 && S_ISDIR(st.st_mode) ? build : dir;
+    char **names = NULL;
+    size_t n = 0;
+    if (list_dirs(&names, &n, scan) != 0) {
+        fprintf(stderr, "hubkern variants: cannot read directory '%s'\n", scan);
+        free(build);
+        hk_cli_env_flags_free(&fl);
+        return 1;
+    }
+
+    hk_env *env = NULL;
+    hk_resolution *r = NULL;
+    int status = 0;
+    int rc = hk_cli_env_flags_build(&env, &fl);
+    if (rc) {
+        status = hk_cli_report_error("describing the machine");
+        goto done;
+    }
+    rc = hk_resolve_variants(&r, env, (const char *const *)names, n, backend);
+    if (rc) {
+        status = hk_cli_report_error("resolving variants");
+        goto done;
+    }
+    const char *best = hk_resolution_best(r);
+    if (json) {
+        char *text = hk_resolution_to_json(r);
+        if (!text) {
+            status = hk_cli_report_error("formatting JSON");
+            goto done;
+        }
+        printf("%s\n", text);
+        hk_free(text);
+    } else {
+        const char *tv = hk_env_torch_version(env), *fv = hk_env_tvm_ffi_version(env);
+        int abi = hk_env_torch_cxx11_abi(env);
+        printf("system: %s-%s, torch %s%s, tvm-ffi %s, python %s%s, backend %s\n",
+               hk_env_cpu(env) ? hk_env_cpu(env) : "?", hk_env_os(env) ? hk_env_os(env) : "?",
+               tv ? tv : "none", abi < 0 ? "" : abi ? " (cxx11 ABI)" : " (pre-cxx11 ABI)",
+               fv ? fv : "none",
+               hk_env_python_version(env) ? hk_env_python_version(env) : "none",
+               hk_env_python_free_threaded(env) == 1 ? " (free-threaded)" : "",
+               hk_resolution_backend(r) ? hk_resolution_backend(r) : hk_env_backend(env));
+        printf("variants in %s (%zu, preferred first):\n", scan, hk_resolution_count(r));
+        char *text = hk_resolution_to_text(r);
+        if (text) {
+            for (char *line = text, *eol; *line; line = eol + 1) {
+                eol = strchr(line, '\n');
+                if (!eol) break;
+                printf("  %.*s\n", (int)(eol - line), line);
+            }
+        }
+        hk_free(text);
+        if (best)
+            printf("selected: %s\n", best);
+        else
+            printf("no compatible variant\n");
+    }
+    status = best ? 0 : 1;
+done:
+    hk_resolution_free(r);
+    hk_env_free(env);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(build);
+    hk_cli_env_flags_free(&fl);
+    return status;
+}

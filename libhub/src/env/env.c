@@ -1,0 +1,580 @@
+/* hk_env: the machine description, its setters/getters, derivation of the backend, JSON. */
+#include "env/env_internal.h"
+
+#include <cJSON.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const k_key_names[HK_K_COUNT] = {
+    [HK_K_OS] = "os",
+    [HK_K_CPU] = "cpu",
+    [HK_K_MACOS_VERSION] = "macos_version",
+    [HK_K_PYTHON] = "python",
+    [HK_K_PYTHON_VERSION] = "python_version",
+    [HK_K_PYTHON_FREE_THREADED] = "python_free_threaded",
+    [HK_K_SITE_PACKAGES] = "site_packages",
+    [HK_K_LIBTORCH_DIR] = "libtorch_dir",
+    [HK_K_TORCH_VERSION] = "torch_version",
+    [HK_K_TORCH_FULL_VERSION] = "torch_full_version",
+    [HK_K_TORCH_DIR] = "torch_dir",
+    [HK_K_TORCH_CXX11_ABI] = "torch_cxx11_abi",
+    [HK_K_TORCH_CUDA_VERSION] = "torch_cuda_version",
+    [HK_K_TORCH_HIP_VERSION] = "torch_hip_version",
+    [HK_K_TORCH_XPU_VERSION] = "torch_xpu_version",
+    [HK_K_BACKEND] = "backend",
+    [HK_K_BACKEND_VERSION] = "backend_version",
+    [HK_K_TVM_FFI_VERSION] = "tvm_ffi_version",
+    [HK_K_TVM_FFI_FULL_VERSION] = "tvm_ffi_full_version",
+    [HK_K_TVM_FFI_LIB] = "tvm_ffi_lib",
+    [HK_K_CUDA_RUNTIME_VERSION] = "cuda_runtime_version",
+    [HK_K_CUDA_DRIVER_VERSION] = "cuda_driver_version",
+    [HK_K_GPUS] = "gpus",
+};
+
+static const char *const k_backends[] = {"cuda", "rocm", "xpu", "cann", "metal", "neuron", "tpu", "cpu"};
+
+const char *hk_env_key_name(hk_env_key k) { return (unsigned)k < HK_K_COUNT ? k_key_names[k] : NULL; }
+
+int hk_env_key_lookup(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < HK_K_COUNT; i++)
+        if (strcmp(name, k_key_names[i]) == 0) return i;
+    return -1;
+}
+
+bool hk_env_ver2(const char *s, uint32_t *major, uint32_t *minor) {
+    if (!s || !isdigit((unsigned char)*s)) return false;
+    uint64_t ma = 0, mi = 0;
+    for (; isdigit((unsigned char)*s); s++)
+        if ((ma = ma * 10 + (uint64_t)(*s - '0')) > UINT32_MAX) return false;
+    if (*s == '.' && isdigit((unsigned char)s[1])) /* "13" alone means 13.0 */
+        for (s++; isdigit((unsigned char)*s); s++)
+            if ((mi = mi * 10 + (uint64_t)(*s - '0')) > UINT32_MAX) return false;
+    *major = (uint32_t)ma;
+    *minor = (uint32_t)mi;
+    return true;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------- */
+
+static void free_site(hk_env *env) {
+    for (size_t i = 0; i < env->nsite; i++) free(env->site[i]);
+    free(env->site);
+    env->site = NULL;
+    env->nsite = 0;
+}
+
+static void free_gpus(hk_env *env) {
+    for (int i = 0; i < env->ngpus; i++) free(env->gpus[i].name);
+    free(env->gpus);
+    env->gpus = NULL;
+    env->ngpus = 0;
+}
+
+void hk_env_free(hk_env *env) {
+    if (!env) return;
+    for (int i = 0; i < HK_K_COUNT; i++) free(env->f[i]);
+    free_site(env);
+    free_gpus(env);
+    free(env->backend);
+    free(env->backend_version);
+    free(env->backend_variant);
+    free(env->gpus_str);
+    free(env);
+}
+
+int hk_env_new(hk_env **out) {
+    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_new: out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (hk_env_derive(*out)) {
+        hk_env_free(*out);
+        *out = NULL;
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    return HK_OK;
+}
+
+int hk_env_clone(hk_env **out, const hk_env *env) {
+    if (!out || !env) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_clone: NULL argument");
+    hk_env *c = calloc(1, sizeof *c);
+    if (!c) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    bool oom = false;
+    for (int i = 0; i < HK_K_COUNT; i++)
+        if (env->f[i] && !(c->f[i] = hk_strdup(env->f[i]))) oom = true;
+    if (env->nsite) {
+        c->site = calloc(env->nsite, sizeof *c->site);
+        if (!c->site) oom = true;
+        for (size_t i = 0; c->site && i < env->nsite; i++) {
+            c->site[i] = hk_strdup(env->site[i]);
+            c->nsite++;
+            if (!c->site[i]) oom = true;
+        }
+    }
+    if (env->ngpus) {
+        c->gpus = calloc((size_t)env->ngpus, sizeof *c->gpus);
+        if (!c->gpus) oom = true;
+        for (int i = 0; c->gpus && i < env->ngpus; i++) {
+            c->gpus[i] = env->gpus[i];
+            c->gpus[i].name = hk_strdup(env->gpus[i].name);
+            c->ngpus++;
+            if (env->gpus[i].name && !c->gpus[i].name) oom = true;
+        }
+    }
+    c->torch_installed = env->torch_installed;
+    c->has_torch_tpu = env->has_torch_tpu;
+    c->has_torch_neuronx = env->has_torch_neuronx;
+    c->has_torch_npu = env->has_torch_npu;
+    if (oom || hk_env_derive(c)) {
+        hk_env_free(c);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    *out = c;
+    return HK_OK;
+}
+
+/* ---- storing values ------------------------------------------------------------------------- */
+
+static int set_site(hk_env *env, const char *value) {
+    free_site(env);
+    if (!value) return HK_OK;
+    size_t n = 1;
+    for (const char *p = value; *p; p++) n += *p == ':';
+    env->site = calloc(n, sizeof *env->site);
+    if (!env->site) return HK_ERR_NOMEM;
+    const char *start = value;
+    for (;;) {
+        const char *end = strchr(start, ':');
+        size_t len = end ? (size_t)(end - start) : strlen(start);
+        if (len > 0) {
+            char *dir = hk_strndup(start, len);
+            if (!dir) return HK_ERR_NOMEM;
+            env->site[env->nsite++] = dir;
+        }
+        if (!end) break;
+        start = end + 1;
+    }
+    return HK_OK;
+}
+
+/* gpus "9.0,8.6" (validated by the caller). */
+static int set_gpus(hk_env *env, const char *value) {
+    free_gpus(env);
+    if (!value) return HK_OK;
+    size_t n = 1;
+    for (const char *p = value; *p; p++) n += *p == ',';
+    env->gpus = calloc(n, sizeof *env->gpus);
+    if (!env->gpus) return HK_ERR_NOMEM;
+    const char *p = value;
+    while (*p) {
+        uint32_t ma = 0, mi = 0;
+        if (hk_env_ver2(p, &ma, &mi)) {
+            hk_gpu *g = &env->gpus[env->ngpus];
+            g->major = (int)ma;
+            g->minor = (int)mi;
+            g->name = hk_asprintf("GPU %d", env->ngpus);
+            if (!g->name) return HK_ERR_NOMEM;
+            env->ngpus++;
+        }
+        const char *comma = strchr(p, ',');
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return HK_OK;
+}
+
+int hk_env_put(hk_env *env, hk_env_key k, const char *value) {
+    char *copy = NULL;
+    if (value && *value && !(copy = hk_strdup(value))) return HK_ERR_NOMEM;
+    free(env->f[k]);
+    env->f[k] = copy;
+    int rc = HK_OK;
+    if (k == HK_K_SITE_PACKAGES) rc = set_site(env, copy);
+    if (k == HK_K_GPUS) rc = set_gpus(env, copy);
+    return rc;
+}
+
+static bool parse_bool(const char *v, int *out) {
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0) return (*out = 1), true;
+        if (strcasecmp(v, no[i]) == 0) return (*out = 0), true;
+    }
+    return false;
+}
+
+/* A token for os/cpu: non-empty, [A-Za-z0-9_.], lower-cased into buf. */
+static bool token_lower(char *buf, size_t cap, const char *v) {
+    size_t n = strlen(v);
+    if (n == 0 || n >= cap) return false;
+    for (size_t i = 0; i <= n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (i < n && !(isalnum(c) || c == '_' || c == '.')) return false;
+        buf[i] = (char)tolower(c);
+    }
+    return true;
+}
+
+static const char *normalise_cpu(const char *lower) {
+    if (strcmp(lower, "amd64") == 0 || strcmp(lower, "x64") == 0 || strcmp(lower, "x86_64") == 0)
+        return "x86_64";
+    if (strcmp(lower, "arm64") == 0 || strcmp(lower, "aarch64") == 0 || strcmp(lower, "armv8") == 0)
+        return "aarch64";
+    return lower;
+}
+
+/* Validate and normalise `value` for key k into a malloc'd string (*norm NULL = clear). */
+static int normalise(hk_env_key k, const char *value, char **norm) {
+    *norm = NULL;
+    if (!value || !*value) return HK_OK;
+    char buf[64];
+    uint32_t ma = 0, mi = 0;
+    int b = 0;
+    switch (k) {
+    case HK_K_OS:
+        if (!token_lower(buf, sizeof buf, value)) goto bad;
+        *norm = hk_strdup(buf);
+        break;
+    case HK_K_CPU:
+        if (!token_lower(buf, sizeof buf, value)) goto bad;
+        *norm = hk_strdup(normalise_cpu(buf));
+        break;
+    case HK_K_PYTHON:
+        if (strcmp(value, "none") == 0) return HK_OK;
+        *norm = hk_strdup(value);
+        break;
+    case HK_K_PYTHON_FREE_THREADED:
+    case HK_K_TORCH_CXX11_ABI:
+        if (!parse_bool(value, &b)) goto bad;
+        *norm = hk_strdup(b ? "1" : "0");
+        break;
+    case HK_K_MACOS_VERSION:
+    case HK_K_PYTHON_VERSION:
+        /* kept as given ("26.0.1", "3.14.0") but must start with M.m */
+        if (!hk_env_ver2(value, &ma, &mi) || !strchr(value, '.')) goto bad;
+        for (const char *p = value; *p; p++)
+            if (!isalnum((unsigned char)*p) && *p != '.' && *p != '+') goto bad;
+        *norm = hk_strdup(value);
+        break;
+    case HK_K_TORCH_VERSION:
+    case HK_K_TORCH_CUDA_VERSION:
+    case HK_K_TORCH_HIP_VERSION:
+    case HK_K_TORCH_XPU_VERSION:
+    case HK_K_BACKEND_VERSION:
+    case HK_K_TVM_FFI_VERSION:
+    case HK_K_CUDA_RUNTIME_VERSION:
+    case HK_K_CUDA_DRIVER_VERSION:
+        /* major.minor of a version: "2.13.0+cu130" → "2.13" */
+        if (!hk_env_ver2(value, &ma, &mi)) goto bad;
+        for (const char *p = value; *p; p++)
+            if (!isalnum((unsigned char)*p) && !strchr(".+-_", *p)) goto bad;
+        *norm = hk_asprintf("%u.%u", ma, mi);
+        break;
+    case HK_K_BACKEND: {
+        bool ok = false;
+        for (size_t i = 0; i < HK_ARRAY_LEN(k_backends); i++) ok |= strcmp(value, k_backends[i]) == 0;
+        if (!ok) goto bad;
+        *norm = hk_strdup(value);
+        break;
+    }
+    case HK_K_GPUS: {
+        if (strcmp(value, "none") == 0) {
+            *norm = hk_strdup("none");
+            break;
+        }
+        hk_strbuf sb;
+        hk_sb_init(&sb);
+        const char *p = value;
+        for (;;) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            char item[32];
+            if (len == 0 || len >= sizeof item) {
+                hk_sb_free(&sb);
+                goto bad;
+            }
+            memcpy(item, p, len);
+            item[len] = '\0';
+            char *dot = strchr(item, '.');
+            if (!dot || !hk_env_ver2(item, &ma, &mi) || ma > 99 || mi > 99 ||
+                strspn(item, "0123456789") != (size_t)(dot - item) ||
+                strspn(dot + 1, "0123456789") != strlen(dot + 1)) {
+                hk_sb_free(&sb);
+                goto bad;
+            }
+            hk_sb_printf(&sb, "%s%u.%u", sb.len ? "," : "", ma, mi);
+            if (!comma) break;
+            p = comma + 1;
+        }
+        *norm = hk_sb_steal(&sb);
+        break;
+    }
+    default:
+        *norm = hk_strdup(value);
+        break;
+    }
+    return *norm ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+bad:
+    return hk_fail(HK_ERR_INVALID_ARG, "invalid value '%s' for environment key '%s'%s", value,
+                   k_key_names[k],
+                   k == HK_K_BACKEND ? " (use cuda, rocm, xpu, cann, metal, neuron, tpu or cpu)"
+                   : k == HK_K_GPUS  ? " (use compute capabilities like 9.0,8.6, or none)"
+                   : (k == HK_K_PYTHON_FREE_THREADED || k == HK_K_TORCH_CXX11_ABI) ? " (use 0 or 1)"
+                   : (k == HK_K_OS || k == HK_K_CPU) ? " (use a name like linux or x86_64)"
+                                                      : " (use a version like 2.13)");
+}
+
+int hk_env_set(hk_env *env, const char *key, const char *value) {
+    if (!env) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_set: env is NULL");
+    int k = hk_env_key_lookup(key);
+    if (k < 0) {
+        hk_strbuf sb;
+        hk_sb_init(&sb);
+        for (int i = 0; i < HK_K_COUNT; i++) hk_sb_printf(&sb, "%s%s", i ? ", " : "", k_key_names[i]);
+        int rc = hk_fail(HK_ERR_INVALID_ARG, "unknown environment key '%s' (known keys: %s)",
+                         key ? key : "(null)", sb.data ? sb.data : "");
+        hk_sb_free(&sb);
+        return rc;
+    }
+    char *norm = NULL;
+    int rc = normalise((hk_env_key)k, value, &norm);
+    if (rc) return rc;
+    /* "gpus none" = known to have no GPU */
+    if (k == HK_K_GPUS && norm && strcmp(norm, "none") == 0) {
+        free(norm);
+        free_gpus(env);
+        free(env->f[k]);
+        env->f[k] = NULL;
+        return hk_env_derive(env) ? hk_fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
+    }
+    if (k == HK_K_GPUS) {
+        free(env->f[k]);
+        env->f[k] = NULL;
+    }
+    rc = hk_env_put(env, (hk_env_key)k, norm);
+    free(norm);
+    if (k == HK_K_TORCH_DIR && !env->f[k]) env->torch_installed = false;
+    if (rc || hk_env_derive(env)) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return HK_OK;
+}
+
+/* ---- derivation ----------------------------------------------------------------------------- */
+
+int hk_env_derive(hk_env *env) {
+    const char *kind = NULL, *ver = NULL, *source = NULL;
+    const char *const *f = (const char *const *)env->f;
+    if (f[HK_K_BACKEND]) {
+        kind = f[HK_K_BACKEND];
+        source = "override";
+        if (strcmp(kind, "cuda") == 0)
+            ver = f[HK_K_TORCH_CUDA_VERSION] ? f[HK_K_TORCH_CUDA_VERSION] : f[HK_K_CUDA_RUNTIME_VERSION];
+        else if (strcmp(kind, "rocm") == 0)
+            ver = f[HK_K_TORCH_HIP_VERSION];
+        else if (strcmp(kind, "xpu") == 0)
+            ver = f[HK_K_TORCH_XPU_VERSION];
+    } else if (f[HK_K_TORCH_VERSION]) {
+        source = "torch";
+        bool darwin_arm = f[HK_K_OS] && f[HK_K_CPU] && strcmp(f[HK_K_OS], "darwin") == 0 &&
+                          strcmp(f[HK_K_CPU], "aarch64") == 0;
+        if (env->has_torch_tpu) kind = "tpu";
+        else if (env->has_torch_neuronx) kind = "neuron";
+        else if (f[HK_K_TORCH_CUDA_VERSION]) kind = "cuda", ver = f[HK_K_TORCH_CUDA_VERSION];
+        else if (f[HK_K_TORCH_HIP_VERSION]) kind = "rocm", ver = f[HK_K_TORCH_HIP_VERSION];
+        else if (darwin_arm) kind = "metal";
+        else if (f[HK_K_TORCH_XPU_VERSION]) kind = "xpu", ver = f[HK_K_TORCH_XPU_VERSION];
+        else if (env->has_torch_npu) kind = "cann";
+        else if (env->torch_installed) kind = "cpu";
+    }
+    if (!kind) {
+        /* No torch installation: kernels' _get_cuda() (libcudart), else CPU. */
+        if (f[HK_K_CUDA_RUNTIME_VERSION]) {
+            kind = "cuda";
+            ver = f[HK_K_CUDA_RUNTIME_VERSION];
+            source = "cudart";
+        } else {
+            kind = "cpu";
+            source = "default";
+        }
+    }
+    if (f[HK_K_BACKEND_VERSION]) ver = f[HK_K_BACKEND_VERSION];
+    bool versioned = strcmp(kind, "cuda") == 0 || strcmp(kind, "rocm") == 0 ||
+                     strcmp(kind, "xpu") == 0 || strcmp(kind, "cann") == 0;
+    if (!versioned) ver = NULL;
+
+    free(env->backend);
+    free(env->backend_version);
+    free(env->backend_variant);
+    free(env->gpus_str);
+    env->backend = hk_strdup(kind);
+    env->backend_version = ver ? hk_strdup(ver) : NULL;
+    env->backend_variant = NULL;
+    env->backend_source = source;
+    bool oom = !env->backend || (ver && !env->backend_version);
+    uint32_t ma = 0, mi = 0;
+    if (!versioned) {
+        env->backend_variant = hk_strdup(kind);
+        oom |= !env->backend_variant;
+    } else if (ver && hk_env_ver2(ver, &ma, &mi)) {
+        env->backend_variant = hk_asprintf("%s%u%u", strcmp(kind, "cuda") == 0 ? "cu" : kind, ma, mi);
+        oom |= !env->backend_variant;
+    }
+    env->gpus_str = NULL;
+    if (env->ngpus) {
+        hk_strbuf sb;
+        hk_sb_init(&sb);
+        for (int i = 0; i < env->ngpus; i++)
+            hk_sb_printf(&sb, "%s%d.%d", i ? "," : "", env->gpus[i].major, env->gpus[i].minor);
+        env->gpus_str = hk_sb_steal(&sb);
+        oom |= !env->gpus_str;
+    }
+    return oom ? HK_ERR_NOMEM : HK_OK;
+}
+
+/* ---- getters -------------------------------------------------------------------------------- */
+
+const char *hk_env_get(const hk_env *env, const char *key) {
+    if (!env || !key) return NULL;
+    if (strcmp(key, "backend") == 0) return env->backend;
+    if (strcmp(key, "backend_version") == 0) return env->backend_version;
+    if (strcmp(key, "backend_variant") == 0) return env->backend_variant;
+    if (strcmp(key, "backend_source") == 0) return env->backend_source;
+    if (strcmp(key, "gpus") == 0) return env->gpus_str;
+    if (strcmp(key, "torch_cxx11_abi") == 0 || strcmp(key, "python_free_threaded") == 0) {
+        int v = key[0] == 't' ? hk_env_torch_cxx11_abi(env) : hk_env_python_free_threaded(env);
+        return v < 0 ? NULL : v ? "1" : "0";
+    }
+    int k = hk_env_key_lookup(key);
+    return k < 0 ? NULL : env->f[k];
+}
+
+#define GETTER(fn, key) \
+    const char *fn(const hk_env *env) { return env ? env->f[key] : NULL; }
+GETTER(hk_env_os, HK_K_OS)
+GETTER(hk_env_cpu, HK_K_CPU)
+GETTER(hk_env_macos_version, HK_K_MACOS_VERSION)
+GETTER(hk_env_python_executable, HK_K_PYTHON)
+GETTER(hk_env_python_version, HK_K_PYTHON_VERSION)
+GETTER(hk_env_torch_version, HK_K_TORCH_VERSION)
+GETTER(hk_env_torch_full_version, HK_K_TORCH_FULL_VERSION)
+GETTER(hk_env_torch_dir, HK_K_TORCH_DIR)
+GETTER(hk_env_torch_cuda_version, HK_K_TORCH_CUDA_VERSION)
+GETTER(hk_env_torch_hip_version, HK_K_TORCH_HIP_VERSION)
+GETTER(hk_env_torch_xpu_version, HK_K_TORCH_XPU_VERSION)
+GETTER(hk_env_tvm_ffi_version, HK_K_TVM_FFI_VERSION)
+GETTER(hk_env_tvm_ffi_full_version, HK_K_TVM_FFI_FULL_VERSION)
+GETTER(hk_env_tvm_ffi_lib, HK_K_TVM_FFI_LIB)
+GETTER(hk_env_cuda_runtime_version, HK_K_CUDA_RUNTIME_VERSION)
+GETTER(hk_env_cuda_driver_version, HK_K_CUDA_DRIVER_VERSION)
+#undef GETTER
+
+static int tri(const char *v) { return v ? (strcmp(v, "1") == 0) : -1; }
+
+int hk_env_python_free_threaded(const hk_env *env) {
+    if (!env) return -1;
+    if (!env->f[HK_K_PYTHON_FREE_THREADED]) return env->f[HK_K_PYTHON_VERSION] ? 0 : -1;
+    return tri(env->f[HK_K_PYTHON_FREE_THREADED]);
+}
+
+int hk_env_torch_cxx11_abi(const hk_env *env) {
+    if (!env) return -1;
+    if (env->f[HK_K_TORCH_CXX11_ABI]) return tri(env->f[HK_K_TORCH_CXX11_ABI]);
+    /* torch >= 2.8 is only built with the C++11 ABI: its compiled_with_cxx11_abi() is a literal
+     * `return True` (checked in the 2.8, 2.9, 2.10 and 2.11 wheels). kernels asks only on Linux. */
+    uint32_t ma = 0, mi = 0;
+    if (env->f[HK_K_OS] && strcmp(env->f[HK_K_OS], "linux") == 0 &&
+        hk_env_ver2(env->f[HK_K_TORCH_VERSION], &ma, &mi) && (ma > 2 || (ma == 2 && mi >= 8)))
+        return 1;
+    return -1;
+}
+
+size_t hk_env_site_packages_count(const hk_env *env) { return env ? env->nsite : 0; }
+
+const char *hk_env_site_packages(const hk_env *env, size_t i) {
+    return env && i < env->nsite ? env->site[i] : NULL;
+}
+
+const char *hk_env_backend(const hk_env *env) { return env && env->backend ? env->backend : "cpu"; }
+const char *hk_env_backend_version(const hk_env *env) { return env ? env->backend_version : NULL; }
+const char *hk_env_backend_variant(const hk_env *env) { return env ? env->backend_variant : NULL; }
+
+int hk_env_gpu_count(const hk_env *env) { return env ? env->ngpus : 0; }
+
+int hk_env_gpu_capability(const hk_env *env, int i, int *major, int *minor) {
+    if (!env || i < 0 || i >= env->ngpus)
+        return hk_fail(HK_ERR_INVALID_ARG, "GPU index %d out of range (%d GPUs)", i, env ? env->ngpus : 0);
+    if (major) *major = env->gpus[i].major;
+    if (minor) *minor = env->gpus[i].minor;
+    return HK_OK;
+}
+
+const char *hk_env_gpu_name(const hk_env *env, int i) {
+    return env && i >= 0 && i < env->ngpus ? env->gpus[i].name : NULL;
+}
+
+/* ---- JSON ----------------------------------------------------------------------------------- */
+
+static void add_str(cJSON *o, const char *k, const char *v) {
+    if (v)
+        cJSON_AddStringToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+static void add_tri(cJSON *o, const char *k, int v) {
+    if (v < 0)
+        cJSON_AddNullToObject(o, k);
+    else
+        cJSON_AddBoolToObject(o, k, v);
+}
+
+char *hk_env_to_json(const hk_env *env) {
+    if (!env) return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    for (int k = 0; k < HK_K_COUNT; k++) {
+        const char *name = k_key_names[k];
+        switch (k) {
+        case HK_K_PYTHON_FREE_THREADED: add_tri(o, name, hk_env_python_free_threaded(env)); break;
+        case HK_K_TORCH_CXX11_ABI: add_tri(o, name, hk_env_torch_cxx11_abi(env)); break;
+        case HK_K_SITE_PACKAGES: {
+            cJSON *a = cJSON_AddArrayToObject(o, name);
+            for (size_t i = 0; a && i < env->nsite; i++)
+                cJSON_AddItemToArray(a, cJSON_CreateString(env->site[i]));
+            break;
+        }
+        case HK_K_BACKEND:
+            add_str(o, name, hk_env_backend(env));
+            break;
+        case HK_K_BACKEND_VERSION:
+            add_str(o, name, env->backend_version);
+            add_str(o, "backend_variant", env->backend_variant);
+            add_str(o, "backend_source", env->backend_source);
+            break;
+        case HK_K_GPUS: {
+            cJSON_AddNumberToObject(o, "gpu_count", env->ngpus);
+            cJSON *a = cJSON_AddArrayToObject(o, name);
+            for (int i = 0; a && i < env->ngpus; i++) {
+                cJSON *g = cJSON_CreateObject();
+                if (!g) break;
+                cJSON_AddItemToArray(a, g);
+                cJSON_AddNumberToObject(g, "index", i);
+                add_str(g, "name", env->gpus[i].name);
+                char cap[32];
+                snprintf(cap, sizeof cap, "%d.%d", env->gpus[i].major, env->gpus[i].minor);
+                cJSON_AddStringToObject(g, "capability", cap);
+            }
+            break;
+        }
+        default: add_str(o, name, env->f[k]); break;
+        }
+    }
+    cJSON_AddBoolToObject(o, "torch_installed", env->torch_installed);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    char *res = text ? hk_strdup(text) : NULL;
+    cJSON_free(text);
+    return res;
+}
