@@ -500,7 +500,8 @@ static void tree_free(tree *t) {
 
 static int list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path, bool recursive) {
     memset(out, 0, sizeof *out);
-    char *epath = hk_url_encode(path, false);
+    /* '/' kept in the path: the Hub takes both forms, some mirrors only this one */
+    char *epath = hk_url_encode(path, true);
     char *url = epath ? hk_asprintf("%s/api/kernels/%s/tree/%s/%s?recursive=%s&expand=false", hub->endpoint, repo_id,
                                     commit, epath, recursive ? "true" : "false")
                       : NULL;
@@ -976,6 +977,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     r->repo = repo;
     r->revision = hk_strdup(rev);
     free(redirect_rev);
+    rev = NULL; /* pointed into redirect_rev */
     r->commit = hk_strdup(commit);
     r->snapshot = repo_dir ? hk_asprintf("%s/snapshots/%s", repo_dir, commit) : NULL;
     if (!r->revision || !r->commit || !r->snapshot) {
@@ -1088,7 +1090,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     }
     /* refs only once the variant is complete and verified, so that offline use never finds a
      * half-pulled snapshot through refs/vN */
-    if (rc == HK_OK && strcmp(rev, commit) != 0) rc = hk_cache_write_ref(repo_dir, rev, commit);
+    if (rc == HK_OK && strcmp(r->revision, commit) != 0) rc = hk_cache_write_ref(repo_dir, r->revision, commit);
     free(repo_dir);
     return rc;
 }
