@@ -12,7 +12,9 @@
     X(cache, "inspect, verify, prune or remove entries of the local cache") \
     X(env, "show the detected machine: OS, CPU, Python, torch, tvm-ffi, CUDA, backend") \
     X(info, "show a kernel's publisher trust, versions and variants") \
+    X(publish, "record a directory as a commit on a branch of a repo in a store") \
     X(pull, "download a kernel variant into the cache, verified") \
+    X(serve, "run a Hub-compatible mirror over a store") \
     X(variants, "resolve a local kernel's build variants for this (or a described) machine") \
     X(version, "print the hubkern version") \
     X(versions, "list the versions (vN branches) of a kernel")

@@ -1,4 +1,93 @@
-/* The mirror server and publisher (hubkern serve / hubkern publish). */
+/* The mirror server and publisher (hubkern serve / hubkern publish).
+ *
+ * hubkern_server is a static library kept out of libhubkern so that programs that only load kernels
+ * never link an HTTP server. Same conventions as libhubkern: int return codes from hk_error, the
+ * last error per thread (hk_last_error), messages through the log callback, never printing. */
 #ifndef HK_SERVER_H
 #define HK_SERVER_H
+
+#include "cache/cache.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Files of at least this many bytes are stored as LFS files (sha256 etag) by publish; the Hub's
+ * own threshold for its web uploads is 10 MB (10 * 1000 * 1000 bytes). */
+#define HK_LFS_THRESHOLD_DEFAULT 10000000ULL
+/* Tree listing page size (entries per page) unless configured. The Hub pages at 1000 per page for
+ * expand=false listings [inferred]. */
+#define HK_TREE_PAGE_SIZE_DEFAULT 1000u
+
+/* ---- serve -------------------------------------------------------------------------------- */
+typedef struct hk_serve_config {
+    const char *cache_dir;       /* the store: a huggingface_hub-layout cache directory (required) */
+    const char *host;            /* address to bind, default "127.0.0.1" ("0.0.0.0" / "::" for all) */
+    unsigned port;               /* 0 = an ephemeral port, see hk_server_port() */
+    unsigned threads;            /* worker threads (libmicrohttpd thread pool), default 4 */
+    unsigned max_connections;    /* simultaneous connections, default 1024 */
+    unsigned page_size;          /* tree listing entries per page, default HK_TREE_PAGE_SIZE_DEFAULT */
+    const char *public_url;      /* base URL written into Link headers (e.g. behind a TLS proxy);
+                                    default: "http://" + the request's Host header */
+    /* Access control. With no tokens every request is served. Otherwise each request needs
+     * "Authorization: Bearer <token>" with a configured token. A token spec is "TOKEN" (all repos)
+     * or "TOKEN:org1,org2" (only repos of those namespaces; others get 403). */
+    const char *const *tokens;
+    size_t n_tokens;
+    /* Namespaces answered with "trustedKernelPublisher": true by /api/organizations/<org>/overview;
+     * "*" trusts every namespace present in the store. */
+    const char *const *trusted_orgs;
+    size_t n_trusted_orgs;
+    /* Blobs whose name is not a 40/64-hex etag (caches written without symlinks, or by mirrors that
+     * invent etags) are hashed on first use; files this large or binary get a sha256 (LFS) etag. */
+    uint64_t lfs_threshold;      /* 0 = HK_LFS_THRESHOLD_DEFAULT */
+    /* Answer resolves of LFS files with a 302 to the mirror's own /lfs/ blob route (metadata headers
+     * on the 302 itself, like the Hub's CDN redirects), instead of a direct 200. */
+    bool lfs_302;
+    bool access_log;             /* one INFO log line per request through the log callback */
+    /* Test aid: the first `fault_cut_count` GET responses whose body is longer than
+     * `fault_cut_after` bytes are cut (connection closed) after that many bytes. 0 = off. */
+    uint64_t fault_cut_after;
+    unsigned fault_cut_count;
+} hk_serve_config;
+
+typedef struct hk_server hk_server;
+
+/* Bind, start the worker threads and return. Requests are served until hk_server_stop(). */
+int hk_server_start(hk_server **out, const hk_serve_config *config);
+/* The TCP port actually bound (useful with port 0). */
+unsigned hk_server_port(const hk_server *server);
+/* Stop accepting, finish, free. NULL is ignored. */
+void hk_server_stop(hk_server *server);
+
+/* ---- publish ------------------------------------------------------------------------------ */
+typedef struct hk_publish_options {
+    const char *src_dir;     /* directory to record; it becomes the repo root */
+    const char *repo_id;     /* "org/name" */
+    hk_repo_type repo_type;  /* HK_REPO_KERNEL unless set */
+    const char *branch;      /* branch to move, e.g. "v1" or "main" (required) */
+    const char *message;     /* commit message, default "Publish <branch>" */
+    const char *cache_dir;   /* store root; NULL = the default cache (hk_cache_root) */
+    uint64_t lfs_threshold;  /* 0 = HK_LFS_THRESHOLD_DEFAULT */
+} hk_publish_options;
+
+typedef struct hk_publish_result {
+    char commit[41];         /* the branch's commit after publishing */
+    char parent[41];         /* previous head of the branch, "" if the branch is new */
+    bool changed;            /* false when the tree equals the branch head's tree (nothing written) */
+    size_t files;            /* files recorded */
+    size_t lfs_files;        /* of which stored as LFS (sha256 etag) */
+    uint64_t bytes;          /* total content bytes */
+} hk_publish_result;
+
+/* Record src_dir as a new commit on `branch` (see docs/serve.md for the exact rules). */
+int hk_publish(hk_publish_result *out, const hk_publish_options *options);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,0 +1,372 @@
+/* Read side of the store: repos, revisions, snapshot listings and files, for any cache in the
+ * huggingface_hub layout (written by hubkern publish/pull or by Python).
+ *
+ * Metadata comes from blob names: a blob named by 64 hex is an LFS file whose etag is its sha256
+ * (its git oid is the sha1 of its LFS pointer); 40 hex is a git-stored file whose etag and oid are
+ * that name. Anything else (no-symlink caches, invented etags) is hashed once and remembered. */
+#include "server/srv_internal.h"
+
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HASH_CACHE_MAX 4096
+
+typedef struct hash_memo {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    bool lfs;
+    char etag[65];
+} hash_memo;
+
+struct hk_store {
+    char *root; /* realpath */
+    uint64_t lfs_threshold;
+    pthread_mutex_t mu;
+    hash_memo *memo;
+    size_t n_memo, next_evict;
+};
+
+int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold) {
+    *out = NULL;
+    char real[PATH_MAX];
+    if (!realpath(root, real)) return hk_fail(hk_errno_code(errno), "cannot open the store %s: %s", root, strerror(errno));
+    if (!hk_is_dir(real)) return hk_fail(HK_ERR_NOT_FOUND, "the store %s is not a directory", root);
+    hk_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->root = hk_strdup(real)) || !(s->memo = calloc(HASH_CACHE_MAX, sizeof *s->memo))) {
+        if (s) free(s->root);
+        free(s);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    s->lfs_threshold = lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT;
+    pthread_mutex_init(&s->mu, NULL);
+    *out = s;
+    return HK_OK;
+}
+
+void hk_store_close(hk_store *s) {
+    if (!s) return;
+    pthread_mutex_destroy(&s->mu);
+    free(s->memo);
+    free(s->root);
+    free(s);
+}
+
+const char *hk_store_root(const hk_store *s) { return s->root; }
+
+char *hk_store_repo_dir(const hk_store *s, hk_repo_type type, const char *repo_id) {
+    if (!hk_repo_id_valid(repo_id)) return NULL;
+    char *dir = hk_cache_repo_dir(s->root, type, repo_id);
+    if (!dir) return NULL;
+    struct stat st;
+    /* the repo folder itself must be a real directory, not a link out of the store */
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+static bool is_regular_file(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool is_lower_hex(const char *s, size_t n) { return strlen(s) == n && hk_is_hex(s, n); }
+
+int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev) {
+    out_commit[0] = '\0';
+    const char *candidates[2] = {rev, NULL};
+    if (hk_str_starts_with(rev, "refs/heads/")) candidates[1] = rev + strlen("refs/heads/");
+    else if (hk_str_starts_with(rev, "refs/tags/")) candidates[1] = rev + strlen("refs/tags/");
+    for (int i = 0; i < 2 && candidates[i]; i++) {
+        const char *r = candidates[i];
+        if (!hk_path_is_safe_relative(r)) continue;
+        char *ref = hk_asprintf("%s/refs/%s", repo_dir, r);
+        if (!ref) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        bool ok = is_regular_file(ref);
+        free(ref);
+        if (ok && hk_cache_read_ref(out_commit, repo_dir, r) == HK_OK) return HK_OK;
+    }
+    if (is_lower_hex(rev, 40) || is_lower_hex(rev, 64)) {
+        char *snap = hk_asprintf("%s/snapshots/%s", repo_dir, rev);
+        if (!snap) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        struct stat st;
+        bool ok = lstat(snap, &st) == 0 && S_ISDIR(st.st_mode);
+        free(snap);
+        if (ok) {
+            snprintf(out_commit, 65, "%s", rev);
+            return HK_OK;
+        }
+    }
+    out_commit[0] = '\0';
+    return hk_fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found", rev);
+}
+
+/* Content hash for a blob whose name is not an etag, memoised by identity and mtime. */
+static int etag_by_content(hk_store *s, char etag[65], bool *lfs, const char *real, const struct stat *st) {
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->n_memo; i++) {
+        hash_memo *m = &s->memo[i];
+        if (m->dev == st->st_dev && m->ino == st->st_ino && m->size == st->st_size &&
+            m->mtime.tv_sec == st->st_mtim.tv_sec && m->mtime.tv_nsec == st->st_mtim.tv_nsec) {
+            memcpy(etag, m->etag, 65);
+            *lfs = m->lfs;
+            pthread_mutex_unlock(&s->mu);
+            return HK_OK;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    uint64_t size = 0;
+    int rc = hk_classify_file(etag, lfs, &size, real, s->lfs_threshold);
+    if (rc) return rc;
+    hk_log(HK_LOG_DEBUG, "hashed %s (its name is not an etag): %s", real, etag);
+    pthread_mutex_lock(&s->mu);
+    size_t slot;
+    if (s->n_memo < HASH_CACHE_MAX) slot = s->n_memo++;
+    else slot = s->next_evict++ % HASH_CACHE_MAX;
+    hash_memo *m = &s->memo[slot];
+    m->dev = st->st_dev;
+    m->ino = st->st_ino;
+    m->size = st->st_size;
+    m->mtime = st->st_mtim;
+    m->lfs = *lfs;
+    memcpy(m->etag, etag, 65);
+    pthread_mutex_unlock(&s->mu);
+    return HK_OK;
+}
+
+/* Resolve snapshot entry `full` (absolute path inside snapshots/<commit>/) to a regular file that
+ * lies in the repo's blobs/ or in that snapshot itself; fill etag/lfs/size and the real path. */
+static int resolve_entry(hk_store *s, char real[PATH_MAX], struct stat *st, char etag[65], bool *lfs,
+                         const char *repo_dir, const char *commit, const char *full) {
+    if (!realpath(full, real)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
+    char repo_real[PATH_MAX];
+    if (!realpath(repo_dir, repo_real)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such repo");
+    char *blobs = hk_asprintf("%s/blobs/", repo_real);
+    char *snap = hk_asprintf("%s/snapshots/%s/", repo_real, commit);
+    if (!blobs || !snap) {
+        free(blobs);
+        free(snap);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    bool in_blobs = hk_str_starts_with(real, blobs) && !strchr(real + strlen(blobs), '/');
+    bool in_snap = hk_str_starts_with(real, snap);
+    free(blobs);
+    free(snap);
+    if (!in_blobs && !in_snap) {
+        hk_log(HK_LOG_WARN, "refusing %s: it leads out of the repo folder (to %s)", full, real);
+        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
+    }
+    if (stat(real, st) != 0 || !S_ISREG(st->st_mode)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "not a file");
+    const char *base = strrchr(real, '/') + 1;
+    if (in_blobs && (is_lower_hex(base, 40) || is_lower_hex(base, 64))) {
+        snprintf(etag, 65, "%s", base);
+        *lfs = strlen(base) == 64;
+        return HK_OK;
+    }
+    return etag_by_content(s, etag, lfs, real, st);
+}
+
+int hk_store_open_file(hk_sfile *out, hk_store *s, const char *repo_dir, const char *commit, const char *path) {
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    if (!hk_path_is_safe_relative(path)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
+    char *full = hk_asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
+    if (!full) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char real[PATH_MAX];
+    struct stat st;
+    int rc = resolve_entry(s, real, &st, out->etag, &out->lfs, repo_dir, commit, full);
+    free(full);
+    if (rc) return rc;
+    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "cannot open: %s", strerror(errno));
+    struct stat st2;
+    if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev) {
+        close(fd);
+        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "file changed while opening");
+    }
+    out->fd = fd;
+    out->size = (uint64_t)st2.st_size;
+    return HK_OK;
+}
+
+int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const char *sha256) {
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    if (!is_lower_hex(sha256, 64)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "not a sha256");
+    char *p = hk_asprintf("%s/blobs/%s", repo_dir, sha256);
+    if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    free(p);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0) close(fd);
+        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such blob");
+    }
+    out->fd = fd;
+    out->size = (uint64_t)st.st_size;
+    out->lfs = true;
+    snprintf(out->etag, sizeof out->etag, "%s", sha256);
+    (void)s;
+    return HK_OK;
+}
+
+static int walk(hk_listing *l, hk_store *s, const char *repo_dir, const char *commit, const char *abs,
+                const char *rel, int depth) {
+    if (depth > 64) return HK_OK;
+    DIR *d = opendir(abs);
+    if (!d) return hk_fail(hk_errno_code(errno), "cannot list %s: %s", abs, strerror(errno));
+    int rc = HK_OK;
+    struct dirent *de;
+    while (rc == HK_OK && (de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+        char *child_abs = hk_path_join(abs, name);
+        char *child_rel = *rel ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
+        if (!child_abs || !child_rel) {
+            free(child_abs);
+            free(child_rel);
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        struct stat lst;
+        if (lstat(child_abs, &lst) != 0 || !hk_path_is_safe_relative(child_rel)) {
+            /* vanished, or a name no client could ask for */
+        } else if (S_ISDIR(lst.st_mode)) {
+            rc = walk(l, s, repo_dir, commit, child_abs, child_rel, depth + 1);
+        } else if (S_ISLNK(lst.st_mode) || S_ISREG(lst.st_mode)) {
+            char real[PATH_MAX];
+            struct stat st;
+            char etag[65];
+            bool lfs = false;
+            if (resolve_entry(s, real, &st, etag, &lfs, repo_dir, commit, child_abs) == HK_OK) {
+                rc = hk_listing_add_file(l, child_rel, (uint64_t)st.st_size, etag, lfs);
+                if (rc == HK_OK) child_rel = NULL; /* owned by the listing */
+            } else {
+                hk_clear_error();
+            }
+        }
+        free(child_abs);
+        free(child_rel);
+    }
+    closedir(d);
+    return rc;
+}
+
+int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char *commit) {
+    memset(out, 0, sizeof *out);
+    char *snap = hk_asprintf("%s/snapshots/%s", repo_dir, commit);
+    if (!snap) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    int rc = HK_OK;
+    struct stat st;
+    if (lstat(snap, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(out, s, repo_dir, commit, snap, "", 0);
+    free(snap);
+    if (rc == HK_OK) rc = hk_listing_finish(out);
+    if (rc) hk_listing_free(out);
+    return rc;
+}
+
+static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, const char *abs, const char *rel,
+                     int depth) {
+    if (depth > 8) return HK_OK;
+    DIR *d = opendir(abs);
+    if (!d) return HK_OK;
+    int rc = HK_OK;
+    struct dirent *de;
+    while (rc == HK_OK && (de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (name[0] == '.' || hk_str_ends_with(name, ".tmp") || hk_str_ends_with(name, ".lock")) continue;
+        char *child_abs = hk_path_join(abs, name);
+        char *child_rel = *rel ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
+        if (!child_abs || !child_rel) {
+            free(child_abs);
+            free(child_rel);
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        struct stat st;
+        if (lstat(child_abs, &st) == 0 && S_ISDIR(st.st_mode)) {
+            rc = refs_walk(v, n, cap, repo_dir, child_abs, child_rel, depth + 1);
+        } else if (lstat(child_abs, &st) == 0 && S_ISREG(st.st_mode)) {
+            char commit[65];
+            if (hk_cache_read_ref(commit, repo_dir, child_rel) == HK_OK) {
+                if (*n == *cap) {
+                    size_t nc = *cap ? *cap * 2 : 16;
+                    hk_ref *nv = realloc(*v, nc * sizeof *nv);
+                    if (!nv) {
+                        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                    } else {
+                        *v = nv;
+                        *cap = nc;
+                    }
+                }
+                if (rc == HK_OK) {
+                    (*v)[*n].name = child_rel;
+                    memcpy((*v)[*n].commit, commit, 65);
+                    (*n)++;
+                    child_rel = NULL;
+                }
+            } else {
+                hk_clear_error();
+            }
+        }
+        free(child_abs);
+        free(child_rel);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int ref_cmp(const void *a, const void *b) { return strcmp(((const hk_ref *)a)->name, ((const hk_ref *)b)->name); }
+
+int hk_store_list_refs(hk_ref **out, size_t *n, const char *repo_dir) {
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    char *refs = hk_path_join(repo_dir, "refs");
+    if (!refs) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    int rc = refs_walk(out, n, &cap, repo_dir, refs, "", 0);
+    free(refs);
+    if (rc) {
+        hk_refs_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
+    if (*n) qsort(*out, *n, sizeof **out, ref_cmp);
+    return HK_OK;
+}
+
+void hk_refs_free(hk_ref *refs, size_t n) {
+    for (size_t i = 0; i < n; i++) free(refs[i].name);
+    free(refs);
+}
+
+bool hk_store_has_namespace(const hk_store *s, const char *org) {
+    if (!hk_repo_id_valid(org)) return false;
+    DIR *d = opendir(s->root);
+    if (!d) return false;
+    bool found = false;
+    struct dirent *de;
+    for (int t = 0; t < 4 && !found; t++) {
+        char *prefix = hk_asprintf("%s--%s--", hk_repo_type_plural((hk_repo_type)t), org);
+        if (!prefix) break;
+        rewinddir(d);
+        while (!found && (de = readdir(d)) != NULL)
+            if (hk_str_starts_with(de->d_name, prefix) && !strstr(de->d_name + strlen(prefix), "--")) found = true;
+        free(prefix);
+    }
+    closedir(d);
+    return found;
+}

@@ -1,0 +1,88 @@
+"""Helpers to start `hubkern serve` and run `hubkern publish` from Python tests and benchmarks.
+
+Import with the tests' directory on sys.path (pytest does that for tests/integration).
+"""
+
+import hashlib
+import os
+import pathlib
+import subprocess
+import threading
+import time
+
+SOURCE_DIR = pathlib.Path(os.environ.get("HK_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+
+
+def hubkern_bin() -> str:
+    b = os.environ.get("HUBKERN_BIN")
+    if b:
+        return b
+    build = pathlib.Path(os.environ.get("HK_BUILD_DIR", SOURCE_DIR / "build"))
+    return str(build / "cli" / "hubkern")
+
+
+def run_hubkern(*args, check=True, env=None):
+    return subprocess.run([hubkern_bin(), *map(str, args)], capture_output=True, text=True, check=check, env=env)
+
+
+def publish(src, repo_id, branch, cache, *extra) -> str:
+    """Run `hubkern publish`; return the commit id it prints."""
+    p = run_hubkern("publish", src, repo_id, "--branch", branch, "--cache", cache, *extra)
+    commit = p.stdout.strip()
+    assert len(commit) == 40, (p.stdout, p.stderr)
+    return commit
+
+
+def git_blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def lfs_pointer(data: bytes) -> bytes:
+    return b"version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (
+        hashlib.sha256(data).hexdigest().encode(),
+        len(data),
+    )
+
+
+class Server:
+    """`hubkern serve --port 0` on loopback; .url is its base URL; stderr goes to .log_lines."""
+
+    def __init__(self, cache, *args, env=None):
+        cmd = [hubkern_bin(), "serve", "--cache", str(cache), "--host", "127.0.0.1", "--port", "0", *map(str, args)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("listening on http://"):
+            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            self.proc.kill()
+            raise RuntimeError(f"hubkern serve did not start: {line!r} {err}")
+        self.url = line.split(" ", 2)[2]
+        self.log_lines = []
+        self._t = threading.Thread(target=self._drain, daemon=True)
+        self._t.start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log_lines.append(line.rstrip("\n"))
+
+    def stop(self, timeout=10) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        rc = self.proc.wait(timeout=timeout)
+        self._t.join(timeout=timeout)
+        return rc
+
+    def wait_log(self, needle, timeout=5.0) -> bool:
+        end = time.time() + timeout
+        while time.time() < end:
+            if any(needle in line for line in self.log_lines):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        rc = self.stop()
+        if exc_type is None:
+            assert rc == 0, "hubkern serve did not exit cleanly:\n" + "\n".join(self.log_lines[-30:])
