@@ -10,8 +10,11 @@
 #define HK_COMMANDS(X) \
     X(bundle, "move cached repos to air-gapped machines as one tar file") \
     X(cache, "inspect, verify, prune or remove entries of the local cache") \
+    X(download, "prefetch the kernels pinned in a kernels.lock") \
     X(env, "show the detected machine: OS, CPU, Python, torch, tvm-ffi, CUDA, backend") \
     X(info, "show a kernel's publisher trust, versions and variants") \
+    X(load, "get, load and list a kernel as a C program would; --call smoke-tests it") \
+    X(lock, "pin kernels (org/name=N) to commits in a kernels.lock") \
     X(publish, "record a directory as a commit on a branch of a repo in a store") \
     X(pull, "download a kernel variant into the cache, verified") \
     X(serve, "run a Hub-compatible mirror over a store") \

@@ -4,6 +4,7 @@
  * threads; two versions side by side); metadata; non-tvm-ffi kinds. */
 #include "support.h"
 
+#include "hubkern/env.h"
 #include "hubkern/kernel.h"
 #include "internal.h"
 
@@ -260,18 +261,28 @@ static void test_kinds_and_bad_variants(void) {
     write_variant(cuda, "{\"name\":\"c\",\"id\":\"_c_cuda_1\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cuda\",\"archs\":[\"9.0a\"]}}",
                   "_c_cuda_1.so", cubin);
-    setenv("HUBKERN_CUDA_CAPABILITY", "8.0", 1);
-    CHECK_RC(hk_get_local_kernel(&k, cuda, NULL), HK_ERR_ARCH);
+    /* describe the machine: one GPU of compute capability 8.0 */
+    hk_env *env = NULL;
+    CHECK_RC(hk_env_new(&env), HK_OK);
+    CHECK_RC(hk_env_set(env, "gpus", "8.0"), HK_OK);
+    hk_get_kernel_options o;
+    hk_get_kernel_options_init(&o);
+    o.env = env;
+    CHECK_RC(hk_get_local_kernel(&k, cuda, &o), HK_ERR_ARCH);
     CHECK(strstr(hk_last_error(), "8.0") != NULL && strstr(hk_last_error(), "9.0a") != NULL);
     /* metadata says any 9.x/10.x... but the library embeds only sm_90a: code objects refuse 10.0 */
     char *cuda2 = hk_asprintf("%s/x2/tvm-ffi01-cu130-x86_64-linux", tmp);
     write_variant(cuda2, "{\"name\":\"c\",\"id\":\"_c_cuda_2\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cuda\",\"archs\":[\"9.0+PTX\"]}}",
                   "_c_cuda_2.so", cubin);
-    setenv("HUBKERN_CUDA_CAPABILITY", "10.0", 1);
-    CHECK_RC(hk_get_local_kernel(&k, cuda2, NULL), HK_ERR_ARCH);
+    CHECK_RC(hk_env_set(env, "gpus", "10.0"), HK_OK);
+    CHECK_RC(hk_get_local_kernel(&k, cuda2, &o), HK_ERR_ARCH);
     CHECK(strstr(hk_last_error(), "sm_90a") != NULL);
-    unsetenv("HUBKERN_CUDA_CAPABILITY");
+    /* the check can be skipped: loading then proceeds to dlopen (which fails here: the fixture
+     * library needs the CUDA runtime, which it does not link) */
+    o.skip_arch_check = true;
+    CHECK_RC(hk_get_local_kernel(&k, cuda2, &o), HK_ERR_LOAD);
+    hk_env_free(env);
 
     /* metadata problems */
     char *bad = hk_asprintf("%s/tvm-ffi01-cpu-aarch64-linux", tmp);

@@ -122,16 +122,6 @@ typedef int (*cu_count_fn)(int *);
 typedef int (*cu_attr_fn)(int *, int, int);
 
 int hk_cuda_device_capability(int *major, int *minor) {
-    const char *forced = hk_getenv("HUBKERN_CUDA_CAPABILITY");
-    if (forced) {
-        int a, b;
-        if (sscanf(forced, "%d.%d", &a, &b) == 2) {
-            *major = a;
-            *minor = b;
-            return HK_OK;
-        }
-        return hk_fail(HK_ERR_INVALID_ARG, "HUBKERN_CUDA_CAPABILITY='%s' is not X.Y", forced);
-    }
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) return hk_fail(HK_ERR_NOT_FOUND, "no CUDA driver (libcuda.so.1) on this machine");
     cu_init_fn init;

@@ -86,7 +86,7 @@ static const char *sec_name(const elf_file *ef, const Elf64_Shdr *s) {
     return p;
 }
 
-void hk_strv_free(char **v, size_t n) {
+void hk_kstrv_free(char **v, size_t n) {
     if (!v) return;
     for (size_t i = 0; i < n; i++) free(v[i]);
     free(v);
@@ -147,7 +147,7 @@ int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, co
     }
     elf_close(&ef);
     if (rc) {
-        hk_strv_free(v, n);
+        hk_kstrv_free(v, n);
         return rc;
     }
     if (n > 1) {
@@ -189,7 +189,7 @@ int hk_elf_needed_libs(char ***out, size_t *count, const char *path) {
     }
     elf_close(&ef);
     if (rc) {
-        hk_strv_free(v, n);
+        hk_kstrv_free(v, n);
         return rc;
     }
     *out = v;

@@ -36,7 +36,7 @@ static void kernel_free(hk_kernel *k) {
     if (k->fns)
         for (size_t i = 0; i < k->num_fns; i++) free(k->fns[i]);
     free(k->fns);
-    hk_strv_free(k->fn_names, k->num_fns);
+    hk_kstrv_free(k->fn_names, k->num_fns);
     free(k);
 }
 
@@ -144,7 +144,7 @@ static bool tvm_ffi_variant_version(const char *variant, int *major, int *minor)
     return true;
 }
 
-static bool libtorch_in_process(void) {
+bool hk_libtorch_in_process(void) {
     static const char *const syms[] = {
         "_ZN3c1010Dispatcher13realSingletonEv", /* c10::Dispatcher::realSingleton() */
         "_ZN3c1010Dispatcher9singletonEv",      /* c10::Dispatcher::singleton() (older) */
@@ -158,15 +158,14 @@ static bool libtorch_in_process(void) {
 static int check_gpu_fitness(hk_kernel *k, const hk_load_request *req) {
     if (req->skip_arch_check || strcmp(k->md.pub.backend, "cuda") != 0) return HK_OK;
     int major = req->cuda_major, minor = req->cuda_minor;
-    if (major < 0) {
+    if (major == -1) {
         int rc = hk_cuda_device_capability(&major, &minor);
-        if (rc == HK_ERR_INVALID_ARG) return rc;
-        if (rc) {
-            hk_log(HK_LOG_WARN, "%s: cannot check GPU fitness (%s); loading anyway", k->variant,
-                   hk_last_error());
-            hk_clear_error();
-            return HK_OK;
-        }
+        if (rc) major = -2;
+        hk_clear_error();
+    }
+    if (major < 0) {
+        hk_log(HK_LOG_WARN, "%s: no CUDA device visible, GPU fitness not checked", k->variant);
+        return HK_OK;
     }
     return hk_kernel_check_arch(&k->md.pub, k->library, major, minor);
 }
@@ -185,7 +184,7 @@ static int load_tvm_ffi(hk_kernel *k, const hk_load_request *req) {
     if (rc) return rc;
     rc = check_gpu_fitness(k, req);
     if (rc) return rc;
-    rc = hk_tvm_ffi_ensure(req->tvm_ffi_library);
+    rc = hk_tvm_ffi_ensure(req->tvm_ffi_library, req->tvm_ffi_hint);
     if (rc) return hk_fail_context("loading %s", k->variant);
     int want_major, want_minor, have_major, have_minor;
     if (hk_str_starts_with(k->variant, "tvm-ffi") &&
@@ -231,7 +230,7 @@ static int load_tvm_ffi(hk_kernel *k, const hk_load_request *req) {
 static int load_torch(hk_kernel *k, const hk_load_request *req) {
     int rc = find_library(k, ".abi3.so");
     if (rc) return rc;
-    if (!libtorch_in_process())
+    if (!hk_libtorch_in_process())
         return hk_fail(HK_ERR_RUNTIME_MISSING,
                        "%s is a torch variant: it can only be loaded into a process that already "
                        "has libtorch (link your program with libtorch, or choose a tvm-ffi "
@@ -248,6 +247,21 @@ static int load_torch(hk_kernel *k, const hk_load_request *req) {
     }
     hk_log(HK_LOG_INFO, "%s: torch ops registered under namespace %s", k->variant, k->md.pub.id);
     return HK_OK;
+}
+
+hk_kernel *hk_kernel_registry_find(const char *variant_dir) {
+    char real[PATH_MAX];
+    if (!realpath(variant_dir, real)) return NULL;
+    hk_kernel *found = NULL;
+    pthread_mutex_lock(&g_reg_lock);
+    for (hk_kernel *k = g_registry; k; k = k->next)
+        if (strcmp(k->path, real) == 0) {
+            k->refs++;
+            found = k;
+            break;
+        }
+    pthread_mutex_unlock(&g_reg_lock);
+    return found;
 }
 
 int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req) {

@@ -11,11 +11,11 @@
 
 /* ---- elf.c -------------------------------------------------------------------------------- */
 /* Names of defined, exported dynamic symbols that start with `prefix` (prefix stripped), sorted,
- * de-duplicated. *out is an array of *count strings (free with hk_strv_free). */
+ * de-duplicated. *out is an array of *count strings (free with hk_kstrv_free). */
 int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, const char *prefix);
 /* Is `name` an undefined dynamic symbol of the library? (used to spot libtorch / Python needs) */
 int hk_elf_needed_libs(char ***out, size_t *count, const char *path);
-void hk_strv_free(char **v, size_t n);
+void hk_kstrv_free(char **v, size_t n);
 
 /* ---- metadata.c --------------------------------------------------------------------------- */
 typedef struct hk_metadata_owned {
@@ -28,13 +28,17 @@ void hk_metadata_free(hk_metadata_owned *md);
 
 /* ---- tvmffi.c ------------------------------------------------------------------------------ */
 typedef int (*hk_tvm_safe_call)(void *self, const void *args, int32_t num_args, void *result);
-/* Make sure libtvm_ffi is loaded (explicit path first). */
-int hk_tvm_ffi_ensure(const char *explicit_path);
+/* Make sure libtvm_ffi is loaded: explicit path, HUBKERN_TVM_FFI_LIB, TVM_FFI_LIB, one already in
+ * the process, `hint` (the Python package's copy that env detection found), other Python
+ * environments, the system. */
+int hk_tvm_ffi_ensure(const char *explicit_path, const char *hint);
 
 /* ---- arch.c -------------------------------------------------------------------------------- */
 /* CUDA compute capability of device 0 through the driver API (dlopen libcuda.so.1).
  * HK_ERR_NOT_FOUND when there is no driver or no device. */
 int hk_cuda_device_capability(int *major, int *minor);
+/* Is libtorch (c10 dispatcher / the stable C shim) loaded in this process? */
+bool hk_libtorch_in_process(void);
 /* "8.0 9.0a" style text of the code objects (caller frees). */
 char *hk_code_objects_describe(const hk_code_object *objs, size_t count);
 
@@ -45,12 +49,22 @@ typedef struct hk_load_request {
     const char *repo_id;          /* may be NULL */
     const char *commit;           /* may be NULL */
     const char *tvm_ffi_library;  /* may be NULL */
+    const char *tvm_ffi_hint;     /* libtvm_ffi found by env detection; may be NULL */
     bool skip_arch_check;
-    int cuda_major, cuda_minor;   /* device capability; -1 = detect when needed */
+    int cuda_major, cuda_minor;   /* device 0 capability; -1 = ask the driver, -2 = no GPU */
 } hk_load_request;
 
 /* Load (or find in the registry) the variant in req->variant_dir. */
 int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req);
+/* The loaded handle of a variant directory (one more reference), or NULL. */
+hk_kernel *hk_kernel_registry_find(const char *variant_dir);
+
+/* ---- get.c --------------------------------------------------------------------------------- */
+struct hk_hub;
+/* The variant of repo_id@commit this process would load (tvm-ffi; torch builds when libtorch is
+ * in the process; noarch as a last resort), using the process-wide detected machine. Caller frees. */
+int hk_loader_pick_variant(char **out, struct hk_hub *hub, const char *repo_id, const char *commit,
+                           const char *backend);
 
 /* ---- local.c ------------------------------------------------------------------------------- */
 /* LOCAL_KERNELS lookup: *out_path gets the path mapped to repo_id (caller frees) or NULL. */

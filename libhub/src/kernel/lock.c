@@ -18,8 +18,8 @@ static void entry_free(hk_lock_entry *e) {
     free(e->repo_id);
     free(e->revision);
     free(e->commit);
-    hk_strv_free(e->variant_names, e->num_variants);
-    hk_strv_free(e->variant_hashes, e->num_variants);
+    hk_kstrv_free(e->variant_names, e->num_variants);
+    hk_kstrv_free(e->variant_hashes, e->num_variants);
     memset(e, 0, sizeof *e);
 }
 

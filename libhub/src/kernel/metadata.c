@@ -20,7 +20,7 @@ void hk_metadata_free(hk_metadata_owned *md) {
     free((char *)md->pub.backend);
     free((char *)md->pub.upstream);
     free((char *)md->pub.source);
-    hk_strv_free(md->archs, md->pub.num_archs);
+    hk_kstrv_free(md->archs, md->pub.num_archs);
     memset(md, 0, sizeof *md);
 }
 

@@ -143,7 +143,7 @@ static int try_python_packages(hk_strbuf *tried) {
     return rc;
 }
 
-int hk_tvm_ffi_ensure(const char *explicit_path) {
+int hk_tvm_ffi_ensure(const char *explicit_path, const char *hint) {
     if (__atomic_load_n(&g_rt_ready, __ATOMIC_ACQUIRE)) {
         if (explicit_path && strcmp(explicit_path, g_rt.path) != 0)
             hk_log(HK_LOG_WARN, "tvm-ffi runtime already loaded from %s; ignoring %s", g_rt.path,
@@ -174,6 +174,10 @@ int hk_tvm_ffi_ensure(const char *explicit_path) {
         rc = try_open(info.dli_fname, &tried);
         if (rc == HK_OK) goto done;
     }
+    if (hint) {
+        rc = try_open(hint, &tried);
+        if (rc == HK_OK) goto done;
+    }
     rc = try_python_packages(&tried);
     if (rc == HK_OK) goto done;
     rc = try_open("libtvm_ffi.so", &tried);
@@ -190,7 +194,7 @@ out:
 }
 
 HK_API int hk_tvm_ffi_load(const char **out_path, const char *explicit_path) {
-    int rc = hk_tvm_ffi_ensure(explicit_path);
+    int rc = hk_tvm_ffi_ensure(explicit_path, NULL);
     if (out_path) *out_path = rc == HK_OK ? g_rt.path : NULL;
     return rc;
 }

@@ -1,0 +1,271 @@
+/* hubkern load: get a kernel the way a C program would (hk_get_kernel / hk_get_local_kernel /
+ * hk_load_locked), load it, list what it exports; --call runs a built-in smoke check on our
+ * reference kernels (RMSNorm: random data, float64 reference). */
+#include "cli/cli.h"
+
+#include <hubkern.h>
+
+#include <cjson/cJSON.h>
+#include <math.h> /* NAN, fabs (no libm calls) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hubkern load ORG/NAME (--version N | --revision REV) [--call] [--json]\n"
+            "                    [--backend cpu|cuda|...] [--endpoint URL] [--cache DIR] [--offline]\n"
+            "                    [--trust-remote-code] [--tvm-ffi-lib PATH] [--no-arch-check]\n"
+            "       hubkern load --local DIR [--call] [--json] [--backend B] ...\n"
+            "       hubkern load ORG/NAME --lock kernels.lock [--call] [--json] ...\n\n"
+            "Resolves, pulls (or finds in the cache), verifies and loads the variant this process can run\n"
+            "(tvm-ffi; torch builds need libtorch in the process), then prints repo, commit, variant,\n"
+            "metadata and the exported functions. LOCAL_KERNELS=org/name=/path is honoured.\n"
+            "--call runs a smoke check when the kernel is one of ours (rmsnorm: rms_norm and\n"
+            "fused_add_rms_norm on random CPU data, checked against a float64 reference).\n"
+            "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n");
+}
+
+static const char *kind_name(hk_kernel_kind k) {
+    return k == HK_KERNEL_TVM_FFI ? "tvm-ffi" : k == HK_KERNEL_TORCH ? "torch" : "noarch";
+}
+
+static uint64_t g_rng;
+static float frand(void) { /* xorshift64*, uniform in [-1, 1) */
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return (float)((double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* square root by Newton's method (the CLI does not link libm) */
+static double nsqrt(double v) {
+    if (!(v > 0)) return 0;
+    double r = v > 1 ? v : 1;
+    for (int i = 0; i < 200; i++) {
+        double n = 0.5 * (r + v / r);
+        if (n == r) break;
+        r = n;
+    }
+    return r;
+}
+
+/* out = x / sqrt(mean(x^2) + eps) * w, row by row, in double */
+static void reference(double *out, const float *x, const float *w, int rows, int hidden, double eps) {
+    for (int r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int i = 0; i < hidden; i++) ss += (double)x[r * hidden + i] * x[r * hidden + i];
+        double inv = 1.0 / nsqrt(ss / hidden + eps);
+        for (int i = 0; i < hidden; i++) out[r * hidden + i] = x[r * hidden + i] * inv * w[i];
+    }
+}
+
+static double max_err(const float *got, const double *want, size_t n, int *bad) {
+    double m = 0;
+    *bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= 1e-5 + 1e-5 * fabs(want[i]))) (*bad)++; /* NaN counts as bad */
+        if (e > m || e != e) m = e;
+    }
+    return m;
+}
+
+static int smoke_rmsnorm(const hk_kernel *k, cJSON *json) {
+    enum { ROWS = 8, HIDDEN = 1000 };
+    const double eps = 1e-6;
+    g_rng = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL | 1;
+    float *x = malloc(sizeof(float) * ROWS * HIDDEN), *out = malloc(sizeof(float) * ROWS * HIDDEN);
+    float *res = malloc(sizeof(float) * ROWS * HIDDEN), w[HIDDEN];
+    double *ref = malloc(sizeof(double) * ROWS * HIDDEN);
+    int rc = 0;
+    if (!x || !out || !res || !ref) {
+        fprintf(stderr, "hubkern load: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    for (int i = 0; i < ROWS * HIDDEN; i++) {
+        x[i] = frand() * 3.0f;
+        out[i] = NAN;
+        res[i] = frand();
+    }
+    for (int i = 0; i < HIDDEN; i++) w[i] = 1.0f + 0.5f * frand();
+    int64_t shape[2] = {ROWS, HIDDEN}, wshape[1] = {HIDDEN};
+    hk_dltensor tx = {x, {HK_DEVICE_CPU, 0}, 2, {HK_DTYPE_FLOAT, 32, 1}, shape, NULL, 0};
+    hk_dltensor tout = {out, {HK_DEVICE_CPU, 0}, 2, {HK_DTYPE_FLOAT, 32, 1}, shape, NULL, 0};
+    hk_dltensor tres = {res, {HK_DEVICE_CPU, 0}, 2, {HK_DTYPE_FLOAT, 32, 1}, shape, NULL, 0};
+    hk_dltensor tw = {w, {HK_DEVICE_CPU, 0}, 1, {HK_DTYPE_FLOAT, 32, 1}, wshape, NULL, 0};
+    hk_value args[4] = {hk_value_tensor(&tout), hk_value_tensor(&tx), hk_value_tensor(&tw), hk_value_float(eps)};
+    if (hk_kernel_call(NULL, k, "rms_norm", args, 4) != HK_OK) {
+        rc = hk_cli_report_error("rms_norm");
+        goto done;
+    }
+    reference(ref, x, w, ROWS, HIDDEN, eps);
+    int bad;
+    double e = max_err(out, ref, ROWS * HIDDEN, &bad);
+    FILE *msg = json ? stderr : stdout;
+    fprintf(msg, "call      rms_norm(out, x, weight, %g) on %dx%d float32 CPU data: max |error| %.3g vs float64 "
+           "reference: %s\n", eps, ROWS, HIDDEN, e, bad ? "MISMATCH" : "ok");
+    if (json) {
+        cJSON *c = cJSON_AddObjectToObject(json, "rms_norm");
+        cJSON_AddNumberToObject(c, "max_abs_error", e);
+        cJSON_AddBoolToObject(c, "ok", !bad);
+    }
+    if (bad) rc = 1;
+    const hk_function *f;
+    if (rc == 0 && hk_kernel_function(&f, k, "fused_add_rms_norm") == HK_OK) {
+        /* residual += x; x = rms_norm(residual) * w */
+        for (int i = 0; i < ROWS * HIDDEN; i++) res[i] += x[i];
+        reference(ref, res, w, ROWS, HIDDEN, eps);
+        for (int i = 0; i < ROWS * HIDDEN; i++) res[i] -= x[i];
+        hk_value a2[4] = {hk_value_tensor(&tx), hk_value_tensor(&tres), hk_value_tensor(&tw), hk_value_float(eps)};
+        if (hk_function_call(NULL, f, a2, 4) != HK_OK) {
+            rc = hk_cli_report_error("fused_add_rms_norm");
+            goto done;
+        }
+        e = max_err(x, ref, ROWS * HIDDEN, &bad);
+        fprintf(msg, "call      fused_add_rms_norm(x, residual, weight, %g): max |error| %.3g: %s\n", eps, e,
+               bad ? "MISMATCH" : "ok");
+        if (json) {
+            cJSON *c = cJSON_AddObjectToObject(json, "fused_add_rms_norm");
+            cJSON_AddNumberToObject(c, "max_abs_error", e);
+            cJSON_AddBoolToObject(c, "ok", !bad);
+        }
+        if (bad) rc = 1;
+    }
+done:
+    free(x);
+    free(out);
+    free(res);
+    free(ref);
+    return rc;
+}
+
+static int parse_int(int *out, const char *v, const char *opt) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 0 || n > 1000000) {
+        fprintf(stderr, "hubkern: %s takes a non-negative integer, got '%s'\n", opt, v);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+int hk_cmd_load(int argc, char **argv);
+int hk_cmd_load(int argc, char **argv) {
+    hk_get_kernel_options o;
+    hk_get_kernel_options_init(&o);
+    const char *local = NULL, *lock = NULL;
+    int call = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_val = i + 1 < argc;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--call") == 0) call = 1;
+        else if (strcmp(a, "--json") == 0) json = 1;
+        else if (strcmp(a, "--offline") == 0) o.offline = true;
+        else if (strcmp(a, "--trust-remote-code") == 0) o.trust_remote_code = true;
+        else if (strcmp(a, "--no-arch-check") == 0) o.skip_arch_check = true;
+        else if (strcmp(a, "--version") == 0 && has_val) {
+            if (parse_int(&o.version, argv[++i], a)) return 2;
+        } else if (strcmp(a, "--revision") == 0 && has_val) o.revision = argv[++i];
+        else if (strcmp(a, "--backend") == 0 && has_val) o.backend = argv[++i];
+        else if (strcmp(a, "--endpoint") == 0 && has_val) o.endpoint = argv[++i];
+        else if (strcmp(a, "--cache") == 0 && has_val) o.cache_dir = argv[++i];
+        else if (strcmp(a, "--tvm-ffi-lib") == 0 && has_val) o.tvm_ffi_library = argv[++i];
+        else if (strcmp(a, "--local") == 0 && has_val) local = argv[++i];
+        else if (strcmp(a, "--lock") == 0 && has_val) lock = argv[++i];
+        else if (a[0] != '-' && !o.repo_id) o.repo_id = a;
+        else {
+            fprintf(stderr, "hubkern load: unexpected argument '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    hk_kernel *k = NULL;
+    int rc;
+    if (local) {
+        rc = hk_get_local_kernel(&k, local, &o);
+    } else if (lock) {
+        if (!o.repo_id) {
+            usage(stderr);
+            return 2;
+        }
+        rc = hk_load_locked(&k, lock, o.repo_id, &o);
+    } else {
+        if (!o.repo_id || (o.version == HK_VERSION_UNSET) == (o.revision == NULL)) {
+            usage(stderr);
+            return 2;
+        }
+        rc = hk_get_kernel(&k, &o);
+    }
+    if (rc) return hk_cli_report_error("load");
+
+    const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
+    cJSON *j = json ? cJSON_CreateObject() : NULL;
+    if (j) {
+        cJSON_AddStringToObject(j, "repo", hk_kernel_repo_id(k));
+        cJSON_AddStringToObject(j, "commit", hk_kernel_commit(k));
+        cJSON_AddStringToObject(j, "variant", hk_kernel_variant(k));
+        cJSON_AddStringToObject(j, "kind", kind_name(hk_kernel_get_kind(k)));
+        cJSON_AddStringToObject(j, "path", hk_kernel_path(k));
+        if (hk_kernel_library_path(k)) cJSON_AddStringToObject(j, "library", hk_kernel_library_path(k));
+        cJSON *m = cJSON_AddObjectToObject(j, "metadata");
+        cJSON_AddStringToObject(m, "name", md->name);
+        cJSON_AddStringToObject(m, "id", md->id);
+        cJSON_AddNumberToObject(m, "version", md->version);
+        cJSON_AddStringToObject(m, "license", md->license);
+        cJSON_AddStringToObject(m, "backend", md->backend);
+        cJSON *ar = cJSON_AddArrayToObject(m, "archs");
+        for (size_t i = 0; i < md->num_archs; i++) cJSON_AddItemToArray(ar, cJSON_CreateString(md->archs[i]));
+        cJSON *fs = cJSON_AddArrayToObject(j, "functions");
+        for (size_t i = 0; i < hk_kernel_num_functions(k); i++)
+            cJSON_AddItemToArray(fs, cJSON_CreateString(hk_kernel_function_name(k, i)));
+        if (hk_kernel_torch_namespace(k)) cJSON_AddStringToObject(j, "torch_namespace", hk_kernel_torch_namespace(k));
+    } else {
+        printf("repo      %s\n", *hk_kernel_repo_id(k) ? hk_kernel_repo_id(k) : "(local)");
+        if (*hk_kernel_commit(k)) printf("commit    %s\n", hk_kernel_commit(k));
+        printf("variant   %s (%s)\n", hk_kernel_variant(k), kind_name(hk_kernel_get_kind(k)));
+        printf("path      %s\n", hk_kernel_path(k));
+        if (hk_kernel_library_path(k)) printf("library   %s\n", hk_kernel_library_path(k));
+        printf("metadata  name=%s id=%s version=%d license=%s backend=%s", md->name, md->id, md->version,
+               md->license, md->backend);
+        if (md->num_archs) {
+            printf(" archs=");
+            for (size_t i = 0; i < md->num_archs; i++) printf("%s%s", i ? "," : "", md->archs[i]);
+        }
+        printf("\n");
+        if (hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI) {
+            printf("functions");
+            for (size_t i = 0; i < hk_kernel_num_functions(k); i++)
+                printf("%s%s", i ? ", " : " ", hk_kernel_function_name(k, i));
+            printf("\n");
+        } else if (hk_kernel_get_kind(k) == HK_KERNEL_TORCH) {
+            printf("ops       registered with the c10 dispatcher under %s::\n", hk_kernel_torch_namespace(k));
+        } else {
+            printf("native    none: a Python-only (noarch) variant\n");
+        }
+    }
+    int out = 0;
+    if (call) {
+        if (strcmp(md->name, "rmsnorm") == 0 && hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI) {
+            out = smoke_rmsnorm(k, j ? cJSON_AddObjectToObject(j, "call") : NULL);
+        } else {
+            fprintf(stderr, "hubkern load: --call has no built-in smoke check for '%s' (%s variant); "
+                    "it knows the tvm-ffi builds of rmsnorm\n", md->name, kind_name(hk_kernel_get_kind(k)));
+            out = 1;
+        }
+    }
+    if (j) {
+        char *t = cJSON_Print(j);
+        if (t) printf("%s\n", t);
+        free(t);
+        cJSON_Delete(j);
+    }
+    hk_kernel_unref(k);
+    return out;
+}
