@@ -1,0 +1,381 @@
+/* hk_get_kernel end to end against an in-process mirror (hubkern_server on loopback) holding the
+ * real RMSNorm CPU tvm-ffi variant staged by kernels/rmsnorm: resolve, pull, verify, load, call;
+ * the registry across versions; hk_has_kernel; trust; offline; LOCAL_KERNELS; hk_load_locked;
+ * and each bad input as its specific error. */
+#include "support.h"
+
+#include "cache/cache.h"
+#include "hubkern/hub.h"
+#include "hubkern/kernel.h"
+#include "internal.h"
+#include "server/server.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char g_endpoint[128];
+static char *g_store, *g_hub_src, *g_variant;
+
+static char *cache_dir(const char *name) {
+    char *p = hk_asprintf("%s/%s", hk_test_tmpdir(), name);
+    hk_mkdirs(p, 0777);
+    return p;
+}
+
+static void opts(hk_get_kernel_options *o, const char *repo, int version, const char *cache) {
+    hk_get_kernel_options_init(o);
+    o->repo_id = repo;
+    o->version = version;
+    o->endpoint = g_endpoint;
+    o->cache_dir = cache;
+    o->backend = "cpu"; /* deterministic on machines with CUDA libraries, as kernels allows */
+    o->token = "";
+}
+
+static double nsqrt(double v) { /* Newton: the unit tests do not link libm */
+    double r = v > 1 ? v : 1;
+    for (int i = 0; i < 200; i++) {
+        double n = 0.5 * (r + v / r);
+        if (n == r) break;
+        r = n;
+    }
+    return r;
+}
+
+static int rms_ok(const hk_kernel *k) {
+    enum { R = 3, H = 257 };
+    float x[R * H], out[R * H], w[H];
+    for (int i = 0; i < R * H; i++) {
+        x[i] = (float)((i * 37) % 101) / 25.0f - 2.0f;
+        out[i] = NAN;
+    }
+    for (int i = 0; i < H; i++) w[i] = 0.5f + (float)(i % 7) / 7.0f;
+    int64_t s[2] = {R, H}, ws[1] = {H};
+    hk_dltensor tx = {x, {HK_DEVICE_CPU, 0}, 2, {HK_DTYPE_FLOAT, 32, 1}, s, NULL, 0};
+    hk_dltensor to = {out, {HK_DEVICE_CPU, 0}, 2, {HK_DTYPE_FLOAT, 32, 1}, s, NULL, 0};
+    hk_dltensor tw = {w, {HK_DEVICE_CPU, 0}, 1, {HK_DTYPE_FLOAT, 32, 1}, ws, NULL, 0};
+    hk_value a[4] = {hk_value_tensor(&to), hk_value_tensor(&tx), hk_value_tensor(&tw), hk_value_float(1e-6)};
+    if (hk_kernel_call(NULL, k, "rms_norm", a, 4) != HK_OK) return 0;
+    for (int r = 0; r < R; r++) {
+        double ss = 0;
+        for (int i = 0; i < H; i++) ss += (double)x[r * H + i] * x[r * H + i];
+        double inv = 1.0 / nsqrt(ss / H + 1e-6);
+        for (int i = 0; i < H; i++) {
+            double want = x[r * H + i] * inv * w[i];
+            if (!(fabs(out[r * H + i] - want) <= 1e-5 + 1e-5 * fabs(want))) return 0;
+        }
+    }
+    return 1;
+}
+
+static void publish(const char *src, const char *repo, const char *branch, char commit[41]) {
+    hk_publish_options p = {0};
+    p.src_dir = src;
+    p.repo_id = repo;
+    p.repo_type = HK_REPO_KERNEL;
+    p.branch = branch;
+    p.cache_dir = g_store;
+    hk_publish_result r;
+    CHECK_RC(hk_publish(&r, &p), HK_OK);
+    if (commit) memcpy(commit, r.commit, 41);
+}
+
+static int progress_calls;
+static int count_progress(void *ud, const hk_progress *p) {
+    progress_calls++;
+    return ud ? 1 : 0; /* userdata set: cancel */
+}
+
+static void test_get_and_call(void) {
+    char *cache = cache_dir("c1");
+    hk_get_kernel_options o;
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    o.progress = count_progress;
+    hk_kernel *k = NULL;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    if (!k) return;
+    CHECK_STR(hk_kernel_repo_id(k), "hubkern/rmsnorm");
+    CHECK(strlen(hk_kernel_commit(k)) == 40);
+    CHECK_STR(hk_kernel_variant(k), "tvm-ffi01-cpu-x86_64-linux");
+    CHECK(strstr(hk_kernel_path(k), "/kernels--hubkern--rmsnorm/snapshots/") != NULL);
+    CHECK(hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI);
+    CHECK_STR(hk_kernel_metadata_get(k)->name, "rmsnorm");
+    CHECK(hk_kernel_num_functions(k) == 2);
+    CHECK_STR(hk_kernel_function_name(k, 1), "rms_norm");
+    CHECK(progress_calls > 0);
+    CHECK(rms_ok(k));
+    /* the real kernel's own argument checks come back as specific errors */
+    float d[4] = {0};
+    int64_t s[1] = {4};
+    hk_dltensor t = {d, {HK_DEVICE_CPU, 0}, 1, {HK_DTYPE_FLOAT, 32, 1}, s, NULL, 0};
+    hk_value three[3] = {hk_value_tensor(&t), hk_value_tensor(&t), hk_value_tensor(&t)};
+    CHECK_RC(hk_kernel_call(NULL, k, "rms_norm", three, 3), HK_ERR_TYPE);
+    hk_value wrong[4] = {hk_value_int(1), hk_value_tensor(&t), hk_value_tensor(&t), hk_value_float(1e-6)};
+    CHECK_RC(hk_kernel_call(NULL, k, "rms_norm", wrong, 4), HK_ERR_TYPE);
+    hk_dltensor ti = {d, {HK_DEVICE_CPU, 0}, 1, {HK_DTYPE_INT, 32, 1}, s, NULL, 0};
+    hk_value badtype[4] = {hk_value_tensor(&ti), hk_value_tensor(&ti), hk_value_tensor(&ti), hk_value_float(1e-6)};
+    int rc = hk_kernel_call(NULL, k, "rms_norm", badtype, 4);
+    CHECK(rc == HK_ERR_KERNEL || rc == HK_ERR_TYPE);
+    CHECK(strstr(hk_last_error(), "rms_norm") != NULL);
+    CHECK(rms_ok(k)); /* still fine after errors */
+
+    /* asking again: the same handle (no second load); offline too, from refs/v1 */
+    hk_kernel *k2 = NULL, *k3 = NULL;
+    CHECK_RC(hk_get_kernel(&k2, &o), HK_OK);
+    CHECK(k2 == k);
+    o.offline = true;
+    o.endpoint = "http://127.0.0.1:9"; /* nothing listens: offline must not need it */
+    CHECK_RC(hk_get_kernel(&k3, &o), HK_OK);
+    CHECK(k3 == k);
+    hk_kernel_unref(k3);
+    /* by revision (branch name) */
+    opts(&o, "hubkern/rmsnorm", HK_VERSION_UNSET, cache);
+    o.revision = "v1";
+    CHECK_RC(hk_get_kernel(&k3, &o), HK_OK);
+    CHECK(k3 == k);
+    hk_kernel_unref(k3);
+    hk_kernel_unref(k2);
+
+    /* version 2 side by side (another commit, another directory, another library) */
+    hk_kernel *v2 = NULL;
+    opts(&o, "hubkern/rmsnorm", 2, cache);
+    CHECK_RC(hk_get_kernel(&v2, &o), HK_OK);
+    CHECK(v2 && v2 != k);
+    if (v2) {
+        CHECK(strcmp(hk_kernel_commit(v2), hk_kernel_commit(k)) != 0);
+        CHECK(strcmp(hk_kernel_library_path(v2), hk_kernel_library_path(k)) != 0);
+        CHECK(rms_ok(v2) && rms_ok(k));
+    }
+    hk_kernel_unref(v2);
+    hk_kernel_unref(k);
+
+    /* cancelled by the progress callback (fresh cache, so there is a download to cancel) */
+    char *c2 = cache_dir("c-cancel");
+    opts(&o, "hubkern/rmsnorm", 1, c2);
+    o.progress = count_progress;
+    o.progress_userdata = (void *)1;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_CANCELLED);
+    free(c2);
+    free(cache);
+}
+
+static void test_has_kernel(void) {
+    char *cache = cache_dir("c-has");
+    hk_get_kernel_options o;
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    bool has = false;
+    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK(has);
+    opts(&o, "hubkern/armonly", 1, cache);
+    has = true;
+    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK(!has);
+    /* has_kernel downloads no build */
+    char *snap = hk_asprintf("%s/kernels--hubkern--rmsnorm/blobs", cache);
+    char *cmd = hk_asprintf("test -z \"$(ls -A '%s' 2>/dev/null)\"", snap);
+    CHECK(system(cmd) == 0);
+    free(cmd);
+    free(snap);
+    opts(&o, "hubkern/nope", 1, cache);
+    CHECK_RC(hk_has_kernel(&has, &o), HK_ERR_REPO_NOT_FOUND);
+    free(cache);
+}
+
+static void test_bad_input(void) {
+    char *cache = cache_dir("c-bad");
+    hk_get_kernel_options o;
+    hk_kernel *k = (hk_kernel *)1;
+    opts(&o, "hubkern/does-not-exist", 1, cache);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_REPO_NOT_FOUND);
+    CHECK(k == NULL);
+    opts(&o, "hubkern/rmsnorm", 7, cache);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_VERSION_NOT_FOUND);
+    opts(&o, "hubkern/rmsnorm", HK_VERSION_UNSET, cache);
+    o.revision = "no-such-branch";
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_REVISION_NOT_FOUND);
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    o.revision = "v1";
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_INVALID_ARG); /* both */
+    opts(&o, "hubkern/rmsnorm", HK_VERSION_UNSET, cache);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_INVALID_ARG); /* neither */
+    opts(&o, "../etc", 1, cache);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_INVALID_ARG);
+    CHECK_RC(hk_get_kernel(&k, NULL), HK_ERR_INVALID_ARG);
+    /* no variant for this machine: the trace names each candidate and its reason */
+    opts(&o, "hubkern/armonly", 1, cache);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
+    CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-aarch64-linux") != NULL);
+    /* untrusted publisher, then the opt-out */
+    opts(&o, "stranger/rmsnorm", 1, cache);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_UNTRUSTED);
+    o.trust_remote_code = true;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    hk_kernel_unref(k);
+    /* offline with nothing cached */
+    char *empty = cache_dir("c-empty");
+    opts(&o, "hubkern/rmsnorm", 1, empty);
+    o.offline = true;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_OFFLINE);
+    free(empty);
+
+    /* a corrupted cache file: pull "hubkern/corrupt" without loading, damage the library blob */
+    char *cc = cache_dir("c-corrupt");
+    hk_hub_options ho;
+    hk_hub_options_init(&ho);
+    ho.endpoint = g_endpoint;
+    ho.cache_dir = cc;
+    ho.token = "";
+    hk_hub *hub = NULL;
+    CHECK_RC(hk_hub_new(&hub, &ho), HK_OK);
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    s.repo_id = "hubkern/corrupt";
+    s.version = 1;
+    s.variant = "tvm-ffi01-cpu-x86_64-linux";
+    char *dir = NULL, *commit = NULL, *variant = NULL;
+    CHECK_RC(hk_hub_fetch_variant(&dir, &commit, &variant, hub, &s), HK_OK);
+    hk_hub_free(hub);
+    if (dir) {
+        char *cmd = hk_asprintf("f=$(ls '%s'/*.so) && b=$(readlink -f \"$f\") && chmod u+w \"$b\" && "
+                                "printf 'XXXX' | dd of=\"$b\" bs=1 seek=4096 conv=notrunc 2>/dev/null", dir);
+        CHECK(system(cmd) == 0);
+        free(cmd);
+        opts(&o, "hubkern/corrupt", 1, cc);
+        int rc = hk_get_kernel(&k, &o);
+        CHECK(rc == HK_ERR_INTEGRITY || rc == HK_ERR_DIGEST);
+        CHECK(k == NULL);
+        o.offline = true;
+        rc = hk_get_kernel(&k, &o);
+        CHECK(rc == HK_ERR_INTEGRITY || rc == HK_ERR_DIGEST);
+    }
+    hk_free(dir);
+    hk_free(commit);
+    hk_free(variant);
+    free(cc);
+    free(cache);
+}
+
+static void test_local_kernels(void) {
+    hk_get_kernel_options o;
+    opts(&o, "hubkern/devbuild", 1, "/nonexistent-cache");
+    o.endpoint = "http://127.0.0.1:9"; /* no network is used */
+    char *spec = hk_asprintf("other/x=/nowhere:hubkern/devbuild=%s", g_hub_src);
+    setenv("LOCAL_KERNELS", spec, 1);
+    hk_kernel *k = NULL;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    if (k) {
+        CHECK(hk_str_starts_with(hk_kernel_path(k), g_hub_src) ||
+              strstr(hk_kernel_path(k), "/kernels/rmsnorm/hub/build/") != NULL);
+        CHECK_STR(hk_kernel_repo_id(k), "hubkern/devbuild");
+        CHECK(rms_ok(k));
+    }
+    hk_kernel_unref(k);
+    /* a variant directory itself, and a directory of variants, work as paths too */
+    free(spec);
+    spec = hk_asprintf("hubkern/devbuild=%s", g_variant);
+    setenv("LOCAL_KERNELS", spec, 1);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    hk_kernel_unref(k);
+    o.no_local_kernels = true; /* then the (unreachable) Hub is asked */
+    CHECK(hk_get_kernel(&k, &o) != HK_OK);
+    o.no_local_kernels = false;
+    setenv("LOCAL_KERNELS", "hubkern/devbuild", 1);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_INVALID_ARG);
+    CHECK(strstr(hk_last_error(), "LOCAL_KERNELS") != NULL);
+    unsetenv("LOCAL_KERNELS");
+    free(spec);
+}
+
+static void test_load_locked(void) {
+    char *cache = cache_dir("c-lock");
+    hk_get_kernel_options o;
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    hk_kernel *k = NULL;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK); /* fills the cache */
+    if (!k) return;
+    hk_lock_entry e = {0};
+    e.repo_id = "hubkern/rmsnorm";
+    e.version = 1;
+    e.commit = (char *)hk_kernel_commit(k);
+    char *lock = hk_asprintf("%s/kernels.lock", hk_test_tmpdir());
+    CHECK_RC(hk_lockfile_write(lock, &e, 1), HK_OK);
+    hk_get_kernel_options lo;
+    hk_get_kernel_options_init(&lo);
+    lo.cache_dir = cache;
+    lo.backend = "cpu";
+    lo.endpoint = "http://127.0.0.1:9";
+    hk_kernel *l = NULL;
+    CHECK_RC(hk_load_locked(&l, lock, "hubkern/rmsnorm", &lo), HK_OK);
+    CHECK(l == k);
+    hk_kernel_unref(l);
+    CHECK_RC(hk_load_locked(&l, lock, "hubkern/other", &lo), HK_ERR_LOCKFILE);
+    char *empty = cache_dir("c-lock-empty");
+    lo.cache_dir = empty;
+    CHECK_RC(hk_load_locked(&l, lock, "hubkern/rmsnorm", &lo), HK_ERR_OFFLINE);
+    CHECK(strstr(hk_last_error(), "hubkern download --lock") != NULL);
+    hk_kernel_unref(k);
+    free(empty);
+    free(lock);
+    free(cache);
+}
+
+int main(void) {
+    const char *b = getenv("HK_BUILD_DIR");
+    g_hub_src = hk_asprintf("%s/kernels/rmsnorm/hub", b ? b : ".");
+    g_variant = hk_asprintf("%s/build/tvm-ffi01-cpu-x86_64-linux", g_hub_src);
+    if (!hk_is_dir(g_variant)) {
+        fprintf(stderr, "the staged RMSNorm variant %s is missing (build the rmsnorm_hub_variants target)\n", g_variant);
+        return 1;
+    }
+    g_store = hk_asprintf("%s/store", hk_test_tmpdir());
+    publish(g_hub_src, "hubkern/rmsnorm", "v1", NULL);
+    /* v2: the same build under a new message, so another commit */
+    hk_publish_options p = {0};
+    p.src_dir = g_hub_src;
+    p.repo_id = "hubkern/rmsnorm";
+    p.repo_type = HK_REPO_KERNEL;
+    p.branch = "v2";
+    p.message = "second major version";
+    p.cache_dir = g_store;
+    hk_publish_result r;
+    CHECK_RC(hk_publish(&r, &p), HK_OK);
+    publish(g_hub_src, "hubkern/corrupt", "v1", NULL);
+    publish(g_hub_src, "stranger/rmsnorm", "v1", NULL);
+    /* a repo whose only build is for another CPU */
+    char *arm = hk_asprintf("%s/armsrc/build/tvm-ffi01-cpu-aarch64-linux", hk_test_tmpdir());
+    hk_mkdirs(arm, 0777);
+    char *cmd = hk_asprintf("cp '%s'/* '%s'/", g_variant, arm);
+    CHECK(system(cmd) == 0);
+    free(cmd);
+    char *armsrc = hk_asprintf("%s/armsrc", hk_test_tmpdir());
+    publish(armsrc, "hubkern/armonly", "v1", NULL);
+
+    const char *trusted[] = {"hubkern"};
+    hk_serve_config c = {0};
+    c.cache_dir = g_store;
+    c.host = "127.0.0.1";
+    c.trusted_orgs = trusted;
+    c.n_trusted_orgs = 1;
+    hk_server *srv = NULL;
+    CHECK_RC(hk_server_start(&srv, &c), HK_OK);
+    if (!srv) return hk_test_finish();
+    snprintf(g_endpoint, sizeof g_endpoint, "http://127.0.0.1:%u", hk_server_port(srv));
+    unsetenv("HF_HUB_OFFLINE");
+    setenv("HUBKERN_RETRY_BASE_MS", "1", 1); /* the unreachable-endpoint case must not back off for seconds */
+    unsetenv("LOCAL_KERNELS");
+
+    test_get_and_call();
+    test_has_kernel();
+    test_bad_input();
+    test_local_kernels();
+    test_load_locked();
+
+    hk_server_stop(srv);
+    free(arm);
+    free(armsrc);
+    free(g_store);
+    free(g_hub_src);
+    free(g_variant);
+    return hk_test_finish();
+}
