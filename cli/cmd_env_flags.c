@@ -91,8 +91,6 @@ int hk_cli_env_flags_parse(hk_cli_env_flags *fl, int argc, char **argv, int i) {
         key[n] = '\0';
         rc = add_set(fl, key, eq + 1);
     } else if (value_flag >= 0) {
-        if (strcmp(a, "--torch") == 0) fl->torch_given = true;
-        if (strcmp(a, "--cxx11") == 0) fl->cxx11_given = true;
         rc = add_set(fl, k_value_flags[value_flag].key, next);
     } else {
         rc = add_set(fl, "backend", k_backend_flags[backend_flag] + 2);

@@ -10,8 +10,6 @@
 typedef struct hk_cli_env_flags {
     hk_env_options opts;
     bool blank;           /* --blank: start from nothing instead of detecting */
-    bool cxx11_given;     /* --cxx11 was passed */
-    bool torch_given;     /* --torch was passed */
     char **sets;          /* "key=value" pairs, applied in order after detection */
     int nsets;
 } hk_cli_env_flags;

@@ -402,3 +402,53 @@ def test_variants_text_and_errors(tmp_path):
     assert run(["variants"], check=False).returncode == 2
     assert run(["variants", str(tmp_path), "--cxx11", "maybe", "--blank"], check=False).returncode == 1
     assert "usage: hubkern variants" in run(["variants", "--help"]).stdout
+
+
+FAKE_CUDA = r"""
+#include <string.h>
+static int inited;
+int cuInit(unsigned flags) { (void)flags; inited = 1; return 0; }
+int cuDriverGetVersion(int *v) { *v = 13010; return 0; }
+int cuDeviceGetCount(int *n) { if (!inited) return 3; *n = 2; return 0; }
+int cuDeviceGet(int *dev, int ordinal) { *dev = 100 + ordinal; return 0; }
+int cuDeviceGetAttribute(int *value, int attrib, int dev) {
+    if (attrib == 75) { *value = dev == 100 ? 9 : 8; return 0; }   /* CC major */
+    if (attrib == 76) { *value = dev == 100 ? 0 : 6; return 0; }   /* CC minor */
+    return 1;
+}
+int cuDeviceGetName(char *name, int len, int dev) {
+    strncpy(name, dev == 100 ? "NVIDIA H200" : "NVIDIA RTX A6000", (size_t)len);
+    return 0;
+}
+int cudaRuntimeGetVersion(int *v) { *v = 12080; return 0; }
+"""
+
+
+def test_env_cuda_through_dlopen(tmp_path):
+    """The libcuda / libcudart path, with stand-in libraries that answer like a two-GPU machine."""
+    src = tmp_path / "fakecuda.c"
+    src.write_text(FAKE_CUDA)
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    for name in ("libcuda.so.1", "libcudart.so"):
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(libdir / name), str(src)], check=True)
+    empty = tmp_path / "empty-site"
+    empty.mkdir()
+    env = clean_env(LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+                    HUBKERN_PYTHON="none", HUBKERN_SITE_PACKAGES=str(empty))
+    got = json.loads(run(["env", "--json"], env=env).stdout)
+    assert got["cuda_driver_version"] == "13.1"
+    assert got["cuda_runtime_version"] == "12.8"  # 12080 → 12.8
+    assert got["gpu_count"] == 2
+    assert got["gpus"] == [
+        {"index": 0, "name": "NVIDIA H200", "capability": "9.0"},
+        {"index": 1, "name": "NVIDIA RTX A6000", "capability": "8.6"},
+    ]
+    # no torch: the backend is the CUDA runtime's, as kernels' _get_cuda() does
+    assert got["backend_variant"] == "cu128" and got["backend_source"] == "cudart"
+    text = run(["env"], env=env).stdout
+    assert "NVIDIA H200 (compute capability 9.0)" in text
+
+    # --no-cuda loads neither library
+    got = json.loads(run(["env", "--json", "--no-cuda"], env=env).stdout)
+    assert got["gpu_count"] == 0 and got["cuda_driver_version"] is None and got["backend"] == "cpu"
