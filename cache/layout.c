@@ -180,7 +180,9 @@ int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char 
     }
     char rnd[9];
     hk_random_hex8(rnd);
-    char *tmp = hk_asprintf("%s.%s.tmp", ptr, rnd);
+    /* the temp link lives at the repo folder's top, not in the snapshot: a reader walking the
+     * snapshot (digest check, Python) never sees it; rename keeps the relative target string */
+    char *tmp = hk_asprintf("%s/.link-%s.tmp", repo_dir, rnd);
     if (!tmp) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
     else if (symlink(target, tmp) != 0) rc = hk_fail(hk_errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
     else if (rename(tmp, ptr) != 0) {

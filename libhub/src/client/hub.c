@@ -713,6 +713,9 @@ static int check_status(char **out_dest, char **out_rev, hk_hub *hub, const char
         const char *rc_commit = r.h.x_repo_commit && is_commit(r.h.x_repo_commit) ? r.h.x_repo_commit : commit;
         char *marker = dir ? hk_asprintf("%s/.no_exist/%s/kernel-status.toml", dir, rc_commit) : NULL;
         char *mdir = marker ? hk_strdup(marker) : NULL;
+        char *snaps = dir ? hk_path_join(dir, "snapshots") : NULL;
+        if (snaps) hk_mkdirs(snaps, 0777); /* a repo folder without snapshots/ reads as corrupt */
+        free(snaps);
         if (mdir) {
             *strrchr(mdir, '/') = '\0';
             if (hk_mkdirs(mdir, 0777) == HK_OK && !hk_path_exists(marker)) hk_write_file_atomic(marker, "", 0);
