@@ -93,7 +93,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: rmsnorm_example [--repo ORG/NAME] [--version N | --revision REV] [--device cpu|cuda]\n"
             "                       [--rows R] [--hidden H] [--endpoint URL] [--cache DIR] [--offline]\n"
-            "                       [--backend cpu|cuda] [--trust-remote-code] [--seed S]\n");
+            "                       [--backend cpu|cuda] [--trust-remote-code] [--seed S] [--dump DIR]\n");
 }
 
 int main(int argc, char **argv) {
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     o.repo_id = "kernels-community/rmsnorm";
     o.version = 1;
     o.progress = progress;
-    const char *device = "cpu";
+    const char *device = "cpu", *dump = NULL;
     long rows = 64, hidden = 4096;
     uint64_t seed = (uint64_t)time(NULL);
     for (int i = 1; i < argc; i++) {
@@ -120,6 +120,7 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--cache") == 0) { o.cache_dir = v; i++; }
         else if (strcmp(a, "--backend") == 0) { o.backend = v; i++; }
         else if (strcmp(a, "--seed") == 0) { seed = strtoull(v, NULL, 10); i++; }
+        else if (strcmp(a, "--dump") == 0) { dump = v; i++; }
         else { usage(); return 2; }
     }
     bool on_gpu = strcmp(device, "cuda") == 0;
@@ -136,8 +137,8 @@ int main(int argc, char **argv) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
-    printf("kernel    %s@%s (commit %s)\n", hk_kernel_repo_id(k),
-           o.revision ? o.revision : "version", hk_kernel_commit(k));
+    if (o.revision) printf("kernel    %s revision %s -> commit %s\n", hk_kernel_repo_id(k), o.revision, hk_kernel_commit(k));
+    else printf("kernel    %s version %d -> commit %s\n", hk_kernel_repo_id(k), o.version, hk_kernel_commit(k));
     printf("variant   %s  [%s, %s backend, license %s]  in %.1f ms\n", hk_kernel_variant(k), md->id,
            md->backend, md->license, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     printf("library   %s\n", hk_kernel_library_path(k) ? hk_kernel_library_path(k) : "(none)");
@@ -208,6 +209,18 @@ int main(int argc, char **argv) {
     printf("check     %zu values vs float64 reference: max |error| %.3g, %zu outside 1e-5: %s\n", n, max_err, bad,
            bad ? "FAILED" : "ok");
     status = bad ? 1 : 0;
+    if (dump) { /* raw float32 x, weight and out, for comparing with another client */
+        const char *names[3] = {"x.f32", "weight.f32", "out.f32"};
+        const float *bufs[3] = {x, w, out};
+        size_t counts[3] = {n, (size_t)hidden, n};
+        for (int b = 0; b < 3; b++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dump, names[b]);
+            FILE *f = fopen(path, "wb");
+            if (!f || fwrite(bufs[b], sizeof(float), counts[b], f) != counts[b]) status = 1;
+            if (f) fclose(f);
+        }
+    }
 done:
     if (on_gpu && dx != x) {
         if (stream) {
