@@ -126,20 +126,20 @@ int hk_cmd_info(int argc, char **argv) {
         cJSON *it;
         cJSON_ArrayForEach(it, j) {
             if (cJSON_IsArray(it)) {
-                printf("%-18s", it->string);
+                printf("%-24s", it->string);
                 cJSON *e;
                 int first = 1;
                 cJSON_ArrayForEach(e, it) {
-                    if (cJSON_IsString(e)) printf("%s%s", first ? "" : "\n                  ", e->valuestring);
-                    else printf("%sv%d %s", first ? "" : "\n                  ",
+                    if (cJSON_IsString(e)) printf("%s%s", first ? "" : "\n                        ", e->valuestring);
+                    else printf("%sv%d %s", first ? "" : "\n                        ",
                                 (int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "version")),
                                 cJSON_GetStringValue(cJSON_GetObjectItem(e, "commit")));
                     first = 0;
                 }
                 printf("%s\n", first ? "(none)" : "");
-            } else if (cJSON_IsString(it)) printf("%-18s%s\n", it->string, it->valuestring);
-            else if (cJSON_IsBool(it)) printf("%-18s%s\n", it->string, cJSON_IsTrue(it) ? "yes" : "no");
-            else if (cJSON_IsNumber(it)) printf("%-18s%d\n", it->string, (int)it->valuedouble);
+            } else if (cJSON_IsString(it)) printf("%-24s%s\n", it->string, it->valuestring);
+            else if (cJSON_IsBool(it)) printf("%-24s%s\n", it->string, cJSON_IsTrue(it) ? "yes" : "no");
+            else if (cJSON_IsNumber(it)) printf("%-24s%d\n", it->string, (int)it->valuedouble);
         }
     }
 out:

@@ -12,6 +12,7 @@
 #include "hubkern/variant.h"
 #endif
 
+#ifndef HK_HAVE_RESOLVER
 static bool has_token(const char *name, const char *tok) {
     size_t n = strlen(tok);
     for (const char *p = name; (p = strstr(p, tok)) != NULL; p++) {
@@ -45,9 +46,37 @@ static int pick_by_name(const char **out, const char *const *names, size_t n, co
     *out = best;
     return HK_OK;
 }
+#endif
+
+#ifdef HK_HAVE_RESOLVER
+static int pick_with_resolver(const char **out, const char *const *names, size_t n, const char *backend) {
+    hk_env *env = NULL;
+    int rc = hk_env_detect(&env, NULL);
+    if (rc) return rc;
+    hk_resolution *res = NULL;
+    rc = hk_resolve_variants(&res, env, names, n, backend);
+    hk_env_free(env);
+    if (rc) return rc;
+    const char *best = hk_resolution_best(res);
+    for (size_t i = 0; best && i < n; i++)
+        if (strcmp(names[i], best) == 0) *out = names[i];
+    if (!*out) {
+        char *trace = hk_resolution_to_text(res);
+        rc = hk_fail(HK_ERR_NO_VARIANT, "no build variant fits this machine (backend %s):\n%s(use --variant or --backend)",
+                     hk_resolution_backend(res) ? hk_resolution_backend(res) : "unknown", trace ? trace : "");
+        hk_free(trace);
+    }
+    hk_resolution_free(res);
+    return rc;
+}
+#endif
 
 int hk_pick_variant(const char **out, const char *const *names, size_t n, const char *backend) {
     *out = NULL;
     if (n == 0) return hk_fail(HK_ERR_NO_VARIANT, "the repo has no build variants under build/");
+#ifdef HK_HAVE_RESOLVER
+    return pick_with_resolver(out, names, n, backend);
+#else
     return pick_by_name(out, names, n, backend);
+#endif
 }
