@@ -1013,11 +1013,19 @@ static enum MHD_Result dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
     }
     const token_spec *who = NULL;
     auth_result ar = check_token(srv, c, &who);
-    if (ar == AUTH_MISSING) return send_error(c, ctx, 401, NULL, NULL, "Authentication required: pass a token");
+    /* As the Hub answers private repos to anonymous clients: 401 + RepoNotFound (existence not revealed) */
+    if (ar == AUTH_MISSING) return send_error(c, ctx, 401, "RepoNotFound", NULL, "Repository not found (this mirror needs a token)");
     if (ar == AUTH_INVALID)
         return send_error(c, ctx, 401, NULL, NULL, "Invalid credentials in Authorization header");
 
     if (seg_is(&s, 0, "api")) {
+        if (seg_is(&s, 1, "agent-harnesses") && s.n == 2) {
+            /* huggingface_hub >= 2 fetches this registry for its User-Agent; an empty one is valid */
+            hk_strbuf sb;
+            hk_sb_init(&sb);
+            hk_sb_append(&sb, "{\"standardEnvVars\":[],\"harnesses\":{}}");
+            return send_json(c, ctx, 200, &sb, NULL);
+        }
         if (seg_is(&s, 1, "organizations") && s.n == 4 && seg_is(&s, 3, "overview")) {
             if (!is_get && !is_head) return send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
             return handle_org(srv, c, ctx, &s);
@@ -1037,7 +1045,7 @@ static enum MHD_Result dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
         }
         enum MHD_Result ret;
         if (!token_allows(who, repo.id)) {
-            ret = send_error(c, ctx, 403, NULL, NULL, "This token does not grant access to %s", repo.id);
+            ret = send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it", repo.id);
         } else if (!repo.dir) {
             ret = repo_not_found(c, ctx);
         } else {
@@ -1127,7 +1135,7 @@ static enum MHD_Result dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
     if (!is_get && !is_head) {
         ret = send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
     } else if (!token_allows(who, repo.id)) {
-        ret = send_error(c, ctx, 403, NULL, NULL, "This token does not grant access to %s", repo.id);
+        ret = send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it", repo.id);
     } else if (!repo.dir) {
         ret = repo_not_found(c, ctx);
     } else if (resolve_rev_segs(commit, &rev, &used, &repo, &s, a, false) != HK_OK) {
