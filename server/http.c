@@ -660,6 +660,7 @@ static int resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
             break;
         }
         if (hk_store_resolve_rev(commit, repo->dir, rev) == HK_OK) {
+            free(*rev_out);
             *rev_out = rev;
             *used = k;
             return HK_OK;

@@ -149,7 +149,7 @@ static int etag_by_content(hk_store *s, char etag[65], bool *lfs, const char *re
 /* Resolve snapshot entry `full` (absolute path inside snapshots/<commit>/) to a regular file that
  * lies in the repo's blobs/ or in that snapshot itself; fill etag/lfs/size and the real path. */
 static int resolve_entry(hk_store *s, char real[PATH_MAX], struct stat *st, char etag[65], bool *lfs,
-                         const char *repo_dir, const char *commit, const char *full) {
+                         const char *repo_dir, const char *commit, const char *full, bool warn) {
     if (!realpath(full, real)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
     char repo_real[PATH_MAX];
     if (!realpath(repo_dir, repo_real)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such repo");
@@ -165,7 +165,7 @@ static int resolve_entry(hk_store *s, char real[PATH_MAX], struct stat *st, char
     free(blobs);
     free(snap);
     if (!in_blobs && !in_snap) {
-        hk_log(HK_LOG_WARN, "refusing %s: it leads out of the repo folder (to %s)", full, real);
+        hk_log(warn ? HK_LOG_WARN : HK_LOG_DEBUG, "refusing %s: it leads out of the repo folder (to %s)", full, real);
         return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
     }
     if (stat(real, st) != 0 || !S_ISREG(st->st_mode)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "not a file");
@@ -186,7 +186,7 @@ int hk_store_open_file(hk_sfile *out, hk_store *s, const char *repo_dir, const c
     if (!full) return hk_fail(HK_ERR_NOMEM, "out of memory");
     char real[PATH_MAX];
     struct stat st;
-    int rc = resolve_entry(s, real, &st, out->etag, &out->lfs, repo_dir, commit, full);
+    int rc = resolve_entry(s, real, &st, out->etag, &out->lfs, repo_dir, commit, full, true);
     free(full);
     if (rc) return rc;
     int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -250,7 +250,7 @@ static int walk(hk_listing *l, hk_store *s, const char *repo_dir, const char *co
             struct stat st;
             char etag[65];
             bool lfs = false;
-            if (resolve_entry(s, real, &st, etag, &lfs, repo_dir, commit, child_abs) == HK_OK) {
+            if (resolve_entry(s, real, &st, etag, &lfs, repo_dir, commit, child_abs, false) == HK_OK) {
                 rc = hk_listing_add_file(l, child_rel, (uint64_t)st.st_size, etag, lfs);
                 if (rc == HK_OK) child_rel = NULL; /* owned by the listing */
             } else {

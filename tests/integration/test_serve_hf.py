@@ -92,7 +92,7 @@ def env(tmp_path_factory):
         hf=hf, srv=srv, store=store, tmp=tmp, files1=files1, files2=files2, c1=c1, c2=c2, cmain=cmain,
         cmodel=cmodel, cdata=cdata, src1=src1,
     )
-    assert srv.stop() == 0  # SIGTERM → clean exit
+    assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])  # SIGTERM → clean exit
 
 
 def test_hf_hub_download_every_file(env):

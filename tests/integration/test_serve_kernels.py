@@ -73,7 +73,7 @@ def env(tmp_path_factory):
     os.environ.update(clean_env(HF_ENDPOINT=srv.url, HF_HOME=str(tmp / "hf_home")))
     kernels = importlib.import_module("kernels")
     yield dict(kernels=kernels, srv=srv, store=store, tmp=tmp, f1=f1, f2=f2, c1=c1, c2=c2)
-    assert srv.stop() == 0
+    assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])
 
 
 def test_kernels_versions_cli(env):

@@ -60,7 +60,7 @@ def env(tmp_path_factory):
     for m in ("huggingface_hub.errors", "huggingface_hub.hf_api"):
         importlib.import_module(m)
     yield dict(hf=hf, srv=srv, store=store, tmp=tmp, files=files, c1=c1, c2=c2, src=src)
-    assert srv.stop() == 0
+    assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])
 
 
 def request(url_base, method, path, headers=None, body=None):
