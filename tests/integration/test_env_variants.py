@@ -452,3 +452,76 @@ def test_env_cuda_through_dlopen(tmp_path):
     # --no-cuda loads neither library
     got = json.loads(run(["env", "--json", "--no-cuda"], env=env).stdout)
     assert got["gpu_count"] == 0 and got["cuda_driver_version"] is None and got["backend"] == "cpu"
+
+
+FAKE_TORCH_INIT = """\
+from . import version
+from .version import __version__
+
+
+class _MPS:
+    @staticmethod
+    def is_available():
+        return False
+
+
+class backends:
+    mps = _MPS
+
+
+class _C:
+    pass
+
+
+def compiled_with_cxx11_abi():
+    return True
+"""
+
+KERNELS_RESOLVE = """\
+import json, sys
+import kernels.variants
+from kernels.variants import parse_variant, resolve_variants
+import torch
+# the real tvm_ffi imports torch for its dtypes, which this stand-in lacks: leave tvm-ffi out on
+# both sides (hubkern gets --set tvm_ffi_version=)
+kernels.variants.has_tvm_ffi = False
+assert torch.__file__.startswith(sys.argv[1]), torch.__file__
+variants = []
+for name in json.loads(sys.argv[2]):
+    try:
+        variants.append(parse_variant(name))
+    except ValueError:
+        pass
+resolved, _ = resolve_variants(variants)
+print(json.dumps([v.variant_str for v in resolved]))
+"""
+
+
+@pytest.mark.parametrize(
+    "version,cuda,hip",
+    [("2.10.0+cu128", "'12.8'", "None"), ("2.13.0+cu130", "'13.0'", "None"),
+     ("2.11.0+rocm7.1", "None", "'7.1.25424-4179531dcd'"), ("2.13.0+cpu", "None", "None")],
+)
+def test_fake_torch_detected_like_kernels(tmp_path, version, cuda, hip):
+    """A stand-in torch package that kernels can import: kernels detects the machine by importing
+    it, hubkern by reading its files. Both must pick the same variants."""
+    site = tmp_path / "site"
+    plant_site(site, torch_version=version, cuda=cuda, tvm=None)
+    (site / "torch" / "version.py").write_text(
+        f"__version__ = '{version}'\ncuda = {cuda}\nhip = {hip}\nxpu = None\n")
+    (site / "torch" / "__init__.py").write_text(FAKE_TORCH_INIT)
+    names = [n for n in POOL if "notes" not in n]
+    root = tmp_path / "kernel"
+    for n in names:
+        (root / "build" / n).mkdir(parents=True)
+    env = clean_env(PYTHONPATH=str(site))
+    got = json.loads(run(["variants", str(root), "--json", "--set", "tvm_ffi_version="], env=env).stdout)
+    assert got["system"]["torch_dir"] == str(site / "torch")
+    order = [c["name"] for c in got["candidates"]]
+    p = subprocess.run([sys.executable, "-c", KERNELS_RESOLVE, str(site), json.dumps(order)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    resolved = json.loads(p.stdout)
+    assert resolved, "kernels found nothing: the pool covers every backend used here"
+    assert [c["name"] for c in got["candidates"] if c["accepted"]] == resolved
+    assert got["best"] == resolved[0]

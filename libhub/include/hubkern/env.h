@@ -104,7 +104,9 @@ HK_API void hk_env_free(hk_env *env);
 HK_API int hk_env_set(hk_env *env, const char *key, const char *value);
 
 /* Read one field by key as a string; NULL when unknown or when key is not a key. The pointer is
- * valid until the env changes or is freed. Tri-state fields read "0"/"1". */
+ * valid until the env changes or is freed. Tri-state fields read "0"/"1" (their effective value,
+ * as the typed getters return it); "backend"/"backend_version" read the derived backend; the
+ * read-only keys "backend_variant" and "backend_source" are also available. */
 HK_API const char *hk_env_get(const hk_env *env, const char *key);
 
 /* ---- typed getters (NULL = unknown; pointers live as long as the env is unchanged) ---------- */
@@ -154,9 +156,12 @@ HK_API int hk_env_gpu_capability(const hk_env *env, int i, int *major, int *mino
 /* Device name ("NVIDIA H200"); NULL if i is out of range. */
 HK_API const char *hk_env_gpu_name(const hk_env *env, int i);
 
-/* Everything above as one JSON object (keys as in the list above, "gpus" as
- * [{"index":0,"name":…,"capability":"9.0"}], unknown values as null, plus "backend_source"
- * saying where the backend came from). Free with hk_free. NULL only when out of memory. */
+/* Everything above as one JSON object: the keys listed above (unknown values as null, the
+ * tri-states as true/false/null, "site_packages" as an array, "gpus" as
+ * [{"index":0,"name":…,"capability":"9.0"}]), plus "backend_variant" ("cu130"),
+ * "backend_source" ("override" | "torch" | "cudart" | "default": where the backend came from),
+ * "gpu_count" and "torch_installed" (torch was found on disk rather than stated).
+ * Free with hk_free. NULL only when out of memory. */
 HK_API char *hk_env_to_json(const hk_env *env);
 
 #ifdef __cplusplus
