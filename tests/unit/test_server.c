@@ -1,0 +1,243 @@
+/* server/: git object ids (checked against git's own output), listings, the store reader, and an
+ * in-process hk_server answering real HTTP requests (libcurl). */
+#include "support.h"
+
+#include "cache/cache.h"
+#include "internal.h"
+#include "server/server.h"
+#include "server/srv_internal.h"
+
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Vectors produced by git 2.39 (git hash-object / write-tree / commit-tree with author and committer
+ * "hubkern <hubkern@localhost>" at "@0 +0000") over: a.txt "a\n", dir/b.txt "b\n", dir-x "x", and
+ * big.bin = the LFS pointer of "Hello, World!". */
+#define SHA256_HELLO "dffd6021bb2bd5b0af676290809ec3a53191dd81c7f70a4b28688a362182986f"
+#define POINTER_OID "7b881e04125f228c1be92cb44b549fd1e9d1d84a"
+#define TREE_ROOT "4e8047365c5e21e67d636645836011f84c09fc7d"
+#define TREE_DIR "f8f7aefc2900a3d737cea9eee45729fd55761e1a"
+#define COMMIT_1 "643abb7cfe2358bdc180b8e8d81d1618c1aeaa61"
+#define COMMIT_2 "36eae85aaeb7cfa92b4bcc1e3fb2e7fad6f2ea7d" /* tree again, parent COMMIT_1, "second" */
+
+static void git_blob(char out[41], const char *content) {
+    hk_hasher *h = hk_hasher_new(HK_HASH_GIT_BLOB, strlen(content));
+    hk_hasher_update(h, content, strlen(content));
+    unsigned char d[64];
+    hk_hasher_finish(h, d);
+    hk_hex(out, d, 20);
+}
+
+static void test_git_ids(void) {
+    char oid[41];
+    size_t psize = 0;
+    hk_git_lfs_pointer_oid(oid, &psize, SHA256_HELLO, 13);
+    CHECK_STR(oid, POINTER_OID);
+    CHECK(psize == 127);
+
+    hk_listing l = {0};
+    char a[41], b[41], x[41];
+    git_blob(a, "a\n");
+    git_blob(b, "b\n");
+    git_blob(x, "x");
+    /* added out of order on purpose: finish() sorts */
+    CHECK_RC(hk_listing_add_file(&l, hk_strdup("dir-x"), 1, x, false), HK_OK);
+    CHECK_RC(hk_listing_add_file(&l, hk_strdup("dir/b.txt"), 2, b, false), HK_OK);
+    CHECK_RC(hk_listing_add_file(&l, hk_strdup("big.bin"), 13, SHA256_HELLO, true), HK_OK);
+    CHECK_RC(hk_listing_add_file(&l, hk_strdup("a.txt"), 2, a, false), HK_OK);
+    CHECK_RC(hk_listing_finish(&l), HK_OK);
+    CHECK(l.n == 5);
+    CHECK_STR(l.root_oid, TREE_ROOT);
+    long k = hk_listing_find(&l, "dir");
+    CHECK(k >= 0 && l.v[k].is_dir);
+    if (k >= 0) CHECK_STR(l.v[k].oid, TREE_DIR);
+    k = hk_listing_find(&l, "big.bin");
+    CHECK(k >= 0 && l.v[k].lfs && l.v[k].pointer_size == 127);
+    if (k >= 0) {
+        CHECK_STR(l.v[k].oid, POINTER_OID);
+        CHECK_STR(l.v[k].etag, SHA256_HELLO);
+    }
+    CHECK(hk_listing_find(&l, "dir/b.txt") == hk_listing_find(&l, "dir") + 1); /* depth-first order */
+    CHECK(hk_listing_find(&l, "nope") == -1);
+    CHECK(l.total_bytes == 18);
+
+    char c1[41], c2[41];
+    hk_git_commit_oid(c1, l.root_oid, NULL, "Publish v1");
+    CHECK_STR(c1, COMMIT_1);
+    hk_git_commit_oid(c2, l.root_oid, c1, "second\n"); /* a trailing newline is not doubled */
+    CHECK_STR(c2, COMMIT_2);
+    hk_listing_free(&l);
+
+    CHECK(hk_path_cmp("a/b", "a-b") < 0); /* '/' sorts first: a directory's entries follow it */
+    CHECK(hk_path_cmp("a", "a/b") < 0);
+    CHECK(hk_path_cmp("a.txt", "a/b") > 0);
+    CHECK(hk_path_cmp("x", "x") == 0);
+}
+
+/* Publish a small tree with the C API and read it back through the store reader. */
+static void test_store_reader(const char *dir) {
+    char *src = hk_path_join(dir, "src");
+    char *store = hk_path_join(dir, "store");
+    char *p = hk_asprintf("%s/README.md", src);
+    hk_test_write(p, "hello\n");
+    free(p);
+    p = hk_asprintf("%s/build/v/lib.so", src);
+    hk_test_write(p, "\x7f" "ELF");
+    free(p);
+    hk_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
+                            .cache_dir = store};
+    hk_publish_result r;
+    CHECK_RC(hk_publish(&r, &o), HK_OK);
+    /* make binary detection see a NUL: rewrite lib.so with one and publish to v2 */
+    p = hk_asprintf("%s/build/v/lib.so", src);
+    FILE *f = fopen(p, "wb");
+    fwrite("\x7f" "ELF\0\1", 1, 6, f);
+    fclose(f);
+    free(p);
+    hk_publish_result r2;
+    o.branch = "v2";
+    CHECK_RC(hk_publish(&r2, &o), HK_OK);
+    CHECK(r2.lfs_files == 1 && r.lfs_files == 0);
+
+    hk_store *s = NULL;
+    CHECK_RC(hk_store_open(&s, store, 0), HK_OK);
+    char *repo = hk_store_repo_dir(s, HK_REPO_KERNEL, "org/k");
+    CHECK(repo != NULL);
+    CHECK(hk_store_repo_dir(s, HK_REPO_MODEL, "org/k") == NULL);
+    CHECK(hk_store_repo_dir(s, HK_REPO_KERNEL, "../k") == NULL);
+    char commit[65];
+    CHECK_RC(hk_store_resolve_rev(commit, repo, "v1"), HK_OK);
+    CHECK_STR(commit, r.commit);
+    CHECK_RC(hk_store_resolve_rev(commit, repo, "refs/heads/v2"), HK_OK);
+    CHECK_STR(commit, r2.commit);
+    CHECK_RC(hk_store_resolve_rev(commit, repo, r.commit), HK_OK);
+    CHECK_STR(commit, r.commit);
+    CHECK_RC(hk_store_resolve_rev(commit, repo, "v3"), HK_ERR_REVISION_NOT_FOUND);
+    CHECK_RC(hk_store_resolve_rev(commit, repo, "../v1"), HK_ERR_REVISION_NOT_FOUND);
+    CHECK_RC(hk_store_resolve_rev(commit, repo, "0000000000000000000000000000000000000000"), HK_ERR_REVISION_NOT_FOUND);
+
+    hk_sfile sf;
+    CHECK_RC(hk_store_open_file(&sf, s, repo, r2.commit, "build/v/lib.so"), HK_OK);
+    CHECK(sf.size == 6 && sf.lfs && strlen(sf.etag) == 64);
+    if (sf.fd >= 0) close(sf.fd);
+    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "README.md"), HK_OK);
+    char want[41];
+    git_blob(want, "hello\n");
+    CHECK_STR(sf.etag, want);
+    CHECK(!sf.lfs && sf.size == 6);
+    if (sf.fd >= 0) close(sf.fd);
+    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "build"), HK_ERR_ENTRY_NOT_FOUND);
+    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "../refs/v1"), HK_ERR_ENTRY_NOT_FOUND);
+    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "nope"), HK_ERR_ENTRY_NOT_FOUND);
+
+    /* a snapshot file that is a plain file whose name is no etag (a cache written without symlinks) */
+    p = hk_asprintf("%s/snapshots/%s/plain.txt", repo, r.commit);
+    hk_test_write(p, "b\n");
+    free(p);
+    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "plain.txt"), HK_OK);
+    git_blob(want, "b\n");
+    CHECK_STR(sf.etag, want);
+    if (sf.fd >= 0) close(sf.fd);
+    /* a link that leaves the repo folder */
+    p = hk_asprintf("%s/snapshots/%s/evil", repo, r.commit);
+    CHECK(symlink("/etc/hostname", p) == 0);
+    free(p);
+    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "evil"), HK_ERR_ENTRY_NOT_FOUND);
+
+    hk_listing l;
+    CHECK_RC(hk_store_list(&l, s, repo, r.commit), HK_OK);
+    CHECK(hk_listing_find(&l, "plain.txt") >= 0 && hk_listing_find(&l, "evil") < 0);
+    CHECK(hk_listing_find(&l, "build/v") >= 0 && l.v[hk_listing_find(&l, "build/v")].is_dir);
+    hk_listing_free(&l);
+
+    hk_ref *refs = NULL;
+    size_t n = 0;
+    CHECK_RC(hk_store_list_refs(&refs, &n, repo), HK_OK);
+    CHECK(n == 2);
+    if (n == 2) {
+        CHECK_STR(refs[0].name, "v1");
+        CHECK_STR(refs[1].commit, r2.commit);
+    }
+    hk_refs_free(refs, n);
+    CHECK(hk_store_has_namespace(s, "org"));
+    CHECK(!hk_store_has_namespace(s, "other"));
+    free(repo);
+    hk_store_close(s);
+    free(src);
+    free(store);
+}
+
+static size_t sink(char *ptr, size_t size, size_t nmemb, void *ud) {
+    hk_sb_append_n(ud, ptr, size * nmemb);
+    return size * nmemb;
+}
+
+static long http_get(hk_strbuf *body, const char *url, bool head) {
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    if (head) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    return code;
+}
+
+static void test_server_in_process(const char *dir) {
+    char *store = hk_path_join(dir, "store");
+    hk_serve_config cfg = {.cache_dir = store, .port = 0, .threads = 2, .page_size = 1};
+    hk_server *srv = NULL;
+    CHECK_RC(hk_server_start(&srv, &cfg), HK_OK);
+    unsigned port = hk_server_port(srv);
+    CHECK(port > 0);
+    hk_strbuf b;
+    hk_sb_init(&b);
+    char *url = hk_asprintf("http://127.0.0.1:%u/api/kernels/org/k/refs", port);
+    CHECK(http_get(&b, url, false) == 200);
+    CHECK(b.data && strstr(b.data, "\"name\":\"v1\""));
+    free(url);
+    hk_sb_free(&b);
+    hk_sb_init(&b);
+    url = hk_asprintf("http://127.0.0.1:%u/kernels/org/k/resolve/v1/README.md", port);
+    CHECK(http_get(&b, url, false) == 200);
+    CHECK_STR(b.data, "hello\n");
+    CHECK(http_get(&b, url, true) == 200);
+    free(url);
+    hk_sb_free(&b);
+    hk_sb_init(&b);
+    url = hk_asprintf("http://127.0.0.1:%u/api/kernels/org/k/tree/v1", port);
+    CHECK(http_get(&b, url, false) == 200);
+    CHECK(b.data && b.data[0] == '[' && strstr(b.data, "README.md") && !strstr(b.data, "build")); /* page of 1 */
+    free(url);
+    hk_sb_free(&b);
+    hk_sb_init(&b);
+    url = hk_asprintf("http://127.0.0.1:%u/kernels/org/missing/resolve/v1/README.md", port);
+    CHECK(http_get(&b, url, false) == 404);
+    free(url);
+    hk_sb_free(&b);
+    hk_server_stop(srv);
+    /* a second server cannot take a port that is in use */
+    hk_server *a = NULL, *bsrv = NULL;
+    CHECK_RC(hk_server_start(&a, &cfg), HK_OK);
+    hk_serve_config cfg2 = cfg;
+    cfg2.port = hk_server_port(a);
+    CHECK_RC(hk_server_start(&bsrv, &cfg2), HK_ERR_NETWORK);
+    hk_server_stop(a);
+    hk_serve_config bad = {.cache_dir = "/nonexistent/hk-store"};
+    CHECK(hk_server_start(&bsrv, &bad) != HK_OK && bsrv == NULL);
+    free(store);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *dir = hk_test_tmpdir();
+    test_git_ids();
+    test_store_reader(dir);
+    test_server_in_process(dir);
+    curl_global_cleanup();
+    return hk_test_finish();
+}
