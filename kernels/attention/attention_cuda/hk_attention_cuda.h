@@ -1,0 +1,48 @@
+/* CUDA launchers of hubkern's reference attention. Same semantics and layouts as the CPU
+ * implementation (attention_cpu/hk_attention.h); all pointers are device pointers (the
+ * hk_attn_kv_cache struct itself lives on the host, its k/v/block_table members on the device).
+ * Requirements: head_dim 64 or 128; base pointers 16-byte aligned; strides multiples of 8
+ * elements. `stream` is a cudaStream_t (NULL = legacy default stream). Launches are
+ * asynchronous; the return code reports argument errors and launch errors only. */
+#ifndef HK_ATTENTION_CUDA_H
+#define HK_ATTENTION_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hk_attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* max_seqlen_q: the largest cu_seqlens_q[b+1]-cu_seqlens_q[b] (sizes the grid);
+ * total_q: cu_seqlens_q[batch] (the LSE row stride). */
+int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const void *k, const void *v,
+                         const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
+                         int max_seqlen_q, int total_q, int num_heads_q, int num_heads_kv,
+                         int head_dim, hk_attn_dtype dtype, int causal, float softmax_scale,
+                         void *stream);
+
+/* Split-KV heuristic: how many splits along the sequence a decode of this shape uses. */
+int hk_attn_decode_cuda_num_splits(int batch, int q_len, int num_heads_q, int num_heads_kv,
+                                   int head_dim, int max_seqlen_k, int paged);
+/* Scratch bytes a decode with num_splits > 1 needs (0 for num_splits <= 1). The workspace holds
+ * the splits' partial results and per-group arrival counters: it must be ZERO-FILLED before its
+ * first use; every completed call leaves the counters at zero again, so one workspace can be
+ * reused by later calls on the same stream (not by concurrent calls). */
+size_t hk_attn_decode_cuda_workspace_size(int batch, int q_len, int num_heads_q, int head_dim,
+                                          int num_splits);
+/* max_seqlen_k: an upper bound of seqlens_k (sizes the split grid).
+ * num_splits: 0 = heuristic above; 1 = no combine step. workspace: device scratch of at least
+ * hk_attn_decode_cuda_workspace_size(...) bytes (may be NULL when 1 split). */
+int hk_attn_decode_cuda(void *out, float *lse, const void *q, const hk_attn_kv_cache *kv,
+                        const int32_t *seqlens_k, int batch, int q_len, int num_heads_q,
+                        int num_heads_kv, int head_dim, int max_seqlen_k, hk_attn_dtype dtype,
+                        float softmax_scale, int num_splits, void *workspace,
+                        size_t workspace_bytes, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
