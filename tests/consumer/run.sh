@@ -26,8 +26,8 @@ pc=$(find "$prefix" -name hubkern.pc -print -quit)
 [ -n "$pc" ] || { echo "hubkern.pc was not installed" >&2; exit 1; }
 pcdir=$(dirname "$pc")
 libdir=$(cd "$pcdir/.." && pwd)
-# the .pc records the configure-time prefix; point it at where we installed
-flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$prefix" --cflags --libs hubkern)
+# the .pc is relocatable (prefix from ${pcfiledir}): it must point at wherever we installed
+flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs hubkern)
 case "$flags" in *"$prefix"*) ;; *) echo "pkg-config flags do not point at the install: $flags" >&2; exit 1;; esac
 cc -std=c11 -Wall -Werror "$here/main.c" $flags -o "$tmp/consumer_pc"
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/consumer_pc"
