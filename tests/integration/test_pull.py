@@ -106,6 +106,7 @@ def test_pull_layout_and_python_reads_it_offline(hub, tmp_path):
                  "--cache", cache])
         assert json.loads(r.stdout)["files_downloaded"] == 0
         assert px.requests("GET", "/resolve/" + ref + "/build") == []
+        assert px.requests("GET", "/tree/") == []  # the complete, digest-checked variant needs no listing
     v = run(["cache", "verify", "--cache", cache])
     assert "clean" in v.stdout and "NOT CLEAN" not in v.stdout
 

@@ -42,7 +42,11 @@ typedef struct xfer {
     int stalls;              /* consecutive failures without progress */
     char errbody[256];
     size_t errbody_len;
+    unsigned char *buf;      /* write-behind buffer: bytes received but not yet written */
+    size_t buf_len;
 } xfer;
+
+#define HK_XFER_BUF (1u << 20)
 
 typedef struct dl_ctx {
     hk_hub *hub;
@@ -58,6 +62,9 @@ typedef struct dl_ctx {
 } dl_ctx;
 
 static void xfer_drop_temp(xfer *x) {
+    free(x->buf);
+    x->buf = NULL;
+    x->buf_len = 0;
     if (x->fd >= 0) close(x->fd);
     x->fd = -1;
     if (x->tmp) unlink(x->tmp);
@@ -75,7 +82,27 @@ static void xfer_release(xfer *x) {
 
 static hk_hash_kind kind_of(const char *etag) { return strlen(etag) == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB; }
 
+/* Write the buffered bytes to the temp file. */
+static int flush_buf(xfer *x) {
+    const unsigned char *q = x->buf;
+    size_t left = x->buf_len;
+    while (left > 0) {
+        ssize_t w = write(x->fd, q, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            return hk_fail(hk_errno_code(e), "cannot write %s: %s%s", x->tmp, strerror(e),
+                           hk_errno_code(e) == HK_ERR_DISK_FULL ? " (free some space or point HF_HUB_CACHE elsewhere)" : "");
+        }
+        q += w;
+        left -= (size_t)w;
+    }
+    x->buf_len = 0;
+    return HK_OK;
+}
+
 static int reset_content(xfer *x) {
+    x->buf_len = 0;
     if (x->fd >= 0) {
         if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0)
             return hk_fail(hk_errno_code(errno), "cannot truncate %s: %s", x->tmp, strerror(errno));
@@ -148,19 +175,16 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
                          x->item->paths[0], x->item->etag, (unsigned long long)x->item->size);
         return 0;
     }
-    const char *q = p;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(x->fd, q, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            x->err = hk_fail(hk_errno_code(e), "cannot write %s: %s%s", x->tmp, strerror(e),
-                             hk_errno_code(e) == HK_ERR_DISK_FULL ? " (free some space or point HF_HUB_CACHE elsewhere)" : "");
-            return 0;
-        }
-        q += w;
-        left -= (size_t)w;
+    if (!x->buf && !(x->buf = malloc(HK_XFER_BUF))) {
+        x->err = hk_fail(HK_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    for (size_t off = 0; off < len;) {
+        size_t k = len - off < HK_XFER_BUF - x->buf_len ? len - off : HK_XFER_BUF - x->buf_len;
+        memcpy(x->buf + x->buf_len, p + off, k);
+        x->buf_len += k;
+        off += k;
+        if (x->buf_len == HK_XFER_BUF && (x->err = flush_buf(x))) return 0;
     }
     hk_hasher_update(x->hasher, p, len);
     x->written += len;
@@ -205,6 +229,10 @@ static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
 }
 
 static int finish_file(dl_ctx *c, xfer *x) {
+    int frc = flush_buf(x);
+    if (frc) return frc;
+    free(x->buf);
+    x->buf = NULL;
     if (fsync(x->fd) != 0) {
         int e = errno;
         return hk_fail(hk_errno_code(e), "cannot write %s: %s", x->tmp, strerror(e));

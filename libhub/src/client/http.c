@@ -256,7 +256,9 @@ int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *ur
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* redirects are followed by hand */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    /* wait for a connection to multiplex on only where HTTP/2 is possible: on plain http it would
+     * queue transfers behind each other instead of opening parallel connections */
+    if (hk_str_starts_with(url, "https://")) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
     const char *ca = hk_getenv("SSL_CERT_FILE");

@@ -112,6 +112,8 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     if (opts->user_agent) h->user_agent = opts->user_agent[0] ? hk_strdup(opts->user_agent) : NULL;
     else h->user_agent = default_user_agent();
     h->max_parallel = opts->max_parallel > 0 ? opts->max_parallel : 8;
+    const char *mp = hk_getenv("HUBKERN_MAX_PARALLEL");
+    if (mp && atoi(mp) > 0 && opts->max_parallel <= 0) h->max_parallel = atoi(mp);
     h->etag_timeout_ms = env_timeout_ms("HF_HUB_ETAG_TIMEOUT", opts->etag_timeout_s);
     h->download_timeout_ms = env_timeout_ms("HF_HUB_DOWNLOAD_TIMEOUT", opts->download_timeout_s);
     h->max_retries = opts->max_retries >= 0 ? opts->max_retries : 5;
@@ -929,6 +931,19 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
     return verify_variants(r);
 }
 
+/* Is snapshots/<commit>/build/<variant> complete and intact, as its metadata.json digest proves?
+ * (A commit never changes, so then no listing or download is needed.) */
+static bool variant_complete_locally(const char *variant_dir, uint64_t *bytes) {
+    bool has = false;
+    char *meta = hk_path_join(variant_dir, "metadata.json");
+    bool present = meta && hk_path_exists(meta);
+    free(meta);
+    if (!present) return false;
+    int rc = hk_verify_variant_digest_ex(&has, bytes, variant_dir, true);
+    hk_clear_error();
+    return rc == HK_OK && has;
+}
+
 static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in) {
     hk_pull_spec spec = *spec_in;
     char *repo = hk_strdup(spec.repo_id);
@@ -987,16 +1002,26 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(repo_dir);
         return hk_fail(HK_ERR_NOMEM, "out of memory");
     }
-    /* variants from the build/ listing */
+    /* variants from the build/ listing (skipped when the named variant is already complete here) */
     tree t;
-    if ((rc = list_tree(&t, hub, repo, commit, "build", false))) {
+    char **names = NULL;
+    size_t n = 0;
+    char *local = spec.variant && !spec.all_variants ? hk_asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
+    uint64_t local_bytes = 0;
+    if (local && variant_complete_locally(local, &local_bytes)) {
+        names = calloc(2, sizeof *names);
+        if (names) names[0] = hk_strdup(spec.variant);
+        n = 1;
+        rc = names && names[0] ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    } else if ((rc = list_tree(&t, hub, repo, commit, "build", false)) == HK_OK) {
+        rc = variants_from_tree(&names, &n, &t);
+        tree_free(&t);
+    }
+    free(local);
+    if (rc) {
         free(repo_dir);
         return rc;
     }
-    char **names = NULL;
-    size_t n = 0;
-    rc = variants_from_tree(&names, &n, &t);
-    tree_free(&t);
     if (rc == HK_OK) {
         qsort(names, n, sizeof *names, cmp_str);
         char *where = hk_asprintf("%s at %s", repo, commit);
@@ -1014,6 +1039,15 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             free(prefix);
             rc = hk_fail(HK_ERR_NOMEM, "out of memory");
             break;
+        }
+        uint64_t vb = 0;
+        if (variant_complete_locally(r->variant_paths[v], &vb)) {
+            /* warm: the commit's variant is here and matches its digest */
+            hk_log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
+            rc = collect_local_files(r, &fcap, r->snapshot, prefix);
+            r->bytes_verified += vb;
+            free(prefix);
+            continue;
         }
         rc = list_tree(&t, hub, repo, commit, prefix, true);
         size_t plen = strlen(prefix);
