@@ -113,8 +113,10 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
  * logged (warning) and listed in the HK_ERR_DIGEST message. *out_bytes gets the bytes hashed.
  * *out_has_digest = false (and HK_OK) when metadata.json carries no digest. */
 int hk_verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir);
-/* Same, without warnings (quiet = true) for probing whether a cached variant is complete. */
-int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet);
+/* Same; quiet: no warnings (probing whether a cached variant is complete); fresh: sha256 blob names
+ * this process has just written after hashing them (their files are not read again). */
+int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
+                                const char *const *fresh, size_t nfresh);
 
 /* ---- variant choice (pick.c) --------------------------------------------------------------- */
 /* Choose the best variant among names for this machine (backend may force "cpu" etc.).

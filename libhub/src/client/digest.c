@@ -73,10 +73,10 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
     free(dirpath);
 }
 
-/* A cache file that is a symlink to blobs/<64 hex>: that blob was stored under its content's
- * SHA-256 (hubkern hashes every byte it writes; `hubkern cache verify` re-checks blobs), so its
- * digest is the name itself and the file need not be read again. */
-static bool blob_name_b64(char b64[100], const char *path) {
+/* A cache file that is a symlink to blobs/<64 hex> that this very pull has just written after
+ * hashing every byte: its SHA-256 is the name itself, so the file need not be read again. Blobs
+ * that were already in the cache are re-hashed (they may have rotted since). */
+static bool blob_name_b64(char b64[100], const char *path, const char *const *fresh, size_t nfresh) {
     char target[4096];
     ssize_t n = readlink(path, target, sizeof target - 1);
     if (n <= 0) return false;
@@ -84,6 +84,9 @@ static bool blob_name_b64(char b64[100], const char *path) {
     const char *base = strrchr(target, '/');
     base = base ? base + 1 : target;
     if (strlen(base) != 64 || !hk_is_hex(base, 64)) return false;
+    bool is_fresh = false;
+    for (size_t i = 0; i < nfresh && !is_fresh; i++) is_fresh = strcmp(fresh[i], base) == 0;
+    if (!is_fresh) return false;
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
     unsigned char bytes[32];
@@ -96,8 +99,8 @@ static bool blob_name_b64(char b64[100], const char *path) {
     return true;
 }
 
-int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet) {
-    bool full = hk_env_true("HUBKERN_VERIFY_FULL");
+int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
+                                const char *const *fresh, size_t nfresh) {
     *out_has_digest = false;
     if (out_bytes) *out_bytes = 0;
     char *mpath = hk_path_join(variant_dir, "metadata.json");
@@ -160,7 +163,7 @@ int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const
             char *path = hk_path_join(variant_dir, w.rel[i]);
             char b64[100];
             int hrc;
-            if (path && kind == HK_HASH_SHA256 && !full && blob_name_b64(b64, path)) hrc = HK_OK;
+            if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, fresh, nfresh)) hrc = HK_OK;
             else hrc = path ? hk_hash_file_b64(b64, sizeof b64, kind, path) : hk_fail(HK_ERR_NOMEM, "out of memory");
             struct stat st;
             if (hrc == HK_OK && out_bytes && stat(path, &st) == 0) *out_bytes += (uint64_t)st.st_size;
@@ -195,5 +198,5 @@ int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const
 }
 
 int hk_verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir) {
-    return hk_verify_variant_digest_ex(out_has_digest, out_bytes, variant_dir, false);
+    return hk_verify_variant_digest_ex(out_has_digest, out_bytes, variant_dir, false, NULL, 0);
 }

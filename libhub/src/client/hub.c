@@ -853,11 +853,13 @@ static int add_file(hk_pull_result *r, size_t *cap, const char *path) {
     return HK_OK;
 }
 
-static int verify_variants(hk_pull_result *r) {
+/* Digest check of every pulled variant; skip[i]: already checked; fresh: blobs just written. */
+static int verify_variants(hk_pull_result *r, const bool *skip, const char *const *fresh, size_t nfresh) {
     for (size_t i = 0; i < r->nvariants; i++) {
+        if (skip && skip[i]) continue;
         bool has = false;
         uint64_t bytes = 0;
-        int rc = hk_verify_variant_digest(&has, &bytes, r->variant_paths[i]);
+        int rc = hk_verify_variant_digest_ex(&has, &bytes, r->variant_paths[i], false, fresh, nfresh);
         if (rc) return rc;
         if (has && r->offline) r->bytes_verified += bytes;
     }
@@ -928,7 +930,7 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         free(rel);
         if (rc) return rc;
     }
-    return verify_variants(r);
+    return verify_variants(r, NULL, NULL, 0);
 }
 
 /* Is snapshots/<commit>/build/<variant> complete and intact, as its metadata.json digest proves?
@@ -939,7 +941,7 @@ static bool variant_complete_locally(const char *variant_dir, uint64_t *bytes) {
     bool present = meta && hk_path_exists(meta);
     free(meta);
     if (!present) return false;
-    int rc = hk_verify_variant_digest_ex(&has, bytes, variant_dir, true);
+    int rc = hk_verify_variant_digest_ex(&has, bytes, variant_dir, true, NULL, 0);
     hk_clear_error();
     return rc == HK_OK && has;
 }
@@ -1008,7 +1010,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     size_t n = 0;
     char *local = spec.variant && !spec.all_variants ? hk_asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
     uint64_t local_bytes = 0;
-    if (local && variant_complete_locally(local, &local_bytes)) {
+    bool local_ok = local && variant_complete_locally(local, &local_bytes);
+    if (local_ok) {
         names = calloc(2, sizeof *names);
         if (names) names[0] = hk_strdup(spec.variant);
         n = 1;
@@ -1032,6 +1035,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     /* files of each chosen variant, grouped by blob */
     hk_dl_item *items = NULL;
     size_t nitems = 0, icap = 0, fcap = 0;
+    bool *checked = rc == HK_OK ? calloc(r->nvariants + 1, sizeof *checked) : NULL;
+    if (rc == HK_OK && !checked) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
         char *prefix = hk_asprintf("build/%s", r->variants[v]);
         r->variant_paths[v] = hk_asprintf("%s/build/%s", r->snapshot, r->variants[v]);
@@ -1040,12 +1045,13 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             rc = hk_fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
-        uint64_t vb = 0;
-        if (variant_complete_locally(r->variant_paths[v], &vb)) {
+        uint64_t vb = local_bytes;
+        if ((local_ok && strcmp(r->variants[v], spec.variant) == 0) || variant_complete_locally(r->variant_paths[v], &vb)) {
             /* warm: the commit's variant is here and matches its digest */
             hk_log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
             rc = collect_local_files(r, &fcap, r->snapshot, prefix);
             r->bytes_verified += vb;
+            checked[v] = true;
             free(prefix);
             continue;
         }
@@ -1112,19 +1118,25 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         r->bytes_verified = st.bytes_verified;
         r->files_downloaded = st.files_downloaded;
     }
+    if (rc == HK_OK) {
+        if (hub->progress) {
+            hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
+            hub->progress(hub->progress_ud, &p);
+        }
+        const char **fresh = calloc(nitems + 1, sizeof *fresh);
+        size_t nfresh = 0;
+        for (size_t i = 0; fresh && i < nitems; i++)
+            if (items[i].downloaded) fresh[nfresh++] = items[i].etag;
+        rc = verify_variants(r, checked, fresh, nfresh);
+        free(fresh);
+    }
+    free(checked);
     for (size_t i = 0; i < nitems; i++) {
         free(items[i].etag);
         for (size_t k = 0; k < items[i].npaths; k++) free(items[i].paths[k]);
         free(items[i].paths);
     }
     free(items);
-    if (rc == HK_OK) {
-        if (hub->progress) {
-            hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
-            hub->progress(hub->progress_ud, &p);
-        }
-        rc = verify_variants(r);
-    }
     /* refs only once the variant is complete and verified, so that offline use never finds a
      * half-pulled snapshot through refs/vN */
     if (rc == HK_OK && strcmp(r->revision, commit) != 0) rc = hk_cache_write_ref(repo_dir, r->revision, commit);
