@@ -277,6 +277,14 @@ static void test_local_kernels(void) {
     setenv("LOCAL_KERNELS", spec, 1);
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
     hk_kernel_unref(k);
+    /* hk_get_local_kernel on a directory of variants (resolved as on the Hub) */
+    char *vdirs = hk_asprintf("%s/build", g_hub_src);
+    hk_kernel *k2 = NULL;
+    CHECK_RC(hk_get_local_kernel(&k2, vdirs, &o), HK_OK);
+    CHECK(k2 && hk_kernel_get_kind(k2) == HK_KERNEL_TVM_FFI);
+    if (k2) CHECK_STR(hk_kernel_variant(k2), "tvm-ffi01-cpu-x86_64-linux");
+    hk_kernel_unref(k2);
+    free(vdirs);
     o.no_local_kernels = true; /* then the (unreachable) Hub is asked */
     CHECK(hk_get_kernel(&k, &o) != HK_OK);
     o.no_local_kernels = false;

@@ -104,8 +104,8 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
         if (n > 0 && !hk_code_objects_fit(objs, n, major, minor)) {
             char *d = hk_code_objects_describe(objs, n);
             rc = hk_fail(HK_ERR_ARCH,
-                         "this GPU (compute capability %d.%d) is not a compiled target of %s: it "
-                         "embeds %s and none of them runs on sm_%d%d; use a GPU it covers or "
+                         "this GPU (compute capability %d.%d) is not a compiled target of %s: its "
+                         "CUDA code objects (%s) cannot run on sm_%d%d; use a GPU they cover or "
                          "another version of the kernel",
                          major, minor, library_path, d ? d : "?", major, minor);
             free(d);
