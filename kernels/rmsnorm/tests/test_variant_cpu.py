@@ -105,3 +105,18 @@ def test_invalid_inputs_raise_clear_errors(mod):
         mod.rms_norm(xi, xi, w)
     with pytest.raises(ValueError, match="same memory"):
         mod.fused_add_rms_norm(x, x, w)
+
+
+@pytest.mark.parametrize("vdir", sorted(p for p in (HUB / "build").iterdir() if p.is_dir()),
+                         ids=lambda p: p.name)
+def test_every_staged_variant_has_valid_metadata(vdir):
+    """Every variant the build staged (the CUDA one too when nvcc was there) parses, carries the
+    right backend and archs, and its digest matches its files."""
+    meta = Metadata.read_from_file(vdir / "metadata.json")
+    backend = str(meta.backend.backend_type).lower()
+    assert meta.id.startswith(f"_rmsnorm_{backend}_")
+    if backend == "cuda":
+        assert list(meta.backend.archs) == ["8.0", "9.0+PTX"]
+        assert "-cu" in vdir.name
+    meta.digest.validate(Digest.hash_variant(meta.digest.algorithm, vdir))
+    assert (vdir / (meta.id + ".so")).is_file()

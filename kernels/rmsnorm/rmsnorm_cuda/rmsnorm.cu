@@ -1,0 +1,446 @@
+// RMSNorm CUDA kernels (sm_80+, tuned for sm_90), C ABI in rmsnorm_cuda.h.
+//
+// Design (memory-bound: the floor is one read of x (and residual), one write, the weight once):
+//  * 16-byte vectors: each thread moves whole uint4s of the row (8 bf16/fp16 or 4 fp32 elements).
+//  * The row stays in registers between the sum of squares and the scaling, so x is read once.
+//  * Rows of up to 128 vectors (H <= 1024 bf16) are handled by a group of TPR <= 32 lanes (4, 16
+//    or 32), many rows per block, reduced with warp shuffles only; wider rows by a whole block
+//    (64..1024 threads, 4 vectors per thread) with one __syncthreads per batch of rows.
+//  * One batch of rows per block (grid = batches): blocks at different phases overlap, and each
+//    thread keeps RPI rows x VPT vectors of loads in flight (plus the weight's, via L1).
+//    (A persistent grid that kept the weight in registers reached only ~3.3 TB/s: 128 registers,
+//    25% occupancy, load phases of few resident blocks not overlapping; see README.)
+//  * fp32 accumulation, 64-bit row offsets, the caller's stream.
+// Tensors that are not 16-byte aligned (or whose hidden size is not a multiple of the vector) and
+// rows wider than 4096 vectors take a two-pass fallback (scalar or vectorised) that re-reads x.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "rmsnorm_cuda.h"
+
+// Launch-shape tables, picked by benchmarks/sweep_tune.py on the H200 (results/sweep.txt): WARP 1 =
+// 16 lanes x 2 rows per lane group for 128-wide rows; BLOCK 2 = two rows per block for rows of
+// 129..1024 vectors (H 1032..8192 bf16). The other tables stay selectable for re-tuning.
+#ifndef RMSNORM_TUNE_WARP
+#define RMSNORM_TUNE_WARP 1
+#endif
+#ifndef RMSNORM_TUNE_BLOCK
+#define RMSNORM_TUNE_BLOCK 2
+#endif
+
+namespace {
+
+template <typename T> struct Cvt;
+template <> struct Cvt<float> {
+    static __device__ __forceinline__ float to_f(float v) { return v; }
+    static __device__ __forceinline__ float from_f(float v) { return v; }
+};
+template <> struct Cvt<__half> {
+    static __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+    static __device__ __forceinline__ __half from_f(float v) { return __float2half_rn(v); }
+};
+template <> struct Cvt<__nv_bfloat16> {
+    static __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+    static __device__ __forceinline__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
+};
+
+// One 16-byte vector viewed as elements of T.
+template <typename T> union Pack {
+    static constexpr int N = 16 / sizeof(T);
+    uint4 u;
+    T e[N];
+};
+
+// Plain 16-byte loads for x/residual, the read-only (non-coherent, L1-cached) path for the weight.
+__device__ __forceinline__ uint4 load_plain(const void *p) {
+    return *reinterpret_cast<const uint4 *>(p);
+}
+__device__ __forceinline__ uint4 load_ro(const void *p) {
+    return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+__device__ __forceinline__ void store_vec(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+
+// Weight elements [j*VEC, (j+1)*VEC) as floats (VEC = elements of T in 16 bytes).
+template <typename T, typename W>
+__device__ __forceinline__ void load_weight(float *wf, const W *w, int j) {
+    constexpr int VEC = 16 / sizeof(T);
+    constexpr int WPER = 16 / sizeof(W);  // W elements per uint4
+    const W *base = w + (int64_t)j * VEC;
+#pragma unroll
+    for (int q = 0; q < VEC / WPER; q++) {
+        Pack<W> p;
+        p.u = load_ro(base + q * WPER);
+#pragma unroll
+        for (int i = 0; i < WPER; i++) wf[q * WPER + i] = Cvt<W>::to_f(p.e[i]);
+    }
+}
+
+template <int WIDTH> __device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = WIDTH / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Row-in-registers kernel.
+//   TPR: threads per row (<= 32: a lane group; == BLOCK: the whole block)
+//   VPT: 16-byte vectors per thread per row; RPI: rows per lane group
+//   FUSED: dst = x, src = x, res = residual; else dst = out, src = x, res unused
+// Every load of x (and residual) is issued first, then the weight's (kept packed), so one memory
+// latency covers them all; the weight is re-read per row through the read-only path (L1 hits).
+template <typename T, typename W, int BLOCK, int TPR, int VPT, int RPI, bool FUSED>
+// Same-type weight, unfused: ask for >= half occupancy (<= 64 registers), which fits without
+// spilling; the fp32-weight and fused variants need more registers and keep the default.
+__global__ void __launch_bounds__(BLOCK, (sizeof(W) == sizeof(T) && !FUSED && VPT * RPI <= 4) ? 1024 / BLOCK : 1)
+rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t rows, int nvec,
+               float inv_hidden, float eps) {
+    constexpr int VEC = 16 / sizeof(T);
+    constexpr int WQ = VEC * sizeof(W) / 16;  // uint4s of weight per vector of T
+    constexpr int GROUPS = BLOCK / TPR;     // rows handled side by side in a block
+    constexpr int NWARPS = BLOCK / 32;
+    const int lane = threadIdx.x % TPR;
+    const int group = threadIdx.x / TPR;
+    const int64_t hidden = (int64_t)nvec * VEC;
+    const int64_t rows_per_iter = (int64_t)GROUPS * RPI;
+
+    __shared__ float red[TPR > 32 ? 2 : 1][TPR > 32 ? RPI : 1][TPR > 32 ? NWARPS : 1];
+    int parity = 0;
+
+    for (int64_t base = (int64_t)blockIdx.x * rows_per_iter; base < rows;
+         base += (int64_t)gridDim.x * rows_per_iter) {
+        Pack<T> xv[RPI][VPT];
+#pragma unroll
+        for (int r = 0; r < RPI; r++) {
+            const int64_t row = base + (int64_t)r * GROUPS + group;
+#pragma unroll
+            for (int k = 0; k < VPT; k++) {
+                const int j = lane + k * TPR;
+                if (row < rows && j < nvec)
+                    xv[r][k].u = load_plain(src + row * hidden + (int64_t)j * VEC);
+                else
+                    xv[r][k].u = make_uint4(0, 0, 0, 0);
+            }
+        }
+        Pack<T> rv[FUSED ? RPI : 1][FUSED ? VPT : 1];
+        if constexpr (FUSED) {
+#pragma unroll
+            for (int r = 0; r < RPI; r++) {
+                const int64_t row = base + (int64_t)r * GROUPS + group;
+#pragma unroll
+                for (int k = 0; k < VPT; k++) {
+                    const int j = lane + k * TPR;
+                    if (row < rows && j < nvec)
+                        rv[r][k].u = load_plain(res + row * hidden + (int64_t)j * VEC);
+                    else
+                        rv[r][k].u = make_uint4(0, 0, 0, 0);
+                }
+            }
+        }
+        Pack<W> wv[VPT][WQ];
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const int j = lane + k * TPR;
+#pragma unroll
+            for (int q = 0; q < WQ; q++)
+                wv[k][q].u = j < nvec ? load_ro(w + (int64_t)j * VEC + q * (16 / sizeof(W)))
+                                      : make_uint4(0, 0, 0, 0);
+        }
+        if constexpr (FUSED) {
+#pragma unroll
+            for (int r = 0; r < RPI; r++) {
+                const int64_t row = base + (int64_t)r * GROUPS + group;
+#pragma unroll
+                for (int k = 0; k < VPT; k++) {
+                    const int j = lane + k * TPR;
+#pragma unroll
+                    for (int i = 0; i < VEC; i++)
+                        xv[r][k].e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) +
+                                                       Cvt<T>::to_f(rv[r][k].e[i]));
+                    if (row < rows && j < nvec)
+                        store_vec(res + row * hidden + (int64_t)j * VEC, xv[r][k].u);
+                }
+            }
+        }
+        float ss[RPI];
+#pragma unroll
+        for (int r = 0; r < RPI; r++) {
+            float s = 0.f;
+#pragma unroll
+            for (int k = 0; k < VPT; k++)
+#pragma unroll
+                for (int i = 0; i < VEC; i++) {
+                    const float f = Cvt<T>::to_f(xv[r][k].e[i]);
+                    s = fmaf(f, f, s);
+                }
+            ss[r] = s;
+        }
+        if constexpr (TPR <= 32) {
+#pragma unroll
+            for (int r = 0; r < RPI; r++) ss[r] = group_sum<TPR>(ss[r]);
+        } else {
+            const int warp = threadIdx.x / 32;
+#pragma unroll
+            for (int r = 0; r < RPI; r++) {
+                float s = group_sum<32>(ss[r]);
+                if ((threadIdx.x & 31) == 0) red[parity][r][warp] = s;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int r = 0; r < RPI; r++) {
+                float s = 0.f;
+#pragma unroll
+                for (int q = 0; q < NWARPS; q++) s += red[parity][r][q];
+                ss[r] = s;
+            }
+            parity ^= 1;
+        }
+#pragma unroll
+        for (int r = 0; r < RPI; r++) {
+            const int64_t row = base + (int64_t)r * GROUPS + group;
+            const float inv = rsqrtf(ss[r] * inv_hidden + eps);
+#pragma unroll
+            for (int k = 0; k < VPT; k++) {
+                const int j = lane + k * TPR;
+                if (row < rows && j < nvec) {
+                    Pack<T> o;
+#pragma unroll
+                    for (int i = 0; i < VEC; i++) {
+                        constexpr int WPER = 16 / sizeof(W);
+                        const float wi = Cvt<W>::to_f(wv[k][i / WPER].e[i % WPER]);
+                        o.e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) * inv * wi);
+                    }
+                    store_vec(dst + row * hidden + (int64_t)j * VEC, o.u);
+                }
+            }
+        }
+    }
+}
+
+// Two-pass fallback: one block per row (grid-stride), any alignment (VECT=false: element by
+// element) or aligned rows too wide for registers (VECT=true). Pass 2 re-reads the row (from L2).
+template <typename T, typename W, int BLOCK, bool FUSED, bool VECT>
+__global__ void __launch_bounds__(BLOCK)
+rms_loop_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t rows,
+                int64_t hidden, float inv_hidden, float eps) {
+    constexpr int VEC = VECT ? 16 / sizeof(T) : 1;
+    constexpr int NWARPS = BLOCK / 32;
+    __shared__ float red[2][NWARPS];
+    int parity = 0;
+    const int64_t nvec = hidden / VEC;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T *xs = src + row * hidden;
+        T *rs = FUSED ? res + row * hidden : nullptr;
+        float s = 0.f;
+        for (int64_t j = threadIdx.x; j < nvec; j += BLOCK) {
+            T e[VEC];
+            if (VECT) {
+                Pack<T> p;
+                p.u = load_plain(xs + j * VEC);
+#pragma unroll
+                for (int i = 0; i < VEC; i++) e[i] = p.e[i];
+            } else {
+                e[0] = xs[j];
+            }
+            if (FUSED) {
+                T q[VEC];
+                if (VECT) {
+                    Pack<T> p;
+                    p.u = load_plain(rs + j * VEC);
+#pragma unroll
+                    for (int i = 0; i < VEC; i++) q[i] = p.e[i];
+                } else {
+                    q[0] = rs[j];
+                }
+#pragma unroll
+                for (int i = 0; i < VEC; i++)
+                    e[i] = Cvt<T>::from_f(Cvt<T>::to_f(e[i]) + Cvt<T>::to_f(q[i]));
+                if (VECT) {
+                    Pack<T> p;
+#pragma unroll
+                    for (int i = 0; i < VEC; i++) p.e[i] = e[i];
+                    store_vec(rs + j * VEC, p.u);
+                } else {
+                    rs[j] = e[0];
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < VEC; i++) {
+                const float f = Cvt<T>::to_f(e[i]);
+                s = fmaf(f, f, s);
+            }
+        }
+        s = group_sum<32>(s);
+        if ((threadIdx.x & 31) == 0) red[parity][threadIdx.x / 32] = s;
+        __syncthreads();
+        s = 0.f;
+#pragma unroll
+        for (int q = 0; q < NWARPS; q++) s += red[parity][q];
+        parity ^= 1;
+        const float inv = rsqrtf(s * inv_hidden + eps);
+        const T *again = FUSED ? rs : xs;  // the residual as stored, or x
+        T *ds = dst + row * hidden;
+        for (int64_t j = threadIdx.x; j < nvec; j += BLOCK) {
+            if (VECT) {
+                Pack<T> p, o;
+                p.u = load_plain(again + j * VEC);
+                float wl[VEC];
+                load_weight<T, W>(wl, w, (int)j);
+#pragma unroll
+                for (int i = 0; i < VEC; i++)
+                    o.e[i] = Cvt<T>::from_f(Cvt<T>::to_f(p.e[i]) * inv * wl[i]);
+                store_vec(ds + j * VEC, o.u);
+            } else {
+                ds[j] = Cvt<T>::from_f(Cvt<T>::to_f(again[j]) * inv * Cvt<W>::to_f(w[j]));
+            }
+        }
+    }
+}
+
+constexpr int kMaxDevices = 64;
+
+int sm_count(int device) {
+    static int cache[kMaxDevices];  // 0 = unknown; races only store the same value
+    if (device >= 0 && device < kMaxDevices && cache[device] > 0) return cache[device];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0)
+        n = 132;
+    if (device >= 0 && device < kMaxDevices) cache[device] = n;
+    return n;
+}
+
+// Resident blocks per SM of a kernel (cached per instantiation; same on every device we target).
+template <typename K> int blocks_per_sm(K kernel, int block) {
+    static int cached = 0;
+    if (cached > 0) return cached;
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, block, 0) != cudaSuccess || n <= 0)
+        n = 1;
+    cached = n;
+    return n;
+}
+
+struct Args {
+    void *dst;
+    const void *src;
+    void *res;
+    const void *w;
+    int64_t rows;
+    int64_t hidden;
+    float eps;
+    int device;
+    cudaStream_t stream;
+};
+
+template <typename T, typename W, int BLOCK, int TPR, int VPT, int RPI, bool FUSED>
+cudaError_t launch_reg(const Args &a) {
+    auto kernel = rms_reg_kernel<T, W, BLOCK, TPR, VPT, RPI, FUSED>;
+    const int64_t per_iter = (int64_t)(BLOCK / TPR) * RPI;
+    const int64_t needed = (a.rows + per_iter - 1) / per_iter;
+    const int grid = (int)(needed < 0x7fffffff ? needed : 0x7fffffff);
+    const int nvec = (int)(a.hidden / (16 / sizeof(T)));
+    kernel<<<grid, BLOCK, 0, a.stream>>>(static_cast<T *>(a.dst), static_cast<const T *>(a.src),
+                                         static_cast<T *>(a.res), static_cast<const W *>(a.w),
+                                         a.rows, nvec, 1.0f / (float)a.hidden, a.eps);
+    return cudaGetLastError();
+}
+
+template <typename T, typename W, bool FUSED, bool VECT> cudaError_t launch_loop(const Args &a) {
+    constexpr int BLOCK = 512;
+    auto kernel = rms_loop_kernel<T, W, BLOCK, FUSED, VECT>;
+    const int64_t resident = (int64_t)blocks_per_sm(kernel, BLOCK) * sm_count(a.device);
+    const int grid = (int)(a.rows < resident ? a.rows : resident);
+    kernel<<<grid, BLOCK, 0, a.stream>>>(static_cast<T *>(a.dst), static_cast<const T *>(a.src),
+                                         static_cast<T *>(a.res), static_cast<const W *>(a.w),
+                                         a.rows, a.hidden, 1.0f / (float)a.hidden, a.eps);
+    return cudaGetLastError();
+}
+
+bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a) {
+    constexpr int VEC = 16 / sizeof(T);
+    const bool vec_ok = a.hidden % VEC == 0 && aligned16(a.dst) && aligned16(a.src) &&
+                        (!FUSED || aligned16(a.res)) && aligned16(a.w);
+    if (!vec_ok) return launch_loop<T, W, FUSED, false>(a);
+    const int64_t nvec = a.hidden / VEC;
+    if (nvec <= 4) return launch_reg<T, W, 256, 4, 1, 4, FUSED>(a);
+    // 128-wide bf16/fp16 rows (q/k-norm): 16 lanes per row
+#if RMSNORM_TUNE_WARP == 1
+    if (nvec <= 16) return launch_reg<T, W, 256, 16, 1, 2, FUSED>(a);
+#elif RMSNORM_TUNE_WARP == 2
+    if (nvec <= 16) return launch_reg<T, W, 256, 16, 1, 8, FUSED>(a);
+#elif RMSNORM_TUNE_WARP == 3
+    if (nvec <= 16) return launch_reg<T, W, 128, 16, 1, 4, FUSED>(a);
+#else
+    if (nvec <= 16) return launch_reg<T, W, 256, 16, 1, 4, FUSED>(a);
+#endif
+    if (nvec <= 32) return launch_reg<T, W, 256, 32, 1, 4, FUSED>(a);
+    if (nvec <= 64) return launch_reg<T, W, 256, 32, 2, 2, FUSED>(a);
+    if (nvec <= 128) return launch_reg<T, W, 256, 32, 4, 1, FUSED>(a);
+    // whole-block rows (H 1032..8192 bf16)
+#if RMSNORM_TUNE_BLOCK == 1
+    if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 1, FUSED>(a);
+    if (nvec <= 512) return launch_reg<T, W, 256, 256, 2, 1, FUSED>(a);
+    if (nvec <= 1024) return launch_reg<T, W, 512, 512, 2, 1, FUSED>(a);
+#elif RMSNORM_TUNE_BLOCK == 2
+    if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 2, FUSED>(a);
+    if (nvec <= 512) return launch_reg<T, W, 128, 128, 4, 2, FUSED>(a);
+    if (nvec <= 1024) return launch_reg<T, W, 256, 256, 4, 2, FUSED>(a);
+#elif RMSNORM_TUNE_BLOCK == 3
+    if (nvec <= 256) return launch_reg<T, W, 256, 256, 1, 1, FUSED>(a);
+    if (nvec <= 512) return launch_reg<T, W, 512, 512, 1, 1, FUSED>(a);
+    if (nvec <= 1024) return launch_reg<T, W, 1024, 1024, 1, 1, FUSED>(a);
+#else
+    if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 1, FUSED>(a);
+    if (nvec <= 512) return launch_reg<T, W, 128, 128, 4, 1, FUSED>(a);
+    if (nvec <= 1024) return launch_reg<T, W, 256, 256, 4, 1, FUSED>(a);
+#endif
+    if (nvec <= 2048) return launch_reg<T, W, 512, 512, 4, 1, FUSED>(a);
+    if (nvec <= 4096) return launch_reg<T, W, 1024, 1024, 4, 1, FUSED>(a);
+    return launch_loop<T, W, FUSED, true>(a);
+}
+
+template <bool FUSED> int run(const Args &a, rmsnorm_dtype dt, rmsnorm_dtype wdt) {
+    if (a.rows <= 0 || a.hidden <= 0) return 0;
+    int prev = -1;
+    cudaError_t err = cudaGetDevice(&prev);
+    if (err != cudaSuccess) return (int)err;
+    if (prev != a.device && (err = cudaSetDevice(a.device)) != cudaSuccess) return (int)err;
+    switch (dt) {
+    case RMSNORM_BF16:
+        err = wdt == RMSNORM_F32 ? dispatch<__nv_bfloat16, float, FUSED>(a)
+                                 : dispatch<__nv_bfloat16, __nv_bfloat16, FUSED>(a);
+        break;
+    case RMSNORM_F16:
+        err = wdt == RMSNORM_F32 ? dispatch<__half, float, FUSED>(a)
+                                 : dispatch<__half, __half, FUSED>(a);
+        break;
+    case RMSNORM_F32: err = dispatch<float, float, FUSED>(a); break;
+    default: err = cudaErrorInvalidValue; break;
+    }
+    if (prev != a.device) cudaSetDevice(prev);
+    return (int)err;
+}
+
+}  // namespace
+
+extern "C" int rmsnorm_cuda_rms_norm(void *out, const void *x, const void *weight, rmsnorm_dtype dt,
+                                     rmsnorm_dtype weight_dt, int64_t rows, int64_t hidden,
+                                     float eps, int device, void *stream) {
+    Args a{out, x, nullptr, weight, rows, hidden, eps, device, static_cast<cudaStream_t>(stream)};
+    return run<false>(a, dt, weight_dt);
+}
+
+extern "C" int rmsnorm_cuda_fused_add_rms_norm(void *x, void *residual, const void *weight,
+                                               rmsnorm_dtype dt, rmsnorm_dtype weight_dt,
+                                               int64_t rows, int64_t hidden, float eps, int device,
+                                               void *stream) {
+    Args a{x, x, residual, weight, rows, hidden, eps, device, static_cast<cudaStream_t>(stream)};
+    return run<true>(a, dt, weight_dt);
+}
+
+extern "C" const char *rmsnorm_cuda_error_string(int err) {
+    return cudaGetErrorString(static_cast<cudaError_t>(err));
+}
