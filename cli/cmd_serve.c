@@ -150,7 +150,11 @@ int hk_cmd_serve(int argc, char **argv) {
         case O_CACHE: cache = optarg; break;
         case O_HOST: cfg.host = optarg; break;
         case O_PORT:
-            if (parse_u64(&v, optarg, "--port") || v > 65535) goto usage;
+            if (parse_u64(&v, optarg, "--port")) goto usage;
+            if (v > 65535) {
+                fprintf(stderr, "hubkern serve: --port must be at most 65535\n");
+                goto usage;
+            }
             cfg.port = (unsigned)v;
             break;
         case O_THREADS:

@@ -67,6 +67,7 @@ def env(tmp_path_factory):
     cmain = publish(src1, REPO, "main", store, *thr)
     cmodel = publish(src1, "hubkern-test/a-model", "main", store, "--repo-type", "model", *thr)
     cdata = publish(src2, "hubkern-test/a-dataset", "main", store, "--repo-type", "dataset", *thr)
+    cspace = publish(src1, "hubkern-test/a-space", "main", store, "--repo-type", "space", *thr)
     # a PR ref, as the Hub names them (refs/pr/1), stored nested as huggingface_hub does
     pr = store / "kernels--hubkern-test--rmsnorm" / "refs" / "refs" / "pr"
     pr.mkdir(parents=True)
@@ -90,7 +91,7 @@ def env(tmp_path_factory):
     assert hf.constants.ENDPOINT == srv.url
     yield dict(
         hf=hf, srv=srv, store=store, tmp=tmp, files1=files1, files2=files2, c1=c1, c2=c2, cmain=cmain,
-        cmodel=cmodel, cdata=cdata, src1=src1,
+        cmodel=cmodel, cdata=cdata, cspace=cspace, src1=src1,
     )
     assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])  # SIGTERM → clean exit
 
@@ -255,6 +256,10 @@ def test_repo_info_and_paths_info(env):
     assert api.repo_info(REPO, repo_type="kernel").sha == env["cmain"]  # no revision: main
     ds = api.dataset_info("hubkern-test/a-dataset")
     assert ds.sha == env["cdata"]
+    sp = api.space_info("hubkern-test/a-space")
+    assert sp.sha == env["cspace"] and len(sp.siblings) == len(env["files1"])
+    p = hf.hf_hub_download("hubkern-test/a-space", "README.md", repo_type="space", cache_dir=env["tmp"] / "cache-sp")
+    assert pathlib.Path(p).read_bytes() == env["files1"]["README.md"]
     infos = api.get_paths_info(REPO, ["README.md", "build", "nope.txt", "build/torch-cpu/_rmsnorm_cpu_abc.abi3.so"],
                                repo_type="kernel", revision="v1")
     got = {i.path: type(i).__name__ for i in infos}
