@@ -95,20 +95,29 @@ def bench_decode(args, rows):
         sl = torch.full((B,), S, dtype=torch.int32, device=dev)
         ref_o = None
         layouts = [("bhsd (SDPA)", kc, vc, (Hkv * S * D, D, S * D), None, 0)]
+        kb = torch.randn(B, S, Hkv, D, device=dev, dtype=torch.bfloat16); vb = torch.randn_like(kb)
+        layouts.append(("bshd", kb, vb, (S * Hkv * D, Hkv * D, D), None, 0))
         for bs in (16, 128):
             nblk = B * S // bs
             perm = torch.randperm(nblk, device=dev).to(torch.int32)
             bt = perm.view(B, S // bs).contiguous()
             kp = torch.randn(nblk, bs, Hkv, D, device=dev, dtype=torch.bfloat16); vp = torch.randn_like(kp)
             layouts.append((f"paged {bs}", kp, vp, (bs * Hkv * D, Hkv * D, D), bt, bs))
+        # the same pages in order (block i of sequence b = b*nb + i): separates the cost of the
+        # random page placement from the cost of the paged addressing
+        nb = S // 128
+        bt_seq = torch.arange(B * nb, device=dev, dtype=torch.int32).view(B, nb)
+        layouts.append(("paged 128 in order", kp, vp, (128 * Hkv * D, Hkv * D, D), bt_seq, 128))
         for lname, kk, vv, strides, bt, bs in layouts:
             for ns in [0] + args.splits:
                 call = hk.Decode(q, kk, vv, strides, sl, S, bt, bs, None, ns).set_hkv(Hkv)
                 out, _ = call(); torch.cuda.synchronize()
                 # float64 check on sequence 0 (all heads)
                 idx = torch.arange(S, device=dev)
-                if bt is None:
+                if lname.startswith("bhsd"):
                     k0, v0 = kk[0].transpose(0, 1), vv[0].transpose(0, 1)
+                elif bt is None:
+                    k0, v0 = kk[0], vv[0]
                 else:
                     k0, v0 = kk[bt[0, idx // bs].long(), idx % bs], vv[bt[0, idx // bs].long(), idx % bs]
                 ro, _ = ref_attn(q[0], k0, v0, 1, S, True, D ** -0.5)
@@ -120,9 +129,8 @@ def bench_decode(args, rows):
                 rows.append(r)
                 print(f"| {S} | {lname} | {call.num_splits}{' (auto)' if ns == 0 else ''} | {gbs:.0f} ({med*1e3:.1f}) | {100*gbs/args.copy:.0f}% | "
                       f"{sd[best_name]:.0f} ({best_name}) | {sd['default']:.0f} | {gbs/sd[best_name]:.2f} | {err:.1e} |", flush=True)
-            if bt is not None:
-                del kk, vv
-        del kc, vc
+            del kk, vv
+        del kc, vc, kb, vb
 
 
 def main():

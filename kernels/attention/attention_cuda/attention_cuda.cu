@@ -91,6 +91,14 @@ __device__ __forceinline__ uint32_t swz(int r, int c) {
     return static_cast<uint32_t>(r * (D * 2) + ((c ^ (r & 7)) << 4));
 }
 
+// 2^x with the MUFU unit directly (what exp2f becomes under --use_fast_math): flushes
+// denormal results to 0, which the softmax does not need; exp2(-inf) = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
     return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -116,14 +124,14 @@ __device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[M
             for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
             mx = quad_max(mx);
             const float base = (mx == -INFINITY) ? 0.f : mx * scale_log2;
-            const float alpha = exp2f(m[mt][hr] * scale_log2 - base);  // 0 when m was -inf
+            const float alpha = fast_exp2(m[mt][hr] * scale_log2 - base);  // 0 when m was -inf
             m[mt][hr] = mx;
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float p = exp2f(fmaf(s[mt][nt][2 * hr + e], scale_log2, -base));
+                    float p = fast_exp2(fmaf(s[mt][nt][2 * hr + e], scale_log2, -base));
                     s[mt][nt][2 * hr + e] = p;
                     sum += p;
                 }
@@ -288,24 +296,37 @@ __global__ void __launch_bounds__(NW * 32) prefill_kernel(const PrefillParams p)
     }
     cp_async_wait<0>();
 
+    // O: normalise, stage this warp's rows in its own slice of sQ (Q is no longer read), then
+    // copy them out as 16-byte row pieces
     T *og = static_cast<T *>(p.out) + ((size_t)q0 * p.hq + h) * D;
+    const uint32_t qs = smem_u32(sQ);
+    __syncwarp();
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const float lsum = quad_sum(l[mt][hr]);
             const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-            const int qi = m0 + wrow + mt * 16 + (lane >> 2) + hr * 8;
-            if (qi < lq) {
-                uint32_t *orow = reinterpret_cast<uint32_t *>(og + qi * qstride);
+            const int row = wrow + mt * 16 + (lane >> 2) + hr * 8, qi = m0 + row;
 #pragma unroll
-                for (int dt = 0; dt < DT; dt++)
-                    orow[dt * 4 + (lane & 3)] = Ty<BF16>::pack(o[mt][dt][2 * hr] * inv, o[mt][dt][2 * hr + 1] * inv);
-                if (p.lse && (lane & 3) == 0)
-                    p.lse[(size_t)h * p.total_q + q0 + qi] =
-                        lsum > 0.f ? m[mt][hr] * p.scale + __logf(lsum) : -INFINITY;
+            for (int dt = 0; dt < DT; dt++) {
+                const uint32_t v = Ty<BF16>::pack(o[mt][dt][2 * hr] * inv, o[mt][dt][2 * hr + 1] * inv);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(qs + swz<D>(row, dt) + (lane & 3) * 4), "r"(v));
             }
+            if (qi < lq && p.lse && (lane & 3) == 0)
+                p.lse[(size_t)h * p.total_q + q0 + qi] =
+                    lsum > 0.f ? m[mt][hr] * p.scale + __logf(lsum) : -INFINITY;
         }
+    __syncwarp();
+#pragma unroll
+    for (int i = lane; i < 16 * MT * CH; i += 32) {
+        const int row = wrow + i / CH, c = i % CH, qi = m0 + row;
+        uint4 v;
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(qs + swz<D>(row, c)));
+        if (qi < lq) *reinterpret_cast<uint4 *>(og + qi * qstride + c * 8) = v;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
