@@ -16,7 +16,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: hubkern load ORG/NAME (--version N | --revision REV) [--call] [--json]\n"
             "                    [--backend cpu|cuda|...] [--endpoint URL] [--cache DIR] [--offline]\n"
-            "                    [--trust-remote-code] [--tvm-ffi-lib PATH] [--no-arch-check]\n"
+            "                    [--trust-remote-code] [--tvm-ffi-lib PATH] [--no-arch-check] [--variant V]\n"
             "       hubkern load --local DIR [--call] [--json] [--backend B] ...\n"
             "       hubkern load ORG/NAME --lock kernels.lock [--call] [--json] ...\n\n"
             "Resolves, pulls (or finds in the cache), verifies and loads the variant this process can run\n"
@@ -174,6 +174,7 @@ int hk_cmd_load(int argc, char **argv) {
             if (parse_int(&o.version, argv[++i], a)) return 2;
         } else if (strcmp(a, "--revision") == 0 && has_val) o.revision = argv[++i];
         else if (strcmp(a, "--backend") == 0 && has_val) o.backend = argv[++i];
+        else if (strcmp(a, "--variant") == 0 && has_val) o.variant = argv[++i];
         else if (strcmp(a, "--endpoint") == 0 && has_val) o.endpoint = argv[++i];
         else if (strcmp(a, "--cache") == 0 && has_val) o.cache_dir = argv[++i];
         else if (strcmp(a, "--tvm-ffi-lib") == 0 && has_val) o.tvm_ffi_library = argv[++i];

@@ -206,6 +206,19 @@ static void test_bad_input(void) {
     opts(&o, "hubkern/armonly", 1, cache);
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
     CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-aarch64-linux") != NULL);
+    /* a variant named by the caller: an unknown one lists what exists; a known one loads */
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    o.variant = "tvm-ffi01-rocm71-x86_64-linux";
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
+    CHECK(strstr(hk_last_error(), "tvm-ffi01-rocm71-x86_64-linux") != NULL);
+    CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-x86_64-linux") != NULL);
+    bool has = true;
+    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK(!has);
+    o.variant = "tvm-ffi01-cpu-x86_64-linux";
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    if (k) CHECK_STR(hk_kernel_variant(k), "tvm-ffi01-cpu-x86_64-linux");
+    hk_kernel_unref(k);
     /* untrusted publisher, then the opt-out */
     opts(&o, "stranger/rmsnorm", 1, cache);
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_UNTRUSTED);

@@ -69,6 +69,8 @@ typedef struct hk_get_kernel_options {
                                     one already loaded, the Python package's copy, the system) */
     bool skip_arch_check;        /* do not refuse a GPU the build does not cover (HK_ERR_ARCH) */
     bool no_local_kernels;       /* ignore LOCAL_KERNELS */
+    const char *variant;         /* NULL: choose for this machine; else exactly this build variant
+                                    (HK_ERR_NO_VARIANT, listing the variants, if the repo lacks it) */
 } hk_get_kernel_options;
 
 /* Defaults: version unset, nothing overridden, trust check on, arch check on. */

@@ -91,8 +91,22 @@ static void fill_request(hk_load_request *req, const hk_get_kernel_options *o, c
 /* Families this process can load: tvm-ffi always; torch builds only next to libtorch. Noarch
  * variants are given back (path only) when nothing native fits. */
 static int choose_variant(char **out, const hk_env *env, const char *backend, char *const *names,
-                          size_t n, const char *where) {
+                          size_t n, const char *where, const char *forced) {
     *out = NULL;
+    if (forced) { /* the caller named the variant: it must exist */
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(names[i], forced) == 0) {
+                *out = hk_strdup(forced);
+                return *out ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+            }
+        hk_strbuf sb;
+        hk_sb_init(&sb);
+        for (size_t i = 0; i < n; i++) hk_sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
+        int rc = hk_fail(HK_ERR_NO_VARIANT, "%s has no build variant '%s' (it has: %s)", where, forced,
+                         sb.data && sb.len ? sb.data : "none");
+        hk_sb_free(&sb);
+        return rc;
+    }
     hk_resolution *r = NULL;
     int rc = hk_resolve_variants(&r, env, (const char *const *)names, n, backend);
     if (rc) return rc;
@@ -170,7 +184,7 @@ static int load_from_variants_dir(hk_kernel **out, const char *variants_dir, con
     int rc = list_subdirs(&names, &n, variants_dir);
     if (rc) return rc;
     char *best = NULL;
-    rc = choose_variant(&best, env, o ? o->backend : NULL, names, n, where);
+    rc = choose_variant(&best, env, o ? o->backend : NULL, names, n, where, o ? o->variant : NULL);
     hk_kstrv_free(names, n);
     if (rc) return rc;
     char *dir = hk_path_join(variants_dir, best);
@@ -195,7 +209,7 @@ int hk_loader_pick_variant(char **out, hk_hub *hub, const char *repo_id, const c
     char **names = NULL;
     size_t n = 0;
     rc = hk_hub_list_variants(&names, &n, hub, repo_id, commit);
-    if (rc == HK_OK) rc = choose_variant(out, env, backend, names, n, repo_id);
+    if (rc == HK_OK) rc = choose_variant(out, env, backend, names, n, repo_id, NULL);
     if (names) hk_hub_strv_free(names);
     hk_env_free(owned);
     return rc;
@@ -332,7 +346,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     if (rc == HK_OK) {
         char where[600];
         snprintf(where, sizeof where, "%s@%s", o->repo_id, commit);
-        rc = choose_variant(&best, env, o->backend, names, n, where);
+        rc = choose_variant(&best, env, o->backend, names, n, where, o->variant);
     }
     if (rc == HK_OK && already_loaded(out, hub, o->repo_id, commit, best)) goto done;
     if (rc == HK_OK) {
@@ -385,7 +399,7 @@ HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *o) {
                             o->revision);
     if (rc == HK_OK) rc = hk_hub_list_variants(&names, &n, hub, o->repo_id, commit);
     if (rc == HK_OK) {
-        rc = choose_variant(&best, env, o->backend, names, n, o->repo_id);
+        rc = choose_variant(&best, env, o->backend, names, n, o->repo_id, o->variant);
         if (rc == HK_ERR_NO_VARIANT) {
             hk_clear_error();
             rc = HK_OK;
@@ -438,7 +452,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
                          hk_hub_cache_root(hub), lockfile);
     }
     if (rc == HK_OK) rc = list_subdirs(&names, &n, build);
-    if (rc == HK_OK) rc = choose_variant(&best, env, lo.backend, names, n, repo_id);
+    if (rc == HK_OK) rc = choose_variant(&best, env, lo.backend, names, n, repo_id, lo.variant);
     if (rc == HK_OK && already_loaded(out, hub, repo_id, e->commit, best)) goto done;
     if (rc == HK_OK && e->num_variants > 0) { /* old format: per-variant git_lfs_concat hashes */
         const char *want = NULL;
