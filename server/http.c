@@ -676,11 +676,12 @@ static int resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
 
 static enum MHD_Result handle_repo_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                         const char *commit) {
-    hk_listing l;
-    if (hk_store_list(&l, srv->store, repo->dir, commit) != HK_OK) {
+    const hk_listing *lp = NULL;
+    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
         return send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
+    const hk_listing l = *lp;
     bool blobs = query_true(c, "blobs");
     char *snap = hk_asprintf("%s/snapshots/%s", repo->dir, commit);
     struct stat st;
@@ -726,21 +727,22 @@ static enum MHD_Result handle_repo_info(hk_server *srv, struct MHD_Connection *c
         hk_sb_append(&sb, "}");
     }
     hk_sb_append(&sb, "]}");
-    hk_listing_free(&l);
+    hk_store_list_release(srv->store, lp);
     return send_json(c, ctx, 200, &sb, NULL);
 }
 
 static enum MHD_Result handle_tree(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                    const char *commit, const char *path) {
-    hk_listing l;
-    if (hk_store_list(&l, srv->store, repo->dir, commit) != HK_OK) {
+    const hk_listing *lp = NULL;
+    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
         return send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
+    const hk_listing l = *lp;
     if (*path) {
         long k = hk_listing_find(&l, path);
         if (k < 0 || !l.v[k].is_dir) {
-            hk_listing_free(&l);
+            hk_store_list_release(srv->store, lp);
             return send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found: %s is not a directory", path);
         }
     }
@@ -752,7 +754,7 @@ static enum MHD_Result handle_tree(hk_server *srv, struct MHD_Connection *c, req
         errno = 0;
         unsigned long long v = strtoull(cur, &end, 10);
         if (errno || *end || cur[0] < '0' || cur[0] > '9') {
-            hk_listing_free(&l);
+            hk_store_list_release(srv->store, lp);
             return send_error(c, ctx, 400, NULL, NULL, "Invalid cursor");
         }
         cursor = (size_t)v;
@@ -783,7 +785,7 @@ static enum MHD_Result handle_tree(hk_server *srv, struct MHD_Connection *c, req
         emitted++;
     }
     hk_sb_append(&sb, "]");
-    hk_listing_free(&l);
+    hk_store_list_release(srv->store, lp);
     char *link = NULL;
     if (more) {
         char *base = base_url(srv, c);
@@ -869,13 +871,14 @@ static enum MHD_Result handle_paths_info(hk_server *srv, struct MHD_Connection *
         hk_clear_error();
         return MHD_NO;
     }
-    hk_listing l;
-    if (hk_store_list(&l, srv->store, repo->dir, commit) != HK_OK) {
+    const hk_listing *lp = NULL;
+    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
         for (size_t i = 0; i < np; i++) free(paths[i]);
         free(paths);
         return send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
+    const hk_listing l = *lp;
     hk_strbuf sb;
     hk_sb_init(&sb);
     hk_sb_append(&sb, "[");
@@ -892,7 +895,7 @@ static enum MHD_Result handle_paths_info(hk_server *srv, struct MHD_Connection *
         }
     }
     hk_sb_append(&sb, "]");
-    hk_listing_free(&l);
+    hk_store_list_release(srv->store, lp);
     for (size_t i = 0; i < np; i++) free(paths[i]);
     free(paths);
     return send_json(c, ctx, 200, &sb, NULL);

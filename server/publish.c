@@ -9,6 +9,7 @@
  *  - when the tree equals the tree of the branch's head nothing is written.
  * __pycache__ directories, *.pyc files and .git directories are skipped; symlinks are followed only
  * when they stay inside the source directory. */
+#define _GNU_SOURCE /* syncfs */
 #include "server/srv_internal.h"
 
 #include "internal.h"
@@ -242,7 +243,6 @@ static int store_blob(const char *repo_dir, const char *abs, const char *etag, b
         rc = hash_stream(got, &got_lfs, &got_size, in, abs, lfs_threshold, lfs ? 1 : 0, out);
         if (rc == HK_OK && strcmp(got, etag) != 0)
             rc = hk_fail(HK_ERR_INTEGRITY, "%s changed while being published; publish it again when it is stable", abs);
-        if (rc == HK_OK && fsync(out) != 0) rc = hk_fail(hk_errno_code(errno), "cannot write %s: %s", tmp, strerror(errno));
     }
     if (in >= 0) close(in);
     if (out >= 0 && close(out) != 0 && rc == HK_OK)
@@ -251,6 +251,34 @@ static int store_blob(const char *repo_dir, const char *abs, const char *etag, b
     if (rc && out >= 0) unlink(tmp);
     free(tmp);
     free(blob);
+    return rc;
+}
+
+/* snapshots/<commit>/<path> → blobs/<etag>. Files come sorted, so the parent directory is created
+ * once per directory; an existing entry is replaced through hk_cache_link_snapshot. */
+static int link_file(char **last_dir, const char *repo_dir, const char *commit, const char *path, const char *etag) {
+    char *ptr = hk_asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
+    char *blob = hk_asprintf("%s/blobs/%s", repo_dir, etag);
+    char *dir = ptr ? hk_strdup(ptr) : NULL;
+    int rc = (!ptr || !blob || !dir) ? hk_fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
+    char *target = NULL;
+    if (rc == HK_OK) {
+        *strrchr(dir, '/') = '\0';
+        if (!*last_dir || strcmp(*last_dir, dir) != 0) {
+            rc = hk_mkdirs(dir, 0777);
+            free(*last_dir);
+            *last_dir = rc == HK_OK ? hk_strdup(dir) : NULL;
+        }
+    }
+    if (rc == HK_OK && !(target = hk_relpath(blob, dir))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK && symlink(target, ptr) != 0) {
+        if (errno == EEXIST) rc = hk_cache_link_snapshot(repo_dir, commit, path, etag);
+        else rc = hk_fail(hk_errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
+    }
+    free(target);
+    free(ptr);
+    free(blob);
+    free(dir);
     return rc;
 }
 
@@ -385,6 +413,7 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
         hk_log(HK_LOG_INFO, "%s@%s already holds this tree (%s); nothing to do", o->repo_id, o->branch, parent);
     } else if (rc == HK_OK) {
         char commit[41];
+        char *last_dir = NULL;
         hk_git_commit_oid(commit, l.root_oid, parent, message);
         /* map listing entries back to their source files */
         abs_of = calloc(l.n ? l.n : 1, sizeof *abs_of);
@@ -400,7 +429,18 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
                 break;
             }
             rc = store_blob(repo_dir, abs_of[i], l.v[i].etag, l.v[i].lfs, l.v[i].size, threshold);
-            if (rc == HK_OK) rc = hk_cache_link_snapshot(repo_dir, commit, l.v[i].path, l.v[i].etag);
+            if (rc == HK_OK) rc = link_file(&last_dir, repo_dir, commit, l.v[i].path, l.v[i].etag);
+        }
+        free(last_dir);
+        if (rc == HK_OK) {
+            /* One flush of the file system for every new blob and link (instead of an fsync per blob),
+             * before the ref that makes them reachable is written. */
+            char *blobs = hk_path_join(repo_dir, "blobs");
+            int dfd = blobs ? open(blobs, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+            if (dfd < 0 || syncfs(dfd) != 0)
+                rc = hk_fail(hk_errno_code(errno), "cannot flush %s to disk: %s", blobs ? blobs : repo_dir, strerror(errno));
+            if (dfd >= 0) close(dfd);
+            free(blobs);
         }
         if (rc == HK_OK) rc = hk_cache_write_ref(repo_dir, o->branch, commit);
         if (rc == HK_OK) {

@@ -74,6 +74,11 @@ int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const c
 /* Walk snapshots/<commit>/ into a finished listing. */
 int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char *commit);
 
+/* The same, shared between requests for a few seconds (tree pages, repo info, paths-info): release
+ * with hk_store_list_release(). */
+int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_dir, const char *commit);
+void hk_store_list_release(hk_store *s, const hk_listing *l);
+
 /* Branches (and PR refs) of a repo: names relative to refs/ with their commits. */
 typedef struct hk_ref {
     char *name;

@@ -15,10 +15,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HASH_CACHE_MAX 4096
+#define LISTING_CACHE_MAX 16
+#define LISTING_TTL_MS 5000
+
+/* A listing shared by the requests that need it within LISTING_TTL_MS (tree pages follow each other
+ * quickly; a snapshot that a client is still filling shows new files after the TTL). */
+typedef struct cached_listing {
+    char *key; /* repo_dir "\n" commit */
+    struct timespec at;
+    int refs;  /* the cache's own reference + one per caller */
+    hk_listing l;
+} cached_listing;
 
 typedef struct hash_memo {
     dev_t dev;
@@ -35,6 +48,7 @@ struct hk_store {
     pthread_mutex_t mu;
     hash_memo *memo;
     size_t n_memo, next_evict;
+    cached_listing *lcache[LISTING_CACHE_MAX];
 };
 
 int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold) {
@@ -54,8 +68,17 @@ int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold) {
     return HK_OK;
 }
 
+static void cached_unref(cached_listing *c) {
+    if (--c->refs > 0) return;
+    hk_listing_free(&c->l);
+    free(c->key);
+    free(c);
+}
+
 void hk_store_close(hk_store *s) {
     if (!s) return;
+    for (size_t i = 0; i < LISTING_CACHE_MAX; i++)
+        if (s->lcache[i]) cached_unref(s->lcache[i]);
     pthread_mutex_destroy(&s->mu);
     free(s->memo);
     free(s->root);
@@ -222,8 +245,40 @@ int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const c
     return HK_OK;
 }
 
-static int walk(hk_listing *l, hk_store *s, const char *repo_dir, const char *commit, const char *abs,
-                const char *rel, int depth) {
+typedef struct walk_ctx {
+    hk_listing *l;
+    hk_store *s;
+    const char *repo_dir;
+    const char *commit;
+    bool blobs_is_dir; /* <repo>/blobs is a real directory: links into it can be trusted by name */
+} walk_ctx;
+
+/* The common case, without realpath(): a link whose target is exactly "../"×(depth+2) + "blobs/<etag>"
+ * (what huggingface_hub and hubkern write) names the blob directly. */
+static bool fast_blob(walk_ctx *w, const char *abs, const char *rel, struct stat *st, char etag[65]) {
+    if (!w->blobs_is_dir) return false;
+    char target[PATH_MAX];
+    ssize_t n = readlink(abs, target, sizeof target - 1);
+    if (n <= 0) return false;
+    target[n] = '\0';
+    size_t depth = 0;
+    for (const char *p = rel; *p; p++) depth += *p == '/';
+    const char *t = target;
+    for (size_t i = 0; i < depth + 2; i++) {
+        if (strncmp(t, "../", 3) != 0) return false;
+        t += 3;
+    }
+    if (strncmp(t, "blobs/", 6) != 0) return false;
+    t += 6;
+    if (!is_lower_hex(t, 40) && !is_lower_hex(t, 64)) return false;
+    char *blob = hk_asprintf("%s/blobs/%s", w->repo_dir, t);
+    bool ok = blob && lstat(blob, st) == 0 && S_ISREG(st->st_mode);
+    free(blob);
+    if (ok) snprintf(etag, 65, "%s", t);
+    return ok;
+}
+
+static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
     if (depth > 64) return HK_OK;
     DIR *d = opendir(abs);
     if (!d) return hk_fail(hk_errno_code(errno), "cannot list %s: %s", abs, strerror(errno));
@@ -244,17 +299,23 @@ static int walk(hk_listing *l, hk_store *s, const char *repo_dir, const char *co
         if (lstat(child_abs, &lst) != 0 || !hk_path_is_safe_relative(child_rel)) {
             /* vanished, or a name no client could ask for */
         } else if (S_ISDIR(lst.st_mode)) {
-            rc = walk(l, s, repo_dir, commit, child_abs, child_rel, depth + 1);
+            rc = walk(w, child_abs, child_rel, depth + 1);
         } else if (S_ISLNK(lst.st_mode) || S_ISREG(lst.st_mode)) {
             char real[PATH_MAX];
             struct stat st;
             char etag[65];
-            bool lfs = false;
-            if (resolve_entry(s, real, &st, etag, &lfs, repo_dir, commit, child_abs, false) == HK_OK) {
-                rc = hk_listing_add_file(l, child_rel, (uint64_t)st.st_size, etag, lfs);
-                if (rc == HK_OK) child_rel = NULL; /* owned by the listing */
+            bool lfs = false, found = false;
+            if (S_ISLNK(lst.st_mode) && fast_blob(w, child_abs, child_rel, &st, etag)) {
+                lfs = strlen(etag) == 64;
+                found = true;
+            } else if (resolve_entry(w->s, real, &st, etag, &lfs, w->repo_dir, w->commit, child_abs, false) == HK_OK) {
+                found = true;
             } else {
                 hk_clear_error();
+            }
+            if (found) {
+                rc = hk_listing_add_file(w->l, child_rel, (uint64_t)st.st_size, etag, lfs);
+                if (rc == HK_OK) child_rel = NULL; /* owned by the listing */
             }
         }
         free(child_abs);
@@ -267,11 +328,19 @@ static int walk(hk_listing *l, hk_store *s, const char *repo_dir, const char *co
 int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char *commit) {
     memset(out, 0, sizeof *out);
     char *snap = hk_asprintf("%s/snapshots/%s", repo_dir, commit);
-    if (!snap) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *blobs = hk_asprintf("%s/blobs", repo_dir);
+    if (!snap || !blobs) {
+        free(snap);
+        free(blobs);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
     int rc = HK_OK;
     struct stat st;
-    if (lstat(snap, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(out, s, repo_dir, commit, snap, "", 0);
+    walk_ctx w = {.l = out, .s = s, .repo_dir = repo_dir, .commit = commit};
+    w.blobs_is_dir = lstat(blobs, &st) == 0 && S_ISDIR(st.st_mode);
+    if (lstat(snap, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(&w, snap, "", 0);
     free(snap);
+    free(blobs);
     if (rc == HK_OK) rc = hk_listing_finish(out);
     if (rc) hk_listing_free(out);
     return rc;
@@ -369,4 +438,68 @@ bool hk_store_has_namespace(const hk_store *s, const char *org) {
     }
     closedir(d);
     return found;
+}
+
+static long ms_since(const struct timespec *t) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_dir, const char *commit) {
+    *out = NULL;
+    char *key = hk_asprintf("%s\n%s", repo_dir, commit);
+    if (!key) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
+        cached_listing *c = s->lcache[i];
+        if (!c || strcmp(c->key, key) != 0) continue;
+        if (ms_since(&c->at) > LISTING_TTL_MS) {
+            s->lcache[i] = NULL;
+            cached_unref(c);
+            continue;
+        }
+        c->refs++;
+        *out = &c->l;
+        pthread_mutex_unlock(&s->mu);
+        free(key);
+        return HK_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    cached_listing *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(key);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    int rc = hk_store_list(&c->l, s, repo_dir, commit);
+    if (rc) {
+        free(c);
+        free(key);
+        return rc;
+    }
+    c->key = key;
+    c->refs = 2;
+    clock_gettime(CLOCK_MONOTONIC, &c->at);
+    pthread_mutex_lock(&s->mu);
+    size_t slot = 0;
+    for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
+        if (!s->lcache[i]) {
+            slot = i;
+            break;
+        }
+        if (ms_since(&s->lcache[i]->at) > ms_since(&s->lcache[slot]->at)) slot = i; /* oldest */
+    }
+    if (s->lcache[slot]) cached_unref(s->lcache[slot]);
+    s->lcache[slot] = c;
+    pthread_mutex_unlock(&s->mu);
+    *out = &c->l;
+    return HK_OK;
+}
+
+void hk_store_list_release(hk_store *s, const hk_listing *l) {
+    if (!l) return;
+    cached_listing *c = (cached_listing *)(void *)((char *)(uintptr_t)l - offsetof(cached_listing, l));
+    pthread_mutex_lock(&s->mu);
+    cached_unref(c);
+    pthread_mutex_unlock(&s->mu);
 }

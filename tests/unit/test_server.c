@@ -153,6 +153,19 @@ static void test_store_reader(const char *dir) {
     CHECK(hk_listing_find(&l, "build/v") >= 0 && l.v[hk_listing_find(&l, "build/v")].is_dir);
     hk_listing_free(&l);
 
+    /* shared listings: the same object for requests close in time, freed after the last release */
+    const hk_listing *s1 = NULL, *s2 = NULL;
+    CHECK_RC(hk_store_list_shared(&s1, s, repo, r.commit), HK_OK);
+    CHECK_RC(hk_store_list_shared(&s2, s, repo, r.commit), HK_OK);
+    CHECK(s1 != NULL && s1 == s2);
+    if (s1) CHECK(hk_listing_find(s1, "plain.txt") >= 0);
+    const hk_listing *s3 = NULL;
+    CHECK_RC(hk_store_list_shared(&s3, s, repo, r2.commit), HK_OK);
+    CHECK(s3 != NULL && s3 != s1);
+    hk_store_list_release(s, s1);
+    hk_store_list_release(s, s2);
+    hk_store_list_release(s, s3);
+
     hk_ref *refs = NULL;
     size_t n = 0;
     CHECK_RC(hk_store_list_refs(&refs, &n, repo), HK_OK);
