@@ -16,9 +16,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -64,7 +66,9 @@ int main(int argc, char **argv) {
     std::printf("namespace %s (metadata id of %s v%d)\n", ns.c_str(), md->name, md->version);
 
     auto op = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::rms_norm").c_str(), "");
-    std::printf("schema    %s\n", c10::toString(op.schema()).c_str());
+    std::ostringstream schema;
+    schema << op.schema();
+    std::printf("schema    %s\n", schema.str().c_str());
 
     const double eps = 1e-6;
     int status = 0;
