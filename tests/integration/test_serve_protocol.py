@@ -261,3 +261,27 @@ def test_lfs_302_other_host_not_followed(env, tmp_path):
     assert proc.returncode == 0
     # the HEAD stopped at the 302 (no HEAD on /lfs/), and the GET went to the blob URL
     assert '"HEAD /lfs/' not in err and '"GET /lfs/kernels/' in err, err
+
+
+def test_cli_help_and_signals(env, tmp_path):
+    """`serve --help` documents every option the parser accepts; SIGINT and SIGTERM both stop it with 0."""
+    import re
+    import signal
+
+    src = (pathlib.Path(__file__).resolve().parents[2] / "cli" / "cmd_serve.c").read_text()
+    accepted = set(re.findall(r'\{"([a-z0-9-]+)", (?:no|required)_argument', src))
+    assert {"cache", "port", "token", "trust", "lfs-302", "fault-cut-after", "page-size", "threads"} <= accepted
+    out = subprocess.run([hubkern_bin(), "serve", "--help"], capture_output=True, text=True, check=True).stdout
+    for opt in accepted:
+        assert f"--{opt}" in out, opt
+    out = subprocess.run([hubkern_bin(), "publish", "--help"], capture_output=True, text=True, check=True).stdout
+    for opt in ("--branch", "--message", "--cache", "--repo-type", "--lfs-threshold"):
+        assert opt in out
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        srv = Server(env["store"])
+        st, _, _ = request(srv.url, "GET", f"/api/kernels/{REPO}/refs")
+        assert st == 200
+        srv.proc.send_signal(sig)
+        assert srv.proc.wait(timeout=10) == 0
+        srv.stop()
+        assert any("stopped" in line for line in srv.log_lines)
