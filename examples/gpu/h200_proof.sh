@@ -14,7 +14,8 @@ step() { echo; echo "== $*"; }
 t0=$(date +%s)
 
 mkdir -p /tmp/hk && tar xJf $D/hklibs.tar.xz -C /tmp/hk
-for f in /tmp/hk/hklibs/*; do ldconfig -p | grep -q " $(basename "$f") " && rm -f "$f"; done
+ldconfig -p | awk 'NR > 1 {print $1}' | sort -u > /tmp/hk/system-libs
+for f in /tmp/hk/hklibs/*; do grep -qxF "$(basename "$f")" /tmp/hk/system-libs && rm -f "$f"; done
 echo "carried libraries used (missing on this machine): $(ls /tmp/hk/hklibs | tr '\n' ' ')"
 export LD_LIBRARY_PATH=$PWD/$D/bin:/tmp/hk/hklibs
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $D/whl/*.whl || exit 1
@@ -23,10 +24,10 @@ HK=$D/bin/hubkern
 
 # the torch variant and the C++ program build in the background meanwhile
 TV=/tmp/torchhub
-(timeout 240 python3 $D/rms_src/torch-ext/build_torch_variant.py --hub $TV --work /tmp/tb > /tmp/tv.log 2>&1; echo "exit $?" >> /tmp/tv.log) &
+(timeout 170 python3 $D/rms_src/torch-ext/build_torch_variant.py --hub $TV --work /tmp/tb > /tmp/tv.log 2>&1; echo "exit $?" >> /tmp/tv.log) &
 TI=$(python3 -c "from torch.utils import cpp_extension as c; print(' '.join('-I'+p for p in c.include_paths()))")
 TL=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
-(timeout 240 g++ -std=c++17 -O1 -D_GLIBCXX_USE_CXX11_ABI=1 $TI -Ilibhub/include examples/torch/rmsnorm_torch.cpp \
+(timeout 170 g++ -std=c++17 -O1 -D_GLIBCXX_USE_CXX11_ABI=1 $TI -Ilibhub/include examples/torch/rmsnorm_torch.cpp \
    -o /tmp/rmsnorm_torch -L$TL -Wl,--no-as-needed -ltorch_cuda -lc10_cuda -ltorch_cpu -ltorch -lc10 -Wl,--as-needed \
    -L$D/bin -lhubkern -Wl,-rpath,$TL > /tmp/cxx.log 2>&1; echo "exit $?" >> /tmp/cxx.log) &
 
