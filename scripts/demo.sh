@@ -14,7 +14,7 @@ echo "== setup (Debian packages, pinned Python packages)"
 "$root/scripts/setup.sh"
 
 echo "== build ($build)"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_BUILD_TESTS=OFF >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_BUILD_TESTS=OFF -DHK_KERNELS_CUDA=OFF >/dev/null
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
 hubkern=$build/cli/hubkern
 example=$build/examples/rmsnorm_example
