@@ -23,6 +23,7 @@
 #define HASH_CACHE_MAX 4096
 #define LISTING_CACHE_MAX 16
 #define LISTING_TTL_MS 5000
+#define LISTING_CACHE_ENTRIES 100000 /* about 20 MB of entries kept at most */
 
 /* A listing shared by the requests that need it within LISTING_TTL_MS (tree pages follow each other
  * quickly; a snapshot that a client is still filling shows new files after the TTL). */
@@ -491,6 +492,21 @@ int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_d
     }
     if (s->lcache[slot]) cached_unref(s->lcache[slot]);
     s->lcache[slot] = c;
+    /* bound the memory kept: drop the oldest listings (the new one last) past the entry budget */
+    for (;;) {
+        size_t total = 0, oldest = LISTING_CACHE_MAX;
+        for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
+            if (!s->lcache[i]) continue;
+            total += s->lcache[i]->l.n;
+            if (i != slot && (oldest == LISTING_CACHE_MAX || ms_since(&s->lcache[i]->at) > ms_since(&s->lcache[oldest]->at)))
+                oldest = i;
+        }
+        if (total <= LISTING_CACHE_ENTRIES) break;
+        if (oldest == LISTING_CACHE_MAX) oldest = slot; /* the new listing alone is over budget */
+        cached_unref(s->lcache[oldest]);
+        s->lcache[oldest] = NULL;
+        if (oldest == slot) break;
+    }
     pthread_mutex_unlock(&s->mu);
     *out = &c->l;
     return HK_OK;
