@@ -40,8 +40,15 @@ typedef struct cuda_rt {
 enum { H2D = 1, D2H = 2 };
 
 static int cuda_open(cuda_rt *rt) {
-    const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12"};
+    const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                           "/usr/local/cuda/lib64/libcudart.so", "/usr/local/cuda/lib64/libcudart.so.13"};
     void *h = NULL;
+    char path[4096];
+    const char *home = getenv("CUDA_HOME");
+    if (home) {
+        snprintf(path, sizeof path, "%s/lib64/libcudart.so", home);
+        h = dlopen(path, RTLD_NOW);
+    }
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) h = dlopen(names[i], RTLD_NOW);
     if (!h) {
         fprintf(stderr, "--device cuda: cannot load the CUDA runtime (libcudart.so): %s\n", dlerror());

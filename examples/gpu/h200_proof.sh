@@ -17,7 +17,7 @@ mkdir -p /tmp/hk && tar xJf $D/hklibs.tar.xz -C /tmp/hk
 ldconfig -p | awk 'NR > 1 {print $1}' | sort -u > /tmp/hk/system-libs
 for f in /tmp/hk/hklibs/*; do grep -qxF "$(basename "$f")" /tmp/hk/system-libs && rm -f "$f"; done
 echo "carried libraries used (missing on this machine): $(ls /tmp/hk/hklibs | tr '\n' ' ')"
-export LD_LIBRARY_PATH=$PWD/$D/bin:/tmp/hk/hklibs
+export LD_LIBRARY_PATH=$PWD/$D/bin:/tmp/hk/hklibs:/usr/local/cuda/lib64
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $D/whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1
 HK=$D/bin/hubkern
