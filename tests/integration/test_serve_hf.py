@@ -150,6 +150,12 @@ def test_snapshot_download_full_and_verify(env):
     res = hf.HfApi().verify_repo_checksums(REPO, repo_type="kernel", revision=env["c1"], cache_dir=cache)
     assert res.checked_count == len(env["files1"])
     assert res.mismatches == [] and res.missing_paths == [] and res.extra_paths == []
+    # huggingface_hub 2.4.0 cached the mirror's full listing as trees/<commit>.json (used offline)
+    import json
+
+    tree = json.loads((cache / "kernels--hubkern-test--rmsnorm" / "trees" / f"{env['c1']}.json").read_text())
+    want = expected_entries(env["files1"])
+    assert {p: (e["size"], e["blob_id"], e.get("lfs_sha256")) for p, e in tree["files"].items()} == want
     # and offline: every blob's content hashes to its name
     for blob in (cache / "kernels--hubkern-test--rmsnorm" / "blobs").iterdir():
         data = blob.read_bytes()
