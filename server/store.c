@@ -246,6 +246,21 @@ int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const c
     return HK_OK;
 }
 
+/* Names that are not UTF-8 cannot be put into the JSON the clients parse: such files are not listed
+ * (a client could still not name them in a Hub URL). */
+static bool utf8_valid(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        size_t n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 4;
+        if (n == 4 || (n == 1 && c < 0xc2)) return false;
+        for (size_t i = 1; i <= n; i++)
+            if ((p[i] & 0xc0) != 0x80) return false;
+        p += n + 1;
+    }
+    return true;
+}
+
 typedef struct walk_ctx {
     hk_listing *l;
     hk_store *s;
@@ -297,7 +312,7 @@ static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
             break;
         }
         struct stat lst;
-        if (lstat(child_abs, &lst) != 0 || !hk_path_is_safe_relative(child_rel)) {
+        if (lstat(child_abs, &lst) != 0 || !hk_path_is_safe_relative(child_rel) || !utf8_valid(name)) {
             /* vanished, or a name no client could ask for */
         } else if (S_ISDIR(lst.st_mode)) {
             rc = walk(w, child_abs, child_rel, depth + 1);

@@ -147,9 +147,15 @@ static void test_store_reader(const char *dir) {
     free(p);
     CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "evil"), HK_ERR_ENTRY_NOT_FOUND);
 
+    /* a name that is not UTF-8 is not listed (it could not be written into JSON) */
+    p = hk_asprintf("%s/snapshots/%s/bad-\xff-name.txt", repo, r.commit);
+    hk_test_write(p, "x");
+    free(p);
     hk_listing l;
     CHECK_RC(hk_store_list(&l, s, repo, r.commit), HK_OK);
     CHECK(hk_listing_find(&l, "plain.txt") >= 0 && hk_listing_find(&l, "evil") < 0);
+    CHECK(hk_listing_find(&l, "bad-\xff-name.txt") < 0);
+    CHECK(hk_listing_find(&l, "README.md") >= 0);
     CHECK(hk_listing_find(&l, "build/v") >= 0 && l.v[hk_listing_find(&l, "build/v")].is_dir);
     hk_listing_free(&l);
 
