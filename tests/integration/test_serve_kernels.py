@@ -1,6 +1,7 @@
 """The real `kernels` package (pinned in scripts/requirements.txt) against `hubkern serve`: version
 listing (`kernels versions` CLI), variant resolution, install_kernel (trust check through
-/api/organizations/<org>/overview, refs, tree of build/, snapshot download),
+/api/organizations/<org>/overview, refs, tree of build/, snapshot download), `kernels lock` and
+`kernels download --all-variants`,
 kernel-status.toml parsing, and refusal of untrusted publishers.
 
 torch is not installed here, so only torch-noarch (torch-cpu) and tvm-ffi variants are resolved, with
@@ -140,3 +141,29 @@ def test_untrusted_publisher_refused(env):
     # a namespace the mirror does not know: the overview is a 404 and kernels cannot verify trust
     p = subprocess.run([sys.executable, "-c", code, "nobody/k"], env=e, capture_output=True, text=True, timeout=60)
     assert "REFUSED" in p.stdout and "could not verify publisher trust status" in p.stdout, (p.stdout, p.stderr)
+
+
+def test_kernels_lock_and_download(env, tmp_path):
+    """`kernels lock` pins version 1 to its commit through the mirror; `kernels download
+    --all-variants` then fetches every variant at that commit into an empty cache."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\nversion = "0"\n[tool.kernels.dependencies]\n"{ORG}/rmsnorm" = 1\n'
+    )
+    cli = "import sys; from kernels.cli import main; sys.argv = ['kernels'] + sys.argv[1:]; main()"
+    e = clean_env(HF_ENDPOINT=env["srv"].url, HF_HOME=str(tmp_path / "hf_lock"))
+    p = subprocess.run([sys.executable, "-c", cli, "lock", str(proj)], env=e, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    lock = json.loads((proj / "kernels.lock").read_text())
+    assert lock[0]["dependency"] == {"repo-id": f"{ORG}/rmsnorm", "version": 1}
+    assert lock[0]["lock"]["commit"] == env["c1"]
+    hf_home = tmp_path / "hf_download"
+    e = clean_env(HF_ENDPOINT=env["srv"].url, HF_HOME=str(hf_home))
+    p = subprocess.run([sys.executable, "-c", cli, "download", str(proj), "--all-variants"], env=e,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    snap = hf_home / "hub" / "kernels--hubkern-kt--rmsnorm" / "snapshots" / env["c1"]
+    got = {str(f.relative_to(snap)): f.read_bytes() for f in snap.rglob("*") if f.is_file()}
+    assert got == env["f1"]
