@@ -253,15 +253,17 @@ static bool seg_is(const seglist *s, size_t i, const char *lit) {
 
 static char *seg_decode(const seglist *s, size_t i) { return pct_decode(s->p[i], s->len[i], false); }
 
-/* Decode segments [from, n) into a '/'-joined repo path. NULL if any segment is bad (bad escape,
- * encoded NUL or slash) or the result is not a safe relative path; *bad set in that case. */
+/* Decode segments [from, n) into a '/'-joined repo path. An encoded '/' joins like a real one:
+ * huggingface_hub sends tree paths as "build%2Fvariant". The joined result must be a safe relative
+ * path, so "..%2F.." is refused the same as "../..". NULL if any segment is bad (bad escape, encoded
+ * NUL) or the result is not safe; *bad set in that case. */
 static char *join_path(const seglist *s, size_t from, bool *bad) {
     *bad = false;
     hk_strbuf sb;
     hk_sb_init(&sb);
     for (size_t i = from; i < s->n; i++) {
         char *d = seg_decode(s, i);
-        if (!d || strchr(d, '/')) {
+        if (!d) {
             free(d);
             hk_sb_free(&sb);
             *bad = true;

@@ -82,7 +82,6 @@ def test_traversal_and_odd_encodings_refused(env):
         "%2E%2E/README.md",
         "build/../README.md",
         "./README.md",
-        "build%2Ftorch-cpu%2Fmetadata.json",  # an encoded '/' never splits a path
         "README.md%00.txt",
         "README%zz.md",
         "README.md%",
@@ -107,6 +106,11 @@ def test_traversal_and_odd_encodings_refused(env):
     st, h, body = request(url, "GET", f"/api/kernels/{REPO}/tree/{env['c1']}?recursive=true")
     paths = {e["path"] for e in json.loads(body)}
     assert not any(p.startswith("evil") for p in paths)
+    # an encoded '/' joins path segments like a real one (huggingface_hub sends tree paths that way)
+    st, h, body = request(url, "GET", base + "build%2Ftorch-cpu%2Fmetadata.json")
+    assert st == 200 and body == env["files"]["build/torch-cpu/metadata.json"], (st, body)
+    tree = list(env["hf"].HfApi().list_repo_tree(REPO, path_in_repo="build/torch-cpu", repo_type="kernel", revision="v1"))
+    assert sorted(e.path for e in tree) == sorted(p for p in env["files"] if p.startswith("build/torch-cpu/")), tree
     # the same refusal seen from huggingface_hub: 400 → BadRequestError
     hf = env["hf"]
     with pytest.raises(hf.errors.BadRequestError):
