@@ -24,10 +24,10 @@ HK=$D/bin/hubkern
 
 # the torch variant and the C++ program build in the background meanwhile
 TV=/tmp/torchhub
-(timeout 170 python3 $D/rms_src/torch-ext/build_torch_variant.py --hub $TV --work /tmp/tb > /tmp/tv.log 2>&1; echo "exit $?" >> /tmp/tv.log) &
+(timeout 140 python3 $D/rms_src/torch-ext/build_torch_variant.py --hub $TV --work /tmp/tb > /tmp/tv.log 2>&1; echo "exit $?" >> /tmp/tv.log) &
 TI=$(python3 -c "from torch.utils import cpp_extension as c; print(' '.join('-I'+p for p in c.include_paths()))")
 TL=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
-(timeout 170 g++ -std=c++17 -O1 -D_GLIBCXX_USE_CXX11_ABI=1 $TI -Ilibhub/include examples/torch/rmsnorm_torch.cpp \
+(timeout 140 g++ -std=c++17 -O1 -D_GLIBCXX_USE_CXX11_ABI=1 $TI -Ilibhub/include examples/torch/rmsnorm_torch.cpp \
    -o /tmp/rmsnorm_torch -L$TL -Wl,--no-as-needed -ltorch_cuda -lc10_cuda -ltorch_cpu -ltorch -lc10 -Wl,--as-needed \
    -L$D/bin -lhubkern -Wl,-rpath,$TL > /tmp/cxx.log 2>&1; echo "exit $?" >> /tmp/cxx.log) &
 
