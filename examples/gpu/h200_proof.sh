@@ -25,11 +25,13 @@ HK=$D/bin/hubkern
 # the torch variant and the C++ program build in the background meanwhile
 TV=/tmp/torchhub
 (timeout 140 python3 $D/rms_src/torch-ext/build_torch_variant.py --hub $TV --work /tmp/tb > /tmp/tv.log 2>&1; echo "exit $?" >> /tmp/tv.log) &
+pid_tv=$!
 TI=$(python3 -c "from torch.utils import cpp_extension as c; print(' '.join('-I'+p for p in c.include_paths()))")
 TL=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
 (timeout 140 g++ -std=c++17 -O1 -D_GLIBCXX_USE_CXX11_ABI=1 $TI -Ilibhub/include examples/torch/rmsnorm_torch.cpp \
    -o /tmp/rmsnorm_torch -L$TL -Wl,--no-as-needed -ltorch_cuda -lc10_cuda -ltorch_cpu -ltorch -lc10 -Wl,--as-needed \
    -L$D/bin -lhubkern -Wl,-rpath,$TL > /tmp/cxx.log 2>&1; echo "exit $?" >> /tmp/cxx.log) &
+pid_cxx=$!
 
 step "device"
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
@@ -50,7 +52,9 @@ $HK load --local $D/refuse/metadata; echo "exit $?"
 step "2c. the same with --no-arch-check loads"
 $HK load --local $D/refuse/metadata --no-arch-check --call; echo "exit $?"
 
-wait
+# wait for these two only: a bare `wait` also waits for the tee of the output (the first run of
+# this script hung there until its time limit)
+wait $pid_tv $pid_cxx
 step "3. torch variant"
 tail -3 /tmp/tv.log; tail -5 /tmp/cxx.log
 TVAR=$(ls -d $TV/build/torch* 2>/dev/null | head -1)
