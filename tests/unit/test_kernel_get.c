@@ -7,6 +7,7 @@
 #include "cache/cache.h"
 #include "hubkern/hub.h"
 #include "hubkern/kernel.h"
+#include "hubkern/variant.h"
 #include "internal.h"
 #include "server/server.h"
 
@@ -205,7 +206,7 @@ static void test_bad_input(void) {
     /* no variant for this machine: the trace names each candidate and its reason */
     opts(&o, "hubkern/armonly", 1, cache);
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
-    CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-aarch64-linux") != NULL);
+    CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-aarch64-linux: CPU (aarch64) does not match") != NULL);
     /* a variant named by the caller: an unknown one lists what exists; a known one loads */
     opts(&o, "hubkern/rmsnorm", 1, cache);
     o.variant = "tvm-ffi01-rocm71-x86_64-linux";
@@ -341,6 +342,86 @@ static void test_load_locked(void) {
     free(cache);
 }
 
+/* hubkern/oldnorm's v1 carries kernel-status.toml redirecting to hubkern/newnorm@v1 and only an
+ * aarch64 build (nothing that fits here); newnorm has the x86_64 tvm-ffi build. The variant must
+ * be chosen at newnorm's commit, and the handle report newnorm and its commit. */
+static char g_new_commit[41], g_old_commit[41];
+
+static void test_redirect(void) {
+    char *cache = cache_dir("c-redirect");
+    hk_get_kernel_options o;
+    opts(&o, "hubkern/oldnorm", 1, cache);
+    bool has = false;
+    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK(has);
+    hk_kernel *k = NULL;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    if (k) {
+        CHECK_STR(hk_kernel_repo_id(k), "hubkern/newnorm");
+        CHECK_STR(hk_kernel_commit(k), g_new_commit);
+        CHECK(strcmp(hk_kernel_commit(k), g_old_commit) != 0);
+        CHECK_STR(hk_kernel_variant(k), "tvm-ffi01-cpu-x86_64-linux");
+        CHECK(strstr(hk_kernel_path(k), "/kernels--hubkern--newnorm/snapshots/") != NULL);
+        CHECK(strstr(hk_kernel_path(k), g_new_commit) != NULL);
+        CHECK(rms_ok(k));
+        /* asked again: the loaded handle (warm path at the destination) */
+        hk_kernel *k2 = NULL;
+        CHECK_RC(hk_get_kernel(&k2, &o), HK_OK);
+        CHECK(k2 == k);
+        hk_kernel_unref(k2);
+    }
+    hk_kernel_unref(k);
+    /* a variant named by the caller must exist at the destination, not at the source */
+    opts(&o, "hubkern/oldnorm", 1, cache);
+    o.variant = "tvm-ffi01-cpu-aarch64-linux";
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
+    CHECK(strstr(hk_last_error(), "hubkern/newnorm") != NULL);
+    CHECK(strstr(hk_last_error(), "redirected from hubkern/oldnorm") != NULL);
+    /* no fitting variant at the destination: the full decision trace, naming the destination */
+    opts(&o, "hubkern/oldarm", 1, cache);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
+    CHECK(strstr(hk_last_error(), "hubkern/armonly@") != NULL);
+    CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-aarch64-linux: CPU (aarch64) does not match") != NULL);
+    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK(!has);
+
+    /* the client's own choice (no variant named) honours variant_families, after the redirect */
+    hk_hub_options ho;
+    hk_hub_options_init(&ho);
+    ho.endpoint = g_endpoint;
+    ho.cache_dir = cache;
+    ho.token = "";
+    hk_hub *hub = NULL;
+    CHECK_RC(hk_hub_new(&hub, &ho), HK_OK);
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    CHECK(s.variant_families == 0);
+    s.repo_id = "hubkern/oldnorm";
+    s.version = 1;
+    s.backend = "cpu";
+    s.variant_families = HK_FAMILY_BIT(HK_FAMILY_TORCH) | HK_FAMILY_BIT(HK_FAMILY_NOARCH);
+    char *dir = NULL, *commit = NULL, *variant = NULL;
+    CHECK_RC(hk_hub_fetch_variant(&dir, &commit, &variant, hub, &s), HK_ERR_NO_VARIANT);
+    CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-x86_64-linux fits but is of a family") != NULL);
+    s.variant_families = HK_FAMILY_BIT(HK_FAMILY_TVM_FFI);
+    CHECK_RC(hk_hub_fetch_variant(&dir, &commit, &variant, hub, &s), HK_OK);
+    if (variant) CHECK_STR(variant, "tvm-ffi01-cpu-x86_64-linux");
+    if (commit) CHECK_STR(commit, g_new_commit);
+    /* hk_hub_resolve_spec tells where the spec leads without pulling */
+    char *repo = NULL, *rev = NULL, c[65];
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, c, hub, &s), HK_OK);
+    if (repo) CHECK_STR(repo, "hubkern/newnorm");
+    if (rev) CHECK_STR(rev, "v1");
+    CHECK_STR(c, g_new_commit);
+    hk_free(repo);
+    hk_free(rev);
+    hk_free(dir);
+    hk_free(commit);
+    hk_free(variant);
+    hk_hub_free(hub);
+    free(cache);
+}
+
 int main(void) {
     const char *b = getenv("HK_BUILD_DIR");
     g_hub_src = hk_asprintf("%s/kernels/rmsnorm/hub", b ? b : ".");
@@ -371,6 +452,31 @@ int main(void) {
     free(cmd);
     char *armsrc = hk_asprintf("%s/armsrc", hk_test_tmpdir());
     publish(armsrc, "hubkern/armonly", "v1", NULL);
+    /* redirects: oldnorm (aarch64 build only) -> newnorm (x86_64); oldarm -> armonly */
+    {
+        hk_publish_options pn = {0};
+        pn.src_dir = g_hub_src;
+        pn.repo_id = "hubkern/newnorm";
+        pn.repo_type = HK_REPO_KERNEL;
+        pn.branch = "v1";
+        pn.message = "redirect destination";
+        pn.cache_dir = g_store;
+        hk_publish_result rn;
+        CHECK_RC(hk_publish(&rn, &pn), HK_OK);
+        memcpy(g_new_commit, rn.commit, 41);
+        char *oldsrc = hk_asprintf("%s/oldsrc", hk_test_tmpdir());
+        char *c2 = hk_asprintf("mkdir -p '%s/build' && cp -r '%s' '%s/build/' && "
+                               "printf 'kind = \"redirect\"\\ndestination = \"hubkern/newnorm\"\\nrevision = \"v1\"\\n' "
+                               "> '%s/kernel-status.toml'", oldsrc, arm, oldsrc, oldsrc);
+        CHECK(system(c2) == 0);
+        free(c2);
+        publish(oldsrc, "hubkern/oldnorm", "v1", g_old_commit);
+        c2 = hk_asprintf("sed -i 's#hubkern/newnorm#hubkern/armonly#' '%s/kernel-status.toml'", oldsrc);
+        CHECK(system(c2) == 0);
+        free(c2);
+        publish(oldsrc, "hubkern/oldarm", "v1", NULL);
+        free(oldsrc);
+    }
 
     const char *trusted[] = {"hubkern"};
     hk_serve_config c = {0};
@@ -391,6 +497,7 @@ int main(void) {
     test_bad_input();
     test_local_kernels();
     test_load_locked();
+    test_redirect();
 
     hk_server_stop(srv);
     free(arm);

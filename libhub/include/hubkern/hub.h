@@ -69,6 +69,8 @@ typedef struct hk_pull_spec {
     int all_variants;          /* 1: pull every variant under build/ */
     int trust_remote_code;     /* 1: skip the publisher trust check (trustedKernelPublisher) */
     const char *backend;       /* NULL: detected; else force "cpu", "cuda", ... for variant choice */
+    unsigned variant_families; /* bit mask of HK_FAMILY_BIT(...) (hubkern/variant.h) the caller can
+                                  load, for the choice when variant is NULL; 0 (default): any */
 } hk_pull_spec;
 
 HK_API void hk_pull_spec_init(hk_pull_spec *spec);
@@ -78,6 +80,17 @@ HK_API void hk_pull_spec_init(hk_pull_spec *spec);
  * in the cache. out_commit receives 40 (or 64) hex chars + NUL. */
 HK_API int hk_hub_resolve(char out_commit[65], hk_hub *hub, const char *repo_id, int version,
                           const char *revision);
+
+/* Where a pull spec leads, without listing or downloading anything: resolve spec->version or
+ * spec->revision to a commit and, online, follow kernel-status.toml redirects (kind = "redirect",
+ * destination, revision; at most 5 hops) exactly as hk_hub_pull does, checking the publisher of
+ * every repo on the way unless spec->trust_remote_code. *out_repo: the repo the chain ends at
+ * (spec->repo_id when nothing redirects); *out_revision: the revision resolved there ("vN", the
+ * spec's revision, or the last redirect's revision). Both newly allocated: free with hk_free.
+ * Offline: the cache keeps no kernel-status.toml, so nothing is followed. Loaders choose the
+ * variant at (*out_repo, out_commit), then pull that repo with spec.variant set. */
+HK_API int hk_hub_resolve_spec(char **out_repo, char **out_revision, char out_commit[65], hk_hub *hub,
+                               const hk_pull_spec *spec);
 
 /* Versions (vN branches) of a repo, sorted ascending. Offline: from refs/vN in the cache. */
 typedef struct hk_hub_version {

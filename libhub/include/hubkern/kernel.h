@@ -78,6 +78,9 @@ HK_API void hk_get_kernel_options_init(hk_get_kernel_options *opts);
 
 /* Resolve, pull (or find in the cache), verify and load the best variant of opts->repo_id for this
  * machine. LOCAL_KERNELS=org/name=/path:... takes precedence (no network, no trust check).
+ * Online, kernel-status.toml redirects are followed first (hk_hub_resolve_spec) and the variant is
+ * chosen among the builds of the repo and commit the redirect leads to; the handle then reports
+ * that repo (hk_kernel_repo_id) and commit, not the requested one. Offline nothing is followed.
  * Errors: HK_ERR_REPO_NOT_FOUND, HK_ERR_VERSION_NOT_FOUND, HK_ERR_REVISION_NOT_FOUND,
  * HK_ERR_NO_VARIANT (with every candidate's reason), HK_ERR_UNTRUSTED, HK_ERR_OFFLINE,
  * HK_ERR_INTEGRITY / HK_ERR_DIGEST (a corrupted cache), HK_ERR_ARCH, HK_ERR_RUNTIME_MISSING,
@@ -91,7 +94,8 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts);
 HK_API int hk_get_local_kernel(hk_kernel **out, const char *path, const hk_get_kernel_options *opts);
 
 /* Does opts->repo_id at opts->version/revision have a variant for this machine? Answers from the
- * Hub (or the cache when offline) without downloading the build. Not finding one is not an error:
+ * Hub (or the cache when offline) without downloading the build, after kernel-status redirects as
+ * hk_get_kernel (no publisher check: nothing is loaded). Not finding one is not an error:
  * *out = false and HK_OK. Unknown repo / version are errors. */
 HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *opts);
 
@@ -126,7 +130,8 @@ HK_API hk_kernel *hk_kernel_ref(hk_kernel *k);  /* returns k; NULL-safe */
 HK_API void hk_kernel_unref(hk_kernel *k);      /* NULL-safe */
 
 /* Strings live as long as the handle. */
-HK_API const char *hk_kernel_repo_id(const hk_kernel *k);    /* "org/name", or "" for local */
+HK_API const char *hk_kernel_repo_id(const hk_kernel *k);    /* "org/name" it was loaded from (after
+                                                                redirects), or "" for local */
 HK_API const char *hk_kernel_commit(const hk_kernel *k);     /* 40-hex, or "" for local */
 HK_API const char *hk_kernel_variant(const hk_kernel *k);    /* "tvm-ffi01-cpu-x86_64-linux" */
 HK_API const char *hk_kernel_path(const hk_kernel *k);       /* the variant directory */

@@ -122,5 +122,8 @@ int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const
 /* Choose the best variant among names for this machine (backend may force "cpu" etc.).
  * *out is one of names (not a copy). */
 int hk_pick_variant(const char **out, const char *const *names, size_t n, const char *backend);
+/* The same, restricted to the families in `families` (HK_FAMILY_BIT mask; 0: any). */
+int hk_pick_variant_of(const char **out, const char *const *names, size_t n, const char *backend,
+                       unsigned families);
 
 #endif

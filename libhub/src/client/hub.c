@@ -835,7 +835,7 @@ static int choose_variants(hk_pull_result *r, char **names, size_t n, const hk_p
         return rc;
     }
     const char *best = NULL;
-    int rc = hk_pick_variant(&best, (const char *const *)names, n, spec->backend);
+    int rc = hk_pick_variant_of(&best, (const char *const *)names, n, spec->backend, spec->variant_families);
     if (rc) return hk_fail_context("%s", where);
     r->variants[r->nvariants++] = hk_strdup(best);
     return r->variants[0] ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
@@ -946,19 +946,22 @@ static bool variant_complete_locally(const char *variant_dir, uint64_t *bytes) {
     return rc == HK_OK && has;
 }
 
-static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in) {
-    hk_pull_spec spec = *spec_in;
-    char *repo = hk_strdup(spec.repo_id);
+/* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
+ * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
+ * *out_redirect_rev: the revision the last redirect named, NULL when none was followed. */
+static int follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
+                            const hk_pull_spec *spec) {
+    *out_repo = *out_redirect_rev = NULL;
+    char *repo = hk_strdup(spec->repo_id);
     char *redirect_rev = NULL;
-    char commit[65];
     int rc = repo ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
     for (int hop = 0; rc == HK_OK; hop++) {
         if (hop > 5) {
-            rc = hk_fail(HK_ERR_PROTOCOL, "kernel-status.toml redirects form a chain longer than 5 from %s", spec_in->repo_id);
+            rc = hk_fail(HK_ERR_PROTOCOL, "kernel-status.toml redirects form a chain longer than 5 from %s", spec->repo_id);
             break;
         }
         if ((rc = check_repo_id(repo))) break;
-        if (!spec.trust_remote_code) {
+        if (!spec->trust_remote_code) {
             char org[128];
             snprintf(org, sizeof org, "%.*s", (int)(strchr(repo, '/') - repo), repo);
             int trusted = 0;
@@ -971,7 +974,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                 break;
             }
         }
-        if ((rc = resolve_commit(commit, hub, repo, redirect_rev ? -1 : spec.version, redirect_rev ? redirect_rev : spec.revision)))
+        if ((rc = resolve_commit(commit, hub, repo, redirect_rev ? -1 : spec->version, redirect_rev ? redirect_rev : spec->revision)))
             break;
         char *dest = NULL, *drev = NULL;
         if ((rc = check_status(&dest, &drev, hub, repo, commit))) break;
@@ -987,6 +990,54 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(redirect_rev);
         return rc;
     }
+    *out_repo = repo;
+    *out_redirect_rev = redirect_rev;
+    return HK_OK;
+}
+
+int hk_hub_resolve_spec(char **out_repo, char **out_revision, char out_commit[65], hk_hub *hub,
+                        const hk_pull_spec *spec) {
+    if (out_repo) *out_repo = NULL;
+    if (out_revision) *out_revision = NULL;
+    if (out_commit) out_commit[0] = '\0';
+    if (!out_repo || !out_revision || !out_commit || !hub || !spec)
+        return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_resolve_spec: NULL argument");
+    int rc = check_repo_id(spec->repo_id);
+    if (rc) return rc;
+    if ((spec->version >= 0) == (spec->revision != NULL))
+        return hk_fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
+    char *repo = NULL, *redirect_rev = NULL;
+    if (hub->offline) { /* the cache keeps no kernel-status.toml: nothing to follow */
+        rc = resolve_commit(out_commit, hub, spec->repo_id, spec->version, spec->revision);
+        if (rc == HK_OK && !(repo = hk_strdup(spec->repo_id))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    } else {
+        rc = follow_redirects(&repo, &redirect_rev, out_commit, hub, spec);
+    }
+    if (rc) return hk_fail_context("resolving %s", spec->repo_id);
+    char label[32];
+    const char *rev = redirect_rev ? redirect_rev : spec->revision;
+    if (!rev) {
+        snprintf(label, sizeof label, "v%d", spec->version);
+        rev = label;
+    }
+    char *r = hk_strdup(rev);
+    free(redirect_rev);
+    if (!r) {
+        free(repo);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    *out_repo = repo;
+    *out_revision = r;
+    return HK_OK;
+}
+
+static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in) {
+    hk_pull_spec spec = *spec_in;
+    char *repo = NULL;
+    char *redirect_rev = NULL;
+    char commit[65];
+    int rc = follow_redirects(&repo, &redirect_rev, commit, hub, &spec);
+    if (rc) return rc;
     char label[32];
     const char *rev = redirect_rev ? redirect_rev : spec.revision;
     if (!rev) {

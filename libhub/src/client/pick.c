@@ -49,7 +49,8 @@ static int pick_by_name(const char **out, const char *const *names, size_t n, co
 #endif
 
 #ifdef HK_HAVE_RESOLVER
-static int pick_with_resolver(const char **out, const char *const *names, size_t n, const char *backend) {
+static int pick_with_resolver(const char **out, const char *const *names, size_t n, const char *backend,
+                              unsigned families) {
     hk_env *env = NULL;
     int rc = hk_env_detect(&env, NULL);
     if (rc) return rc;
@@ -57,13 +58,17 @@ static int pick_with_resolver(const char **out, const char *const *names, size_t
     rc = hk_resolve_variants(&res, env, names, n, backend);
     hk_env_free(env);
     if (rc) return rc;
-    const char *best = hk_resolution_best(res);
+    const char *best = families ? hk_resolution_best_of(res, families) : hk_resolution_best(res);
     for (size_t i = 0; best && i < n; i++)
         if (strcmp(names[i], best) == 0) *out = names[i];
     if (!*out) {
         char *trace = hk_resolution_to_text(res);
-        rc = hk_fail(HK_ERR_NO_VARIANT, "no build variant fits this machine (backend %s):\n%s(use --variant or --backend)",
-                     hk_resolution_backend(res) ? hk_resolution_backend(res) : "unknown", trace ? trace : "");
+        const char *any = families ? hk_resolution_best(res) : NULL;
+        rc = hk_fail(HK_ERR_NO_VARIANT,
+                     "no build variant fits this machine (backend %s)%s%s%s:\n%s(use --variant or --backend)",
+                     hk_resolution_backend(res) ? hk_resolution_backend(res) : "unknown", any ? "; " : "",
+                     any ? any : "", any ? " fits but is of a family the caller cannot load" : "",
+                     trace ? trace : "");
         hk_free(trace);
     }
     hk_resolution_free(res);
@@ -71,12 +76,18 @@ static int pick_with_resolver(const char **out, const char *const *names, size_t
 }
 #endif
 
-int hk_pick_variant(const char **out, const char *const *names, size_t n, const char *backend) {
+int hk_pick_variant_of(const char **out, const char *const *names, size_t n, const char *backend,
+                       unsigned families) {
     *out = NULL;
     if (n == 0) return hk_fail(HK_ERR_NO_VARIANT, "the repo has no build variants under build/");
 #ifdef HK_HAVE_RESOLVER
-    return pick_with_resolver(out, names, n, backend);
+    return pick_with_resolver(out, names, n, backend, families);
 #else
+    (void)families; /* names alone cannot tell families apart reliably */
     return pick_by_name(out, names, n, backend);
 #endif
+}
+
+int hk_pick_variant(const char **out, const char *const *names, size_t n, const char *backend) {
+    return hk_pick_variant_of(out, names, n, backend, 0);
 }

@@ -313,6 +313,41 @@ static int already_loaded(hk_kernel **out, hk_hub *hub, const char *repo_id, con
     return *out != NULL;
 }
 
+/* Where o leads on the Hub and which variant to load there: resolve the version/revision, follow
+ * kernel-status.toml redirects (hk_hub_resolve_spec), list build/ at the repo and commit the chain
+ * ends at and choose among those names for this machine and process. *out_repo / *out_rev (the
+ * final repo and the revision resolved there) are freed with hk_free, *out_best with free. */
+static int resolve_target(char **out_repo, char **out_rev, char commit[65], char **out_best, hk_hub *hub,
+                          const hk_env *env, const hk_get_kernel_options *o, int trust_remote_code) {
+    *out_repo = *out_rev = *out_best = NULL;
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    s.repo_id = o->repo_id;
+    s.version = o->version == HK_VERSION_UNSET ? -1 : o->version;
+    s.revision = o->revision;
+    s.trust_remote_code = trust_remote_code;
+    int rc = hk_hub_resolve_spec(out_repo, out_rev, commit, hub, &s);
+    if (rc) return rc;
+    char **names = NULL;
+    size_t n = 0;
+    rc = hk_hub_list_variants(&names, &n, hub, *out_repo, commit);
+    if (rc == HK_OK) {
+        bool moved = strcmp(*out_repo, o->repo_id) != 0;
+        char *where = hk_asprintf("%s@%s%s%s%s", *out_repo, commit, moved ? " (redirected from " : "",
+                                  moved ? o->repo_id : "", moved ? ")" : "");
+        rc = where ? choose_variant(out_best, env, o->backend, names, n, where, o->variant)
+                   : hk_fail(HK_ERR_NOMEM, "out of memory");
+        free(where);
+    }
+    if (names) hk_hub_strv_free(names);
+    if (rc) {
+        hk_free(*out_repo);
+        hk_free(*out_rev);
+        *out_repo = *out_rev = NULL;
+    }
+    return rc;
+}
+
 HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_get_kernel: out is NULL");
     *out = NULL;
@@ -336,27 +371,20 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     if (rc) return rc;
     hk_hub *hub = NULL;
     char commit[65];
-    char **names = NULL, *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
-    size_t n = 0;
+    char *repo = NULL, *rev = NULL, *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
     rc = new_hub(&hub, o);
-    if (rc == HK_OK)
-        rc = hk_hub_resolve(commit, hub, o->repo_id, o->version == HK_VERSION_UNSET ? -1 : o->version,
-                            o->revision);
-    if (rc == HK_OK) rc = hk_hub_list_variants(&names, &n, hub, o->repo_id, commit);
+    if (rc == HK_OK) rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, o->trust_remote_code);
+    if (rc == HK_OK && already_loaded(out, hub, repo, commit, best)) goto done;
     if (rc == HK_OK) {
-        char where[600];
-        snprintf(where, sizeof where, "%s@%s", o->repo_id, commit);
-        rc = choose_variant(&best, env, o->backend, names, n, where, o->variant);
-    }
-    if (rc == HK_OK && already_loaded(out, hub, o->repo_id, commit, best)) goto done;
-    if (rc == HK_OK) {
+        bool moved = strcmp(repo, o->repo_id) != 0;
         hk_pull_spec s;
         hk_pull_spec_init(&s);
-        s.repo_id = o->repo_id;
-        s.version = o->version == HK_VERSION_UNSET ? -1 : o->version;
-        s.revision = o->revision;
-        s.variant = best;
-        s.trust_remote_code = o->trust_remote_code;
+        s.repo_id = repo;
+        s.version = moved || o->version == HK_VERSION_UNSET ? -1 : o->version;
+        s.revision = moved ? rev : o->revision;
+        s.variant = best; /* chosen at the end of the redirect chain */
+        /* resolve_target checked every publisher on the way (online); offline warns again */
+        s.trust_remote_code = o->trust_remote_code || !hk_hub_is_offline(hub);
         s.backend = o->backend;
         rc = hk_hub_fetch_variant(&dir, &got_commit, &got_variant, hub, &s);
     }
@@ -366,11 +394,13 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         req.variant_dir = dir;
         req.variant_name = got_variant;
         req.commit = got_commit;
+        req.repo_id = repo; /* the handle reports the repo it was loaded from, after redirects */
         rc = hk_kernel_load_variant(out, &req);
     }
 done:
     if (rc) hk_fail_context("getting %s", o->repo_id);
-    if (names) hk_hub_strv_free(names);
+    hk_free(repo);
+    hk_free(rev);
     free(best);
     hk_free(dir);
     hk_free(got_commit);
@@ -391,15 +421,11 @@ HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *o) {
     if (rc) return rc;
     hk_hub *hub = NULL;
     char commit[65];
-    char **names = NULL, *best = NULL;
-    size_t n = 0;
+    char *repo = NULL, *rev = NULL, *best = NULL;
     rc = new_hub(&hub, o);
-    if (rc == HK_OK)
-        rc = hk_hub_resolve(commit, hub, o->repo_id, o->version == HK_VERSION_UNSET ? -1 : o->version,
-                            o->revision);
-    if (rc == HK_OK) rc = hk_hub_list_variants(&names, &n, hub, o->repo_id, commit);
+    /* an existence check loads no code: no publisher check, as before redirects were followed */
     if (rc == HK_OK) {
-        rc = choose_variant(&best, env, o->backend, names, n, o->repo_id, o->variant);
+        rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, 1);
         if (rc == HK_ERR_NO_VARIANT) {
             hk_clear_error();
             rc = HK_OK;
@@ -407,7 +433,8 @@ HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *o) {
             *out = true;
         }
     }
-    if (names) hk_hub_strv_free(names);
+    hk_free(repo);
+    hk_free(rev);
     free(best);
     hk_hub_free(hub);
     hk_env_free(owned);
