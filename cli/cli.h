@@ -3,6 +3,8 @@
 #ifndef HK_CLI_H
 #define HK_CLI_H
 
+#include <hubkern.h>
+
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -16,5 +18,18 @@ typedef struct hk_command {
 int hk_cli_report_error(const char *what);
 /* Route the library's log callback to stderr at the given verbosity. */
 void hk_cli_install_logger(int verbosity);
+
+/* Options common to the Hub commands (--endpoint URL, --cache DIR, --offline); cli/common_opts.c. */
+typedef struct hk_cli_hub_args {
+    const char *endpoint;
+    const char *cache;
+    int offline; /* 1: --offline given; 0: HF_HUB_OFFLINE decides */
+} hk_cli_hub_args;
+
+/* Consumes argv[*i] (and its value) when it is a common option; returns 1 if consumed, 0 if not,
+ * -1 on a missing value (after printing "hubkern: OPT needs a value"). */
+int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i);
+/* hk_hub_new with the common options, and a progress callback (or NULL). */
+int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
 
 #endif

@@ -22,7 +22,8 @@ static void usage(FILE *f) {
 
 int hk_cmd_download(int argc, char **argv);
 int hk_cmd_download(int argc, char **argv) {
-    const char *lockpath = NULL, *endpoint = NULL, *cache = NULL, *backend = NULL;
+    hk_cli_hub_args ha = {0}; /* --endpoint, --cache; never --offline (HF_HUB_OFFLINE decides) */
+    const char *lockpath = NULL, *backend = NULL;
     int all = 0, trust = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -30,8 +31,8 @@ int hk_cmd_download(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (strcmp(a, "--lock") == 0 && i + 1 < argc) lockpath = argv[++i];
-        else if (strcmp(a, "--endpoint") == 0 && i + 1 < argc) endpoint = argv[++i];
-        else if (strcmp(a, "--cache") == 0 && i + 1 < argc) cache = argv[++i];
+        else if (strcmp(a, "--endpoint") == 0 && i + 1 < argc) ha.endpoint = argv[++i];
+        else if (strcmp(a, "--cache") == 0 && i + 1 < argc) ha.cache = argv[++i];
         else if (strcmp(a, "--backend") == 0 && i + 1 < argc) backend = argv[++i];
         else if (strcmp(a, "--all-variants") == 0) all = 1;
         else if (strcmp(a, "--trust-remote-code") == 0) trust = 1;
@@ -47,12 +48,8 @@ int hk_cmd_download(int argc, char **argv) {
     }
     hk_lockfile *lock = NULL;
     if (hk_lockfile_read(&lock, lockpath)) return hk_cli_report_error("download");
-    hk_hub_options ho;
-    hk_hub_options_init(&ho);
-    ho.endpoint = endpoint;
-    ho.cache_dir = cache;
     hk_hub *hub = NULL;
-    if (hk_hub_new(&hub, &ho)) {
+    if (hk_cli_hub_open(&hub, &ha, NULL, NULL)) {
         hk_lockfile_free(lock);
         return hk_cli_report_error("download");
     }

@@ -1,6 +1,5 @@
 /* hubkern pull: resolve a kernel version or revision, choose the variant for this machine and
- * download it into the shared cache, verified. Also hosts the option parsing shared by the
- * versions / info / cache commands (hk_cli_hub_*). */
+ * download it into the shared cache, verified. */
 #include "cli/cli.h"
 
 #include <hubkern.h>
@@ -10,47 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Options common to the Hub commands. */
-typedef struct hk_cli_hub_args {
-    const char *endpoint;
-    const char *cache;
-    int offline;
-} hk_cli_hub_args;
-
-int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i);
-int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
-
-/* Consumes argv[*i] (and its value) when it is a common option; returns 1 if consumed, 0 if not,
- * -1 on a missing value. */
-int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i) {
-    const char *o = argv[*i];
-    const char **slot = strcmp(o, "--endpoint") == 0 ? &a->endpoint : strcmp(o, "--cache") == 0 ? &a->cache : NULL;
-    if (slot) {
-        if (*i + 1 >= argc) {
-            fprintf(stderr, "hubkern: %s needs a value\n", o);
-            return -1;
-        }
-        *slot = argv[++*i];
-        return 1;
-    }
-    if (strcmp(o, "--offline") == 0) {
-        a->offline = 1;
-        return 1;
-    }
-    return 0;
-}
-
-int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud) {
-    hk_hub_options o;
-    hk_hub_options_init(&o);
-    o.endpoint = a->endpoint;
-    o.cache_dir = a->cache;
-    if (a->offline) o.offline = 1;
-    o.progress = progress;
-    o.progress_userdata = ud;
-    return hk_hub_new(out, &o);
-}
 
 typedef struct bar {
     int drawn;

@@ -10,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct hk_cli_hub_args {
-    const char *endpoint;
-    const char *cache;
-    int offline;
-} hk_cli_hub_args;
-int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i);
-int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
-
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern versions ORG/NAME [--json] [--endpoint URL] [--cache DIR] [--offline]\n\n"
                "Lists the versions (vN branches) of a kernel with their commits; 'cached' marks versions whose\n"
