@@ -217,6 +217,21 @@ def serve_bin():
     return os.environ.get("HK_SERVE_BIN") or hubkern_bin()
 
 
+def run_cli(args, env=None, check=True, unset=("HF_HUB_OFFLINE",), base_env=None, **kw):
+    """Run `hubkern ARGS...` (output captured as text) in os.environ minus the variables in `unset`,
+    plus `base_env`, plus `env`; extra keywords go to subprocess.run (timeout=...). With check, a
+    non-zero exit raises AssertionError carrying the command's stdout and stderr."""
+    e = dict(os.environ)
+    for k in unset:
+        e.pop(k, None)
+    e.update(base_env or {})
+    e.update(env or {})
+    r = subprocess.run([hubkern_bin(), *args], capture_output=True, text=True, env=e, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"hubkern {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
+
+
 def digest_files(variant_dir):
     """metadata.json digest of a variant directory (kernel-hub-format.md section 7), sha256."""
     import base64

@@ -8,20 +8,14 @@ import subprocess
 
 import pytest
 
-from faultproxy import Server, hubkern_bin, make_variant, publish
+from faultproxy import Server, hubkern_bin, make_variant, publish, run_cli
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 BIG = os.urandom(2_000_000)
 
 
 def run(args, check=True, env=None):
-    e = dict(os.environ)
-    e.pop("HF_HUB_OFFLINE", None)
-    e.update(env or {})
-    r = subprocess.run([hubkern_bin(), *args], capture_output=True, text=True, env=e)
-    if check and r.returncode != 0:
-        raise AssertionError(f"hubkern {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
+    return run_cli(args, env=env, check=check)
 
 
 @pytest.fixture(scope="module")

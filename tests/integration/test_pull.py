@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from faultproxy import FaultProxy, Server, hubkern_bin, make_variant, publish
+from faultproxy import FaultProxy, Server, make_variant, publish, run_cli
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 SO = f"build/{V}/_testkern.so"
@@ -15,14 +15,7 @@ BIG = os.urandom(3_000_000)  # above the 1 MB LFS threshold used below: a sha256
 
 
 def run(args, env=None, check=True, **kw):
-    e = dict(os.environ)
-    e.pop("HF_HUB_OFFLINE", None)
-    e["HUBKERN_RETRY_BASE_MS"] = "20"
-    e.update(env or {})
-    r = subprocess.run([hubkern_bin(), *args], capture_output=True, text=True, env=e, **kw)
-    if check and r.returncode != 0:
-        raise AssertionError(f"hubkern {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
+    return run_cli(args, env=env, check=check, base_env={"HUBKERN_RETRY_BASE_MS": "20"}, **kw)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish
+from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish, run_cli
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 SO = f"build/{V}/_testkern.so"
@@ -22,16 +22,8 @@ TOKEN = "hf_SECRETtoken1234567890"
 
 
 def run(args, env=None, check=True, timeout=120):
-    e = dict(os.environ)
-    for k in ("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        e.pop(k, None)
-    e["HUBKERN_RETRY_BASE_MS"] = "20"
-    e["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
-    e.update(env or {})
-    r = subprocess.run([hubkern_bin(), *args], capture_output=True, text=True, env=e, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"hubkern {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
+    return run_cli(args, env=env, check=check, unset=("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"),
+                   base_env={"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
