@@ -240,6 +240,16 @@ static enum MHD_Result repo_not_found(struct MHD_Connection *c, req_ctx *ctx) {
     return send_error(c, ctx, 404, "RepoNotFound", NULL, "Repository not found");
 }
 
+/* 404 RevisionNotFound for a revision that did not resolve: clears the resolve error and names the
+ * revision as the client sent it (sanitized, at most 200 bytes). */
+static enum MHD_Result rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
+    hk_clear_error();
+    char *m = sanitize(rev ? rev : "", 200);
+    enum MHD_Result ret = send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
+    free(m);
+    return ret;
+}
+
 /* ---- request routing state ------------------------------------------------------------------ */
 typedef struct seglist {
     const char *p[MAX_SEGS];
@@ -1071,26 +1081,17 @@ static enum MHD_Result dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
             } else if (seg_is(&s, a, "revision") && s.n > a + 1) {
                 if (!is_get && !is_head) ret = send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
                 else if (resolve_rev_segs(commit, &rev, &used, &repo, &s, a + 1, true) != HK_OK) {
-                    hk_clear_error();
-                    char *m = sanitize(rev ? rev : "", 200);
-                    ret = send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
-                    free(m);
+                    ret = rev_not_found(c, ctx, rev);
                 } else ret = handle_repo_info(srv, c, ctx, &repo, commit);
             } else if (seg_is(&s, a, "paths-info") && s.n > a + 1) {
                 if (!is_post) ret = send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
                 else if (resolve_rev_segs(commit, &rev, &used, &repo, &s, a + 1, true) != HK_OK) {
-                    hk_clear_error();
-                    char *m = sanitize(rev ? rev : "", 200);
-                    ret = send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
-                    free(m);
+                    ret = rev_not_found(c, ctx, rev);
                 } else ret = handle_paths_info(srv, c, ctx, &repo, commit);
             } else if (seg_is(&s, a, "tree") && s.n > a + 1) {
                 if (!is_get && !is_head) ret = send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
                 else if (resolve_rev_segs(commit, &rev, &used, &repo, &s, a + 1, false) != HK_OK) {
-                    hk_clear_error();
-                    char *m = sanitize(rev ? rev : "", 200);
-                    ret = send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
-                    free(m);
+                    ret = rev_not_found(c, ctx, rev);
                 } else {
                     bool bad;
                     char *path = join_path(&s, a + 1 + used, &bad);
@@ -1145,10 +1146,7 @@ static enum MHD_Result dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
     } else if (!repo.dir) {
         ret = repo_not_found(c, ctx);
     } else if (resolve_rev_segs(commit, &rev, &used, &repo, &s, a, false) != HK_OK) {
-        hk_clear_error();
-        char *m = sanitize(rev ? rev : "", 200);
-        ret = send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
-        free(m);
+        ret = rev_not_found(c, ctx, rev);
     } else {
         bool bad;
         char *path = join_path(&s, a + used, &bad);

@@ -294,6 +294,18 @@ static bool fast_blob(walk_ctx *w, const char *abs, const char *rel, struct stat
     return ok;
 }
 
+/* ABS/NAME and REL/NAME (NAME alone when REL is ""), for the directory walks below; on failure
+ * both are NULL and HK_ERR_NOMEM is returned. */
+static int child_paths(char **abs_out, char **rel_out, const char *abs, const char *rel, const char *name) {
+    *abs_out = hk_path_join(abs, name);
+    *rel_out = *rel ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
+    if (*abs_out && *rel_out) return HK_OK;
+    free(*abs_out);
+    free(*rel_out);
+    *abs_out = *rel_out = NULL;
+    return hk_fail(HK_ERR_NOMEM, "out of memory");
+}
+
 static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
     if (depth > 64) return HK_OK;
     DIR *d = opendir(abs);
@@ -303,14 +315,9 @@ static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
     while (rc == HK_OK && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        char *child_abs = hk_path_join(abs, name);
-        char *child_rel = *rel ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
-        if (!child_abs || !child_rel) {
-            free(child_abs);
-            free(child_rel);
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
+        char *child_abs, *child_rel;
+        rc = child_paths(&child_abs, &child_rel, abs, rel, name);
+        if (rc) break;
         struct stat lst;
         if (lstat(child_abs, &lst) != 0 || !hk_path_is_safe_relative(child_rel) || !utf8_valid(name)) {
             /* vanished, or a name no client could ask for */
@@ -372,14 +379,9 @@ static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, c
     while (rc == HK_OK && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
         if (name[0] == '.' || hk_str_ends_with(name, ".tmp") || hk_str_ends_with(name, ".lock")) continue;
-        char *child_abs = hk_path_join(abs, name);
-        char *child_rel = *rel ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
-        if (!child_abs || !child_rel) {
-            free(child_abs);
-            free(child_rel);
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
+        char *child_abs, *child_rel;
+        rc = child_paths(&child_abs, &child_rel, abs, rel, name);
+        if (rc) break;
         struct stat st;
         if (lstat(child_abs, &st) == 0 && S_ISDIR(st.st_mode)) {
             rc = refs_walk(v, n, cap, repo_dir, child_abs, child_rel, depth + 1);
