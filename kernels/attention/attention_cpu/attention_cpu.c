@@ -80,6 +80,30 @@ static void attend_row(uint16_t *o, float *lse, const float *qf, const float *kf
     if (lse) *lse = mx + logf(sum);
 }
 
+/* Per-call float scratch: one sequence's keys and values converted once, the query row, the
+ * scores and the output accumulator. */
+typedef struct attn_scratch {
+    float *k, *v, *s, *acc, *q;
+} attn_scratch;
+
+static void scratch_free(attn_scratch *w) {
+    free(w->k), free(w->v), free(w->s), free(w->acc), free(w->q);
+}
+
+static int scratch_alloc(attn_scratch *w, int64_t max_keys, int d) {
+    size_t n = (size_t)(max_keys > 0 ? max_keys : 1);
+    w->k = malloc(n * (size_t)d * sizeof *w->k);
+    w->v = malloc(n * (size_t)d * sizeof *w->v);
+    w->s = malloc(n * sizeof *w->s);
+    w->acc = malloc((size_t)d * sizeof *w->acc);
+    w->q = malloc((size_t)d * sizeof *w->q);
+    if (!w->k || !w->v || !w->s || !w->acc || !w->q) {
+        scratch_free(w);
+        return HK_ATTN_ENOMEM;
+    }
+    return HK_ATTN_OK;
+}
+
 static int check_common(int hq, int hkv, int d, hk_attn_dtype dtype) {
     if (hq <= 0 || hkv <= 0 || hq % hkv != 0) return HK_ATTN_EINVAL;
     if (d <= 0 || d > 512) return HK_ATTN_EINVAL;
@@ -100,14 +124,9 @@ int hk_attn_prefill_cpu(uint16_t *out, float *lse, const uint16_t *q, const uint
     }
     const int64_t total_q = cu_q[batch];
     const int group = hq / hkv;
-    size_t n = (size_t)(max_k > 0 ? max_k : 1);
-    float *kf = malloc(n * (size_t)d * sizeof *kf), *vf = malloc(n * (size_t)d * sizeof *vf);
-    float *s = malloc(n * sizeof *s), *acc = malloc((size_t)d * sizeof *acc);
-    float *qf = malloc((size_t)d * sizeof *qf);
-    if (!kf || !vf || !s || !acc || !qf) {
-        free(kf), free(vf), free(s), free(acc), free(qf);
-        return HK_ATTN_ENOMEM;
-    }
+    attn_scratch w;
+    if (scratch_alloc(&w, max_k, d) != HK_ATTN_OK) return HK_ATTN_ENOMEM;
+    float *kf = w.k, *vf = w.v, *s = w.s, *acc = w.acc, *qf = w.q;
     for (int b = 0; b < batch; b++) {
         const int lq = cu_q[b + 1] - cu_q[b], lk = cu_k[b + 1] - cu_k[b];
         for (int hk = 0; hk < hkv; hk++) {
@@ -133,7 +152,7 @@ int hk_attn_prefill_cpu(uint16_t *out, float *lse, const uint16_t *q, const uint
             }
         }
     }
-    free(kf), free(vf), free(s), free(acc), free(qf);
+    scratch_free(&w);
     return HK_ATTN_OK;
 }
 
@@ -154,14 +173,9 @@ int hk_attn_decode_cpu(uint16_t *out, float *lse, const uint16_t *q, const hk_at
         if (seqlens_k[b] > max_k) max_k = seqlens_k[b];
     }
     const int group = hq / hkv;
-    size_t n = (size_t)(max_k > 0 ? max_k : 1);
-    float *kf = malloc(n * (size_t)d * sizeof *kf), *vf = malloc(n * (size_t)d * sizeof *vf);
-    float *s = malloc(n * sizeof *s), *acc = malloc((size_t)d * sizeof *acc);
-    float *qf = malloc((size_t)d * sizeof *qf);
-    if (!kf || !vf || !s || !acc || !qf) {
-        free(kf), free(vf), free(s), free(acc), free(qf);
-        return HK_ATTN_ENOMEM;
-    }
+    attn_scratch w;
+    if (scratch_alloc(&w, max_k, d) != HK_ATTN_OK) return HK_ATTN_ENOMEM;
+    float *kf = w.k, *vf = w.v, *s = w.s, *acc = w.acc, *qf = w.q;
     for (int b = 0; b < batch; b++) {
         const int lk = seqlens_k[b];
         for (int hk = 0; hk < hkv; hk++) {
@@ -193,6 +207,6 @@ int hk_attn_decode_cpu(uint16_t *out, float *lse, const uint16_t *q, const hk_at
             }
         }
     }
-    free(kf), free(vf), free(s), free(acc), free(qf);
+    scratch_free(&w);
     return HK_ATTN_OK;
 }
