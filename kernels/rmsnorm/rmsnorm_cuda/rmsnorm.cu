@@ -84,6 +84,27 @@ template <int WIDTH> __device__ __forceinline__ float group_sum(float v) {
     return v;
 }
 
+// This thread's 16-byte vectors of the RPI rows its lane group handles from `base` on; zero where
+// the row or the vector is out of range.
+template <typename T, int TPR, int VPT, int RPI, int GROUPS>
+__device__ __forceinline__ void load_rows(Pack<T> (&v)[RPI][VPT], const T *p, int64_t base, int group,
+                                          int lane, int64_t rows, int nvec) {
+    constexpr int VEC = 16 / sizeof(T);
+    const int64_t hidden = (int64_t)nvec * VEC;
+#pragma unroll
+    for (int r = 0; r < RPI; r++) {
+        const int64_t row = base + (int64_t)r * GROUPS + group;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const int j = lane + k * TPR;
+            if (row < rows && j < nvec)
+                v[r][k].u = load_plain(p + row * hidden + (int64_t)j * VEC);
+            else
+                v[r][k].u = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
 // Row-in-registers kernel.
 //   TPR: threads per row (<= 32: a lane group; == BLOCK: the whole block)
 //   VPT: 16-byte vectors per thread per row; RPI: rows per lane group
@@ -111,33 +132,9 @@ rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t ro
     for (int64_t base = (int64_t)blockIdx.x * rows_per_iter; base < rows;
          base += (int64_t)gridDim.x * rows_per_iter) {
         Pack<T> xv[RPI][VPT];
-#pragma unroll
-        for (int r = 0; r < RPI; r++) {
-            const int64_t row = base + (int64_t)r * GROUPS + group;
-#pragma unroll
-            for (int k = 0; k < VPT; k++) {
-                const int j = lane + k * TPR;
-                if (row < rows && j < nvec)
-                    xv[r][k].u = load_plain(src + row * hidden + (int64_t)j * VEC);
-                else
-                    xv[r][k].u = make_uint4(0, 0, 0, 0);
-            }
-        }
+        load_rows<T, TPR, VPT, RPI, GROUPS>(xv, src, base, group, lane, rows, nvec);
         Pack<T> rv[FUSED ? RPI : 1][FUSED ? VPT : 1];
-        if constexpr (FUSED) {
-#pragma unroll
-            for (int r = 0; r < RPI; r++) {
-                const int64_t row = base + (int64_t)r * GROUPS + group;
-#pragma unroll
-                for (int k = 0; k < VPT; k++) {
-                    const int j = lane + k * TPR;
-                    if (row < rows && j < nvec)
-                        rv[r][k].u = load_plain(res + row * hidden + (int64_t)j * VEC);
-                    else
-                        rv[r][k].u = make_uint4(0, 0, 0, 0);
-                }
-            }
-        }
+        if constexpr (FUSED) load_rows<T, TPR, VPT, RPI, GROUPS>(rv, res, base, group, lane, rows, nvec);
         Pack<W> wv[VPT][WQ];
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
