@@ -32,4 +32,9 @@ int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i);
 /* hk_hub_new with the common options, and a progress callback (or NULL). */
 int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
 
+/* When `repo` (where kernel-status.toml redirects led, e.g. hk_hub_resolve_spec's *out_repo) is not
+ * `asked`, print "hubkern: note: ASKED redirects to REPO (kernel-status.toml)[; WHAT]" on stderr and
+ * return true; otherwise print nothing and return false. */
+bool hk_cli_note_redirect(const char *asked, const char *repo, const char *what);
+
 #endif

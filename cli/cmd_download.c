@@ -4,6 +4,7 @@
 
 #include <hubkern.h>
 
+#include "internal.h"
 #include "kernel/kernel_internal.h"
 
 #include <stdio.h>
@@ -17,7 +18,32 @@ static void usage(FILE *f) {
             "Downloads each locked kernel at its locked commit: the variant this machine's C loader\n"
             "would load (tvm-ffi, or torch builds next to libtorch), or every variant with\n"
             "--all-variants. Old-format locks (per-variant sha256 hashes) are checked against the\n"
-            "downloaded files. Afterwards hk_load_locked / `hubkern load --lock` need no network.\n");
+            "downloaded files. Afterwards hk_load_locked / `hubkern load --lock` need no network.\n"
+            "A locked commit whose kernel-status.toml redirects elsewhere is refused (HK_ERR_LOCKFILE):\n"
+            "`hubkern lock` pins the destination, which is what gets downloaded and loaded.\n");
+}
+
+/* A lock pins what is loaded: `hubkern lock` pins the end of a kernel-status.toml redirect chain,
+ * and hk_load_locked reads only the pinned repo's snapshot. If the pinned commit itself redirects
+ * (a lock written by hand or by an older hubkern), downloading the destination would leave the
+ * locked load without its files; fail with HK_ERR_LOCKFILE and say how to fix the lock instead.
+ * Non-zero when it failed (last error set). */
+static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lockpath) {
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    s.repo_id = e->repo_id;
+    s.revision = e->commit;
+    s.trust_remote_code = 1; /* only looks; the pull below checks the publisher */
+    char *repo = NULL, *rev = NULL, commit[65];
+    int rc = hk_hub_resolve_spec(&repo, &rev, commit, hub, &s);
+    if (rc == HK_OK && strcmp(repo, e->repo_id) != 0)
+        rc = hk_fail(HK_ERR_LOCKFILE,
+                     "%s pins %s at %.12s, but kernel-status.toml there redirects to %s@%s, which a locked "
+                     "load would not find: re-run `hubkern lock` for %s to pin %s",
+                     lockpath, e->repo_id, e->commit, repo, rev, e->repo_id, repo);
+    hk_free(repo);
+    hk_free(rev);
+    return rc;
 }
 
 int hk_cmd_download(int argc, char **argv);
@@ -56,6 +82,10 @@ int hk_cmd_download(int argc, char **argv) {
     int rc = 0;
     for (size_t i = 0; i < lock->count && rc == 0; i++) {
         const hk_lock_entry *e = &lock->entries[i];
+        if (!hk_hub_is_offline(hub) && refuse_redirected(hub, e, lockpath)) {
+            rc = hk_cli_report_error(e->repo_id);
+            break;
+        }
         char *variant = NULL;
         if (!all && hk_loader_pick_variant(&variant, hub, e->repo_id, e->commit, backend) != HK_OK) {
             rc = hk_cli_report_error(e->repo_id);

@@ -6,6 +6,7 @@
 
 #include "cache/cache.h"
 #include "client/client.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -16,7 +17,10 @@ static void usage(FILE *f) {
     fprintf(f, "usage: hubkern info ORG/NAME [--version N | --revision REV] [--backend B] [--json]\n"
                "                    [--endpoint URL] [--cache DIR] [--offline]\n\n"
                "Shows the publisher trust status, the versions, and for one version (default: the newest) its\n"
-               "commit, build variants and the variant this machine would pull.\n");
+               "commit, build variants and the variant this machine would pull. When that version's\n"
+               "kernel-status.toml redirects (online), commit, variants and cache state are those of the\n"
+               "destination, which `pull`/`load` would use: redirects_to, redirect_revision and\n"
+               "redirect_trusted_publisher name it, and a note on stderr says so.\n");
 }
 
 int hk_cmd_info(int argc, char **argv);
@@ -49,6 +53,7 @@ int hk_cmd_info(int argc, char **argv) {
     hk_hub *hub = NULL;
     if (hk_cli_hub_open(&hub, &a, NULL, NULL)) return hk_cli_report_error("info");
     int rc = 0;
+    char *dest = NULL, *dest_rev = NULL;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "repo", repo);
     cJSON_AddStringToObject(j, "endpoint", hk_hub_endpoint(hub));
@@ -83,17 +88,37 @@ int hk_cmd_info(int argc, char **argv) {
         version = v[n - 1].version;
     }
     hk_free(v);
+    /* where a load would go: kernel-status.toml redirects followed as hk_get_kernel follows them
+     * (online); the publisher of the destination is reported, not enforced (info loads nothing) */
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    s.repo_id = repo;
+    s.version = version;
+    s.revision = revision;
+    s.trust_remote_code = 1;
     char commit[65];
-    if (hk_hub_resolve(commit, hub, repo, version, revision)) {
+    if (hk_hub_resolve_spec(&dest, &dest_rev, commit, hub, &s)) {
         rc = hk_cli_report_error(NULL);
         goto out;
     }
     if (version >= 0) cJSON_AddNumberToObject(j, "version", version);
     else cJSON_AddStringToObject(j, "revision", revision);
+    if (strcmp(dest, repo) != 0) {
+        char *what = hk_asprintf("showing %s@%s", dest, dest_rev);
+        hk_cli_note_redirect(repo, dest, what);
+        free(what);
+        cJSON_AddStringToObject(j, "redirects_to", dest);
+        cJSON_AddStringToObject(j, "redirect_revision", dest_rev);
+        char org[128];
+        snprintf(org, sizeof org, "%.*s", (int)(strchr(dest, '/') - dest), dest);
+        int trusted = 0;
+        if (hk_hub_check_trust(&trusted, hub, org) == HK_OK) cJSON_AddBoolToObject(j, "redirect_trusted_publisher", trusted);
+        else cJSON_AddStringToObject(j, "redirect_trusted_publisher", hk_last_error());
+    }
     cJSON_AddStringToObject(j, "commit", commit);
     char **names = NULL;
     size_t nn = 0;
-    if (hk_hub_list_variants(&names, &nn, hub, repo, commit)) {
+    if (hk_hub_list_variants(&names, &nn, hub, dest, commit)) {
         rc = hk_cli_report_error(NULL);
         goto out;
     }
@@ -104,21 +129,21 @@ int hk_cmd_info(int argc, char **argv) {
         cJSON_AddStringToObject(j, "selected_variant", best);
     else
         cJSON_AddStringToObject(j, "selected_variant_error", hk_last_error());
-    char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo);
+    char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, dest);
     char *snap = dir ? hk_asprintf("%s/snapshots/%s", dir, commit) : NULL;
     cJSON_AddBoolToObject(j, "cached", snap && hk_is_dir(snap));
     free(dir);
     free(snap);
     hk_hub_strv_free(names);
     if (json) {
-        char *s = cJSON_Print(j);
-        if (s) printf("%s\n", s);
-        free(s);
+        char *txt = cJSON_Print(j);
+        if (txt) printf("%s\n", txt);
+        free(txt);
     } else {
         cJSON *it;
         cJSON_ArrayForEach(it, j) {
             if (cJSON_IsArray(it)) {
-                printf("%-24s", it->string);
+                printf("%-23s ", it->string);
                 cJSON *e;
                 int first = 1;
                 cJSON_ArrayForEach(e, it) {
@@ -129,12 +154,14 @@ int hk_cmd_info(int argc, char **argv) {
                     first = 0;
                 }
                 printf("%s\n", first ? "(none)" : "");
-            } else if (cJSON_IsString(it)) printf("%-24s%s\n", it->string, it->valuestring);
-            else if (cJSON_IsBool(it)) printf("%-24s%s\n", it->string, cJSON_IsTrue(it) ? "yes" : "no");
-            else if (cJSON_IsNumber(it)) printf("%-24s%d\n", it->string, (int)it->valuedouble);
+            } else if (cJSON_IsString(it)) printf("%-23s %s\n", it->string, it->valuestring);
+            else if (cJSON_IsBool(it)) printf("%-23s %s\n", it->string, cJSON_IsTrue(it) ? "yes" : "no");
+            else if (cJSON_IsNumber(it)) printf("%-23s %d\n", it->string, (int)it->valuedouble);
         }
     }
 out:
+    hk_free(dest);
+    hk_free(dest_rev);
     cJSON_Delete(j);
     hk_hub_free(hub);
     return rc;

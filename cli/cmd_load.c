@@ -24,7 +24,9 @@ static void usage(FILE *f) {
             "metadata and the exported functions. LOCAL_KERNELS=org/name=/path is honoured.\n"
             "--call runs a smoke check when the kernel is one of ours (rmsnorm: rms_norm and\n"
             "fused_add_rms_norm on random CPU data, checked against a float64 reference).\n"
-            "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n");
+            "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n"
+            "Online, kernel-status.toml redirects are followed: the repo shown is the destination, and a\n"
+            "note on stderr says so. A lock written by `hubkern lock` names the destination: load that name.\n");
 }
 
 static const char *kind_name(hk_kernel_kind k) {
@@ -203,6 +205,7 @@ int hk_cmd_load(int argc, char **argv) {
             return 2;
         }
         rc = hk_get_kernel(&k, &o);
+        if (rc == HK_OK) hk_cli_note_redirect(o.repo_id, hk_kernel_repo_id(k), "loaded from there");
     }
     if (rc) return hk_cli_report_error("load");
 

@@ -5,6 +5,7 @@
 #include <hubkern.h>
 
 #include "cache/cache.h"
+#include "internal.h"
 #include "kernel/kernel_internal.h"
 
 #include <stdio.h>
@@ -18,7 +19,10 @@ static void usage(FILE *f) {
             "Resolves each kernel's version N (branch vN) or revision to a commit on the Hub and writes\n"
             "them, sorted, to a kernels.lock in the format of kernels 0.17:\n"
             "  [{\"dependency\": {\"repo-id\": ..., \"version\": N}, \"lock\": {\"commit\": ...}}, ...]\n"
-            "Publisher trust is checked unless --trust-remote-code. Prefetch with\n"
+            "kernel-status.toml redirects are followed as `hubkern load` follows them: the lock pins what\n"
+            "would be loaded, the destination repo at the redirect's revision and its commit (a note on\n"
+            "stderr says so; load it by the destination's name). Publisher trust is checked at every\n"
+            "hop unless --trust-remote-code. Prefetch with\n"
             "`hubkern download --lock FILE`; load with hk_load_locked or `hubkern load --lock FILE`.\n");
 }
 
@@ -28,7 +32,7 @@ int hk_cmd_lock(int argc, char **argv) {
     int trust = 0;
     size_t n = 0;
     hk_lock_entry *e = calloc((size_t)argc, sizeof *e);
-    char **owned = calloc((size_t)argc * 3, sizeof *owned);
+    char **owned = calloc((size_t)argc * 4, sizeof *owned);
     size_t nowned = 0;
     int rc = 2;
     if (!e || !owned) goto done;
@@ -92,33 +96,53 @@ int hk_cmd_lock(int argc, char **argv) {
     }
     rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (!trust) {
-            char org[256];
-            const char *slash = strchr(e[i].repo_id, '/');
-            snprintf(org, sizeof org, "%.*s", slash ? (int)(slash - e[i].repo_id) : 0, e[i].repo_id);
-            int trusted = 0;
-            if (!slash || hk_hub_check_trust(&trusted, hub, org) != HK_OK) {
-                rc = hk_cli_report_error(e[i].repo_id);
-                break;
-            }
-            if (!trusted) {
-                fprintf(stderr, "hubkern lock: %s is not a trusted kernel publisher; pass "
-                        "--trust-remote-code if you trust it\n", org);
-                rc = 1;
-                break;
-            }
-        }
-        char commit[65];
-        if (hk_hub_resolve(commit, hub, e[i].repo_id, e[i].version, e[i].revision) != HK_OK) {
+        /* resolve, then follow kernel-status.toml redirects exactly as hk_get_kernel does (publisher
+         * checked at every hop unless --trust-remote-code): the lock pins what a load would load */
+        hk_pull_spec s;
+        hk_pull_spec_init(&s);
+        s.repo_id = e[i].repo_id;
+        s.version = e[i].revision ? -1 : e[i].version;
+        s.revision = e[i].revision;
+        s.trust_remote_code = trust;
+        char *repo = NULL, *rev = NULL, commit[65];
+        if (hk_hub_resolve_spec(&repo, &rev, commit, hub, &s) != HK_OK) {
             rc = hk_cli_report_error(e[i].repo_id);
             break;
         }
+        char asked[320];
+        if (e[i].revision) snprintf(asked, sizeof asked, "%s@%s", e[i].repo_id, e[i].revision);
+        else snprintf(asked, sizeof asked, "%s v%d", e[i].repo_id, e[i].version);
+        if (strcmp(repo, e[i].repo_id) != 0) {
+            /* pin the destination at the revision the last redirect named ("vN" is version N) */
+            char *what = hk_asprintf("the lock pins %s@%s (load it as %s)", repo, rev, repo);
+            hk_cli_note_redirect(e[i].repo_id, repo, what);
+            free(what);
+            e[i].repo_id = owned[nowned++] = strdup(repo);
+            e[i].revision = NULL;
+            e[i].version = HK_VERSION_UNSET;
+            const char *d = rev[0] == 'v' ? rev + 1 : "";
+            size_t nd = strspn(d, "0123456789");
+            if (nd > 0 && nd < 8 && d[nd] == '\0' && (nd == 1 || d[0] != '0')) e[i].version = atoi(d);
+            else e[i].revision = owned[nowned++] = strdup(rev);
+            fprintf(stderr, "%s -> %s@%s -> %s\n", asked, repo, rev, commit);
+        } else {
+            fprintf(stderr, "%s -> %s\n", asked, commit);
+        }
+        hk_free(repo);
+        hk_free(rev);
         e[i].commit = owned[nowned++] = strdup(commit);
-        if (e[i].revision)
-            fprintf(stderr, "%s@%s -> %s\n", e[i].repo_id, e[i].revision, commit);
-        else
-            fprintf(stderr, "%s v%d -> %s\n", e[i].repo_id, e[i].version, commit);
     }
+    /* two requests that end at the same kernel (org/a redirecting to org/b, and org/b) lock it once */
+    size_t kept = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < kept && !dup; j++)
+            dup = strcmp(e[j].repo_id, e[i].repo_id) == 0 && strcmp(e[j].commit, e[i].commit) == 0 &&
+                  (e[j].revision ? e[i].revision && strcmp(e[j].revision, e[i].revision) == 0
+                                 : !e[i].revision && e[j].version == e[i].version);
+        if (!dup) e[kept++] = e[i];
+    }
+    if (rc == 0) n = kept;
     hk_hub_free(hub);
     if (rc == 0 && hk_lockfile_write(out, e, n) != HK_OK) rc = hk_cli_report_error("lock");
     if (rc == 0) printf("%s\n", out);

@@ -38,6 +38,8 @@ static void usage(FILE *f) {
             "Downloads build/<variant>/ of a kernel into the huggingface_hub cache (KERNELS_CACHE, HF_HUB_CACHE,\n"
             "HF_HOME/hub), checking every file's size and hash and the metadata.json digest, and writes\n"
             "refs/vN so that offline use works. Prints the variant directory (or JSON with --json).\n"
+            "Online, kernel-status.toml redirects are followed: the destination repo is pulled (a note on\n"
+            "stderr says so; --json adds \"redirected_from\"), with its publisher checked too.\n"
             "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT.\n");
 }
 
@@ -93,9 +95,11 @@ int hk_cmd_pull(int argc, char **argv) {
         hk_hub_free(hub);
         return hk_cli_report_error(NULL);
     }
+    bool moved = hk_cli_note_redirect(s.repo_id, hk_pull_result_repo(r), NULL);
     if (json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "repo", hk_pull_result_repo(r));
+        if (moved) cJSON_AddStringToObject(j, "redirected_from", s.repo_id);
         cJSON_AddStringToObject(j, "revision", hk_pull_result_revision(r));
         cJSON_AddStringToObject(j, "commit", hk_pull_result_commit(r));
         cJSON_AddStringToObject(j, "snapshot", hk_pull_result_snapshot(r));

@@ -4,6 +4,7 @@
 #include <hubkern.h>
 
 #include "cache/cache.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -13,7 +14,10 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern versions ORG/NAME [--json] [--endpoint URL] [--cache DIR] [--offline]\n\n"
                "Lists the versions (vN branches) of a kernel with their commits; 'cached' marks versions whose\n"
-               "refs/vN is in the local cache. Offline, lists the cached versions only.\n");
+               "refs/vN is in the local cache. Offline, lists the cached versions only. Online, a version whose\n"
+               "kernel-status.toml redirects is marked '-> ORG/NAME@REV' (JSON: redirects_to, redirect_revision;\n"
+               "a chain that cannot be followed: redirect_error): pull, load, lock and info of that version\n"
+               "act on the destination.\n");
 }
 
 int hk_cmd_versions(int argc, char **argv);
@@ -53,16 +57,44 @@ int hk_cmd_versions(int argc, char **argv) {
         char ref[32], cached[65] = "";
         snprintf(ref, sizeof ref, "v%d", v[i].version);
         bool is_cached = dir && hk_cache_read_ref(cached, dir, ref) == 0 && strcmp(cached, v[i].commit) == 0;
+        /* online: does kernel-status.toml at this version's commit redirect (where to, or why the
+         * chain cannot be followed)? The versions listed stay those of the repo as asked. */
+        char *dest = NULL, *dest_rev = NULL, *redirect_error = NULL, dcommit[65];
+        if (!hk_hub_is_offline(hub)) {
+            hk_pull_spec s;
+            hk_pull_spec_init(&s);
+            s.repo_id = repo;
+            s.revision = v[i].commit;
+            s.trust_remote_code = 1; /* only looks */
+            if (hk_hub_resolve_spec(&dest, &dest_rev, dcommit, hub, &s) != HK_OK) {
+                redirect_error = hk_asprintf("%s [%s]", hk_last_error(), hk_error_name(hk_last_error_code()));
+            } else if (strcmp(dest, repo) == 0) {
+                hk_free(dest);
+                hk_free(dest_rev);
+                dest = dest_rev = NULL;
+            }
+        }
         if (j) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "version", v[i].version);
             cJSON_AddStringToObject(o, "commit", v[i].commit);
             cJSON_AddBoolToObject(o, "cached", is_cached);
             cJSON_AddBoolToObject(o, "latest", i + 1 == n);
+            if (dest) {
+                cJSON_AddStringToObject(o, "redirects_to", dest);
+                cJSON_AddStringToObject(o, "redirect_revision", dest_rev);
+            }
+            if (redirect_error) cJSON_AddStringToObject(o, "redirect_error", redirect_error);
             cJSON_AddItemToArray(j, o);
         } else {
-            printf("v%-4d %s%s%s\n", v[i].version, v[i].commit, i + 1 == n ? "  latest" : "", is_cached ? "  cached" : "");
+            printf("v%-4d %s%s%s", v[i].version, v[i].commit, i + 1 == n ? "  latest" : "", is_cached ? "  cached" : "");
+            if (dest) printf("  -> %s@%s", dest, dest_rev);
+            printf("\n");
+            if (redirect_error) fprintf(stderr, "hubkern: v%d: %s\n", v[i].version, redirect_error);
         }
+        hk_free(dest);
+        hk_free(dest_rev);
+        free(redirect_error);
     }
     hk_clear_error();
     if (j) {

@@ -1,5 +1,5 @@
-/* Option parsing and hub construction shared by the Hub commands (pull, versions, info, download):
- * see hk_cli_hub_args in cli/cli.h. */
+/* Option parsing and hub construction shared by the Hub commands (pull, versions, info, download),
+ * and the one-line note they print when kernel-status.toml redirects: see cli/cli.h. */
 #include "cli/cli.h"
 
 #include <hubkern.h>
@@ -34,4 +34,11 @@ int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progr
     o.progress = progress;
     o.progress_userdata = ud;
     return hk_hub_new(out, &o);
+}
+
+bool hk_cli_note_redirect(const char *asked, const char *repo, const char *what) {
+    if (!asked || !repo || !*repo || strcmp(asked, repo) == 0) return false; /* "": a local kernel */
+    fprintf(stderr, "hubkern: note: %s redirects to %s (kernel-status.toml)%s%s\n", asked, repo, what ? "; " : "",
+            what ? what : "");
+    return true;
 }
