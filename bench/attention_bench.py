@@ -142,7 +142,8 @@ def main():
     args = ap.parse_args()
     args.splits = [int(x) for x in args.splits.split(",") if x]
     args.dims = [int(x) for x in args.dims.split(",") if x]
-    print("HK_ATTN_PREFILL_CFG =", os.environ.get("HK_ATTN_PREFILL_CFG", "default"))
+    print("HK_ATTN_PREFILL_IMPL =", os.environ.get("HK_ATTN_PREFILL_IMPL", "default (sm_90a kernel on compute capability 9.0)"),
+          "| HK_ATTN_PREFILL_CFG =", os.environ.get("HK_ATTN_PREFILL_CFG", "default"))
     if not args.prefill and not args.decode:
         args.prefill = args.decode = True
     n = 1 << 30

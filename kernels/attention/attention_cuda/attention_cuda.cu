@@ -20,17 +20,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "attn_device.cuh"
 #include "hk_attention_cuda.h"
+#include "prefill_sm90.h"
 
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
+using namespace hk_attn_dev;
 
 // ---------------------------------------------------------------------------------------------
 // PTX helpers
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool pred) {
     int n = pred ? 16 : 0;  // 0: zero-fill, nothing read
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
@@ -51,61 +50,11 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
                  : "r"(addr));
 }
 
-template <bool BF16>
-struct Ty;
-template <>
-struct Ty<true> {
-    using T = __nv_bfloat16;
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <>
-struct Ty<false> {
-    using T = __half;
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __half2 h = __floats2half2_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-
 // Byte offset of 16-byte chunk c of row r in a [rows][D] 16-bit tile, XOR-swizzled so that the
 // 8 rows an ldmatrix phase reads hit 8 different bank groups.
 template <int D>
 __device__ __forceinline__ uint32_t swz(int r, int c) {
     return static_cast<uint32_t>(r * (D * 2) + ((c ^ (r & 7)) << 4));
-}
-
-// 2^x with the MUFU unit directly (what exp2f becomes under --use_fast_math): flushes
-// denormal results to 0, which the softmax does not need; exp2(-inf) = 0.
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 // Online-softmax step for one warp's S tile (MT m-tiles x NT n-tiles, raw dot products, masked
@@ -679,15 +628,19 @@ int sm_count() {
 
 extern "C" int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const void *k,
                                     const void *v, const int32_t *cu_q, const int32_t *cu_k,
-                                    int batch, int max_seqlen_q, int total_q, int hq, int hkv,
-                                    int d, hk_attn_dtype dtype, int causal, float scale,
-                                    void *stream) {
-    if (!out || !q || !k || !v || !cu_q || !cu_k || batch < 0 || max_seqlen_q < 0 || total_q < 0)
+                                    int batch, int max_seqlen_q, int total_q, int total_k,
+                                    int hq, int hkv, int d, hk_attn_dtype dtype, int causal,
+                                    float scale, void *stream) {
+    if (!out || !q || !k || !v || !cu_q || !cu_k || batch < 0 || max_seqlen_q < 0 || total_q < 0 ||
+        total_k < 0)
         return HK_ATTN_EINVAL;
     if (hq <= 0 || hkv <= 0 || hq % hkv || (d != 64 && d != 128)) return HK_ATTN_EINVAL;
     if (dtype != HK_ATTN_BF16 && dtype != HK_ATTN_FP16) return HK_ATTN_EINVAL;
     if (!aligned16(out) || !aligned16(q) || !aligned16(k) || !aligned16(v)) return HK_ATTN_EINVAL;
     if (batch == 0 || max_seqlen_q == 0) return HK_ATTN_OK;
+    const int rc = hk_attn_prefill_sm90(out, lse, q, k, v, cu_q, cu_k, batch, max_seqlen_q, total_q,
+                                        total_k, hq, hkv, d, dtype, causal, scale, stream);
+    if (rc != HK_ATTN_SM90_NOT_APPLICABLE) return rc;
     PrefillParams p{out, lse, q, k, v, cu_q, cu_k, hq, hkv, hq / hkv, total_q, scale, scale * kLog2e};
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     const bool bf = dtype == HK_ATTN_BF16;

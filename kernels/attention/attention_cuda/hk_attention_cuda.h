@@ -17,10 +17,13 @@ extern "C" {
 #endif
 
 /* max_seqlen_q: the largest cu_seqlens_q[b+1]-cu_seqlens_q[b] (sizes the grid);
- * total_q: cu_seqlens_q[batch] (the LSE row stride). */
+ * total_q: cu_seqlens_q[batch] (the LSE row stride); total_k: the number of rows of k and v
+ * (at least cu_seqlens_k[batch]; the Hopper kernel's copies never read past it).
+ * On a compute capability 9.0 GPU the sm_90a kernel (TMA + wgmma) runs; elsewhere, or with
+ * HK_ATTN_PREFILL_IMPL=portable in the environment, the mma.sync kernel. */
 int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const void *k, const void *v,
                          const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
-                         int max_seqlen_q, int total_q, int num_heads_q, int num_heads_kv,
+                         int max_seqlen_q, int total_q, int total_k, int num_heads_q, int num_heads_kv,
                          int head_dim, hk_attn_dtype dtype, int causal, float softmax_scale,
                          void *stream);
 

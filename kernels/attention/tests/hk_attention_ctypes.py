@@ -22,7 +22,8 @@ def build(out_dir=None):
     cmd = ["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a",
            "-gencode=arch=compute_80,code=sm_80", "-Xcompiler", "-fPIC", "-shared",
            "-I" + os.path.join(SRC, "attention_cpu"), "-I" + os.path.join(SRC, "attention_cuda"),
-           os.path.join(SRC, "attention_cuda", "attention_cuda.cu"), "-o", so]
+           os.path.join(SRC, "attention_cuda", "attention_cuda.cu"),
+           os.path.join(SRC, "attention_cuda", "prefill_sm90.cu"), "-o", so]
     subprocess.run(cmd, check=True)
     return so
 
@@ -41,7 +42,7 @@ def lib():
         if _lib is None:
             _lib = ctypes.CDLL(build())
         vp, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-        _lib.hk_attn_prefill_cuda.argtypes = [vp, vp, vp, vp, vp, vp, vp, i, i, i, i, i, i, i, i, f, vp]
+        _lib.hk_attn_prefill_cuda.argtypes = [vp, vp, vp, vp, vp, vp, vp, i, i, i, i, i, i, i, i, i, f, vp]
         _lib.hk_attn_decode_cuda.argtypes = [vp, vp, vp, ctypes.POINTER(KV), vp, i, i, i, i, i, i, i,
                                              f, i, vp, ctypes.c_size_t, vp]
         _lib.hk_attn_decode_cuda_num_splits.argtypes = [i] * 7
@@ -67,7 +68,7 @@ def prefill(q, k, v, cu_q, cu_k, max_q, causal, scale=None, out=None, lse=None):
     lse = torch.empty(Hq, Tq, device=q.device, dtype=torch.float32) if lse is None else lse
     rc = lib().hk_attn_prefill_cuda(out.data_ptr(), lse.data_ptr(), q.data_ptr(), k.data_ptr(),
                                     v.data_ptr(), cu_q.data_ptr(), cu_k.data_ptr(), cu_q.numel() - 1,
-                                    max_q, Tq, Hq, Hkv, D, _dt(q), int(causal), scale, _stream())
+                                    max_q, Tq, k.shape[0], Hq, Hkv, D, _dt(q), int(causal), scale, _stream())
     assert rc == 0, rc
     return out, lse
 

@@ -117,7 +117,7 @@ void varlen_fwd(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at:
         check_rc(op, hk_attn_prefill_cuda(out.data_ptr(), lse.data_ptr<float>(), q.data_ptr(),
                                           k.data_ptr(), v.data_ptr(), cu_q.data_ptr<int32_t>(),
                                           cu_k.data_ptr<int32_t>(), (int)p.batch, (int)max_seqlen_q,
-                                          (int)p.tq, (int)p.hq, (int)p.hkv, (int)p.d, p.dt, causal,
+                                          (int)p.tq, (int)k.size(0), (int)p.hq, (int)p.hkv, (int)p.d, p.dt, causal,
                                           (float)scale,
                                           at::cuda::getCurrentCUDAStream(q.get_device()).stream()));
         return;

@@ -132,7 +132,7 @@ void varlen_fwd(TensorView out, TensorView lse, TensorView q, TensorView k, Tens
         TVM_FFI_THROW(ValueError) << op << ": `lse` is " << shape_str(lse) << "; expected [" << hq << ", " << tq << "]";
     if (cu_q.size(0) < 1 || cu_k.size(0) != cu_q.size(0))
         TVM_FFI_THROW(ValueError) << op << ": cu_seqlens_q/k must both have batch+1 entries";
-    if (max_seqlen_q < 0 || max_seqlen_q > INT32_MAX || tq > INT32_MAX)
+    if (max_seqlen_q < 0 || max_seqlen_q > INT32_MAX || tq > INT32_MAX || k.size(0) > INT32_MAX)
         TVM_FFI_THROW(ValueError) << op << ": sequence lengths must fit in int32";
     const int batch = (int)cu_q.size(0) - 1;
 #ifdef ATTN_WITH_CUDA
@@ -141,7 +141,8 @@ void varlen_fwd(TensorView out, TensorView lse, TensorView q, TensorView k, Tens
         check_rc(op, hk_attn_prefill_cuda(data_of(out), static_cast<float *>(data_of(lse)), data_of(q),
                                           data_of(k), data_of(v), static_cast<int32_t *>(data_of(cu_q)),
                                           static_cast<int32_t *>(data_of(cu_k)), batch, (int)max_seqlen_q,
-                                          (int)tq, (int)hq, (int)hkv, (int)d, dt, causal, (float)scale, stream));
+                                          (int)tq, (int)k.size(0), (int)hq, (int)hkv, (int)d, dt, causal,
+                                          (float)scale, stream));
         return;
     }
 #endif

@@ -1,0 +1,378 @@
+// Hopper prefill (sm_90a): FlashAttention-3's structure, warp-specialised.
+//
+// One CTA = 128 query rows of one head, three warpgroups:
+//   warpgroup 0, the producer: one thread issues TMA copies (Q once, then K and V tiles of 128
+//     keys into a ring of shared-memory stages) and gives its registers to the others;
+//   warpgroups 1 and 2, the consumers: 64 query rows each. Per key tile: S = Q K^T with wgmma
+//     (both operands from shared memory), mask, online softmax in registers, then O += P V with
+//     wgmma taking P from registers (the accumulator layout of S is the A-fragment layout) and V
+//     from shared memory as a transposed (MN-major) operand. The two consumers take turns on the
+//     tensor cores (ping-pong, see the main loop), so one's softmax hides behind the other's MMAs.
+// Stages are tracked with mbarriers, separately for K and V: "full" completes when the TMA bytes
+// of a tile have landed, "empty" when all 8 consumer warps are done with it (K after QK^T, V
+// after PV). Tiles in shared memory use the TMA's 128-byte swizzle, which is the layout the
+// wgmma descriptors describe (sm90_ptx.cuh).
+//
+// Varlen: the TMA boxes are cut from [total tokens, heads, D] tensors, so a box may run into the
+// next sequence (those keys are masked, those query rows are not written) or past the end (the
+// TMA fills zeros). Semantics are those of attention_cpu/hk_attention.h (causal aligned
+// bottom-right, fully masked rows give 0 and LSE -inf).
+#include <cuda.h>  // CUtensorMap and its enums; the encoder itself is reached through cudart
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_device.cuh"
+#include "hk_attention_cuda.h"
+#include "prefill_sm90.h"
+#include "sm90_ptx.cuh"
+
+namespace {
+
+using namespace hk_attn_dev;
+
+constexpr int kBM = 128;       // query rows per CTA (2 consumer warpgroups x 64)
+constexpr int kBN = 128;       // keys per tile
+constexpr int kThreads = 384;  // 3 warpgroups
+[[maybe_unused]] constexpr int kRowBytes = 128;  // one swizzled row: 64 16-bit elements
+
+#ifndef HK_SM90_STAGES_D128
+#define HK_SM90_STAGES_D128 2
+#endif
+
+template <int D>
+struct Layout {
+    static constexpr int kStages = D == 128 ? HK_SM90_STAGES_D128 : 3;
+    static constexpr int kQBytes = kBM * D * 2;
+    static constexpr int kTileBytes = kBN * D * 2;
+    static constexpr int kOffK = kQBytes;
+    static constexpr int kOffV = kOffK + kStages * kTileBytes;
+    static constexpr int kOffBar = kOffV + kStages * kTileBytes;
+    static constexpr int kBars = 1 + 4 * kStages;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
+    static constexpr int kSmem = kOffBar + kBars * 8 + 1024;  // + slack to align the base
+};
+
+struct Sm90Params {
+    void *out;
+    float *lse;
+    const int32_t *cu_q, *cu_k;
+    int hq, group, total_q;
+    float scale, scale_log2;
+};
+
+template <bool BF16, int D, bool CAUSAL>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
+                        const __grid_constant__ CUtensorMap tm_k,
+                        const __grid_constant__ CUtensorMap tm_v, const Sm90Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace hk_sm90;
+    using L = Layout<D>;
+    using T = typename Ty<BF16>::T;
+    constexpr int ST = L::kStages, HALVES = D / 64;
+    extern __shared__ uint8_t smem_raw[];
+    // swizzle atoms must start 1024-aligned: the descriptors and the TMA assume it
+    const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV;
+    const uint32_t bar_q = base + L::kOffBar;
+    auto bar_k = [&](int s) { return bar_q + 8u * (1 + s); };
+    auto bar_v = [&](int s) { return bar_q + 8u * (1 + ST + s); };
+    auto bar_k_empty = [&](int s) { return bar_q + 8u * (1 + 2 * ST + s); };
+    auto bar_v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * ST + s); };
+
+    const int mblk = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // long causal rows first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int q0 = p.cu_q[b], lq = p.cu_q[b + 1] - q0;
+    const int k0 = p.cu_k[b], lk = p.cu_k[b + 1] - k0;
+    const int m0 = mblk * kBM;
+    if (m0 >= lq) return;
+    int kend = lk;
+    if (CAUSAL) kend = min(lk, max(0, m0 + kBM + lk - lq));
+    const int ntiles = (kend + kBN - 1) / kBN;
+    const int tid = threadIdx.x, wg = tid >> 7;
+
+    if (tid == 0) {
+        mbar_init(bar_q, 1);
+        for (int s = 0; s < ST; s++) {
+            mbar_init(bar_k(s), 1);
+            mbar_init(bar_v(s), 1);
+            mbar_init(bar_k_empty(s), 8);  // one arrival per consumer warp
+            mbar_init(bar_v_empty(s), 8);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---- producer ----
+        regs_dealloc<24>();
+        if (tid == 0 && ntiles > 0) {
+            const int hk = h / p.group;
+            tma_prefetch_desc(&tm_q);
+            tma_prefetch_desc(&tm_k);
+            tma_prefetch_desc(&tm_v);
+            mbar_arrive_expect_tx(bar_q, L::kQBytes);
+            for (int x = 0; x < HALVES; x++)
+                tma_load_3d(sQ + x * kBM * kRowBytes, &tm_q, bar_q, x * 64, h, q0 + m0);
+            for (int i = 0; i < ntiles; i++) {
+                const int s = i % ST;
+                const uint32_t free_parity = ((i / ST) & 1) ^ 1;
+                const uint32_t kdst = sK + s * L::kTileBytes, vdst = sV + s * L::kTileBytes;
+                mbar_wait(bar_k_empty(s), free_parity);
+                mbar_arrive_expect_tx(bar_k(s), L::kTileBytes);
+                for (int x = 0; x < HALVES; x++)
+                    tma_load_3d(kdst + x * kBN * kRowBytes, &tm_k, bar_k(s), x * 64, hk, k0 + i * kBN);
+                mbar_wait(bar_v_empty(s), free_parity);
+                mbar_arrive_expect_tx(bar_v(s), L::kTileBytes);
+                for (int x = 0; x < HALVES; x++)
+                    tma_load_3d(vdst + x * kBN * kRowBytes, &tm_v, bar_v(s), x * 64, hk, k0 + i * kBN);
+            }
+        }
+        return;
+    }
+
+    // ---- consumers ----
+    regs_alloc<240>();
+    const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int row_in_seq = m0 + cw * 64 + warp * 16 + g;  // +8 for the thread's second row
+    const uint32_t sQw = sQ + cw * 64 * kRowBytes;       // this warpgroup's 64 rows of Q
+
+    float o[D / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+
+    uint32_t pa[kBN / 16][4];  // P of the previous tile as wgmma A fragments
+    float sc[kBN / 2];
+    // S = Q K_i^T: D/16 k-steps; a k-step moves 32 B inside a 64-wide column block
+    auto issue_s = [&](int i) {
+        const uint32_t kt = sK + (i % ST) * L::kTileBytes;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            const uint32_t step = (kk >> 2) * kRowBytes, col = (kk & 3) * 32;
+            wgmma_ss_n128<BF16>(sc, smem_desc_sw128(sQw + step * kBM + col, 16, 1024),
+                                smem_desc_sw128(kt + step * kBN + col, 16, 1024), kk > 0);
+        }
+    };
+    // O += P V_i: the V tile [keys][D] is B in MN-major form; a k-step = 16 keys = 2048 B
+    auto issue_pv = [&](int i) {
+        const uint32_t vt = sV + (i % ST) * L::kTileBytes;
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; kk++) {
+            const uint64_t dv = smem_desc_sw128(vt + kk * 16 * kRowBytes, kBN * kRowBytes, 1024);
+            if constexpr (D == 128) wgmma_rs_n128<BF16>(o, pa[kk], dv, 1);
+            else wgmma_rs_n64<BF16>(o, pa[kk], dv, 1);
+        }
+    };
+    auto release = [&](uint32_t bar) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    };
+    // mask, online softmax (rescaling O, which already holds P_(i-1) V_(i-1)), P_i into `pa`
+    auto softmax = [&](int i) {
+        // keys past the sequence, and (causal) keys after the query's diagonal
+        const bool need_mask = (i + 1) * kBN > lk || (CAUSAL && (i + 1) * kBN - 1 > m0 + lk - lq);
+        if (need_mask) {
+#pragma unroll
+            for (int j = 0; j < kBN / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = i * kBN + j * 8 + 2 * t + (e & 1);
+                    const int qi = row_in_seq + 8 * (e >> 1);
+                    if (key >= lk || (CAUSAL && key > qi + lk - lq)) sc[4 * j + e] = -INFINITY;
+                }
+        }
+        // the thread's two rows (the 4 threads of a quad share a row)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < kBN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+            mx = quad_max(mx);
+            const float m_new = fmaxf(m[r], mx);
+            const float ms = m_new == -INFINITY ? 0.f : m_new * p.scale_log2;
+            const float alpha = fast_exp2(m[r] * p.scale_log2 - ms);
+            m[r] = m_new;
+            float rs = 0.f;
+#pragma unroll
+            for (int j = 0; j < kBN / 8; j++)
+#pragma unroll
+                for (int e = 2 * r; e < 2 * r + 2; e++) {
+                    const float v = fast_exp2(fmaf(sc[4 * j + e], p.scale_log2, -ms));
+                    sc[4 * j + e] = v;
+                    rs += v;
+                }
+            l[r] = l[r] * alpha + rs;
+#pragma unroll
+            for (int j = 0; j < D / 8; j++) {
+                o[4 * j + 2 * r] *= alpha;
+                o[4 * j + 2 * r + 1] *= alpha;
+            }
+        }
+        // P as wgmma A fragments: k-step kk covers keys 16kk..16kk+15 = S columns 8(2kk), 8(2kk+1)
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; kk++) {
+            pa[kk][0] = Ty<BF16>::pack(sc[8 * kk + 0], sc[8 * kk + 1]);
+            pa[kk][1] = Ty<BF16>::pack(sc[8 * kk + 2], sc[8 * kk + 3]);
+            pa[kk][2] = Ty<BF16>::pack(sc[8 * kk + 4], sc[8 * kk + 5]);
+            pa[kk][3] = Ty<BF16>::pack(sc[8 * kk + 6], sc[8 * kk + 7]);
+        }
+    };
+
+    // Ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and
+    // 2), so that one warpgroup's softmax runs while the other's MMAs occupy the tensor cores.
+    // Turns: S_0; then S_i with PV_(i-1) back to back; then PV_last: ntiles + 1 per warpgroup.
+    // (The MMAs are issued outside any data-dependent branch: ptxas serialises wgmma otherwise.)
+    auto my_turn = [&] { named_bar_sync<256>(1 + cw); };
+    auto pass_turn = [&] { named_bar_arrive<256>(2 - cw); };
+    if (ntiles > 0) {
+        if (cw == 1) pass_turn();  // warpgroup 1 lets warpgroup 0 go first
+        mbar_wait(bar_q, 0);
+        mbar_wait(bar_k(0), 0);
+        my_turn();
+        wgmma_fence();
+        issue_s(0);
+        wgmma_commit();
+        pass_turn();
+        wgmma_wait<0>();
+        fence_regs(sc);
+        release(bar_k_empty(0));
+        softmax(0);
+        for (int i = 1; i < ntiles; i++) {
+            mbar_wait(bar_k(i % ST), (i / ST) & 1);
+            mbar_wait(bar_v((i - 1) % ST), ((i - 1) / ST) & 1);
+            my_turn();
+            wgmma_fence();
+            issue_s(i);
+            issue_pv(i - 1);
+            wgmma_commit();
+            pass_turn();
+            wgmma_wait<0>();
+            fence_regs(sc);
+            fence_regs(o);
+            release(bar_k_empty(i % ST));
+            release(bar_v_empty((i - 1) % ST));
+            softmax(i);
+        }
+        const int last = ntiles - 1;
+        mbar_wait(bar_v(last % ST), (last / ST) & 1);
+        my_turn();
+        wgmma_fence();
+        issue_pv(last);
+        wgmma_commit();
+        if (cw == 0) pass_turn();  // warpgroup 1's last pass would have no taker
+        wgmma_wait<0>();
+        fence_regs(o);
+        release(bar_v_empty(last % ST));
+    }
+
+    // epilogue: normalise and store the thread's two rows (pairs of elements, 4-byte stores)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const float lsum = quad_sum(l[r]);
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const int qi = row_in_seq + 8 * r;
+        if (qi < lq) {
+            T *orow = static_cast<T *>(p.out) + ((size_t)(q0 + qi) * p.hq + h) * D + 2 * t;
+#pragma unroll
+            for (int j = 0; j < D / 8; j++)
+                *reinterpret_cast<uint32_t *>(orow + 8 * j) =
+                    Ty<BF16>::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+            if (p.lse && t == 0)
+                p.lse[(size_t)h * p.total_q + q0 + qi] =
+                    lsum > 0.f ? m[r] * p.scale + __logf(lsum) : -INFINITY;
+        }
+    }
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's tensor-map encoder, looked up once through cudart (no link against libcuda).
+EncodeTiled encoder() {
+    static const EncodeTiled fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult res;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &res) != cudaSuccess ||
+            res != cudaDriverEntryPointSuccess)
+            return static_cast<EncodeTiled>(nullptr);
+        return reinterpret_cast<EncodeTiled>(f);
+    }();
+    return fn;
+}
+
+// [tokens][heads][D] 16-bit tensor, boxes of 64 elements x 1 head x `rows` tokens, 128-byte swizzle.
+bool make_map(CUtensorMap *map, const void *ptr, bool bf16, int d, int heads, int tokens, int rows) {
+    const cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)heads, (cuuint64_t)(tokens > 0 ? tokens : 1)};
+    const cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)heads * d * 2};
+    const cuuint32_t box[3] = {64, 1, (cuuint32_t)rows};
+    const cuuint32_t elem_strides[3] = {1, 1, 1};
+    return encoder()(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+                     const_cast<void *>(ptr), dims, strides, box, elem_strides,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <bool BF16, int D, bool CAUSAL>
+int launch(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p,
+           int batch, int max_seqlen_q, cudaStream_t st) {
+    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout<D>::kSmem) !=
+        cudaSuccess)
+        return HK_ATTN_ECUDA;
+    dim3 grid((max_seqlen_q + kBM - 1) / kBM, p.hq, batch);
+    kern<<<grid, kThreads, Layout<D>::kSmem, st>>>(tq, tk, tv, p);
+    return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
+}
+
+// HK_ATTN_PREFILL_IMPL=portable forces the mma.sync kernel (benchmarks, the fallback's tests).
+bool sm90_enabled() {
+    static const bool on = [] {
+        const char *e = getenv("HK_ATTN_PREFILL_IMPL");
+        return !(e && strcmp(e, "portable") == 0);
+    }();
+    return on;
+}
+
+bool is_sm90_device() {
+    int dev = 0, major = 0, minor = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+           major == 9 && minor == 0;
+}
+
+}  // namespace
+
+int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, const void *v,
+                         const int32_t *cu_q, const int32_t *cu_k, int batch, int max_seqlen_q,
+                         int total_q, int total_k, int hq, int hkv, int d, hk_attn_dtype dtype,
+                         int causal, float scale, void *stream) {
+    if (!sm90_enabled() || !is_sm90_device() || !encoder()) return HK_ATTN_SM90_NOT_APPLICABLE;
+    const bool bf = dtype == HK_ATTN_BF16;
+    CUtensorMap tq, tk, tv;
+    if (!make_map(&tq, q, bf, d, hq, total_q, kBM) || !make_map(&tk, k, bf, d, hkv, total_k, kBN) ||
+        !make_map(&tv, v, bf, d, hkv, total_k, kBN))
+        return HK_ATTN_ECUDA;
+    const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, scale, scale * kLog2e};
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+#define HK_L(BF, DD, C) return launch<BF, DD, C>(tq, tk, tv, p, batch, max_seqlen_q, st)
+    if (bf) {
+        if (d == 128) { if (causal) HK_L(true, 128, true); HK_L(true, 128, false); }
+        if (causal) HK_L(true, 64, true);
+        HK_L(true, 64, false);
+    }
+    if (d == 128) { if (causal) HK_L(false, 128, true); HK_L(false, 128, false); }
+    if (causal) HK_L(false, 64, true);
+    HK_L(false, 64, false);
+#undef HK_L
+}
