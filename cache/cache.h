@@ -71,6 +71,43 @@ bool hk_cache_pointer_ok(const char *repo_dir, const char *commit, const char *p
  * other names (mirror-fabricated etags). out_hex gets the actual digest. */
 int hk_cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag);
 
+/* ---- verification receipts (cache/receipt.c) ------------------------------------------------ */
+#include <sys/stat.h>
+#include <time.h>
+
+/* The stat identity (size, st_dev, st_ino, mtime and ctime in ns) of each file of a variant that
+ * passed its metadata.json digest check, for build/<variant> at one commit of one cache root. */
+typedef struct hk_receipt hk_receipt;
+
+/* false when HUBKERN_VERIFY=always: receipts are neither read nor written. */
+bool hk_receipts_enabled(void);
+/* <root>/.locks/<repo folder>/hubkern-receipts/<commit>/<variant>.json, or with HUBKERN_RECEIPTS_DIR
+ * set: <that dir>/<32 hex of sha256(root)>/<repo folder>/<commit>/<variant>.json. NULL when a name is
+ * unusable or out of memory. Caller frees. */
+char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant);
+/* The receipt at path, if it was written for exactly this cache root (path and st_dev/st_ino of the
+ * root), repo folder, commit, variant and metadata.json (meta_sha256: hex SHA-256 of its bytes).
+ * NULL otherwise (missing, unreadable, corrupt, stale: the reason is logged at debug level). */
+hk_receipt *hk_receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
+                            const char *variant, const char *meta_sha256);
+/* An empty receipt for a metadata.json with that SHA-256 (NULL: out of memory). */
+hk_receipt *hk_receipt_new(const char *meta_sha256);
+/* Record rel with the stat taken before its bytes were hashed (allocation failures are sticky and
+ * make hk_receipt_save fail). */
+void hk_receipt_add(hk_receipt *r, const char *rel, const struct stat *st);
+size_t hk_receipt_count(const hk_receipt *r);
+/* Does r hold rel with exactly this identity (and is it a regular file)? */
+bool hk_receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st);
+/* Was st (taken after the clock read taken_before) late enough after the file's last change that a
+ * later change must alter ctime? (Coarse file-system clocks: a change within the same tick keeps it.) */
+bool hk_receipt_stat_settled(const struct stat *st, const struct timespec *taken_before);
+/* Write atomically (temp file + rename; concurrent writers: the last complete one wins). */
+int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
+                    const char *variant);
+/* Delete (missing is fine; other failures are logged as warnings). */
+void hk_receipt_remove(const char *path);
+void hk_receipt_free(hk_receipt *r);
+
 /* ---- cache maintenance (cache/maint.c): hubkern cache ls | verify | prune | rm -------------- */
 typedef struct hk_cache_report {
     size_t repos, snapshots, blobs, refs;

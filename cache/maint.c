@@ -264,6 +264,7 @@ typedef struct vctx {
     const char *label;
     hk_cache_line_fn fn;
     void *ud;
+    const char *root;
 } vctx;
 
 static int verify_blob(void *p, const char *path, const char *rel, const struct stat *st) {
@@ -368,9 +369,14 @@ static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
                      de->d_name, commit, missing, missing == 1 ? "" : "s");
             } else if (files) {
                 bool has = false;
+                /* always every byte: receipts are neither read nor written here */
                 if (hk_verify_variant_digest(&has, NULL, vdir) != HK_OK) {
                     emit(c->fn, c->ud, "PROBLEM: %s: %s", c->label, hk_last_error());
                     c->rep->problems++;
+                    /* and a pull must not skip these files on the strength of an older receipt */
+                    char *rp = hk_receipt_path(c->root, c->repo_dir, commit, de->d_name);
+                    hk_receipt_remove(rp);
+                    free(rp);
                 }
             }
             cJSON_Delete(j);
@@ -396,7 +402,7 @@ int hk_cache_verify(hk_cache_report *rep, const char *root, const char *repo_id,
     for (size_t i = 0; i < repos.n && rc == HK_OK; i++) {
         const char *dir = repos.dirs[i];
         char *label = hk_asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
-        vctx c = {rep, dir, label ? label : repos.ids[i], fn, ud};
+        vctx c = {rep, dir, label ? label : repos.ids[i], fn, ud, root};
         rep->repos++;
         char *blobs = hk_path_join(dir, "blobs");
         char *snaps = hk_path_join(dir, "snapshots");

@@ -40,7 +40,11 @@ static void usage(FILE *f) {
             "refs/vN so that offline use works. Prints the variant directory (or JSON with --json).\n"
             "Online, kernel-status.toml redirects are followed: the destination repo is pulled (a note on\n"
             "stderr says so; --json adds \"redirected_from\"), with its publisher checked too.\n"
-            "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT.\n");
+            "A cached variant is re-checked against its digest on every use; files that its verification\n"
+            "receipt shows unchanged since they were hashed (same inode, size, mtime, ctime) are not read\n"
+            "again (HUBKERN_VERIFY=always: hash everything).\n"
+            "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT,\n"
+            "HUBKERN_VERIFY, HUBKERN_RECEIPTS_DIR.\n");
 }
 
 int hk_cmd_pull(int argc, char **argv);
@@ -118,6 +122,7 @@ int hk_cmd_pull(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "files_downloaded", (double)hk_pull_result_files_downloaded(r));
         cJSON_AddNumberToObject(j, "bytes_downloaded", (double)hk_pull_result_bytes_downloaded(r));
         cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_pull_result_bytes_verified(r));
+        cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_pull_result_bytes_trusted(r));
         char *txt = cJSON_Print(j);
         if (txt) printf("%s\n", txt);
         free(txt);

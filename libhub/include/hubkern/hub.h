@@ -138,6 +138,10 @@ HK_API const char *hk_pull_result_file(const hk_pull_result *r, size_t i); /* pa
 HK_API size_t hk_pull_result_files_downloaded(const hk_pull_result *r);
 HK_API uint64_t hk_pull_result_bytes_downloaded(const hk_pull_result *r);
 HK_API uint64_t hk_pull_result_bytes_verified(const hk_pull_result *r); /* hashed against etag/digest */
+/* Bytes of cached files not read again: the variant's verification receipt showed each one unchanged
+ * (same st_dev, st_ino, size, mtime and ctime) since it was hashed against this metadata.json digest.
+ * HUBKERN_VERIFY=always makes this 0 (every byte hashed). */
+HK_API uint64_t hk_pull_result_bytes_trusted(const hk_pull_result *r);
 HK_API int hk_pull_result_offline(const hk_pull_result *r);          /* resolved from the cache only */
 HK_API void hk_pull_result_free(hk_pull_result *r);
 

@@ -1,14 +1,18 @@
 /* metadata.json `digest` check of a variant directory (kernel-hub-format.md §7): recompute the
  * per-file base64 SHA-256/512 over build/<variant>/ (following the cache's symlinks, skipping the
  * top-level metadata.json[.sigstore], __pycache__ and *.pyc) and report every violation. */
+#include "cache/cache.h"
 #include "client/client.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct walk {
@@ -99,17 +103,63 @@ static bool blob_name_b64(char b64[100], const char *path, const char *const *fr
     return true;
 }
 
-int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
-                                const char *const *fresh, size_t nfresh) {
+/* <root>/<folder>/snapshots/<commit>/build/<variant> → repo_dir, commit, variant (all allocated). */
+static bool split_variant_dir(char **repo_dir, char **commit, char **variant, const char *root, const char *vdir) {
+    *repo_dir = *commit = *variant = NULL;
+    size_t rl = strlen(root);
+    while (rl > 1 && root[rl - 1] == '/') rl--;
+    if (strncmp(vdir, root, rl) != 0 || vdir[rl] != '/') return false;
+    const char *p = vdir + rl + 1;
+    const char *parts[5];
+    size_t lens[5];
+    for (int i = 0; i < 5; i++) {
+        const char *e = strchr(p, '/');
+        if ((e == NULL) != (i == 4)) return false;
+        parts[i] = p;
+        lens[i] = e ? (size_t)(e - p) : strlen(p);
+        if (lens[i] == 0) return false;
+        p = e ? e + 1 : p + lens[i];
+    }
+    if (lens[1] != 9 || strncmp(parts[1], "snapshots", 9) != 0 || lens[3] != 5 || strncmp(parts[3], "build", 5) != 0)
+        return false;
+    *repo_dir = hk_strndup(vdir, (size_t)(parts[0] + lens[0] - vdir));
+    *commit = hk_strndup(parts[2], lens[2]);
+    *variant = hk_strndup(parts[4], lens[4]);
+    if (*repo_dir && *commit && *variant) return true;
+    free(*repo_dir);
+    free(*commit);
+    free(*variant);
+    *repo_dir = *commit = *variant = NULL;
+    return false;
+}
+
+static bool same_identity(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh) {
     *out_has_digest = false;
-    if (out_bytes) *out_bytes = 0;
+    hk_verify_stats stats;
+    memset(&stats, 0, sizeof stats);
+    if (out_stats) *out_stats = stats;
     char *mpath = hk_path_join(variant_dir, "metadata.json");
     if (!mpath) return hk_fail(HK_ERR_NOMEM, "out of memory");
     char *text = NULL;
-    int rc = hk_read_file(&text, NULL, mpath, 16u << 20);
+    size_t tlen = 0;
+    int rc = hk_read_file(&text, &tlen, mpath, 16u << 20);
     if (rc) {
         free(mpath);
         return rc == HK_ERR_NOT_FOUND ? hk_fail(HK_ERR_DIGEST, "%s has no metadata.json", variant_dir) : rc;
+    }
+    char meta_sha[65] = "";
+    hk_hasher *mh = hk_hasher_new(HK_HASH_SHA256, 0);
+    if (mh) {
+        unsigned char d[64];
+        hk_hasher_update(mh, text, tlen);
+        hk_hex(meta_sha, d, hk_hasher_finish(mh, d));
     }
     cJSON *root = cJSON_Parse(text);
     free(text);
@@ -140,6 +190,14 @@ int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const
         cJSON_Delete(root);
         return hk_fail(HK_ERR_DIGEST, "%s: metadata.json digest has no files object", variant_dir);
     }
+    /* receipts: only for a variant directory of this cache root, and only for this metadata.json */
+    char *repo_dir = NULL, *commit = NULL, *variant = NULL, *rpath = NULL;
+    hk_receipt *old = NULL, *now = NULL;
+    if (cache_root && meta_sha[0] && hk_receipts_enabled() && split_variant_dir(&repo_dir, &commit, &variant, cache_root, variant_dir) &&
+        (rpath = hk_receipt_path(cache_root, repo_dir, commit, variant)) != NULL) {
+        old = hk_receipt_load(rpath, cache_root, repo_dir, commit, variant, meta_sha);
+        now = hk_receipt_new(meta_sha);
+    }
     walk w = {0};
     walk_dir(&w, variant_dir, "", 0);
     hk_strbuf msg;
@@ -161,18 +219,41 @@ int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const
             }
             seen[i] = true;
             char *path = hk_path_join(variant_dir, w.rel[i]);
+            const char *want = cJSON_GetStringValue(f);
             char b64[100];
             int hrc;
-            if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, fresh, nfresh)) hrc = HK_OK;
-            else hrc = path ? hk_hash_file_b64(b64, sizeof b64, kind, path) : hk_fail(HK_ERR_NOMEM, "out of memory");
-            struct stat st;
-            if (hrc == HK_OK && out_bytes && stat(path, &st) == 0) *out_bytes += (uint64_t)st.st_size;
+            struct timespec t0;
+            struct stat st0, st1;
+            clock_gettime(CLOCK_REALTIME, &t0);
+            bool have_st = path && stat(path, &st0) == 0 && S_ISREG(st0.st_mode);
+            enum { HASHED, FRESH, TRUSTED } how = HASHED;
+            if (have_st && want && hk_receipt_vouches(old, w.rel[i], &st0)) {
+                /* unchanged since it was hashed and found equal to this very digest entry */
+                snprintf(b64, sizeof b64, "%s", want);
+                hrc = HK_OK;
+                how = TRUSTED;
+            } else if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, fresh, nfresh)) {
+                hrc = HK_OK;
+                how = FRESH;
+            } else {
+                hrc = path ? hk_hash_file_b64(b64, sizeof b64, kind, path) : hk_fail(HK_ERR_NOMEM, "out of memory");
+            }
+            bool ok = hrc == HK_OK && want && strcmp(want, b64) == 0;
+            if (ok && have_st) {
+                uint64_t size = (uint64_t)st0.st_size;
+                if (how == TRUSTED) stats.bytes_trusted += size, stats.files_trusted++;
+                else if (how == FRESH) stats.bytes_fresh += size, stats.files_fresh++;
+                else stats.bytes_hashed += size, stats.files_hashed++;
+                /* recorded only if nothing can have changed the file unseen since st0 was taken */
+                if (now && (how == TRUSTED || (stat(path, &st1) == 0 && same_identity(&st0, &st1) &&
+                                               hk_receipt_stat_settled(&st0, &t0))))
+                    hk_receipt_add(now, w.rel[i], &st0);
+            }
             free(path);
-            const char *want = cJSON_GetStringValue(f);
             if (hrc != HK_OK) {
                 hk_sb_printf(&msg, "\n  MissingFile: %s (%s)", f->string, hk_last_error());
                 violations++;
-            } else if (!want || strcmp(want, b64) != 0) {
+            } else if (!ok) {
                 hk_sb_printf(&msg, "\n  HashMismatch: %s: expected %s, got %s", f->string, want ? want : "(not a string)", b64);
                 if (!quiet) hk_log(HK_LOG_WARN, "%s: HashMismatch %s", variant_dir, f->string);
                 violations++;
@@ -189,11 +270,43 @@ int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const
             rc = hk_fail(HK_ERR_DIGEST, "%s does not match its metadata.json digest (%zu violation%s):%s", variant_dir,
                          violations, violations == 1 ? "" : "s", msg.data ? msg.data : "");
     }
+    if (rpath && rc) {
+        hk_receipt_remove(rpath); /* whatever it vouched for is no longer true */
+    } else if (rpath && now && stats.files_hashed + stats.files_fresh > 0) {
+        char *keep = hk_strdup(hk_last_error());
+        int code = hk_last_error_code();
+        if (hk_receipt_save(now, rpath, cache_root, repo_dir, commit, variant) != HK_OK)
+            hk_log(HK_LOG_DEBUG, "verification receipt not written: %s", hk_last_error());
+        if (code) hk_fail(code, "%s", keep ? keep : "");
+        else hk_clear_error();
+        free(keep);
+    }
+    if (rc == HK_OK)
+        hk_log(HK_LOG_DEBUG,
+               "%s matches its metadata.json digest: %" PRIu64 " bytes hashed, %" PRIu64 " bytes fresh from this "
+               "download, %" PRIu64 " bytes trusted by receipt (%zu/%zu/%zu files)",
+               variant_dir, stats.bytes_hashed, stats.bytes_fresh, stats.bytes_trusted, stats.files_hashed,
+               stats.files_fresh, stats.files_trusted);
+    if (out_stats) *out_stats = stats;
+    hk_receipt_free(old);
+    hk_receipt_free(now);
+    free(rpath);
+    free(repo_dir);
+    free(commit);
+    free(variant);
     free(seen);
     for (size_t i = 0; i < w.n; i++) free(w.rel[i]);
     free(w.rel);
     hk_sb_free(&msg);
     cJSON_Delete(root);
+    return rc;
+}
+
+int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
+                                const char *const *fresh, size_t nfresh) {
+    hk_verify_stats st;
+    int rc = hk_verify_variant_cached(out_has_digest, &st, variant_dir, NULL, quiet, fresh, nfresh);
+    if (out_bytes) *out_bytes = rc == HK_OK ? st.bytes_hashed + st.bytes_fresh : 0;
     return rc;
 }
 

@@ -764,7 +764,7 @@ struct hk_pull_result {
     char **files;
     size_t nfiles;
     size_t files_downloaded;
-    uint64_t bytes_downloaded, bytes_verified;
+    uint64_t bytes_downloaded, bytes_verified, bytes_trusted;
     bool offline;
 };
 
@@ -799,6 +799,7 @@ const char *hk_pull_result_file(const hk_pull_result *r, size_t i) { return i < 
 size_t hk_pull_result_files_downloaded(const hk_pull_result *r) { return r->files_downloaded; }
 uint64_t hk_pull_result_bytes_downloaded(const hk_pull_result *r) { return r->bytes_downloaded; }
 uint64_t hk_pull_result_bytes_verified(const hk_pull_result *r) { return r->bytes_verified; }
+uint64_t hk_pull_result_bytes_trusted(const hk_pull_result *r) { return r ? r->bytes_trusted : 0; }
 int hk_pull_result_offline(const hk_pull_result *r) { return r->offline; }
 
 static bool excluded(const char *path) {
@@ -853,15 +854,18 @@ static int add_file(hk_pull_result *r, size_t *cap, const char *path) {
     return HK_OK;
 }
 
-/* Digest check of every pulled variant; skip[i]: already checked; fresh: blobs just written. */
-static int verify_variants(hk_pull_result *r, const bool *skip, const char *const *fresh, size_t nfresh) {
+/* Digest check of every pulled variant (verification receipts of hub's cache honoured); skip[i]:
+ * already checked; fresh: blobs just written. */
+static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const char *const *fresh,
+                           size_t nfresh) {
     for (size_t i = 0; i < r->nvariants; i++) {
         if (skip && skip[i]) continue;
         bool has = false;
-        uint64_t bytes = 0;
-        int rc = hk_verify_variant_digest_ex(&has, &bytes, r->variant_paths[i], false, fresh, nfresh);
+        hk_verify_stats st;
+        int rc = hk_verify_variant_cached(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh);
         if (rc) return rc;
-        if (has && r->offline) r->bytes_verified += bytes;
+        if (has && r->offline) r->bytes_verified += st.bytes_hashed + st.bytes_fresh;
+        r->bytes_trusted += st.bytes_trusted;
     }
     return HK_OK;
 }
@@ -930,18 +934,19 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         free(rel);
         if (rc) return rc;
     }
-    return verify_variants(r, NULL, NULL, 0);
+    return verify_variants(r, hub, NULL, NULL, 0);
 }
 
 /* Is snapshots/<commit>/build/<variant> complete and intact, as its metadata.json digest proves?
  * (A commit never changes, so then no listing or download is needed.) */
-static bool variant_complete_locally(const char *variant_dir, uint64_t *bytes) {
+static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir, hk_verify_stats *st) {
     bool has = false;
+    memset(st, 0, sizeof *st);
     char *meta = hk_path_join(variant_dir, "metadata.json");
     bool present = meta && hk_path_exists(meta);
     free(meta);
     if (!present) return false;
-    int rc = hk_verify_variant_digest_ex(&has, bytes, variant_dir, true, NULL, 0);
+    int rc = hk_verify_variant_cached(&has, st, variant_dir, hub->cache_root, true, NULL, 0);
     hk_clear_error();
     return rc == HK_OK && has;
 }
@@ -1060,8 +1065,9 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     char **names = NULL;
     size_t n = 0;
     char *local = spec.variant && !spec.all_variants ? hk_asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
-    uint64_t local_bytes = 0;
-    bool local_ok = local && variant_complete_locally(local, &local_bytes);
+    hk_verify_stats local_st;
+    memset(&local_st, 0, sizeof local_st);
+    bool local_ok = local && variant_complete_locally(hub, local, &local_st);
     if (local_ok) {
         names = calloc(2, sizeof *names);
         if (names) names[0] = hk_strdup(spec.variant);
@@ -1096,12 +1102,14 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             rc = hk_fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
-        uint64_t vb = local_bytes;
-        if ((local_ok && strcmp(r->variants[v], spec.variant) == 0) || variant_complete_locally(r->variant_paths[v], &vb)) {
+        hk_verify_stats vs = local_st;
+        if ((local_ok && strcmp(r->variants[v], spec.variant) == 0) ||
+            variant_complete_locally(hub, r->variant_paths[v], &vs)) {
             /* warm: the commit's variant is here and matches its digest */
             hk_log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
             rc = collect_local_files(r, &fcap, r->snapshot, prefix);
-            r->bytes_verified += vb;
+            r->bytes_verified += vs.bytes_hashed;
+            r->bytes_trusted += vs.bytes_trusted;
             checked[v] = true;
             free(prefix);
             continue;
@@ -1166,7 +1174,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         hk_dl_stats st = {0, 0, 0};
         rc = hk_download_blobs(&st, hub, repo, repo_dir, commit, items, nitems);
         r->bytes_downloaded = st.bytes_downloaded;
-        r->bytes_verified = st.bytes_verified;
+        r->bytes_verified += st.bytes_verified;
         r->files_downloaded = st.files_downloaded;
     }
     if (rc == HK_OK) {
@@ -1178,7 +1186,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         size_t nfresh = 0;
         for (size_t i = 0; fresh && i < nitems; i++)
             if (items[i].downloaded) fresh[nfresh++] = items[i].etag;
-        rc = verify_variants(r, checked, fresh, nfresh);
+        rc = verify_variants(r, hub, checked, fresh, nfresh);
         free(fresh);
     }
     free(checked);

@@ -1,0 +1,281 @@
+/* Verification receipts: after the files of a cached variant were hashed against its metadata.json
+ * digest, the stat identity of each one (device, inode, size, mtime and ctime in ns) is recorded so
+ * that a later use can skip reading a file whose identity is unchanged. ctime cannot be set from
+ * user space: any write, truncate, chmod, rename or replacement of a blob changes it (or the inode).
+ *
+ * A receipt is only ever a reason to skip work: anything unexpected in it (missing, unreadable,
+ * corrupt, other format, other cache root, other metadata.json) makes it void, and the caller then
+ * hashes everything as it would without receipts. */
+#include "cache/cache.h"
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECEIPT_FORMAT "hubkern-verify-receipt/1"
+#define RECEIPT_MAX_BYTES (8u << 20)
+
+typedef struct rfile {
+    char *path;
+    uint64_t size, dev, ino;
+    int64_t mtime_ns, ctime_ns;
+} rfile;
+
+struct hk_receipt {
+    char *meta_sha256;
+    rfile *files;
+    size_t n, cap;
+    bool oom;
+};
+
+static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + (int64_t)t->tv_nsec; }
+
+bool hk_receipts_enabled(void) {
+    const char *v = hk_getenv("HUBKERN_VERIFY");
+    return !(v && strcmp(v, "always") == 0);
+}
+
+/* "kernels--org--name" from ".../kernels--org--name" */
+static const char *folder_of(const char *repo_dir) {
+    const char *f = strrchr(repo_dir, '/');
+    return f ? f + 1 : repo_dir;
+}
+
+char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant) {
+    if (!root || !repo_dir || !commit || !variant) return NULL;
+    const char *folder = folder_of(repo_dir);
+    if (!hk_path_is_safe_relative(folder) || strchr(folder, '/') || !hk_path_is_safe_relative(commit) ||
+        strchr(commit, '/') || !hk_path_is_safe_relative(variant) || strchr(variant, '/'))
+        return NULL;
+    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
+    if (!dir) return hk_asprintf("%s/.locks/%s/hubkern-receipts/%s/%s.json", root, folder, commit, variant);
+    /* one directory per cache root: receipts of two caches never meet */
+    hk_hasher *h = hk_hasher_new(HK_HASH_SHA256, 0);
+    if (!h) return NULL;
+    hk_hasher_update(h, root, strlen(root));
+    unsigned char d[64];
+    hk_hasher_finish(h, d);
+    char hex[33];
+    hk_hex(hex, d, 16);
+    return hk_asprintf("%s/%s/%s/%s/%s.json", dir, hex, folder, commit, variant);
+}
+
+hk_receipt *hk_receipt_new(const char *meta_sha256) {
+    hk_receipt *r = calloc(1, sizeof *r);
+    if (r && !(r->meta_sha256 = hk_strdup(meta_sha256))) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void hk_receipt_free(hk_receipt *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n; i++) free(r->files[i].path);
+    free(r->files);
+    free(r->meta_sha256);
+    free(r);
+}
+
+static rfile *add_entry(hk_receipt *r, const char *rel) {
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? r->cap * 2 : 32;
+        rfile *t = realloc(r->files, nc * sizeof *t);
+        if (!t) return NULL;
+        r->files = t;
+        r->cap = nc;
+    }
+    rfile *f = &r->files[r->n];
+    memset(f, 0, sizeof *f);
+    if (!(f->path = hk_strdup(rel))) return NULL;
+    r->n++;
+    return f;
+}
+
+static void fill(rfile *f, const struct stat *st) {
+    f->size = (uint64_t)st->st_size;
+    f->dev = (uint64_t)st->st_dev;
+    f->ino = (uint64_t)st->st_ino;
+    f->mtime_ns = ts_ns(&st->st_mtim);
+    f->ctime_ns = ts_ns(&st->st_ctim);
+}
+
+/* A change made later within the same tick of the file-system clock as the file's last change
+ * would leave ctime as it is ("racy" in git's words). So a stat only counts when it was taken
+ * clearly after that tick: 20 ms (coarse clock ticks are 1-10 ms), 2 s where ctime has no
+ * sub-second part (file systems with whole-second timestamps). */
+bool hk_receipt_stat_settled(const struct stat *st, const struct timespec *taken_before) {
+    int64_t margin = st->st_ctim.tv_nsec == 0 ? 2000000000 : 20000000;
+    return ts_ns(&st->st_ctim) + margin <= ts_ns(taken_before);
+}
+
+void hk_receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
+    if (!r || r->oom) return;
+    rfile *f = add_entry(r, rel);
+    if (!f) {
+        r->oom = true;
+        return;
+    }
+    fill(f, st);
+}
+
+size_t hk_receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
+
+bool hk_receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st) {
+    if (!r || !S_ISREG(st->st_mode)) return false;
+    for (size_t i = 0; i < r->n; i++) {
+        const rfile *f = &r->files[i];
+        if (strcmp(f->path, rel) != 0) continue;
+        return f->size == (uint64_t)st->st_size && f->dev == (uint64_t)st->st_dev && f->ino == (uint64_t)st->st_ino &&
+               f->mtime_ns == ts_ns(&st->st_mtim) && f->ctime_ns == ts_ns(&st->st_ctim);
+    }
+    return false;
+}
+
+/* numbers travel as decimal strings: JSON doubles would round 64-bit inodes and ns times */
+static bool parse_u64(uint64_t *out, const char *s) {
+    if (!s || !*s || *s < '0' || *s > '9') return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static bool parse_stat(rfile *f, const char *s) {
+    /* "<size> <dev> <ino> <mtime_ns> <ctime_ns>" */
+    char buf[160];
+    if (!s || strlen(s) >= sizeof buf) return false;
+    strcpy(buf, s);
+    uint64_t v[5];
+    char *save = NULL;
+    char *tok = strtok_r(buf, " ", &save);
+    for (int i = 0; i < 5; i++) {
+        if (!tok || !parse_u64(&v[i], tok)) return false;
+        tok = strtok_r(NULL, " ", &save);
+    }
+    if (tok || v[3] > INT64_MAX || v[4] > INT64_MAX) return false;
+    f->size = v[0];
+    f->dev = v[1];
+    f->ino = v[2];
+    f->mtime_ns = (int64_t)v[3];
+    f->ctime_ns = (int64_t)v[4];
+    return true;
+}
+
+static bool str_is(const cJSON *j, const char *key, const char *want) {
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, key));
+    return v && want && strcmp(v, want) == 0;
+}
+
+static char *root_id(const char *root) {
+    struct stat st;
+    if (stat(root, &st) != 0) return NULL;
+    return hk_asprintf("%" PRIu64 " %" PRIu64, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+}
+
+hk_receipt *hk_receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
+                            const char *variant, const char *meta_sha256) {
+    if (!path) return NULL;
+    char *text = NULL;
+    int rc = hk_read_file(&text, NULL, path, RECEIPT_MAX_BYTES);
+    if (rc) {
+        hk_log(HK_LOG_DEBUG, "no usable verification receipt %s: %s", path, hk_last_error());
+        hk_clear_error();
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const char *why = NULL;
+    char *rid = root_id(root);
+    cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
+    if (!j) why = "not valid JSON";
+    else if (!str_is(j, "format", RECEIPT_FORMAT)) why = "unknown format";
+    else if (!str_is(j, "cache_root", root) || !str_is(j, "cache_root_id", rid)) why = "written for another cache root";
+    else if (!str_is(j, "repo_folder", folder_of(repo_dir)) || !str_is(j, "commit", commit) ||
+             !str_is(j, "variant", variant))
+        why = "written for another variant";
+    else if (!str_is(j, "metadata_sha256", meta_sha256)) why = "metadata.json changed since";
+    else if (!cJSON_IsArray(files)) why = "no files list";
+    free(rid);
+    hk_receipt *r = why ? NULL : hk_receipt_new(meta_sha256);
+    if (!why && !r) why = "out of memory";
+    const cJSON *f;
+    if (r) {
+        cJSON_ArrayForEach(f, files) {
+            const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "path"));
+            const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "stat"));
+            rfile tmp;
+            if (!rel || !hk_path_is_safe_relative(rel) || !parse_stat(&tmp, st)) {
+                why = "malformed file entry";
+                break;
+            }
+            rfile *e = add_entry(r, rel);
+            if (!e) {
+                why = "out of memory";
+                break;
+            }
+            tmp.path = e->path;
+            *e = tmp;
+        }
+    }
+    cJSON_Delete(j);
+    if (why) {
+        hk_log(HK_LOG_DEBUG, "ignoring verification receipt %s: %s", path, why);
+        hk_receipt_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
+                    const char *variant) {
+    if (!r || !path) return HK_OK;
+    if (r->oom) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *rid = root_id(root);
+    if (!rid) return hk_fail(hk_errno_code(errno), "cannot stat cache root %s: %s", root, strerror(errno));
+    cJSON *j = cJSON_CreateObject();
+    cJSON *files = NULL;
+    bool ok = j && cJSON_AddStringToObject(j, "format", RECEIPT_FORMAT) &&
+              cJSON_AddStringToObject(j, "cache_root", root) && cJSON_AddStringToObject(j, "cache_root_id", rid) &&
+              cJSON_AddStringToObject(j, "repo_folder", folder_of(repo_dir)) &&
+              cJSON_AddStringToObject(j, "commit", commit) && cJSON_AddStringToObject(j, "variant", variant) &&
+              cJSON_AddStringToObject(j, "metadata_sha256", r->meta_sha256) &&
+              (files = cJSON_AddArrayToObject(j, "files")) != NULL;
+    free(rid);
+    for (size_t i = 0; ok && i < r->n; i++) {
+        const rfile *f = &r->files[i];
+        char st[160];
+        snprintf(st, sizeof st, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64, f->size, f->dev, f->ino,
+                 f->mtime_ns, f->ctime_ns);
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(files, o) && cJSON_AddStringToObject(o, "path", f->path) &&
+             cJSON_AddStringToObject(o, "stat", st);
+    }
+    char *text = ok ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *dir = hk_strdup(path);
+    int rc = dir ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) {
+        *strrchr(dir, '/') = '\0';
+        rc = hk_mkdirs(dir, 0777);
+    }
+    if (rc == HK_OK) rc = hk_write_file_atomic(path, text, strlen(text));
+    free(dir);
+    free(text);
+    return rc;
+}
+
+void hk_receipt_remove(const char *path) {
+    if (path && unlink(path) != 0 && errno != ENOENT)
+        hk_log(HK_LOG_WARN, "cannot remove the verification receipt %s: %s", path, strerror(errno));
+}

@@ -1,0 +1,161 @@
+/* cache/receipt.c: receipt location, exact 64-bit round trip of the stat identity, what voids a
+ * receipt, and the "settled" rule for coarse file-system clocks. */
+#include "support.h"
+
+#include "cache/cache.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define META "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define COMMIT "1111111111111111111111111111111111111111"
+
+static struct stat fake_stat(void) {
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    st.st_mode = S_IFREG | 0644;
+    st.st_size = (off_t)((1ull << 40) + 7);
+    st.st_dev = (dev_t)0xFFFFFFFFFFFFFF01ull; /* beyond 2^53: would be rounded as a JSON double */
+    st.st_ino = (ino_t)0xFFFFFFFFFFFFFFF3ull;
+    st.st_mtim.tv_sec = 1700000000;
+    st.st_mtim.tv_nsec = 123456789;
+    st.st_ctim.tv_sec = 1700000001;
+    st.st_ctim.tv_nsec = 987654321;
+    return st;
+}
+
+static void test_paths(void) {
+    const char *root = hk_test_tmpdir();
+    char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/k");
+    unsetenv("HUBKERN_RECEIPTS_DIR");
+    char *p = hk_receipt_path(root, repo, COMMIT, "torch-cpu");
+    char *want = hk_asprintf("%s/.locks/kernels--org--k/hubkern-receipts/%s/torch-cpu.json", root, COMMIT);
+    CHECK_STR(p, want);
+    free(p);
+    free(want);
+    CHECK(hk_receipt_path(root, repo, COMMIT, "../x") == NULL);
+    CHECK(hk_receipt_path(root, repo, "a/b", "v") == NULL);
+    /* relocated: one directory per cache root */
+    setenv("HUBKERN_RECEIPTS_DIR", "/r", 1);
+    char *a = hk_receipt_path(root, repo, COMMIT, "v");
+    char *b = hk_receipt_path("/other/root", repo, COMMIT, "v");
+    CHECK(a && hk_str_starts_with(a, "/r/") && hk_str_ends_with(a, "/kernels--org--k/" COMMIT "/v.json"));
+    CHECK(a && strlen(a) == strlen("/r/") + 32 + strlen("/kernels--org--k/" COMMIT "/v.json"));
+    CHECK(a && b && strcmp(a, b) != 0);
+    free(a);
+    free(b);
+    unsetenv("HUBKERN_RECEIPTS_DIR");
+    setenv("HUBKERN_VERIFY", "always", 1);
+    CHECK(!hk_receipts_enabled());
+    unsetenv("HUBKERN_VERIFY");
+    CHECK(hk_receipts_enabled());
+    free(repo);
+}
+
+static void test_round_trip(void) {
+    const char *root = hk_test_tmpdir();
+    char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/k");
+    char *path = hk_receipt_path(root, repo, COMMIT, "v");
+    struct stat st = fake_stat();
+    hk_receipt *r = hk_receipt_new(META);
+    hk_receipt_add(r, "lib/_k.so", &st);
+    CHECK_RC(hk_receipt_save(r, path, root, repo, COMMIT, "v"), HK_OK);
+    hk_receipt_free(r);
+
+    hk_receipt *l = hk_receipt_load(path, root, repo, COMMIT, "v", META);
+    CHECK(l != NULL && hk_receipt_count(l) == 1);
+    CHECK(hk_receipt_vouches(l, "lib/_k.so", &st));
+    CHECK(!hk_receipt_vouches(l, "lib/other.so", &st));
+    struct stat x = st;
+    x.st_ctim.tv_nsec++;
+    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    x = st;
+    x.st_ino--;
+    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    x = st;
+    x.st_dev ^= 1;
+    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    x = st;
+    x.st_mtim.tv_sec--;
+    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    x = st;
+    x.st_size++;
+    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    x = st;
+    x.st_mode = S_IFDIR | 0755;
+    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    hk_receipt_free(l);
+
+    /* anything else it was written for voids it */
+    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v2", META) == NULL);
+    CHECK(hk_receipt_load(path, root, repo, "2222222222222222222222222222222222222222", "v", META) == NULL);
+    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v",
+                          "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef") == NULL);
+    char *other = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/j");
+    CHECK(hk_receipt_load(path, root, other, COMMIT, "v", META) == NULL);
+    free(other);
+    char *root2 = hk_asprintf("%s/.", root); /* same directory, other spelling: not the same root string */
+    CHECK(hk_receipt_load(path, root2, repo, COMMIT, "v", META) == NULL);
+    free(root2);
+    CHECK(hk_last_error_code() == HK_OK); /* a miss is not an error */
+
+    /* an entry with an unsafe path or a short stat voids the whole receipt */
+    char *text = NULL;
+    CHECK_RC(hk_read_file(&text, NULL, path, 1 << 20), HK_OK);
+    char *bad = text ? strdup(text) : NULL;
+    char *at = bad ? strstr(bad, "lib/_k.so") : NULL;
+    if (at) memcpy(at, "../_k.so", 8);
+    hk_test_write(path, bad ? bad : "");
+    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v", META) == NULL);
+    hk_test_write(path, text ? text : "");
+    hk_receipt *again = hk_receipt_load(path, root, repo, COMMIT, "v", META); /* the intact text loads */
+    CHECK(again != NULL);
+    hk_receipt_free(again);
+    free(bad);
+    free(text);
+
+    hk_receipt_remove(path);
+    CHECK(!hk_path_exists(path));
+    hk_receipt_remove(path); /* twice is fine */
+    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v", META) == NULL);
+    free(path);
+    free(repo);
+}
+
+static void test_settled(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct stat st = fake_stat();
+    st.st_ctim = now;
+    if (st.st_ctim.tv_nsec == 0) st.st_ctim.tv_nsec = 1;
+    CHECK(!hk_receipt_stat_settled(&st, &now)); /* changed this very moment */
+    struct timespec later = st.st_ctim;
+    later.tv_nsec += 10000000; /* 10 ms: possibly the same coarse tick */
+    if (later.tv_nsec >= 1000000000) later.tv_sec++, later.tv_nsec -= 1000000000;
+    CHECK(!hk_receipt_stat_settled(&st, &later));
+    later = st.st_ctim;
+    later.tv_sec += 1; /* well past any tick */
+    CHECK(hk_receipt_stat_settled(&st, &later));
+    /* whole-second timestamps: two seconds of margin */
+    st.st_ctim.tv_nsec = 0;
+    later = st.st_ctim;
+    later.tv_sec += 1;
+    CHECK(!hk_receipt_stat_settled(&st, &later));
+    later.tv_sec += 2;
+    CHECK(hk_receipt_stat_settled(&st, &later));
+    /* a ctime in the future (clock set back) is never settled */
+    later = st.st_ctim;
+    later.tv_sec -= 100;
+    CHECK(!hk_receipt_stat_settled(&st, &later));
+}
+
+int main(void) {
+    test_paths();
+    test_round_trip();
+    test_settled();
+    return hk_test_finish();
+}
