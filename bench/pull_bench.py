@@ -3,7 +3,8 @@
 
 A kernel with one 20-file, ~300 MB variant is published into a store and served by
 `hubkern serve --access-log`. Each client pulls build/<variant>/ into a fresh cache (cold) and then
-again into the same cache (warm). Wall time is the median of --reps runs; HTTP requests are counted
+twice again into the same cache (warm: right after the cold pull; warm2: once more). hubkern runs a
+second time with HUBKERN_VERIFY=always (every warm use re-hashes every byte, no receipts). Wall time is the median of --reps runs; HTTP requests are counted
 from the server's access log. hubkern is timed as a whole process (start to exit); Python's
 snapshot_download is timed in-process, without the interpreter start and imports (its best case).
 
@@ -76,10 +77,14 @@ class Mirror:
         self.log.close()
 
 
-def run_hubkern(hubkern, url, cache):
+def run_hubkern(hubkern, url, cache, verify=None):
+    env = dict(os.environ)
+    env.pop("HUBKERN_VERIFY", None)
+    if verify:
+        env["HUBKERN_VERIFY"] = verify
     t = time.perf_counter()
     r = subprocess.run([hubkern, "pull", REPO, "--version", "1", "--variant", V, "--json", "--endpoint", url, "--cache",
-                        cache], capture_output=True, text=True)
+                        cache], capture_output=True, text=True, env=env)
     dt = time.perf_counter() - t
     if r.returncode != 0:
         sys.exit(f"hubkern failed: {r.stderr}")
@@ -122,29 +127,33 @@ def main():
         results = {}
         try:
             for tool, fn in (("hubkern", lambda c: run_hubkern(hubkern, m.url, c)),
+                             ("hubkern always", lambda c: run_hubkern(hubkern, m.url, c, "always")),
                              ("huggingface_hub", lambda c: run_python(m.url, c))):
-                cold, warm, reqs_cold, reqs_warm = [], [], [], []
+                cold, warm, warm2, reqs_cold, reqs_warm = [], [], [], [], []
                 for rep in range(a.reps):
-                    cache = os.path.join(work, f"cache-{tool}-{rep}")
+                    cache = os.path.join(work, f"cache-{tool.replace(' ', '-')}-{rep}")
                     n0 = m.mark()
                     cold.append(fn(cache))
                     n1 = m.mark()
                     warm.append(fn(cache))
                     n2 = m.mark()
+                    warm2.append(fn(cache))
                     reqs_cold.append(n1 - n0)
                     reqs_warm.append(n2 - n1)
                     shutil.rmtree(cache)
-                results[tool] = (statistics.median(cold), statistics.median(warm), max(reqs_cold), max(reqs_warm))
+                results[tool] = (statistics.median(cold), statistics.median(warm), statistics.median(warm2),
+                                 max(reqs_cold), max(reqs_warm))
         finally:
             m.close()
         hk, py = results["hubkern"], results["huggingface_hub"]
         print(f"variant: {nfiles} files, {nbytes / 1e6:.1f} MB; loopback mirror (hubkern serve); "
               f"median of {a.reps}; huggingface_hub {huggingface_hub.__version__}")
-        print(f"{'client':<18}{'cold s':>9}{'cold MB/s':>11}{'warm s':>9}{'HTTP cold':>11}{'HTTP warm':>11}")
-        for tool, (c, w, rc, rw) in results.items():
-            print(f"{tool:<18}{c:>9.3f}{nbytes / 1e6 / c:>11.0f}{w:>9.3f}{rc:>11}{rw:>11}")
-        print(f"ratio huggingface_hub/hubkern: cold {py[0] / hk[0]:.2f}x, warm {py[1] / hk[1]:.2f}x; "
-              f"requests cold {py[2]}/{hk[2]}, warm {py[3]}/{hk[3]}")
+        print(f"{'client':<18}{'cold s':>9}{'cold MB/s':>11}{'warm s':>9}{'warm2 s':>9}{'HTTP cold':>11}"
+              f"{'HTTP warm':>11}")
+        for tool, (c, w, w2, rc, rw) in results.items():
+            print(f"{tool:<18}{c:>9.3f}{nbytes / 1e6 / c:>11.0f}{w:>9.3f}{w2:>9.3f}{rc:>11}{rw:>11}")
+        print(f"ratio huggingface_hub/hubkern: cold {py[0] / hk[0]:.2f}x, warm {py[1] / hk[1]:.2f}x, "
+              f"warm2 {py[2] / hk[2]:.2f}x; requests cold {py[3]}/{hk[3]}, warm {py[4]}/{hk[4]}")
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
