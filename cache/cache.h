@@ -101,6 +101,10 @@ bool hk_receipt_vouches(const hk_receipt *r, const char *rel, const struct stat 
 /* Was st (taken after the clock read taken_before) late enough after the file's last change that a
  * later change must alter ctime? (Coarse file-system clocks: a change within the same tick keeps it.) */
 bool hk_receipt_stat_settled(const struct stat *st, const struct timespec *taken_before);
+/* For a file about to be hashed: if its last change is within the racy window (and the wait is at
+ * most ~21 ms, i.e. not a whole-second file system), sleep past it and take taken_before and st again,
+ * so that the stat recorded after hashing is one that any later change must alter. */
+void hk_receipt_settle(struct stat *st, struct timespec *taken_before, const char *path);
 /* Write atomically (temp file + rename; concurrent writers: the last complete one wins). */
 int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
                     const char *variant);

@@ -116,6 +116,19 @@ bool hk_receipt_stat_settled(const struct stat *st, const struct timespec *taken
     return ts_ns(&st->st_ctim) + margin <= ts_ns(taken_before);
 }
 
+void hk_receipt_settle(struct stat *st, struct timespec *taken_before, const char *path) {
+    if (hk_receipt_stat_settled(st, taken_before) || st->st_ctim.tv_nsec == 0) return;
+    int64_t wait = ts_ns(&st->st_ctim) + 20000000 - ts_ns(taken_before) + 1000000;
+    if (wait <= 0 || wait > 25000000) return; /* (a ctime in the future: not worth waiting for) */
+    struct timespec d = {0, (long)wait};
+    while (nanosleep(&d, &d) != 0 && errno == EINTR) {
+    }
+    struct stat again;
+    clock_gettime(CLOCK_REALTIME, taken_before);
+    if (stat(path, &again) == 0) *st = again;
+    else st->st_mode = 0; /* gone: not a regular file any more, so never recorded */
+}
+
 void hk_receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
     if (!r || r->oom) return;
     rfile *f = add_entry(r, rel);

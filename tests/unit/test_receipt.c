@@ -5,6 +5,7 @@
 #include "cache/cache.h"
 #include "internal.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -153,9 +154,40 @@ static void test_settled(void) {
     CHECK(!hk_receipt_stat_settled(&st, &later));
 }
 
+static void test_settle(void) {
+    const char *dir = hk_test_tmpdir();
+    char *path = hk_asprintf("%s/just-written", dir);
+    struct timespec t0, t1;
+    hk_test_write(path, "new content");
+    clock_gettime(CLOCK_REALTIME, &t0);
+    struct stat st;
+    CHECK(stat(path, &st) == 0);
+    /* written a moment ago: not settled (unless this process was descheduled for 20 ms right here) */
+    bool was = hk_receipt_stat_settled(&st, &t0);
+    struct timespec before = t0;
+    hk_receipt_settle(&st, &t0, path);
+    clock_gettime(CLOCK_REALTIME, &t1);
+    CHECK(hk_receipt_stat_settled(&st, &t0)); /* waited past the window, took both again */
+    if (!was) CHECK(t0.tv_sec > before.tv_sec || (t0.tv_sec == before.tv_sec && t0.tv_nsec > before.tv_nsec));
+    struct stat now;
+    CHECK(stat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_ctim.tv_nsec == st.st_ctim.tv_nsec);
+    /* a whole-second file system (2 s window) is not waited for */
+    struct stat coarse = st;
+    coarse.st_ctim = t1;
+    coarse.st_ctim.tv_nsec = 0;
+    struct timespec t2 = t1, t3;
+    hk_receipt_settle(&coarse, &t2, path);
+    clock_gettime(CLOCK_REALTIME, &t3);
+    CHECK(coarse.st_ctim.tv_nsec == 0 && t2.tv_sec == t1.tv_sec && t2.tv_nsec == t1.tv_nsec);
+    CHECK((t3.tv_sec - t1.tv_sec) * 1000000000L + (t3.tv_nsec - t1.tv_nsec) < 500000000L);
+    unlink(path);
+    free(path);
+}
+
 int main(void) {
     test_paths();
     test_round_trip();
     test_settled();
+    test_settle();
     return hk_test_finish();
 }

@@ -236,6 +236,12 @@ int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, c
                 hrc = HK_OK;
                 how = FRESH;
             } else {
+                /* just changed (a blob this or another pull has just written)? Waiting <= 20 ms lets a
+                 * big file be recorded now instead of being hashed once more at its next use */
+                if (have_st && now && st0.st_size >= (1 << 20)) {
+                    hk_receipt_settle(&st0, &t0, path);
+                    have_st = S_ISREG(st0.st_mode);
+                }
                 hrc = path ? hk_hash_file_b64(b64, sizeof b64, kind, path) : hk_fail(HK_ERR_NOMEM, "out of memory");
             }
             bool ok = hrc == HK_OK && want && strcmp(want, b64) == 0;
