@@ -4,12 +4,14 @@
 // and keeps its Q fragments, softmax state and O accumulator in registers; K/V tiles of BN keys
 // stream through shared memory with cp.async double buffering; QK^T and PV use
 // mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate) fed by ldmatrix from XOR-swizzled shared
-// memory; the softmax is online (exp2 with the scale folded in); P stays in registers.
+// memory; the softmax is online (exp2 with the scale folded in); P stays in registers. On a
+// compute capability 9.0 GPU the prefill runs the sm_90a kernel of prefill_sm90.cu instead.
 //
 // Decode: flash-decoding. One CTA = one (sequence, kv head, split of the context) and ALL query
 // rows that read this kv head (group size x q_len, padded to 16-row MMA tiles), so each K/V byte
 // is read from DRAM once for the whole group. A multi-stage cp.async pipeline (16-byte copies,
-// paged or contiguous addressing) keeps enough bytes in flight; the 4 warps split each key tile,
+// paged or contiguous addressing; on sm_90a paged caches are fetched instead by one thread as TMA
+// boxes of whole pages) keeps enough bytes in flight; the 4 warps split each key tile,
 // merge their softmax states through shared memory, and write either the final output (1 split)
 // or a partial (normalised O, LSE); the last CTA of each group to finish merges the partials.
 //
@@ -19,10 +21,13 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "attn_device.cuh"
 #include "hk_attention_cuda.h"
 #include "prefill_sm90.h"
+#include "sm90_ptx.cuh"
+#include "tensor_map.cuh"
 
 namespace {
 
@@ -281,6 +286,9 @@ __global__ void __launch_bounds__(NW * 32) prefill_kernel(const PrefillParams p)
 // ---------------------------------------------------------------------------------------------
 // Decode (split-KV) + combine
 struct DecodeParams {
+    CUtensorMap tm_k, tm_v;  // paged caches on sm_90a: [blocks][block_size][Hkv][D] for the TMA
+    int box_rows;            // tokens per TMA box: min(block_size, 64)
+    int tma_contig;          // TMA over a contiguous cache: "block" = sequence, token = key
     void *out;
     float *lse;
     const void *q;
@@ -295,20 +303,41 @@ struct DecodeParams {
     int *counters;         // [batch][hkv][nchunks] arrivals per CTA group (zero between calls)
 };
 
-template <int D, int MT, int NW, int STAGES>
+// How a decode CTA fetches K/V tiles: cp.async from a contiguous cache, cp.async through the
+// block table, or (sm_90a) TMA boxes of whole pages issued by one thread.
+enum KvMode { kContiguous = 0, kPaged = 1, kPagedTma = 2 };
+
+template <int D, int MT, int NW, int STAGES, int KV>
 constexpr int decode_smem_bytes() {
-    constexpr int pipe = STAGES * (16 * NW) * D * 2 * 2;
+    constexpr int pipe = STAGES * (16 * NW) * D * 2 * 2 + (KV == kPagedTma ? 1024 : 0);
     constexpr int comb = NW * 16 * MT * (D + 2) * 4;
     return 16 * MT * D * 2 + (pipe > comb ? pipe : comb);
 }
 
-template <bool BF16, int D, int MT, int NW, int STAGES, bool PAGED>
-__global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
+template <bool BF16, int D, int MT, int NW, int STAGES, int KV>
+__global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__ DecodeParams p) {
     using T = typename Ty<BF16>::T;
+    constexpr bool PAGED = KV != kContiguous, TMA = KV == kPagedTma;
     constexpr int BN = 16 * NW, CH = D / 8, KS = D / 16, DT = D / 8, NTH = NW * 32, R = 16 * MT;
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (TMA) __trap();  // only launched on sm_90a (the host checks)
+#endif
     extern __shared__ __align__(128) uint8_t smem[];
     uint8_t *sQ = smem;             // [R][D]
     uint8_t *sKV = sQ + R * D * 2;  // [STAGES][K|V][BN][D]; reused for the warp merge
+    // TMA tiles are [BN keys][D/64 column blocks][128 B] with the TMA's 128-byte swizzle, whose
+    // 8-unit atoms must be 1024-aligned (the dynamic base is not guaranteed to be: 1 KB of slack)
+    const uint32_t kv_base = TMA ? (smem_u32(sKV) + 1023u) & ~1023u : smem_u32(sKV);
+    __shared__ __align__(8) uint64_t full_bar[TMA ? STAGES : 1];  // TMA: bytes of a tile landed
+    (void)full_bar;
+    // byte offset of 16-byte chunk c of key row r in a K or V tile
+    // (TMA: the swizzle phase is the index of the 128-byte unit, so a 256-byte row's two halves
+    // get different phases and 8 consecutive rows hit at most 2 bank groups twice)
+    auto kv_off = [](int r, int c) -> uint32_t {
+        if constexpr (TMA)
+            return r * (D * 2) + (c >> 3) * 128 + (((c & 7) ^ ((r * (D / 64) + (c >> 3)) & 7)) << 4);
+        else return swz<D>(r, c);
+    };
 
     const int split = blockIdx.x, hk = blockIdx.y / p.nchunks, chunk = blockIdx.y % p.nchunks;
     const int b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -337,9 +366,9 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
     // block-table read never stalls the issue of the copies.
     constexpr int RPT = BN * CH / NTH;
     int blk[RPT];
-    const int32_t *btab = PAGED ? p.block_table + (size_t)b * p.max_blocks : nullptr;
+    const int32_t *btab = PAGED && p.block_table ? p.block_table + (size_t)b * p.max_blocks : nullptr;
     auto fetch_blocks = [&](int j) {
-        if constexpr (PAGED) {
+        if constexpr (PAGED && !TMA) {
 #pragma unroll
             for (int it = 0; it < RPT; it++) {
                 int key = ks0 + j * BN + (tid + it * NTH) / CH;
@@ -351,7 +380,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
     fetch_blocks(0);
     auto load_tile = [&](int j) {
         const int st = j % STAGES;
-        const uint32_t kdst = smem_u32(sKV + st * 2 * BN * D * 2), vdst = kdst + BN * D * 2;
+        const uint32_t kdst = kv_base + st * 2 * BN * D * 2, vdst = kdst + BN * D * 2;
 #pragma unroll
         for (int it = 0; it < RPT; it++) {
             int i = tid + it * NTH, r = i / CH, c = i % CH;
@@ -372,11 +401,56 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
         }
         fetch_blocks(j + 1);
     };
-    // prologue: Q and the first STAGES-1 tiles, one commit group each (Q rides with tile 0)
+    // TMA: thread 0 copies whole pages, one box per (page piece, 64-column block) for K and V.
+    // Keys past the split's end re-read the split's first page (rows that exist; masked, and
+    // their V rows zeroed before use) instead of trusting the block table past the sequence.
+    // The block ids of the next tile to issue are read one tile ahead (at most BN / 16 = 4 pages
+    // per tile), so the table read does not stall the issue.
+    int tile_blk[4];
+    auto read_blocks = [&](int j) {
 #pragma unroll
-    for (int j = 0; j < STAGES - 1; j++) {
-        if (j < ntiles) load_tile(j);
-        cp_async_commit();
+        for (int q = 0; q < 4; q++) {
+            const int key = ks0 + j * BN + q * p.box_rows;
+            const int bi = (key < ke ? key : ks0) >> p.bs_shift;
+            if (q * p.box_rows < BN) tile_blk[q] = p.tma_contig ? b : __ldg(btab + bi);
+        }
+    };
+    auto load_tile_tma = [&](int j) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        const int st = j % STAGES;
+        const uint32_t kdst = kv_base + st * 2 * BN * D * 2, vdst = kdst + BN * D * 2;
+        const uint32_t bar = smem_u32(&full_bar[st]);
+        hk_sm90::mbar_arrive_expect_tx(bar, 2 * BN * D * 2);
+        const int key0 = ks0 + j * BN;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int r = q * p.box_rows;
+            if (r >= BN) break;
+            // one box = box_rows whole rows (both 64-column halves) of one kv head
+            const int tok = p.tma_contig ? key0 + r : (key0 + r) & (p.block_size - 1);
+            hk_sm90::tma_load_5d(kdst + r * D * 2, &p.tm_k, bar, 0, 0, hk, tok, tile_blk[q]);
+            hk_sm90::tma_load_5d(vdst + r * D * 2, &p.tm_v, bar, 0, 0, hk, tok, tile_blk[q]);
+        }
+        read_blocks(j + 1);
+#endif
+    };
+    // prologue: Q and the first STAGES-1 tiles, one commit group each (Q rides with tile 0)
+    if constexpr (TMA) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        cp_async_commit();  // Q
+        if (tid == 0) {
+            for (int s = 0; s < STAGES; s++) hk_sm90::mbar_init(smem_u32(&full_bar[s]), 1);
+            hk_sm90::mbar_init_fence();
+            read_blocks(0);
+            for (int j = 0; j < STAGES - 1 && j < ntiles; j++) load_tile_tma(j);
+        }
+#endif
+    } else {
+#pragma unroll
+        for (int j = 0; j < STAGES - 1; j++) {
+            if (j < ntiles) load_tile(j);
+            cp_async_commit();
+        }
     }
 
     uint32_t qf[MT][KS][4];
@@ -390,10 +464,33 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
     }
 
     for (int j = 0; j < ntiles; j++) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // tile j visible to all; stage (j-1)%STAGES free
-        if (j + STAGES - 1 < ntiles) load_tile(j + STAGES - 1);
-        cp_async_commit();
+        if constexpr (TMA) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            if (j == 0) cp_async_wait<0>();  // Q
+            __syncthreads();  // Q visible; stage (j-1)%STAGES free (and the barriers initialised)
+            if (tid == 0 && j + STAGES - 1 < ntiles) load_tile_tma(j + STAGES - 1);
+            hk_sm90::mbar_wait(smem_u32(&full_bar[j % STAGES]), (j / STAGES) & 1);
+            const int key0 = ks0 + j * BN;
+            if (key0 + BN > ke) {
+                // V rows of keys past the end hold whatever the page held: zero this warp's
+                // (P is 0 there, but 0 * NaN is not); the fence orders these generic writes
+                // before the TMA's next write to the stage
+                const uint32_t vz = kv_base + (j % STAGES) * 2 * BN * D * 2 + BN * D * 2;
+                for (int i = lane; i < 16 * CH; i += 32) {
+                    const int r = warp * 16 + i / CH, c = i % CH;
+                    if (key0 + r >= ke)
+                        asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vz + kv_off(r, c)), "r"(0));
+                }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                __syncwarp();
+            }
+#endif
+        } else {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();  // tile j visible to all; stage (j-1)%STAGES free
+            if (j + STAGES - 1 < ntiles) load_tile(j + STAGES - 1);
+            cp_async_commit();
+        }
         if (j == 0) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -402,7 +499,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
                     ldsm_x4(qf[mt][ks], smem_u32(sQ) + swz<D>(mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
         }
         const int st = j % STAGES;
-        const uint32_t kb = smem_u32(sKV + st * 2 * BN * D * 2), vb = kb + BN * D * 2;
+        const uint32_t kb = kv_base + st * 2 * BN * D * 2, vb = kb + BN * D * 2;
         const int wkey = warp * 16;  // this warp's 16 keys of the tile
         float s[MT][2][4];
 #pragma unroll
@@ -412,7 +509,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
             uint32_t kr[4];
-            ldsm_x4(kr, kb + swz<D>(wkey + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
+            ldsm_x4(kr, kb + kv_off(wkey + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 Ty<BF16>::mma(s[mt][0], qf[mt][ks], kr[0], kr[1]);
@@ -445,7 +542,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const DecodeParams p) {
 #pragma unroll
         for (int dp = 0; dp < D / 16; dp++) {
             uint32_t vr[4];
-            ldsm_x4_t(vr, vb + swz<D>(wkey + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+            ldsm_x4_t(vr, vb + kv_off(wkey + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 Ty<BF16>::mma(o[mt][2 * dp], a[mt], vr[0], vr[1]);
@@ -594,11 +691,11 @@ int prefill_dispatch(const PrefillParams &p, int batch, int max_seqlen_q, cudaSt
     }
 }
 
-template <bool BF16, int D, int MT, bool PAGED>
+template <bool BF16, int D, int MT, int KV>
 int decode_dispatch(const DecodeParams &p, cudaStream_t st) {
     constexpr int NW = 4, STAGES = (D == 128) ? 3 : 4;
-    constexpr int smem = decode_smem_bytes<D, MT, NW, STAGES>();
-    auto kern = decode_kernel<BF16, D, MT, NW, STAGES, PAGED>;
+    constexpr int smem = decode_smem_bytes<D, MT, NW, STAGES, KV>();
+    auto kern = decode_kernel<BF16, D, MT, NW, STAGES, KV>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return HK_ATTN_ECUDA;
     dim3 grid(p.nsplits, p.hkv * p.nchunks, p.batch);
@@ -606,12 +703,49 @@ int decode_dispatch(const DecodeParams &p, cudaStream_t st) {
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }
 
-template <bool BF16, int D>
-int decode_mt(const DecodeParams &p, int mt, cudaStream_t st) {
-    const bool paged = p.block_table != nullptr;
-    if (mt == 1) return paged ? decode_dispatch<BF16, D, 1, true>(p, st) : decode_dispatch<BF16, D, 1, false>(p, st);
-    return paged ? decode_dispatch<BF16, D, 2, true>(p, st) : decode_dispatch<BF16, D, 2, false>(p, st);
+template <bool BF16, int D, int MT>
+int decode_kv(const DecodeParams &p, int kv, cudaStream_t st) {
+    if (kv == kPagedTma) return decode_dispatch<BF16, D, MT, kPagedTma>(p, st);
+    if (kv == kPaged) return decode_dispatch<BF16, D, MT, kPaged>(p, st);
+    return decode_dispatch<BF16, D, MT, kContiguous>(p, st);
 }
+template <bool BF16, int D>
+int decode_mt(const DecodeParams &p, int mt, int kv, cudaStream_t st) {
+    return mt == 1 ? decode_kv<BF16, D, 1>(p, kv, st) : decode_kv<BF16, D, 2>(p, kv, st);
+}
+
+// Paged caches go through the TMA on sm_90a when the pages are powers of two from 16 to 256
+// tokens and the encoder accepts the layout; HK_ATTN_DECODE_TMA=0 keeps them on cp.async,
+// HK_ATTN_DECODE_TMA=all sends contiguous caches through the TMA as well (experiments).
+int decode_tma_setting() {
+    static const int v = [] {
+        const char *e = getenv("HK_ATTN_DECODE_TMA");
+        return e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "all") == 0 ? 2 : 1;
+    }();
+    return v;
+}
+bool decode_tma_maps(DecodeParams &p, int hkv, int d, int max_seqlen_k) {
+    const bool paged = p.block_table != nullptr;
+    if (decode_tma_setting() < (paged ? 1 : 2) || !hk_tma::is_sm90_device()) return false;
+    if (paged && (p.bs_shift < 4 || p.block_size > 256)) return false;
+    // paged: [blocks][block_size][Hkv][D] by the cache's own strides (the block count is not
+    // known here: the outer extent is the most blocks a 47-bit address space can hold, at most
+    // the largest id an int32 table holds); contiguous: [batch][max_seqlen_k][Hkv][D], likewise
+    const cuuint64_t tokens = paged ? p.block_size : (max_seqlen_k > 0 ? max_seqlen_k : 1);
+    const cuuint64_t max_blocks = (1ull << 47) / ((cuuint64_t)p.stride_block * 2 + 1);
+    const cuuint64_t outer = !paged ? (cuuint64_t)p.batch : max_blocks < INT32_MAX ? max_blocks : INT32_MAX;
+    p.box_rows = paged && p.block_size < 64 ? p.block_size : 64;
+    p.tma_contig = !paged;
+    // a row's D elements as [D/64][64] so that one box carries whole 256-byte rows under the
+    // 128-byte swizzle (boxes of 128-byte half rows ran ~8% slower, NOTES.md v7)
+    const cuuint64_t dims[5] = {64, (cuuint64_t)d / 64, (cuuint64_t)hkv, tokens, outer};
+    const cuuint64_t strides[4] = {128, (cuuint64_t)p.stride_head * 2, (cuuint64_t)p.stride_token * 2,
+                                   (cuuint64_t)p.stride_block * 2};
+    const cuuint32_t box[5] = {64, (cuuint32_t)d / 64, 1, (cuuint32_t)p.box_rows, 1};
+    return hk_tma::map_16bit(&p.tm_k, p.kc, 5, dims, strides, box) &&
+           hk_tma::map_16bit(&p.tm_v, p.vc, 5, dims, strides, box);
+}
+
 
 // 16 query rows per MMA tile; 2 tiles at most per CTA (more would spill the O accumulator):
 // larger groups x q_len are split into several row chunks, each re-reading the kv head.
@@ -723,6 +857,8 @@ extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const h
     p.ws_lse = workspace ? p.ws_o + nr * d : nullptr;
     p.counters = workspace ? reinterpret_cast<int *>(p.ws_lse + nr) : nullptr;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (dtype == HK_ATTN_BF16) return d == 128 ? decode_mt<true, 128>(p, mt, st) : decode_mt<true, 64>(p, mt, st);
-    return d == 128 ? decode_mt<false, 128>(p, mt, st) : decode_mt<false, 64>(p, mt, st);
+    const int mode = decode_tma_maps(p, hkv, d, max_seqlen_k) ? kPagedTma : p.block_table ? kPaged : kContiguous;
+    if (dtype == HK_ATTN_BF16)
+        return d == 128 ? decode_mt<true, 128>(p, mt, mode, st) : decode_mt<true, 64>(p, mt, mode, st);
+    return d == 128 ? decode_mt<false, 128>(p, mt, mode, st) : decode_mt<false, 64>(p, mt, mode, st);
 }

@@ -17,7 +17,6 @@
 // next sequence (those keys are masked, those query rows are not written) or past the end (the
 // TMA fills zeros). Semantics are those of attention_cpu/hk_attention.h (causal aligned
 // bottom-right, fully masked rows give 0 and LSE -inf).
-#include <cuda.h>  // CUtensorMap and its enums; the encoder itself is reached through cudart
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +27,7 @@
 #include "hk_attention_cuda.h"
 #include "prefill_sm90.h"
 #include "sm90_ptx.cuh"
+#include "tensor_map.cuh"
 
 namespace {
 
@@ -290,36 +290,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---------------------------------------------------------------------------------------------
 // Host side
-using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                 const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                 const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// The driver's tensor-map encoder, looked up once through cudart (no link against libcuda).
-EncodeTiled encoder() {
-    static const EncodeTiled fn = [] {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult res;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                             &res) != cudaSuccess ||
-            res != cudaDriverEntryPointSuccess)
-            return static_cast<EncodeTiled>(nullptr);
-        return reinterpret_cast<EncodeTiled>(f);
-    }();
-    return fn;
-}
-
-// [tokens][heads][D] 16-bit tensor, boxes of 64 elements x 1 head x `rows` tokens, 128-byte swizzle.
-bool make_map(CUtensorMap *map, const void *ptr, bool bf16, int d, int heads, int tokens, int rows) {
+// [tokens][heads][D] 16-bit tensor, boxes of 64 elements x 1 head x `rows` tokens.
+bool make_map(CUtensorMap *map, const void *ptr, int d, int heads, int tokens, int rows) {
     const cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)heads, (cuuint64_t)(tokens > 0 ? tokens : 1)};
     const cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)heads * d * 2};
     const cuuint32_t box[3] = {64, 1, (cuuint32_t)rows};
-    const cuuint32_t elem_strides[3] = {1, 1, 1};
-    return encoder()(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-                     const_cast<void *>(ptr), dims, strides, box, elem_strides,
-                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return hk_tma::map_16bit(map, ptr, 3, dims, strides, box);
 }
 
 template <bool BF16, int D, bool CAUSAL>
@@ -343,25 +319,18 @@ bool sm90_enabled() {
     return on;
 }
 
-bool is_sm90_device() {
-    int dev = 0, major = 0, minor = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-           major == 9 && minor == 0;
-}
-
 }  // namespace
 
 int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, const void *v,
                          const int32_t *cu_q, const int32_t *cu_k, int batch, int max_seqlen_q,
                          int total_q, int total_k, int hq, int hkv, int d, hk_attn_dtype dtype,
                          int causal, float scale, void *stream) {
-    if (!sm90_enabled() || !is_sm90_device() || !encoder()) return HK_ATTN_SM90_NOT_APPLICABLE;
+    if (!sm90_enabled() || !hk_tma::is_sm90_device() || !hk_tma::encoder())
+        return HK_ATTN_SM90_NOT_APPLICABLE;
     const bool bf = dtype == HK_ATTN_BF16;
     CUtensorMap tq, tk, tv;
-    if (!make_map(&tq, q, bf, d, hq, total_q, kBM) || !make_map(&tk, k, bf, d, hkv, total_k, kBN) ||
-        !make_map(&tv, v, bf, d, hkv, total_k, kBN))
+    if (!make_map(&tq, q, d, hq, total_q, kBM) || !make_map(&tk, k, d, hkv, total_k, kBN) ||
+        !make_map(&tv, v, d, hkv, total_k, kBN))
         return HK_ATTN_ECUDA;
     const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, scale, scale * kLog2e};
     cudaStream_t st = static_cast<cudaStream_t>(stream);

@@ -132,9 +132,31 @@ def test_decode(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, nu
     out = torch.full_like(q, float("nan"))
     lse = torch.full((B, qlen, Hq), float("nan"), device=dev)
     sl = torch.tensor(seqlens, dtype=torch.int32, device=dev)
+    # A real cache holds anything past a sequence's length: NaN there (P is 0 for those keys, but
+    # 0 * NaN is not), and block-table entries past the sequence's pages that point nowhere valid
+    # (any read through them faults or poisons the output)
+    kc_ref, vc_ref = kc.clone(), vc.clone()
+    for b in range(B):
+        L = seqlens[b]
+        if layout == "paged":
+            tail = torch.arange(L, mb * block_size, device=dev)
+            if tail.numel():
+                kc[bt[b, tail // block_size].long(), tail % block_size] = float("nan")
+                vc[bt[b, tail // block_size].long(), tail % block_size] = float("nan")
+        elif layout == "bshd":
+            kc[b, L:] = float("nan"); vc[b, L:] = float("nan")
+        else:
+            kc[b, :, L:] = float("nan"); vc[b, :, L:] = float("nan")
+    if layout == "paged":
+        bt_ref = bt.clone()
+        for b in range(B):
+            bt[b, (seqlens[b] + block_size - 1) // block_size:] = 1 << 30
     call = hk.Decode(q, kc, vc, strides, sl, smax, bt, block_size, None, num_splits, out, lse).set_hkv(Hkv)
     call()
     torch.cuda.synchronize()
+    kc, vc = kc_ref, vc_ref
+    if layout == "paged":
+        bt = bt_ref
     outs, lses, ros, rls = [], [], [], []
     for b in range(B):
         L = seqlens[b]

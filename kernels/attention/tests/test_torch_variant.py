@@ -122,6 +122,58 @@ def expect_error(name, fn, words):
     g.FAIL.append(f"error {name}")
 
 
+def op_checks(A):
+    """torch.library.opcheck (the schema's declared mutations, the Meta kernel under fake
+    tensors, autograd registration, AOT dispatch) on CUDA and CPU inputs, and torch.compile
+    (fullgraph) of both wrappers giving the eager result bit for bit."""
+    dev = torch.device("cuda")
+    bf = torch.bfloat16
+    q, k, v = (torch.randn(37, h, 64, device=dev).to(bf) for h in (8, 2, 2))
+    cq = torch.tensor([0, 12, 37], dtype=torch.int32, device=dev)
+    B, S, Hkv = 2, 300, 2
+    dq = torch.randn(B, 1, 8, 64, device=dev).to(bf)
+    kc, vc = (torch.randn(B, S, Hkv, 64, device=dev).to(bf) for _ in range(2))
+    sl = torch.tensor([300, 5], dtype=torch.int32, device=dev)
+    cases = [
+        ("varlen_fwd cuda", A._ops.ops.varlen_fwd.default,
+         (torch.empty_like(q), torch.empty(8, 37, device=dev), q, k, v, cq, cq, 25, True, 0.125)),
+        ("varlen_fwd cpu", A._ops.ops.varlen_fwd.default,
+         (torch.empty_like(q.cpu()), torch.empty(8, 37), q.cpu(), k.cpu(), v.cpu(), cq.cpu(), cq.cpu(), 25, False, 0.125)),
+        ("decode_fwd cuda", A._ops.ops.decode_fwd.default,
+         (torch.empty_like(dq), torch.empty(B, 1, 8, device=dev), dq, kc, vc, sl, None, S, 0.125,
+          torch.empty(0, dtype=torch.uint8, device=dev))),
+    ]
+    for name, op, args in cases:
+        try:
+            torch.library.opcheck(op, args)
+            print(f"ok   opcheck {name}")
+        except Exception as e:  # report, do not stop: every case is checked
+            print(f"FAIL opcheck {name}: {str(e).splitlines()[0][:200]}")
+            g.FAIL.append(f"opcheck {name}")
+
+    def prefill_fn(q, k, v):
+        out, lse = torch.empty_like(q), torch.empty(q.shape[1], q.shape[0], device=q.device)
+        A.varlen_attention(out, lse, q, k, v, cq, cq, 25, causal=True)
+        return out * 2, lse
+
+    def decode_fn(dq, kc, vc):
+        out, lse = torch.empty_like(dq), torch.empty(B, 1, 8, device=dq.device)
+        A.decode_attention(out, lse, dq, kc, vc, sl, S)
+        return out + 1, lse
+
+    for name, fn, args in (("varlen_attention", prefill_fn, (q, k, v)), ("decode_attention", decode_fn, (dq, kc, vc))):
+        try:
+            eager = fn(*args)
+            comp = torch.compile(fn, fullgraph=True)(*args)
+            same = all(torch.equal(a, b) for a, b in zip(eager, comp))
+            print(f"{'ok  ' if same else 'FAIL'} torch.compile(fullgraph) {name}: same as eager = {same}")
+            if not same:
+                g.FAIL.append(f"torch.compile {name}")
+        except Exception as e:
+            print(f"FAIL torch.compile {name}: {str(e).splitlines()[0][:200]}")
+            g.FAIL.append(f"torch.compile {name}")
+
+
 def main():
     hub = sys.argv[1]
     torch.manual_seed(int(time.time()))
@@ -172,6 +224,7 @@ def main():
                  ["head_dim 64 or 128"])
     expect_error("cpu/cuda mix", lambda: A.varlen_attention(torch.empty_like(q), torch.empty(4, 10, device="cuda"), q, q, q,
                                                           cq.cpu(), cq, 10), ["cu_seqlens_q", "device"])
+    op_checks(A)
     print("FAILED:" if g.FAIL else "ALL TORCH-VARIANT CHECKS PASSED", *g.FAIL, sep="\n  ")
     return 1 if g.FAIL else 0
 
