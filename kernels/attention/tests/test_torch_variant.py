@@ -7,7 +7,7 @@ output element and LSE checked against a float64 reference with test_attention_g
 (same functions: ref_attn / check). Also: a non-default stream, the CPU kernels, the Meta kernels,
 and that a bad argument raises a message naming it.
 usage: python3 test_torch_variant.py HUB_DIR   (HUB_DIR/build/<variant>/ as staged)"""
-import glob, importlib.util, json, os, sys, time
+import glob, importlib.util, json, os, pathlib, sys, time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -17,7 +17,7 @@ import test_attention_gpu as g  # noqa: E402  (reference, criterion, FAIL list; 
 def load(hub):
     try:
         from kernels import get_local_kernel
-        return get_local_kernel(hub, backend="cuda"), "kernels.get_local_kernel"
+        return get_local_kernel(pathlib.Path(hub), backend="cuda"), "kernels.get_local_kernel"
     except ImportError:
         pass
     tv = torch.__version__.split("+")[0].split(".")
