@@ -37,7 +37,8 @@ def rel_err(out, ref):
 
 
 def bench_prefill(args, rows):
-    print(f"\n## Prefill, bf16, B*S = 16384 tokens, H = 32 (TFLOP/s, median of {args.reps}; rel_l2 vs float64 on 2 heads)")
+    print(f"\n## Prefill, bf16, B*S = 16384 tokens, H = 32 (TFLOP/s, median of {args.reps}; rel_l2 vs float64 on 2 heads); "
+          f"our kernel: {hk.prefill_kernel()}")
     print("| D | mask | S | B | ours | SDPA flash | SDPA cuDNN | SDPA efficient | ours/flash | ours/cuDNN | rel_l2 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for D in args.dims:
@@ -74,8 +75,8 @@ def bench_prefill(args, rows):
 def bench_decode(args, rows):
     B, Hq, Hkv, D = 16, 32, 8, 128
     print(f"\n## Decode, bf16, B={B}, Hq={Hq}, Hkv={Hkv}, D={D}, q_len=1 (GB/s of K+V read, median of {args.reps}; time in us)")
-    print("| ctx | KV layout | splits | ours GB/s (us) | % of copy | SDPA best GB/s (backend) | SDPA default | ours/best | rel_l2 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| ctx | KV layout | kernel | splits | ours GB/s (us) | % of copy | SDPA best GB/s (backend) | SDPA default | ours/best | rel_l2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for S in (4096, 32768):
         nbytes = 2 * B * Hkv * S * D * 2
         q = torch.randn(B, 1, Hq, D, device=dev, dtype=torch.bfloat16)
@@ -124,10 +125,10 @@ def bench_decode(args, rows):
                 err = rel_err(out[0], ro)
                 med, mn = timeit(call, args.reps)
                 gbs = nbytes / med / 1e6
-                r = {"S": S, "layout": lname, "splits": call.num_splits, "ours_GBps": gbs, "ours_us": med * 1e3,
+                r = {"S": S, "layout": lname, "kernel": call.kernel(), "splits": call.num_splits, "ours_GBps": gbs, "ours_us": med * 1e3,
                      "sdpa": sd, "rel_l2": err, "copy_GBps": args.copy}
                 rows.append(r)
-                print(f"| {S} | {lname} | {call.num_splits}{' (auto)' if ns == 0 else ''} | {gbs:.0f} ({med*1e3:.1f}) | {100*gbs/args.copy:.0f}% | "
+                print(f"| {S} | {lname} | {r['kernel']} | {call.num_splits}{' (auto)' if ns == 0 else ''} | {gbs:.0f} ({med*1e3:.1f}) | {100*gbs/args.copy:.0f}% | "
                       f"{sd[best_name]:.0f} ({best_name}) | {sd['default']:.0f} | {gbs/sd[best_name]:.2f} | {err:.1e} |", flush=True)
             del kk, vv
         del kc, vc, kb, vb

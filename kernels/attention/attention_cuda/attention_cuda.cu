@@ -790,6 +790,23 @@ extern "C" int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const 
 #undef HK_PF
 }
 
+extern "C" const char *hk_attn_prefill_cuda_kernel(void) {
+    return hk_attn_prefill_sm90_applicable() ? "sm90a" : "portable";
+}
+
+extern "C" const char *hk_attn_decode_cuda_kernel(const hk_attn_kv_cache *kv, int batch, int hkv,
+                                                  int d, int max_seqlen_k) {
+    if (!kv) return "invalid";
+    DecodeParams p{};
+    p.kc = kv->k, p.vc = kv->v, p.batch = batch;
+    p.stride_block = kv->stride_block, p.stride_token = kv->stride_token, p.stride_head = kv->stride_head;
+    p.block_table = kv->block_table, p.block_size = kv->block_size, p.bs_shift = -1;
+    for (int sh = 0; sh < 31; sh++)
+        if (kv->block_size == (1 << sh)) p.bs_shift = sh;
+    if (decode_tma_maps(p, hkv, d, max_seqlen_k)) return kv->block_table ? "paged-tma" : "contiguous-tma";
+    return kv->block_table ? "paged" : "contiguous";
+}
+
 extern "C" int hk_attn_decode_cuda_num_splits(int batch, int q_len, int hq, int hkv, int d,
                                               int max_seqlen_k, int paged) {
     if (batch <= 0 || hkv <= 0 || q_len <= 0 || max_seqlen_k <= 0) return 1;

@@ -27,6 +27,13 @@ int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const void *k, co
                          int head_dim, hk_attn_dtype dtype, int causal, float softmax_scale,
                          void *stream);
 
+/* Which kernel a call would run on the current device, for logs and benchmarks:
+ * prefill "sm90a" or "portable"; decode "contiguous", "paged" (cp.async) or "paged-tma",
+ * "contiguous-tma" (HK_ATTN_DECODE_TMA=all). */
+const char *hk_attn_prefill_cuda_kernel(void);
+const char *hk_attn_decode_cuda_kernel(const hk_attn_kv_cache *kv, int batch, int num_heads_kv,
+                                       int head_dim, int max_seqlen_k);
+
 /* Split-KV heuristic: how many splits along the sequence a decode of this shape uses. */
 int hk_attn_decode_cuda_num_splits(int batch, int q_len, int num_heads_q, int num_heads_kv,
                                    int head_dim, int max_seqlen_k, int paged);

@@ -321,12 +321,15 @@ bool sm90_enabled() {
 
 }  // namespace
 
+int hk_attn_prefill_sm90_applicable(void) {
+    return sm90_enabled() && hk_tma::is_sm90_device() && hk_tma::encoder() != nullptr;
+}
+
 int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, const void *v,
                          const int32_t *cu_q, const int32_t *cu_k, int batch, int max_seqlen_q,
                          int total_q, int total_k, int hq, int hkv, int d, hk_attn_dtype dtype,
                          int causal, float scale, void *stream) {
-    if (!sm90_enabled() || !hk_tma::is_sm90_device() || !hk_tma::encoder())
-        return HK_ATTN_SM90_NOT_APPLICABLE;
+    if (!hk_attn_prefill_sm90_applicable()) return HK_ATTN_SM90_NOT_APPLICABLE;
     const bool bf = dtype == HK_ATTN_BF16;
     CUtensorMap tq, tk, tv;
     if (!make_map(&tq, q, d, hq, total_q, kBM) || !make_map(&tk, k, d, hkv, total_k, kBN) ||

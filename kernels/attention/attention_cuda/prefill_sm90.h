@@ -11,6 +11,9 @@
  * 9.0, or the driver has no tensor-map encoder); the caller then uses the portable kernel. */
 #define HK_ATTN_SM90_NOT_APPLICABLE 1
 
+/* 1 when hk_attn_prefill_sm90 would run its kernel on the current device, else 0. */
+int hk_attn_prefill_sm90_applicable(void);
+
 int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, const void *v,
                          const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
                          int max_seqlen_q, int total_q, int total_k, int num_heads_q,

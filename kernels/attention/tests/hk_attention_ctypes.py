@@ -46,6 +46,9 @@ def lib():
         _lib.hk_attn_decode_cuda.argtypes = [vp, vp, vp, ctypes.POINTER(KV), vp, i, i, i, i, i, i, i,
                                              f, i, vp, ctypes.c_size_t, vp]
         _lib.hk_attn_decode_cuda_num_splits.argtypes = [i] * 7
+        _lib.hk_attn_prefill_cuda_kernel.restype = ctypes.c_char_p
+        _lib.hk_attn_decode_cuda_kernel.argtypes = [ctypes.POINTER(KV), i, i, i, i]
+        _lib.hk_attn_decode_cuda_kernel.restype = ctypes.c_char_p
         _lib.hk_attn_decode_cuda_workspace_size.argtypes = [i] * 5
         _lib.hk_attn_decode_cuda_workspace_size.restype = ctypes.c_size_t
     return _lib
@@ -100,6 +103,11 @@ class Decode:
         self.ws = torch.zeros(max(ws, 16), dtype=torch.uint8, device=self.q.device)  # counters start at 0
         return self
 
+    def kernel(self):
+        """Which decode kernel this call runs ("paged-tma", "paged", "contiguous", ...)."""
+        return lib().hk_attn_decode_cuda_kernel(ctypes.byref(self.kv), self.B, self.Hkv, self.D,
+                                                self.max_seqlen).decode()
+
     def __call__(self):
         rc = lib().hk_attn_decode_cuda(self.out.data_ptr(), self.lse.data_ptr(), self.q.data_ptr(),
                                        ctypes.byref(self.kv), self.seqlens.data_ptr(), self.B, self.qlen,
@@ -107,3 +115,8 @@ class Decode:
                                        self.num_splits, self.ws.data_ptr(), self.ws.numel(), _stream())
         assert rc == 0, rc
         return self.out, self.lse
+
+
+def prefill_kernel():
+    """Which prefill kernel runs on this device ("sm90a" or "portable")."""
+    return lib().hk_attn_prefill_cuda_kernel().decode()

@@ -113,6 +113,27 @@ def test_prefill(name, lqs, lks, Hq, Hkv, D, dtype, causal, scale=None, head_sub
     check(f"prefill {name}", torch.cat(outs), torch.cat(lses), torch.cat(ros), torch.cat(rls), base)
 
 
+def hopper():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def expected_decode_kernel(layout, block_size):
+    """The kernel the library must pick here: on an H200 paged caches with power-of-two pages of
+    16..256 tokens go through the TMA unless HK_ATTN_DECODE_TMA=0 (so the TMA path is proven
+    by these checks, not silently replaced by the fallback)."""
+    setting = os.environ.get("HK_ATTN_DECODE_TMA", "1")
+    pow2 = block_size >= 16 and block_size <= 256 and (block_size & (block_size - 1)) == 0
+    if layout == "paged":
+        return "paged-tma" if hopper() and setting != "0" and pow2 else "paged"
+    return "contiguous-tma" if hopper() and setting == "all" else "contiguous"
+
+
+def expect_kernel(what, got, want):
+    if got != want:
+        print(f"FAIL {what}: ran kernel {got!r}, expected {want!r}", flush=True)
+        FAIL.append(f"{what} kernel")
+
+
 def test_decode(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, num_splits=0):
     B, smax = len(seqlens), max(max(seqlens), 1)
     bt = None
@@ -152,6 +173,8 @@ def test_decode(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, nu
         for b in range(B):
             bt[b, (seqlens[b] + block_size - 1) // block_size:] = 1 << 30
     call = hk.Decode(q, kc, vc, strides, sl, smax, bt, block_size, None, num_splits, out, lse).set_hkv(Hkv)
+    kernel = call.kernel()
+    expect_kernel(f"decode {name}", kernel, expected_decode_kernel(layout, block_size))
     call()
     torch.cuda.synchronize()
     kc, vc = kc_ref, vc_ref
@@ -171,12 +194,14 @@ def test_decode(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, nu
         ro, rl = ref_attn(q[b], kk, vv, qlen, L, True, D ** -0.5)
         ros.append(ro.reshape(-1, D)); rls.append(rl.transpose(0, 1).reshape(-1))
         outs.append(out[b].reshape(-1, D)); lses.append(lse[b].reshape(-1))
-    check(f"decode {name} splits={call.num_splits}", torch.cat(outs), torch.cat(lses), torch.cat(ros), torch.cat(rls))
+    check(f"decode {name} [{kernel}] splits={call.num_splits}", torch.cat(outs), torch.cat(lses), torch.cat(ros), torch.cat(rls))
 
 
 def main():
     torch.manual_seed(int(time.time()))
-    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    print(torch.cuda.get_device_name(), torch.__version__, "| prefill kernel:", hk.prefill_kernel(), flush=True)
+    want = "sm90a" if hopper() and os.environ.get("HK_ATTN_PREFILL_IMPL") != "portable" else "portable"
+    expect_kernel("prefill", hk.prefill_kernel(), want)
     odd = [1, 7, 129, 1000]
     uq, uk = [1, 7, 129, 40, 0, 3, 300], [1, 20, 129, 10, 5, 0, 1000]
     for dtype in (torch.bfloat16, torch.float16):
@@ -209,6 +234,7 @@ def main():
             test_decode(f"{dn} D{D} bshd q8 32/8", sl, 8, 32, 8, D, dtype, "bshd")
     test_decode("bf16 D128 bshd q1 32/8 forced 1 split", sl, 1, 32, 8, 128, torch.bfloat16, "bshd", 0, 1)
     test_decode("bf16 D128 paged16 q2 32/8 forced 7 splits", sl, 2, 32, 8, 128, torch.bfloat16, "paged", 16, 7)
+    test_decode("bf16 D128 paged48 q1 32/8 (pages not a power of two)", sl, 1, 32, 8, 128, torch.bfloat16, "paged", 48)
     test_decode("bf16 D128 bshd q1 B16 ctx 32768", [32768] * 16, 1, 32, 8, 128, torch.bfloat16, "bshd")
     print("FAILED:" if FAIL else "ALL GPU CHECKS PASSED", *FAIL, sep="\n  ")
     return 1 if FAIL else 0
