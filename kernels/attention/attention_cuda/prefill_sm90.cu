@@ -38,6 +38,9 @@ constexpr int kBN = 128;       // keys per tile
 constexpr int kThreads = 384;  // 3 warpgroups
 [[maybe_unused]] constexpr int kRowBytes = 128;  // one swizzled row: 64 16-bit elements
 
+#ifndef HK_SM90_OVERLAP
+#define HK_SM90_OVERLAP 1
+#endif
 #ifndef HK_SM90_STAGES_D128
 #define HK_SM90_STAGES_D128 2
 #endif
@@ -170,8 +173,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(bar);
     };
-    // mask, online softmax (rescaling O, which already holds P_(i-1) V_(i-1)), P_i into `pa`
-    auto softmax = [&](int i) {
+    // mask and online softmax of S_i: new running max, P_i (unnormalised, in `sc`), row sums; the
+    // factor O must be rescaled by comes back in alpha (O itself may still be in an MMA)
+    auto softmax = [&](int i, float (&alpha)[2]) {
         // keys past the sequence, and (causal) keys after the query's diagonal
         const bool need_mask = (i + 1) * kBN > lk || (CAUSAL && (i + 1) * kBN - 1 > m0 + lk - lq);
         if (need_mask) {
@@ -193,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             mx = quad_max(mx);
             const float m_new = fmaxf(m[r], mx);
             const float ms = m_new == -INFINITY ? 0.f : m_new * p.scale_log2;
-            const float alpha = fast_exp2(m[r] * p.scale_log2 - ms);
+            alpha[r] = fast_exp2(m[r] * p.scale_log2 - ms);
             m[r] = m_new;
             float rs = 0.f;
 #pragma unroll
@@ -204,12 +208,18 @@ __global__ void __launch_bounds__(kThreads, 1)
                     sc[4 * j + e] = v;
                     rs += v;
                 }
-            l[r] = l[r] * alpha + rs;
+            l[r] = l[r] * alpha[r] + rs;
+        }
+    };
+    // once P_(i-1) V_(i-1) has landed in O: rescale O to the new max, and P_i into `pa` (which that
+    // MMA was reading)
+    auto rescale_and_pack = [&](const float (&alpha)[2]) {
 #pragma unroll
-            for (int j = 0; j < D / 8; j++) {
-                o[4 * j + 2 * r] *= alpha;
-                o[4 * j + 2 * r + 1] *= alpha;
-            }
+        for (int j = 0; j < D / 8; j++) {
+            o[4 * j] *= alpha[0];
+            o[4 * j + 1] *= alpha[0];
+            o[4 * j + 2] *= alpha[1];
+            o[4 * j + 3] *= alpha[1];
         }
         // P as wgmma A fragments: k-step kk covers keys 16kk..16kk+15 = S columns 8(2kk), 8(2kk+1)
 #pragma unroll
@@ -224,6 +234,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and
     // 2), so that one warpgroup's softmax runs while the other's MMAs occupy the tensor cores.
     // Turns: S_0; then S_i with PV_(i-1) back to back; then PV_last: ntiles + 1 per warpgroup.
+    // Within a warpgroup, S_i and PV_(i-1) are two commit groups: the softmax of S_i starts as
+    // soon as S_i is done, while PV_(i-1) still runs (FA3's intra-warpgroup overlap).
     // (The MMAs are issued outside any data-dependent branch: ptxas serialises wgmma otherwise.)
     auto my_turn = [&] { named_bar_sync<256>(1 + cw); };
     auto pass_turn = [&] { named_bar_arrive<256>(2 - cw); };
@@ -239,22 +251,38 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_wait<0>();
         fence_regs(sc);
         release(bar_k_empty(0));
-        softmax(0);
+        float alpha[2];
+        softmax(0, alpha);
+        rescale_and_pack(alpha);
         for (int i = 1; i < ntiles; i++) {
             mbar_wait(bar_k(i % ST), (i / ST) & 1);
             mbar_wait(bar_v((i - 1) % ST), ((i - 1) / ST) & 1);
             my_turn();
             wgmma_fence();
             issue_s(i);
+#if HK_SM90_OVERLAP
+            wgmma_commit();
+#endif
             issue_pv(i - 1);
             wgmma_commit();
             pass_turn();
+#if HK_SM90_OVERLAP
+            wgmma_wait<1>();  // S_i done; PV_(i-1) may still run
+            fence_regs(sc);
+            release(bar_k_empty(i % ST));
+            softmax(i, alpha);
+            wgmma_wait<0>();
+            fence_regs(o);
+            release(bar_v_empty((i - 1) % ST));
+#else
             wgmma_wait<0>();
             fence_regs(sc);
             fence_regs(o);
             release(bar_k_empty(i % ST));
             release(bar_v_empty((i - 1) % ST));
-            softmax(i);
+            softmax(i, alpha);
+#endif
+            rescale_and_pack(alpha);
         }
         const int last = ntiles - 1;
         mbar_wait(bar_v(last % ST), (last / ST) & 1);
