@@ -422,6 +422,96 @@ static void test_redirect(void) {
     free(cache);
 }
 
+/* Publish a repo holding only kernel-status.toml that redirects to dest@rev. */
+static void publish_redirect(const char *repo, const char *dest, const char *rev, char commit[41]) {
+    char *dir = hk_asprintf("%s/status-%s", hk_test_tmpdir(), strchr(repo, '/') + 1);
+    char *file = hk_asprintf("%s/kernel-status.toml", dir);
+    char *text = hk_asprintf("kind = \"redirect\"\ndestination = \"%s\"\nrevision = \"%s\"\n", dest, rev);
+    hk_test_write(file, text);
+    publish(dir, repo, "v1", commit);
+    free(text);
+    free(file);
+    free(dir);
+}
+
+static int g_hops; /* "redirected to" warnings seen */
+static void count_hops(void *ud, hk_log_level level, const char *msg) {
+    (void)ud;
+    if (level == HK_LOG_WARN && strstr(msg, "redirected to")) g_hops++;
+}
+
+/* Loops: loopa@v1 -> loopb@v1 -> loopa@v1 (the same revision name again) and loopc@v1 -> loopd@v1 ->
+ * loopc@<commit of v1> (another name of a visited commit) fail after the two hops that close them,
+ * naming the loop; a chain of 5 redirects (chain1 -> ... -> chain5 -> newnorm) is followed, one of
+ * 6 (from chain0) fails on the depth limit. */
+static char g_loopc_commit[41];
+
+static void test_redirect_loops(void) {
+    char *cache = cache_dir("c-loop");
+    hk_get_kernel_options o;
+    opts(&o, "hubkern/loopa", 1, cache);
+    hk_kernel *k = (hk_kernel *)1;
+    hk_set_log_callback(count_hops, NULL, HK_LOG_WARN);
+    g_hops = 0;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_PROTOCOL);
+    CHECK(k == NULL);
+    CHECK(g_hops == 2);
+    CHECK(strstr(hk_last_error(), "kernel-status.toml redirects loop: hubkern/loopa@v1 -> hubkern/loopb@v1 -> "
+                                  "hubkern/loopa@v1; fix the kernel-status.toml of one of them") != NULL);
+    /* hk_has_kernel follows redirects the same way */
+    bool has = true;
+    g_hops = 0;
+    CHECK_RC(hk_has_kernel(&has, &o), HK_ERR_PROTOCOL);
+    CHECK(g_hops == 2);
+    CHECK(strstr(hk_last_error(), "redirects loop: hubkern/loopa@v1 -> hubkern/loopb@v1 -> hubkern/loopa@v1") != NULL);
+    /* entering the loop from its other end names it from there */
+    opts(&o, "hubkern/loopb", HK_VERSION_UNSET, cache);
+    o.revision = "v1";
+    g_hops = 0;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_PROTOCOL);
+    CHECK(g_hops == 2);
+    CHECK(strstr(hk_last_error(), "redirects loop: hubkern/loopb@v1 -> hubkern/loopa@v1 -> hubkern/loopb@v1;") != NULL);
+    /* back at a visited commit under another name */
+    opts(&o, "hubkern/loopc", 1, cache);
+    g_hops = 0;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_PROTOCOL);
+    CHECK(g_hops == 2);
+    char *want = hk_asprintf("redirects loop: hubkern/loopc@v1 -> hubkern/loopd@v1 -> hubkern/loopc@%s (commit %.12s, "
+                             "as hubkern/loopc@v1)",
+                             g_loopc_commit, g_loopc_commit);
+    CHECK(strstr(hk_last_error(), want) != NULL);
+    free(want);
+
+    /* long chains without a loop: 5 redirects are followed, 6 are refused */
+    hk_hub_options ho;
+    hk_hub_options_init(&ho);
+    ho.endpoint = g_endpoint;
+    ho.cache_dir = cache;
+    ho.token = "";
+    hk_hub *hub = NULL;
+    CHECK_RC(hk_hub_new(&hub, &ho), HK_OK);
+    hk_pull_spec s;
+    hk_pull_spec_init(&s);
+    s.repo_id = "hubkern/chain1";
+    s.version = 1;
+    char *repo = NULL, *rev = NULL, c[65];
+    g_hops = 0;
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, c, hub, &s), HK_OK);
+    CHECK(g_hops == 5);
+    if (repo) CHECK_STR(repo, "hubkern/newnorm");
+    CHECK_STR(c, g_new_commit);
+    hk_free(repo);
+    hk_free(rev);
+    s.repo_id = "hubkern/chain0";
+    g_hops = 0;
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, c, hub, &s), HK_ERR_PROTOCOL);
+    CHECK(g_hops == 6);
+    CHECK(strstr(hk_last_error(), "kernel-status.toml redirects form a chain longer than 5 from hubkern/chain0") != NULL);
+    hk_hub_free(hub);
+    hk_set_log_callback(NULL, NULL, HK_LOG_WARN);
+    free(cache);
+}
+
 int main(void) {
     const char *b = getenv("HK_BUILD_DIR");
     g_hub_src = hk_asprintf("%s/kernels/rmsnorm/hub", b ? b : ".");
@@ -477,6 +567,17 @@ int main(void) {
         publish(oldsrc, "hubkern/oldarm", "v1", NULL);
         free(oldsrc);
     }
+    publish_redirect("hubkern/loopa", "hubkern/loopb", "v1", NULL);
+    publish_redirect("hubkern/loopb", "hubkern/loopa", "v1", NULL);
+    publish_redirect("hubkern/loopc", "hubkern/loopd", "v1", g_loopc_commit);
+    publish_redirect("hubkern/loopd", "hubkern/loopc", g_loopc_commit, NULL);
+    for (int i = 0; i <= 5; i++) {
+        char repo[32], dest[32];
+        snprintf(repo, sizeof repo, "hubkern/chain%d", i);
+        if (i < 5) snprintf(dest, sizeof dest, "hubkern/chain%d", i + 1);
+        else snprintf(dest, sizeof dest, "hubkern/newnorm");
+        publish_redirect(repo, dest, "v1", NULL);
+    }
 
     const char *trusted[] = {"hubkern"};
     hk_serve_config c = {0};
@@ -498,6 +599,7 @@ int main(void) {
     test_local_kernels();
     test_load_locked();
     test_redirect();
+    test_redirect_loops();
 
     hk_server_stop(srv);
     free(arm);

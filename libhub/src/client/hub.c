@@ -951,18 +951,56 @@ static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir,
     return rc == HK_OK && has;
 }
 
+/* One repo visited while following redirects: the revision asked there and the commit it had. */
+typedef struct redirect_hop {
+    char *repo, *rev;
+    char commit[65];
+} redirect_hop;
+
+#define HK_MAX_REDIRECTS 5
+
+/* Fail with the chain hops[0..n-1] followed by the revisit of hops[again] (same repo, and the same
+ * revision name or the same commit): a loop that no number of hops would leave. */
+static int fail_redirect_loop(const redirect_hop *hops, size_t n, size_t again, bool by_commit) {
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    for (size_t i = 0; i < n; i++) hk_sb_printf(&sb, "%s%s@%s", i ? " -> " : "", hops[i].repo, hops[i].rev);
+    if (by_commit)
+        hk_sb_printf(&sb, " (commit %.12s, as %s@%s)", hops[n - 1].commit, hops[again].repo, hops[again].rev);
+    int rc = hk_fail(HK_ERR_PROTOCOL,
+                     "kernel-status.toml redirects loop: %s; fix the kernel-status.toml of one of them",
+                     sb.data ? sb.data : "?");
+    hk_sb_free(&sb);
+    return rc;
+}
+
 /* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
  * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
- * *out_redirect_rev: the revision the last redirect named, NULL when none was followed. */
+ * *out_redirect_rev: the revision the last redirect named, NULL when none was followed.
+ * A redirect back to a repo already visited, at the same revision name or the same commit, fails at
+ * once (HK_ERR_PROTOCOL naming the loop); a chain of more than HK_MAX_REDIRECTS redirects fails too. */
 static int follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
                             const hk_pull_spec *spec) {
     *out_repo = *out_redirect_rev = NULL;
-    char *repo = hk_strdup(spec->repo_id);
-    char *redirect_rev = NULL;
-    int rc = repo ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
-    for (int hop = 0; rc == HK_OK; hop++) {
-        if (hop > 5) {
-            rc = hk_fail(HK_ERR_PROTOCOL, "kernel-status.toml redirects form a chain longer than 5 from %s", spec->repo_id);
+    redirect_hop hops[HK_MAX_REDIRECTS + 2];
+    size_t n = 0;
+    int rc = HK_OK;
+    hops[0].repo = hk_strdup(spec->repo_id);
+    hops[0].rev = spec->revision ? hk_strdup(spec->revision) : hk_asprintf("v%d", spec->version);
+    hops[0].commit[0] = '\0';
+    n = 1;
+    if (!hops[0].repo || !hops[0].rev) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    while (rc == HK_OK) {
+        redirect_hop *h = &hops[n - 1];
+        const char *repo = h->repo;
+        /* back at a (repo, revision) of the chain: a loop, known before asking the Hub again */
+        for (size_t i = 0; i + 1 < n && rc == HK_OK; i++)
+            if (strcmp(hops[i].repo, repo) == 0 && strcmp(hops[i].rev, h->rev) == 0)
+                rc = fail_redirect_loop(hops, n, i, false);
+        if (rc) break;
+        if (n > HK_MAX_REDIRECTS + 1) {
+            rc = hk_fail(HK_ERR_PROTOCOL, "kernel-status.toml redirects form a chain longer than %d from %s",
+                         HK_MAX_REDIRECTS, spec->repo_id);
             break;
         }
         if ((rc = check_repo_id(repo))) break;
@@ -979,25 +1017,36 @@ static int follow_redirects(char **out_repo, char **out_redirect_rev, char commi
                 break;
             }
         }
-        if ((rc = resolve_commit(commit, hub, repo, redirect_rev ? -1 : spec->version, redirect_rev ? redirect_rev : spec->revision)))
+        if ((rc = resolve_commit(commit, hub, repo, n > 1 ? -1 : spec->version, n > 1 ? h->rev : spec->revision)))
             break;
+        snprintf(h->commit, sizeof h->commit, "%s", commit);
+        /* another name of a commit already visited (a@main -> b -> a@v1, main == v1) loops as well */
+        for (size_t i = 0; i + 1 < n && rc == HK_OK; i++)
+            if (strcmp(hops[i].repo, repo) == 0 && strcmp(hops[i].commit, commit) == 0)
+                rc = fail_redirect_loop(hops, n, i, true);
+        if (rc) break;
         char *dest = NULL, *drev = NULL;
         if ((rc = check_status(&dest, &drev, hub, repo, commit))) break;
         if (!dest) break;
         hk_log(HK_LOG_WARN, "'%s' redirected to '%s' (revision %s)", repo, dest, drev);
-        free(repo);
-        free(redirect_rev);
-        repo = dest;
-        redirect_rev = drev;
+        hops[n].repo = dest;
+        hops[n].rev = drev;
+        hops[n].commit[0] = '\0';
+        n++;
     }
-    if (rc) {
-        free(repo);
-        free(redirect_rev);
-        return rc;
+    if (rc == HK_OK && n > 1) {
+        *out_repo = hops[n - 1].repo;
+        *out_redirect_rev = hops[n - 1].rev;
+        hops[n - 1].repo = hops[n - 1].rev = NULL;
+    } else if (rc == HK_OK) {
+        *out_repo = hops[0].repo;
+        hops[0].repo = NULL;
     }
-    *out_repo = repo;
-    *out_redirect_rev = redirect_rev;
-    return HK_OK;
+    for (size_t i = 0; i < n; i++) {
+        free(hops[i].repo);
+        free(hops[i].rev);
+    }
+    return rc;
 }
 
 int hk_hub_resolve_spec(char **out_repo, char **out_revision, char out_commit[65], hk_hub *hub,
