@@ -85,6 +85,13 @@ bool hk_receipts_enabled(void);
  * set: <that dir>/<32 hex of sha256(root)>/<repo folder>/<commit>/<variant>.json. NULL when a name is
  * unusable or out of memory. Caller frees. */
 char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant);
+/* The directories that may hold receipts of the repo folder `folder` ("kernels--org--name") of this
+ * cache root: <root>/.locks/<folder>/hubkern-receipts and, with HUBKERN_RECEIPTS_DIR set, also
+ * <that dir>/<32 hex of sha256(root)>/<folder>. Each one holds <commit>/<variant>.json. Returns how
+ * many were put in out (caller frees each; 0 for an unusable folder name). */
+size_t hk_receipt_repo_dirs(char *out[2], const char *root, const char *folder);
+/* <HUBKERN_RECEIPTS_DIR>/<32 hex of sha256(root)>, NULL when the variable is unset. Caller frees. */
+char *hk_receipt_outside_root_dir(const char *root);
 /* The receipt at path, if it was written for exactly this cache root (path and st_dev/st_ino of the
  * root), repo folder, commit, variant and metadata.json (meta_sha256: hex SHA-256 of its bytes).
  * NULL otherwise (missing, unreadable, corrupt, stale: the reason is logged at debug level). */

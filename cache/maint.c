@@ -615,6 +615,108 @@ static void pctx_free(pctx *c) {
     c->nused = c->capused = 0;
 }
 
+/* ---- verification receipts of what rm / prune remove ----------------------------------------- */
+static const char *folder_of_dir(const char *repo_dir) {
+    const char *f = strrchr(repo_dir, '/');
+    return f ? f + 1 : repo_dir;
+}
+
+/* rm: the receipts of the whole repo (commit NULL) or of one commit, wherever they are kept. Other
+ * repos' receipts and huggingface_hub's lock files beside them are left alone. */
+static void remove_receipts(pctx *c, const char *commit) {
+    char *dirs[2];
+    size_t n = hk_receipt_repo_dirs(dirs, c->root, folder_of_dir(c->repo_dir));
+    for (size_t i = 0; i < n; i++) {
+        char *p = commit ? hk_path_join(dirs[i], commit) : hk_strdup(dirs[i]);
+        if (p && hk_is_dir(p)) {
+            char *what = commit ? hk_asprintf("verification receipts of %s", commit) : NULL;
+            remove_path(c, p, what ? what : "verification receipts", 0);
+            free(what);
+        }
+        free(p);
+        free(dirs[i]);
+    }
+    if (!commit && !c->dry_run) { /* .locks/<folder> once empty (never when lock files remain) */
+        char *ld = hk_asprintf("%s/.locks/%s", c->root, folder_of_dir(c->repo_dir));
+        if (ld) rmdir(ld);
+        free(ld);
+    }
+}
+
+/* prune: receipts of commits whose snapshot is gone (or, with detached, goes now) and of variants
+ * no longer in their snapshot. */
+static void prune_receipts(pctx *c, bool detached) {
+    char *dirs[2];
+    size_t n = hk_receipt_repo_dirs(dirs, c->root, folder_of_dir(c->repo_dir));
+    for (size_t i = 0; i < n; i++) {
+        DIR *d = opendir(dirs[i]);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            const char *commit = de->d_name;
+            if (commit[0] == '.') continue;
+            char *rdir = hk_path_join(dirs[i], commit);
+            char *snap = hk_asprintf("%s/snapshots/%s", c->repo_dir, commit);
+            if (!rdir || !snap || !hk_is_dir(rdir)) {
+                free(rdir);
+                free(snap);
+                continue;
+            }
+            if (!hk_is_dir(snap) || (detached && !commit_referenced(c->repo_dir, commit))) {
+                char *what = hk_asprintf("verification receipts of %s (no snapshot)", commit);
+                remove_path(c, rdir, what ? what : commit, 0);
+                free(what);
+            } else {
+                DIR *vd = opendir(rdir);
+                struct dirent *ve;
+                while (vd && (ve = readdir(vd)) != NULL) {
+                    if (ve->d_name[0] == '.' || !hk_str_ends_with(ve->d_name, ".json")) continue;
+                    char *variant = hk_strndup(ve->d_name, strlen(ve->d_name) - 5);
+                    char *vdir = variant ? hk_asprintf("%s/build/%s", snap, variant) : NULL;
+                    char *rp = hk_path_join(rdir, ve->d_name);
+                    if (vdir && rp && !hk_is_dir(vdir)) {
+                        char *what = hk_asprintf("verification receipt of %s/%s (no such variant)", commit, variant);
+                        remove_path(c, rp, what ? what : ve->d_name, 0);
+                        free(what);
+                    }
+                    free(rp);
+                    free(vdir);
+                    free(variant);
+                }
+                if (vd) closedir(vd);
+            }
+            free(snap);
+            free(rdir);
+        }
+        if (d) closedir(d);
+        free(dirs[i]);
+    }
+}
+
+/* prune: receipts left of repo folders no longer in the cache (removed by hand, by huggingface_hub's
+ * `hf cache rm`, or by an older hubkern), in .locks/ and in HUBKERN_RECEIPTS_DIR. */
+static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool dry_run, hk_cache_line_fn fn,
+                                  void *ud) {
+    char *bases[2] = {hk_path_join(root, ".locks"), hk_receipt_outside_root_dir(root)};
+    for (int b = 0; b < 2; b++) {
+        DIR *d = bases[b] ? opendir(bases[b]) : NULL;
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            const char *folder = de->d_name;
+            if (folder[0] == '.') continue;
+            char *repo_dir = hk_path_join(root, folder);
+            char *rdir = b == 0 ? hk_asprintf("%s/%s/hubkern-receipts", bases[b], folder) : hk_path_join(bases[b], folder);
+            if (repo_dir && rdir && hk_is_dir(rdir) && !hk_is_dir(repo_dir)) {
+                pctx c = {rep, root, repo_dir, folder, dry_run, fn, ud, NULL, 0, 0, HK_OK};
+                remove_path(&c, rdir, "verification receipts (repo not in the cache)", 0);
+            }
+            free(rdir);
+            free(repo_dir);
+        }
+        if (d) closedir(d);
+        free(bases[b]);
+    }
+}
+
 static int prune_repo(pctx *c, bool detached) {
     char *snaps = hk_path_join(c->repo_dir, "snapshots");
     if (!snaps) return hk_fail(HK_ERR_NOMEM, "out of memory");
@@ -631,6 +733,7 @@ static int prune_repo(pctx *c, bool detached) {
         }
         if (d) closedir(d);
     }
+    prune_receipts(c, detached);
     int rc = walk(snaps, "", prune_snapshot_tmp, c, true);
     if (rc == HK_OK) rc = walk(snaps, "", collect_used, c, false);
     free(snaps);
@@ -654,6 +757,7 @@ int hk_cache_prune(hk_cache_report *rep, const char *root, bool detached, bool d
         free(label);
     }
     repos_free(&repos);
+    if (rc == HK_OK) prune_orphan_receipts(rep, root, dry_run, fn, ud);
     return rc;
 }
 
@@ -677,6 +781,7 @@ int hk_cache_rm(hk_cache_report *rep, const char *root, const char *repo_id, con
             uint64_t bytes = blobs ? dir_bytes(blobs) : 0;
             free(blobs);
             remove_path(&c, dir, "whole repo", bytes);
+            remove_receipts(&c, NULL);
             found_rev = true;
         } else {
             char commit[65];
@@ -695,6 +800,7 @@ int hk_cache_rm(hk_cache_report *rep, const char *root, const char *repo_id, con
                 free(what);
             }
             free(snap);
+            remove_receipts(&c, commit);
             char *ne = hk_asprintf("%s/.no_exist/%s", dir, commit);
             if (ne && hk_path_exists(ne) && !dry_run) hk_rmtree(ne);
             free(ne);

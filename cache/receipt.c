@@ -48,15 +48,8 @@ static const char *folder_of(const char *repo_dir) {
     return f ? f + 1 : repo_dir;
 }
 
-char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant) {
-    if (!root || !repo_dir || !commit || !variant) return NULL;
-    const char *folder = folder_of(repo_dir);
-    if (!hk_path_is_safe_relative(folder) || strchr(folder, '/') || !hk_path_is_safe_relative(commit) ||
-        strchr(commit, '/') || !hk_path_is_safe_relative(variant) || strchr(variant, '/'))
-        return NULL;
-    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
-    if (!dir) return hk_asprintf("%s/.locks/%s/hubkern-receipts/%s/%s.json", root, folder, commit, variant);
-    /* one directory per cache root: receipts of two caches never meet */
+/* <HUBKERN_RECEIPTS_DIR>/<32 hex of sha256(root)>: receipts of one cache root kept outside it. */
+static char *outside_dir(const char *dir, const char *root) {
     hk_hasher *h = hk_hasher_new(HK_HASH_SHA256, 0);
     if (!h) return NULL;
     hk_hasher_update(h, root, strlen(root));
@@ -64,7 +57,39 @@ char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit
     hk_hasher_finish(h, d);
     char hex[33];
     hk_hex(hex, d, 16);
-    return hk_asprintf("%s/%s/%s/%s/%s.json", dir, hex, folder, commit, variant);
+    return hk_asprintf("%s/%s", dir, hex);
+}
+
+static bool folder_ok(const char *folder) { return hk_path_is_safe_relative(folder) && !strchr(folder, '/'); }
+
+char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant) {
+    if (!root || !repo_dir || !commit || !variant) return NULL;
+    const char *folder = folder_of(repo_dir);
+    if (!folder_ok(folder) || !folder_ok(commit) || !folder_ok(variant)) return NULL;
+    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
+    if (!dir) return hk_asprintf("%s/.locks/%s/hubkern-receipts/%s/%s.json", root, folder, commit, variant);
+    /* one directory per cache root: receipts of two caches never meet */
+    char *base = outside_dir(dir, root);
+    char *p = base ? hk_asprintf("%s/%s/%s/%s.json", base, folder, commit, variant) : NULL;
+    free(base);
+    return p;
+}
+
+size_t hk_receipt_repo_dirs(char *out[2], const char *root, const char *folder) {
+    out[0] = out[1] = NULL;
+    if (!root || !folder || !folder_ok(folder)) return 0;
+    size_t n = 0;
+    if ((out[n] = hk_asprintf("%s/.locks/%s/hubkern-receipts", root, folder))) n++;
+    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
+    char *base = dir ? outside_dir(dir, root) : NULL;
+    if (base && (out[n] = hk_asprintf("%s/%s", base, folder))) n++;
+    free(base);
+    return n;
+}
+
+char *hk_receipt_outside_root_dir(const char *root) {
+    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
+    return dir && root ? outside_dir(dir, root) : NULL;
 }
 
 hk_receipt *hk_receipt_new(const char *meta_sha256) {

@@ -19,9 +19,11 @@ static void usage(FILE *f) {
             "verify  re-hash every blob against its name (sha256 / git blob sha1), check every snapshot link,\n"
             "        every ref and the metadata.json digest of complete variants; exit 1 on any problem\n"
             "prune   remove temp files (*.incomplete, *.tmp) no live download holds, broken links, blobs no\n"
-            "        snapshot uses and empty directories; --detached also removes snapshots no ref names\n"
+            "        snapshot uses, empty directories and verification receipts of snapshots, variants or\n"
+            "        repos no longer cached; --detached also removes snapshots no ref names (and their receipts)\n"
             "rm      remove a whole repo, or with --revision one snapshot, the refs naming it and the blobs\n"
-            "        left unused\n"
+            "        left unused; with either, the verification receipts of what goes (in .locks/<repo\n"
+            "        folder>/hubkern-receipts/ or HUBKERN_RECEIPTS_DIR; lock files stay)\n"
             "The cache is --cache DIR, else KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub.\n");
 }
 

@@ -1,0 +1,152 @@
+"""`hubkern cache rm` and `hubkern cache prune` take the verification receipts of what they remove
+with them (<cache>/.locks/<repo folder>/hubkern-receipts/<commit>/, or under HUBKERN_RECEIPTS_DIR),
+and leave alone other repos' and other commits' receipts and huggingface_hub's .lock files beside
+them. Real `hubkern serve` on loopback, cache filled by real `hubkern pull`; a receipt that is kept
+is shown still to work (the next warm pull hashes nothing)."""
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from faultproxy import Server, make_variant, publish, run_cli
+
+V = "tvm-ffi01-cpu-x86_64-linux"
+BIG = os.urandom(1_500_000)
+A, B = "kernels--org--reca", "kernels--org--recb"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hub")
+    store = str(base / "store")
+    for repo, version, text in (("org/reca", 1, b"a = 1\n"), ("org/reca", 2, b"a = 2\n"), ("org/recb", 1, b"b = 1\n")):
+        src = str(base / f"{repo.split('/')[1]}{version}")
+        make_variant(src, V, {"__init__.py": text, "_k.so": BIG}, version=version)
+        publish(src, repo, f"v{version}", store, ["--lfs-threshold", "1000000"])
+    with Server(store, ["--trust", "org"]) as srv:
+        yield srv
+
+
+def pull(hub, cache, repo, version, env=None):
+    e = {"HUBKERN_RETRY_BASE_MS": "20", "HUBKERN_VERBOSE": "2"}
+    e.update(env or {})
+    r = run_cli(["pull", repo, "--version", str(version), "--variant", V, "--json", "--endpoint", hub.url,
+                 "--cache", cache], env=e, unset=("HF_HUB_OFFLINE", "HUBKERN_VERIFY", "HUBKERN_RECEIPTS_DIR"))
+    return json.loads(r.stdout)
+
+
+def cache_cli(args, cache, env=None, check=True):
+    return run_cli(["cache", *args, "--cache", cache], env=env, check=check,
+                   unset=("HF_HUB_OFFLINE", "HUBKERN_VERIFY", "HUBKERN_RECEIPTS_DIR"))
+
+
+def receipts(cache, folder):
+    return os.path.join(cache, ".locks", folder, "hubkern-receipts")
+
+
+def lock_files(cache, folder):
+    d = os.path.join(cache, ".locks", folder)
+    return sorted(n for n in os.listdir(d) if n.endswith(".lock")) if os.path.isdir(d) else []
+
+
+@pytest.fixture
+def filled(hub, tmp_path):
+    """org/reca v1 and v2 and org/recb v1 pulled, then pulled warm once more (so that every receipt
+    vouches for every file: the first warm pull after a cold one may record the newest blobs)."""
+    cache = str(tmp_path / "c")
+    commits = {}
+    for repo, version in (("org/reca", 1), ("org/reca", 2), ("org/recb", 1)):
+        commits[(repo, version)] = pull(hub, cache, repo, version)["commit"]
+    time.sleep(0.05)
+    for repo, version in commits:
+        pull(hub, cache, repo, version)
+    for (repo, _), commit in commits.items():
+        folder = A if repo == "org/reca" else B
+        assert os.path.isfile(os.path.join(receipts(cache, folder), commit, V + ".json"))
+    assert lock_files(cache, A) and lock_files(cache, B), "pull takes huggingface_hub-style .lock files"
+    return cache, commits
+
+
+def warm_is_trusted(hub, cache, repo, version):
+    out = pull(hub, cache, repo, version)
+    return out["bytes_trusted"] > 0 and out["bytes_verified"] == 0
+
+
+def test_rm_repo_removes_its_receipts_only(hub, filled):
+    cache, commits = filled
+    locks_a, locks_b = lock_files(cache, A), lock_files(cache, B)
+    dry = cache_cli(["rm", "org/reca", "--dry-run"], cache)
+    assert "would remove kernels/org/reca: verification receipts" in dry.stdout
+    assert "would remove 2 entries" in dry.stdout
+    assert os.path.isdir(receipts(cache, A))
+    r = cache_cli(["rm", "org/reca"], cache)
+    assert "removed kernels/org/reca: whole repo" in r.stdout
+    assert "removed kernels/org/reca: verification receipts" in r.stdout and "removed 2 entries" in r.stdout
+    assert not os.path.exists(os.path.join(cache, A))
+    assert not os.path.exists(receipts(cache, A))
+    assert lock_files(cache, A) == locks_a, "huggingface_hub's lock files stay"
+    # the other repo: receipt and locks untouched, and its receipt still vouches for every file
+    assert lock_files(cache, B) == locks_b
+    assert os.path.isfile(os.path.join(receipts(cache, B), commits[("org/recb", 1)], V + ".json"))
+    assert warm_is_trusted(hub, cache, "org/recb", 1)
+
+
+def test_rm_revision_removes_that_commits_receipts(hub, filled):
+    cache, commits = filled
+    c1, c2 = commits[("org/reca", 1)], commits[("org/reca", 2)]
+    r = cache_cli(["rm", "org/reca", "--revision", "v1"], cache)
+    assert f"removed kernels/org/reca: verification receipts of {c1}" in r.stdout
+    assert not os.path.exists(os.path.join(receipts(cache, A), c1))
+    assert os.path.isfile(os.path.join(receipts(cache, A), c2, V + ".json"))
+    assert os.path.isfile(os.path.join(receipts(cache, B), commits[("org/recb", 1)], V + ".json"))
+    assert lock_files(cache, A)
+    assert warm_is_trusted(hub, cache, "org/reca", 2)
+    # by commit too
+    r = cache_cli(["rm", "org/reca", "--revision", c2], cache)
+    assert f"verification receipts of {c2}" in r.stdout
+    assert os.listdir(receipts(cache, A)) == []
+
+
+def test_rm_removes_receipts_kept_outside_the_cache(hub, tmp_path):
+    cache, outside = str(tmp_path / "c"), str(tmp_path / "receipts")
+    env = {"HUBKERN_RECEIPTS_DIR": outside}
+    c1 = pull(hub, cache, "org/reca", 1, env)["commit"]
+    cb = pull(hub, cache, "org/recb", 1, env)["commit"]
+    (root_dir,) = os.listdir(outside)
+    where = os.path.join(outside, root_dir)
+    assert os.path.isfile(os.path.join(where, A, c1, V + ".json"))
+    assert not os.path.exists(receipts(cache, A))
+    cache_cli(["rm", "org/reca"], cache, env=env)
+    assert not os.path.exists(os.path.join(where, A))
+    assert os.path.isfile(os.path.join(where, B, cb, V + ".json"))
+
+
+def test_prune_removes_receipts_of_what_is_gone(hub, filled):
+    cache, commits = filled
+    c1, c2 = commits[("org/reca", 1)], commits[("org/reca", 2)]
+    # a snapshot without a ref: prune --detached removes it and its receipts (dry run first)
+    os.unlink(os.path.join(cache, A, "refs", "v1"))
+    dry = cache_cli(["prune", "--detached", "--dry-run"], cache)
+    assert f"would remove kernels/org/reca: verification receipts of {c1} (no snapshot)" in dry.stdout
+    assert os.path.isdir(os.path.join(receipts(cache, A), c1))
+    r = cache_cli(["prune", "--detached"], cache)
+    assert f"removed kernels/org/reca: snapshot {c1} (no ref names it)" in r.stdout
+    assert f"verification receipts of {c1}" in r.stdout
+    assert sorted(os.listdir(receipts(cache, A))) == [c2]
+    assert warm_is_trusted(hub, cache, "org/reca", 2)
+    # a variant deleted from its snapshot by hand: its receipt goes, the commit's folder stays
+    shutil.rmtree(os.path.join(cache, A, "snapshots", c2, "build", V))
+    r = cache_cli(["prune"], cache)
+    assert f"verification receipt of {c2}/{V} (no such variant)" in r.stdout
+    assert os.listdir(os.path.join(receipts(cache, A), c2)) == []
+    # a repo folder removed by hand (or by `hf cache rm`): its receipts are leftovers too
+    locks_b = lock_files(cache, B)
+    shutil.rmtree(os.path.join(cache, B))
+    r = cache_cli(["prune"], cache)
+    assert "removed kernels--org--recb: verification receipts (repo not in the cache)" in r.stdout
+    assert not os.path.exists(receipts(cache, B)) and lock_files(cache, B) == locks_b
+    assert not os.path.exists(os.path.join(cache, B))
+    # nothing left to prune: a second run removes nothing
+    assert "removed 0 entries" in cache_cli(["prune"], cache).stdout
