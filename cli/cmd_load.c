@@ -21,7 +21,9 @@ static void usage(FILE *f) {
             "       hubkern load ORG/NAME --lock kernels.lock [--call] [--json] ...\n\n"
             "Resolves, pulls (or finds in the cache), verifies and loads the variant this process can run\n"
             "(tvm-ffi; torch builds need libtorch in the process), then prints repo, commit, variant,\n"
-            "metadata and the exported functions. LOCAL_KERNELS=org/name=/path is honoured.\n"
+            "metadata and the exported functions (--json adds bytes_verified: bytes hashed against the\n"
+            "metadata.json digest before the load, and bytes_trusted: cached bytes its verification receipt\n"
+            "vouched for). LOCAL_KERNELS=org/name=/path is honoured.\n"
             "--call runs a smoke check when the kernel is one of ours (rmsnorm: rms_norm and\n"
             "fused_add_rms_norm on random CPU data, checked against a float64 reference).\n"
             "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n"
@@ -230,6 +232,9 @@ int hk_cmd_load(int argc, char **argv) {
         for (size_t i = 0; i < hk_kernel_num_functions(k); i++)
             cJSON_AddItemToArray(fs, cJSON_CreateString(hk_kernel_function_name(k, i)));
         if (hk_kernel_torch_namespace(k)) cJSON_AddStringToObject(j, "torch_namespace", hk_kernel_torch_namespace(k));
+        /* the digest check before the load (0 and 0 for --local and LOCAL_KERNELS: nothing checked) */
+        cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_kernel_bytes_verified(k));
+        cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_kernel_bytes_trusted(k));
     } else {
         printf("repo      %s\n", *hk_kernel_repo_id(k) ? hk_kernel_repo_id(k) : "(local)");
         if (*hk_kernel_commit(k)) printf("commit    %s\n", hk_kernel_commit(k));

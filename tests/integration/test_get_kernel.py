@@ -14,6 +14,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -117,6 +118,20 @@ def test_load_cli_and_errors(mirror, tmp_path):
     assert j["functions"] == ["fused_add_rms_norm", "rms_norm"]
     assert j["metadata"]["name"] == "rmsnorm" and j["metadata"]["license"] == "Apache-2.0"
     assert j["call"]["rms_norm"]["ok"] and j["call"]["fused_add_rms_norm"]["ok"]
+    # the digest check before each load (hk_kernel_bytes_verified / _trusted): cold, every byte was
+    # hashed (as it streamed in); warm, the verification receipt vouches for every file
+    total = sum(f.stat().st_size for f in pathlib.Path(j["path"]).iterdir() if f.name != "metadata.json")
+    assert j["bytes_verified"] >= total and j["bytes_trusted"] == 0
+    time.sleep(0.05)  # past the receipts' racy window
+    load = ["load", "hubkern/rmsnorm", "--version", "1", "--backend", "cpu", "--json"]
+    hk(*load, env=env)
+    for extra in ([], ["--offline"]):
+        w = json.loads(hk(*load, *extra, env=env).stdout)
+        assert (w["bytes_verified"], w["bytes_trusted"]) == (0, total), w
+    w = json.loads(hk(*load, env={**env, "HUBKERN_VERIFY": "always"}).stdout)
+    assert (w["bytes_verified"], w["bytes_trusted"]) == (total, 0), w
+    w = json.loads(hk("load", "--local", str(HUB_SRC), "--backend", "cpu", "--json", env=env).stdout)
+    assert (w["bytes_verified"], w["bytes_trusted"]) == (0, 0)  # a local build is not checked
 
     def fails(code, *args, **extra):
         p = hk("load", *args, "--backend", "cpu", env=env_for(tmp_path / "c", srv.url, **extra), check=False)

@@ -11,8 +11,12 @@
 #include "internal.h"
 #include "server/server.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char g_endpoint[128];
@@ -342,6 +346,108 @@ static void test_load_locked(void) {
     free(cache);
 }
 
+/* Bytes of the staged variant that its metadata.json digest covers (every file but metadata.json). */
+static uint64_t digest_bytes(void) {
+    uint64_t total = 0;
+    DIR *d = opendir(g_variant);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' || strcmp(de->d_name, "metadata.json") == 0) continue;
+        char *p = hk_path_join(g_variant, de->d_name);
+        struct stat st;
+        if (p && stat(p, &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
+        free(p);
+    }
+    if (d) closedir(d);
+    return total;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* Verification receipts through hk_get_kernel: a warm load whose receipt vouches for every file
+ * hashes nothing (hk_kernel_bytes_verified 0, hk_kernel_bytes_trusted = the variant's size), online
+ * and offline; a blob whose content changed with its size and mtime restored is caught
+ * (HK_ERR_DIGEST) and its receipt deleted. A handle is only re-checked once the last reference is
+ * gone (while one is held, hk_get_kernel returns it unchecked). */
+static void test_receipts(void) {
+    const uint64_t total = digest_bytes();
+    CHECK(total > 10000); /* the .so (about 90 kB) dominates */
+    char *cache = cache_dir("c-receipt");
+    hk_get_kernel_options o;
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    hk_kernel *k = NULL;
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK); /* cold: downloaded, hashed while streaming */
+    if (!k) {
+        free(cache);
+        return;
+    }
+    CHECK(hk_kernel_bytes_verified(k) >= total);
+    CHECK(hk_kernel_bytes_trusted(k) == 0);
+    char *receipt = hk_asprintf("%s/.locks/kernels--hubkern--rmsnorm/hubkern-receipts/%s/%s.json", cache,
+                                hk_kernel_commit(k), hk_kernel_variant(k));
+    char *blob = hk_asprintf("%s/__init__.py", hk_kernel_path(k));
+    hk_kernel_unref(k);
+    /* warm, past the 20 ms racy window: the receipt then vouches for every file */
+    sleep_ms(50);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    if (k) CHECK(hk_kernel_bytes_verified(k) + hk_kernel_bytes_trusted(k) == total);
+    hk_kernel_unref(k);
+    CHECK(hk_path_exists(receipt));
+    for (int offline = 0; offline < 2; offline++) {
+        o.offline = offline;
+        k = NULL;
+        CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+        CHECK(k && hk_kernel_bytes_verified(k) == 0);
+        CHECK(k && hk_kernel_bytes_trusted(k) == total);
+        CHECK(k && rms_ok(k));
+        /* while k is held the same handle comes back, checked at its load only */
+        hk_kernel *k2 = NULL;
+        CHECK_RC(hk_get_kernel(&k2, &o), HK_OK);
+        CHECK(k2 == k && hk_kernel_bytes_trusted(k2) == total);
+        hk_kernel_unref(k2);
+        hk_kernel_unref(k);
+    }
+    /* NULL handle: 0 */
+    CHECK(hk_kernel_bytes_verified(NULL) == 0 && hk_kernel_bytes_trusted(NULL) == 0);
+
+    /* change one byte of __init__.py's blob and restore its mtime: only ctime tells */
+    char real[4096];
+    CHECK(realpath(blob, real) != NULL);
+    struct stat before, after;
+    CHECK(stat(real, &before) == 0);
+    sleep_ms(10);
+    CHECK(chmod(real, 0644) == 0);
+    int fd = open(real, O_RDWR);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        char c = 0;
+        CHECK(pread(fd, &c, 1, 0) == 1);
+        c ^= 0x20;
+        CHECK(pwrite(fd, &c, 1, 0) == 1);
+        close(fd);
+    }
+    struct timespec times[2] = {before.st_atim, before.st_mtim};
+    CHECK(utimensat(AT_FDCWD, real, times, 0) == 0);
+    CHECK(stat(real, &after) == 0);
+    CHECK(after.st_ino == before.st_ino && after.st_size == before.st_size);
+    CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+    CHECK(after.st_ctim.tv_sec != before.st_ctim.tv_sec || after.st_ctim.tv_nsec != before.st_ctim.tv_nsec);
+    for (int offline = 1; offline >= 0; offline--) {
+        o.offline = offline;
+        k = (hk_kernel *)1;
+        CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_DIGEST);
+        CHECK(k == NULL);
+        CHECK(strstr(hk_last_error(), "__init__.py") != NULL);
+        CHECK(!hk_path_exists(receipt)); /* a failed check deletes the receipt */
+    }
+    free(blob);
+    free(receipt);
+    free(cache);
+}
+
 /* hubkern/oldnorm's v1 carries kernel-status.toml redirecting to hubkern/newnorm@v1 and only an
  * aarch64 build (nothing that fits here); newnorm has the x86_64 tvm-ffi build. The variant must
  * be chosen at newnorm's commit, and the handle report newnorm and its commit. */
@@ -598,6 +704,7 @@ int main(void) {
     test_bad_input();
     test_local_kernels();
     test_load_locked();
+    test_receipts();
     test_redirect();
     test_redirect_loops();
 

@@ -138,6 +138,16 @@ HK_API const char *hk_kernel_path(const hk_kernel *k);       /* the variant dire
 HK_API const char *hk_kernel_library_path(const hk_kernel *k); /* the .so, NULL for noarch */
 HK_API hk_kernel_kind hk_kernel_get_kind(const hk_kernel *k);
 HK_API const hk_kernel_metadata *hk_kernel_metadata_get(const hk_kernel *k);
+/* The digest check of the cached variant that preceded this handle's load (hk_get_kernel,
+ * hk_load_locked): bytes hashed against its metadata.json digest (including, online, the bytes
+ * downloaded for it, hashed as they streamed in) and cached bytes not read again because the
+ * variant's verification receipt showed each file unchanged since it was last hashed (see
+ * hk_pull_result_bytes_trusted). A warm load of a variant whose receipt vouches for every file:
+ * verified 0, trusted = the variant's size. A call that returns a handle already loaded in this
+ * process checks nothing and leaves both as they were; local kernels (LOCAL_KERNELS,
+ * hk_get_local_kernel) are not checked: 0 and 0. 0 for NULL. */
+HK_API uint64_t hk_kernel_bytes_verified(const hk_kernel *k);
+HK_API uint64_t hk_kernel_bytes_trusted(const hk_kernel *k);
 /* Torch variants: the ops namespace (metadata id), e.g. for c10::Dispatcher "<ns>::rms_norm".
  * NULL for other kinds. */
 HK_API const char *hk_kernel_torch_namespace(const hk_kernel *k);

@@ -303,6 +303,29 @@ static int new_hub(hk_hub **out, const hk_get_kernel_options *o) {
     return hk_hub_new(out, &ho);
 }
 
+/* hk_hub_fetch_variant, also telling how many bytes the digest check hashed and how many the
+ * variant's verification receipt vouched for (recorded in the handle for hk_kernel_bytes_*). */
+static int fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2], hk_hub *hub,
+                         const hk_pull_spec *s) {
+    *out_dir = *out_commit = *out_variant = NULL;
+    out_bytes[0] = out_bytes[1] = 0;
+    hk_pull_result *r = NULL;
+    int rc = hk_hub_pull(&r, hub, s);
+    if (rc) return rc;
+    if (hk_pull_result_variant_count(r) == 0) {
+        hk_pull_result_free(r);
+        return hk_fail(HK_ERR_INTERNAL, "a pull of %s returned no variant", s->repo_id);
+    }
+    *out_dir = hk_strdup(hk_pull_result_variant_path(r, 0));
+    *out_commit = hk_strdup(hk_pull_result_commit(r));
+    *out_variant = hk_strdup(hk_pull_result_variant(r, 0));
+    out_bytes[0] = hk_pull_result_bytes_verified(r);
+    out_bytes[1] = hk_pull_result_bytes_trusted(r);
+    hk_pull_result_free(r);
+    if (!*out_dir || !*out_commit || !*out_variant) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return HK_OK;
+}
+
 static int already_loaded(hk_kernel **out, hk_hub *hub, const char *repo_id, const char *commit,
                           const char *variant) {
     char *repo_dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo_id);
@@ -372,6 +395,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     hk_hub *hub = NULL;
     char commit[65];
     char *repo = NULL, *rev = NULL, *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
+    uint64_t checked[2] = {0, 0};
     rc = new_hub(&hub, o);
     if (rc == HK_OK) rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, o->trust_remote_code);
     if (rc == HK_OK && already_loaded(out, hub, repo, commit, best)) goto done;
@@ -386,7 +410,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         /* resolve_target checked every publisher on the way (online); offline warns again */
         s.trust_remote_code = o->trust_remote_code || !hk_hub_is_offline(hub);
         s.backend = o->backend;
-        rc = hk_hub_fetch_variant(&dir, &got_commit, &got_variant, hub, &s);
+        rc = fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s);
     }
     if (rc == HK_OK) {
         hk_load_request req;
@@ -395,6 +419,8 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         req.variant_name = got_variant;
         req.commit = got_commit;
         req.repo_id = repo; /* the handle reports the repo it was loaded from, after redirects */
+        req.bytes_verified = checked[0];
+        req.bytes_trusted = checked[1];
         rc = hk_kernel_load_variant(out, &req);
     }
 done:
@@ -461,6 +487,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
     char *build = NULL, *best = NULL, *vdir = NULL, *dir = NULL, *c2 = NULL, *v2 = NULL;
     char **names = NULL;
     size_t n = 0;
+    uint64_t checked[2] = {0, 0};
     hk_get_kernel_options lo;
     if (o) lo = *o;
     else hk_get_kernel_options_init(&lo);
@@ -501,7 +528,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
         s.revision = e->commit;
         s.variant = best;
         s.trust_remote_code = 1;
-        rc = hk_hub_fetch_variant(&dir, &c2, &v2, hub, &s);
+        rc = fetch_variant(&dir, &c2, &v2, checked, hub, &s);
     }
     if (rc == HK_OK) {
         hk_load_request req;
@@ -509,6 +536,8 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
         req.variant_dir = dir;
         req.variant_name = best;
         req.commit = e->commit;
+        req.bytes_verified = checked[0];
+        req.bytes_trusted = checked[1];
         rc = hk_kernel_load_variant(out, &req);
     }
 done:

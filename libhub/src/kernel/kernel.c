@@ -20,6 +20,7 @@ struct hk_kernel {
     char **fn_names;
     hk_function **fns;
     void *dl;                 /* never closed: native code stays for the process lifetime */
+    uint64_t bytes_verified, bytes_trusted; /* the digest check before the load */
 };
 
 static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -70,6 +71,8 @@ HK_API const char *hk_kernel_path(const hk_kernel *k) { return k ? k->path : NUL
 HK_API const char *hk_kernel_library_path(const hk_kernel *k) { return k ? k->library : NULL; }
 HK_API hk_kernel_kind hk_kernel_get_kind(const hk_kernel *k) { return k ? k->kind : HK_KERNEL_NOARCH; }
 HK_API const hk_kernel_metadata *hk_kernel_metadata_get(const hk_kernel *k) { return k ? &k->md.pub : NULL; }
+HK_API uint64_t hk_kernel_bytes_verified(const hk_kernel *k) { return k ? k->bytes_verified : 0; }
+HK_API uint64_t hk_kernel_bytes_trusted(const hk_kernel *k) { return k ? k->bytes_trusted : 0; }
 HK_API const char *hk_kernel_torch_namespace(const hk_kernel *k) {
     return k && k->kind == HK_KERNEL_TORCH ? k->md.pub.id : NULL;
 }
@@ -288,6 +291,8 @@ int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req) {
     k->variant = hk_strdup(req->variant_name ? req->variant_name : base_name(real));
     k->repo_id = req->repo_id ? hk_strdup(req->repo_id) : NULL;
     k->commit = req->commit ? hk_strdup(req->commit) : NULL;
+    k->bytes_verified = req->bytes_verified;
+    k->bytes_trusted = req->bytes_trusted;
     if (!k->path || !k->variant || (req->repo_id && !k->repo_id) || (req->commit && !k->commit)) {
         rc = hk_fail(HK_ERR_NOMEM, "out of memory");
         goto out;

@@ -52,6 +52,7 @@ typedef struct hk_load_request {
     const char *tvm_ffi_hint;     /* libtvm_ffi found by env detection; may be NULL */
     bool skip_arch_check;
     int cuda_major, cuda_minor;   /* device 0 capability; -1 = ask the driver, -2 = no GPU */
+    uint64_t bytes_verified, bytes_trusted; /* of the digest check before the load (0: none) */
 } hk_load_request;
 
 /* Load (or find in the registry) the variant in req->variant_dir. */
