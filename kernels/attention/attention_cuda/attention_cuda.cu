@@ -724,10 +724,15 @@ int decode_tma_setting() {
     }();
     return v;
 }
+// Whether paged caches with this page size go through the TMA here.
+bool paged_tma_possible(int block_size) {
+    return decode_tma_setting() >= 1 && block_size >= 16 && block_size <= 256 &&
+           (block_size & (block_size - 1)) == 0 && hk_tma::is_sm90_device();
+}
 bool decode_tma_maps(DecodeParams &p, int hkv, int d, int max_seqlen_k) {
     const bool paged = p.block_table != nullptr;
-    if (decode_tma_setting() < (paged ? 1 : 2) || !hk_tma::is_sm90_device()) return false;
-    if (paged && (p.bs_shift < 4 || p.block_size > 256)) return false;
+    if (paged ? !paged_tma_possible(p.block_size) : decode_tma_setting() < 2 || !hk_tma::is_sm90_device())
+        return false;
     // paged: [blocks][block_size][Hkv][D] by the cache's own strides (the block count is not
     // known here: the outer extent is the most blocks a 47-bit address space can hold, at most
     // the largest id an int32 table holds); contiguous: [batch][max_seqlen_k][Hkv][D], likewise
@@ -742,8 +747,11 @@ bool decode_tma_maps(DecodeParams &p, int hkv, int d, int max_seqlen_k) {
     const cuuint64_t strides[4] = {128, (cuuint64_t)p.stride_head * 2, (cuuint64_t)p.stride_token * 2,
                                    (cuuint64_t)p.stride_block * 2};
     const cuuint32_t box[5] = {64, (cuuint32_t)d / 64, 1, (cuuint32_t)p.box_rows, 1};
-    return hk_tma::map_16bit(&p.tm_k, p.kc, 5, dims, strides, box) &&
-           hk_tma::map_16bit(&p.tm_v, p.vc, 5, dims, strides, box);
+    // L2 promotion 128 B, not 256: with 256 the L2 served ~17% more sectors than the data
+    // (ncu: 117 M vs 101 M for the same 2.1 GB read from DRAM) and the kernel ran 7-9% slower
+    // (NOTES.md v10)
+    return hk_tma::map_16bit(&p.tm_k, p.kc, 5, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B) &&
+           hk_tma::map_16bit(&p.tm_v, p.vc, 5, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 
@@ -814,11 +822,13 @@ extern "C" int hk_attn_decode_cuda_num_splits(int batch, int q_len, int hq, int 
     const int nchunks = (rows + 16 * mt - 1) / (16 * mt);
     const long base = (long)batch * hkv * nchunks;
     const int bn = 64, tiles = (max_seqlen_k + bn - 1) / bn;
-    // One wave. Contiguous caches stream well with one CTA per SM (a head's rows are adjacent);
-    // paged caches (a head's rows 2 KB apart) need both resident CTA slots of an SM busy.
-    // Measured on the H200 (NOTES.md v2/v3): more waves or splits cost more than they gain.
-    // At least 4 key tiles (256 keys) per split.
-    long splits = ((paged ? 2L : 1L) * sm_count()) / base;
+    // One wave. Contiguous caches, and paged ones read through the TMA, stream well with one CTA
+    // per SM; paged caches on the cp.async path (a head's rows 2 KB apart, addresses computed by
+    // every thread) need both resident CTA slots of an SM busy. Measured on the H200 (NOTES.md
+    // v2/v3/v10): more waves or splits cost more than they gain. At least 4 key tiles (256
+    // keys) per split.
+    const bool paged_cp_async = paged && !(paged > 1 && paged_tma_possible(paged));
+    long splits = ((paged_cp_async ? 2L : 1L) * sm_count()) / base;
     if (splits < 1) splits = 1;
     if (splits > tiles / 4) splits = tiles / 4 > 0 ? tiles / 4 : 1;
     if (splits > 256) splits = 256;
@@ -849,7 +859,7 @@ extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const h
     if (batch == 0) return HK_ATTN_OK;
     if (num_splits <= 0)
         num_splits = hk_attn_decode_cuda_num_splits(batch, q_len, hq, hkv, d, max_seqlen_k,
-                                                    kv->block_table != nullptr);
+                                                    kv->block_table ? kv->block_size : 0);
     const int bn = 64, tiles = (max_seqlen_k + bn - 1) / bn;
     if (num_splits > tiles) num_splits = tiles > 0 ? tiles : 1;
     const int split_keys = ((tiles + num_splits - 1) / num_splits) * bn;

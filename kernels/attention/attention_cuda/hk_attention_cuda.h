@@ -34,7 +34,9 @@ const char *hk_attn_prefill_cuda_kernel(void);
 const char *hk_attn_decode_cuda_kernel(const hk_attn_kv_cache *kv, int batch, int num_heads_kv,
                                        int head_dim, int max_seqlen_k);
 
-/* Split-KV heuristic: how many splits along the sequence a decode of this shape uses. */
+/* Split-KV heuristic: how many splits along the sequence a decode of this shape uses.
+ * paged: 0 for a contiguous cache, else the page size in tokens (1 = paged, size unknown: the
+ * most splits any paged cache gets, which also sizes a workspace that fits every call). */
 int hk_attn_decode_cuda_num_splits(int batch, int q_len, int num_heads_q, int num_heads_kv,
                                    int head_dim, int max_seqlen_k, int paged);
 /* Scratch bytes a decode with num_splits > 1 needs (0 for num_splits <= 1). The workspace holds

@@ -31,13 +31,14 @@ inline EncodeTiled encoder() {
 // copied in boxes whose inner extent is 64 elements = one 128-byte swizzle row. Elements outside
 // the dims arrive as zeros. False when the encoder is missing or refuses the layout.
 inline bool map_16bit(CUtensorMap *map, const void *ptr, int rank, const cuuint64_t *dims,
-                      const cuuint64_t *strides, const cuuint32_t *box) {
+                      const cuuint64_t *strides, const cuuint32_t *box,
+                      CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
     const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
     const EncodeTiled enc = encoder();
-    return enc && enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, const_cast<void *>(ptr), dims,
-                      strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return enc && rank >= 1 && rank <= 5 &&
+           enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, const_cast<void *>(ptr), dims, strides,
+               box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 inline bool is_sm90_device() {

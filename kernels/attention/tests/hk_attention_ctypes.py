@@ -97,7 +97,7 @@ class Decode:
         self.Hkv = hkv
         L = lib()
         ns = self.num_splits or L.hk_attn_decode_cuda_num_splits(self.B, self.qlen, self.Hq, hkv, self.D, self.max_seqlen,
-                                                                  int(self.bt is not None))
+                                                                  self.kv.block_size if self.bt is not None else 0)
         self.num_splits = ns
         ws = L.hk_attn_decode_cuda_workspace_size(self.B, self.qlen, self.Hq, self.D, ns)
         self.ws = torch.zeros(max(ws, 16), dtype=torch.uint8, device=self.q.device)  # counters start at 0

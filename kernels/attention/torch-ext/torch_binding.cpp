@@ -214,7 +214,8 @@ void decode_fwd(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at:
     if (q.is_cuda()) {
         const c10::cuda::CUDAGuard guard(q.device());
         int splits = hk_attn_decode_cuda_num_splits((int)p.b, (int)p.ql, (int)p.hq, (int)p.hkv,
-                                                    (int)p.d, (int)max_seqlen_k, p.paged);
+                                                    (int)p.d, (int)max_seqlen_k,
+                                                    p.paged ? p.kv.block_size : 0);
         const size_t need = hk_attn_decode_cuda_workspace_size((int)p.b, (int)p.ql, (int)p.hq,
                                                                (int)p.d, splits);
         const size_t have = (size_t)workspace.numel() * workspace.element_size();

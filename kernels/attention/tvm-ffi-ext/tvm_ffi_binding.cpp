@@ -198,7 +198,8 @@ void decode_fwd(TensorView out, TensorView lse, TensorView q, TensorView kc, Ten
 #ifdef ATTN_WITH_CUDA
     if (q.device().device_type == kDLCUDA) {
         void *stream = TVMFFIEnvGetStream(q.device().device_type, q.device().device_id);
-        int splits = hk_attn_decode_cuda_num_splits((int)b, (int)ql, (int)hq, (int)hkv, (int)d, (int)max_seqlen_k, paged);
+        int splits = hk_attn_decode_cuda_num_splits((int)b, (int)ql, (int)hq, (int)hkv, (int)d, (int)max_seqlen_k,
+                                                    paged ? kv.block_size : 0);
         size_t need = hk_attn_decode_cuda_workspace_size((int)b, (int)ql, (int)hq, (int)d, splits);
         size_t have = (size_t)workspace.numel() * (workspace.dtype().bits / 8);
         if (have < need || (have > 0 && !same_device(workspace, q))) splits = 1;
