@@ -11,8 +11,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: hubkern env [--json] [detection options] [system options]\n"
             "\n"
-            "Detect the machine: OS, CPU, Python, PyTorch, tvm-ffi, CUDA and GPUs, and the compute\n"
-            "backend as the Python `kernels` package would see it. Nothing is imported; at most one\n"
+            "Detect the machine: OS, CPU, Python, PyTorch, tvm-ffi, CUDA, ROCm and GPUs, and the\n"
+            "compute backend as the Python `kernels` package would see it. Nothing is imported; at most one\n"
             "short Python call is made.\n"
             "\n"
             "  --json               print one JSON object (for programs)\n"
@@ -104,6 +104,16 @@ int hk_cmd_env(int argc, char **argv) {
         snprintf(key, sizeof key, "gpu %d", i);
         snprintf(buf, sizeof buf, "%s (compute capability %d.%d)", hk_env_gpu_name(env, i), ma, mi);
         line(key, buf);
+    }
+    printf("rocm\n");
+    line("runtime (libamdhip64)", hk_env_hip_runtime_version(env));
+    if (hk_env_gpu_arch(env)) {
+        char base[256];
+        hk_rocm_arch_base(base, sizeof base, hk_env_gpu_arch(env));
+        snprintf(buf, sizeof buf, "%s (gcnArchName %s)", base, hk_env_gpu_arch(env));
+        line("gpu 0 arch", buf);
+    } else {
+        line("gpu 0 arch", NULL);
     }
     printf("kernels backend\n");
     snprintf(buf, sizeof buf, "%s%s%s (variant tag %s; from %s)", hk_env_backend(env),

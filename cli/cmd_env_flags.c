@@ -41,6 +41,7 @@ static const struct {
     {"--tvm-ffi", "tvm_ffi_version"},
     {"--cuda-runtime", "cuda_runtime_version"},
     {"--gpus", "gpus"},
+    {"--gpu-arch", "gpu_arch"},
     {"--system-backend", "backend"},
 };
 
@@ -53,6 +54,7 @@ int hk_cli_env_flags_parse(hk_cli_env_flags *fl, int argc, char **argv, int i) {
     if (strcmp(a, "--blank") == 0) return fl->blank = true, 1;
     if (strcmp(a, "--no-python") == 0) return fl->opts.no_python = 1, 1;
     if (strcmp(a, "--no-cuda") == 0) return fl->opts.no_cuda = 1, 1;
+    if (strcmp(a, "--no-rocm") == 0) return fl->opts.no_rocm = 1, 1;
     if (strcmp(a, "--no-env-overrides") == 0) return fl->opts.no_env_overrides = 1, 1;
 
     const char **detect_slot = strcmp(a, "--python") == 0          ? &fl->opts.python
@@ -129,6 +131,7 @@ const char *hk_cli_env_flags_help(void) {
            "  --libtorch DIR       a LibTorch distribution (used when no torch package is found)\n"
            "  --tvm-ffi-lib PATH   libtvm_ffi location\n"
            "  --no-cuda            do not load libcuda / libcudart\n"
+           "  --no-rocm            do not load libamdhip64\n"
            "  --no-env-overrides   ignore HUBKERN_* variables\n"
            "  --blank              detect nothing: describe the machine with the options below\n"
            "\n"
@@ -137,6 +140,7 @@ const char *hk_cli_env_flags_help(void) {
            "  --python-version 3.12       --python-ft 0|1 (free-threaded)\n"
            "  --torch 2.13                --cxx11 0|1            --torch-cuda 13.0  --torch-hip 6.3\n"
            "  --tvm-ffi 0.1               --cuda-runtime 13.0    --gpus 9.0,8.6|none\n"
+           "  --gpu-arch gfx942[:sramecc+:xnack-]  the ROCm device's gcnArchName\n"
            "  --cuda 13.0 | --rocm 7.1 | --xpu 2025.3 | --cann 8.1   pin the system backend\n"
            "  --system-backend cpu|metal|neuron|tpu|...             pin the system backend type\n"
            "  --set KEY=VALUE      any key of hk_env_set (see docs/env-and-variants.md)\n";

@@ -57,7 +57,7 @@ typedef enum hk_error {
     HK_ERR_LOAD = 25,            /* dlopen of a kernel library failed */
     HK_ERR_SYMBOL = 26,          /* a function is not exported by the kernel */
     HK_ERR_RUNTIME_MISSING = 27, /* libtvm_ffi or libtorch needed but not found / not loaded */
-    HK_ERR_ARCH = 28,            /* the GPU's compute capability is not supported by the build */
+    HK_ERR_ARCH = 28,            /* the GPU (CUDA capability / ROCm arch) is not supported by the build */
     HK_ERR_KERNEL = 29,          /* the kernel itself raised an error (its message is carried) */
     HK_ERR_TYPE = 30,            /* wrong argument type or count in a kernel call */
     HK_ERR_UNSUPPORTED = 31,     /* a feature this build or platform lacks */

@@ -1,12 +1,13 @@
 /* hubkern — machine detection (`hk_env`).
  *
  * An hk_env describes the machine a kernel must run on: OS and CPU, the Python interpreter, the
- * installed PyTorch, tvm-ffi, CUDA, and the compute backend the way the Python `kernels` package
+ * installed PyTorch, tvm-ffi, CUDA, ROCm, and the compute backend the way the Python `kernels` package
  * (0.17) would pick it. Variant resolution (variant.h) reads it.
  *
  * Every field can be
  *   1. detected:    hk_env_detect() looks at the real machine (never imports torch, runs at most
- *                   one short Python interpreter call, loads CUDA libraries with dlopen only);
+ *                   one short Python interpreter call, loads CUDA and HIP libraries with dlopen
+ *                   only);
  *   2. overridden:  HUBKERN_<KEY> environment variables (KEY = upper-cased key below), applied by
  *                   hk_env_detect() unless opts->no_env_overrides is set;
  *   3. set:         hk_env_set(env, key, value) after detection (or on an hk_env_new() blank env
@@ -45,6 +46,12 @@
  *   gpus                  ','-separated compute capabilities, "9.0,8.6"; read back with the GPU
  *                         getters below. Setting it replaces the detected GPU list (names become
  *                         "GPU <i>")
+ *   hip_runtime_version   "6.3" from libamdhip64's hipRuntimeGetVersion (informational: the backend
+ *                         comes from torch, as in kernels)
+ *   gpu_arch              the ROCm gcnArchName of HIP device 0 as the runtime reports it, feature
+ *                         flags included: "gfx942:sramecc+:xnack-" (or "gfx942"). Loading a rocm
+ *                         variant whose metadata lists backend.archs checks the text before the
+ *                         first ':' against them. Values must look like "gfx<id>[:<feature>[+|-]]…"
  * A value "" (or NULL) means "unknown / absent".
  *
  * How the backend is derived (kernels 0.17 `_backend()` without importing torch), unless pinned:
@@ -81,6 +88,7 @@ typedef struct hk_env_options {
     int no_cuda;               /* do not dlopen libcuda / libcudart (also HUBKERN_NO_CUDA=1) */
     int no_env_overrides;      /* ignore every HUBKERN_* variable */
     int python_timeout_ms;     /* kill the interpreter call after this long; 0 = 10000 */
+    int no_rocm;               /* do not dlopen libamdhip64 (also HUBKERN_NO_ROCM=1) */
 } hk_env_options;
 
 /* Detect the machine. *out must be freed with hk_env_free. Never fails for missing software
@@ -156,11 +164,17 @@ HK_API int hk_env_gpu_capability(const hk_env *env, int i, int *major, int *mino
 /* Device name ("NVIDIA H200"); NULL if i is out of range. */
 HK_API const char *hk_env_gpu_name(const hk_env *env, int i);
 
+HK_API const char *hk_env_hip_runtime_version(const hk_env *env); /* "6.3" (libamdhip64) */
+/* gcnArchName of ROCm device 0, "gfx90a:sramecc+:xnack-"; NULL without a HIP runtime or device.
+ * hk_rocm_arch_base (kernel.h) gives the part the arch check compares ("gfx90a"). */
+HK_API const char *hk_env_gpu_arch(const hk_env *env);
+
 /* Everything above as one JSON object: the keys listed above (unknown values as null, the
  * tri-states as true/false/null, "site_packages" as an array, "gpus" as
  * [{"index":0,"name":…,"capability":"9.0"}]), plus "backend_variant" ("cu130"),
  * "backend_source" ("override" | "torch" | "cudart" | "default": where the backend came from),
- * "gpu_count" and "torch_installed" (torch was found on disk rather than stated).
+ * "gpu_count" and "torch_installed" (torch was found on disk rather than stated). "gpu_arch" and
+ * "hip_runtime_version" come last.
  * Free with hk_free. NULL only when out of memory. */
 HK_API char *hk_env_to_json(const hk_env *env);
 

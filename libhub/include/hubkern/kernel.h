@@ -278,6 +278,18 @@ HK_API bool hk_code_objects_fit(const hk_code_object *objs, size_t count, int ma
 HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *library_path, int major,
                                 int minor);
 
+/* The part of a ROCm gcnArchName the arch check compares: the text before the first ':'
+ * ("gfx90a:sramecc+:xnack-" → "gfx90a", "gfx942" → "gfx942"), written NUL-terminated into out.
+ * false (out = "") when gcn_arch_name is NULL, the part is empty, or it does not fit in cap. */
+HK_API bool hk_rocm_arch_base(char *out, size_t cap, const char *gcn_arch_name);
+
+/* The ROCm check used before loading (kernels 0.17 `_check_arch_incompatibility`): when md's
+ * backend is "rocm" and it lists archs, hk_rocm_arch_base(gcn_arch_name) must equal one entry
+ * exactly (no "all unparseable = supported" rule, unlike CUDA). HK_ERR_ARCH otherwise, with a
+ * message naming the device arch, the list and what to do. HK_OK for other backends, no archs, or
+ * gcn_arch_name NULL (device unknown: nothing to check against). */
+HK_API int hk_kernel_check_rocm_arch(const hk_kernel_metadata *md, const char *gcn_arch_name);
+
 /* ---- lockfiles ------------------------------------------------------------------------------ */
 
 typedef struct hk_lock_entry {

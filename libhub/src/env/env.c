@@ -32,6 +32,8 @@ static const char *const k_key_names[HK_K_COUNT] = {
     [HK_K_CUDA_RUNTIME_VERSION] = "cuda_runtime_version",
     [HK_K_CUDA_DRIVER_VERSION] = "cuda_driver_version",
     [HK_K_GPUS] = "gpus",
+    [HK_K_HIP_RUNTIME_VERSION] = "hip_runtime_version",
+    [HK_K_GPU_ARCH] = "gpu_arch",
 };
 
 static const char *const k_backends[] = {"cuda", "rocm", "xpu", "cann", "metal", "neuron", "tpu", "cpu"};
@@ -43,6 +45,27 @@ int hk_env_key_lookup(const char *name) {
     for (int i = 0; i < HK_K_COUNT; i++)
         if (strcmp(name, k_key_names[i]) == 0) return i;
     return -1;
+}
+
+bool hk_env_gcn_arch_valid(const char *s) {
+    if (!s || strncmp(s, "gfx", 3) != 0 || strlen(s) > 255) return false;
+    const char *p = s + 3;
+    size_t n = 0;
+    while ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z')) p++, n++;
+    if (n == 0) return false;
+    while (*p == ':') { /* target features: ":sramecc+", ":xnack-" (or a bare name) */
+        p++;
+        size_t f = 0;
+        while (isalnum((unsigned char)*p) || *p == '_' || *p == '.') p++, f++;
+        if (f == 0) return false;
+        if (*p == '+' || *p == '-') p++;
+    }
+    return *p == '\0';
+}
+
+bool hk_hip_version_text(char *buf, size_t cap, int v) {
+    if (v < 10000000) return false; /* HIP_VERSION has the major in the 10^7 digits and up */
+    return snprintf(buf, cap, "%d.%d", v / 10000000, (v / 100000) % 100) < (int)cap;
 }
 
 bool hk_env_ver2(const char *s, uint32_t *major, uint32_t *minor) {
@@ -267,6 +290,7 @@ static int normalise(hk_env_key k, const char *value, char **norm) {
     case HK_K_TVM_FFI_VERSION:
     case HK_K_CUDA_RUNTIME_VERSION:
     case HK_K_CUDA_DRIVER_VERSION:
+    case HK_K_HIP_RUNTIME_VERSION:
         /* major.minor of a version: "2.13.0+cu130" → "2.13" */
         if (!hk_env_ver2(value, &ma, &mi)) goto bad;
         for (const char *p = value; *p; p++)
@@ -280,6 +304,11 @@ static int normalise(hk_env_key k, const char *value, char **norm) {
         *norm = hk_strdup(value);
         break;
     }
+    case HK_K_GPU_ARCH:
+        /* kept as given, feature flags included ("gfx90a:sramecc+:xnack-") */
+        if (!hk_env_gcn_arch_valid(value)) goto bad;
+        *norm = hk_strdup(value);
+        break;
     case HK_K_GPUS: {
         if (strcmp(value, "none") == 0) {
             *norm = hk_strdup("none");
@@ -322,6 +351,8 @@ bad:
                    k_key_names[k],
                    k == HK_K_BACKEND ? " (use cuda, rocm, xpu, cann, metal, neuron, tpu or cpu)"
                    : k == HK_K_GPUS  ? " (use compute capabilities like 9.0,8.6, or none)"
+                   : k == HK_K_GPU_ARCH ? " (use a ROCm gcnArchName like gfx942 or "
+                                          "gfx90a:sramecc+:xnack-; CUDA GPUs are described with gpus)"
                    : (k == HK_K_PYTHON_FREE_THREADED || k == HK_K_TORCH_CXX11_ABI) ? " (use 0 or 1)"
                    : (k == HK_K_OS || k == HK_K_CPU) ? " (use a name like linux or x86_64)"
                                                       : " (use a version like 2.13)");
@@ -468,6 +499,8 @@ GETTER(hk_env_tvm_ffi_full_version, HK_K_TVM_FFI_FULL_VERSION)
 GETTER(hk_env_tvm_ffi_lib, HK_K_TVM_FFI_LIB)
 GETTER(hk_env_cuda_runtime_version, HK_K_CUDA_RUNTIME_VERSION)
 GETTER(hk_env_cuda_driver_version, HK_K_CUDA_DRIVER_VERSION)
+GETTER(hk_env_hip_runtime_version, HK_K_HIP_RUNTIME_VERSION)
+GETTER(hk_env_gpu_arch, HK_K_GPU_ARCH)
 #undef GETTER
 
 static int tri(const char *v) { return v ? (strcmp(v, "1") == 0) : -1; }

@@ -33,6 +33,8 @@ typedef enum hk_env_key {
     HK_K_CUDA_RUNTIME_VERSION,
     HK_K_CUDA_DRIVER_VERSION,
     HK_K_GPUS,
+    HK_K_HIP_RUNTIME_VERSION,
+    HK_K_GPU_ARCH,
     HK_K_COUNT
 } hk_env_key;
 
@@ -76,6 +78,16 @@ int hk_env_detect_python(hk_env *env, const char *python, int timeout_ms, bool w
 void hk_env_detect_torch(hk_env *env, const char *libtorch_dir);
 void hk_env_detect_tvm_ffi(hk_env *env, const char *explicit_lib);
 void hk_env_detect_cuda(hk_env *env);
+/* libamdhip64 through dlopen: hip_runtime_version and gpu_arch (device 0's gcnArchName). `libs`
+ * are the names tried in order (NULL: the usual sonames). Leaves the fields unset, without an
+ * error, when no library loads, a symbol is missing, no device answers, or the arch read back is
+ * not a gcnArchName. */
+void hk_env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs);
+/* Is s a gcnArchName: "gfx" + [0-9a-z]+, then ":feature+" / ":feature-" parts? (at most 255 chars) */
+bool hk_env_gcn_arch_valid(const char *s);
+/* The runtime version hipRuntimeGetVersion returns (HIP_VERSION = major * 10000000 +
+ * minor * 100000 + patch) as "M.m" into buf; false when v is not of that form. */
+bool hk_hip_version_text(char *buf, size_t cap, int v);
 
 /* Parsers exposed for unit tests. */
 /* Find `name = 'value'` (optionally `name: T = …` or `name = other = …`) in Python source text.

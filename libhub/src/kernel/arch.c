@@ -116,6 +116,42 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
     return HK_OK;
 }
 
+/* ---- ROCm ------------------------------------------------------------------------------------ */
+
+HK_API bool hk_rocm_arch_base(char *out, size_t cap, const char *gcn_arch_name) {
+    if (!out || cap == 0) return false;
+    out[0] = '\0';
+    if (!gcn_arch_name) return false;
+    size_t n = strcspn(gcn_arch_name, ":");
+    if (n == 0 || n >= cap) return false;
+    memcpy(out, gcn_arch_name, n);
+    out[n] = '\0';
+    return true;
+}
+
+HK_API int hk_kernel_check_rocm_arch(const hk_kernel_metadata *md, const char *gcn_arch_name) {
+    if (!md || !md->backend || strcmp(md->backend, "rocm") != 0 || md->num_archs == 0 ||
+        !gcn_arch_name)
+        return HK_OK;
+    char base[256];
+    hk_rocm_arch_base(base, sizeof base, gcn_arch_name); /* "" when malformed: matches nothing */
+    for (size_t i = 0; i < md->num_archs; i++)
+        if (base[0] && md->archs[i] && strcmp(md->archs[i], base) == 0) return HK_OK;
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    for (size_t i = 0; i < md->num_archs; i++)
+        hk_sb_printf(&sb, "%s%s", i ? ", " : "", md->archs[i] ? md->archs[i] : "?");
+    char *list = hk_sb_steal(&sb);
+    int rc = hk_fail(HK_ERR_ARCH,
+                     "this GPU (ROCm arch %s, gcnArchName %s) is not supported by %s: its metadata "
+                     "lists ROCm archs [%s]; use a GPU it covers, another version of the kernel, or "
+                     "skip the check (skip_arch_check / --no-arch-check) at your own risk",
+                     base[0] ? base : "?", gcn_arch_name, md->id ? md->id : "this kernel",
+                     list ? list : "?");
+    free(list);
+    return rc;
+}
+
 /* ---- device capability through the CUDA driver API ------------------------------------------ */
 typedef int (*cu_init_fn)(unsigned);
 typedef int (*cu_count_fn)(int *);

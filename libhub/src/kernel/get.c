@@ -76,6 +76,7 @@ static void fill_request(hk_load_request *req, const hk_get_kernel_options *o, c
     }
     if (env) {
         req->tvm_ffi_hint = hk_env_tvm_ffi_lib(env);
+        req->gpu_arch = hk_env_gpu_arch(env);
         int ma, mi;
         if (hk_env_gpu_count(env) > 0 && hk_env_gpu_capability(env, 0, &ma, &mi) == HK_OK) {
             req->cuda_major = ma;

@@ -159,7 +159,14 @@ bool hk_libtorch_in_process(void) {
 }
 
 static int check_gpu_fitness(hk_kernel *k, const hk_load_request *req) {
-    if (req->skip_arch_check || strcmp(k->md.pub.backend, "cuda") != 0) return HK_OK;
+    if (req->skip_arch_check) return HK_OK;
+    if (strcmp(k->md.pub.backend, "rocm") == 0) {
+        if (k->md.pub.num_archs > 0 && !req->gpu_arch)
+            hk_log(HK_LOG_WARN, "%s: no ROCm device visible (GPU arch unknown), GPU fitness not "
+                   "checked", k->variant);
+        return hk_kernel_check_rocm_arch(&k->md.pub, req->gpu_arch);
+    }
+    if (strcmp(k->md.pub.backend, "cuda") != 0) return HK_OK;
     int major = req->cuda_major, minor = req->cuda_minor;
     if (major == -1) {
         int rc = hk_cuda_device_capability(&major, &minor);

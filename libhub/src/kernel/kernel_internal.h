@@ -53,6 +53,7 @@ typedef struct hk_load_request {
     bool skip_arch_check;
     int cuda_major, cuda_minor;   /* device 0 capability; -1 = ask the driver, -2 = no GPU */
     uint64_t bytes_verified, bytes_trusted; /* of the digest check before the load (0: none) */
+    const char *gpu_arch;         /* ROCm gcnArchName of device 0 (hk_env_gpu_arch); NULL = none */
 } hk_load_request;
 
 /* Load (or find in the registry) the variant in req->variant_dir. */
