@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(NW * 32) prefill_kernel(const PrefillParams p)
 // ---------------------------------------------------------------------------------------------
 // Decode (split-KV) + combine
 struct DecodeParams {
-    CUtensorMap tm_k, tm_v;  // paged caches on sm_90a: [blocks][block_size][Hkv][D] for the TMA
+    CUtensorMap tm_k, tm_v;  // the TMA path (sm_90a): the cache as [blocks][tokens][Hkv][D/64][64]
     int box_rows;            // tokens per TMA box: min(block_size, 64)
     int tma_contig;          // TMA over a contiguous cache: "block" = sequence, token = key
     void *out;
@@ -331,8 +331,8 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
     __shared__ __align__(8) uint64_t full_bar[TMA ? STAGES : 1];  // TMA: bytes of a tile landed
     (void)full_bar;
     // byte offset of 16-byte chunk c of key row r in a K or V tile
-    // (TMA: the swizzle phase is the index of the 128-byte unit, so a 256-byte row's two halves
-    // get different phases and 8 consecutive rows hit at most 2 bank groups twice)
+    // (TMA: the swizzle phase is the index of the 128-byte unit, so at D=128 8 consecutive rows
+    // see only 4 phases and an ldmatrix phase has 2-way bank conflicts: cheap next to DRAM)
     auto kv_off = [](int r, int c) -> uint32_t {
         if constexpr (TMA)
             return r * (D * 2) + (c >> 3) * 128 + (((c & 7) ^ ((r * (D / 64) + (c >> 3)) & 7)) << 4);
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         }
         fetch_blocks(j + 1);
     };
-    // TMA: thread 0 copies whole pages, one box per (page piece, 64-column block) for K and V.
+    // TMA: thread 0 copies whole pages, one box of whole rows per page piece for K and for V.
     // Keys past the split's end re-read the split's first page (rows that exist; masked, and
     // their V rows zeroed before use) instead of trusting the block table past the sequence.
     // The block ids of the next tile to issue are read one tile ahead (at most BN / 16 = 4 pages
@@ -753,7 +753,6 @@ bool decode_tma_maps(DecodeParams &p, int hkv, int d, int max_seqlen_k) {
     return hk_tma::map_16bit(&p.tm_k, p.kc, 5, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B) &&
            hk_tma::map_16bit(&p.tm_v, p.vc, 5, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
-
 
 // 16 query rows per MMA tile; 2 tiles at most per CTA (more would spill the O accumulator):
 // larger groups x q_len are split into several row chunks, each re-reading the kv head.
