@@ -5,7 +5,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 debs=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev
-      libarchive-dev libmicrohttpd-dev python3 python3-pip valgrind)
+      libarchive-dev libmicrohttpd-dev python3 python3-pip valgrind
+      nginx-light openssl)  # nginx + openssl CLI: the TLS/HTTP/2 reverse proxy of test_http2_tls.py
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -70,6 +70,15 @@ int hk_http_fail(const hk_http_resp *r, const char *what);
  * free after the transfer. */
 int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *url, bool download);
 
+/* A TLS failure that retrying cannot fix: the peer's certificate (chain, name, pinned key, status)
+ * does not verify, or the CA bundle / CRL file cannot be used. */
+bool hk_curl_tls_fatal(CURLcode cc);
+/* hk_fail() for a transfer that ended with curl error cc (not CURLE_OK): HK_ERR_TIMEOUT for a
+ * timeout, else HK_ERR_NETWORK with a message naming the cause (TLS certificate rejected: set
+ * SSL_CERT_FILE / CURL_CA_BUNDLE; unusable CA bundle; TLS handshake; unreachable). `what` (or NULL)
+ * starts the message; detail is libcurl's CURLOPT_ERRORBUFFER text (may be NULL or empty). */
+int hk_net_fail(CURLcode cc, const char *what, const char *url, const char *detail);
+
 /* Same scheme, host and port (case-insensitive host; default ports made explicit). */
 bool hk_url_same_origin(const char *a, const char *b);
 /* Resolve a (possibly relative) reference against base, RFC 3986 style. Caller frees. */

@@ -42,6 +42,7 @@ typedef struct xfer {
     int stalls;              /* consecutive failures without progress */
     char errbody[256];
     size_t errbody_len;
+    char errbuf[CURL_ERROR_SIZE]; /* libcurl's text for the current attempt's failure */
     unsigned char *buf;      /* write-behind buffer: bytes received but not yet written */
     size_t buf_len;
 } xfer;
@@ -221,6 +222,8 @@ static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
     curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+    x->errbuf[0] = '\0';
+    curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, 256L * 1024L);
     hk_log(HK_LOG_DEBUG, "GET %s%s%s", x->url, x->written ? " Range from " : "", x->written ? range : "");
     if (curl_multi_add_handle(multi, x->easy) != CURLM_OK) return hk_fail(HK_ERR_INTERNAL, "curl_multi_add_handle failed");
@@ -307,6 +310,12 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         free(what);
         return rc;
     }
+    if (cc != CURLE_OK && hk_curl_tls_fatal(cc)) { /* a rejected certificate stays rejected: no retry */
+        char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+        int rc = hk_net_fail(cc, what ? what : "download", x->url, x->errbuf);
+        free(what);
+        return rc;
+    }
     /* transient: status 408/429/5xx, or a connection problem / cut / stall */
     long delay;
     if (cc == CURLE_OK) {
@@ -328,10 +337,10 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
                 return hk_fail(HK_ERR_TIMEOUT, "download of %s stalled (no data for %ld ms, %d times); raise HF_HUB_DOWNLOAD_TIMEOUT if the link is slow",
                                x->item->paths[0], hub->download_timeout_ms, x->stalls);
             return hk_fail(HK_ERR_NETWORK, "download of %s failed: %s (%d attempts without progress)", x->item->paths[0],
-                           curl_easy_strerror(cc), x->stalls);
+                           x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc), x->stalls);
         }
         delay = progressed ? 0 : hk_retry_delay_ms(hub, x->stalls - 1, 0, NULL);
-        hk_log(HK_LOG_INFO, "%s while downloading %s at byte %llu; resuming in %ld ms", curl_easy_strerror(cc),
+        hk_log(HK_LOG_INFO, "%s while downloading %s at byte %llu; resuming in %ld ms", x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc),
                x->item->paths[0], (unsigned long long)x->written, delay);
     }
     x->written_at_attempt = x->written;

@@ -321,11 +321,29 @@ static size_t api_body_cb(char *p, size_t sz, size_t n, void *ud) {
     return c->resp->body.oom ? 0 : sz * n;
 }
 
-static int net_error(CURLcode cc, const char *url) {
+bool hk_curl_tls_fatal(CURLcode cc) {
+    return cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_ISSUER_ERROR ||
+           cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH || cc == CURLE_SSL_INVALIDCERTSTATUS || cc == CURLE_SSL_CRL_BADFILE;
+}
+
+int hk_net_fail(CURLcode cc, const char *what, const char *url, const char *detail) {
+    const char *d = detail && *detail ? detail : curl_easy_strerror(cc);
+    const char *sep = what ? ": " : "";
+    if (!what) what = "";
     if (cc == CURLE_OPERATION_TIMEDOUT)
-        return hk_fail(HK_ERR_TIMEOUT, "request to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)", url);
-    return hk_fail(HK_ERR_NETWORK, "cannot reach %s: %s (check the network, HF_ENDPOINT and proxy settings)", url,
-                   curl_easy_strerror(cc));
+        return hk_fail(HK_ERR_TIMEOUT, "%s%srequest to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)",
+                       what, sep, url);
+    if (cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_CRL_BADFILE)
+        return hk_fail(HK_ERR_NETWORK, "%s%scannot use the CA bundle for %s: %s (SSL_CERT_FILE or CURL_CA_BUNDLE must name a "
+                       "readable PEM file of CA certificates, SSL_CERT_DIR a directory of hashed ones)", what, sep, url, d);
+    if (hk_curl_tls_fatal(cc))
+        return hk_fail(HK_ERR_NETWORK, "%s%sthe TLS certificate of %s was rejected: %s (a server with a certificate from a "
+                       "private CA needs SSL_CERT_FILE or CURL_CA_BUNDLE set to a PEM file holding that CA; a certificate "
+                       "issued for another name needs HF_ENDPOINT to use a host name the certificate lists)", what, sep, url, d);
+    if (cc == CURLE_SSL_CONNECT_ERROR)
+        return hk_fail(HK_ERR_NETWORK, "%s%sTLS handshake with %s failed: %s (check that the endpoint speaks https on that "
+                       "port, and the proxy settings)", what, sep, url, d);
+    return hk_fail(HK_ERR_NETWORK, "%s%scannot reach %s: %s (check the network, HF_ENDPOINT and proxy settings)", what, sep, url, d);
 }
 
 int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body) {
@@ -335,6 +353,7 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
     if (hub->offline) return hk_fail(HK_ERR_OFFLINE, "offline mode: refusing to fetch %s", url);
     if (!hub->api && !(hub->api = curl_easy_init())) return hk_fail(HK_ERR_NOMEM, "cannot create a curl handle");
     int rc = HK_OK;
+    char errbuf[CURL_ERROR_SIZE];
     for (int attempt = 0;; attempt++) {
         char *cur = hk_strdup(url);
         int hops = 0;
@@ -352,6 +371,8 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
                 return rc;
             }
             api_ctx ctx = {out, max_body, false};
+            errbuf[0] = '\0';
+            curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
             curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, api_header_cb);
             curl_easy_setopt(e, CURLOPT_HEADERDATA, &ctx);
             curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, api_body_cb);
@@ -360,6 +381,7 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             cc = curl_easy_perform(e);
             curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
             curl_slist_free_all(hdrs);
+            curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
             if (ctx.too_big) {
                 free(cur);
                 return hk_fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
@@ -384,10 +406,11 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             }
             break;
         }
-        bool transient = cc != CURLE_OK || hk_http_status_transient(out->status);
+        /* a certificate that does not verify will not verify on the next try either */
+        bool transient = (cc != CURLE_OK && !hk_curl_tls_fatal(cc)) || hk_http_status_transient(out->status);
         if (!transient || attempt >= hub->max_retries) {
             if (cc != CURLE_OK) {
-                rc = net_error(cc, cur);
+                rc = hk_net_fail(cc, NULL, cur, errbuf);
                 free(cur);
                 return rc;
             }
