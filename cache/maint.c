@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -622,16 +623,20 @@ static const char *folder_of_dir(const char *repo_dir) {
 }
 
 /* rm: the receipts of the whole repo (commit NULL) or of one commit, wherever they are kept. Other
- * repos' receipts and huggingface_hub's lock files beside them are left alone. */
-static void remove_receipts(pctx *c, const char *commit) {
+ * repos' receipts and huggingface_hub's lock files beside them are left alone. Returns how many
+ * receipt folders matched (removed, or listed by a dry run). */
+static size_t remove_receipts(pctx *c, const char *commit, bool no_snapshot) {
     char *dirs[2];
-    size_t n = hk_receipt_repo_dirs(dirs, c->root, folder_of_dir(c->repo_dir));
+    size_t n = hk_receipt_repo_dirs(dirs, c->root, folder_of_dir(c->repo_dir)), found = 0;
     for (size_t i = 0; i < n; i++) {
         char *p = commit ? hk_path_join(dirs[i], commit) : hk_strdup(dirs[i]);
         if (p && hk_is_dir(p)) {
-            char *what = commit ? hk_asprintf("verification receipts of %s", commit) : NULL;
+            char *what = commit ? hk_asprintf("verification receipts of %s%s", commit,
+                                              no_snapshot ? " (its snapshot was not in the cache)" : "")
+                                : NULL;
             remove_path(c, p, what ? what : "verification receipts", 0);
             free(what);
+            found++;
         }
         free(p);
         free(dirs[i]);
@@ -641,10 +646,46 @@ static void remove_receipts(pctx *c, const char *commit) {
         if (ld) rmdir(ld);
         free(ld);
     }
+    return found;
 }
 
-/* prune: receipts of commits whose snapshot is gone (or, with detached, goes now) and of variants
- * no longer in their snapshot. */
+/* A temp file of hk_write_file_atomic writing a receipt: "<variant>.json.<8 lowercase hex>.tmp". */
+static bool receipt_temp_name(const char *name) {
+    static const char tail[] = ".json.01234567.tmp";
+    size_t n = strlen(name), t = sizeof tail - 1;
+    if (n <= t) return false; /* a variant name comes first */
+    const char *p = name + n - t;
+    if (strncmp(p, ".json.", 6) != 0 || strcmp(p + 14, ".tmp") != 0) return false;
+    for (int i = 6; i < 14; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f'))) return false;
+    return true;
+}
+
+/* A writer creates, fills, fsyncs and renames its temp file within moments: one older than this
+ * was left by a writer that died (killed, crashed, disk full); a younger one may be live. */
+#define HK_RECEIPT_TEMP_MIN_AGE_S 60
+
+/* prune: leftover temp files of the receipt writer in one commit's receipt folder */
+static void prune_receipt_temps(pctx *c, const char *rdir, const char *commit) {
+    DIR *d = opendir(rdir);
+    struct dirent *de;
+    time_t now = time(NULL);
+    while (d && (de = readdir(d)) != NULL) {
+        if (!receipt_temp_name(de->d_name)) continue;
+        char *p = hk_path_join(rdir, de->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > HK_RECEIPT_TEMP_MIN_AGE_S) {
+            char *what = hk_asprintf("leftover temp file of a verification receipt %s/%s", commit, de->d_name);
+            remove_path(c, p, what ? what : de->d_name, (uint64_t)st.st_size);
+            free(what);
+        }
+        free(p);
+    }
+    if (d) closedir(d);
+}
+
+/* prune: receipts of commits whose snapshot is gone (or, with detached, goes now), of variants
+ * no longer in their snapshot, and temp files a killed receipt writer left behind. */
 static void prune_receipts(pctx *c, bool detached) {
     char *dirs[2];
     size_t n = hk_receipt_repo_dirs(dirs, c->root, folder_of_dir(c->repo_dir));
@@ -683,6 +724,7 @@ static void prune_receipts(pctx *c, bool detached) {
                     free(variant);
                 }
                 if (vd) closedir(vd);
+                prune_receipt_temps(c, rdir, commit);
             }
             free(snap);
             free(rdir);
@@ -781,7 +823,7 @@ int hk_cache_rm(hk_cache_report *rep, const char *root, const char *repo_id, con
             uint64_t bytes = blobs ? dir_bytes(blobs) : 0;
             free(blobs);
             remove_path(&c, dir, "whole repo", bytes);
-            remove_receipts(&c, NULL);
+            remove_receipts(&c, NULL, false);
             found_rev = true;
         } else {
             char commit[65];
@@ -793,14 +835,17 @@ int hk_cache_rm(hk_cache_report *rep, const char *root, const char *repo_id, con
                 continue;
             }
             char *snap = hk_asprintf("%s/snapshots/%s", dir, commit);
-            if (snap && hk_is_dir(snap)) {
+            bool had_snap = snap && hk_is_dir(snap);
+            if (had_snap) {
                 found_rev = true;
                 char *what = hk_asprintf("snapshot %s", commit);
                 remove_path(&c, snap, what ? what : commit, 0);
                 free(what);
             }
             free(snap);
-            remove_receipts(&c, commit);
+            /* receipts alone (snapshot removed by hand or by `hf cache rm`) are a match too: they
+             * are what the caller asked to be rid of */
+            if (remove_receipts(&c, commit, !had_snap)) found_rev = true;
             char *ne = hk_asprintf("%s/.no_exist/%s", dir, commit);
             if (ne && hk_path_exists(ne) && !dry_run) hk_rmtree(ne);
             free(ne);
@@ -836,6 +881,8 @@ int hk_cache_rm(hk_cache_report *rep, const char *root, const char *repo_id, con
     }
     repos_free(&repos);
     if (rc == HK_OK && !found_rev)
-        rc = hk_fail(HK_ERR_NOT_FOUND, "revision '%s' of %s is not in the cache", revision, repo_id);
+        rc = hk_fail(HK_ERR_NOT_FOUND,
+                     "revision '%s' of %s is not in the cache (no snapshot, ref or verification receipt "
+                     "names it)", revision, repo_id);
     return rc;
 }

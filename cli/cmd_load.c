@@ -23,7 +23,8 @@ static void usage(FILE *f) {
             "(tvm-ffi; torch builds need libtorch in the process), then prints repo, commit, variant,\n"
             "metadata and the exported functions (--json adds bytes_verified: bytes hashed against the\n"
             "metadata.json digest before the load, and bytes_trusted: cached bytes its verification receipt\n"
-            "vouched for). LOCAL_KERNELS=org/name=/path is honoured.\n"
+            "vouched for; the text form prints both on its `verified` line, in kB/MB).\n"
+            "LOCAL_KERNELS=org/name=/path is honoured.\n"
             "--call runs a smoke check when the kernel is one of ours (rmsnorm: rms_norm and\n"
             "fused_add_rms_norm on random CPU data, checked against a float64 reference).\n"
             "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n"
@@ -33,6 +34,23 @@ static void usage(FILE *f) {
 
 static const char *kind_name(hk_kernel_kind k) {
     return k == HK_KERNEL_TVM_FFI ? "tvm-ffi" : k == HK_KERNEL_TORCH ? "torch" : "noarch";
+}
+
+/* "512 B", "12.3 kB", "4.5 MB", "1.2 GB" (decimal units, as the other commands print MB) */
+static const char *human_size(char *buf, size_t cap, uint64_t n) {
+    static const char *const units[] = {"kB", "MB", "GB", "TB"};
+    if (n < 1000) {
+        snprintf(buf, cap, "%llu B", (unsigned long long)n);
+        return buf;
+    }
+    double v = (double)n / 1000.0;
+    size_t u = 0;
+    while (v >= 999.95 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1000.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
 }
 
 static uint64_t g_rng;
@@ -248,6 +266,15 @@ int hk_cmd_load(int argc, char **argv) {
             for (size_t i = 0; i < md->num_archs; i++) printf("%s%s", i ? "," : "", md->archs[i]);
         }
         printf("\n");
+        uint64_t hashed = hk_kernel_bytes_verified(k), trusted = hk_kernel_bytes_trusted(k);
+        if (hashed == 0 && trusted == 0) {
+            printf("verified  nothing: no digest check ran before this load (local directories are not "
+                   "checked)\n");
+        } else {
+            char a[32], b[32];
+            printf("verified  %s hashed against the metadata.json digest, %s trusted by its verification "
+                   "receipt\n", human_size(a, sizeof a, hashed), human_size(b, sizeof b, trusted));
+        }
         if (hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI) {
             printf("functions");
             for (size_t i = 0; i < hk_kernel_num_functions(k); i++)

@@ -150,3 +150,85 @@ def test_prune_removes_receipts_of_what_is_gone(hub, filled):
     assert not os.path.exists(os.path.join(cache, B))
     # nothing left to prune: a second run removes nothing
     assert "removed 0 entries" in cache_cli(["prune"], cache).stdout
+
+
+def test_prune_removes_stale_receipt_temp_files_only(hub, filled):
+    """A receipt writer killed between creating its temp file and renaming it leaves
+    <variant>.json.<8 hex>.tmp beside the receipts (hk_write_file_atomic's naming). prune removes
+    such files once older than a minute; a younger one may belong to a live writer and stays, and so
+    do files that only look similar."""
+    cache, commits = filled
+    c2 = commits[("org/reca", 2)]
+    rdir = os.path.join(receipts(cache, A), c2)
+
+    def make(name, age):
+        p = os.path.join(rdir, name)
+        with open(p, "w") as f:
+            f.write('{"format":')  # a half-written receipt
+        if age:
+            os.utime(p, (time.time() - age, time.time() - age))
+        return p
+
+    stale = make(V + ".json.0a1b2c3d.tmp", 3600)
+    stale2 = make("torch-cpu.json.ffffffff.tmp", 61 + 5)
+    live = make(V + ".json.12345678.tmp", 0)           # just written: a writer may be at work
+    near = make(V + ".json.abcdef01.tmp", 30)           # half a minute: still young
+    odd = [make(n, 3600) for n in (V + ".json.0A1B2C3D.tmp",   # not the writer's (lowercase) hex
+                                    V + ".json.0a1b2c3.tmp",    # 7 hex digits
+                                    ".json.0a1b2c3d.tmp",       # no variant name
+                                    V + ".0a1b2c3d.tmp",        # no .json
+                                    "notes.tmp")]
+    dry = cache_cli(["prune", "--dry-run"], cache)
+    for p in (stale, stale2):
+        assert (f"would remove kernels/org/reca: leftover temp file of a verification receipt "
+                f"{c2}/{os.path.basename(p)}") in dry.stdout, dry.stdout
+        assert os.path.exists(p)
+    assert "would remove 2 entries" in dry.stdout, dry.stdout
+    r = cache_cli(["prune"], cache)
+    assert "removed 2 entries" in r.stdout, r.stdout
+    assert not os.path.exists(stale) and not os.path.exists(stale2)
+    for p in (live, near, *odd):
+        assert os.path.exists(p), p
+    # the receipt itself is untouched and still vouches for every file
+    assert os.path.isfile(os.path.join(rdir, V + ".json"))
+    assert warm_is_trusted(hub, cache, "org/reca", 2)
+    # the young ones go once they are old
+    for p in (live, near):
+        os.utime(p, (time.time() - 120, time.time() - 120))
+    r = cache_cli(["prune"], cache)
+    assert "removed 2 entries" in r.stdout, r.stdout
+    assert not os.path.exists(live) and not os.path.exists(near)
+    assert all(os.path.exists(p) for p in odd)
+
+
+def test_rm_revision_with_only_receipts_left(hub, filled):
+    """The snapshot of a commit is gone (removed by hand or by `hf cache rm`) but its receipts are
+    still there: `cache rm --revision COMMIT` removes them, says so and succeeds; a revision that
+    matches nothing at all is HK_ERR_NOT_FOUND."""
+    cache, commits = filled
+    c1, c2 = commits[("org/reca", 1)], commits[("org/reca", 2)]
+    shutil.rmtree(os.path.join(cache, A, "snapshots", c1))
+    os.unlink(os.path.join(cache, A, "refs", "v1"))
+    assert os.path.isdir(os.path.join(receipts(cache, A), c1))
+    line = f"kernels/org/reca: verification receipts of {c1} (its snapshot was not in the cache)"
+    dry = cache_cli(["rm", "org/reca", "--revision", c1, "--dry-run"], cache)
+    assert f"would remove {line}" in dry.stdout and "would remove 1 entry" in dry.stdout, dry.stdout
+    assert os.path.isdir(os.path.join(receipts(cache, A), c1))
+    r = cache_cli(["rm", "org/reca", "--revision", c1], cache)
+    assert f"removed {line}" in r.stdout, r.stdout
+    # and, as always, the blobs only that snapshot used (it is gone: they are unreferenced now)
+    blobs = [ln for ln in r.stdout.splitlines() if ln.startswith("removed kernels/org/reca: unreferenced blob")]
+    assert blobs and f"removed {1 + len(blobs)} entries" in r.stdout, r.stdout
+    assert not os.path.exists(os.path.join(receipts(cache, A), c1))
+    # the other commit and its receipt are untouched
+    assert os.path.isdir(os.path.join(cache, A, "snapshots", c2))
+    assert os.path.isfile(os.path.join(receipts(cache, A), c2, V + ".json"))
+    # now nothing matches c1: not found, and nothing else is touched
+    again = cache_cli(["rm", "org/reca", "--revision", c1], cache, check=False)
+    assert again.returncode == 1 and "HK_ERR_NOT_FOUND" in again.stderr, (again.stdout, again.stderr)
+    assert "no snapshot, ref or verification receipt" in again.stderr
+    gone = "0" * 40
+    r = cache_cli(["rm", "org/reca", "--revision", gone], cache, check=False)
+    assert r.returncode == 1 and "HK_ERR_NOT_FOUND" in r.stderr
+    assert os.path.isfile(os.path.join(receipts(cache, A), c2, V + ".json"))
+    assert warm_is_trusted(hub, cache, "org/reca", 2)

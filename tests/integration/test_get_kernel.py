@@ -133,6 +133,29 @@ def test_load_cli_and_errors(mirror, tmp_path):
     w = json.loads(hk("load", "--local", str(HUB_SRC), "--backend", "cpu", "--json", env=env).stdout)
     assert (w["bytes_verified"], w["bytes_trusted"]) == (0, 0)  # a local build is not checked
 
+    # the text form says the same on one `verified` line, sizes in decimal kB/MB
+    def size(n):
+        if n < 1000:
+            return f"{n} B"
+        v, units = n / 1000, ["kB", "MB", "GB", "TB"]
+        while v >= 999.95 and len(units) > 1:
+            v, units = v / 1000, units[1:]
+        return f"{v:.1f} {units[0]}"
+
+    def verified_line(args, e):
+        lines = [ln for ln in hk(*args, env=e).stdout.splitlines() if ln.startswith("verified ")]
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    assert total >= 1000  # so that the unit is exercised, not only "B"
+    text = load[:-1]  # without --json
+    assert verified_line(text, env) == (f"verified  0 B hashed against the metadata.json digest, {size(total)} "
+                                        "trusted by its verification receipt")
+    assert verified_line(text, {**env, "HUBKERN_VERIFY": "always"}) == (
+        f"verified  {size(total)} hashed against the metadata.json digest, 0 B trusted by its verification receipt")
+    assert verified_line(["load", "--local", str(HUB_SRC), "--backend", "cpu"], env).startswith(
+        "verified  nothing: no digest check ran")
+
     def fails(code, *args, **extra):
         p = hk("load", *args, "--backend", "cpu", env=env_for(tmp_path / "c", srv.url, **extra), check=False)
         assert p.returncode == 1 and f"[{code}]" in p.stderr, (args, p.stderr)

@@ -28,6 +28,11 @@ static void test_entry_rules(void) {
     CHECK(hk_cuda_arch_entry_matches("8.6+PTX", 9, 0, NULL));
     CHECK(!hk_cuda_arch_entry_matches("12.1+PTX", 12, 0, NULL));
     CHECK(!hk_cuda_arch_entry_matches("9.0+PTX", 8, 9, NULL));
+    /* a suffix with +PTX: kernels 0.17.2 applies the suffix rule, not the PTX one */
+    CHECK(hk_cuda_arch_entry_matches("9.0a+PTX", 9, 0, NULL));
+    CHECK(!hk_cuda_arch_entry_matches("9.0a+PTX", 10, 0, NULL));
+    CHECK(hk_cuda_arch_entry_matches("10.0f+PTX", 10, 3, NULL));
+    CHECK(!hk_cuda_arch_entry_matches("10.0f+PTX", 12, 0, NULL));
     /* not CUDA archs */
     CHECK(!hk_cuda_arch_entry_matches("gfx942", 9, 0, &parsed) && !parsed);
     CHECK(!hk_cuda_arch_entry_matches("9", 9, 0, &parsed) && !parsed);

@@ -22,7 +22,9 @@
  *    libtorch; its ops register themselves with the c10 dispatcher under the namespace
  *    hk_kernel_torch_namespace() (= metadata id). Calling them is the caller's C++ business.
  *  - noarch variants (`torch-<backend>`): Python only; the handle gives the path and says it holds
- *    no native code (hk_kernel_get_kind() == HK_KERNEL_NOARCH).
+ *    no native code (hk_kernel_get_kind() == HK_KERNEL_NOARCH). When their metadata declares
+ *    backend.archs (build.toml [torch-noarch] cuda-capabilities / rocm-archs), the device is
+ *    checked against them as for native builds (HK_ERR_ARCH; skip_arch_check skips it).
  *
  * Handles are reference counted and shared: asking twice (from any threads) for the same variant
  * directory gives the same handle with one more reference. Two versions of one kernel are two

@@ -36,9 +36,11 @@ HK_API bool hk_cuda_arch_entry_matches(const char *entry, int major, int minor, 
     bool ok = entry && parse_cuda_arch(entry, &x, &y, &suffix, &ptx);
     if (out_parsed) *out_parsed = ok;
     if (!ok) return false;
-    if (ptx) return major > x || (major == x && minor >= y);
+    /* kernels 0.17.2 order: the suffix decides before +PTX ("9.0a+PTX" is 9.0 only) */
     if (suffix == 'a') return major == x && minor == y;
-    return major == x && minor >= y; /* plain and 'f' */
+    if (suffix == 'f') return major == x && minor >= y;
+    if (ptx) return major > x || (major == x && minor >= y);
+    return major == x && minor >= y;
 }
 
 HK_API bool hk_code_objects_fit(const hk_code_object *objs, size_t count, int major, int minor) {

@@ -309,7 +309,13 @@ int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req) {
     k->kind = kind_of_variant(k->variant, real, k->md.pub.id);
     if (k->kind == HK_KERNEL_TVM_FFI) rc = load_tvm_ffi(k, req);
     else if (k->kind == HK_KERNEL_TORCH) rc = load_torch(k, req);
-    else hk_log(HK_LOG_INFO, "%s holds no native code (Python-only variant): %s", k->variant, real);
+    else {
+        /* Noarch builds may still declare archs ([torch-noarch] cuda-capabilities / rocm-archs):
+         * kernels 0.17.2 checks them from metadata alone, like any other variant's. */
+        if (k->md.pub.num_archs > 0) rc = check_gpu_fitness(k, req);
+        if (rc == HK_OK)
+            hk_log(HK_LOG_INFO, "%s holds no native code (Python-only variant): %s", k->variant, real);
+    }
     if (rc) goto out;
     k->next = g_registry;
     g_registry = k;
