@@ -38,6 +38,18 @@ static void opts(hk_get_kernel_options *o, const char *repo, int version, const 
     o->token = "";
 }
 
+/* A Hub client on the test mirror with the given cache (no token). */
+static hk_hub *mirror_hub(const char *cache) {
+    hk_hub_options ho;
+    hk_hub_options_init(&ho);
+    ho.endpoint = g_endpoint;
+    ho.cache_dir = cache;
+    ho.token = "";
+    hk_hub *hub = NULL;
+    CHECK_RC(hk_hub_new(&hub, &ho), HK_OK);
+    return hub;
+}
+
 static double nsqrt(double v) { /* Newton: the unit tests do not link libm */
     double r = v > 1 ? v : 1;
     for (int i = 0; i < 200; i++) {
@@ -239,13 +251,7 @@ static void test_bad_input(void) {
 
     /* a corrupted cache file: pull "hubkern/corrupt" without loading, damage the library blob */
     char *cc = cache_dir("c-corrupt");
-    hk_hub_options ho;
-    hk_hub_options_init(&ho);
-    ho.endpoint = g_endpoint;
-    ho.cache_dir = cc;
-    ho.token = "";
-    hk_hub *hub = NULL;
-    CHECK_RC(hk_hub_new(&hub, &ho), HK_OK);
+    hk_hub *hub = mirror_hub(cc);
     hk_pull_spec s;
     hk_pull_spec_init(&s);
     s.repo_id = "hubkern/corrupt";
@@ -492,13 +498,7 @@ static void test_redirect(void) {
     CHECK(!has);
 
     /* the client's own choice (no variant named) honours variant_families, after the redirect */
-    hk_hub_options ho;
-    hk_hub_options_init(&ho);
-    ho.endpoint = g_endpoint;
-    ho.cache_dir = cache;
-    ho.token = "";
-    hk_hub *hub = NULL;
-    CHECK_RC(hk_hub_new(&hub, &ho), HK_OK);
+    hk_hub *hub = mirror_hub(cache);
     hk_pull_spec s;
     hk_pull_spec_init(&s);
     CHECK(s.variant_families == 0);
@@ -589,13 +589,7 @@ static void test_redirect_loops(void) {
     free(want);
 
     /* long chains without a loop: 5 redirects are followed, 6 are refused */
-    hk_hub_options ho;
-    hk_hub_options_init(&ho);
-    ho.endpoint = g_endpoint;
-    ho.cache_dir = cache;
-    ho.token = "";
-    hk_hub *hub = NULL;
-    CHECK_RC(hk_hub_new(&hub, &ho), HK_OK);
+    hk_hub *hub = mirror_hub(cache);
     hk_pull_spec s;
     hk_pull_spec_init(&s);
     s.repo_id = "hubkern/chain1";
