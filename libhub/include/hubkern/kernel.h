@@ -84,6 +84,9 @@ HK_API void hk_get_kernel_options_init(hk_get_kernel_options *opts);
  * chosen among the builds of the repo and commit the redirect leads to; the handle then reports
  * that repo (hk_kernel_repo_id) and commit, not the requested one. Offline nothing is followed.
  * Errors: HK_ERR_REPO_NOT_FOUND, HK_ERR_VERSION_NOT_FOUND, HK_ERR_REVISION_NOT_FOUND,
+ * Online and offline, the chosen variant's metadata.json archs are checked against the device
+ * before anything else of it is downloaded (only that file is fetched, unless skip_arch_check):
+ * HK_ERR_ARCH then leaves no other file of the variant in the cache.
  * HK_ERR_NO_VARIANT (with every candidate's reason), HK_ERR_UNTRUSTED, HK_ERR_OFFLINE,
  * HK_ERR_INTEGRITY / HK_ERR_DIGEST (a corrupted cache), HK_ERR_ARCH, HK_ERR_RUNTIME_MISSING,
  * HK_ERR_LOAD, network errors. On success *out holds one reference (hk_kernel_unref). */
@@ -97,8 +100,12 @@ HK_API int hk_get_local_kernel(hk_kernel **out, const char *path, const hk_get_k
 
 /* Does opts->repo_id at opts->version/revision have a variant for this machine? Answers from the
  * Hub (or the cache when offline) without downloading the build, after kernel-status redirects as
- * hk_get_kernel (no publisher check: nothing is loaded). Not finding one is not an error:
- * *out = false and HK_OK. Unknown repo / version are errors. */
+ * hk_get_kernel (no publisher check: nothing is loaded). The chosen variant's metadata.json (from
+ * the cache, else downloaded alone) must list archs that admit the device, unless
+ * opts->skip_arch_check (kernels has_kernel(check_arch=True)). Not finding one is not an error:
+ * *out = false and HK_OK, with the reason (HK_ERR_NO_VARIANT / HK_ERR_ARCH) left as
+ * hk_last_error() / hk_last_error_code() and logged at HK_LOG_INFO. Unknown repo / version are
+ * errors. */
 HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *opts);
 
 /* Load repo_id pinned by a kernels.lock file (either format), from the cache only: never touches

@@ -117,6 +117,13 @@ typedef struct hk_dl_stats {
 int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
                       const char *commit, hk_dl_item *items, size_t n);
 
+/* One file of a kernel repo at a commit (path "build/<variant>/metadata.json"), as hf_hub_download
+ * would fetch it: when its snapshot link resolves it is used as it is (no network); else, online,
+ * its directory is listed (one level), its blob downloaded and checked against the listed hash,
+ * and the snapshot link made; nothing else of the directory is fetched. Offline and absent:
+ * HK_ERR_OFFLINE. *out_path (the snapshot path) is freed with hk_free. */
+int hk_hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path);
+
 /* ---- metadata.json digest (digest.c) ------------------------------------------------------- */
 /* Recompute the digest of a variant directory and compare it with metadata.json. Each violation is
  * logged (warning) and listed in the HK_ERR_DIGEST message. *out_bytes gets the bytes hashed.

@@ -3,6 +3,7 @@
 #include "kernel/kernel_internal.h"
 
 #include "cache/cache.h"
+#include "client/client.h"
 #include "hubkern/env.h"
 #include "hubkern/hub.h"
 #include "hubkern/variant.h"
@@ -372,6 +373,51 @@ static int resolve_target(char **out_repo, char **out_rev, char commit[65], char
     return rc;
 }
 
+/* The metadata-only part of the GPU fitness check, before anything of the variant but its
+ * metadata.json is fetched: kernels 0.17.2 downloads build/<variant>/metadata.json of the resolved
+ * variant and runs its ArchValidator on it before installing the rest (get_kernel) or answering
+ * (has_kernel). The metadata comes from the snapshot when cached, else online as that one file.
+ * HK_OK when skipped (skip_arch_check), when nothing can be checked (no GPU known to the env:
+ * nothing is fetched then; offline and not cached; an unreadable metadata.json: the pull and load
+ * that follow report those), or when the archs admit the device; HK_ERR_ARCH naming the variant
+ * otherwise. */
+static int precheck_arch(hk_hub *hub, const char *repo, const char *commit, const char *variant,
+                         const hk_get_kernel_options *o, const hk_env *env) {
+    if (o->skip_arch_check) return HK_OK;
+    hk_load_request req;
+    fill_request(&req, o, env);
+    /* no CUDA capability and no ROCm arch known: no archs list can refuse it, nothing to fetch */
+    if (req.cuda_major < 0 && !req.gpu_arch) return HK_OK;
+    char *rel = hk_asprintf("build/%s/metadata.json", variant);
+    if (!rel) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *path = NULL;
+    int rc = hk_hub_fetch_file(&path, hub, repo, commit, rel);
+    free(rel);
+    if (rc == HK_ERR_OFFLINE) {
+        hk_clear_error();
+        return HK_OK;
+    }
+    if (rc) return hk_fail_context("fetching the metadata.json of %s variant %s", repo, variant);
+    char *data = NULL;
+    size_t len = 0;
+    hk_metadata_owned md;
+    rc = hk_read_file(&data, &len, path, 1u << 20);
+    if (rc == HK_OK) rc = hk_metadata_parse(&md, data, len, path);
+    free(data);
+    hk_free(path);
+    if (rc == HK_ERR_NOMEM) return rc;
+    if (rc) {
+        hk_log(HK_LOG_DEBUG, "%s variant %s: metadata.json unreadable before the pull (%s); the load "
+               "checks it", repo, variant, hk_last_error());
+        hk_clear_error();
+        return HK_OK;
+    }
+    rc = hk_kernel_check_metadata_fitness(&md.pub, &req);
+    hk_metadata_free(&md);
+    if (rc) hk_fail_context("%s variant %s at %s", repo, variant, commit);
+    return rc;
+}
+
 HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_get_kernel: out is NULL");
     *out = NULL;
@@ -400,6 +446,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     rc = new_hub(&hub, o);
     if (rc == HK_OK) rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, o->trust_remote_code);
     if (rc == HK_OK && already_loaded(out, hub, repo, commit, best)) goto done;
+    if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env); /* before the download */
     if (rc == HK_OK) {
         bool moved = strcmp(repo, o->repo_id) != 0;
         hk_pull_spec s;
@@ -453,8 +500,12 @@ HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *o) {
     /* an existence check loads no code: no publisher check, as before redirects were followed */
     if (rc == HK_OK) {
         rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, 1);
-        if (rc == HK_ERR_NO_VARIANT) {
-            hk_clear_error();
+        /* kernels has_kernel(check_arch=True): the chosen variant's metadata archs must admit the
+         * device (skip_arch_check skips it, as check_arch=False) */
+        if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env);
+        if (rc == HK_ERR_NO_VARIANT || rc == HK_ERR_ARCH) {
+            /* "no" is an answer, not an error: the reason stays readable as hk_last_error() */
+            hk_log(HK_LOG_INFO, "%s: no kernel for this machine: %s", o->repo_id, hk_last_error());
             rc = HK_OK;
         } else if (rc == HK_OK) {
             *out = true;

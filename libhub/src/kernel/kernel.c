@@ -158,6 +158,17 @@ bool hk_libtorch_in_process(void) {
     return false;
 }
 
+/* Device 0's compute capability for req: the caller's env, else the driver. false: no CUDA device. */
+static bool cuda_capability(const hk_load_request *req, int *major, int *minor) {
+    *major = req->cuda_major;
+    *minor = req->cuda_minor;
+    if (*major == -1) {
+        if (hk_cuda_device_capability(major, minor)) *major = -2;
+        hk_clear_error();
+    }
+    return *major >= 0;
+}
+
 static int check_gpu_fitness(hk_kernel *k, const hk_load_request *req) {
     if (req->skip_arch_check) return HK_OK;
     if (strcmp(k->md.pub.backend, "rocm") == 0) {
@@ -167,17 +178,21 @@ static int check_gpu_fitness(hk_kernel *k, const hk_load_request *req) {
         return hk_kernel_check_rocm_arch(&k->md.pub, req->gpu_arch);
     }
     if (strcmp(k->md.pub.backend, "cuda") != 0) return HK_OK;
-    int major = req->cuda_major, minor = req->cuda_minor;
-    if (major == -1) {
-        int rc = hk_cuda_device_capability(&major, &minor);
-        if (rc) major = -2;
-        hk_clear_error();
-    }
-    if (major < 0) {
+    int major, minor;
+    if (!cuda_capability(req, &major, &minor)) {
         hk_log(HK_LOG_WARN, "%s: no CUDA device visible, GPU fitness not checked", k->variant);
         return HK_OK;
     }
     return hk_kernel_check_arch(&k->md.pub, k->library, major, minor);
+}
+
+int hk_kernel_check_metadata_fitness(const hk_kernel_metadata *md, const hk_load_request *req) {
+    if (req->skip_arch_check || !md->backend || md->num_archs == 0) return HK_OK;
+    if (strcmp(md->backend, "rocm") == 0) return hk_kernel_check_rocm_arch(md, req->gpu_arch);
+    if (strcmp(md->backend, "cuda") != 0) return HK_OK;
+    int major, minor;
+    if (!cuda_capability(req, &major, &minor)) return HK_OK; /* the load warns */
+    return hk_kernel_check_arch(md, NULL, major, minor);
 }
 
 static int find_library(hk_kernel *k, const char *suffix) {

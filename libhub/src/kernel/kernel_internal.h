@@ -56,6 +56,12 @@ typedef struct hk_load_request {
     const char *gpu_arch;         /* ROCm gcnArchName of device 0 (hk_env_gpu_arch); NULL = none */
 } hk_load_request;
 
+/* The metadata-only part of the GPU fitness check of a load (kernels 0.17.2 ArchValidator, run on
+ * the resolved variant's metadata.json before anything else is installed): md's backend.archs
+ * against req's device (CUDA capability rules; ROCm gcnArchName base). HK_OK when skipped
+ * (skip_arch_check), when md lists no archs, for other backends, or when the device is unknown
+ * (the load itself then warns); HK_ERR_ARCH otherwise. The code objects are not looked at. */
+int hk_kernel_check_metadata_fitness(const hk_kernel_metadata *md, const hk_load_request *req);
 /* Load (or find in the registry) the variant in req->variant_dir. */
 int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req);
 /* The loaded handle of a variant directory (one more reference), or NULL. */
