@@ -754,6 +754,17 @@ bool decode_tma_maps(DecodeParams &p, int hkv, int d, int max_seqlen_k) {
            hk_tma::map_16bit(&p.tm_v, p.vc, 5, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
+// The cache's part of the decode parameters: pointers, strides, block table, page size and its
+// log2 (-1 when not a power of two).
+void set_cache(DecodeParams &p, const hk_attn_kv_cache *kv) {
+    p.kc = kv->k, p.vc = kv->v;
+    p.stride_block = kv->stride_block, p.stride_token = kv->stride_token, p.stride_head = kv->stride_head;
+    p.block_table = kv->block_table, p.block_size = kv->block_size, p.max_blocks = kv->max_blocks_per_seq;
+    p.bs_shift = -1;
+    for (int sh = 0; sh < 31; sh++)
+        if (kv->block_size == (1 << sh)) p.bs_shift = sh;
+}
+
 // 16 query rows per MMA tile; 2 tiles at most per CTA (more would spill the O accumulator):
 // larger groups x q_len are split into several row chunks, each re-reading the kv head.
 int decode_mt_for(int rows) { return rows <= 16 ? 1 : 2; }
@@ -805,11 +816,8 @@ extern "C" const char *hk_attn_decode_cuda_kernel(const hk_attn_kv_cache *kv, in
                                                   int d, int max_seqlen_k) {
     if (!kv) return "invalid";
     DecodeParams p{};
-    p.kc = kv->k, p.vc = kv->v, p.batch = batch;
-    p.stride_block = kv->stride_block, p.stride_token = kv->stride_token, p.stride_head = kv->stride_head;
-    p.block_table = kv->block_table, p.block_size = kv->block_size, p.bs_shift = -1;
-    for (int sh = 0; sh < 31; sh++)
-        if (kv->block_size == (1 << sh)) p.bs_shift = sh;
+    set_cache(p, kv);
+    p.batch = batch;
     if (decode_tma_maps(p, hkv, d, max_seqlen_k)) return kv->block_table ? "paged-tma" : "contiguous-tma";
     return kv->block_table ? "paged" : "contiguous";
 }
@@ -869,12 +877,8 @@ extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const h
         return HK_ATTN_EINVAL;
     const int group = hq / hkv, rows = group * q_len, mt = decode_mt_for(rows);
     DecodeParams p{};
-    p.out = out, p.lse = lse, p.q = q, p.kc = kv->k, p.vc = kv->v;
-    p.stride_block = kv->stride_block, p.stride_token = kv->stride_token, p.stride_head = kv->stride_head;
-    p.block_table = kv->block_table, p.block_size = kv->block_size, p.max_blocks = kv->max_blocks_per_seq;
-    p.bs_shift = -1;
-    for (int sh = 0; sh < 31; sh++)
-        if (kv->block_size == (1 << sh)) p.bs_shift = sh;
+    set_cache(p, kv);
+    p.out = out, p.lse = lse, p.q = q;
     p.seqlens = seqlens_k, p.batch = batch, p.q_len = q_len, p.hq = hq, p.hkv = hkv, p.group = group;
     p.rows = rows, p.nchunks = (rows + 16 * mt - 1) / (16 * mt);
     p.split_keys = split_keys, p.nsplits = num_splits, p.scale = scale, p.scale_log2 = scale * kLog2e;
