@@ -6,7 +6,7 @@
 #include "cache/cache.h"
 #include "hubkern/hub.h"
 #include "internal.h"
-#include "server/server.h"
+#include "mirror.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -32,15 +32,8 @@ static void put_big(const char *dir, const char *rel, size_t n) {
 }
 
 static void publish(const char *src, const char *branch) {
-    hk_publish_options p = {0};
-    p.src_dir = src;
-    p.repo_id = "org/capi";
-    p.repo_type = HK_REPO_KERNEL;
-    p.branch = branch;
-    p.cache_dir = g_store;
-    p.lfs_threshold = 100000;
-    hk_publish_result r;
-    CHECK_RC(hk_publish(&r, &p), HK_OK);
+    const hk_publish_options lfs = {.lfs_threshold = 100000};
+    hk_test_publish(g_store, src, "org/capi", branch, &lfs, NULL);
 }
 
 static hk_hub *new_hub(const char *cache, hk_progress_fn fn, void *ud, int parallel) {
@@ -107,17 +100,9 @@ int main(void) {
     }
     publish(src, "v1");
     publish(src, "v3");
-    hk_serve_config c;
-    memset(&c, 0, sizeof c);
-    c.cache_dir = g_store;
-    c.host = "127.0.0.1";
-    const char *trusted[] = {"org"};
-    c.trusted_orgs = trusted;
-    c.n_trusted_orgs = 1;
-    hk_server *srv = NULL;
-    CHECK_RC(hk_server_start(&srv, &c), HK_OK);
+    hk_server *srv = hk_test_start_mirror(g_store, "org", g_endpoint, sizeof g_endpoint - 1);
     if (!srv) return hk_test_finish();
-    snprintf(g_endpoint, sizeof g_endpoint, "http://127.0.0.1:%u/", hk_server_port(srv)); /* trailing '/' */
+    strcat(g_endpoint, "/"); /* a trailing '/' on the endpoint */
 
     char *cache = hk_path_join(tmp, "c1");
     hk_hub *h = new_hub(cache, NULL, NULL, 0);

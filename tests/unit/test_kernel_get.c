@@ -9,7 +9,7 @@
 #include "hubkern/kernel.h"
 #include "hubkern/variant.h"
 #include "internal.h"
-#include "server/server.h"
+#include "mirror.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -87,15 +87,7 @@ static int rms_ok(const hk_kernel *k) {
 }
 
 static void publish(const char *src, const char *repo, const char *branch, char commit[41]) {
-    hk_publish_options p = {0};
-    p.src_dir = src;
-    p.repo_id = repo;
-    p.repo_type = HK_REPO_KERNEL;
-    p.branch = branch;
-    p.cache_dir = g_store;
-    hk_publish_result r;
-    CHECK_RC(hk_publish(&r, &p), HK_OK);
-    if (commit) memcpy(commit, r.commit, 41);
+    hk_test_publish(g_store, src, repo, branch, NULL, commit);
 }
 
 static int progress_calls;
@@ -625,15 +617,8 @@ int main(void) {
     g_store = hk_asprintf("%s/store", hk_test_tmpdir());
     publish(g_hub_src, "hubkern/rmsnorm", "v1", NULL);
     /* v2: the same build under a new message, so another commit */
-    hk_publish_options p = {0};
-    p.src_dir = g_hub_src;
-    p.repo_id = "hubkern/rmsnorm";
-    p.repo_type = HK_REPO_KERNEL;
-    p.branch = "v2";
-    p.message = "second major version";
-    p.cache_dir = g_store;
-    hk_publish_result r;
-    CHECK_RC(hk_publish(&r, &p), HK_OK);
+    hk_publish_options v2 = {.message = "second major version"};
+    hk_test_publish(g_store, g_hub_src, "hubkern/rmsnorm", "v2", &v2, NULL);
     publish(g_hub_src, "hubkern/corrupt", "v1", NULL);
     publish(g_hub_src, "stranger/rmsnorm", "v1", NULL);
     /* a repo whose only build is for another CPU */
@@ -646,16 +631,8 @@ int main(void) {
     publish(armsrc, "hubkern/armonly", "v1", NULL);
     /* redirects: oldnorm (aarch64 build only) -> newnorm (x86_64); oldarm -> armonly */
     {
-        hk_publish_options pn = {0};
-        pn.src_dir = g_hub_src;
-        pn.repo_id = "hubkern/newnorm";
-        pn.repo_type = HK_REPO_KERNEL;
-        pn.branch = "v1";
-        pn.message = "redirect destination";
-        pn.cache_dir = g_store;
-        hk_publish_result rn;
-        CHECK_RC(hk_publish(&rn, &pn), HK_OK);
-        memcpy(g_new_commit, rn.commit, 41);
+        hk_publish_options pn = {.message = "redirect destination"};
+        hk_test_publish(g_store, g_hub_src, "hubkern/newnorm", "v1", &pn, g_new_commit);
         char *oldsrc = hk_asprintf("%s/oldsrc", hk_test_tmpdir());
         char *c2 = hk_asprintf("mkdir -p '%s/build' && cp -r '%s' '%s/build/' && "
                                "printf 'kind = \"redirect\"\\ndestination = \"hubkern/newnorm\"\\nrevision = \"v1\"\\n' "
@@ -681,16 +658,8 @@ int main(void) {
         publish_redirect(repo, dest, "v1", NULL);
     }
 
-    const char *trusted[] = {"hubkern"};
-    hk_serve_config c = {0};
-    c.cache_dir = g_store;
-    c.host = "127.0.0.1";
-    c.trusted_orgs = trusted;
-    c.n_trusted_orgs = 1;
-    hk_server *srv = NULL;
-    CHECK_RC(hk_server_start(&srv, &c), HK_OK);
+    hk_server *srv = hk_test_start_mirror(g_store, "hubkern", g_endpoint, sizeof g_endpoint);
     if (!srv) return hk_test_finish();
-    snprintf(g_endpoint, sizeof g_endpoint, "http://127.0.0.1:%u", hk_server_port(srv));
     unsetenv("HF_HUB_OFFLINE");
     setenv("HUBKERN_RETRY_BASE_MS", "1", 1); /* the unreachable-endpoint case must not back off for seconds */
     unsetenv("LOCAL_KERNELS");

@@ -20,7 +20,7 @@
 #include "hubkern/hub.h"
 #include "hubkern/kernel.h"
 #include "internal.h"
-#include "server/server.h"
+#include "mirror.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -32,16 +32,7 @@
 static char g_endpoint[128];
 static char *g_store;
 
-static void publish(const char *src, const char *repo) {
-    hk_publish_options p = {0};
-    p.src_dir = src;
-    p.repo_id = repo;
-    p.repo_type = HK_REPO_KERNEL;
-    p.branch = "v1";
-    p.cache_dir = g_store;
-    hk_publish_result r;
-    CHECK_RC(hk_publish(&r, &p), HK_OK);
-}
+static void publish(const char *src, const char *repo) { hk_test_publish(g_store, src, repo, "v1", NULL, NULL); }
 
 /* The machine: backend, its version and the device, through the HUBKERN_* overrides. */
 static hk_env *device_env(const char *backend, const char *version, const char *gpus, const char *gpu_arch) {
@@ -321,16 +312,8 @@ int main(void) {
     hk_test_write(init, "def f(x):\n    return x\n");
     publish(rsrc, "hubkern/rocmnorm");
 
-    const char *trusted[] = {"hubkern"};
-    hk_serve_config c = {0};
-    c.cache_dir = g_store;
-    c.host = "127.0.0.1";
-    c.trusted_orgs = trusted;
-    c.n_trusted_orgs = 1;
-    hk_server *srv = NULL;
-    CHECK_RC(hk_server_start(&srv, &c), HK_OK);
+    hk_server *srv = hk_test_start_mirror(g_store, "hubkern", g_endpoint, sizeof g_endpoint);
     if (!srv) return hk_test_finish();
-    snprintf(g_endpoint, sizeof g_endpoint, "http://127.0.0.1:%u", hk_server_port(srv));
     unsetenv("HF_HUB_OFFLINE");
     unsetenv("LOCAL_KERNELS");
     setenv("HUBKERN_RETRY_BASE_MS", "1", 1);
