@@ -55,6 +55,10 @@ char *hk_path_join(const char *a, const char *b);  /* "a/b", tolerant of trailin
 int hk_mkdirs(const char *path, unsigned mode);    /* mkdir -p */
 bool hk_path_exists(const char *path);
 bool hk_is_dir(const char *path);
+/* Names of the directories in dir (symlinks followed, dot entries skipped), in readdir order, as
+ * a NULL-terminated array of *count names; free each and the array. HK_ERR_NOT_FOUND when dir
+ * cannot be listed. */
+int hk_list_subdirs(char ***out, size_t *count, const char *dir);
 /* Read a whole (small) file; NUL-terminated; *out_len may be NULL. */
 int hk_read_file(char **out, size_t *out_len, const char *path, size_t max_len);
 /* Write via a unique temp file in the same directory, fsync, rename. Mode 0666 & ~umask. */

@@ -620,36 +620,12 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int list_variants_local(char ***out, size_t *out_n, const char *snapshot) {
     char *build = hk_path_join(snapshot, "build");
     if (!build) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    DIR *d = opendir(build);
-    if (!d) {
-        int rc = hk_fail(HK_ERR_OFFLINE, "offline: %s has no build/ directory (the kernel was not pulled here)", snapshot);
-        free(build);
-        return rc;
-    }
-    size_t n = 0, cap = 16;
-    char **v = calloc(cap + 1, sizeof *v);
-    struct dirent *de;
-    while (v && (de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        char *p = hk_path_join(build, de->d_name);
-        bool dir = p && hk_is_dir(p);
-        free(p);
-        if (!dir) continue;
-        if (n == cap) {
-            cap *= 2;
-            char **nv = realloc(v, (cap + 1) * sizeof *v);
-            if (!nv) break;
-            v = nv;
-        }
-        v[n++] = hk_strdup(de->d_name);
-        v[n] = NULL;
-    }
-    closedir(d);
+    int rc = hk_list_subdirs(out, out_n, build);
     free(build);
-    if (!v) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    qsort(v, n, sizeof *v, cmp_str);
-    *out = v;
-    *out_n = n;
+    if (rc == HK_ERR_NOT_FOUND)
+        return hk_fail(HK_ERR_OFFLINE, "offline: %s has no build/ directory (the kernel was not pulled here)", snapshot);
+    if (rc) return rc;
+    qsort(*out, *out_n, sizeof **out, cmp_str);
     return HK_OK;
 }
 

@@ -8,7 +8,6 @@
 #include "hubkern/hub.h"
 #include "hubkern/variant.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,55 +134,13 @@ static int choose_variant(char **out, const hk_env *env, const char *backend, ch
     return rc;
 }
 
-/* Directory names under dir (following symlinks), NULL-free array. */
-static int list_subdirs(char ***out, size_t *count, const char *dir) {
-    *out = NULL;
-    *count = 0;
-    DIR *d = opendir(dir);
-    if (!d) return hk_fail(HK_ERR_NOT_FOUND, "cannot list %s", dir);
-    char **v = NULL;
-    size_t n = 0, cap = 0;
-    int rc = HK_OK;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        char *p = hk_path_join(dir, de->d_name);
-        bool isdir = p && hk_is_dir(p);
-        free(p);
-        if (!isdir) continue;
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            char **nv = realloc(v, nc * sizeof *nv);
-            if (!nv) {
-                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            v = nv;
-            cap = nc;
-        }
-        if (!(v[n] = hk_strdup(de->d_name))) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
-        n++;
-    }
-    closedir(d);
-    if (rc) {
-        hk_kstrv_free(v, n);
-        return rc;
-    }
-    *out = v;
-    *count = n;
-    return HK_OK;
-}
-
 /* Choose among the variant directories of `variants_dir` and load the choice. */
 static int load_from_variants_dir(hk_kernel **out, const char *variants_dir, const hk_env *env,
                                   const hk_get_kernel_options *o, const char *commit,
                                   const char *where) {
     char **names = NULL;
     size_t n = 0;
-    int rc = list_subdirs(&names, &n, variants_dir);
+    int rc = hk_list_subdirs(&names, &n, variants_dir);
     if (rc) return rc;
     char *best = NULL;
     rc = choose_variant(&best, env, o ? o->backend : NULL, names, n, where, o ? o->variant : NULL);
@@ -557,7 +514,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
                          "prefetch it with `hubkern download --lock %s`", repo_id, e->commit,
                          hk_hub_cache_root(hub), lockfile);
     }
-    if (rc == HK_OK) rc = list_subdirs(&names, &n, build);
+    if (rc == HK_OK) rc = hk_list_subdirs(&names, &n, build);
     if (rc == HK_OK) rc = choose_variant(&best, env, lo.backend, names, n, repo_id, lo.variant);
     if (rc == HK_OK && already_loaded(out, hub, repo_id, e->commit, best)) goto done;
     if (rc == HK_OK && e->num_variants > 0) { /* old format: per-variant git_lfs_concat hashes */

@@ -29,6 +29,49 @@ bool hk_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int hk_list_subdirs(char ***out, size_t *count, const char *dir) {
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) return hk_fail(HK_ERR_NOT_FOUND, "cannot list %s", dir);
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = HK_OK;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') continue;
+        char *p = hk_path_join(dir, de->d_name);
+        bool isdir = p && hk_is_dir(p);
+        free(p);
+        if (!isdir) continue;
+        if (n + 1 >= cap) { /* room for the terminating NULL */
+            size_t nc = cap ? cap * 2 : 16;
+            char **nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        if (!(v[n] = hk_strdup(de->d_name))) {
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        v[++n] = NULL;
+    }
+    closedir(d);
+    if (rc == HK_OK && !v && !(v = calloc(1, sizeof *v))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (rc) {
+        for (size_t i = 0; i < n; i++) free(v[i]);
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *count = n;
+    return HK_OK;
+}
+
 int hk_mkdirs(const char *path, unsigned mode) {
     char *p = hk_strdup(path);
     if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
