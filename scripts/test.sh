@@ -9,7 +9,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 run_suite() { # name, extra cmake args...
   local dir="$root/build-$1"; shift
-  cmake -S "$root" -B "$dir" -DHK_WERROR=ON "$@" >/dev/null
+  cmake -S "$root" -B "$dir" -DHK_WERROR=ON -DHK_TEST_HOOKS=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600)
 }

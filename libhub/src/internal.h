@@ -17,6 +17,9 @@ int hk_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 int hk_fail_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* errno → HK_ERR_DISK_FULL / HK_ERR_NOT_FOUND / HK_ERR_IO. */
 int hk_errno_code(int err);
+/* The entry check of every versioned options struct (libgit2 style): HK_OK when `got` is a version
+ * this library knows (1..supported), else HK_ERR_INVALID_ARG naming the struct and the init call. */
+int hk_check_options_version(const char *type_name, unsigned int got, unsigned int supported);
 
 /* ---- logging (util/error.c) --------------------------------------------------------------- */
 void hk_log(hk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -44,6 +44,14 @@ int hk_fail(int code, const char *fmt, ...) {
     return code;
 }
 
+int hk_check_options_version(const char *type_name, unsigned int got, unsigned int supported) {
+    if (got >= 1 && got <= supported) return HK_OK;
+    return hk_fail(HK_ERR_INVALID_ARG,
+                   "%s has version %u, but this libhubkern %s knows versions 1 to %u: initialise it with "
+                   "%s_init(&opts, <its _VERSION macro>) or the _INIT macro of the headers you build with",
+                   type_name, got, HK_VERSION_STRING, supported, type_name);
+}
+
 int hk_fail_context(const char *fmt, ...) {
     char prefix[1024];
     va_list ap;
