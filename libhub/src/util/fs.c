@@ -1,7 +1,8 @@
 /* File-system helpers: atomic writes, mkdir -p, path safety, relative paths. */
 #include "internal.h"
+#include "util/vec.h"
+#include "util/walk.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,46 +30,39 @@ bool hk_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+typedef struct subdirs {
+    const char *dir;
+    char **v;
+    size_t n, cap;
+} subdirs;
+
+static int add_subdir(void *ud, const hk_walk_entry *e, int post) {
+    subdirs *sd = ud;
+    (void)post;
+    if (e->name[0] == '.' || !hk_is_dir(e->path)) return HK_WALK_SKIP; /* hk_is_dir follows symlinks */
+    if (HK_VEC_RESERVE(sd->v, sd->cap, sd->n + 2)) return -1; /* room for the terminating NULL */
+    if (!(sd->v[sd->n] = hk_strdup(e->name))) {
+        hk_fail(HK_ERR_NOMEM, "out of memory listing %s", sd->dir);
+        return -1;
+    }
+    sd->v[++sd->n] = NULL;
+    return HK_WALK_SKIP;
+}
+
 int hk_list_subdirs(char ***out, size_t *count, const char *dir) {
     *out = NULL;
     *count = 0;
-    DIR *d = opendir(dir);
-    if (!d) return hk_fail(HK_ERR_NOT_FOUND, "cannot list %s", dir);
-    char **v = NULL;
-    size_t n = 0, cap = 0;
-    int rc = HK_OK;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        char *p = hk_path_join(dir, de->d_name);
-        bool isdir = p && hk_is_dir(p);
-        free(p);
-        if (!isdir) continue;
-        if (n + 1 >= cap) { /* room for the terminating NULL */
-            size_t nc = cap ? cap * 2 : 16;
-            char **nv = realloc(v, nc * sizeof *nv);
-            if (!nv) {
-                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            v = nv;
-            cap = nc;
-        }
-        if (!(v[n] = hk_strdup(de->d_name))) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
-        v[++n] = NULL;
-    }
-    closedir(d);
-    if (rc == HK_OK && !v && !(v = calloc(1, sizeof *v))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    subdirs sd = {.dir = dir};
+    int rc = hk_walk(dir, 0, 0, add_subdir, &sd);
+    if (rc == HK_ERR_NOT_FOUND || (rc && rc != HK_ERR_NOMEM)) rc = hk_fail(HK_ERR_NOT_FOUND, "cannot list %s", dir);
+    if (rc == HK_OK && !sd.v && !(sd.v = calloc(1, sizeof *sd.v))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
     if (rc) {
-        for (size_t i = 0; i < n; i++) free(v[i]);
-        free(v);
+        for (size_t i = 0; i < sd.n; i++) free(sd.v[i]);
+        free(sd.v);
         return rc;
     }
-    *out = v;
-    *count = n;
+    *out = sd.v;
+    *count = sd.n;
     return HK_OK;
 }
 
@@ -177,6 +171,16 @@ int hk_write_file_atomic(const char *path, const void *data, size_t len) {
     return HK_OK;
 }
 
+static int remove_entry(void *ud, const hk_walk_entry *e, int post) {
+    (void)ud;
+    if (S_ISDIR(e->st.st_mode) && !post) return HK_WALK_CONTINUE; /* removed after its entries */
+    if ((S_ISDIR(e->st.st_mode) ? rmdir(e->path) : unlink(e->path)) != 0 && errno != ENOENT) {
+        hk_fail(HK_ERR_IO, "cannot remove %s: %s", e->path, strerror(errno));
+        return -1;
+    }
+    return HK_WALK_CONTINUE;
+}
+
 int hk_rmtree(const char *path) {
     struct stat st;
     if (lstat(path, &st) != 0) return errno == ENOENT ? HK_OK : hk_fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
@@ -184,21 +188,8 @@ int hk_rmtree(const char *path) {
         if (unlink(path) != 0) return hk_fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
         return HK_OK;
     }
-    DIR *d = opendir(path);
-    if (!d) return hk_fail(HK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    int rc = HK_OK;
-    struct dirent *de;
-    while (rc == HK_OK && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        char *child = hk_path_join(path, de->d_name);
-        if (!child) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
-        rc = hk_rmtree(child);
-        free(child);
-    }
-    closedir(d);
+    int rc = hk_walk(path, -1, HK_WALK_POSTORDER, remove_entry, NULL);
+    if (rc == HK_ERR_NOT_FOUND) rc = hk_fail(HK_ERR_IO, "cannot open %s: %s", path, hk_last_error());
     if (rc == HK_OK && rmdir(path) != 0) rc = hk_fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
     return rc;
 }
