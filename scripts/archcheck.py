@@ -6,7 +6,7 @@ docs/architecture.md. Exit status 1 on a violation.
   scripts/archcheck.py --graph    graph only (exit 0)
 
 Rules:
-  - libhubkern's layers, lowest first: util, cache, env, variant, client, kernel. A file may include
+  - libhubkern's layers, lowest first: util, sigstore, cache, env, variant, client, kernel. A file may include
     its own layer, the layers below it and the public headers (api); never a layer above it.
   - the folder graph has no cycle;
   - cli/ and server/ include only the public headers (api), the util layer and their own headers
@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE_ROOTS = [os.path.join(ROOT, p) for p in ("libhub/include", "libhub/src", "")]
-LAYERS = ["util", "cache", "env", "variant", "client", "kernel"]
+LAYERS = ["util", "sigstore", "cache", "env", "variant", "client", "kernel"]
 PROGRAMS = {"cli": {"api", "util", "cli", "server"}, "server": {"api", "util", "server"}}
 SOURCE_DIRS = ["libhub", "cache", "cli", "server"]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
