@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#if defined(HK_BUILDING_SHARED)
+#if defined(HK_BUILDING_LIBRARY)
 #define HK_API __attribute__((visibility("default")))
 #else
 #define HK_API
