@@ -2,7 +2,7 @@
  * per-file base64 SHA-256/512 over build/<variant>/ (following the cache's symlinks, skipping the
  * top-level metadata.json[.sigstore], __pycache__ and *.pyc) and report every violation. */
 #include "cache/cache.h"
-#include "client/client.h"
+#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -14,6 +14,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+bool hk_digest_skips(const char *name, int top) {
+    if (strcmp(name, "__pycache__") == 0 || hk_str_ends_with(name, ".pyc")) return true;
+    return top && (strcmp(name, "metadata.json") == 0 || strcmp(name, "metadata.json.sigstore") == 0);
+}
 
 typedef struct walk {
     char **rel;
@@ -56,7 +61,7 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
     while (!w->rc && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        if (strcmp(name, "__pycache__") == 0 || hk_str_ends_with(name, ".pyc")) continue;
+        if (hk_digest_skips(name, 0)) continue;
         char *childrel = rel[0] ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
         char *child = childrel ? hk_path_join(root, childrel) : NULL;
         struct stat st;
@@ -67,8 +72,7 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
         } else if (S_ISDIR(st.st_mode)) {
             walk_dir(w, root, childrel, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            if (!(rel[0] == '\0' && (strcmp(name, "metadata.json") == 0 || strcmp(name, "metadata.json.sigstore") == 0)))
-                walk_add(w, childrel);
+            if (!hk_digest_skips(name, rel[0] == '\0')) walk_add(w, childrel);
         }
         free(child);
         free(childrel);
