@@ -2,6 +2,7 @@
  * bundle_internal.h): blobs are streamed to temp files and kept only when their hash equals their
  * name; links and refs are checked, held back, and recorded only once every blob is in place. */
 #include "cache/bundle_internal.h"
+#include "util/vec.h"
 
 #include <archive_entry.h>
 
@@ -55,15 +56,7 @@ static bool blob_name_ok(const char *name) {
     return (n == 40 || n == 64) && hk_is_hex(name, n);
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return HK_OK;
-    size_t nc = *cap ? *cap * 2 : 16;
-    void *p = realloc(*arr, nc * elem);
-    if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    *arr = p;
-    *cap = nc;
-    return HK_OK;
-}
+static int grow(void **arr, size_t *cap, size_t n, size_t elem) { return hk_vec_reserve(arr, cap, n + 1, elem); }
 
 static int note_repo(import_ctx *cx, const char *repo_dir) {
     for (size_t i = 0; i < cx->n_repos; i++)

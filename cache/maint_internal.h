@@ -40,10 +40,11 @@ typedef struct hk_cache_repos {
 int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_id);
 void hk_cache_repos_free(hk_cache_repos *r);
 
-/* Visit every entry below dir (depth-first, no symlink following; rel is relative to dir);
- * directories before their entries, or after them with post_dirs. Stops at the first non-HK_OK. */
+/* Visit every entry below dir (util/walk.h: depth-first, no symlink following; rel is relative to
+ * dir); directories before their entries, or after them with post_dirs. Stops at the first
+ * non-HK_OK and returns it. A dir that cannot be opened has nothing to visit (HK_OK). */
 typedef int (*hk_cache_visit_fn)(void *ud, const char *path, const char *rel, const struct stat *st);
-int hk_cache_walk(const char *dir, const char *rel, hk_cache_visit_fn fn, void *ud, bool post_dirs);
+int hk_cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs);
 
 /* Bytes of the regular files directly in dir. */
 uint64_t hk_cache_dir_bytes(const char *dir);
@@ -75,7 +76,7 @@ typedef struct hk_prune_ctx {
     char **used; /* blob names some snapshot link points to */
     size_t nused, capused;
     char **gone; /* stray snapshot entries this run removes (or, dry, would): their links use nothing */
-    size_t ngone;
+    size_t ngone, capgone;
 } hk_prune_ctx;
 
 /* Report "removed <label>: <what>" (or "would remove") and, unless a dry run, delete path. */

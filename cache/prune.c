@@ -3,6 +3,7 @@
  * not list, blobs no snapshot link uses, empty directories and stale verification receipts; with
  * --detached also snapshots no ref names. */
 #include "cache/maint_internal.h"
+#include "util/vec.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -141,7 +142,7 @@ static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool d
             char *repo_dir = hk_path_join(root, folder);
             char *rdir = b == 0 ? hk_asprintf("%s/%s/hubkern-receipts", bases[b], folder) : hk_path_join(bases[b], folder);
             if (repo_dir && rdir && hk_is_dir(rdir) && !hk_is_dir(repo_dir)) {
-                hk_prune_ctx c = {rep, root, repo_dir, folder, dry_run, fn, ud, NULL, 0, 0, NULL, 0};
+                hk_prune_ctx c = {rep, root, repo_dir, folder, dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
                 hk_cache_remove_path(&c, rdir, "verification receipts (repo not in the cache)", 0);
             }
             free(rdir);
@@ -156,22 +157,18 @@ static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool d
 typedef struct stray_list {
     char **paths, **rels;
     bool *dirs;
-    size_t n;
+    size_t n, cap_paths, cap_rels, cap_dirs;
     int rc;
 } stray_list;
 
 static void note_stray(void *p, const char *path, const char *rel, bool is_dir) {
     stray_list *l = p;
     if (l->rc) return;
-    char **np = realloc(l->paths, (l->n + 1) * sizeof *np);
-    if (np) l->paths = np;
-    char **nr = np ? realloc(l->rels, (l->n + 1) * sizeof *nr) : NULL;
-    if (nr) l->rels = nr;
-    bool *nd = nr ? realloc(l->dirs, (l->n + 1) * sizeof *nd) : NULL;
-    if (nd) l->dirs = nd;
-    char *cp = nd ? hk_strdup(path) : NULL, *cr = cp ? hk_strdup(rel) : NULL;
-    if (!cr) {
+    char *cp = hk_strdup(path), *cr = hk_strdup(rel);
+    if (!cp || !cr || HK_VEC_RESERVE(l->paths, l->cap_paths, l->n + 1) || HK_VEC_RESERVE(l->rels, l->cap_rels, l->n + 1) ||
+        HK_VEC_RESERVE(l->dirs, l->cap_dirs, l->n + 1)) {
         free(cp);
+        free(cr);
         l->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
         return;
     }
@@ -198,12 +195,7 @@ static int prune_variant_strays(hk_prune_ctx *c, const char *vdir, const char *c
     hk_cache_variant_strays(vdir, note_stray, &l);
     int rc = l.rc;
     for (size_t i = 0; rc == HK_OK && i < l.n; i++) {
-        char **g = realloc(c->gone, (c->ngone + 1) * sizeof *g);
-        if (!g) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
-        c->gone = g;
+        if ((rc = HK_VEC_RESERVE(c->gone, c->capgone, c->ngone + 1)) != HK_OK) break;
         c->gone[c->ngone++] = l.paths[i];
         l.paths[i] = NULL;
         char *what = hk_asprintf(l.dirs[i] ? "directory snapshots/%s/build/%s/%s where the metadata.json digest lists a file"
@@ -261,8 +253,8 @@ static int prune_repo(hk_prune_ctx *c, bool detached) {
     }
     prune_receipts(c, detached);
     int rc = prune_strays(c, snaps);
-    if (rc == HK_OK) rc = hk_cache_walk(snaps, "", prune_snapshot_tmp, c, true);
-    if (rc == HK_OK) rc = hk_cache_walk(snaps, "", hk_cache_collect_used, c, false);
+    if (rc == HK_OK) rc = hk_cache_walk(snaps, prune_snapshot_tmp, c, true);
+    if (rc == HK_OK) rc = hk_cache_walk(snaps, hk_cache_collect_used, c, false);
     free(snaps);
     if (rc) return rc;
     hk_cache_prune_blobs(c);
@@ -279,7 +271,7 @@ int hk_cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_op
     int rc = hk_cache_list_repos(&repos, root, NULL);
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
         char *label = hk_asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
-        hk_prune_ctx c = {rep, root, repos.dirs[i], label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0};
+        hk_prune_ctx c = {rep, root, repos.dirs[i], label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
         rep->repos++;
         rc = prune_repo(&c, detached);
         hk_prune_ctx_free(&c);

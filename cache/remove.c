@@ -1,6 +1,7 @@
 /* Removal shared by prune and rm: report-then-delete, the blobs snapshot links still use, and
  * deleting blobs nothing uses (never one a live download holds the lock of). */
 #include "cache/maint_internal.h"
+#include "util/vec.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -39,13 +40,7 @@ int hk_cache_collect_used(void *p, const char *path, const char *rel, const stru
     }
     const char *base = strrchr(target, '/');
     base = base ? base + 1 : target;
-    if (c->nused == c->capused) {
-        size_t nc = c->capused ? c->capused * 2 : 64;
-        char **t = realloc(c->used, nc * sizeof *t);
-        if (!t) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        c->used = t;
-        c->capused = nc;
-    }
+    if (HK_VEC_RESERVE(c->used, c->capused, c->nused + 1)) return HK_ERR_NOMEM;
     /* a name lost to a failed allocation would make its blob look unused: stop instead */
     if (!(c->used[c->nused] = hk_strdup(base))) return hk_fail(HK_ERR_NOMEM, "out of memory");
     c->nused++;
@@ -104,5 +99,5 @@ void hk_prune_ctx_free(hk_prune_ctx *c) {
     for (size_t i = 0; i < c->ngone; i++) free(c->gone[i]);
     free(c->gone);
     c->gone = NULL;
-    c->ngone = 0;
+    c->ngone = c->capgone = 0;
 }

@@ -51,7 +51,7 @@ int hk_cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_optio
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
         const char *dir = repos.dirs[i];
         char *label = hk_asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
-        hk_prune_ctx c = {rep, root, dir, label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0};
+        hk_prune_ctx c = {rep, root, dir, label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
         if (!revision) {
             char *blobs = hk_path_join(dir, "blobs");
             uint64_t bytes = blobs ? hk_cache_dir_bytes(blobs) : 0;
@@ -105,7 +105,7 @@ int hk_cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_optio
             /* blobs no longer referenced */
             if (!dry_run) {
                 char *snaps = hk_path_join(dir, "snapshots");
-                if (snaps) rc = hk_cache_walk(snaps, "", hk_cache_collect_used, &c, false);
+                if (snaps) rc = hk_cache_walk(snaps, hk_cache_collect_used, &c, false);
                 free(snaps);
                 if (rc == HK_OK) hk_cache_prune_blobs(&c);
             }

@@ -4,62 +4,42 @@
  * make every later honest pull of that commit fail. verify reports them and prune removes them, and
  * only them: the honest entries beside them, and the blobs those point to, stay. */
 #include "cache/maint_internal.h"
+#include "util/walk.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct listed {
+typedef struct listed_names {
     const char **names; /* digest.files keys, sorted (point into the parsed JSON) */
     size_t n;
-} listed;
+} listed_names;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static bool is_listed(const listed *l, const char *rel) {
+static bool is_listed(const listed_names *l, const char *rel) {
     return l->n && bsearch(&rel, l->names, l->n, sizeof *l->names, cmp_str) != NULL;
 }
 
 typedef struct sctx {
     const char *vdir;
-    listed files;
+    listed_names files;
     hk_stray_fn fn;
     void *ud;
     size_t found;
 } sctx;
 
-static void scan(sctx *c, const char *rel, int depth) {
-    if (depth > 32) return; /* the digest walk stops there too */
-    char *dir = rel[0] ? hk_path_join(c->vdir, rel) : hk_strdup(c->vdir);
-    DIR *d = dir ? opendir(dir) : NULL;
-    struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
-        const char *name = de->d_name;
-        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        if (hk_digest_skips(name, rel[0] == '\0') || hk_str_ends_with(name, ".tmp")) continue;
-        char *crel = rel[0] ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
-        char *path = crel ? hk_path_join(c->vdir, crel) : NULL;
-        struct stat st;
-        if (path && lstat(path, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) {
-                if (is_listed(&c->files, crel)) {
-                    c->found++;
-                    if (c->fn) c->fn(c->ud, path, crel, true);
-                } else {
-                    scan(c, crel, depth + 1);
-                }
-            } else if (!is_listed(&c->files, crel)) {
-                c->found++;
-                if (c->fn) c->fn(c->ud, path, crel, false);
-            }
-        }
-        free(path);
-        free(crel);
+static int visit(void *p, const hk_walk_entry *e, int post) {
+    sctx *c = p;
+    if (hk_digest_skips(e->name, e->depth == 0) || hk_str_ends_with(e->name, ".tmp")) return HK_WALK_SKIP;
+    bool listed = is_listed(&c->files, e->rel);
+    if (S_ISDIR(e->st.st_mode) && !listed) return HK_WALK_CONTINUE;
+    if (!listed || S_ISDIR(e->st.st_mode)) { /* a directory the digest lists as a file: its whole tree */
+        c->found++;
+        if (c->fn) c->fn(c->ud, e->path, e->rel, S_ISDIR(e->st.st_mode));
     }
-    if (d) closedir(d);
-    free(dir);
+    return HK_WALK_SKIP;
 }
 
 size_t hk_cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
@@ -79,7 +59,7 @@ size_t hk_cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
             cJSON *f;
             cJSON_ArrayForEach(f, files) if (f->string) c.files.names[c.files.n++] = f->string;
             if (c.files.n) qsort(c.files.names, c.files.n, sizeof *c.files.names, cmp_str);
-            scan(&c, "", 0);
+            if (hk_walk(vdir, 32, 0, visit, &c) != HK_OK) hk_clear_error(); /* the digest walk's depth limit */
         }
     }
     free(c.files.names);

@@ -190,8 +190,8 @@ int hk_cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_o
             hk_cache_emit(fn, ud, "PROBLEM: %s: no snapshots/ directory", c.label);
             rep->problems++;
         }
-        if (blobs) rc = hk_cache_walk(blobs, "", verify_blob, &c, false);
-        if (rc == HK_OK && snaps) rc = hk_cache_walk(snaps, "", verify_link, &c, false);
+        if (blobs) rc = hk_cache_walk(blobs, verify_blob, &c, false);
+        if (rc == HK_OK && snaps) rc = hk_cache_walk(snaps, verify_link, &c, false);
         /* refs */
         char *refs = hk_path_join(dir, "refs");
         DIR *d = NULL;

@@ -1,6 +1,8 @@
 /* What the cache maintenance commands share: the repo folders of a cache root, a tree walk that
  * never follows links, and small questions about a repo folder. */
 #include "cache/maint_internal.h"
+#include "util/vec.h"
+#include "util/walk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -64,16 +66,18 @@ int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_
         if (errno == ENOENT) return HK_OK;
         return hk_fail(hk_errno_code(errno), "cannot read cache %s: %s", root, strerror(errno));
     }
-    size_t cap = 0;
+    size_t cap_dirs = 0, cap_ids = 0, cap_types = 0, ncap = 0;
     struct dirent *de;
     char **names = NULL;
     size_t nn = 0;
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
-        char **t = realloc(names, (nn + 1) * sizeof *t);
-        if (!t) break;
-        names = t;
-        names[nn++] = hk_strdup(de->d_name);
+        char *name = hk_strdup(de->d_name);
+        if (!name || HK_VEC_RESERVE(names, ncap, nn + 1)) {
+            free(name);
+            break;
+        }
+        names[nn++] = name;
     }
     closedir(d);
     if (nn) qsort(names, nn, sizeof *names, cmp_names);
@@ -88,21 +92,12 @@ int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_
             free(id);
             continue;
         }
-        if (out->n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            char **nd = realloc(out->dirs, nc * sizeof(char *));
-            if (nd) out->dirs = nd;
-            char **ni = nd ? realloc(out->ids, nc * sizeof(char *)) : NULL;
-            if (ni) out->ids = ni;
-            hk_repo_type *nt = ni ? realloc(out->types, nc * sizeof(hk_repo_type)) : NULL;
-            if (nt) out->types = nt;
-            if (!nt) {
-                free(dir);
-                free(id);
-                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            cap = nc;
+        if (HK_VEC_RESERVE(out->dirs, cap_dirs, out->n + 1) || HK_VEC_RESERVE(out->ids, cap_ids, out->n + 1) ||
+            HK_VEC_RESERVE(out->types, cap_types, out->n + 1)) {
+            free(dir);
+            free(id);
+            rc = HK_ERR_NOMEM;
+            break;
         }
         out->dirs[out->n] = dir;
         out->ids[out->n] = id;
@@ -115,37 +110,24 @@ int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_
     return rc;
 }
 
-int hk_cache_walk(const char *dir, const char *rel, hk_cache_visit_fn fn, void *ud, bool post_dirs) {
-    char *path = rel[0] ? hk_path_join(dir, rel) : hk_strdup(dir);
-    if (!path) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    DIR *d = opendir(path);
-    if (!d) {
-        free(path);
-        return HK_OK;
-    }
-    int rc = HK_OK;
-    struct dirent *de;
-    while (rc == HK_OK && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        char *crel = rel[0] ? hk_asprintf("%s/%s", rel, de->d_name) : hk_strdup(de->d_name);
-        char *cpath = crel ? hk_path_join(dir, crel) : NULL;
-        struct stat st;
-        if (!cpath) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        else if (lstat(cpath, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) {
-                if (!post_dirs) rc = fn(ud, cpath, crel, &st);
-                if (rc == HK_OK) rc = hk_cache_walk(dir, crel, fn, ud, post_dirs);
-                if (rc == HK_OK && post_dirs) rc = fn(ud, cpath, crel, &st);
-            } else {
-                rc = fn(ud, cpath, crel, &st);
-            }
-        }
-        free(cpath);
-        free(crel);
-    }
+typedef struct walk_adapter {
+    hk_cache_visit_fn fn;
+    void *ud;
+    bool post_dirs;
+} walk_adapter;
+
+static int adapt(void *p, const hk_walk_entry *e, int post) {
+    walk_adapter *a = p;
+    if (S_ISDIR(e->st.st_mode) && post != (a->post_dirs ? 1 : 0)) return HK_WALK_CONTINUE;
+    return a->fn(a->ud, e->path, e->rel, &e->st) == HK_OK ? HK_WALK_CONTINUE : -1;
+}
+
+int hk_cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs) {
+    DIR *d = opendir(dir); /* a repo without snapshots/ or blobs/ has nothing to visit */
+    if (!d) return HK_OK;
     closedir(d);
-    free(path);
-    return rc;
+    walk_adapter a = {fn, ud, post_dirs};
+    return hk_walk(dir, -1, post_dirs ? HK_WALK_POSTORDER : 0, adapt, &a);
 }
 
 uint64_t hk_cache_dir_bytes(const char *dir) {
