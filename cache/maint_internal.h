@@ -58,10 +58,11 @@ bool hk_cache_commit_referenced(const char *repo_dir, const char *commit);
  * it is a directory standing where the digest lists a file (everything under it is bad too). */
 typedef void (*hk_stray_fn)(void *ud, const char *path, const char *rel, bool is_dir);
 /* Visit the entries of the variant directory vdir that its metadata.json digest does not list:
- * files and links not in digest.files, directories where digest.files names a file, and
- * directories holding no listed file. Entries the digest skips (__pycache__, *.pyc, the top-level
- * metadata.json[.sigstore]) and "*.tmp" leftovers (prune's own pass) are not visited. Returns the
- * number visited; 0 when metadata.json is absent, unreadable or carries no digest. */
+ * files and links (never followed) not in digest.files, and directories where digest.files names a
+ * file (not entered). Other directories are entered (32 levels, as the digest walk); one emptied by
+ * prune goes in its empty-directory pass. Entries the digest skips (__pycache__, *.pyc, the
+ * top-level metadata.json[.sigstore]) and "*.tmp" leftovers (prune's own pass) are not visited.
+ * Returns the number visited; 0 when metadata.json is absent, unreadable or carries no digest. */
 size_t hk_cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud);
 
 /* ---- removal context of prune and rm (remove.c) ---------------------------------------------- */

@@ -44,7 +44,7 @@ static int verify_blob(void *p, const char *path, const char *rel, const struct 
         hk_cache_emit(c->fn, c->ud, "note: %s: blobs/%s is not named by a content hash; not verifiable", c->label, rel);
     } else if (strcmp(actual, rel) != 0) {
         hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s content hash is %s (corrupt blob; `hubkern cache rm` and pull again)",
-             c->label, rel, actual);
+                      c->label, rel, actual);
         c->rep->problems++;
     }
     return HK_OK;
@@ -73,7 +73,7 @@ static int verify_link(void *p, const char *path, const char *rel, const struct 
     target[n] = '\0';
     if (target[0] == '/') {
         hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is an absolute link (%s); caches must use relative links", c->label,
-             rel, target);
+                      rel, target);
         c->rep->problems++;
         return HK_OK;
     }
@@ -144,7 +144,7 @@ static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
             }
             if (missing) {
                 hk_cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled)", c->label,
-                     de->d_name, commit, missing, missing == 1 ? "" : "s");
+                              de->d_name, commit, missing, missing == 1 ? "" : "s");
             } else if (files) {
                 bool has = false;
                 /* always every byte: receipts are neither read nor written here */
@@ -222,13 +222,13 @@ int hk_cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_o
                     rep->problems++;
                 } else if (!((len == 40 || len == 64) && hk_is_hex(data, len))) {
                     hk_cache_emit(fn, ud, "PROBLEM: %s: refs/%s does not hold exactly a commit id (Python would misread it)",
-                         c.label, de->d_name);
+                                  c.label, de->d_name);
                     rep->problems++;
                 } else {
                     char *sd = hk_asprintf("%s/%s", snaps, data);
                     if (!sd || !hk_is_dir(sd)) {
                         hk_cache_emit(fn, ud, "PROBLEM: %s: refs/%s names %s but snapshots/%s is missing", c.label, de->d_name,
-                             data, data);
+                                      data, data);
                         rep->problems++;
                     }
                     free(sd);
