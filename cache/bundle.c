@@ -1,501 +1,18 @@
-/* Cache bundles over libarchive (see bundle.h). */
-#include "cache/bundle.h"
-#include "internal.h"
+/* The public entry of cache bundles (hubkern/cache.h): options, the report and its accessors,
+ * listing a bundle, and the archive helpers bundle_create.c and bundle_extract.c share. */
+#include "cache/bundle_internal.h"
 
-#include <archive.h>
 #include <archive_entry.h>
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#define HK_BUNDLE_CHUNK (1 << 20)
-#define HK_BUNDLE_REF_MAX 256
-
-/* ================================ export ================================================== */
-
-typedef struct export_ctx {
-    struct archive *ar;
-    const char *root;      /* cache root, no trailing '/' */
-    hk_bundle_stats *stats;
-    unsigned char *buf;
-} export_ctx;
-
-static int ar_fail(struct archive *ar, const char *what) {
+int hk_bundle_ar_fail(struct archive *ar, const char *what) {
     return hk_fail(HK_ERR_IO, "%s: %s", what, archive_error_string(ar) ? archive_error_string(ar) : "libarchive error");
 }
 
-static int add_file(export_ctx *cx, const char *abs, const char *rel, const struct stat *st) {
-    struct archive_entry *e = archive_entry_new();
-    if (!e) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    archive_entry_set_pathname(e, rel);
-    archive_entry_set_mtime(e, st->st_mtime, 0);
-    int rc = HK_OK;
-    if (S_ISLNK(st->st_mode)) {
-        char target[4096];
-        ssize_t n = readlink(abs, target, sizeof target - 1);
-        if (n < 0) {
-            archive_entry_free(e);
-            return hk_fail(HK_ERR_IO, "cannot read link %s: %s", abs, strerror(errno));
-        }
-        target[n] = '\0';
-        archive_entry_set_filetype(e, AE_IFLNK);
-        archive_entry_set_perm(e, 0777);
-        archive_entry_set_symlink(e, target);
-        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = ar_fail(cx->ar, "writing the bundle");
-        else cx->stats->links++;
-    } else if (S_ISDIR(st->st_mode)) {
-        archive_entry_set_filetype(e, AE_IFDIR);
-        archive_entry_set_perm(e, 0755);
-        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = ar_fail(cx->ar, "writing the bundle");
-    } else {
-        int fd = open(abs, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            archive_entry_free(e);
-            return hk_fail(hk_errno_code(errno), "cannot open %s: %s", abs, strerror(errno));
-        }
-        archive_entry_set_filetype(e, AE_IFREG);
-        archive_entry_set_perm(e, 0644);
-        archive_entry_set_size(e, st->st_size);
-        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = ar_fail(cx->ar, "writing the bundle");
-        ssize_t n;
-        uint64_t total = 0;
-        while (rc == HK_OK && (n = read(fd, cx->buf, HK_BUNDLE_CHUNK)) > 0) {
-            if (archive_write_data(cx->ar, cx->buf, (size_t)n) != n) rc = ar_fail(cx->ar, "writing the bundle");
-            total += (uint64_t)n;
-        }
-        if (rc == HK_OK && total != (uint64_t)st->st_size)
-            rc = hk_fail(HK_ERR_IO, "%s changed size while being bundled", abs);
-        close(fd);
-        if (strstr(rel, "/blobs/")) cx->stats->bytes += total;
-    }
-    archive_entry_free(e);
-    return rc;
-}
-
-static bool skip_name(const char *name) {
-    return hk_str_ends_with(name, ".incomplete") || hk_str_ends_with(name, ".tmp") ||
-           hk_str_ends_with(name, ".lock");
-}
-
-/* Add the tree under root/rel (depth-first, entries sorted for a reproducible archive). */
-static int add_tree(export_ctx *cx, const char *rel, bool count_blobs) {
-    char *abs = hk_path_join(cx->root, rel);
-    if (!abs) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    struct dirent **names = NULL;
-    int n = scandir(abs, &names, NULL, alphasort);
-    if (n < 0) {
-        int e = errno;
-        free(abs);
-        return e == ENOENT ? HK_OK : hk_fail(HK_ERR_IO, "cannot list %s/%s: %s", cx->root, rel, strerror(e));
-    }
-    int rc = HK_OK;
-    for (int i = 0; i < n; i++) {
-        const char *name = names[i]->d_name;
-        if (rc == HK_OK && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !skip_name(name)) {
-            char *crel = hk_asprintf("%s/%s", rel, name);
-            char *cabs = hk_path_join(abs, name);
-            struct stat st;
-            if (!crel || !cabs) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            else if (lstat(cabs, &st) != 0) rc = hk_fail(HK_ERR_IO, "cannot stat %s: %s", cabs, strerror(errno));
-            else if (S_ISDIR(st.st_mode)) rc = add_tree(cx, crel, count_blobs);
-            else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
-                rc = add_file(cx, cabs, crel, &st);
-                if (rc == HK_OK && count_blobs && S_ISREG(st.st_mode)) cx->stats->blobs_added++;
-                if (rc == HK_OK && strstr(crel, "/refs/")) cx->stats->refs++;
-            }
-            free(crel);
-            free(cabs);
-        }
-        free(names[i]);
-    }
-    free(names);
-    free(abs);
-    return rc;
-}
-
-static int open_writer(struct archive **out, const char *path) {
-    struct archive *ar = archive_write_new();
-    if (!ar) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    archive_write_set_format_pax_restricted(ar);
-    int frc = ARCHIVE_OK;
-    if (hk_str_ends_with(path, ".gz") || hk_str_ends_with(path, ".tgz")) frc = archive_write_add_filter_gzip(ar);
-    else if (hk_str_ends_with(path, ".zst")) frc = archive_write_add_filter_zstd(ar);
-    if (frc != ARCHIVE_OK) {
-        int rc = hk_fail(HK_ERR_UNSUPPORTED, "cannot compress %s: %s", path, archive_error_string(ar));
-        archive_write_free(ar);
-        return rc;
-    }
-    if (archive_write_open_filename(ar, path) != ARCHIVE_OK) {
-        int rc = hk_fail(HK_ERR_IO, "cannot create %s: %s", path, archive_error_string(ar));
-        archive_write_free(ar);
-        return rc;
-    }
-    *out = ar;
-    return HK_OK;
-}
-
-int hk_bundle_create(hk_bundle_stats *out_stats, const char *out_path, const char *cache_root,
-                     hk_repo_type type, const char *const *repo_ids, size_t n_repos) {
-    hk_bundle_stats local = {0};
-    hk_bundle_stats *stats = out_stats ? out_stats : &local;
-    memset(stats, 0, sizeof *stats);
-    if (!out_path || !cache_root || !repo_ids || n_repos == 0)
-        return hk_fail(HK_ERR_INVALID_ARG, "bundle: give an output path, a cache and at least one repo");
-    /* Resolve every repo first so that a typo fails before anything is written. */
-    char **folders = calloc(n_repos, sizeof *folders);
-    if (!folders) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    int rc = HK_OK;
-    for (size_t i = 0; i < n_repos && rc == HK_OK; i++) {
-        const char *id = repo_ids[i];
-        if (strstr(id, "--")) folders[i] = hk_strdup(id); /* already a cache folder name */
-        else if (!hk_repo_id_valid(id)) rc = hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id", id);
-        else {
-            char *dir = hk_cache_repo_dir(cache_root, type, id);
-            folders[i] = dir ? hk_strdup(strrchr(dir, '/') + 1) : NULL;
-            free(dir);
-        }
-        if (rc == HK_OK && !folders[i]) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        if (rc == HK_OK && (strchr(folders[i], '/') || !hk_path_is_safe_relative(folders[i])))
-            rc = hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a cache folder name", folders[i]);
-        if (rc == HK_OK) {
-            char *snap = hk_asprintf("%s/%s/snapshots", cache_root, folders[i]);
-            if (!snap) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            else if (!hk_is_dir(snap))
-                rc = hk_fail(HK_ERR_NOT_FOUND, "%s is not in the cache at %s (pull it first)", repo_ids[i], cache_root);
-            free(snap);
-        }
-    }
-    export_ctx cx = {.root = cache_root, .stats = stats, .buf = malloc(HK_BUNDLE_CHUNK)};
-    if (rc == HK_OK && !cx.buf) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-    if (rc == HK_OK) rc = open_writer(&cx.ar, out_path);
-    /* Blobs first, then snapshots, then refs: a reader streaming the archive sees the content
-     * before anything that points at it. */
-    static const char *const parts[] = {"blobs", "snapshots", "refs"};
-    for (size_t i = 0; i < n_repos && rc == HK_OK; i++) {
-        for (size_t p = 0; p < 3 && rc == HK_OK; p++) {
-            char *rel = hk_asprintf("%s/%s", folders[i], parts[p]);
-            rc = rel ? add_tree(&cx, rel, p == 0) : hk_fail(HK_ERR_NOMEM, "out of memory");
-            free(rel);
-        }
-        stats->repos++;
-    }
-    if (cx.ar) {
-        if (archive_write_close(cx.ar) != ARCHIVE_OK && rc == HK_OK) rc = ar_fail(cx.ar, "finishing the bundle");
-        archive_write_free(cx.ar);
-        if (rc != HK_OK) unlink(out_path);
-    }
-    free(cx.buf);
-    for (size_t i = 0; i < n_repos; i++) free(folders[i]);
-    free(folders);
-    return rc;
-}
-
-/* ================================ import ================================================== */
-
-typedef struct pending_link {
-    char *repo_dir;   /* absolute */
-    char *commit;
-    char *path;       /* inside the snapshot */
-    char *etag;
-} pending_link;
-
-typedef struct pending_ref {
-    char *repo_dir;
-    char *name;
-    char commit[65];
-} pending_ref;
-
-typedef struct import_ctx {
-    const char *root;
-    hk_bundle_stats *stats;
-    pending_link *links;
-    size_t n_links, cap_links;
-    pending_ref *refs;
-    size_t n_refs, cap_refs;
-    char **repos;
-    size_t n_repos, cap_repos;
-    unsigned char *buf;
-} import_ctx;
-
-static bool valid_folder(const char *f, size_t n) {
-    static const char *const prefixes[] = {"models--", "datasets--", "spaces--", "kernels--"};
-    for (size_t i = 0; i < HK_ARRAY_LEN(prefixes); i++) {
-        size_t pl = strlen(prefixes[i]);
-        if (n > pl && strncmp(f, prefixes[i], pl) == 0) {
-            for (size_t k = 0; k < n; k++) if (f[k] == '/') return false;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool blob_name_ok(const char *name) {
-    size_t n = strlen(name);
-    return (n == 40 || n == 64) && hk_is_hex(name, n);
-}
-
-static int grow(void **arr, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return HK_OK;
-    size_t nc = *cap ? *cap * 2 : 16;
-    void *p = realloc(*arr, nc * elem);
-    if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    *arr = p;
-    *cap = nc;
-    return HK_OK;
-}
-
-static int note_repo(import_ctx *cx, const char *repo_dir) {
-    for (size_t i = 0; i < cx->n_repos; i++)
-        if (strcmp(cx->repos[i], repo_dir) == 0) return HK_OK;
-    int rc = grow((void **)&cx->repos, &cx->cap_repos, cx->n_repos, sizeof *cx->repos);
-    if (rc) return rc;
-    if (!(cx->repos[cx->n_repos] = hk_strdup(repo_dir))) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    cx->n_repos++;
-    return HK_OK;
-}
-
-/* Stream one blob to a temp file while hashing it; keep it only if the hash equals its name. */
-static int import_blob(import_ctx *cx, struct archive *ar, struct archive_entry *e, const char *repo_dir,
-                       const char *name, const char *entry_path) {
-    if (!blob_name_ok(name))
-        return hk_fail(HK_ERR_INTEGRITY, "bundle entry %s: blob names must be a sha256 or git sha1 so that they can be verified", entry_path);
-    if (!archive_entry_size_is_set(e)) return hk_fail(HK_ERR_PARSE, "bundle entry %s has no size", entry_path);
-    uint64_t size = (uint64_t)archive_entry_size(e);
-    char *blobs = hk_path_join(repo_dir, "blobs");
-    char *final = blobs ? hk_path_join(blobs, name) : NULL;
-    char rnd[9];
-    hk_random_hex8(rnd);
-    char *tmp = final ? hk_asprintf("%s.%s.incomplete", final, rnd) : NULL;
-    int rc = tmp ? hk_mkdirs(blobs, 0777) : hk_fail(HK_ERR_NOMEM, "out of memory");
-    int fd = -1;
-    if (rc == HK_OK) {
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0) rc = hk_fail(hk_errno_code(errno), "cannot create %s: %s", tmp, strerror(errno));
-    }
-    hk_hasher *h = rc == HK_OK ? hk_hasher_new(strlen(name) == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, size) : NULL;
-    if (rc == HK_OK && !h) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-    uint64_t got = 0;
-    while (rc == HK_OK) {
-        la_ssize_t n = archive_read_data(ar, cx->buf, HK_BUNDLE_CHUNK);
-        if (n == 0) break;
-        if (n < 0) {
-            rc = hk_fail(HK_ERR_PARSE, "bundle entry %s is truncated or corrupt: %s", entry_path, archive_error_string(ar));
-            break;
-        }
-        hk_hasher_update(h, cx->buf, (size_t)n);
-        for (la_ssize_t off = 0; off < n && rc == HK_OK;) {
-            ssize_t w = write(fd, cx->buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) rc = hk_fail(hk_errno_code(errno), "cannot write %s: %s", tmp, strerror(errno));
-            else off += w;
-        }
-        got += (uint64_t)n;
-    }
-    if (fd >= 0 && rc == HK_OK && (fsync(fd) != 0 || close(fd) != 0)) {
-        rc = hk_fail(hk_errno_code(errno), "cannot write %s: %s", tmp, strerror(errno));
-        fd = -1;
-    } else if (fd >= 0 && rc == HK_OK) {
-        fd = -1;
-    }
-    if (fd >= 0) close(fd);
-    if (rc == HK_OK && got != size)
-        rc = hk_fail(HK_ERR_INTEGRITY, "bundle entry %s: expected %llu bytes, read %llu", entry_path,
-                     (unsigned long long)size, (unsigned long long)got);
-    if (rc == HK_OK) {
-        unsigned char d[64];
-        char hex[129];
-        size_t dn = hk_hasher_finish(h, d);
-        h = NULL;
-        hk_hex(hex, d, dn);
-        if (strcmp(hex, name) != 0)
-            rc = hk_fail(HK_ERR_INTEGRITY, "bundle entry %s: content hash %s does not match its name", entry_path, hex);
-    }
-    hk_hasher_free(h);
-    if (rc == HK_OK) {
-        if (hk_path_exists(final)) {
-            cx->stats->blobs_present++;
-            unlink(tmp);
-        } else if (rename(tmp, final) != 0) {
-            rc = hk_fail(hk_errno_code(errno), "cannot move %s into place: %s", final, strerror(errno));
-        } else {
-            cx->stats->blobs_added++;
-        }
-        cx->stats->bytes += got;
-    }
-    if (rc != HK_OK && tmp) unlink(tmp);
-    free(tmp);
-    free(final);
-    free(blobs);
-    return rc;
-}
-
-static int import_ref(import_ctx *cx, struct archive *ar, struct archive_entry *e, const char *repo_dir,
-                      const char *name, const char *entry_path) {
-    if (archive_entry_size(e) > HK_BUNDLE_REF_MAX) return hk_fail(HK_ERR_PARSE, "bundle entry %s is too large for a ref", entry_path);
-    char data[HK_BUNDLE_REF_MAX + 1];
-    la_ssize_t n = archive_read_data(ar, data, HK_BUNDLE_REF_MAX);
-    if (n < 0) return hk_fail(HK_ERR_PARSE, "bundle entry %s is corrupt: %s", entry_path, archive_error_string(ar));
-    data[n] = '\0';
-    size_t len = strcspn(data, " \r\n\t");
-    data[len] = '\0';
-    if (!((len == 40 || len == 64) && hk_is_hex(data, len)))
-        return hk_fail(HK_ERR_PARSE, "bundle entry %s does not hold a commit id", entry_path);
-    int rc = grow((void **)&cx->refs, &cx->cap_refs, cx->n_refs, sizeof *cx->refs);
-    if (rc) return rc;
-    pending_ref *r = &cx->refs[cx->n_refs];
-    r->repo_dir = hk_strdup(repo_dir);
-    r->name = hk_strdup(name);
-    memcpy(r->commit, data, len + 1);
-    if (!r->repo_dir || !r->name) {
-        free(r->repo_dir);
-        free(r->name);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
-    }
-    cx->n_refs++;
-    cx->stats->refs++;
-    return HK_OK;
-}
-
-/* snapshots/<commit>/<path> → ../(depth)blobs/<etag>; anything else is refused. */
-static int import_link(import_ctx *cx, struct archive_entry *e, const char *repo_dir, const char *inner,
-                       const char *entry_path) {
-    const char *target = archive_entry_symlink(e);
-    const char *slash = strchr(inner, '/');
-    if (!target || !slash || slash == inner)
-        return hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry %s: unexpected link", entry_path);
-    size_t clen = (size_t)(slash - inner);
-    char commit[65];
-    if (!(clen == 40 || clen == 64)) return hk_fail(HK_ERR_PARSE, "bundle entry %s: snapshot is not named by a commit", entry_path);
-    memcpy(commit, inner, clen);
-    commit[clen] = '\0';
-    if (!hk_is_hex(commit, clen)) return hk_fail(HK_ERR_PARSE, "bundle entry %s: snapshot is not named by a commit", entry_path);
-    const char *path = slash + 1;
-    /* expected target: one "../" per directory between the link and the repo folder */
-    size_t depth = 2; /* snapshots/<commit>/ */
-    for (const char *p = path; *p; p++) if (*p == '/') depth++;
-    const char *t = target;
-    for (size_t i = 0; i < depth; i++) {
-        if (strncmp(t, "../", 3) != 0) return hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry %s: link target '%s' leaves the cache layout", entry_path, target);
-        t += 3;
-    }
-    if (strncmp(t, "blobs/", 6) != 0 || !blob_name_ok(t + 6))
-        return hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry %s: link target '%s' does not name a blob", entry_path, target);
-    int rc = grow((void **)&cx->links, &cx->cap_links, cx->n_links, sizeof *cx->links);
-    if (rc) return rc;
-    pending_link *l = &cx->links[cx->n_links];
-    l->repo_dir = hk_strdup(repo_dir);
-    l->commit = hk_strdup(commit);
-    l->path = hk_strdup(path);
-    l->etag = hk_strdup(t + 6);
-    if (!l->repo_dir || !l->commit || !l->path || !l->etag) {
-        free(l->repo_dir); free(l->commit); free(l->path); free(l->etag);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
-    }
-    cx->n_links++;
-    return HK_OK;
-}
-
-static int import_entry(import_ctx *cx, struct archive *ar, struct archive_entry *e) {
-    const char *raw = archive_entry_pathname(e);
-    if (!raw) return hk_fail(HK_ERR_PARSE, "bundle entry without a name");
-    while (raw[0] == '.' && raw[1] == '/') raw += 2;
-    char *p = hk_strdup(raw);
-    if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    size_t len = strlen(p);
-    while (len > 0 && p[len - 1] == '/') p[--len] = '\0'; /* directories may end in '/' */
-    int rc = HK_OK;
-    mode_t type = archive_entry_filetype(e);
-    if (!hk_path_is_safe_relative(p)) {
-        rc = hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry '%s' would leave the cache", raw);
-        goto out;
-    }
-    const char *s1 = strchr(p, '/');
-    if (!valid_folder(p, s1 ? (size_t)(s1 - p) : strlen(p))) {
-        rc = hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry '%s' is not inside a repo folder of the cache layout", raw);
-        goto out;
-    }
-    if (!s1) { /* the repo folder itself */
-        if (type != AE_IFDIR) rc = hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry '%s' must be a directory", raw);
-        goto out;
-    }
-    char *repo_dir = hk_asprintf("%s/%.*s", cx->root, (int)(s1 - p), p);
-    if (!repo_dir || (rc = note_repo(cx, repo_dir)) != HK_OK) {
-        if (!repo_dir) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        free(repo_dir);
-        goto out;
-    }
-    const char *part = s1 + 1;
-    const char *s2 = strchr(part, '/');
-    size_t plen = s2 ? (size_t)(s2 - part) : strlen(part);
-    const char *inner = s2 ? s2 + 1 : "";
-    if (type == AE_IFDIR) {
-        /* directories are recreated implicitly; only accept those of the layout */
-        if (!((plen == 5 && !strncmp(part, "blobs", 5)) || (plen == 4 && !strncmp(part, "refs", 4)) ||
-              (plen == 9 && !strncmp(part, "snapshots", 9))))
-            rc = hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry '%s' is not part of the cache layout", raw);
-    } else if (plen == 5 && !strncmp(part, "blobs", 5) && type == AE_IFREG && *inner && !strchr(inner, '/')) {
-        rc = import_blob(cx, ar, e, repo_dir, inner, raw);
-    } else if (plen == 4 && !strncmp(part, "refs", 4) && type == AE_IFREG && *inner) {
-        rc = import_ref(cx, ar, e, repo_dir, inner, raw);
-    } else if (plen == 9 && !strncmp(part, "snapshots", 9) && type == AE_IFLNK && *inner) {
-        rc = import_link(cx, e, repo_dir, inner, raw);
-    } else {
-        rc = hk_fail(HK_ERR_UNSAFE_PATH, "bundle entry '%s' (%s) is not part of the cache layout", raw,
-                     type == AE_IFREG ? "file" : type == AE_IFLNK ? "symlink" : "special file");
-    }
-    free(repo_dir);
-out:
-    free(p);
-    return rc;
-}
-
-/* Apply deferred links and refs once every blob is in place. */
-static int import_commit(import_ctx *cx) {
-    for (size_t i = 0; i < cx->n_links; i++) {
-        pending_link *l = &cx->links[i];
-        char *blob = hk_asprintf("%s/blobs/%s", l->repo_dir, l->etag);
-        bool ok = blob && hk_path_exists(blob);
-        free(blob);
-        if (!ok) return hk_fail(HK_ERR_INTEGRITY, "bundle: snapshot file %s/%s points at blob %s, which the bundle does not carry", l->commit, l->path, l->etag);
-    }
-    for (size_t i = 0; i < cx->n_links; i++) {
-        pending_link *l = &cx->links[i];
-        int rc = hk_cache_link_snapshot(l->repo_dir, l->commit, l->path, l->etag);
-        if (rc) return rc;
-        cx->stats->links++;
-    }
-    for (size_t i = 0; i < cx->n_refs; i++) {
-        int rc = hk_cache_write_ref(cx->refs[i].repo_dir, cx->refs[i].name, cx->refs[i].commit);
-        if (rc) return rc;
-    }
-    return HK_OK;
-}
-
-static void import_free(import_ctx *cx) {
-    for (size_t i = 0; i < cx->n_links; i++) {
-        free(cx->links[i].repo_dir);
-        free(cx->links[i].commit);
-        free(cx->links[i].path);
-        free(cx->links[i].etag);
-    }
-    for (size_t i = 0; i < cx->n_refs; i++) {
-        free(cx->refs[i].repo_dir);
-        free(cx->refs[i].name);
-    }
-    for (size_t i = 0; i < cx->n_repos; i++) free(cx->repos[i]);
-    free(cx->links);
-    free(cx->refs);
-    free(cx->repos);
-    free(cx->buf);
-}
-
-static int open_reader(struct archive **out, const char *path) {
+int hk_bundle_open_reader(struct archive **out, const char *path) {
     struct archive *ar = archive_read_new();
     if (!ar) return hk_fail(HK_ERR_NOMEM, "out of memory");
     archive_read_support_format_tar(ar);
@@ -511,38 +28,77 @@ static int open_reader(struct archive **out, const char *path) {
     return HK_OK;
 }
 
-int hk_bundle_extract(hk_bundle_stats *out_stats, const char *in_path, const char *cache_root) {
-    hk_bundle_stats local = {0};
-    hk_bundle_stats *stats = out_stats ? out_stats : &local;
-    memset(stats, 0, sizeof *stats);
-    if (!in_path || !cache_root) return hk_fail(HK_ERR_INVALID_ARG, "bundle: give an input file and a cache");
-    import_ctx cx = {.root = cache_root, .stats = stats, .buf = malloc(HK_BUNDLE_CHUNK)};
-    if (!cx.buf) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    struct archive *ar = NULL;
-    int rc = hk_mkdirs(cache_root, 0777);
-    if (rc == HK_OK) rc = open_reader(&ar, in_path);
-    while (rc == HK_OK) {
-        struct archive_entry *e;
-        int r = archive_read_next_header(ar, &e);
-        if (r == ARCHIVE_EOF) break;
-        if (r != ARCHIVE_OK) {
-            rc = hk_fail(HK_ERR_PARSE, "bundle %s is corrupt: %s", in_path, archive_error_string(ar));
-            break;
-        }
-        rc = import_entry(&cx, ar, e);
+int hk_bundle_options_init(hk_bundle_options *opts, unsigned int version) {
+    if (!opts) return hk_fail(HK_ERR_INVALID_ARG, "hk_bundle_options_init: opts is NULL");
+    int rc = hk_check_options_version("hk_bundle_options", version, HK_BUNDLE_OPTIONS_VERSION);
+    if (rc) return rc;
+    hk_bundle_options d = HK_BUNDLE_OPTIONS_INIT;
+    *opts = d;
+    opts->version = version;
+    return HK_OK;
+}
+
+/* Check the options and resolve the cache root of a create or extract. */
+static int begin(char **root, hk_bundle_report **rep, hk_bundle_report **out, const hk_bundle_options *opts,
+                 const hk_bundle_options *defaults) {
+    *root = NULL;
+    *rep = NULL;
+    if (out) *out = NULL;
+    const hk_bundle_options *o = opts ? opts : defaults;
+    int rc = hk_check_options_version("hk_bundle_options", o->version, HK_BUNDLE_OPTIONS_VERSION);
+    if (rc) return rc;
+    if (!hk_repo_type_plural(o->repo_type))
+        return hk_fail(HK_ERR_INVALID_ARG, "hk_bundle_options: unknown repo type %d", (int)o->repo_type);
+    if ((rc = hk_cache_root(root, o->cache_dir, o->repo_type))) return rc;
+    if (!(*rep = calloc(1, sizeof **rep))) {
+        free(*root);
+        *root = NULL;
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
     }
-    if (rc == HK_OK) rc = import_commit(&cx);
-    if (rc == HK_OK) rc = hk_cache_ensure_tag(cache_root);
-    stats->repos = (uint32_t)cx.n_repos;
-    if (ar) archive_read_free(ar);
-    import_free(&cx);
-    if (rc != HK_OK) hk_fail_context("importing bundle %s (nothing it referenced was recorded in refs/)", in_path);
+    return HK_OK;
+}
+
+static int finish(int rc, char *root, hk_bundle_report *rep, hk_bundle_report **out) {
+    free(root);
+    if (rc == HK_OK) hk_clear_error();
+    if (rc == HK_OK && out) *out = rep;
+    else free(rep);
     return rc;
 }
 
-int hk_bundle_list(const char *in_path, hk_bundle_visit_fn fn, void *ud) {
+int hk_bundle_create(hk_bundle_report **out, const char *out_path, const char *const *repos, size_t n_repos,
+                     const hk_bundle_options *opts) {
+    hk_bundle_options defaults = HK_BUNDLE_OPTIONS_INIT;
+    char *root;
+    hk_bundle_report *rep;
+    int rc = begin(&root, &rep, out, opts, &defaults);
+    if (rc) return rc;
+    rc = hk_bundle_run_create(rep, out_path, root, (opts ? opts : &defaults)->repo_type, repos, n_repos);
+    return finish(rc, root, rep, out);
+}
+
+int hk_bundle_extract(hk_bundle_report **out, const char *in_path, const hk_bundle_options *opts) {
+    hk_bundle_options defaults = HK_BUNDLE_OPTIONS_INIT;
+    char *root;
+    hk_bundle_report *rep;
+    int rc = begin(&root, &rep, out, opts, &defaults);
+    if (rc) return rc;
+    rc = hk_bundle_run_extract(rep, in_path, root);
+    return finish(rc, root, rep, out);
+}
+
+uint32_t hk_bundle_report_repos(const hk_bundle_report *r) { return r ? r->repos : 0; }
+uint32_t hk_bundle_report_blobs_added(const hk_bundle_report *r) { return r ? r->blobs_added : 0; }
+uint32_t hk_bundle_report_blobs_present(const hk_bundle_report *r) { return r ? r->blobs_present : 0; }
+uint32_t hk_bundle_report_links(const hk_bundle_report *r) { return r ? r->links : 0; }
+uint32_t hk_bundle_report_refs(const hk_bundle_report *r) { return r ? r->refs : 0; }
+uint64_t hk_bundle_report_bytes(const hk_bundle_report *r) { return r ? r->bytes : 0; }
+void hk_bundle_report_free(hk_bundle_report *r) { free(r); }
+
+int hk_bundle_list(const char *in_path, hk_bundle_entry_fn fn, void *ud) {
+    if (!in_path || !fn) return hk_fail(HK_ERR_INVALID_ARG, "hk_bundle_list: give a bundle path and a callback");
     struct archive *ar = NULL;
-    int rc = open_reader(&ar, in_path);
+    int rc = hk_bundle_open_reader(&ar, in_path);
     while (rc == HK_OK) {
         struct archive_entry *e;
         int r = archive_read_next_header(ar, &e);

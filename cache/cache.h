@@ -1,36 +1,18 @@
-/* The on-disk store, byte-compatible with the huggingface_hub cache (see
- * ../shared/reference/hub-protocol.md §7). Internal to hubkern: used by the client (pull),
- * the mirror server (serve/publish) and the loader. */
+/* Internals of the cache layer (not installed): the on-disk store, byte-compatible with the
+ * huggingface_hub cache (see ../shared/reference/hub-protocol.md §7), as the rest of libhubkern
+ * uses it: refs, snapshot links, blob locks and temp files, the metadata.json digest check and the
+ * verification receipts. What programs use (ls, verify, prune, rm, bundles, the cache root, repo
+ * types) is the public hubkern/cache.h, included here. cache/ includes nothing above the util layer. */
 #ifndef HK_CACHE_H
 #define HK_CACHE_H
+
+#include "hubkern/cache.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum hk_repo_type {
-    HK_REPO_MODEL = 0,
-    HK_REPO_DATASET = 1,
-    HK_REPO_SPACE = 2,
-    HK_REPO_KERNEL = 3
-} hk_repo_type;
-
-/* "models" / "datasets" / "spaces" / "kernels" (API segment and folder prefix). */
-const char *hk_repo_type_plural(hk_repo_type t);
 /* "" / "datasets/" / "spaces/" / "kernels/" (resolve-URL prefix). */
 const char *hk_repo_type_url_prefix(hk_repo_type t);
-/* Parse "model", "dataset", "space", "kernel" (singular or plural). */
-int hk_repo_type_parse(hk_repo_type *out, const char *s);
-
-/* Validate "org/name" or "name" as the Hub accepts it (no "..", no "--" confusion, [A-Za-z0-9._-]). */
-bool hk_repo_id_valid(const char *repo_id);
-
-/* Cache root: explicit, else KERNELS_CACHE (kernels only), HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
- * HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub; made absolute and
- * symlink-free when it exists. Caller frees. */
-int hk_cache_root(char **out, const char *explicit_root, hk_repo_type type);
-
-/* <root>/<type>s--org--name. Caller frees. */
-char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id);
 
 /* refs/<rev> → 40-hex commit (trimmed). HK_ERR_NOT_FOUND if absent. out gets 41+ bytes. */
 int hk_cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev);
@@ -79,8 +61,7 @@ int hk_cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_
  * passed its metadata.json digest check, for build/<variant> at one commit of one cache root. */
 typedef struct hk_receipt hk_receipt;
 
-/* false when HUBKERN_VERIFY=always: receipts are neither read nor written. */
-bool hk_receipts_enabled(void);
+/* hk_receipts_enabled (public, hubkern/cache.h): 0 when HUBKERN_VERIFY=always. */
 /* <root>/.locks/<repo folder>/hubkern-receipts/<commit>/<variant>.json, or with HUBKERN_RECEIPTS_DIR
  * set: <that dir>/<32 hex of sha256(root)>/<repo folder>/<commit>/<variant>.json. NULL when a name is
  * unusable or out of memory. Caller frees. */
@@ -119,32 +100,35 @@ int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, con
 void hk_receipt_remove(const char *path);
 void hk_receipt_free(hk_receipt *r);
 
-/* ---- cache maintenance (cache/maint.c): hubkern cache ls | verify | prune | rm -------------- */
-typedef struct hk_cache_report {
-    size_t repos, snapshots, blobs, refs;
-    uint64_t bytes;          /* blob bytes on disk */
-    size_t problems;         /* verify: mismatches, broken links, bad refs */
-    size_t removed;          /* prune/rm: entries removed */
-    uint64_t removed_bytes;
-} hk_cache_report;
+/* ---- metadata.json digest of a cached variant (cache/digest.c) ------------------------------ */
+/* Recompute the digest of a variant directory and compare it with metadata.json. Each violation is
+ * logged (warning) and listed in the HK_ERR_DIGEST message. *out_bytes gets the bytes hashed.
+ * *out_has_digest = false (and HK_OK) when metadata.json carries no digest. */
+int hk_verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir);
+/* Same; quiet: no warnings (probing whether a cached variant is complete); fresh: sha256 blob names
+ * this process has just written after hashing them (their files are not read again). */
+int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
+                                const char *const *fresh, size_t nfresh);
 
-/* Callback receiving one line of human-readable output per item (problem, listing row, removal). */
-typedef void (*hk_cache_line_fn)(void *ud, const char *line);
+/* What a digest check read: bytes_hashed were read and hashed now; bytes_fresh are blobs this process
+ * has just downloaded (hashed while streaming, named by that hash); bytes_trusted were skipped because
+ * the variant's verification receipt showed each file unchanged since it was hashed. */
+typedef struct hk_verify_stats {
+    uint64_t bytes_hashed, bytes_fresh, bytes_trusted;
+    size_t files_hashed, files_fresh, files_trusted;
+} hk_verify_stats;
 
-/* List repos, refs and snapshots (json: one JSON document in a single line call). */
-int hk_cache_ls(hk_cache_report *rep, const char *root, const char *repo_id, bool json,
-                hk_cache_line_fn fn, void *ud);
-/* Re-hash every blob against its name, check every snapshot link, ref and metadata.json digest.
- * HK_OK with rep->problems == 0 when clean; problems are reported through fn. */
-int hk_cache_verify(hk_cache_report *rep, const char *root, const char *repo_id,
-                    hk_cache_line_fn fn, void *ud);
-/* Remove leftovers: *.incomplete and *.tmp files (not locked by a live download), broken links,
- * blobs no snapshot points to, empty directories; with detached: also snapshots no ref names. */
-int hk_cache_prune(hk_cache_report *rep, const char *root, bool detached, bool dry_run,
-                   hk_cache_line_fn fn, void *ud);
-/* Remove a repo (revision NULL) or one revision (branch/tag/commit: its snapshot, the refs naming
- * it, then blobs left unreferenced). */
-int hk_cache_rm(hk_cache_report *rep, const char *root, const char *repo_id, const char *revision,
-                bool dry_run, hk_cache_line_fn fn, void *ud);
+/* The digest check of a variant directory of the cache at cache_root
+ * (<cache_root>/<folder>/snapshots/<commit>/build/<variant>) with verification receipts
+ * (cache/receipt.c): a file whose stat identity the receipt holds is not read again; all others are
+ * hashed. Success writes a fresh receipt when anything was hashed; failure deletes it. cache_root
+ * NULL (or HUBKERN_VERIFY=always): everything is hashed and no receipt is read or written. The
+ * counts go to the log at debug level. */
+int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh);
+
+/* Is `name` (one path component inside build/<variant>/) left out of the digest: __pycache__ and
+ * *.pyc anywhere, metadata.json and metadata.json.sigstore at the top (top != 0)? */
+bool hk_digest_skips(const char *name, int top);
 
 #endif

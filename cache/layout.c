@@ -15,11 +15,14 @@
 static const char *const k_plural[] = {"models", "datasets", "spaces", "kernels"};
 static const char *const k_prefix[] = {"", "datasets/", "spaces/", "kernels/"};
 
-const char *hk_repo_type_plural(hk_repo_type t) { return k_plural[t]; }
+static bool type_known(hk_repo_type t) { return (unsigned)t < HK_ARRAY_LEN(k_plural); }
+
+const char *hk_repo_type_plural(hk_repo_type t) { return type_known(t) ? k_plural[t] : NULL; }
 const char *hk_repo_type_url_prefix(hk_repo_type t) { return k_prefix[t]; }
 
 int hk_repo_type_parse(hk_repo_type *out, const char *s) {
     static const char *const singular[] = {"model", "dataset", "space", "kernel"};
+    if (!out || !s) return hk_fail(HK_ERR_INVALID_ARG, "no repo type given (use model, dataset, space or kernel)");
     for (int i = 0; i < 4; i++) {
         if (strcmp(s, singular[i]) == 0 || strcmp(s, k_plural[i]) == 0) {
             *out = (hk_repo_type)i;
@@ -42,11 +45,11 @@ static bool name_part_valid(const char *s, size_t n) {
     return true;
 }
 
-bool hk_repo_id_valid(const char *repo_id) {
-    if (!repo_id) return false;
+int hk_repo_id_valid(const char *repo_id) {
+    if (!repo_id) return 0;
     const char *slash = strchr(repo_id, '/');
     if (!slash) return name_part_valid(repo_id, strlen(repo_id));
-    if (strchr(slash + 1, '/')) return false;
+    if (strchr(slash + 1, '/')) return 0;
     return name_part_valid(repo_id, (size_t)(slash - repo_id)) && name_part_valid(slash + 1, strlen(slash + 1));
 }
 
@@ -61,6 +64,7 @@ static char *expand_home(const char *p) {
 }
 
 int hk_cache_root(char **out, const char *explicit_root, hk_repo_type type) {
+    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_cache_root: no out pointer");
     *out = NULL;
     char *raw = NULL;
     const char *v;
@@ -94,6 +98,10 @@ int hk_cache_root(char **out, const char *explicit_root, hk_repo_type type) {
 }
 
 char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id) {
+    if (!root || !repo_id || !type_known(type)) {
+        hk_fail(HK_ERR_INVALID_ARG, "hk_cache_repo_dir: give a cache root, a repo type and a repo id");
+        return NULL;
+    }
     hk_strbuf sb;
     hk_sb_init(&sb);
     hk_sb_printf(&sb, "%s/%s", root, k_plural[type]);
@@ -105,7 +113,9 @@ char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id
         p += n;
         if (*p == '/') p++;
     }
-    return hk_sb_steal(&sb);
+    char *dir = hk_sb_steal(&sb);
+    if (!dir) hk_fail(HK_ERR_NOMEM, "out of memory");
+    return dir;
 }
 
 static bool ref_name_safe(const char *rev) {
@@ -134,6 +144,17 @@ int hk_cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev
     out_commit[n] = '\0';
     free(data);
     if (!hk_is_hex(out_commit, n)) return hk_fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id", rev, repo_dir);
+    return HK_OK;
+}
+
+int hk_cache_resolve_ref(char **out_commit, const char *repo_dir, const char *ref) {
+    if (out_commit) *out_commit = NULL;
+    if (!out_commit || !repo_dir || !ref)
+        return hk_fail(HK_ERR_INVALID_ARG, "hk_cache_resolve_ref: give an out pointer, a repo folder and a ref");
+    char commit[65];
+    int rc = hk_cache_read_ref(commit, repo_dir, ref);
+    if (rc) return rc;
+    if (!(*out_commit = hk_strdup(commit))) return hk_fail(HK_ERR_NOMEM, "out of memory");
     return HK_OK;
 }
 

@@ -37,7 +37,7 @@ struct hk_receipt {
 
 static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + (int64_t)t->tv_nsec; }
 
-bool hk_receipts_enabled(void) {
+int hk_receipts_enabled(void) {
     const char *v = hk_getenv("HUBKERN_VERIFY");
     return !(v && strcmp(v, "always") == 0);
 }
@@ -316,4 +316,36 @@ int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, con
 void hk_receipt_remove(const char *path) {
     if (path && unlink(path) != 0 && errno != ENOENT)
         hk_log(HK_LOG_WARN, "cannot remove the verification receipt %s: %s", path, strerror(errno));
+}
+
+/* ---- public: where a variant's receipt is, and forgetting it (hubkern/cache.h) -------------- */
+int hk_cache_receipt_path(char **out, const char *cache_dir, const char *repo_id, const char *commit,
+                          const char *variant) {
+    if (out) *out = NULL;
+    if (!out || !repo_id || !commit || !variant)
+        return hk_fail(HK_ERR_INVALID_ARG, "hk_cache_receipt_path: give an out pointer, a repo id, a commit and a variant");
+    if (!hk_repo_id_valid(repo_id)) return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id", repo_id);
+    char *root = NULL;
+    int rc = hk_cache_root(&root, cache_dir, HK_REPO_KERNEL);
+    if (rc) return rc;
+    char *repo_dir = hk_cache_repo_dir(root, HK_REPO_KERNEL, repo_id);
+    char *path = repo_dir ? hk_receipt_path(root, repo_dir, commit, variant) : NULL;
+    if (!repo_dir) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    else if (!path && (!folder_ok(commit) || !folder_ok(variant)))
+        rc = hk_fail(HK_ERR_INVALID_ARG, "no receipt can be named by commit '%s' and variant '%s'", commit, variant);
+    else if (!path) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    free(repo_dir);
+    free(root);
+    *out = path;
+    return rc;
+}
+
+int hk_cache_receipt_forget(const char *cache_dir, const char *repo_id, const char *commit, const char *variant) {
+    char *path = NULL;
+    int rc = hk_cache_receipt_path(&path, cache_dir, repo_id, commit, variant);
+    if (rc) return rc;
+    if (unlink(path) != 0 && errno != ENOENT)
+        rc = hk_fail(hk_errno_code(errno), "cannot remove the verification receipt %s: %s", path, strerror(errno));
+    free(path);
+    return rc;
 }

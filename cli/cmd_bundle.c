@@ -1,11 +1,10 @@
 /* hubkern bundle: carry cached repos to machines without network access. */
-#include "cache/bundle.h"
 #include "cli/cli.h"
-#include "internal.h"
 
 #include <hubkern.h>
 
 #include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,24 +61,31 @@ int hk_cmd_bundle(int argc, char **argv) {
     }
     char *root = NULL;
     if (hk_cache_root(&root, cache, type)) return hk_cli_report_error("bundle");
-    hk_bundle_stats st;
+    hk_bundle_options o = HK_BUNDLE_OPTIONS_INIT;
+    o.cache_dir = root;
+    o.repo_type = type;
+    hk_bundle_report *st = NULL;
     int rc;
     if (strcmp(verb, "create") == 0 && nargs >= 3) {
-        rc = hk_bundle_create(&st, file, root, type, (const char *const *)(args + 2), (size_t)(nargs - 2));
+        rc = hk_bundle_create(&st, file, (const char *const *)(args + 2), (size_t)(nargs - 2), &o);
         if (rc == HK_OK)
-            printf("bundled %u repo(s): %u blobs (%llu bytes), %u snapshot files, %u refs into %s\n", st.repos,
-                   st.blobs_added, (unsigned long long)st.bytes, st.links, st.refs, file);
+            printf("bundled %u repo(s): %u blobs (%llu bytes), %u snapshot files, %u refs into %s\n",
+                   hk_bundle_report_repos(st), hk_bundle_report_blobs_added(st),
+                   (unsigned long long)hk_bundle_report_bytes(st), hk_bundle_report_links(st), hk_bundle_report_refs(st),
+                   file);
     } else if (strcmp(verb, "extract") == 0 && nargs == 2) {
-        rc = hk_bundle_extract(&st, file, root);
+        rc = hk_bundle_extract(&st, file, &o);
         if (rc == HK_OK)
             printf("imported %u repo(s) into %s: %u new blobs, %u already present (%llu bytes verified), "
                    "%u snapshot files, %u refs\n",
-                   st.repos, root, st.blobs_added, st.blobs_present, (unsigned long long)st.bytes, st.links, st.refs);
+                   hk_bundle_report_repos(st), root, hk_bundle_report_blobs_added(st), hk_bundle_report_blobs_present(st),
+                   (unsigned long long)hk_bundle_report_bytes(st), hk_bundle_report_links(st), hk_bundle_report_refs(st));
     } else {
         free(root);
         usage(stderr);
         return 2;
     }
+    hk_bundle_report_free(st);
     free(root);
     return rc ? hk_cli_report_error("bundle") : 0;
 }

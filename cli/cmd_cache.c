@@ -3,8 +3,6 @@
 
 #include <hubkern.h>
 
-#include "cache/cache.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,42 +57,56 @@ int hk_cmd_cache(int argc, char **argv) {
     }
     char *root = NULL;
     if (hk_cache_root(&root, cache, HK_REPO_KERNEL)) return hk_cli_report_error("cache");
-    hk_cache_report rep;
+    hk_cache_options o = HK_CACHE_OPTIONS_INIT;
+    o.cache_dir = root;
+    o.repo_id = repo;
+    o.revision = revision;
+    o.dry_run = dry;
+    o.detached = detached;
+    o.json = json;
+    o.line_fn = print_line;
+    o.line_userdata = stdout;
+    hk_cache_report *rep = NULL;
     int rc;
     if (strcmp(sub, "ls") == 0) {
-        rc = hk_cache_ls(&rep, root, repo, json, print_line, stdout);
-        if (rc == 0 && !json) printf("%zu repo%s, %.1f MB in %s\n", rep.repos, rep.repos == 1 ? "" : "s", rep.bytes / 1e6, root);
+        rc = hk_cache_ls(&rep, &o);
+        size_t repos = hk_cache_report_repos(rep);
+        if (rc == 0 && !json)
+            printf("%zu repo%s, %.1f MB in %s\n", repos, repos == 1 ? "" : "s", hk_cache_report_bytes(rep) / 1e6, root);
     } else if (strcmp(sub, "verify") == 0) {
-        rc = hk_cache_verify(&rep, root, repo, print_line, stdout);
+        rc = hk_cache_verify(&rep, &o);
         if (rc == 0) {
+            size_t repos = hk_cache_report_repos(rep), blobs = hk_cache_report_blobs(rep);
+            size_t snaps = hk_cache_report_snapshots(rep), refs = hk_cache_report_refs(rep);
+            size_t problems = hk_cache_report_problems(rep);
             printf("%s: %zu repo%s, %zu blob%s (%.1f MB), %zu snapshot%s, %zu ref%s: %zu problem%s\n",
-                   rep.problems ? "NOT CLEAN" : "clean", rep.repos, rep.repos == 1 ? "" : "s", rep.blobs,
-                   rep.blobs == 1 ? "" : "s", rep.bytes / 1e6, rep.snapshots, rep.snapshots == 1 ? "" : "s", rep.refs,
-                   rep.refs == 1 ? "" : "s", rep.problems, rep.problems == 1 ? "" : "s");
-            if (rep.problems) {
+                   problems ? "NOT CLEAN" : "clean", repos, repos == 1 ? "" : "s", blobs, blobs == 1 ? "" : "s",
+                   hk_cache_report_bytes(rep) / 1e6, snaps, snaps == 1 ? "" : "s", refs, refs == 1 ? "" : "s",
+                   problems, problems == 1 ? "" : "s");
+            if (problems) {
+                hk_cache_report_free(rep);
                 free(root);
                 return 1;
             }
         }
-    } else if (strcmp(sub, "prune") == 0) {
-        rc = hk_cache_prune(&rep, root, detached, dry, print_line, stdout);
-        if (rc == 0) printf("%s %zu entr%s (%.1f MB)\n", dry ? "would remove" : "removed", rep.removed,
-                            rep.removed == 1 ? "y" : "ies", rep.removed_bytes / 1e6);
-    } else if (strcmp(sub, "rm") == 0) {
-        if (!repo) {
+    } else if (strcmp(sub, "prune") == 0 || strcmp(sub, "rm") == 0) {
+        if (sub[0] == 'r' && !repo) {
             usage(stderr);
             free(root);
             return 2;
         }
-        rc = hk_cache_rm(&rep, root, repo, revision, dry, print_line, stdout);
-        if (rc == 0) printf("%s %zu entr%s (%.1f MB)\n", dry ? "would remove" : "removed", rep.removed,
-                            rep.removed == 1 ? "y" : "ies", rep.removed_bytes / 1e6);
+        rc = sub[0] == 'p' ? hk_cache_prune(&rep, &o) : hk_cache_rm(&rep, &o);
+        size_t removed = hk_cache_report_removed(rep);
+        if (rc == 0)
+            printf("%s %zu entr%s (%.1f MB)\n", dry ? "would remove" : "removed", removed, removed == 1 ? "y" : "ies",
+                   hk_cache_report_removed_bytes(rep) / 1e6);
     } else {
         fprintf(stderr, "hubkern cache: unknown subcommand '%s'\n\n", sub);
         usage(stderr);
         free(root);
         return 2;
     }
+    hk_cache_report_free(rep);
     free(root);
     return rc ? hk_cli_report_error("cache") : 0;
 }

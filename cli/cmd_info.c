@@ -4,8 +4,7 @@
 
 #include <hubkern.h>
 
-#include "cache/cache.h"
-#include "client/client.h"
+#include "client/client.h" /* hk_pick_variant: not public yet (the variant chooser is being unified) */
 #include "internal.h"
 
 #include <cjson/cJSON.h>

@@ -4,7 +4,6 @@
 
 #include <hubkern.h>
 
-#include "cache/cache.h"
 #include "internal.h"
 #include "kernel/kernel_internal.h"
 

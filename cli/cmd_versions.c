@@ -3,7 +3,6 @@
 
 #include <hubkern.h>
 
-#include "cache/cache.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -54,9 +53,10 @@ int hk_cmd_versions(int argc, char **argv) {
     char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo);
     cJSON *j = json ? cJSON_CreateArray() : NULL;
     for (size_t i = 0; i < n; i++) {
-        char ref[32], cached[65] = "";
+        char ref[32], *cached = NULL;
         snprintf(ref, sizeof ref, "v%d", v[i].version);
-        bool is_cached = dir && hk_cache_read_ref(cached, dir, ref) == 0 && strcmp(cached, v[i].commit) == 0;
+        bool is_cached = dir && hk_cache_resolve_ref(&cached, dir, ref) == 0 && strcmp(cached, v[i].commit) == 0;
+        hk_free(cached);
         /* online: does kernel-status.toml at this version's commit redirect (where to, or why the
          * chain cannot be followed)? The versions listed stay those of the repo as asked. */
         char *dest = NULL, *dest_rev = NULL, *redirect_error = NULL, dcommit[65];

@@ -3,6 +3,9 @@
 #define HUBKERN_H
 
 #include "hubkern/common.h"
+#if __has_include("hubkern/cache.h")
+#include "hubkern/cache.h"
+#endif
 #if __has_include("hubkern/env.h")
 #include "hubkern/env.h"
 #endif

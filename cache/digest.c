@@ -2,7 +2,9 @@
  * per-file base64 SHA-256/512 over build/<variant>/ (following the cache's symlinks, skipping the
  * top-level metadata.json[.sigstore], __pycache__ and *.pyc) and report every violation. */
 #include "cache/cache.h"
-#include "client/client.h"
+#include "internal.h"
+#include "util/text.h"
+#include "util/vec.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -15,6 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+bool hk_digest_skips(const char *name, int top) {
+    if (strcmp(name, "__pycache__") == 0 || hk_str_ends_with(name, ".pyc")) return true;
+    return top && (strcmp(name, "metadata.json") == 0 || strcmp(name, "metadata.json.sigstore") == 0);
+}
+
 typedef struct walk {
     char **rel;
     size_t n, cap;
@@ -22,21 +29,13 @@ typedef struct walk {
 } walk;
 
 static void walk_add(walk *w, const char *rel) {
-    if (w->n == w->cap) {
-        size_t nc = w->cap ? w->cap * 2 : 32;
-        char **t = realloc(w->rel, nc * sizeof *t);
-        if (!t) {
-            w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            return;
-        }
-        w->rel = t;
-        w->cap = nc;
-    }
-    if (!(w->rel[w->n] = hk_strdup(rel))) {
+    char *copy = hk_strdup(rel);
+    if (!copy || HK_VEC_RESERVE(w->rel, w->cap, w->n + 1)) {
+        free(copy);
         w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
         return;
     }
-    w->n++;
+    w->rel[w->n++] = copy;
 }
 
 static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
@@ -56,7 +55,7 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
     while (!w->rc && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        if (strcmp(name, "__pycache__") == 0 || hk_str_ends_with(name, ".pyc")) continue;
+        if (hk_digest_skips(name, 0)) continue;
         char *childrel = rel[0] ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
         char *child = childrel ? hk_path_join(root, childrel) : NULL;
         struct stat st;
@@ -67,8 +66,7 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
         } else if (S_ISDIR(st.st_mode)) {
             walk_dir(w, root, childrel, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            if (!(rel[0] == '\0' && (strcmp(name, "metadata.json") == 0 || strcmp(name, "metadata.json.sigstore") == 0)))
-                walk_add(w, childrel);
+            if (!hk_digest_skips(name, rel[0] == '\0')) walk_add(w, childrel);
         }
         free(child);
         free(childrel);
@@ -94,11 +92,7 @@ static bool blob_name_b64(char b64[100], const char *path, const char *const *fr
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
     unsigned char bytes[32];
-    for (int i = 0; i < 32; i++) {
-        unsigned hi = (unsigned)(base[2 * i] <= '9' ? base[2 * i] - '0' : base[2 * i] - 'a' + 10);
-        unsigned lo = (unsigned)(base[2 * i + 1] <= '9' ? base[2 * i + 1] - '0' : base[2 * i + 1] - 'a' + 10);
-        bytes[i] = (unsigned char)(hi << 4 | lo);
-    }
+    if (hk_unhex(bytes, base, 32) != HK_OK) return false;
     hk_base64(b64, bytes, 32);
     return true;
 }

@@ -1,0 +1,93 @@
+/* Private to the cache maintenance files (walk.c, ls.c, verify.c, strays.c, remove.c, prune.c, rm.c,
+ * maint.c): the report, the repo and tree walks they share, and the removal context of prune and rm.
+ * Not used outside cache/. */
+#ifndef HK_CACHE_MAINT_INTERNAL_H
+#define HK_CACHE_MAINT_INTERNAL_H
+
+#include "cache/cache.h"
+#include "internal.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+struct hk_cache_report {
+    size_t repos, snapshots, blobs, refs;
+    uint64_t bytes;  /* blob bytes on disk */
+    size_t problems; /* verify: mismatches, broken links, bad refs, stray entries */
+    size_t removed;  /* prune/rm: entries removed */
+    uint64_t removed_bytes;
+};
+
+/* The runs behind the public calls (maint.c checks the options and resolves the root first). */
+int hk_cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+int hk_cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+int hk_cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+int hk_cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+
+/* ---- shared walking (walk.c) ------------------------------------------------------------------ */
+/* One formatted line to fn (nothing when fn is NULL). */
+void hk_cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The repo folders of a cache root (sorted by name), optionally only those of repo_id. */
+typedef struct hk_cache_repos {
+    char **dirs;
+    char **ids;
+    hk_repo_type *types;
+    size_t n;
+} hk_cache_repos;
+/* A missing root is an empty list; HK_ERR_IO when it cannot be read. */
+int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_id);
+void hk_cache_repos_free(hk_cache_repos *r);
+
+/* Visit every entry below dir (util/walk.h: depth-first, no symlink following; rel is relative to
+ * dir); directories before their entries, or after them with post_dirs. Stops at the first
+ * non-HK_OK and returns it. A dir that cannot be opened has nothing to visit (HK_OK). */
+typedef int (*hk_cache_visit_fn)(void *ud, const char *path, const char *rel, const struct stat *st);
+int hk_cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs);
+
+/* Bytes of the regular files directly in dir. */
+uint64_t hk_cache_dir_bytes(const char *dir);
+/* "kernels--org--name" of ".../kernels--org--name". */
+const char *hk_cache_folder_of(const char *repo_dir);
+/* Does some ref of the repo name this commit? */
+bool hk_cache_commit_referenced(const char *repo_dir, const char *commit);
+
+/* ---- snapshot entries a variant's digest does not account for (strays.c) -------------------- */
+/* Visits one bad entry of build/<variant>/: rel is relative to the variant directory; is_dir says
+ * it is a directory standing where the digest lists a file (everything under it is bad too). */
+typedef void (*hk_stray_fn)(void *ud, const char *path, const char *rel, bool is_dir);
+/* Visit the entries of the variant directory vdir that its metadata.json digest does not list:
+ * files and links (never followed) not in digest.files, and directories where digest.files names a
+ * file (not entered). Other directories are entered (32 levels, as the digest walk); one emptied by
+ * prune goes in its empty-directory pass. Entries the digest skips (__pycache__, *.pyc, the
+ * top-level metadata.json[.sigstore]) and "*.tmp" leftovers (prune's own pass) are not visited.
+ * Returns the number visited; 0 when metadata.json is absent, unreadable or carries no digest. */
+size_t hk_cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud);
+
+/* ---- removal context of prune and rm (remove.c) ---------------------------------------------- */
+typedef struct hk_prune_ctx {
+    hk_cache_report *rep;
+    const char *root;
+    const char *repo_dir;
+    const char *label;
+    bool dry_run;
+    hk_cache_line_fn fn;
+    void *ud;
+    char **used; /* blob names some snapshot link points to */
+    size_t nused, capused;
+    char **gone; /* stray snapshot entries this run removes (or, dry, would): their links use nothing */
+    size_t ngone, capgone;
+} hk_prune_ctx;
+
+/* Report "removed <label>: <what>" (or "would remove") and, unless a dry run, delete path. */
+void hk_cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes);
+/* hk_cache_walk visitor over snapshots/: removes broken links, records the blob each link names
+ * (links in or under c->gone excepted). HK_ERR_NOMEM stops it: no blob may then be deleted. */
+int hk_cache_collect_used(void *p, const char *path, const char *rel, const struct stat *st);
+/* Remove temp files and blobs no recorded link uses (skipping blobs a live download has locked).
+ * Call only after a complete hk_cache_collect_used walk. */
+void hk_cache_prune_blobs(hk_prune_ctx *c);
+void hk_prune_ctx_free(hk_prune_ctx *c);
+
+#endif

@@ -1,0 +1,103 @@
+/* Removal shared by prune and rm: report-then-delete, the blobs snapshot links still use, and
+ * deleting blobs nothing uses (never one a live download holds the lock of). */
+#include "cache/maint_internal.h"
+#include "util/vec.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void hk_cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes) {
+    hk_cache_emit(c->fn, c->ud, "%s%s: %s", c->dry_run ? "would remove " : "removed ", c->label, what);
+    c->rep->removed++;
+    c->rep->removed_bytes += bytes;
+    if (!c->dry_run && hk_rmtree(path) != HK_OK) {
+        hk_cache_emit(c->fn, c->ud, "cannot remove %s: %s", path, hk_last_error());
+        hk_clear_error();
+    }
+}
+
+int hk_cache_collect_used(void *p, const char *path, const char *rel, const struct stat *st) {
+    hk_prune_ctx *c = p;
+    if (!S_ISLNK(st->st_mode)) return HK_OK;
+    char target[PATH_MAX];
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0) return HK_OK;
+    target[n] = '\0';
+    struct stat ts;
+    if (stat(path, &ts) != 0) { /* broken link */
+        char *what = hk_asprintf("broken link snapshots/%s", rel);
+        hk_cache_remove_path(c, path, what ? what : rel, 0);
+        free(what);
+        return HK_OK;
+    }
+    for (size_t i = 0; i < c->ngone; i++) { /* a stray entry this (dry) run removes uses nothing */
+        size_t gl = strlen(c->gone[i]);
+        if (strncmp(path, c->gone[i], gl) == 0 && (path[gl] == '\0' || path[gl] == '/')) return HK_OK;
+    }
+    const char *base = strrchr(target, '/');
+    base = base ? base + 1 : target;
+    if (HK_VEC_RESERVE(c->used, c->capused, c->nused + 1)) return HK_ERR_NOMEM;
+    /* a name lost to a failed allocation would make its blob look unused: stop instead */
+    if (!(c->used[c->nused] = hk_strdup(base))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    c->nused++;
+    return HK_OK;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool blob_locked(hk_prune_ctx *c, const char *etag) {
+    char *lp = hk_cache_lock_path(c->root, c->repo_dir, etag);
+    int fd = -1;
+    bool busy = false;
+    if (lp && hk_path_exists(lp)) {
+        if (hk_cache_lock_try(&fd, lp) == HK_OK && fd < 0) busy = true;
+        hk_cache_unlock(fd);
+    }
+    hk_clear_error();
+    free(lp);
+    return busy;
+}
+
+void hk_cache_prune_blobs(hk_prune_ctx *c) {
+    if (c->nused) qsort(c->used, c->nused, sizeof *c->used, cmp_str);
+    char *blobs = hk_path_join(c->repo_dir, "blobs");
+    DIR *d = blobs ? opendir(blobs) : NULL;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (name[0] == '.') continue;
+        char *path = hk_path_join(blobs, name);
+        struct stat st;
+        if (!path || lstat(path, &st) != 0) {
+            free(path);
+            continue;
+        }
+        char *etag = hk_strndup(name, strcspn(name, "."));
+        bool temp = strchr(name, '.') != NULL;
+        bool used = !temp && c->nused && bsearch(&name, c->used, c->nused, sizeof *c->used, cmp_str) != NULL;
+        if ((temp || !used) && etag && !blob_locked(c, etag)) {
+            char *what = hk_asprintf("%s blobs/%s", temp ? "temp file" : "unreferenced blob", name);
+            hk_cache_remove_path(c, path, what ? what : name, (uint64_t)st.st_size);
+            free(what);
+        }
+        free(etag);
+        free(path);
+    }
+    if (d) closedir(d);
+    free(blobs);
+}
+
+void hk_prune_ctx_free(hk_prune_ctx *c) {
+    for (size_t i = 0; i < c->nused; i++) free(c->used[i]);
+    free(c->used);
+    c->used = NULL;
+    c->nused = c->capused = 0;
+    for (size_t i = 0; i < c->ngone; i++) free(c->gone[i]);
+    free(c->gone);
+    c->gone = NULL;
+    c->ngone = c->capgone = 0;
+}
