@@ -1,6 +1,6 @@
-// Device helpers shared by the attention kernels (attention_cuda.cu: the portable mma.sync
-// kernels; prefill_sm90.cu: the Hopper kernel): the 16-bit element types with their fp32 pair
-// packing and m16n8k16 MMA, and the softmax's exp2 and quad reductions.
+// Device helpers shared by the attention kernels (prefill_sm80.cu and decode_kernel.cu: the
+// portable mma.sync kernels; prefill_sm90.cu: the Hopper kernel): the 16-bit element types with
+// their fp32 pair packing and m16n8k16 MMA, and the softmax's exp2 and quad reductions.
 #ifndef HK_ATTN_DEVICE_CUH
 #define HK_ATTN_DEVICE_CUH
 

@@ -19,8 +19,9 @@ extern "C" {
 /* max_seqlen_q: the largest cu_seqlens_q[b+1]-cu_seqlens_q[b] (sizes the grid);
  * total_q: cu_seqlens_q[batch] (the LSE row stride); total_k: the number of rows of k and v
  * (at least cu_seqlens_k[batch]; the Hopper kernel's copies never read past it).
- * On a compute capability 9.0 GPU the sm_90a kernel (TMA + wgmma) runs; elsewhere, or with
- * HK_ATTN_PREFILL_IMPL=portable in the environment, the mma.sync kernel. */
+ * On a compute capability 9.0 GPU the sm_90a kernel (TMA + wgmma) runs; elsewhere, or in a test
+ * build (-DHK_TEST_HOOKS) with HK_ATTN_PREFILL_IMPL=portable in the environment, the mma.sync
+ * kernel. */
 int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const void *k, const void *v,
                          const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k, int batch,
                          int max_seqlen_q, int total_q, int total_k, int num_heads_q, int num_heads_kv,
@@ -29,7 +30,7 @@ int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const void *k, co
 
 /* Which kernel a call would run on the current device, for logs and benchmarks:
  * prefill "sm90a" or "portable"; decode "contiguous", "paged" (cp.async) or "paged-tma",
- * "contiguous-tma" (HK_ATTN_DECODE_TMA=all). */
+ * "contiguous-tma" (test builds with HK_ATTN_DECODE_TMA=all). */
 const char *hk_attn_prefill_cuda_kernel(void);
 const char *hk_attn_decode_cuda_kernel(const hk_attn_kv_cache *kv, int batch, int num_heads_kv,
                                        int head_dim, int max_seqlen_k);

@@ -20,10 +20,9 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "attn_device.cuh"
+#include "attn_knobs.h"
 #include "hk_attention_cuda.h"
 #include "prefill_sm90.h"
 #include "sm90_ptx.cuh"
@@ -340,19 +339,11 @@ int launch(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, 
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }
 
-// HK_ATTN_PREFILL_IMPL=portable forces the mma.sync kernel (benchmarks, the fallback's tests).
-bool sm90_enabled() {
-    static const bool on = [] {
-        const char *e = getenv("HK_ATTN_PREFILL_IMPL");
-        return !(e && strcmp(e, "portable") == 0);
-    }();
-    return on;
-}
-
 }  // namespace
 
 int hk_attn_prefill_sm90_applicable(void) {
-    return sm90_enabled() && hk_tma::is_sm90_device() && hk_tma::encoder() != nullptr;
+    // test builds force the portable kernel with HK_ATTN_PREFILL_IMPL=portable (attn_knobs.h)
+    return hk_attn_knob_prefill_sm90() && hk_tma::is_sm90_device() && hk_tma::encoder() != nullptr;
 }
 
 int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, const void *v,

@@ -1,5 +1,5 @@
 // Hopper (sm_90a) building blocks of the Hopper paths (the prefill in prefill_sm90.cu, the TMA
-// path of the decode in attention_cuda.cu): mbarriers, the tensor memory accelerator (TMA) bulk
+// path of the decode in decode_kernel.cu): mbarriers, the tensor memory accelerator (TMA) bulk
 // tensor copy, and warpgroup MMA (wgmma) with shared-memory matrix descriptors. Thin PTX
 // wrappers only; the kernels decide how they combine.
 // Everything here compiles to nothing outside the sm_90a pass (__CUDA_ARCH_FEAT_SM90_ALL).

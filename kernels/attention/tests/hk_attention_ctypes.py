@@ -1,11 +1,15 @@
-"""ctypes wrapper of the CUDA attention library (attention_cuda/attention_cuda.cu built as a shared
-library) for the GPU tests and benchmarks. Needs torch with CUDA. Library path: $HK_ATTN_LIB, or
-built here with nvcc into $HK_ATTN_BUILD (default /tmp/hk_attn_build)."""
+"""ctypes wrapper of the CUDA attention library (attention_cuda/*.cu built as one shared library) for
+the GPU tests and benchmarks. Needs torch with CUDA. Library path: $HK_ATTN_LIB, or built here with
+nvcc into $HK_ATTN_BUILD (default /tmp/hk_attn_build) with -DHK_TEST_HOOKS, so that the tuning
+knobs of attention_cuda/attn_knobs.h (HK_ATTN_PREFILL_IMPL, HK_ATTN_PREFILL_CFG,
+HK_ATTN_DECODE_TMA) are read from the environment; the shipped variants are built without them."""
 import ctypes, os, subprocess
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..")
+# every CUDA source of the library (the tvm-ffi and torch builds list the same files)
+CUDA_SOURCES = ["attention_cuda.cu", "prefill_sm80.cu", "decode_kernel.cu", "decode_cache.cu", "prefill_sm90.cu"]
 
 
 class KV(ctypes.Structure):
@@ -15,15 +19,15 @@ class KV(ctypes.Structure):
                 ("max_blocks_per_seq", ctypes.c_int)]
 
 
-def build(out_dir=None):
+def build(out_dir=None, hooks=True):
     out_dir = out_dir or os.environ.get("HK_ATTN_BUILD", "/tmp/hk_attn_build")
     os.makedirs(out_dir, exist_ok=True)
     so = os.path.join(out_dir, "libhk_attention_cuda.so")
     cmd = ["nvcc", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a",
            "-gencode=arch=compute_80,code=sm_80", "-Xcompiler", "-fPIC", "-shared",
+           *(["-DHK_TEST_HOOKS"] if hooks else []),
            "-I" + os.path.join(SRC, "attention_cpu"), "-I" + os.path.join(SRC, "attention_cuda"),
-           os.path.join(SRC, "attention_cuda", "attention_cuda.cu"),
-           os.path.join(SRC, "attention_cuda", "prefill_sm90.cu"), "-o", so]
+           *[os.path.join(SRC, "attention_cuda", f) for f in CUDA_SOURCES], "-o", so]
     subprocess.run(cmd, check=True)
     return so
 

@@ -3,8 +3,8 @@
 <hub>/build/torch<MAJ><MIN>-<abi>-cu<CUDA>-x86_64-linux/ (with kernels/rmsnorm/stage_variant.py,
 which is kernel-agnostic: it reads this kernel's build.toml and copies torch-ext/attention/).
 
-Compiles, in parallel: nvcc (attention_cuda.cu and prefill_sm90.cu: SASS sm_80 and sm_90a, as the CMake
-build does),
+Compiles, in parallel: nvcc (the .cu files of attention_cuda/: SASS sm_80 and sm_90a, as the CMake
+build does; no HK_TEST_HOOKS: the shipped variant reads no tuning knob from the environment),
 gcc (the C implementation, for CPU tensors) and g++ (torch_binding.cpp against torch's headers,
 torch's C++ ABI); links one <id>.abi3.so against libtorch/libc10 (+ cudart).
 usage: build_torch_variant.py --hub DIR [--work DIR] [--unique U]"""
@@ -55,12 +55,12 @@ def main():
     kinc = [f"-I{os.path.join(KERNEL, 'attention_cpu')}", f"-I{os.path.join(KERNEL, 'attention_cuda')}"]
     pyinc = sysconfig.get_paths()["include"]
     pyinit = os.path.isfile(os.path.join(pyinc, "Python.h"))
-    obj = {n: os.path.join(work, n + ".o") for n in ("cuda", "sm90", "cpu", "binding")}
+    cuda_srcs = ["attention_cuda", "prefill_sm80", "decode_kernel", "decode_cache", "prefill_sm90"]
+    obj = {n: os.path.join(work, n + ".o") for n in (*cuda_srcs, "cpu", "binding")}
     nvcc = [os.path.join(cuda_home, "bin", "nvcc"), "-O3", "-std=c++17", "--threads", "2", "-Xcompiler", "-fPIC",
             "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a", *kinc]
     build_parallel([
-        [*nvcc, "-c", os.path.join(KERNEL, "attention_cuda", "attention_cuda.cu"), "-o", obj["cuda"]],
-        [*nvcc, "-c", os.path.join(KERNEL, "attention_cuda", "prefill_sm90.cu"), "-o", obj["sm90"]],
+        *[[*nvcc, "-c", os.path.join(KERNEL, "attention_cuda", n + ".cu"), "-o", obj[n]] for n in cuda_srcs],
         ["gcc", "-O3", "-std=c11", "-fPIC", *kinc, "-c",
          os.path.join(KERNEL, "attention_cpu", "attention_cpu.c"), "-o", obj["cpu"]],
         ["g++", "-O2", "-std=c++17", "-fPIC", "-fno-gnu-unique", f"-D_GLIBCXX_USE_CXX11_ABI={cxx11}",
@@ -69,7 +69,7 @@ def main():
          "-c", os.path.join(HERE, "torch_binding.cpp"), "-o", obj["binding"]],
     ])
     so = os.path.join(work, kid + ".abi3.so")
-    subprocess.check_call(["g++", "-shared", "-o", so, obj["binding"], obj["cuda"], obj["sm90"], obj["cpu"], *torch_libs,
+    subprocess.check_call(["g++", "-shared", "-o", so, obj["binding"], *[obj[n] for n in cuda_srcs], obj["cpu"], *torch_libs,
                            f"-L{os.path.join(cuda_home, 'lib64')}", "-lc10", "-ltorch", "-ltorch_cpu",
                            "-lc10_cuda", "-ltorch_cuda", "-lcudart", "-lm"])
     staged = subprocess.check_output([sys.executable, STAGE, "--source", KERNEL, "--hub", args.hub,

@@ -297,12 +297,14 @@ rms_loop_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t r
 
 constexpr int kMaxDevices = 64;
 
+// The device's multiprocessor count, queried once per device. A failed query means no usable
+// device (the launch that follows fails too): 1 then only sizes the grids small, never wrong.
 int sm_count(int device) {
     static int cache[kMaxDevices];  // 0 = unknown; races only store the same value
     if (device >= 0 && device < kMaxDevices && cache[device] > 0) return cache[device];
     int n = 0;
     if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0)
-        n = 132;
+        return 1;
     if (device >= 0 && device < kMaxDevices) cache[device] = n;
     return n;
 }
@@ -362,6 +364,20 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
                         (!FUSED || aligned16(a.res)) && aligned16(a.w);
     if (!vec_ok) return launch_loop<T, W, FUSED, false>(a);
     const int64_t nvec = a.hidden / VEC;
+    // Few rows (the tables below would give the grid about one block per SM or less): fewer rows
+    // per block, so that the rows spread over more SMs (NOTES.md, v2/v3).
+    const int64_t sms = sm_count(a.device);
+    if (nvec > 4 && nvec <= 128 && a.rows < 16 * sms) {
+        if (nvec <= 16) return launch_reg<T, W, 128, 16, 1, 1, FUSED>(a);
+        if (nvec <= 32) return launch_reg<T, W, 128, 32, 1, 1, FUSED>(a);
+        if (nvec <= 64) return launch_reg<T, W, 128, 32, 2, 1, FUSED>(a);
+        return launch_reg<T, W, 128, 32, 4, 1, FUSED>(a);
+    }
+    if (nvec > 128 && nvec <= 1024 && a.rows < 2 * sms) {
+        if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 1, FUSED>(a);
+        if (nvec <= 512) return launch_reg<T, W, 128, 128, 4, 1, FUSED>(a);
+        return launch_reg<T, W, 256, 256, 4, 1, FUSED>(a);
+    }
     if (nvec <= 4) return launch_reg<T, W, 256, 4, 1, 4, FUSED>(a);
     // 128-wide bf16/fp16 rows (q/k-norm): 16 lanes per row
 #if RMSNORM_TUNE_WARP == 1

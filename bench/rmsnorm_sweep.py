@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""RMSNorm sweep on one GPU: our CUDA kernel (one or more builds of kernels/rmsnorm/rmsnorm_cuda/
+rmsnorm.cu, loaded with ctypes, so that two versions run side by side) against F.rms_norm and
+torch.compile, all in one run, over rows x hidden x (dtype, weight dtype).
+
+Liger-kernel is not a baseline here: its wheel is not installed on the H200 image (say so in the
+results). Method, as kernels/rmsnorm/benchmarks/bench.py (whose timing helpers this imports):
+copy ceiling measured in the same run (1 GiB device-to-device copy, read + write counted); every
+method timed as the GPU time per call inside a CUDA graph that calls it once per buffer set, with
+enough sets of fresh randn inputs to exceed the L2 four times over; CUDA events around replays,
+median of 25 after warm-up. GB/s = (read x + read w + write y) / time. Semantics of every method:
+y = (x * rsqrt(mean(x^2) + eps) * w) in x's dtype, fp32 math; F.rms_norm gets the weight cast
+to x's dtype once, outside the timing (it wants one dtype). Before any timing, each build passes
+a correctness pass: outputs poisoned with NaN, every element against float64 (|err| <= 1e-4 +
+1e-2|ref| for 16-bit outputs), many shapes including misaligned bases and both ops.
+
+usage: rmsnorm_sweep.py --lib NAME=PATH [--lib NAME=PATH ...] [--grid full|quick] [--json F]"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "rmsnorm", "benchmarks"))
+from bench import copy_ceiling, graph_time, nsets_for  # noqa: E402
+
+DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+EPS = 1e-6
+
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.rmsnorm_cuda_rms_norm.argtypes = [vp, vp, vp, ctypes.c_int, ctypes.c_int, i64, i64, ctypes.c_float, ctypes.c_int, vp]
+    lib.rmsnorm_cuda_fused_add_rms_norm.argtypes = lib.rmsnorm_cuda_rms_norm.argtypes
+    return lib
+
+
+def ours(lib, out, x, w):
+    rc = lib.rmsnorm_cuda_rms_norm(out.data_ptr(), x.data_ptr(), w.data_ptr(), DT[x.dtype], DT[w.dtype],
+                                   x.shape[0], x.shape[-1], EPS, x.device.index or 0,
+                                   torch.cuda.current_stream().cuda_stream)
+    if rc:
+        raise RuntimeError(f"rmsnorm_cuda_rms_norm: {rc}")
+
+
+def ours_fused(lib, x, r, w):
+    rc = lib.rmsnorm_cuda_fused_add_rms_norm(x.data_ptr(), r.data_ptr(), w.data_ptr(), DT[x.dtype], DT[w.dtype],
+                                             x.shape[0], x.shape[-1], EPS, x.device.index or 0,
+                                             torch.cuda.current_stream().cuda_stream)
+    if rc:
+        raise RuntimeError(f"rmsnorm_cuda_fused_add_rms_norm: {rc}")
+
+
+def ref64(x, w):
+    x64 = x.double()
+    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + EPS) * w.double()
+
+
+def ok16(got, ref):
+    err = (got.double() - ref).abs()
+    return bool(torch.all(err <= 1e-4 + 1e-2 * ref.abs()).item())  # NaN fails
+
+
+def norm_ref(x, w):  # the compiled baseline; same semantics as ours
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()).to(x.dtype)
+
+
+def view_at(n, dtype, mis):
+    buf = torch.empty(n + 64, dtype=dtype, device="cuda")
+    return buf[mis:mis + n]
+
+
+def correctness(name, lib):
+    """Poisoned outputs, fresh inputs, float64 reference; returns the number of failures."""
+    shapes = [(1, 128), (3, 128), (100, 128), (1000, 128), (2111, 128), (2112, 128), (8448, 128), (70000, 128),
+              (263, 512), (264, 512), (2111, 256), (2111, 1024), (2112, 1024), (263, 2048), (264, 2048),
+              (1, 8), (5, 24), (1, 2048), (64, 2048), (1055, 2048), (1056, 2048), (2000, 2048),
+              (1, 4096), (64, 4096), (500, 4096), (1057, 4096), (64, 7168), (1055, 7168), (1056, 8192),
+              (3, 16384), (2, 40000), (7, 4097), (5, 4095), (33, 1000), (9, 256)]
+    fails, n = 0, 0
+    for dt, wdt in ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32), (torch.float16, torch.float16),
+                    (torch.float16, torch.float32), (torch.float32, torch.float32)):  # f32: same loose bound
+        if True:
+            for rows, h in shapes:
+                for mis in (0, 1):
+                    x = view_at(rows * h, dt, mis).view(rows, h).normal_()
+                    w = (1 + 0.1 * torch.randn(h, device="cuda")).to(wdt)
+                    out = view_at(rows * h, dt, mis).view(rows, h).fill_(float("nan"))
+                    ours(lib, out, x, w)
+                    r = view_at(rows * h, dt, 0).view(rows, h).normal_()
+                    xf, rf = x.clone(), r.clone()
+                    ours_fused(lib, xf, rf, w)
+                    torch.cuda.synchronize()
+                    s = (x.double() + r.double()).to(dt)
+                    good = ok16(out, ref64(x, w)) and ok16(xf, ref64(s, w)) and ok16(rf, s.double())
+                    n += 1
+                    if not good:
+                        fails += 1
+                        print(f"FAIL {name} {NAME[dt]}/{NAME[wdt]} {rows}x{h} misaligned={mis}", flush=True)
+    print(f"correctness {name}: {n - fails}/{n} cases ok (rms_norm + fused, poisoned outputs, float64)", flush=True)
+    return fails
+
+
+def grid(kind):
+    rows = [1, 64, 256, 1024, 8192, 65536, 262144]
+    hidden = [128, 512, 2048, 4096, 7168, 16384]
+    if kind == "quick":
+        rows, hidden = [64, 8192, 65536], [128, 4096, 7168]
+    return [(r, h) for r in rows for h in hidden if r * h * 2 <= 1.1e9]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", action="append", required=True, help="NAME=PATH of a build of rmsnorm.cu")
+    ap.add_argument("--grid", default="full", help="bf16/bf16 grid: full or quick")
+    ap.add_argument("--other-grid", default="quick", help="grid of the other dtype pairs")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    libs = [(s.split("=", 1)[0], load(s.split("=", 1)[1])) for s in args.lib]
+    if sum(correctness(n, l) for n, l in libs):
+        print("correctness failures: no timing")
+        return 1
+    copy = copy_ceiling()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, copy ceiling {copy:.0f} GB/s; "
+          "Liger-kernel: not installed on this machine, not measured")
+    comp = torch.compile(norm_ref, dynamic=True)
+    names = [n for n, _ in libs]
+    cols = " | ".join(f"{n} µs | {n} %copy" for n in names)
+    print(f"\n| x/w | rows x H | MB | {cols} | F.rms_norm µs | compile µs | best baseline | {names[-1]}/best |")
+    print("|" + "---|" * (6 + 2 * len(names)))
+    rec = []
+    pairs = [(torch.bfloat16, torch.bfloat16, args.grid), (torch.bfloat16, torch.float32, args.other_grid),
+             (torch.float16, torch.float16, args.other_grid), (torch.float16, torch.float32, args.other_grid)]
+    for dt, wdt, g in pairs:
+        for rows, h in grid(g):
+            nbytes = rows * h * 2 * 2 + h * (4 if wdt == torch.float32 else 2)
+            nsets = nsets_for(nbytes)
+            xs = [torch.randn(rows, h, device="cuda", dtype=dt) for _ in range(nsets)]
+            ws = [(1 + 0.1 * torch.randn(h, device="cuda")).to(wdt) for _ in range(nsets)]
+            wc = [w.to(dt) for w in ws]
+            ys = [torch.empty_like(x) for x in xs]
+            row = {"x": NAME[dt], "w": NAME[wdt], "rows": rows, "hidden": h, "MB": nbytes / 1e6}
+            for n, lib in libs:  # float64 check at this shape, poisoned output, before timing
+                ys[0].fill_(float("nan"))
+                ours(lib, ys[0], xs[0], ws[0])
+                if not ok16(ys[0], ref64(xs[0], ws[0])):
+                    print(f"FAIL {n} at {rows}x{h}")
+                    return 1
+                row[n] = 1e3 * graph_time([lambda x=x, w=w, y=y, lib=lib: ours(lib, y, x, w) for x, w, y in zip(xs, ws, ys)])
+            row["F.rms_norm"] = 1e3 * graph_time([lambda x=x, w=w: F.rms_norm(x, (h,), w, EPS) for x, w in zip(xs, wc)])
+            if not args.no_compile:
+                comp(xs[0], ws[0])
+                err = (comp(xs[0], ws[0]).double() - ref64(xs[0], ws[0])).norm() / ref64(xs[0], ws[0]).norm()
+                row["compile"] = 1e3 * graph_time([lambda x=x, w=w: comp(x, w) for x, w in zip(xs, ws)]) if err < 1e-2 else math.nan
+            else:
+                row["compile"] = math.nan
+            base = {k: row[k] for k in ("F.rms_norm", "compile") if not math.isnan(row[k])}
+            best = min(base, key=base.get)
+            pct = " | ".join(f"{row[n]:.2f} | {100 * nbytes / (row[n] * 1e-6) / 1e9 / copy:.0f}%" for n in names)
+            print(f"| {NAME[dt]}/{NAME[wdt]} | {rows}x{h} | {nbytes / 1e6:.1f} | {pct} | {row['F.rms_norm']:.2f} | "
+                  f"{row['compile']:.2f} | {best} | {base[best] / row[names[-1]]:.2f}x |", flush=True)
+            rec.append(row)
+            del xs, ws, wc, ys
+            torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"copy_GBps": copy, "rows": rec}, f, indent=1)
+    n = names[-1]
+    sp = [min(r["F.rms_norm"], r["compile"] if not math.isnan(r["compile"]) else 1e9) / r[n] for r in rec]
+    print(f"\n{n}: vs best baseline median {statistics.median(sp):.2f}x, min {min(sp):.2f}x over {len(sp)} shapes")
+    if len(names) > 1:
+        ratio = [r[names[0]] / r[n] for r in rec]
+        print(f"{n} vs {names[0]}: median {statistics.median(ratio):.3f}x, min {min(ratio):.3f}x, max {max(ratio):.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+// Tuning knobs of the attention launchers. The shipped build (no HK_TEST_HOOKS) has each knob at
+// its measured default and reads no environment variable; a build with -DHK_TEST_HOOKS (the GPU
+// tests and the benchmarks, through tests/hk_attention_ctypes.py) reads them once per process:
+//   HK_ATTN_PREFILL_CFG=<n>       portable D=128 prefill tile configuration (prefill_sm80.cu)
+//   HK_ATTN_PREFILL_IMPL=portable the mma.sync prefill also on sm_90 (the fallback's tests)
+//   HK_ATTN_DECODE_TMA=0|all      paged decode on cp.async / contiguous caches through the TMA too
+#ifndef HK_ATTN_KNOBS_H
+#define HK_ATTN_KNOBS_H
+
+#ifdef HK_TEST_HOOKS
+#include <stdlib.h>
+#include <string.h>
+#endif
+
+// -1: the default tile configuration of each head dim.
+inline int hk_attn_knob_prefill_cfg() {
+#ifdef HK_TEST_HOOKS
+    static const int cfg = [] {
+        const char *e = getenv("HK_ATTN_PREFILL_CFG");
+        return e ? atoi(e) : -1;
+    }();
+    return cfg;
+#else
+    return -1;
+#endif
+}
+
+// 1: the sm_90a prefill runs where it can; 0: the portable kernel everywhere.
+inline int hk_attn_knob_prefill_sm90() {
+#ifdef HK_TEST_HOOKS
+    static const int on = [] {
+        const char *e = getenv("HK_ATTN_PREFILL_IMPL");
+        return e && strcmp(e, "portable") == 0 ? 0 : 1;
+    }();
+    return on;
+#else
+    return 1;
+#endif
+}
+
+// 0: no TMA in the decode; 1: paged caches through the TMA (the default); 2: contiguous too.
+inline int hk_attn_knob_decode_tma() {
+#ifdef HK_TEST_HOOKS
+    static const int v = [] {
+        const char *e = getenv("HK_ATTN_DECODE_TMA");
+        return e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "all") == 0 ? 2 : 1;
+    }();
+    return v;
+#else
+    return 1;
+#endif
+}
+
+#endif
