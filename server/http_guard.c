@@ -24,6 +24,7 @@ typedef struct conn_watch {
     hk_conn_guard *guard;
     int fd;
     bool waiting;          /* for a request's headers */
+    bool served;           /* answered a request already (keep-alive) */
     struct timespec since; /* when the wait began */
     char ip[INET6_ADDRSTRLEN];
 } conn_watch;
@@ -53,8 +54,10 @@ static void *guard_main(void *arg) {
         for (conn_watch *w = g->head.next; w != &g->head; w = w->next) {
             if (!w->waiting || elapsed_s(&w->since, &now) < (double)g->timeout_s) continue;
             w->waiting = false; /* once */
-            hk_log(HK_LOG_INFO, "closing a connection from %s: no complete request headers within %u s", w->ip,
-                   g->timeout_s);
+            /* an idle keep-alive connection is ordinary; one that never sent its headers is not */
+            hk_log(w->served ? HK_LOG_DEBUG : HK_LOG_INFO,
+                   "closing a connection from %s: no complete request headers within %u s%s", w->ip, g->timeout_s,
+                   w->served ? " (idle keep-alive)" : "");
             shutdown(w->fd, SHUT_RDWR);
         }
         struct timespec until = now;
@@ -162,6 +165,7 @@ void hk_conn_guard_request_done(struct MHD_Connection *c) {
     if (!w) return;
     pthread_mutex_lock(&w->guard->mu);
     w->waiting = true;
+    w->served = true;
     clock_gettime(CLOCK_MONOTONIC, &w->since);
     pthread_mutex_unlock(&w->guard->mu);
 }
