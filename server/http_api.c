@@ -12,12 +12,12 @@ void hk_srv_json_entry(hk_strbuf *sb, const hk_sentry *e) {
         hk_sb_append(sb, "{\"type\":\"directory\",\"oid\":\"");
         hk_sb_append(sb, e->oid);
         hk_sb_append(sb, "\",\"size\":0,\"path\":");
-        hk_srv_json_str(sb, e->path);
+        hk_sb_json_str(sb, e->path);
         hk_sb_append(sb, "}");
         return;
     }
     hk_sb_printf(sb, "{\"type\":\"file\",\"oid\":\"%s\",\"size\":%llu,\"path\":", e->oid, (unsigned long long)e->size);
-    hk_srv_json_str(sb, e->path);
+    hk_sb_json_str(sb, e->path);
     if (e->lfs)
         hk_sb_printf(sb, ",\"lfs\":{\"oid\":\"%s\",\"size\":%llu,\"pointerSize\":%zu}", e->etag,
                      (unsigned long long)e->size, e->pointer_size);
@@ -43,17 +43,17 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
     hk_strbuf sb;
     hk_sb_init(&sb);
     hk_sb_append(&sb, "{\"_id\":");
-    hk_srv_json_str(&sb, repo->id);
+    hk_sb_json_str(&sb, repo->id);
     hk_sb_append(&sb, ",\"id\":");
-    hk_srv_json_str(&sb, repo->id);
+    hk_sb_json_str(&sb, repo->id);
     if (repo->type == HK_REPO_MODEL) {
         hk_sb_append(&sb, ",\"modelId\":");
-        hk_srv_json_str(&sb, repo->id);
+        hk_sb_json_str(&sb, repo->id);
     }
     if (slash) {
         char *author = hk_strndup(repo->id, (size_t)(slash - repo->id));
         hk_sb_append(&sb, ",\"author\":");
-        hk_srv_json_str(&sb, author ? author : "");
+        hk_sb_json_str(&sb, author ? author : "");
         free(author);
     }
     hk_sb_printf(&sb,
@@ -67,7 +67,7 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
         if (!first) hk_sb_append(&sb, ",");
         first = false;
         hk_sb_append(&sb, "{\"rfilename\":");
-        hk_srv_json_str(&sb, e->path);
+        hk_sb_json_str(&sb, e->path);
         if (blobs) {
             hk_sb_printf(&sb, ",\"size\":%llu,\"blobId\":\"%s\"", (unsigned long long)e->size, e->oid);
             if (e->lfs)
@@ -90,7 +90,7 @@ static char *tree_next_link(hk_server *srv, struct MHD_Connection *c, const repo
     hk_sb_printf(&lk, "<%s/api/%s/%s/tree/%s", base ? base : "", hk_repo_type_plural(repo->type), repo->id, commit);
     if (*path) {
         hk_sb_append(&lk, "/");
-        hk_srv_url_encode(&lk, path, true);
+        hk_sb_pct_encode(&lk, path, true);
     }
     hk_sb_printf(&lk, "?recursive=%s&expand=false&cursor=%zu>; rel=\"next\"", recursive ? "true" : "false",
                  next_cursor);
@@ -196,9 +196,9 @@ enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const
         }
         if (sb->len) hk_sb_append(sb, ",");
         hk_sb_append(sb, "{\"name\":");
-        hk_srv_json_str(sb, shown);
+        hk_sb_json_str(sb, shown);
         hk_sb_append(sb, ",\"ref\":");
-        hk_srv_json_str(sb, full ? full : "");
+        hk_sb_json_str(sb, full ? full : "");
         hk_sb_printf(sb, ",\"targetCommit\":\"%s\"}", refs[i].commit);
         free(full);
     }
@@ -237,9 +237,9 @@ enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_
     hk_strbuf sb;
     hk_sb_init(&sb);
     hk_sb_append(&sb, "{\"name\":");
-    hk_srv_json_str(&sb, org);
+    hk_sb_json_str(&sb, org);
     hk_sb_append(&sb, ",\"fullname\":");
-    hk_srv_json_str(&sb, org);
+    hk_sb_json_str(&sb, org);
     hk_sb_printf(&sb, ",\"avatarUrl\":\"\",\"type\":\"org\",\"isVerified\":false,\"trustedKernelPublisher\":%s}",
                  trusted ? "true" : "false");
     free(org);

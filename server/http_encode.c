@@ -1,6 +1,6 @@
-/* Encoding helpers of the HTTP answers: percent-decoding of URL segments and form bodies,
- * percent-encoding of the URLs we emit, JSON string literals, and sanitising of text that goes into
- * a header value or a log line. */
+/* Small text helpers of the HTTP answers: sanitising text that goes into a header value or a log
+ * line, query flags, dates, the client's address. Percent-encoding and JSON string literals are the
+ * util layer's (util/text.h). */
 #include "server/srv_http.h"
 
 #include <arpa/inet.h>
@@ -10,70 +10,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-char *hk_srv_pct_decode(const char *s, size_t n, bool plus_space) {
-    char *out = malloc(n + 1);
-    if (!out) return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            int hi = i + 1 < n ? hexval(s[i + 1]) : -1, lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-                free(out);
-                return NULL;
-            }
-            out[o++] = (char)(hi << 4 | lo);
-            i += 2;
-        } else if (c == '+' && plus_space) {
-            out[o++] = ' ';
-        } else if (c == '\0') {
-            free(out);
-            return NULL;
-        } else {
-            out[o++] = c;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
-void hk_srv_url_encode(hk_strbuf *sb, const char *s, bool keep_slash) {
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-            c == '.' || c == '~' || (c == '/' && keep_slash)) {
-            char ch = (char)c;
-            hk_sb_append_n(sb, &ch, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            hk_sb_append_n(sb, e, 3);
-        }
-    }
-}
-
-void hk_srv_json_str(hk_strbuf *sb, const char *s) {
-    hk_sb_append_n(sb, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if (c == '"') hk_sb_append_n(sb, "\\\"", 2);
-        else if (c == '\\') hk_sb_append_n(sb, "\\\\", 2);
-        else if (c < 0x20) hk_sb_printf(sb, "\\u%04x", c);
-        else {
-            char ch = (char)c;
-            hk_sb_append_n(sb, &ch, 1);
-        }
-    }
-    hk_sb_append_n(sb, "\"", 1);
-}
 
 char *hk_srv_sanitize(const char *s, size_t max) {
     size_t n = strlen(s);

@@ -70,7 +70,7 @@ enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_
     const char *commit = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "commit");
     const char *sig = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig");
     char want[65];
-    bool ok = sha && commit && sig && strlen(commit) == 40 && hk_is_hex(commit, 40);
+    bool ok = sha && sig && hk_is_commit_id(commit);
     if (ok) {
         lfs_sig(srv, want, type, repo.id, sha, commit);
         ok = strlen(sig) == 64 && CRYPTO_memcmp(sig, want, 64) == 0;

@@ -4,6 +4,8 @@
  * a pairwise check took seconds of a worker thread per request (issue 17, item 4). */
 #include "server/srv_http.h"
 
+#include "util/vec.h"
+
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +24,9 @@ static void path_vec_free(path_vec *pv) {
 
 /* Takes `s` (freed on failure). */
 static int path_vec_push(path_vec *pv, char *s) {
-    if (pv->n == pv->cap) {
-        size_t cap = pv->cap ? pv->cap * 2 : 16;
-        char **nv = realloc(pv->v, cap * sizeof *nv);
-        if (!nv) {
-            free(s);
-            return hk_fail(HK_ERR_NOMEM, "out of memory");
-        }
-        pv->v = nv;
-        pv->cap = cap;
+    if (HK_VEC_RESERVE(pv->v, pv->cap, pv->n + 1) != HK_OK) {
+        free(s);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
     }
     pv->v[pv->n++] = s;
     return HK_OK;
@@ -88,7 +84,7 @@ static int parse_form_paths(path_vec *pv, const char *body) {
         size_t len = strcspn(p, "&");
         const char *eq = memchr(p, '=', len);
         if (eq && (size_t)(eq - p) == 5 && strncmp(p, "paths", 5) == 0) {
-            char *d = hk_srv_pct_decode(eq + 1, len - 6, true);
+            char *d = hk_pct_decode(eq + 1, len - 6, true);
             if (d && path_vec_push(pv, d) != HK_OK) return HK_ERR_NOMEM;
         }
         p += len;

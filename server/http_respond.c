@@ -47,7 +47,7 @@ enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsign
     hk_strbuf body;
     hk_sb_init(&body);
     hk_sb_append(&body, "{\"error\":");
-    hk_srv_json_str(&body, msg.data ? msg.data : "error");
+    hk_sb_json_str(&body, msg.data ? msg.data : "error");
     hk_sb_append(&body, "}");
     size_t len = body.len;
     char *data = hk_sb_steal(&body);

@@ -20,7 +20,7 @@ bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit) {
     return i < s->n && s->len[i] == strlen(lit) && memcmp(s->p[i], lit, s->len[i]) == 0;
 }
 
-char *hk_srv_seg_decode(const seglist *s, size_t i) { return hk_srv_pct_decode(s->p[i], s->len[i], false); }
+char *hk_srv_seg_decode(const seglist *s, size_t i) { return hk_pct_decode(s->p[i], s->len[i], false); }
 
 /* An encoded '/' joins like a real one: huggingface_hub sends tree paths as "build%2Fvariant". The
  * joined result must be a safe relative path, so "..%2F.." is refused the same as "../..". */

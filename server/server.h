@@ -6,7 +6,7 @@
 #ifndef HK_SERVER_H
 #define HK_SERVER_H
 
-#include "cache/cache.h"
+#include "hubkern/cache.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,7 +7,8 @@
  *   http_auth.c      bearer tokens and their namespace scopes
  *   http_route.c     URL → segments → route; repo ids, revisions and paths taken from segments
  *   http_respond.c   queueing answers: JSON, Hub-style errors, base URL for links
- *   http_encode.c    percent-decoding/encoding, JSON strings, sanitising for headers and logs
+ *   http_encode.c    sanitising for headers and logs, query flags, client address (percent-encoding
+ *                    and JSON strings come from util/text.h)
  *   http_range.c     file bodies: If-None-Match (304), Range (206 / 416), the full 200
  *   http_file.c      resolve answers, the signed /lfs/ blob route and its 302
  *   http_api.c       /api/ JSON answers: repo info, tree pages, refs, organization overview
@@ -19,6 +20,7 @@
 #include "server/srv_internal.h"
 
 #include "internal.h"
+#include "util/text.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -94,12 +96,7 @@ typedef struct repo_ref {
 } repo_ref;
 
 /* ---- http_encode.c -------------------------------------------------------------------------- */
-/* Percent-decode s[0..n). NULL for a bad escape or an encoded NUL. `plus_space` for form bodies. */
-char *hk_srv_pct_decode(const char *s, size_t n, bool plus_space);
-/* Percent-encode for URLs we emit; '/' kept when keep_slash. */
-void hk_srv_url_encode(hk_strbuf *sb, const char *s, bool keep_slash);
-/* A JSON string literal, quotes included. */
-void hk_srv_json_str(hk_strbuf *sb, const char *s);
+/* (percent-encoding and JSON strings are the util layer's: util/text.h) */
 /* A copy safe for a header value or a log line: printable ASCII only, at most `max` bytes. */
 char *hk_srv_sanitize(const char *s, size_t max);
 /* ?key=true or ?key=1 */
