@@ -28,6 +28,12 @@ static void serve_usage(FILE *f) {
             "  --port N               TCP port (default 8080; 0 picks a free port, printed on stdout)\n"
             "  --threads N            worker threads (default 4)\n"
             "  --max-connections N    simultaneous connections (default 1024)\n"
+            "  --max-connections-per-ip N\n"
+            "                         simultaneous connections from one client address (default %u)\n"
+            "  --header-timeout SECONDS\n"
+            "                         deadline for receiving a request's headers, from accept or from the end\n"
+            "                         of the previous answer on a keep-alive connection (default %u); against\n"
+            "                         clients that drip their headers (slowloris)\n"
             "  --page-size N          entries per tree-listing page; more pages follow a Link rel=\"next\"\n"
             "                         header (default %u)\n"
             "  --public-url URL       base URL written into Link headers and redirects (e.g. the https URL of\n"
@@ -47,12 +53,18 @@ static void serve_usage(FILE *f) {
             "                         mirror, carrying X-Repo-Commit / X-Linked-Etag / X-Linked-Size on the 302\n"
             "                         as the Hub does with its CDN (default: a direct 200)\n"
             "  --access-log           log one line per request (client, request, status, bytes, time) to stderr\n"
-            "  --fault-cut-after BYTES  test aid: close the connection after BYTES bytes of the first GET\n"
-            "                         responses longer than that, to exercise clients' resume (default off)\n"
-            "  --fault-cut-count N    how many responses --fault-cut-after cuts (default 1)\n"
             "  -v, --verbose          more log output (repeat for debug)\n"
             "  -h, --help             this text\n",
-            HK_TREE_PAGE_SIZE_DEFAULT, (unsigned long long)HK_LFS_THRESHOLD_DEFAULT);
+            HK_SERVE_PER_IP_DEFAULT, HK_SERVE_HEADER_TIMEOUT_DEFAULT, HK_TREE_PAGE_SIZE_DEFAULT,
+            (unsigned long long)HK_LFS_THRESHOLD_DEFAULT);
+#ifdef HK_TEST_HOOKS
+    fprintf(f,
+            "\n"
+            "test hooks (this build has HK_TEST_HOOKS; product builds have none of these):\n"
+            "  --fault-cut-after BYTES  close the connection after BYTES bytes of the first GET responses\n"
+            "                         longer than that, to exercise clients' resume (default off)\n"
+            "  --fault-cut-count N    how many responses --fault-cut-after cuts (default 1)\n");
+#endif
 }
 
 static int parse_u64(uint64_t *out, const char *s, const char *what) {
@@ -114,7 +126,7 @@ static int read_token_file(strvec *sv, const char *path) {
 
 int hk_cmd_serve(int argc, char **argv) {
     enum { O_CACHE = 1000, O_HOST, O_PORT, O_THREADS, O_MAXC, O_PAGE, O_PUBLIC, O_TOKEN, O_TOKEN_FILE, O_TRUST,
-           O_LFS_T, O_LFS_302, O_ACCESS, O_CUT, O_CUT_N };
+           O_LFS_T, O_LFS_302, O_ACCESS, O_PER_IP, O_HEADER_T, O_CUT, O_CUT_N };
     static const struct option opts[] = {
         {"cache", required_argument, NULL, O_CACHE},
         {"host", required_argument, NULL, O_HOST},
@@ -129,8 +141,12 @@ int hk_cmd_serve(int argc, char **argv) {
         {"lfs-threshold", required_argument, NULL, O_LFS_T},
         {"lfs-302", no_argument, NULL, O_LFS_302},
         {"access-log", no_argument, NULL, O_ACCESS},
+        {"max-connections-per-ip", required_argument, NULL, O_PER_IP},
+        {"header-timeout", required_argument, NULL, O_HEADER_T},
+#ifdef HK_TEST_HOOKS
         {"fault-cut-after", required_argument, NULL, O_CUT},
         {"fault-cut-count", required_argument, NULL, O_CUT_N},
+#endif
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -185,6 +201,15 @@ int hk_cmd_serve(int argc, char **argv) {
             break;
         case O_LFS_302: cfg.lfs_302 = true; break;
         case O_ACCESS: cfg.access_log = true; break;
+        case O_PER_IP:
+            if (parse_u64(&v, optarg, "--max-connections-per-ip") || v == 0 || v > 1000000) goto usage;
+            cfg.max_connections_per_ip = (unsigned)v;
+            break;
+        case O_HEADER_T:
+            if (parse_u64(&v, optarg, "--header-timeout") || v == 0 || v > 86400) goto usage;
+            cfg.header_timeout = (unsigned)v;
+            break;
+#ifdef HK_TEST_HOOKS
         case O_CUT:
             if (parse_u64(&v, optarg, "--fault-cut-after")) goto usage;
             cfg.fault_cut_after = v;
@@ -193,6 +218,7 @@ int hk_cmd_serve(int argc, char **argv) {
             if (parse_u64(&v, optarg, "--fault-cut-count") || v > 1000000) goto usage;
             cfg.fault_cut_count = (unsigned)v;
             break;
+#endif
         case 'v': verbose++; break;
         case 'h':
             serve_usage(stdout);

@@ -12,6 +12,10 @@
 #define _GNU_SOURCE /* syncfs */
 #include "server/srv_internal.h"
 
+/* The cache layer's writers (refs, snapshot links, CACHEDIR.TAG) have no public API yet: publish is
+ * the one part of server/ that still uses the cache internals. */
+#include "cache/cache.h"
+
 #include "internal.h"
 
 #include <dirent.h>

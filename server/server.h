@@ -6,7 +6,7 @@
 #ifndef HK_SERVER_H
 #define HK_SERVER_H
 
-#include "cache/cache.h"
+#include "hubkern/cache.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,6 +23,10 @@ extern "C" {
  * expand=false listings [inferred]. */
 #define HK_TREE_PAGE_SIZE_DEFAULT 1000u
 
+/* Defaults of the connection limits against slow clients (see hk_serve_config). */
+#define HK_SERVE_PER_IP_DEFAULT 64u
+#define HK_SERVE_HEADER_TIMEOUT_DEFAULT 10u
+
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct hk_serve_config {
     const char *cache_dir;       /* the store: a huggingface_hub-layout cache directory (required) */
@@ -30,6 +34,12 @@ typedef struct hk_serve_config {
     unsigned port;               /* 0 = an ephemeral port, see hk_server_port() */
     unsigned threads;            /* worker threads (libmicrohttpd thread pool), default 4 */
     unsigned max_connections;    /* simultaneous connections, default 1024 */
+    /* Against clients that hold connections open (slowloris): at most this many simultaneous
+     * connections from one client address (default 64), and a deadline in seconds for receiving a
+     * request's headers, counted from accept or from the end of the previous answer on a
+     * keep-alive connection (default 10; an idle keep-alive connection is closed after it too). */
+    unsigned max_connections_per_ip;
+    unsigned header_timeout;
     unsigned page_size;          /* tree listing entries per page, default HK_TREE_PAGE_SIZE_DEFAULT */
     const char *public_url;      /* base URL written into Link headers (e.g. behind a TLS proxy);
                                     default: "http://" + the request's Host header */
@@ -49,10 +59,13 @@ typedef struct hk_serve_config {
      * on the 302 itself, like the Hub's CDN redirects), instead of a direct 200. */
     bool lfs_302;
     bool access_log;             /* one INFO log line per request through the log callback */
-    /* Test aid: the first `fault_cut_count` GET responses whose body is longer than
-     * `fault_cut_after` bytes are cut (connection closed) after that many bytes. 0 = off. */
+#ifdef HK_TEST_HOOKS
+    /* Test builds only (HK_TEST_HOOKS): the first `fault_cut_count` GET responses whose body is
+     * longer than `fault_cut_after` bytes are cut (connection closed) after that many bytes. 0 = off.
+     * The struct is not installed; every target of a build sees the same HK_TEST_HOOKS. */
     uint64_t fault_cut_after;
     unsigned fault_cut_count;
+#endif
 } hk_serve_config;
 
 typedef struct hk_server hk_server;

@@ -108,6 +108,16 @@ static bool is_regular_file(const char *path) {
 
 static bool is_lower_hex(const char *s, size_t n) { return strlen(s) == n && hk_is_hex(s, n); }
 
+/* refs/<rev> → commit through the cache layer's public reader. */
+static int read_ref(char out_commit[65], const char *repo_dir, const char *rev) {
+    char *commit = NULL;
+    out_commit[0] = '\0';
+    int rc = hk_cache_resolve_ref(&commit, repo_dir, rev);
+    if (rc == HK_OK) snprintf(out_commit, 65, "%s", commit);
+    hk_free(commit);
+    return rc;
+}
+
 int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev) {
     out_commit[0] = '\0';
     const char *candidates[2] = {rev, NULL};
@@ -120,7 +130,7 @@ int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *
         if (!ref) return hk_fail(HK_ERR_NOMEM, "out of memory");
         bool ok = is_regular_file(ref);
         free(ref);
-        if (ok && hk_cache_read_ref(out_commit, repo_dir, r) == HK_OK) return HK_OK;
+        if (ok && read_ref(out_commit, repo_dir, r) == HK_OK) return HK_OK;
     }
     if (is_lower_hex(rev, 40) || is_lower_hex(rev, 64)) {
         char *snap = hk_asprintf("%s/snapshots/%s", repo_dir, rev);
@@ -387,7 +397,7 @@ static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, c
             rc = refs_walk(v, n, cap, repo_dir, child_abs, child_rel, depth + 1);
         } else if (lstat(child_abs, &st) == 0 && S_ISREG(st.st_mode)) {
             char commit[65];
-            if (hk_cache_read_ref(commit, repo_dir, child_rel) == HK_OK) {
+            if (read_ref(commit, repo_dir, child_rel) == HK_OK) {
                 if (*n == *cap) {
                     size_t nc = *cap ? *cap * 2 : 16;
                     hk_ref *nv = realloc(*v, nc * sizeof *nv);

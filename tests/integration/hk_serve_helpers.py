@@ -21,6 +21,16 @@ def hubkern_bin() -> str:
     return str(build / "cli" / "hubkern")
 
 
+NO_TEST_HOOKS = ("this hubkern was built without HK_TEST_HOOKS, so `serve` has no fault injection "
+                 "(--fault-cut-after); configure with -DHK_TEST_HOOKS=ON (scripts/test.sh does) to run this test")
+
+
+def serve_has_test_hooks(binary=None) -> bool:
+    """Whether `hubkern serve` was built with the test hooks (its --help lists --fault-cut-after)."""
+    out = subprocess.run([binary or hubkern_bin(), "serve", "--help"], capture_output=True, text=True).stdout
+    return "--fault-cut-after" in out
+
+
 def run_hubkern(*args, check=True, env=None):
     return subprocess.run([hubkern_bin(), *map(str, args)], capture_output=True, text=True, check=check, env=env)
 

@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import Server, git_blob_sha1, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import Server, git_blob_sha1, hubkern_bin, publish, serve_has_test_hooks  # noqa: E402
 
 REPO = "hubkern-proto/k"
 
@@ -274,10 +274,24 @@ def test_cli_help_and_signals(env, tmp_path):
 
     src = (pathlib.Path(__file__).resolve().parents[2] / "cli" / "cmd_serve.c").read_text()
     accepted = set(re.findall(r'\{"([a-z0-9-]+)", (?:no|required)_argument', src))
-    assert {"cache", "port", "token", "trust", "lfs-302", "fault-cut-after", "page-size", "threads"} <= accepted
+    assert {"cache", "port", "token", "trust", "lfs-302", "fault-cut-after", "page-size", "threads",
+            "header-timeout", "max-connections-per-ip"} <= accepted
+    # the options between #ifdef HK_TEST_HOOKS and #endif exist only in test builds
+    hooks = set()
+    for block in re.findall(r"#ifdef HK_TEST_HOOKS\n(.*?)#endif", src, re.S):
+        hooks |= set(re.findall(r'\{"([a-z0-9-]+)", (?:no|required)_argument', block))
+    assert hooks == {"fault-cut-after", "fault-cut-count"}, hooks
     out = subprocess.run([hubkern_bin(), "serve", "--help"], capture_output=True, text=True, check=True).stdout
+    have_hooks = serve_has_test_hooks()
     for opt in accepted:
-        assert f"--{opt}" in out, opt
+        if opt in hooks and not have_hooks:
+            # a product build knows nothing of them: not documented, refused as unknown
+            assert f"--{opt}" not in out, opt
+            r = subprocess.run([hubkern_bin(), "serve", f"--{opt}", "1", "--port", "0"], capture_output=True,
+                               text=True, timeout=10)
+            assert r.returncode == 2 and "unrecognized option" in r.stderr, (opt, r.returncode, r.stderr)
+        else:
+            assert f"--{opt}" in out, opt
     out = subprocess.run([hubkern_bin(), "publish", "--help"], capture_output=True, text=True, check=True).stdout
     for opt in ("--branch", "--message", "--cache", "--repo-type", "--lfs-threshold"):
         assert opt in out

@@ -7,7 +7,12 @@
 #include "server/server.h"
 #include "server/srv_internal.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -251,12 +256,85 @@ static void test_server_in_process(const char *dir) {
     free(store);
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int connect_from(const char *src_ip, unsigned port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src_ip, &a.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) return -1;
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Seconds until the server ends the connection (read returns 0 or fails), or -1 after `limit`. */
+static double wait_closed(int fd, double limit) {
+    double t0 = now_s();
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (now_s() - t0 < limit) {
+        if (poll(&p, 1, 100) > 0) {
+            char b[256];
+            ssize_t n = read(fd, b, sizeof b);
+            if (n <= 0) return now_s() - t0;
+        }
+    }
+    return -1;
+}
+
+/* The connection guard in process: headers dripped past header_timeout are cut, connections over
+ * the per-address limit are closed at once, and requests keep being answered. */
+static void test_server_guard(const char *dir) {
+    char *store = hk_path_join(dir, "store");
+    hk_serve_config cfg = {.cache_dir = store, .threads = 2, .header_timeout = 1, .max_connections_per_ip = 3};
+    hk_server *srv = NULL;
+    CHECK_RC(hk_server_start(&srv, &cfg), HK_OK);
+    unsigned port = hk_server_port(srv);
+    int drip = connect_from("127.0.0.2", port);
+    CHECK(drip >= 0);
+    double t0 = now_s(), closed = -1;
+    for (int i = 0; drip >= 0 && i < 40 && closed < 0; i++) { /* one byte every 0.1 s, never idle */
+        if (write(drip, "G", 1) != 1) closed = now_s() - t0;
+        struct pollfd p = {.fd = drip, .events = POLLIN};
+        if (closed < 0 && poll(&p, 1, 100) > 0) {
+            char b[64];
+            if (read(drip, b, sizeof b) <= 0) closed = now_s() - t0;
+        }
+    }
+    CHECK(closed >= 0.9 && closed < 2.5);
+    if (drip >= 0) close(drip);
+    /* three from one address are held, a fourth is closed at once; another address is answered */
+    int held[4];
+    for (int i = 0; i < 4; i++) held[i] = connect_from("127.0.0.3", port);
+    CHECK(held[3] >= 0 && wait_closed(held[3], 0.5) >= 0);
+    CHECK(held[0] >= 0 && wait_closed(held[0], 0.3) < 0);
+    hk_strbuf b;
+    hk_sb_init(&b);
+    char *url = hk_asprintf("http://127.0.0.1:%u/api/kernels/org/k/refs", port);
+    CHECK(http_get(&b, url, false) == 200);
+    free(url);
+    hk_sb_free(&b);
+    for (int i = 0; i < 4; i++)
+        if (held[i] >= 0) close(held[i]);
+    hk_server_stop(srv);
+    free(store);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *dir = hk_test_tmpdir();
     test_git_ids();
     test_store_reader(dir);
     test_server_in_process(dir);
+    test_server_guard(dir);
     curl_global_cleanup();
     return hk_test_finish();
 }

@@ -1,0 +1,247 @@
+/* The /api/ JSON answers in the Hub's shapes: repo info (siblings, ?blobs=true), tree pages with
+ * Link rel="next", refs (branches, tags, ?include_prs=1), and the organization overview. */
+#include "server/srv_http.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void hk_srv_json_entry(hk_strbuf *sb, const hk_sentry *e) {
+    if (e->is_dir) {
+        hk_sb_append(sb, "{\"type\":\"directory\",\"oid\":\"");
+        hk_sb_append(sb, e->oid);
+        hk_sb_append(sb, "\",\"size\":0,\"path\":");
+        hk_sb_json_str(sb, e->path);
+        hk_sb_append(sb, "}");
+        return;
+    }
+    hk_sb_printf(sb, "{\"type\":\"file\",\"oid\":\"%s\",\"size\":%llu,\"path\":", e->oid, (unsigned long long)e->size);
+    hk_sb_json_str(sb, e->path);
+    if (e->lfs)
+        hk_sb_printf(sb, ",\"lfs\":{\"oid\":\"%s\",\"size\":%llu,\"pointerSize\":%zu}", e->etag,
+                     (unsigned long long)e->size, e->pointer_size);
+    hk_sb_append(sb, "}");
+}
+
+enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+                                        const repo_ref *repo, const char *commit) {
+    const hk_listing *lp = NULL;
+    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
+        hk_clear_error();
+        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
+    }
+    const hk_listing l = *lp;
+    bool blobs = hk_srv_query_true(c, "blobs");
+    char *snap = hk_asprintf("%s/snapshots/%s", repo->dir, commit);
+    struct stat st;
+    time_t mtime = snap && stat(snap, &st) == 0 ? st.st_mtime : time(NULL);
+    free(snap);
+    char when[32];
+    hk_srv_iso_time(when, mtime);
+    const char *slash = strchr(repo->id, '/');
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    hk_sb_append(&sb, "{\"_id\":");
+    hk_sb_json_str(&sb, repo->id);
+    hk_sb_append(&sb, ",\"id\":");
+    hk_sb_json_str(&sb, repo->id);
+    if (repo->type == HK_REPO_MODEL) {
+        hk_sb_append(&sb, ",\"modelId\":");
+        hk_sb_json_str(&sb, repo->id);
+    }
+    if (slash) {
+        char *author = hk_strndup(repo->id, (size_t)(slash - repo->id));
+        hk_sb_append(&sb, ",\"author\":");
+        hk_sb_json_str(&sb, author ? author : "");
+        free(author);
+    }
+    hk_sb_printf(&sb,
+                 ",\"sha\":\"%s\",\"lastModified\":\"%s\",\"createdAt\":\"%s\",\"private\":false,\"gated\":false,"
+                 "\"disabled\":false,\"downloads\":0,\"likes\":0,\"tags\":[],\"usedStorage\":%llu,\"siblings\":[",
+                 commit, when, when, (unsigned long long)l.total_bytes);
+    bool first = true;
+    for (size_t i = 0; i < l.n; i++) {
+        const hk_sentry *e = &l.v[i];
+        if (e->is_dir) continue;
+        if (!first) hk_sb_append(&sb, ",");
+        first = false;
+        hk_sb_append(&sb, "{\"rfilename\":");
+        hk_sb_json_str(&sb, e->path);
+        if (blobs) {
+            hk_sb_printf(&sb, ",\"size\":%llu,\"blobId\":\"%s\"", (unsigned long long)e->size, e->oid);
+            if (e->lfs)
+                hk_sb_printf(&sb, ",\"lfs\":{\"sha256\":\"%s\",\"size\":%llu,\"pointerSize\":%zu}", e->etag,
+                             (unsigned long long)e->size, e->pointer_size);
+        }
+        hk_sb_append(&sb, "}");
+    }
+    hk_sb_append(&sb, "]}");
+    hk_store_list_release(srv->store, lp);
+    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+}
+
+/* Link to the page after `next_cursor` entries. */
+static char *tree_next_link(hk_server *srv, struct MHD_Connection *c, const repo_ref *repo, const char *commit,
+                            const char *path, bool recursive, size_t next_cursor) {
+    char *base = hk_srv_base_url(srv, c);
+    hk_strbuf lk;
+    hk_sb_init(&lk);
+    hk_sb_printf(&lk, "<%s/api/%s/%s/tree/%s", base ? base : "", hk_repo_type_plural(repo->type), repo->id, commit);
+    if (*path) {
+        hk_sb_append(&lk, "/");
+        hk_sb_pct_encode(&lk, path, true);
+    }
+    hk_sb_printf(&lk, "?recursive=%s&expand=false&cursor=%zu>; rel=\"next\"", recursive ? "true" : "false",
+                 next_cursor);
+    free(base);
+    return hk_sb_steal(&lk);
+}
+
+enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
+                                   const char *commit, const char *path) {
+    const hk_listing *lp = NULL;
+    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
+        hk_clear_error();
+        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
+    }
+    const hk_listing l = *lp;
+    if (*path) {
+        long k = hk_listing_find(&l, path);
+        if (k < 0 || !l.v[k].is_dir) {
+            hk_store_list_release(srv->store, lp);
+            return hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found: %s is not a directory",
+                                     path);
+        }
+    }
+    bool recursive = hk_srv_query_true(c, "recursive");
+    const char *cur = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
+    size_t cursor = 0;
+    if (cur && *cur) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cur, &end, 10);
+        if (errno || *end || cur[0] < '0' || cur[0] > '9') {
+            hk_store_list_release(srv->store, lp);
+            return hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid cursor");
+        }
+        cursor = (size_t)v;
+    }
+    size_t plen = strlen(path);
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    hk_sb_append(&sb, "[");
+    size_t idx = 0, emitted = 0;
+    bool more = false;
+    for (size_t i = 0; i < l.n; i++) {
+        const char *p = l.v[i].path;
+        const char *rest;
+        if (plen) {
+            if (strncmp(p, path, plen) != 0 || p[plen] != '/') continue;
+            rest = p + plen + 1;
+        } else {
+            rest = p;
+        }
+        if (!recursive && strchr(rest, '/')) continue;
+        if (idx++ < cursor) continue;
+        if (emitted == srv->page_size) {
+            more = true;
+            break;
+        }
+        if (emitted) hk_sb_append(&sb, ",");
+        hk_srv_json_entry(&sb, &l.v[i]);
+        emitted++;
+    }
+    hk_sb_append(&sb, "]");
+    hk_store_list_release(srv->store, lp);
+    char *link = more ? tree_next_link(srv, c, repo, commit, path, recursive, cursor + emitted) : NULL;
+    enum MHD_Result ret = hk_srv_send_json(c, ctx, 200, &sb, link);
+    free(link);
+    return ret;
+}
+
+enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo) {
+    hk_ref *refs = NULL;
+    size_t n = 0;
+    if (hk_store_list_refs(&refs, &n, repo->dir) != HK_OK) {
+        hk_clear_error();
+        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the refs");
+    }
+    bool prs = hk_srv_query_true(c, "include_prs");
+    hk_strbuf br, tg, pr;
+    hk_sb_init(&br);
+    hk_sb_init(&tg);
+    hk_sb_init(&pr);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = refs[i].name;
+        hk_strbuf *sb;
+        const char *shown = name;
+        char *full = NULL;
+        if (hk_str_starts_with(name, "refs/pr/")) {
+            sb = &pr;
+            full = hk_strdup(name);
+        } else if (hk_str_starts_with(name, "refs/tags/")) {
+            sb = &tg;
+            shown = name + 10;
+            full = hk_strdup(name);
+        } else if (hk_str_starts_with(name, "refs/heads/")) {
+            sb = &br;
+            shown = name + 11;
+            full = hk_strdup(name);
+        } else if (hk_str_starts_with(name, "refs/")) {
+            continue;
+        } else {
+            sb = &br;
+            full = hk_asprintf("refs/heads/%s", name);
+        }
+        if (sb->len) hk_sb_append(sb, ",");
+        hk_sb_append(sb, "{\"name\":");
+        hk_sb_json_str(sb, shown);
+        hk_sb_append(sb, ",\"ref\":");
+        hk_sb_json_str(sb, full ? full : "");
+        hk_sb_printf(sb, ",\"targetCommit\":\"%s\"}", refs[i].commit);
+        free(full);
+    }
+    hk_refs_free(refs, n);
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    hk_sb_printf(&sb, "{\"branches\":[%s],\"tags\":[%s],\"converts\":[]", br.data ? br.data : "",
+                 tg.data ? tg.data : "");
+    if (prs) hk_sb_printf(&sb, ",\"pullRequests\":[%s]", pr.data ? pr.data : "");
+    hk_sb_append(&sb, "}");
+    hk_sb_free(&br);
+    hk_sb_free(&tg);
+    hk_sb_free(&pr);
+    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+}
+
+enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+                                  const token_spec *who) {
+    char *org = hk_srv_seg_decode(s, 2);
+    /* A namespace the token does not grant answers exactly like one that does not exist, so that a
+     * scoped token cannot learn which other namespaces the store holds. */
+    if (!org || !hk_repo_id_valid(org) || strchr(org, '/') || !hk_srv_token_allows_namespace(who, org)) {
+        free(org);
+        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");
+    }
+    bool trusted = false, named = false;
+    for (size_t i = 0; i < srv->n_trusted; i++) {
+        if (strcmp(srv->trusted[i], org) == 0) named = true;
+        if (strcmp(srv->trusted[i], org) == 0 || strcmp(srv->trusted[i], "*") == 0) trusted = true;
+    }
+    bool exists = hk_store_has_namespace(srv->store, org);
+    if (!exists && !named) {
+        free(org);
+        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");
+    }
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    hk_sb_append(&sb, "{\"name\":");
+    hk_sb_json_str(&sb, org);
+    hk_sb_append(&sb, ",\"fullname\":");
+    hk_sb_json_str(&sb, org);
+    hk_sb_printf(&sb, ",\"avatarUrl\":\"\",\"type\":\"org\",\"isVerified\":false,\"trustedKernelPublisher\":%s}",
+                 trusted ? "true" : "false");
+    free(org);
+    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+}

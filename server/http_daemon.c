@@ -1,0 +1,223 @@
+/* hubkern serve: a Hub-compatible mirror over a huggingface_hub-layout store, on libmicrohttpd.
+ * This file owns the server's life: configuration, the listening socket, the daemon and its
+ * callbacks (request state, body collection, access log). Routes are in http_route.c; srv_http.h
+ * lists the other files. */
+#include "server/srv_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    hk_server *srv = cls;
+    req_ctx *ctx = *con_cls;
+    if (!ctx) {
+        hk_conn_guard_headers_done(c);
+        ctx = calloc(1, sizeof *ctx);
+        if (!ctx) return MHD_NO;
+        hk_sb_init(&ctx->body);
+        clock_gettime(CLOCK_MONOTONIC, &ctx->start);
+        snprintf(ctx->method, sizeof ctx->method, "%s", method);
+        if (srv->access_log) ctx->url = hk_srv_sanitize(url, 1024);
+        *con_cls = ctx;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (ctx->body.len + *upload_data_size > HK_SRV_MAX_BODY) ctx->body_too_big = true;
+        else hk_sb_append_n(&ctx->body, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return hk_srv_dispatch(srv, c, ctx, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    hk_server *srv = cls;
+    req_ctx *ctx = *con_cls;
+    if (!ctx) return;
+    hk_conn_guard_request_done(c);
+    if (srv->access_log && hk_log_enabled(HK_LOG_INFO)) {
+        char ip[64];
+        hk_srv_client_ip(ip, sizeof ip, c);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double ms = (double)(now.tv_sec - ctx->start.tv_sec) * 1e3 + (double)(now.tv_nsec - ctx->start.tv_nsec) / 1e6;
+        hk_log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s", ip, ctx->method, ctx->url ? ctx->url : "?",
+               ctx->status, (unsigned long long)ctx->bytes, ms,
+               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+    }
+    hk_sb_free(&ctx->body);
+    free(ctx->url);
+    free(ctx);
+    *con_cls = NULL;
+}
+
+/* The URL is handed to on_request undecoded: routing decodes each segment itself. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s) { return strlen(s); }
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = '\0';
+    hk_log(HK_LOG_DEBUG, "libmicrohttpd: %s", buf);
+}
+
+static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsigned port) {
+    *out_fd = -1;
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%u", port);
+    int gai = getaddrinfo(host, ps, &hints, &res);
+    if (gai != 0) return hk_fail(HK_ERR_INVALID_ARG, "cannot use address %s: %s", host, gai_strerror(gai));
+    int fd = -1, err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 512) == 0) break;
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return hk_fail(HK_ERR_NETWORK, "cannot listen on %s:%u: %s", host, port, strerror(err));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        close(fd);
+        return hk_fail(HK_ERR_NETWORK, "getsockname: %s", strerror(errno));
+    }
+    *out_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    *out_fd = fd;
+    return HK_OK;
+}
+
+static void free_server(hk_server *s) {
+    if (!s) return;
+    hk_conn_guard_stop(s->guard);
+    hk_store_close(s->store);
+    for (size_t i = 0; i < s->n_tokens; i++) hk_srv_token_spec_free(&s->tokens[i]);
+    free(s->tokens);
+    for (size_t i = 0; i < s->n_trusted; i++) free(s->trusted[i]);
+    free(s->trusted);
+    free(s->bound_base);
+    free(s->public_url);
+    free(s);
+}
+
+/* Everything of the configuration that is copied into the server, before any socket exists. */
+static int take_config(hk_server *s, const hk_serve_config *cfg) {
+    s->page_size = cfg->page_size ? cfg->page_size : HK_TREE_PAGE_SIZE_DEFAULT;
+    s->lfs_302 = cfg->lfs_302;
+    s->access_log = cfg->access_log;
+#ifdef HK_TEST_HOOKS
+    hk_srv_fault_init(&s->fault, cfg);
+#endif
+    if (RAND_bytes(s->lfs_key, sizeof s->lfs_key) != 1) return hk_fail(HK_ERR_INTERNAL, "cannot generate a random key");
+    if (cfg->public_url && *cfg->public_url) {
+        size_t n = strlen(cfg->public_url);
+        while (n > 0 && cfg->public_url[n - 1] == '/') n--;
+        if (!(s->public_url = hk_strndup(cfg->public_url, n))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    if (cfg->n_tokens) {
+        if (!(s->tokens = calloc(cfg->n_tokens, sizeof *s->tokens))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < cfg->n_tokens; i++) {
+            s->n_tokens = i + 1;
+            int rc = hk_srv_token_spec_parse(&s->tokens[i], cfg->tokens[i]);
+            if (rc != HK_OK) return rc;
+        }
+    }
+    if (cfg->n_trusted_orgs) {
+        if (!(s->trusted = calloc(cfg->n_trusted_orgs, sizeof *s->trusted))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < cfg->n_trusted_orgs; i++) {
+            if (!(s->trusted[i] = hk_strdup(cfg->trusted_orgs[i]))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+            s->n_trusted = i + 1;
+        }
+    }
+    return HK_OK;
+}
+
+static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *host, int fd) {
+    unsigned threads = cfg->threads ? cfg->threads : 4;
+    unsigned maxc = cfg->max_connections ? cfg->max_connections : 1024;
+    unsigned per_ip = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : HK_SERVE_PER_IP_DEFAULT;
+    unsigned header_s = cfg->header_timeout ? cfg->header_timeout : HK_SERVE_HEADER_TIMEOUT_DEFAULT;
+    int rc = hk_conn_guard_start(&s->guard, header_s);
+    if (rc != HK_OK) {
+        close(fd);
+        return rc;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) flags |= MHD_USE_EPOLL;
+    else flags |= MHD_USE_POLL;
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,                           /* */
+                                 MHD_OPTION_LISTEN_SOCKET, fd,                                    /* */
+                                 MHD_OPTION_THREAD_POOL_SIZE, threads,                            /* */
+                                 MHD_OPTION_CONNECTION_LIMIT, maxc,                               /* */
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,                      /* */
+                                 MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT,              /* */
+                                 MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL,         /* */
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s,            /* */
+                                 MHD_OPTION_NOTIFY_CONNECTION, hk_conn_guard_notify, (void *)s->guard, /* */
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL,               /* */
+                                 MHD_OPTION_END);
+    if (!s->daemon) {
+        close(fd);
+        return hk_fail(HK_ERR_NETWORK, "cannot start the HTTP server on %s:%u", host, s->port);
+    }
+    return HK_OK;
+}
+
+int hk_server_start(hk_server **out, const hk_serve_config *cfg) {
+    *out = NULL;
+    if (!cfg || !cfg->cache_dir) return hk_fail(HK_ERR_INVALID_ARG, "serve needs a store directory (--cache DIR)");
+    hk_server *s = calloc(1, sizeof *s);
+    if (!s) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    int rc = hk_store_open(&s->store, cfg->cache_dir, cfg->lfs_threshold);
+    if (rc == HK_OK) rc = take_config(s, cfg);
+    const char *host = cfg->host && *cfg->host ? cfg->host : "127.0.0.1";
+    int fd = -1;
+    if (rc == HK_OK) rc = listen_socket(&fd, &s->port, host, cfg->port);
+    if (rc == HK_OK) {
+        bool v6 = strchr(host, ':') != NULL;
+        s->bound_base = hk_asprintf(v6 ? "http://[%s]:%u" : "http://%s:%u", host, s->port);
+        rc = start_daemon(s, cfg, host, fd);
+    }
+    if (rc) {
+        free_server(s);
+        return rc;
+    }
+    hk_log(HK_LOG_INFO, "serving %s on %s (%u threads)", hk_store_root(s->store), s->bound_base,
+           cfg->threads ? cfg->threads : 4);
+    *out = s;
+    return HK_OK;
+}
+
+unsigned hk_server_port(const hk_server *s) { return s ? s->port : 0; }
+
+void hk_server_stop(hk_server *s) {
+    if (!s) return;
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    free_server(s);
+}

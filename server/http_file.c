@@ -1,0 +1,164 @@
+/* File answers: resolve (/[datasets/|spaces/|kernels/]{repo}/resolve/{rev}/{path}), and the signed
+ * blob route /lfs/T/{repo}/{sha256}?commit=&sig= that --lfs-302 redirects LFS files to, as the Hub
+ * redirects them to its CDN. The signature is an HMAC under a key drawn when the server starts. */
+#include "server/srv_http.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void lfs_sig(hk_server *srv, char out[65], hk_repo_type type, const char *repo_id, const char *sha,
+                    const char *commit) {
+    char *msg = hk_asprintf("%s/%s/%s/%s", hk_repo_type_plural(type), repo_id, sha, commit);
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int ml = 0;
+    out[0] = '\0';
+    if (!msg) return;
+    if (HMAC(EVP_sha256(), srv->lfs_key, sizeof srv->lfs_key, (const unsigned char *)msg, strlen(msg), mac, &ml))
+        hk_hex(out, mac, ml > 32 ? 32 : ml);
+    free(msg);
+}
+
+static enum MHD_Result redirect_lfs(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
+                                    hk_sfile *f, const char *commit) {
+    char sig[65];
+    lfs_sig(srv, sig, repo->type, repo->id, f->etag, commit);
+    char *base = hk_srv_base_url(srv, c);
+    char *loc = base ? hk_asprintf("%s/lfs/%s/%s/%s?commit=%s&sig=%s", base, hk_repo_type_plural(repo->type), repo->id,
+                                   f->etag, commit, sig)
+                     : NULL;
+    free(base);
+    close(f->fd);
+    f->fd = -1;
+    if (!loc) return MHD_NO;
+    hk_strbuf b;
+    hk_sb_init(&b);
+    hk_sb_printf(&b, "Found. Redirecting to %s", loc);
+    size_t blen = b.len;
+    char *data = hk_sb_steal(&b);
+    struct MHD_Response *r = data ? MHD_create_response_from_buffer(blen, data, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(data);
+        free(loc);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Location", loc);
+    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+    hk_srv_add_file_headers(r, f, commit);
+    free(loc);
+    return hk_srv_queue(c, ctx, 302, r, blen);
+}
+
+enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+                                  const seglist *s) {
+    hk_repo_type type;
+    char *t = s->n > 1 ? hk_srv_seg_decode(s, 1) : NULL;
+    int trc = t ? hk_repo_type_parse(&type, t) : HK_ERR_INVALID_ARG;
+    free(t);
+    hk_clear_error();
+    if (trc || s->n < 4) return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+    static const char *const none[] = {NULL};
+    repo_ref repo;
+    if (!hk_srv_parse_repo(&repo, srv, s, 2, type, none) || repo.next + 1 != s->n || !repo.dir) {
+        hk_srv_repo_ref_free(&repo);
+        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+    }
+    char *sha = hk_srv_seg_decode(s, repo.next);
+    const char *commit = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "commit");
+    const char *sig = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig");
+    char want[65];
+    bool ok = sha && sig && hk_is_commit_id(commit);
+    if (ok) {
+        lfs_sig(srv, want, type, repo.id, sha, commit);
+        ok = strlen(sig) == 64 && CRYPTO_memcmp(sig, want, 64) == 0;
+    }
+    enum MHD_Result ret;
+    hk_sfile f;
+    if (!ok) {
+        ret = hk_srv_send_error(c, ctx, 403, NULL, NULL, "Invalid or missing blob signature");
+    } else if (hk_store_open_blob(&f, srv->store, repo.dir, sha) != HK_OK) {
+        hk_clear_error();
+        ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
+    } else {
+        ret = hk_srv_serve_file(srv, c, ctx, method, &f, commit);
+    }
+    free(sha);
+    hk_srv_repo_ref_free(&repo);
+    return ret;
+}
+
+/* "kernels/x/resolve/..." could be the kernel x or the model "kernels/x": the typed repo wins unless
+ * only the model exists. Returns the segment where the repo id starts and sets *type. */
+static size_t resolve_repo_start(hk_server *srv, const seglist *s, hk_repo_type *type) {
+    static const char *const kws[] = {"resolve", NULL};
+    static const char *const prefixes[] = {NULL, "datasets", "spaces", "kernels"};
+    size_t at = 0;
+    *type = HK_REPO_MODEL;
+    for (int i = 1; i < 4; i++) {
+        if (hk_srv_seg_is(s, 0, prefixes[i]) && s->n >= 4) {
+            repo_ref probe;
+            bool okp = hk_srv_parse_repo(&probe, srv, s, 1, (hk_repo_type)i, kws) && probe.dir;
+            hk_srv_repo_ref_free(&probe);
+            repo_ref mprobe;
+            memset(&mprobe, 0, sizeof mprobe);
+            bool okm = !okp && hk_srv_parse_repo(&mprobe, srv, s, 0, HK_REPO_MODEL, kws) && mprobe.dir;
+            hk_srv_repo_ref_free(&mprobe);
+            if (okp || !okm) {
+                *type = (hk_repo_type)i;
+                at = 1;
+            }
+        }
+    }
+    return at;
+}
+
+enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+                                      const seglist *s, const token_spec *who) {
+    static const char *const kws[] = {"resolve", NULL};
+    bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
+    hk_repo_type type;
+    size_t at = resolve_repo_start(srv, s, &type);
+    repo_ref repo;
+    if (!hk_srv_parse_repo(&repo, srv, s, at, type, kws) || !hk_srv_seg_is(s, repo.next, "resolve")) {
+        hk_srv_repo_ref_free(&repo);
+        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+    }
+    enum MHD_Result ret;
+    char commit[65];
+    char *rev = NULL;
+    size_t used = 0;
+    size_t a = repo.next + 1;
+    if (!is_get && !is_head) {
+        ret = hk_srv_method_not_allowed(c, ctx);
+    } else if (!hk_srv_token_allows(who, repo.id)) {
+        ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
+                                repo.id);
+    } else if (!repo.dir) {
+        ret = hk_srv_repo_not_found(c, ctx);
+    } else if (hk_srv_resolve_rev_segs(commit, &rev, &used, &repo, s, a, false) != HK_OK) {
+        ret = hk_srv_rev_not_found(c, ctx, rev);
+    } else {
+        bool bad;
+        char *path = hk_srv_join_path(s, a + used, &bad);
+        hk_sfile f;
+        if (bad || !path) {
+            ret = hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
+        } else if (!*path) {
+            ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
+        } else if (hk_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK) {
+            hk_clear_error();
+            ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
+        } else if (srv->lfs_302 && f.lfs) {
+            ret = redirect_lfs(srv, c, ctx, &repo, &f, commit);
+        } else {
+            ret = hk_srv_serve_file(srv, c, ctx, method, &f, commit);
+        }
+        free(path);
+    }
+    free(rev);
+    hk_srv_repo_ref_free(&repo);
+    return ret;
+}

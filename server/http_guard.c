@@ -1,0 +1,171 @@
+/* The connection guard: a deadline for receiving a request's headers, so that clients that drip
+ * their headers a byte at a time (slowloris) cannot hold connections for as long as they like.
+ * libmicrohttpd only has an inactivity timeout, which a drip-feeding client never triggers.
+ *
+ * Every connection is tracked from accept (MHD_OPTION_NOTIFY_CONNECTION) to close. The deadline runs
+ * while the server waits for headers: from accept, and again from the end of each answer on a
+ * keep-alive connection. Once a request's headers are in (the access handler's first call) it no
+ * longer applies; bodies and answers are bounded by the inactivity timeout. A watchdog thread shuts
+ * down (shutdown(2), not close) the socket of a connection past its deadline; libmicrohttpd then sees
+ * the end of the stream and closes the connection itself. libmicrohttpd reports the close before
+ * it closes the descriptor, and both sides hold the guard's mutex, so the watchdog never touches a
+ * descriptor that was already reused. */
+#include "server/srv_http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+typedef struct conn_watch {
+    struct conn_watch *prev, *next;
+    hk_conn_guard *guard;
+    int fd;
+    bool waiting;          /* for a request's headers */
+    bool served;           /* answered a request already (keep-alive) */
+    struct timespec since; /* when the wait began */
+    char ip[INET6_ADDRSTRLEN];
+} conn_watch;
+
+struct hk_conn_guard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; signalled to stop */
+    pthread_t thread;
+    bool stop;
+    unsigned timeout_s;
+    conn_watch head; /* sentinel of a circular list */
+};
+
+/* How often the watchdog looks: the deadline is kept to within this much. */
+#define GUARD_TICK_MS 200
+
+static double elapsed_s(const struct timespec *from, const struct timespec *to) {
+    return (double)(to->tv_sec - from->tv_sec) + (double)(to->tv_nsec - from->tv_nsec) / 1e9;
+}
+
+static void *guard_main(void *arg) {
+    hk_conn_guard *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        for (conn_watch *w = g->head.next; w != &g->head; w = w->next) {
+            if (!w->waiting || elapsed_s(&w->since, &now) < (double)g->timeout_s) continue;
+            w->waiting = false; /* once */
+            /* an idle keep-alive connection is ordinary; one that never sent its headers is not */
+            hk_log(w->served ? HK_LOG_DEBUG : HK_LOG_INFO,
+                   "closing a connection from %s: no complete request headers within %u s%s", w->ip, g->timeout_s,
+                   w->served ? " (idle keep-alive)" : "");
+            shutdown(w->fd, SHUT_RDWR);
+        }
+        struct timespec until = now;
+        until.tv_nsec += GUARD_TICK_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!g->stop && pthread_cond_timedwait(&g->cv, &g->mu, &until) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+int hk_conn_guard_start(hk_conn_guard **out, unsigned timeout_s) {
+    *out = NULL;
+    hk_conn_guard *g = calloc(1, sizeof *g);
+    if (!g) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    g->timeout_s = timeout_s;
+    g->head.next = g->head.prev = &g->head;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int e = pthread_mutex_init(&g->mu, NULL);
+    if (e == 0 && (e = pthread_cond_init(&g->cv, &ca)) != 0) pthread_mutex_destroy(&g->mu);
+    pthread_condattr_destroy(&ca);
+    if (e == 0 && (e = pthread_create(&g->thread, NULL, guard_main, g)) != 0) {
+        pthread_cond_destroy(&g->cv);
+        pthread_mutex_destroy(&g->mu);
+    }
+    if (e != 0) {
+        free(g);
+        return hk_fail(HK_ERR_INTERNAL, "cannot start the connection guard: %s", strerror(e));
+    }
+    *out = g;
+    return HK_OK;
+}
+
+void hk_conn_guard_stop(hk_conn_guard *g) {
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    g->stop = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    /* MHD_stop_daemon reported every close; anything left is only memory */
+    for (conn_watch *w = g->head.next; w != &g->head;) {
+        conn_watch *n = w->next;
+        free(w);
+        w = n;
+    }
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+void hk_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    hk_conn_guard *g = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = NULL;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_watch *w = ci ? calloc(1, sizeof *w) : NULL;
+        if (!w) return; /* unguarded; the inactivity timeout still applies */
+        w->guard = g;
+        w->fd = ci->connect_fd;
+        w->waiting = true;
+        clock_gettime(CLOCK_MONOTONIC, &w->since);
+        hk_srv_client_ip(w->ip, sizeof w->ip, c);
+        pthread_mutex_lock(&g->mu);
+        w->prev = g->head.prev;
+        w->next = &g->head;
+        g->head.prev->next = w;
+        g->head.prev = w;
+        pthread_mutex_unlock(&g->mu);
+        *socket_context = w;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_watch *w = *socket_context;
+        if (!w) return;
+        pthread_mutex_lock(&g->mu);
+        w->prev->next = w->next;
+        w->next->prev = w->prev;
+        pthread_mutex_unlock(&g->mu);
+        free(w);
+        *socket_context = NULL;
+    }
+}
+
+static conn_watch *watch_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+void hk_conn_guard_headers_done(struct MHD_Connection *c) {
+    conn_watch *w = watch_of(c);
+    if (!w) return;
+    pthread_mutex_lock(&w->guard->mu);
+    w->waiting = false;
+    pthread_mutex_unlock(&w->guard->mu);
+}
+
+void hk_conn_guard_request_done(struct MHD_Connection *c) {
+    conn_watch *w = watch_of(c);
+    if (!w) return;
+    pthread_mutex_lock(&w->guard->mu);
+    w->waiting = true;
+    w->served = true;
+    clock_gettime(CLOCK_MONOTONIC, &w->since);
+    pthread_mutex_unlock(&w->guard->mu);
+}

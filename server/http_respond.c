@@ -1,0 +1,101 @@
+/* Queueing answers: JSON bodies, errors the way the Hub signals them (X-Error-Code,
+ * X-Error-Message, {"error": ...}), and the base URL written into links and redirects. */
+#include "server/srv_http.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char k_expose[] =
+    "X-Repo-Commit, X-Request-Id, X-Error-Code, X-Error-Message, X-Total-Count, ETag, Link, Accept-Ranges, "
+    "Content-Range, X-Linked-Size, X-Linked-ETag";
+
+enum MHD_Result hk_srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
+                             uint64_t body_bytes) {
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", k_expose);
+    ctx->status = status;
+    ctx->bytes = body_bytes;
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result hk_srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
+                                 const char *link) {
+    size_t len = sb->len;
+    char *data = hk_sb_steal(sb);
+    if (!data) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
+    if (link) MHD_add_response_header(r, "Link", link);
+    return hk_srv_queue(c, ctx, status, r, len);
+}
+
+enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsigned status, const char *code,
+                                  const char *commit, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    hk_strbuf msg;
+    hk_sb_init(&msg);
+    hk_sb_vprintf(&msg, fmt, ap);
+    va_end(ap);
+    hk_strbuf body;
+    hk_sb_init(&body);
+    hk_sb_append(&body, "{\"error\":");
+    hk_sb_json_str(&body, msg.data ? msg.data : "error");
+    hk_sb_append(&body, "}");
+    size_t len = body.len;
+    char *data = hk_sb_steal(&body);
+    char *hmsg = hk_srv_sanitize(msg.data ? msg.data : "error", 512);
+    hk_sb_free(&msg);
+    if (!data || !hmsg) {
+        free(data);
+        free(hmsg);
+        return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        free(hmsg);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
+    if (code) MHD_add_response_header(r, "X-Error-Code", code);
+    MHD_add_response_header(r, "X-Error-Message", hmsg);
+    if (commit && *commit) MHD_add_response_header(r, "X-Repo-Commit", commit);
+    free(hmsg);
+    return hk_srv_queue(c, ctx, status, r, len);
+}
+
+enum MHD_Result hk_srv_repo_not_found(struct MHD_Connection *c, req_ctx *ctx) {
+    return hk_srv_send_error(c, ctx, 404, "RepoNotFound", NULL, "Repository not found");
+}
+
+enum MHD_Result hk_srv_rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
+    hk_clear_error();
+    char *m = hk_srv_sanitize(rev ? rev : "", 200);
+    enum MHD_Result ret = hk_srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
+    free(m);
+    return ret;
+}
+
+enum MHD_Result hk_srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx) {
+    return hk_srv_send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
+}
+
+char *hk_srv_base_url(hk_server *srv, struct MHD_Connection *c) {
+    if (srv->public_url) return hk_strdup(srv->public_url);
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    bool ok = host && *host && strlen(host) < 256;
+    for (const char *p = host; ok && *p; p++) {
+        char ch = *p;
+        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+             ch == '-' || ch == ':' || ch == '[' || ch == ']';
+    }
+    return ok ? hk_asprintf("http://%s", host) : hk_strdup(srv->bound_base);
+}

@@ -1,0 +1,255 @@
+/* Routing: the raw URL split into segments (libmicrohttpd's unescaping is off, so each segment is
+ * decoded here: "refs%2Fpr%2F1" stays one revision and an encoded '/' never splits a path), then
+ * authentication and the route.
+ *
+ * Routes (T = models | datasets | spaces | kernels; {repo} = org/name or name):
+ *   GET  /api/T/{repo}                         repo info at main
+ *   GET  /api/T/{repo}/revision/{rev}          repo info (sha, siblings; ?blobs=true adds sizes, LFS)
+ *   GET  /api/T/{repo}/tree/{rev}[/{path}]     listing (?recursive=true), paged with Link rel="next"
+ *   POST /api/T/{repo}/paths-info/{rev}        entries for paths=... (form) or {"paths": [...]} (JSON)
+ *   GET  /api/T/{repo}/refs                    branches, tags (?include_prs=1 adds pullRequests)
+ *   GET  /api/organizations/{org}/overview     trustedKernelPublisher from configuration
+ *   HEAD/GET /[datasets/|spaces/|kernels/]{repo}/resolve/{rev}/{path}   file content and metadata
+ *   HEAD/GET /lfs/T/{repo}/{sha256}?commit=&sig=                         blob route behind --lfs-302 */
+#include "server/srv_http.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit) {
+    return i < s->n && s->len[i] == strlen(lit) && memcmp(s->p[i], lit, s->len[i]) == 0;
+}
+
+char *hk_srv_seg_decode(const seglist *s, size_t i) { return hk_pct_decode(s->p[i], s->len[i], false); }
+
+/* An encoded '/' joins like a real one: huggingface_hub sends tree paths as "build%2Fvariant". The
+ * joined result must be a safe relative path, so "..%2F.." is refused the same as "../..". */
+char *hk_srv_join_path(const seglist *s, size_t from, bool *bad) {
+    *bad = false;
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    for (size_t i = from; i < s->n; i++) {
+        char *d = hk_srv_seg_decode(s, i);
+        if (!d) {
+            hk_sb_free(&sb);
+            *bad = true;
+            return NULL;
+        }
+        if (i > from) hk_sb_append(&sb, "/");
+        hk_sb_append(&sb, d);
+        free(d);
+    }
+    char *out = hk_sb_steal(&sb);
+    if (out && *out && !hk_path_is_safe_relative(out)) {
+        free(out);
+        *bad = true;
+        return NULL;
+    }
+    return out;
+}
+
+void hk_srv_repo_ref_free(repo_ref *r) {
+    free(r->id);
+    free(r->dir);
+}
+
+/* "org/name" when that repo exists or when the segment after "org" is not an action keyword;
+ * else "name". */
+bool hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
+                       const char *const *keywords) {
+    memset(out, 0, sizeof *out);
+    out->type = type;
+    if (at >= s->n) return false;
+    char *a = hk_srv_seg_decode(s, at);
+    char *b = at + 1 < s->n ? hk_srv_seg_decode(s, at + 1) : NULL;
+    if (!a) {
+        free(b);
+        return false;
+    }
+    char *two = b ? hk_asprintf("%s/%s", a, b) : NULL;
+    char *dir2 = two ? hk_store_repo_dir(srv->store, type, two) : NULL;
+    char *dir1 = dir2 ? NULL : hk_store_repo_dir(srv->store, type, a);
+    bool b_is_kw = false;
+    for (size_t k = 0; b && keywords[k]; k++)
+        if (strcmp(b, keywords[k]) == 0) b_is_kw = true;
+    if (dir2) {
+        out->id = two;
+        out->dir = dir2;
+        out->next = at + 2;
+        two = NULL;
+    } else if (dir1 || !b || b_is_kw) {
+        out->id = hk_strdup(a);
+        out->dir = dir1;
+        out->next = at + 1;
+    } else {
+        out->id = two;
+        out->next = at + 2;
+        two = NULL;
+    }
+    free(a);
+    free(b);
+    free(two);
+    return out->id != NULL;
+}
+
+/* The single decoded segment is tried first, then raw "refs/pr/1"-style joins of up to 4. */
+int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
+                            size_t at, bool rest_is_rev) {
+    *rev_out = NULL;
+    *used = 0;
+    if (at >= s->n) return hk_fail(HK_ERR_REVISION_NOT_FOUND, "no revision");
+    size_t max_k = rest_is_rev ? s->n - at : (s->n - at > 4 ? 4 : s->n - at);
+    size_t first_k = rest_is_rev ? max_k : 1;
+    for (size_t k = first_k; k >= 1 && k <= max_k; k = rest_is_rev ? 0 : k + 1) {
+        hk_strbuf sb;
+        hk_sb_init(&sb);
+        bool bad = false;
+        for (size_t i = 0; i < k; i++) {
+            char *d = hk_srv_seg_decode(s, at + i);
+            if (!d) {
+                bad = true;
+                break;
+            }
+            if (i) hk_sb_append(&sb, "/");
+            hk_sb_append(&sb, d);
+            free(d);
+        }
+        char *rev = hk_sb_steal(&sb);
+        if (bad || !rev) {
+            free(rev);
+            break;
+        }
+        if (hk_store_resolve_rev(commit, repo->dir, rev) == HK_OK) {
+            free(*rev_out);
+            *rev_out = rev;
+            *used = k;
+            return HK_OK;
+        }
+        if (k == first_k) *rev_out = rev; /* reported in the error */
+        else free(rev);
+        if (rest_is_rev) break;
+    }
+    hk_clear_error();
+    if (!*rev_out) *rev_out = hk_strdup("");
+    return hk_fail(HK_ERR_REVISION_NOT_FOUND, "revision not found");
+}
+
+/* /api/T/{repo}[/...]: the repo's own routes once the token was checked against it. */
+static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+                                      const repo_ref *repo, const char *method) {
+    bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0,
+         is_post = strcmp(method, "POST") == 0;
+    size_t a = repo->next;
+    char commit[65];
+    char *rev = NULL;
+    size_t used = 0;
+    enum MHD_Result ret;
+    if (a == s->n) { /* repo info at main */
+        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_store_resolve_rev(commit, repo->dir, "main") != HK_OK) {
+            hk_clear_error();
+            ret = hk_srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: main");
+        } else ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
+    } else if (hk_srv_seg_is(s, a, "refs") && s->n == a + 1) {
+        ret = (is_get || is_head) ? hk_srv_handle_refs(c, ctx, repo) : hk_srv_method_not_allowed(c, ctx);
+    } else if (hk_srv_seg_is(s, a, "revision") && s->n > a + 1) {
+        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
+            ret = hk_srv_rev_not_found(c, ctx, rev);
+        else ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
+    } else if (hk_srv_seg_is(s, a, "paths-info") && s->n > a + 1) {
+        if (!is_post) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
+            ret = hk_srv_rev_not_found(c, ctx, rev);
+        else ret = hk_srv_handle_paths_info(srv, c, ctx, repo, commit);
+    } else if (hk_srv_seg_is(s, a, "tree") && s->n > a + 1) {
+        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, false) != HK_OK) {
+            ret = hk_srv_rev_not_found(c, ctx, rev);
+        } else {
+            bool bad;
+            char *path = hk_srv_join_path(s, a + 1 + used, &bad);
+            if (bad || !path) ret = hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
+            else ret = hk_srv_handle_tree(srv, c, ctx, repo, commit, path);
+            free(path);
+        }
+    } else {
+        ret = hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+    }
+    free(rev);
+    return ret;
+}
+
+static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+                                 const char *method, const token_spec *who) {
+    bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
+    if (hk_srv_seg_is(s, 1, "agent-harnesses") && s->n == 2) {
+        /* huggingface_hub >= 2 fetches this registry for its User-Agent; an empty one is valid */
+        hk_strbuf sb;
+        hk_sb_init(&sb);
+        hk_sb_append(&sb, "{\"standardEnvVars\":[],\"harnesses\":{}}");
+        return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+    }
+    if (hk_srv_seg_is(s, 1, "organizations") && s->n == 4 && hk_srv_seg_is(s, 3, "overview")) {
+        if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
+        return hk_srv_handle_org(srv, c, ctx, s, who);
+    }
+    static const char *const types[] = {"models", "datasets", "spaces", "kernels"};
+    int ti = -1;
+    for (int i = 0; i < 4; i++)
+        if (hk_srv_seg_is(s, 1, types[i])) ti = i;
+    if (ti < 0 || s->n < 3) return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+    static const char *const kws[] = {"revision", "tree", "refs", "paths-info", "commits", NULL};
+    repo_ref repo;
+    if (!hk_srv_parse_repo(&repo, srv, s, 2, (hk_repo_type)ti, kws)) {
+        hk_srv_repo_ref_free(&repo);
+        return hk_srv_repo_not_found(c, ctx);
+    }
+    enum MHD_Result ret;
+    if (!hk_srv_token_allows(who, repo.id))
+        ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
+                                repo.id);
+    else if (!repo.dir) ret = hk_srv_repo_not_found(c, ctx);
+    else ret = route_repo_api(srv, c, ctx, s, &repo, method);
+    hk_srv_repo_ref_free(&repo);
+    return ret;
+}
+
+enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
+                                const char *method) {
+    bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
+    if (strlen(url) > HK_SRV_MAX_URL) return hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too long");
+    if (url[0] != '/') return hk_srv_send_error(c, ctx, 400, NULL, NULL, "Bad request");
+    seglist s;
+    s.n = 0;
+    for (const char *p = url + 1;;) {
+        if (s.n == HK_SRV_MAX_SEGS) return hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too deep");
+        size_t n = strcspn(p, "/");
+        s.p[s.n] = p;
+        s.len[s.n] = n;
+        s.n++;
+        p += n;
+        if (*p != '/') break;
+        p++;
+    }
+    if (s.n == 1 && s.len[0] == 0) {
+        hk_strbuf sb;
+        hk_sb_init(&sb);
+        hk_sb_printf(&sb, "{\"hubkern\":\"%s\",\"status\":\"ok\"}", hk_version());
+        return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+    }
+    /* the /lfs/ route authenticates through its signature */
+    if (hk_srv_seg_is(&s, 0, "lfs")) {
+        if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
+        return hk_srv_handle_lfs(srv, c, ctx, method, &s);
+    }
+    const token_spec *who = NULL;
+    auth_result ar = hk_srv_check_token(srv, c, &who);
+    /* As the Hub answers private repos to anonymous clients: 401 + RepoNotFound (existence not revealed) */
+    if (ar == AUTH_MISSING)
+        return hk_srv_send_error(c, ctx, 401, "RepoNotFound", NULL, "Repository not found (this mirror needs a token)");
+    if (ar == AUTH_INVALID)
+        return hk_srv_send_error(c, ctx, 401, NULL, NULL, "Invalid credentials in Authorization header");
+    if (hk_srv_seg_is(&s, 0, "api")) return route_api(srv, c, ctx, &s, method, who);
+    return hk_srv_handle_resolve(srv, c, ctx, method, &s, who);
+}

@@ -1,0 +1,213 @@
+/* Internals shared by the HTTP side of the server (server/http_*.c): the server object, one
+ * request's state, the parsed URL, and the helpers every answer uses.
+ *
+ * Who owns what:
+ *   http_daemon.c    hk_server_start/stop: configuration, the listening socket, libmicrohttpd callbacks
+ *   http_guard.c     connection guard: the deadline for a request's headers (slowloris)
+ *   http_auth.c      bearer tokens and their namespace scopes
+ *   http_route.c     URL → segments → route; repo ids, revisions and paths taken from segments
+ *   http_respond.c   queueing answers: JSON, Hub-style errors, base URL for links
+ *   http_encode.c    sanitising for headers and logs, query flags, client address (percent-encoding
+ *                    and JSON strings come from util/text.h)
+ *   http_range.c     file bodies: If-None-Match (304), Range (206 / 416), the full 200
+ *   http_file.c      resolve answers, the signed /lfs/ blob route and its 302
+ *   http_api.c       /api/ JSON answers: repo info, tree pages, refs, organization overview
+ *   http_paths.c     /api/.../paths-info (its own file: body parsing and the duplicate set)
+ *   http_fault.c     fault injection, compiled only with HK_TEST_HOOKS */
+#ifndef HK_SRV_HTTP_H
+#define HK_SRV_HTTP_H
+
+#include "server/srv_internal.h"
+
+#include "internal.h"
+#include "util/text.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define HK_SRV_MAX_SEGS 256
+#define HK_SRV_MAX_URL 8192
+#define HK_SRV_MAX_BODY (1u << 20)
+
+/* Inactivity timeout of a connection, seconds. */
+#define HK_SRV_IDLE_TIMEOUT 120u
+
+typedef struct token_spec {
+    char *token;
+    char **orgs; /* NULL = every namespace */
+    size_t n_orgs;
+} token_spec;
+
+typedef struct hk_conn_guard hk_conn_guard;
+
+#ifdef HK_TEST_HOOKS
+typedef struct hk_srv_fault {
+    uint64_t cut_after; /* 0 = off */
+    atomic_uint left;   /* responses still to cut */
+} hk_srv_fault;
+#endif
+
+struct hk_server {
+    struct MHD_Daemon *daemon;
+    hk_store *store;
+    hk_conn_guard *guard;
+    unsigned port;
+    char *bound_base; /* "http://host:port" of the bound socket */
+    char *public_url;
+    unsigned page_size;
+    token_spec *tokens;
+    size_t n_tokens;
+    char **trusted;
+    size_t n_trusted;
+    bool lfs_302;
+    bool access_log;
+    unsigned char lfs_key[32];
+#ifdef HK_TEST_HOOKS
+    hk_srv_fault fault;
+#endif
+};
+
+typedef struct req_ctx {
+    char method[8];
+    char *url; /* sanitised, for the access log */
+    hk_strbuf body;
+    bool body_too_big;
+    unsigned status;
+    uint64_t bytes;
+    struct timespec start;
+} req_ctx;
+
+/* The URL path split at '/', segments still percent-encoded. */
+typedef struct seglist {
+    const char *p[HK_SRV_MAX_SEGS];
+    size_t len[HK_SRV_MAX_SEGS];
+    size_t n;
+} seglist;
+
+typedef struct repo_ref {
+    hk_repo_type type;
+    char *id;       /* decoded repo id */
+    char *dir;      /* repo folder, NULL when absent */
+    size_t next;    /* index of the first segment after the repo id */
+} repo_ref;
+
+/* ---- http_encode.c -------------------------------------------------------------------------- */
+/* (percent-encoding and JSON strings are the util layer's: util/text.h) */
+/* A copy safe for a header value or a log line: printable ASCII only, at most `max` bytes. */
+char *hk_srv_sanitize(const char *s, size_t max);
+/* ?key=true or ?key=1 */
+bool hk_srv_query_true(struct MHD_Connection *c, const char *key);
+/* "2024-01-02T03:04:05.000Z" */
+void hk_srv_iso_time(char out[32], time_t t);
+/* The client's address as text ("?" when unknown). */
+void hk_srv_client_ip(char *out, size_t cap, struct MHD_Connection *c);
+
+/* ---- http_respond.c ------------------------------------------------------------------------- */
+/* Queue `r` (destroyed here) with `status`; records status and body bytes for the access log. */
+enum MHD_Result hk_srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
+                             uint64_t body_bytes);
+/* Queue sb's text as application/json (sb is emptied); `link` is an optional Link header. */
+enum MHD_Result hk_srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
+                                 const char *link);
+/* Errors the way the Hub signals them: X-Error-Code, X-Error-Message, {"error": ...}. */
+enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsigned status, const char *code,
+                                  const char *commit, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+enum MHD_Result hk_srv_repo_not_found(struct MHD_Connection *c, req_ctx *ctx);
+/* 404 RevisionNotFound naming the revision as the client sent it; clears the resolve error. */
+enum MHD_Result hk_srv_rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
+enum MHD_Result hk_srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx);
+/* Base URL for links and redirects: --public-url, else http://<Host> when sane, else the bound one. */
+char *hk_srv_base_url(hk_server *srv, struct MHD_Connection *c);
+
+/* ---- http_auth.c ---------------------------------------------------------------------------- */
+typedef enum { AUTH_OK, AUTH_MISSING, AUTH_INVALID } auth_result;
+
+/* "TOKEN" or "TOKEN:org1,org2" → t (freed with hk_srv_token_spec_free, also after a failure). */
+int hk_srv_token_spec_parse(token_spec *t, const char *spec);
+void hk_srv_token_spec_free(token_spec *t);
+/* The request's bearer token among the configured ones; AUTH_OK with *who NULL when none is needed. */
+auth_result hk_srv_check_token(hk_server *srv, struct MHD_Connection *c, const token_spec **who);
+/* May `who` see the repo "org/name" (its namespace is the part before '/')? */
+bool hk_srv_token_allows(const token_spec *who, const char *repo_id);
+/* May `who` see namespace `ns` at all? */
+bool hk_srv_token_allows_namespace(const token_spec *who, const char *ns);
+
+/* ---- http_route.c --------------------------------------------------------------------------- */
+/* The access handler's work once the request (body included) is in. */
+enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
+                                const char *method);
+bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit);
+char *hk_srv_seg_decode(const seglist *s, size_t i);
+/* Segments [from, n) decoded and '/'-joined into a safe relative path; NULL and *bad if not. */
+char *hk_srv_join_path(const seglist *s, size_t from, bool *bad);
+/* A repo id at segment `at` ("org/name" or "name"; `keywords` end a one-part id). */
+bool hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
+                       const char *const *keywords);
+void hk_srv_repo_ref_free(repo_ref *r);
+/* The revision in segments from `at` (one segment, or a raw "refs/pr/1" over several; all the rest
+ * when rest_is_rev); *used = segments taken; *rev_out = the revision text, also on failure. */
+int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
+                            size_t at, bool rest_is_rev);
+
+/* ---- http_range.c --------------------------------------------------------------------------- */
+/* Headers every file answer carries: X-Repo-Commit, ETag, Accept-Ranges, X-Linked-* for LFS. */
+void hk_srv_add_file_headers(struct MHD_Response *r, const hk_sfile *f, const char *commit);
+/* Parse a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range. 0: no usable Range (serve 200),
+ * 1: range in *start,*len, -1: unsatisfiable (416). */
+int hk_srv_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len);
+/* Answer an opened file: 304, 416, 206 or 200 (takes ownership of f->fd). */
+enum MHD_Result hk_srv_serve_file(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+                                  hk_sfile *f, const char *commit);
+
+/* ---- http_file.c ---------------------------------------------------------------------------- */
+/* /[datasets/|spaces/|kernels/]{repo}/resolve/{rev}/{path} */
+enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+                                      const seglist *s, const token_spec *who);
+/* /lfs/T/{repo}/{sha256}?commit=&sig= */
+enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+                                  const seglist *s);
+
+/* ---- http_api.c ----------------------------------------------------------------------------- */
+/* One tree / paths-info entry as the Hub writes it. */
+void hk_srv_json_entry(hk_strbuf *sb, const hk_sentry *e);
+enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+                                        const repo_ref *repo, const char *commit);
+enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
+                                   const char *commit, const char *path);
+enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo);
+/* /api/organizations/{org}/overview; a namespace outside the token's scope answers as unknown. */
+enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+                                  const token_spec *who);
+
+/* ---- http_paths.c --------------------------------------------------------------------------- */
+enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+                                         const repo_ref *repo, const char *commit);
+
+/* ---- http_guard.c --------------------------------------------------------------------------- */
+/* Start the watchdog that closes connections whose request headers take longer than timeout_s. */
+int hk_conn_guard_start(hk_conn_guard **out, unsigned timeout_s);
+/* Stop and free it (after MHD_stop_daemon). NULL is ignored. */
+void hk_conn_guard_stop(hk_conn_guard *g);
+/* MHD_OPTION_NOTIFY_CONNECTION callback (cls = the guard): tracks connections from accept to close. */
+void hk_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code);
+/* The request's headers are in (first access-handler call): its deadline no longer applies. */
+void hk_conn_guard_headers_done(struct MHD_Connection *c);
+/* A request finished: the connection now waits for the next request's headers, deadline restarts. */
+void hk_conn_guard_request_done(struct MHD_Connection *c);
+
+/* ---- http_fault.c (HK_TEST_HOOKS only) ------------------------------------------------------ */
+#ifdef HK_TEST_HOOKS
+void hk_srv_fault_init(hk_srv_fault *f, const hk_serve_config *cfg);
+/* For a body of `len` bytes from `start` of fd: when this response is one to cut, *out is a response
+ * that ends after the configured byte count (fd owned by it, or closed when that fails) and true is
+ * returned; false leaves fd alone. */
+bool hk_srv_fault_cut(struct MHD_Response **out, hk_srv_fault *f, bool is_get, int fd, uint64_t start,
+                      uint64_t len);
+#endif
+
+#endif
