@@ -16,16 +16,7 @@ const char *hk_repo_type_url_prefix(hk_repo_type t);
 
 /* refs/<rev> → 40-hex commit (trimmed). HK_ERR_NOT_FOUND if absent. out gets 41+ bytes. */
 int hk_cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev);
-/* Write refs/<rev> atomically with no trailing newline (nested dirs for "refs/pr/1"), and make sure
- * snapshots/<commit>/ exists. Never call with rev == commit. */
-int hk_cache_write_ref(const char *repo_dir, const char *rev, const char *commit);
-
-/* Create snapshots/<commit>/<path> as a relative symlink to blobs/<etag> (replacing what is there;
- * accepting a concurrent identical link). */
-int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag);
-
-/* Write CACHEDIR.TAG at the root if absent. */
-int hk_cache_ensure_tag(const char *root);
+/* hk_cache_write_ref, hk_cache_link_snapshot, hk_cache_ensure_tag: public (hubkern/cache.h). */
 
 
 /* ---- blob store: locks, temp files, verification (cache/store.c) --------------------------- */

@@ -158,7 +158,7 @@ int hk_cache_resolve_ref(char **out_commit, const char *repo_dir, const char *re
     return HK_OK;
 }
 
-int hk_cache_write_ref(const char *repo_dir, const char *rev, const char *commit) {
+HK_API int hk_cache_write_ref(const char *repo_dir, const char *rev, const char *commit) {
     if (!ref_name_safe(rev)) return hk_fail(HK_ERR_INVALID_ARG, "invalid revision name '%s'", rev);
     size_t clen = strlen(commit);
     if (!((clen == 40 || clen == 64) && hk_is_hex(commit, clen)))
@@ -182,7 +182,7 @@ int hk_cache_write_ref(const char *repo_dir, const char *rev, const char *commit
     return rc;
 }
 
-int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag) {
+HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag) {
     if (!hk_path_is_safe_relative(path)) return hk_fail(HK_ERR_UNSAFE_PATH, "refusing unsafe file name '%s'", path);
     char *ptr = hk_asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
     char *blob = hk_asprintf("%s/blobs/%s", repo_dir, etag);
@@ -219,7 +219,7 @@ out:
     return rc;
 }
 
-int hk_cache_ensure_tag(const char *root) {
+HK_API int hk_cache_ensure_tag(const char *root) {
     char *path = hk_path_join(root, "CACHEDIR.TAG");
     if (!path) return hk_fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;

@@ -14,7 +14,6 @@
 
 /* The cache layer's writers (refs, snapshot links, CACHEDIR.TAG) have no public API yet: publish is
  * the one part of server/ that still uses the cache internals. */
-#include "cache/cache.h"
 
 #include "internal.h"
 
@@ -390,8 +389,11 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     char parent[65] = "";
     if (rc == HK_OK) {
         char *ref = hk_asprintf("%s/refs/%s", repo_dir, o->branch);
+        char *found = NULL;
         if (!ref) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        else if (hk_path_exists(ref)) rc = hk_cache_read_ref(parent, repo_dir, o->branch);
+        else if (hk_path_exists(ref) && (rc = hk_cache_resolve_ref(&found, repo_dir, o->branch)) == HK_OK)
+            snprintf(parent, sizeof parent, "%s", found);
+        hk_free(found);
         free(ref);
     }
     bool same = false;
