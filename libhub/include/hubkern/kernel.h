@@ -286,8 +286,8 @@ HK_API int hk_cuda_arch_entry_matches(const char *entry, int major, int minor, i
 /* The code objects embedded in a library's .nv_fatbin section (opaque list). */
 typedef struct hk_code_objects hk_code_objects;
 
-/* List the code objects of an ELF library (count 0 when it embeds none). Free with
- * hk_code_objects_free. */
+/* List the code objects of an ELF library. *out is NULL when it embeds none (every function
+ * below reads NULL as the empty list). Free with hk_code_objects_free. */
 HK_API int hk_library_code_objects(hk_code_objects **out, const char *library_path);
 HK_API void hk_code_objects_free(hk_code_objects *objs); /* NULL is fine */
 HK_API size_t hk_code_objects_count(const hk_code_objects *objs);

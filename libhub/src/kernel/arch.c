@@ -118,7 +118,7 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
         hk_code_objects *objs = NULL;
         int rc = hk_library_code_objects(&objs, library_path);
         if (rc) return rc;
-        if (objs->n > 0 && !hk_code_objects_fit(objs, major, minor)) {
+        if (hk_code_objects_count(objs) > 0 && !hk_code_objects_fit(objs, major, minor)) {
             char *d = hk_code_objects_describe(objs);
             rc = hk_fail(HK_ERR_ARCH,
                          "this GPU (compute capability %d.%d) is not a compiled target of %s: its "

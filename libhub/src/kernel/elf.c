@@ -293,6 +293,10 @@ HK_API int hk_library_code_objects(hk_code_objects **out, const char *path) {
         hk_code_objects_free(list);
         return rc;
     }
+    if (list->n == 0) { /* nothing embedded: no list (every accessor reads NULL as empty) */
+        hk_code_objects_free(list);
+        list = NULL;
+    }
     *out = list;
     return HK_OK;
 }
