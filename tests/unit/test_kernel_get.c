@@ -180,6 +180,21 @@ static void test_has_kernel(void) {
     has = true;
     CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(!has);
+    /* "no" is an answer: HK_OK with no error set, the reason in the out-parameters */
+    int why = -1;
+    char *reason = NULL;
+    has = 1;
+    CHECK_RC(hk_has_kernel(&has, &why, &reason, &o), HK_OK);
+    CHECK(!has && why == HK_ERR_NO_VARIANT);
+    CHECK(hk_last_error_code() == HK_OK && hk_last_error()[0] == '\0');
+    CHECK(reason && strstr(reason, "tvm-ffi01-cpu-aarch64-linux: CPU (aarch64) does not match"));
+    hk_free(reason);
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    why = -1;
+    reason = (char *)"stale";
+    CHECK_RC(hk_has_kernel(&has, &why, &reason, &o), HK_OK);
+    CHECK(has && why == HK_OK && reason == NULL && hk_last_error_code() == HK_OK);
+    opts(&o, "hubkern/armonly", 1, cache);
     /* has_kernel downloads no build: at most the chosen variant's metadata.json (fetched for the
      * arch check when the machine has a GPU), never a library */
     char *snap = hk_asprintf("%s/kernels--hubkern--rmsnorm", cache);
