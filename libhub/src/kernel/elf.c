@@ -14,6 +14,8 @@
  * offset, and reading an Elf64_* through a pointer that is not 8-aligned is undefined behaviour. */
 #include "kernel/kernel_internal.h"
 
+#include "util/vec.h"
+
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -107,13 +109,8 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static int push_str(char ***v, size_t *n, size_t *cap, const char *s, size_t len) {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        char **nv = realloc(*v, nc * sizeof *nv);
-        if (!nv) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        *v = nv;
-        *cap = nc;
-    }
+    int rc = HK_VEC_RESERVE(*v, *cap, *n + 1);
+    if (rc) return rc;
     char *c = hk_strndup(s, len);
     if (!c) return hk_fail(HK_ERR_NOMEM, "out of memory");
     (*v)[(*n)++] = c;
@@ -246,13 +243,8 @@ static int parse_fatbin(hk_code_object **v, size_t *n, size_t *cap, const unsign
             if (ehs < 48 || ehs > end - e || psize > end - e - ehs)
                 return hk_fail(HK_ERR_LOAD, "%s: malformed CUDA fat binary entry", path);
             if (kind == 1 || kind == 2) {
-                if (*n == *cap) {
-                    size_t nc = *cap ? *cap * 2 : 8;
-                    hk_code_object *nv = realloc(*v, nc * sizeof *nv);
-                    if (!nv) return hk_fail(HK_ERR_NOMEM, "out of memory");
-                    *v = nv;
-                    *cap = nc;
-                }
+                int rc = HK_VEC_RESERVE(*v, *cap, *n + 1);
+                if (rc) return rc;
                 uint64_t flags = rd64(p + e + 40);
                 hk_code_object *o = &(*v)[(*n)++];
                 o->is_ptx = kind == 1;

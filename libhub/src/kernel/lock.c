@@ -3,6 +3,7 @@
 #include "kernel/kernel_internal.h"
 
 #include "cache/cache.h" /* hk_repo_id_valid */
+#include "util/vec.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -221,13 +222,8 @@ HK_API int hk_lockfile_new(hk_lockfile **out) {
 HK_API int hk_lockfile_add(hk_lockfile *lock, const char *repo_id, int version, const char *revision,
                            const char *commit) {
     if (!lock) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_add: lock is NULL");
-    if (lock->count == lock->cap) {
-        size_t nc = lock->cap ? lock->cap * 2 : 8;
-        hk_lock_entry *ne = realloc(lock->entries, nc * sizeof *ne);
-        if (!ne) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        lock->entries = ne;
-        lock->cap = nc;
-    }
+    int rc = HK_VEC_RESERVE(lock->entries, lock->cap, lock->count + 1);
+    if (rc) return rc;
     hk_lock_entry *e = &lock->entries[lock->count];
     memset(e, 0, sizeof *e);
     e->version = version;

@@ -2,6 +2,9 @@
  * from (path, id) pairs of a tree listing. */
 #include "kernel/kernel_internal.h"
 
+#include "util/text.h"
+#include "util/vec.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -37,35 +40,14 @@ static int cmp_pair(const void *pa, const void *pb) {
     return c ? c : (a->id_len > b->id_len) - (a->id_len < b->id_len);
 }
 
-static int hex_to_bytes(unsigned char *out, const char *hex, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned v = 0;
-        for (int k = 0; k < 2; k++) {
-            char c = hex[2 * i + k];
-            v <<= 4;
-            if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-            else return -1;
-        }
-        out[i] = (unsigned char)v;
-    }
-    return 0;
-}
-
 static int pairs_add(pairs *p, const char *path, const char *hex) {
     size_t hl = strlen(hex);
     if (hl != 40 && hl != 64) return hk_fail(HK_ERR_INVALID_ARG, "id of %s is not 40 or 64 hex", path);
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 32;
-        pair *nv = realloc(p->v, nc * sizeof *nv);
-        if (!nv) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        p->v = nv;
-        p->cap = nc;
-    }
+    int rc = HK_VEC_RESERVE(p->v, p->cap, p->n + 1);
+    if (rc) return rc;
     pair *e = &p->v[p->n];
     e->id_len = hl / 2;
-    if (hex_to_bytes(e->id, hex, e->id_len) != 0)
+    if (hk_unhex(e->id, hex, e->id_len) != HK_OK)
         return hk_fail(HK_ERR_INVALID_ARG, "id of %s is not hex", path);
     e->path = hk_strdup(path);
     if (!e->path) return hk_fail(HK_ERR_NOMEM, "out of memory");
