@@ -4,7 +4,6 @@
 
 #include <hubkern.h>
 
-#include "client/client.h" /* hk_pick_variant: not public yet (the variant chooser is being unified) */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
