@@ -26,9 +26,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     hk_get_kernel_options o;
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.repo_id = argv[1];
-    o.version = atoi(argv[2]);
+    o.kernel_version = atoi(argv[2]);
     o.cache_dir = argv[3];
     o.offline = true;
     o.backend = argc > 5 ? argv[5] : NULL;

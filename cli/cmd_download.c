@@ -5,7 +5,6 @@
 #include <hubkern.h>
 
 #include "internal.h"
-#include "kernel/kernel_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,19 +27,36 @@ static void usage(FILE *f) {
  * (a lock written by hand or by an older hubkern), downloading the destination would leave the
  * locked load without its files; fail with HK_ERR_LOCKFILE and say how to fix the lock instead.
  * Non-zero when it failed (last error set). */
+/* The variant this process's loader would load among those at repo_id@commit (NULL *out and
+ * non-zero, last error set, when none). */
+static int loader_variant(char **out, hk_hub *hub, const char *repo_id, const char *commit,
+                          const char *backend) {
+    char **names = NULL;
+    size_t n = 0;
+    int rc = hk_hub_list_variants(&names, &n, hub, repo_id, commit);
+    if (rc) return rc;
+    hk_get_kernel_options ko = HK_GET_KERNEL_OPTIONS_INIT;
+    ko.repo_id = repo_id;
+    ko.backend = backend;
+    rc = hk_kernel_choose_variant(out, &ko, (const char *const *)names, n);
+    hk_hub_strv_free(names);
+    return rc;
+}
+
 static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lockpath) {
+    const char *repo_id = hk_lock_entry_repo_id(e), *locked = hk_lock_entry_commit(e);
     hk_pull_spec s;
     hk_pull_spec_init(&s);
-    s.repo_id = e->repo_id;
-    s.revision = e->commit;
+    s.repo_id = repo_id;
+    s.revision = locked;
     s.trust_remote_code = 1; /* only looks; the pull below checks the publisher */
     char *repo = NULL, *rev = NULL, commit[65];
     int rc = hk_hub_resolve_spec(&repo, &rev, commit, hub, &s);
-    if (rc == HK_OK && strcmp(repo, e->repo_id) != 0)
+    if (rc == HK_OK && strcmp(repo, repo_id) != 0)
         rc = hk_fail(HK_ERR_LOCKFILE,
                      "%s pins %s at %.12s, but kernel-status.toml there redirects to %s@%s, which a locked "
                      "load would not find: re-run `hubkern lock` for %s to pin %s",
-                     lockpath, e->repo_id, e->commit, repo, rev, e->repo_id, repo);
+                     lockpath, repo_id, locked, repo, rev, repo_id, repo);
     hk_free(repo);
     hk_free(rev);
     return rc;
@@ -80,49 +96,52 @@ int hk_cmd_download(int argc, char **argv) {
         return hk_cli_report_error("download");
     }
     int rc = 0;
-    for (size_t i = 0; i < lock->count && rc == 0; i++) {
-        const hk_lock_entry *e = &lock->entries[i];
+    for (size_t i = 0; i < hk_lockfile_count(lock) && rc == 0; i++) {
+        const hk_lock_entry *e = hk_lockfile_entry(lock, i);
+        const char *repo_id = hk_lock_entry_repo_id(e), *commit = hk_lock_entry_commit(e);
         if (!hk_hub_is_offline(hub) && refuse_redirected(hub, e, lockpath)) {
-            rc = hk_cli_report_error(e->repo_id);
+            rc = hk_cli_report_error(repo_id);
             break;
         }
         char *variant = NULL;
-        if (!all && hk_loader_pick_variant(&variant, hub, e->repo_id, e->commit, backend) != HK_OK) {
-            rc = hk_cli_report_error(e->repo_id);
+        if (!all && loader_variant(&variant, hub, repo_id, commit, backend) != HK_OK) {
+            rc = hk_cli_report_error(repo_id);
             break;
         }
         hk_pull_spec s;
         hk_pull_spec_init(&s);
-        s.repo_id = e->repo_id;
-        s.revision = e->commit;
+        s.repo_id = repo_id;
+        s.revision = commit;
         s.variant = variant;
         s.all_variants = all;
         s.trust_remote_code = trust;
         s.backend = backend;
         hk_pull_result *r = NULL;
         if (hk_hub_pull(&r, hub, &s) != HK_OK) {
-            rc = hk_cli_report_error(e->repo_id);
-            free(variant);
+            rc = hk_cli_report_error(repo_id);
+            hk_free(variant);
             break;
         }
         for (size_t v = 0; v < hk_pull_result_variant_count(r) && rc == 0; v++) {
             const char *name = hk_pull_result_variant(r, v);
-            for (size_t h = 0; h < e->num_variants; h++) {
-                if (strcmp(e->variant_names[h], name) != 0) continue;
-                char got[72];
-                if (hk_variant_hash_from_cache(got, hk_pull_result_variant_path(r, v)) != HK_OK) {
+            for (size_t h = 0; h < hk_lock_entry_variant_count(e); h++) {
+                if (strcmp(hk_lock_entry_variant_name(e, h), name) != 0) continue;
+                const char *want = hk_lock_entry_variant_hash(e, h);
+                char *got = NULL;
+                if (hk_variant_hash_from_cache(&got, hk_pull_result_variant_path(r, v)) != HK_OK) {
                     rc = hk_cli_report_error(name);
-                } else if (strcmp(got, e->variant_hashes[h]) != 0) {
+                } else if (strcmp(got, want) != 0) {
                     fprintf(stderr, "hubkern download: %s %s hashes to %s but the lock says %s\n",
-                            e->repo_id, name, got, e->variant_hashes[h]);
+                            repo_id, name, got, want);
                     rc = 1;
                 }
+                hk_free(got);
             }
             if (rc == 0)
-                printf("%s %.12s %s %s\n", e->repo_id, e->commit, name, hk_pull_result_variant_path(r, v));
+                printf("%s %.12s %s %s\n", repo_id, commit, name, hk_pull_result_variant_path(r, v));
         }
         hk_pull_result_free(r);
-        free(variant);
+        hk_free(variant);
     }
     hk_hub_free(hub);
     hk_lockfile_free(lock);

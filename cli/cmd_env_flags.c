@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void hk_cli_env_flags_init(hk_cli_env_flags *fl) { memset(fl, 0, sizeof *fl); }
+void hk_cli_env_flags_init(hk_cli_env_flags *fl) {
+    memset(fl, 0, sizeof *fl);
+    hk_env_options_init(&fl->opts, HK_ENV_OPTIONS_VERSION);
+}
 
 void hk_cli_env_flags_free(hk_cli_env_flags *fl) {
     for (int i = 0; i < fl->nsets; i++) free(fl->sets[i]);

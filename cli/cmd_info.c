@@ -4,7 +4,6 @@
 
 #include <hubkern.h>
 
-#include "client/client.h" /* hk_pick_variant: not public yet (the variant chooser is being unified) */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -123,11 +122,14 @@ int hk_cmd_info(int argc, char **argv) {
     }
     cJSON *jn = cJSON_AddArrayToObject(j, "variants");
     for (size_t i = 0; i < nn; i++) cJSON_AddItemToArray(jn, cJSON_CreateString(names[i]));
-    const char *best = NULL;
-    if (hk_pick_variant(&best, (const char *const *)names, nn, backend) == HK_OK)
+    char *best = NULL;
+    hk_choose_options co = HK_CHOOSE_OPTIONS_INIT;
+    co.backend = backend;
+    if (hk_choose_variant(&best, NULL, (const char *const *)names, nn, &co) == HK_OK)
         cJSON_AddStringToObject(j, "selected_variant", best);
     else
         cJSON_AddStringToObject(j, "selected_variant_error", hk_last_error());
+    hk_free(best);
     char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, dest);
     char *snap = dir ? hk_asprintf("%s/snapshots/%s", dir, commit) : NULL;
     cJSON_AddBoolToObject(j, "cached", snap && hk_is_dir(snap));

@@ -178,7 +178,7 @@ static int parse_int(int *out, const char *v, const char *opt) {
 int hk_cmd_load(int argc, char **argv);
 int hk_cmd_load(int argc, char **argv) {
     hk_get_kernel_options o;
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     const char *local = NULL, *lock = NULL;
     int call = 0, json = 0;
     for (int i = 1; i < argc; i++) {
@@ -189,11 +189,11 @@ int hk_cmd_load(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "--call") == 0) call = 1;
         else if (strcmp(a, "--json") == 0) json = 1;
-        else if (strcmp(a, "--offline") == 0) o.offline = true;
-        else if (strcmp(a, "--trust-remote-code") == 0) o.trust_remote_code = true;
-        else if (strcmp(a, "--no-arch-check") == 0) o.skip_arch_check = true;
+        else if (strcmp(a, "--offline") == 0) o.offline = 1;
+        else if (strcmp(a, "--trust-remote-code") == 0) o.trust_remote_code = 1;
+        else if (strcmp(a, "--no-arch-check") == 0) o.skip_arch_check = 1;
         else if (strcmp(a, "--version") == 0 && has_val) {
-            if (parse_int(&o.version, argv[++i], a)) return 2;
+            if (parse_int(&o.kernel_version, argv[++i], a)) return 2;
         } else if (strcmp(a, "--revision") == 0 && has_val) o.revision = argv[++i];
         else if (strcmp(a, "--backend") == 0 && has_val) o.backend = argv[++i];
         else if (strcmp(a, "--variant") == 0 && has_val) o.variant = argv[++i];
@@ -220,7 +220,7 @@ int hk_cmd_load(int argc, char **argv) {
         }
         rc = hk_load_locked(&k, lock, o.repo_id, &o);
     } else {
-        if (!o.repo_id || (o.version == HK_VERSION_UNSET) == (o.revision == NULL)) {
+        if (!o.repo_id || (o.kernel_version == HK_VERSION_UNSET) == (o.revision == NULL)) {
             usage(stderr);
             return 2;
         }

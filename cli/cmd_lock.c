@@ -5,7 +5,6 @@
 #include <hubkern.h>
 
 #include "internal.h"
-#include "kernel/kernel_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +24,31 @@ static void usage(FILE *f) {
             "`hubkern download --lock FILE`; load with hk_load_locked or `hubkern load --lock FILE`.\n");
 }
 
+/* One kernel to pin, as asked and then as resolved. */
+typedef struct pin {
+    const char *repo_id;
+    int version; /* HK_VERSION_UNSET when pinned by revision */
+    const char *revision;
+    const char *commit;
+} pin;
+
+/* Write the pins through an hk_lockfile (the library checks and sorts them). */
+static int write_lock(const char *path, const pin *e, size_t n) {
+    hk_lockfile *lf = NULL;
+    int rc = hk_lockfile_new(&lf);
+    for (size_t i = 0; i < n && rc == HK_OK; i++)
+        rc = hk_lockfile_add(lf, e[i].repo_id, e[i].version, e[i].revision, e[i].commit);
+    if (rc == HK_OK) rc = hk_lockfile_write(path, lf);
+    hk_lockfile_free(lf);
+    return rc;
+}
+
 int hk_cmd_lock(int argc, char **argv);
 int hk_cmd_lock(int argc, char **argv) {
     const char *out = "kernels.lock", *endpoint = NULL, *cache = NULL;
     int trust = 0;
     size_t n = 0;
-    hk_lock_entry *e = calloc((size_t)argc, sizeof *e);
+    pin *e = calloc((size_t)argc, sizeof *e);
     char **owned = calloc((size_t)argc * 4, sizeof *owned);
     size_t nowned = 0;
     int rc = 2;
@@ -49,7 +67,7 @@ int hk_cmd_lock(int argc, char **argv) {
             char *spec = strdup(a);
             owned[nowned++] = spec;
             char *eq = strchr(spec, '='), *at = strchr(spec, '@');
-            hk_lock_entry *x = &e[n];
+            pin *x = &e[n];
             x->version = HK_VERSION_UNSET;
             if (eq && !at) {
                 *eq = '\0';
@@ -143,7 +161,7 @@ int hk_cmd_lock(int argc, char **argv) {
     }
     if (rc == 0) n = kept;
     hk_hub_free(hub);
-    if (rc == 0 && hk_lockfile_write(out, e, n) != HK_OK) rc = hk_cli_report_error("lock");
+    if (rc == 0 && write_lock(out, e, n) != HK_OK) rc = hk_cli_report_error("lock");
     if (rc == 0) printf("%s\n", out);
 done:
     for (size_t i = 0; i < nowned; i++) free(owned[i]);

@@ -19,6 +19,8 @@
  * on machines without CUDA. */
 #include <hubkern.h>
 
+#include <stdbool.h>
+
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -105,9 +107,9 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     hk_get_kernel_options o;
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.repo_id = "kernels-community/rmsnorm";
-    o.version = 1;
+    o.kernel_version = 1;
     o.progress = progress;
     const char *device = "cpu", *dump = NULL;
     long rows = 64, hidden = 4096;
@@ -118,8 +120,8 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--trust-remote-code") == 0) o.trust_remote_code = true;
         else if (!v) { usage(); return 2; }
         else if (strcmp(a, "--repo") == 0) { o.repo_id = v; i++; }
-        else if (strcmp(a, "--version") == 0) { o.version = atoi(v); o.revision = NULL; i++; }
-        else if (strcmp(a, "--revision") == 0) { o.revision = v; o.version = HK_VERSION_UNSET; i++; }
+        else if (strcmp(a, "--version") == 0) { o.kernel_version = atoi(v); o.revision = NULL; i++; }
+        else if (strcmp(a, "--revision") == 0) { o.revision = v; o.kernel_version = HK_VERSION_UNSET; i++; }
         else if (strcmp(a, "--device") == 0) { device = v; i++; }
         else if (strcmp(a, "--rows") == 0) { rows = atol(v); i++; }
         else if (strcmp(a, "--hidden") == 0) { hidden = atol(v); i++; }
@@ -145,7 +147,7 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
     if (o.revision) printf("kernel    %s revision %s -> commit %s\n", hk_kernel_repo_id(k), o.revision, hk_kernel_commit(k));
-    else printf("kernel    %s version %d -> commit %s\n", hk_kernel_repo_id(k), o.version, hk_kernel_commit(k));
+    else printf("kernel    %s version %d -> commit %s\n", hk_kernel_repo_id(k), o.kernel_version, hk_kernel_commit(k));
     printf("variant   %s  [%s, %s backend, license %s]  in %.1f ms\n", hk_kernel_variant(k), md->id,
            md->backend, md->license, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     printf("library   %s\n", hk_kernel_library_path(k) ? hk_kernel_library_path(k) : "(none)");

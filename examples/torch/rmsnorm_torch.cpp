@@ -32,7 +32,7 @@ static int fail(const char *what) {
 
 int main(int argc, char **argv) {
     hk_get_kernel_options o;
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     const char *local = nullptr;
     int64_t rows = 256, hidden = 4096;
     for (int i = 1; i < argc; i++) {
@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
         if (!v) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); return 2; }
         if (a == "--local") local = v;
         else if (a == "--repo") o.repo_id = v;
-        else if (a == "--version") o.version = std::atoi(v);
+        else if (a == "--version") o.kernel_version = std::atoi(v);
         else if (a == "--cache") o.cache_dir = v;
         else if (a == "--endpoint") o.endpoint = v;
         else if (a == "--rows") rows = std::atoll(v);

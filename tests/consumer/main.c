@@ -14,7 +14,7 @@ int main(void) {
     printf("hubkern %s\n", hk_version());
 
     /* detection on this machine, without an interpreter or CUDA: a normal, fast result */
-    hk_env_options opts = {0};
+    hk_env_options opts = HK_ENV_OPTIONS_INIT;
     opts.no_python = 1;
     opts.no_cuda = 1;
     hk_env *env = NULL;
@@ -39,11 +39,12 @@ int main(void) {
     int ok = best && strcmp(best, "torch210-cxx11-cu128-x86_64-linux") == 0;
     printf("selected: %s\n", best ? best : "(none)");
 
-    hk_variant v;
+    hk_variant *v = NULL;
     if (hk_variant_parse(&v, "tvm-ffi01-cu130-x86_64-linux") != HK_OK) return fail("hk_variant_parse");
-    char *s = hk_variant_to_string(&v);
-    ok = ok && s && strcmp(s, "tvm-ffi01-cu130-x86_64-linux") == 0 && v.family == HK_FAMILY_TVM_FFI;
+    char *s = hk_variant_to_string(v);
+    ok = ok && s && strcmp(s, "tvm-ffi01-cu130-x86_64-linux") == 0 && hk_variant_get_family(v) == HK_FAMILY_TVM_FFI;
     hk_free(s);
+    hk_variant_free(v);
     hk_resolution_free(r);
     hk_env_free(env);
     if (!ok) {

@@ -62,7 +62,7 @@ static void plant_torch(const char *site, const char *version, const char *cuda,
 /* Detect with only the planted tree: no interpreter, no CUDA libraries, no HUBKERN_* variables. */
 static hk_env *detect_site(const char *site_rel) {
     char *site = path(site_rel);
-    hk_env_options o = {0};
+    hk_env_options o = HK_ENV_OPTIONS_INIT;
     o.site_packages = site;
     o.no_python = 1;
     o.no_cuda = 1;
@@ -196,7 +196,7 @@ static void test_fake_tvm_ffi_and_order(void) {
     plant("m2/tvm_ffi/lib/libtvm_ffi.so", "ELF");
     char *s1 = path("m1"), *s2 = path("m2");
     char *site = hk_asprintf("%s:%s:/nonexistent", s1, s2);
-    hk_env_options o = {.site_packages = site, .no_python = 1, .no_cuda = 1, .no_env_overrides = 1};
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .site_packages = site, .no_python = 1, .no_cuda = 1, .no_env_overrides = 1};
     hk_env *env = NULL;
     CHECK_RC(hk_env_detect(&env, &o), HK_OK);
     CHECK_STR(hk_env_torch_version(env), "2.12");
@@ -215,7 +215,7 @@ static void test_fake_tvm_ffi_and_order(void) {
     plant("v2/apache_tvm_ffi-0.2.3.dist-info/METADATA",
           "Metadata-Version: 2.1\nName: apache-tvm-ffi\nVersion: 0.2.3\n\nVersion: 9.9\n");
     char *v2 = path("v2");
-    hk_env_options o2 = {.site_packages = v2, .tvm_ffi_lib = "/opt/libtvm_ffi.so", .no_python = 1,
+    hk_env_options o2 = {.version = HK_ENV_OPTIONS_VERSION, .site_packages = v2, .tvm_ffi_lib = "/opt/libtvm_ffi.so", .no_python = 1,
                          .no_cuda = 1, .no_env_overrides = 1};
     CHECK_RC(hk_env_detect(&env, &o2), HK_OK);
     CHECK_STR(hk_env_tvm_ffi_version(env), "0.2");
@@ -237,7 +237,7 @@ static void test_libtorch(void) {
     plant("lt/lib/libc10.so", "xx_ZNSt7__cxx1112basic_stringxx");
     char *lt = path("lt"), *empty = path("empty-site");
     hk_mkdirs(empty, 0777);
-    hk_env_options o = {.site_packages = empty, .libtorch_dir = lt, .no_python = 1, .no_cuda = 1,
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .site_packages = empty, .libtorch_dir = lt, .no_python = 1, .no_cuda = 1,
                         .no_env_overrides = 1};
     hk_env *env = NULL;
     CHECK_RC(hk_env_detect(&env, &o), HK_OK);
@@ -290,7 +290,7 @@ static void test_fake_python(void) {
     plant_exec("bin/fakepy", script);
     free(script);
     char *py = path("bin/fakepy");
-    hk_env_options o = {.python = py, .no_cuda = 1, .no_env_overrides = 1};
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .python = py, .no_cuda = 1, .no_env_overrides = 1};
     hk_env *env = NULL;
     CHECK_RC(hk_env_detect(&env, &o), HK_OK);
     CHECK_STR(hk_env_python_executable(env), "/opt/py/bin/python3.14t");
@@ -388,7 +388,7 @@ static void test_env_overrides(void) {
     CHECK(strstr(hk_last_error(), "maybe") != NULL);
 
     /* no_env_overrides ignores all of it */
-    hk_env_options o = {.no_env_overrides = 1, .no_python = 1, .no_cuda = 1, .site_packages = "/nonexistent"};
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .no_env_overrides = 1, .no_python = 1, .no_cuda = 1, .site_packages = "/nonexistent"};
     CHECK_RC(hk_env_detect(&env, &o), HK_OK);
     CHECK(hk_env_torch_version(env) == NULL);
     CHECK(hk_env_gpu_count(env) == 0);
@@ -605,7 +605,7 @@ static void test_parsers(void) {
 
 /* The real machine, with no interpreter and no CUDA: fast and not an error. */
 static void test_bare_detection(void) {
-    hk_env_options o = {.no_python = 1, .no_cuda = 1, .no_env_overrides = 1};
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .no_python = 1, .no_cuda = 1, .no_env_overrides = 1};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     hk_env *env = NULL;

@@ -266,7 +266,7 @@ static void test_kinds_and_bad_variants(void) {
     CHECK_RC(hk_env_new(&env), HK_OK);
     CHECK_RC(hk_env_set(env, "gpus", "8.0"), HK_OK);
     hk_get_kernel_options o;
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.env = env;
     CHECK_RC(hk_get_local_kernel(&k, cuda, &o), HK_ERR_ARCH);
     CHECK(strstr(hk_last_error(), "8.0") != NULL && strstr(hk_last_error(), "9.0a") != NULL);

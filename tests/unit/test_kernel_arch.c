@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 static void test_entry_rules(void) {
-    bool parsed;
+    int parsed;
     /* X.Y: same major, minor >= Y */
     CHECK(hk_cuda_arch_entry_matches("8.0", 8, 0, &parsed) && parsed);
     CHECK(hk_cuda_arch_entry_matches("8.0", 8, 6, NULL));
@@ -67,69 +67,74 @@ static char *fixture(const char *name) {
 }
 
 static void test_fatbins(void) {
-    hk_code_object *o = NULL;
+    hk_code_objects *o = NULL;
     size_t n = 0;
     char *p = fixture("cubin_sm80_ptx80.so");
-    CHECK_RC(hk_library_code_objects(&o, &n, p), HK_OK);
+    CHECK_RC(hk_library_code_objects(&o, p), HK_OK);
+    n = hk_code_objects_count(o);
     CHECK(n == 2);
     if (n == 2) {
-        CHECK(o[0].is_ptx && o[0].sm == 80 && !o[0].arch_specific && !o[0].family);
-        CHECK(!o[1].is_ptx && o[1].sm == 80 && !o[1].arch_specific);
+        CHECK(hk_code_object_is_ptx(o, 0) && hk_code_object_sm(o, 0) == 80 && !hk_code_object_arch_specific(o, 0) && !hk_code_object_family(o, 0));
+        CHECK(!hk_code_object_is_ptx(o, 1) && hk_code_object_sm(o, 1) == 80 && !hk_code_object_arch_specific(o, 1));
     }
-    CHECK(hk_code_objects_fit(o, n, 8, 0));
-    CHECK(hk_code_objects_fit(o, n, 8, 6));  /* cubin: same major */
-    CHECK(hk_code_objects_fit(o, n, 9, 0));  /* PTX JIT */
-    CHECK(hk_code_objects_fit(o, n, 12, 0));
-    CHECK(!hk_code_objects_fit(o, n, 7, 5));
-    CHECK(!hk_code_objects_fit(o + 1, 1, 9, 0)); /* the cubin alone does not run on Hopper */
+    CHECK(hk_code_objects_fit(o, 8, 0));
+    CHECK(hk_code_objects_fit(o, 8, 6));  /* cubin: same major */
+    CHECK(hk_code_objects_fit(o, 9, 0));  /* PTX JIT */
+    CHECK(hk_code_objects_fit(o, 12, 0));
+    CHECK(!hk_code_objects_fit(o, 7, 5));
+    CHECK(!hk_code_object_fits(o, 1, 9, 0)); /* the cubin alone does not run on Hopper */
     CHECK_RC(hk_kernel_check_arch(NULL, p, 9, 0), HK_OK);
     CHECK_RC(hk_kernel_check_arch(NULL, p, 7, 0), HK_ERR_ARCH);
-    free(o);
+    hk_code_objects_free(o);
     free(p);
 
     p = fixture("cubin_sm90a.so");
-    CHECK_RC(hk_library_code_objects(&o, &n, p), HK_OK);
-    CHECK(n == 1 && !o[0].is_ptx && o[0].sm == 90 && o[0].arch_specific);
-    CHECK(hk_code_objects_fit(o, n, 9, 0));
-    CHECK(!hk_code_objects_fit(o, n, 10, 0));
-    CHECK(!hk_code_objects_fit(o, n, 8, 0));
+    CHECK_RC(hk_library_code_objects(&o, p), HK_OK);
+    n = hk_code_objects_count(o);
+    CHECK(n == 1 && !hk_code_object_is_ptx(o, 0) && hk_code_object_sm(o, 0) == 90 && hk_code_object_arch_specific(o, 0));
+    CHECK(hk_code_objects_fit(o, 9, 0));
+    CHECK(!hk_code_objects_fit(o, 10, 0));
+    CHECK(!hk_code_objects_fit(o, 8, 0));
     CHECK_RC(hk_kernel_check_arch(NULL, p, 10, 0), HK_ERR_ARCH);
     CHECK(strstr(hk_last_error(), "sm_90a") && strstr(hk_last_error(), "sm_100"));
-    free(o);
+    hk_code_objects_free(o);
     free(p);
 
     p = fixture("cubin_sm90_sm100f_sm100a_ptx90a.so");
-    CHECK_RC(hk_library_code_objects(&o, &n, p), HK_OK);
+    CHECK_RC(hk_library_code_objects(&o, p), HK_OK);
+    n = hk_code_objects_count(o);
     CHECK(n == 4);
     if (n == 4) {
-        CHECK(!o[0].is_ptx && o[0].sm == 90 && !o[0].arch_specific && !o[0].family);
-        CHECK(!o[1].is_ptx && o[1].sm == 100 && o[1].family && !o[1].arch_specific);
-        CHECK(!o[2].is_ptx && o[2].sm == 100 && o[2].arch_specific);
-        CHECK(o[3].is_ptx && o[3].sm == 90 && o[3].arch_specific);
-        CHECK(hk_code_objects_fit(o, n, 10, 3)); /* sm_100f runs on 10.3 */
-        CHECK(!hk_code_objects_fit(o, n, 12, 0)); /* the 90a PTX is not JIT-portable */
-        CHECK(hk_code_objects_fit(o + 1, 1, 10, 3) && !hk_code_objects_fit(o + 2, 1, 10, 3));
+        CHECK(!hk_code_object_is_ptx(o, 0) && hk_code_object_sm(o, 0) == 90 && !hk_code_object_arch_specific(o, 0) && !hk_code_object_family(o, 0));
+        CHECK(!hk_code_object_is_ptx(o, 1) && hk_code_object_sm(o, 1) == 100 && hk_code_object_family(o, 1) && !hk_code_object_arch_specific(o, 1));
+        CHECK(!hk_code_object_is_ptx(o, 2) && hk_code_object_sm(o, 2) == 100 && hk_code_object_arch_specific(o, 2));
+        CHECK(hk_code_object_is_ptx(o, 3) && hk_code_object_sm(o, 3) == 90 && hk_code_object_arch_specific(o, 3));
+        CHECK(hk_code_objects_fit(o, 10, 3)); /* sm_100f runs on 10.3 */
+        CHECK(!hk_code_objects_fit(o, 12, 0)); /* the 90a PTX is not JIT-portable */
+        CHECK(hk_code_object_fits(o, 1, 10, 3) && !hk_code_object_fits(o, 2, 10, 3));
     }
-    free(o);
+    hk_code_objects_free(o);
     free(p);
 
     p = fixture("cubin_sm80_ptx80_compressed.so");
-    CHECK_RC(hk_library_code_objects(&o, &n, p), HK_OK);
-    CHECK(n == 2 && o[1].compressed && o[1].sm == 80 && !o[1].is_ptx);
-    free(o);
+    CHECK_RC(hk_library_code_objects(&o, p), HK_OK);
+    n = hk_code_objects_count(o);
+    CHECK(n == 2 && hk_code_object_compressed(o, 1) && hk_code_object_sm(o, 1) == 80 && !hk_code_object_is_ptx(o, 1));
+    hk_code_objects_free(o);
     free(p);
 
     /* a library without CUDA code, a non-ELF, a missing file */
     char *self = hk_asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux/_hkfixture_cpu_0000001.so",
                              getenv("HK_BUILD_DIR"));
-    CHECK_RC(hk_library_code_objects(&o, &n, self), HK_OK);
+    CHECK_RC(hk_library_code_objects(&o, self), HK_OK);
+    n = hk_code_objects_count(o);
     CHECK(n == 0 && o == NULL);
     CHECK_RC(hk_kernel_check_arch(NULL, self, 5, 0), HK_OK); /* nothing embedded: nothing to refuse */
     free(self);
     p = fixture("README.md");
-    CHECK_RC(hk_library_code_objects(&o, &n, p), HK_ERR_LOAD);
+    CHECK_RC(hk_library_code_objects(&o, p), HK_ERR_LOAD);
     free(p);
-    CHECK_RC(hk_library_code_objects(&o, &n, "/nonexistent/x.so"), HK_ERR_NOT_FOUND);
+    CHECK_RC(hk_library_code_objects(&o, "/nonexistent/x.so"), HK_ERR_NOT_FOUND);
 
     /* a truncated / corrupted fat binary: an error, never a crash */
     p = fixture("cubin_sm80_ptx80.so");
@@ -145,7 +150,7 @@ static void test_fatbins(void) {
             break;
         }
     CHECK_RC(hk_write_file_atomic(q, data, len), HK_OK);
-    CHECK_RC(hk_library_code_objects(&o, &n, q), HK_ERR_LOAD);
+    CHECK_RC(hk_library_code_objects(&o, q), HK_ERR_LOAD);
     CHECK(strstr(hk_last_error(), "fat binary") != NULL);
     free(data);
     free(q);

@@ -29,9 +29,9 @@ static char *cache_dir(const char *name) {
 }
 
 static void opts(hk_get_kernel_options *o, const char *repo, int version, const char *cache) {
-    hk_get_kernel_options_init(o);
+    hk_get_kernel_options_init(o, HK_GET_KERNEL_OPTIONS_VERSION);
     o->repo_id = repo;
-    o->version = version;
+    o->kernel_version = version;
     o->endpoint = g_endpoint;
     o->cache_dir = cache;
     o->backend = "cpu"; /* deterministic on machines with CUDA libraries, as kernels allows */
@@ -173,13 +173,28 @@ static void test_has_kernel(void) {
     char *cache = cache_dir("c-has");
     hk_get_kernel_options o;
     opts(&o, "hubkern/rmsnorm", 1, cache);
-    bool has = false;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    int has = false;
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     opts(&o, "hubkern/armonly", 1, cache);
     has = true;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(!has);
+    /* "no" is an answer: HK_OK with no error set, the reason in the out-parameters */
+    int why = -1;
+    char *reason = NULL;
+    has = 1;
+    CHECK_RC(hk_has_kernel(&has, &why, &reason, &o), HK_OK);
+    CHECK(!has && why == HK_ERR_NO_VARIANT);
+    CHECK(hk_last_error_code() == HK_OK && hk_last_error()[0] == '\0');
+    CHECK(reason && strstr(reason, "tvm-ffi01-cpu-aarch64-linux: CPU (aarch64) does not match"));
+    hk_free(reason);
+    opts(&o, "hubkern/rmsnorm", 1, cache);
+    why = -1;
+    reason = (char *)"stale";
+    CHECK_RC(hk_has_kernel(&has, &why, &reason, &o), HK_OK);
+    CHECK(has && why == HK_OK && reason == NULL && hk_last_error_code() == HK_OK);
+    opts(&o, "hubkern/armonly", 1, cache);
     /* has_kernel downloads no build: at most the chosen variant's metadata.json (fetched for the
      * arch check when the machine has a GPU), never a library */
     char *snap = hk_asprintf("%s/kernels--hubkern--rmsnorm", cache);
@@ -189,7 +204,7 @@ static void test_has_kernel(void) {
     free(cmd);
     free(snap);
     opts(&o, "hubkern/nope", 1, cache);
-    CHECK_RC(hk_has_kernel(&has, &o), HK_ERR_REPO_NOT_FOUND);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_ERR_REPO_NOT_FOUND);
     free(cache);
 }
 
@@ -223,8 +238,8 @@ static void test_bad_input(void) {
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
     CHECK(strstr(hk_last_error(), "tvm-ffi01-rocm71-x86_64-linux") != NULL);
     CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-x86_64-linux") != NULL);
-    bool has = true;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    int has = true;
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(!has);
     o.variant = "tvm-ffi01-cpu-x86_64-linux";
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
@@ -320,14 +335,14 @@ static void test_load_locked(void) {
     hk_kernel *k = NULL;
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK); /* fills the cache */
     if (!k) return;
-    hk_lock_entry e = {0};
-    e.repo_id = "hubkern/rmsnorm";
-    e.version = 1;
-    e.commit = (char *)hk_kernel_commit(k);
+    hk_lockfile *lf = NULL;
+    CHECK_RC(hk_lockfile_new(&lf), HK_OK);
+    CHECK_RC(hk_lockfile_add(lf, "hubkern/rmsnorm", 1, NULL, hk_kernel_commit(k)), HK_OK);
     char *lock = hk_asprintf("%s/kernels.lock", hk_test_tmpdir());
-    CHECK_RC(hk_lockfile_write(lock, &e, 1), HK_OK);
+    CHECK_RC(hk_lockfile_write(lock, lf), HK_OK);
+    hk_lockfile_free(lf);
     hk_get_kernel_options lo;
-    hk_get_kernel_options_init(&lo);
+    hk_get_kernel_options_init(&lo, HK_GET_KERNEL_OPTIONS_VERSION);
     lo.cache_dir = cache;
     lo.backend = "cpu";
     lo.endpoint = "http://127.0.0.1:9";
@@ -457,8 +472,8 @@ static void test_redirect(void) {
     char *cache = cache_dir("c-redirect");
     hk_get_kernel_options o;
     opts(&o, "hubkern/oldnorm", 1, cache);
-    bool has = false;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    int has = false;
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     hk_kernel *k = NULL;
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
@@ -488,7 +503,7 @@ static void test_redirect(void) {
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_NO_VARIANT);
     CHECK(strstr(hk_last_error(), "hubkern/armonly@") != NULL);
     CHECK(strstr(hk_last_error(), "tvm-ffi01-cpu-aarch64-linux: CPU (aarch64) does not match") != NULL);
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(!has);
 
     /* the client's own choice (no variant named) honours variant_families, after the redirect */
@@ -559,9 +574,9 @@ static void test_redirect_loops(void) {
     CHECK(strstr(hk_last_error(), "kernel-status.toml redirects loop: hubkern/loopa@v1 -> hubkern/loopb@v1 -> "
                                   "hubkern/loopa@v1; fix the kernel-status.toml of one of them") != NULL);
     /* hk_has_kernel follows redirects the same way */
-    bool has = true;
+    int has = true;
     g_hops = 0;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_ERR_PROTOCOL);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_ERR_PROTOCOL);
     CHECK(g_hops == 2);
     CHECK(strstr(hk_last_error(), "redirects loop: hubkern/loopa@v1 -> hubkern/loopb@v1 -> hubkern/loopa@v1") != NULL);
     /* entering the loop from its other end names it from there */

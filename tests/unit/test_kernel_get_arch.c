@@ -2,7 +2,7 @@
  * loopback), as kernels 0.17.2 does it (resolver.py fetches build/<variant>/metadata.json alone;
  * load.py runs ArchValidator on it before installing the variant, and has_kernel(check_arch=True)
  * answers False when it refuses):
- *  - hk_has_kernel says no (HK_OK, *out false, the reason in hk_last_error() and the log) when the
+ *  - hk_has_kernel says no (HK_OK, *out 0, no error set, the reason in its out-parameters and the log) when the
  *    chosen variant's backend.archs exclude the device (CUDA capability; ROCm gcnArchName), yes
  *    with skip_arch_check and on a device the archs cover; it fetches metadata.json only, and
  *    nothing at all when no GPU is known (no archs list could refuse it then);
@@ -42,16 +42,16 @@ static hk_env *device_env(const char *backend, const char *version, const char *
     else unsetenv("HUBKERN_GPUS");
     if (gpu_arch) setenv("HUBKERN_GPU_ARCH", gpu_arch, 1);
     else unsetenv("HUBKERN_GPU_ARCH");
-    hk_env_options eo = {.no_cuda = 1, .no_rocm = 1};
+    hk_env_options eo = {.version = HK_ENV_OPTIONS_VERSION, .no_cuda = 1, .no_rocm = 1};
     hk_env *env = NULL;
     CHECK_RC(hk_env_detect(&env, &eo), HK_OK);
     return env;
 }
 
 static void opts(hk_get_kernel_options *o, const char *repo, const char *cache, const hk_env *env) {
-    hk_get_kernel_options_init(o);
+    hk_get_kernel_options_init(o, HK_GET_KERNEL_OPTIONS_VERSION);
     o->repo_id = repo;
-    o->version = 1;
+    o->kernel_version = 1;
     o->endpoint = g_endpoint;
     o->cache_dir = cache;
     o->token = "";
@@ -151,20 +151,25 @@ static void test_has_kernel_cuda(void) {
     char *cache = cache_dir("has-cuda");
     const char *folder = "kernels--hubkern--gpunorm";
     hk_get_kernel_options o;
-    bool has = true;
+    int has = true;
 
     /* compute capability 8.0, the build lists 9.0 only: no, with the reason */
     hk_env *env = device_env("cuda", "13.0", "8.0", NULL);
     opts(&o, "hubkern/gpunorm", cache, env);
     g_log[0] = '\0';
     hk_set_log_callback(capture_log, NULL, HK_LOG_INFO);
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    int why = HK_OK;
+    char *reason = NULL;
+    CHECK_RC(hk_has_kernel(&has, &why, &reason, &o), HK_OK);
     hk_set_log_callback(NULL, NULL, HK_LOG_WARN);
     CHECK(!has);
-    CHECK(hk_last_error_code() == HK_ERR_ARCH);
-    CHECK(strstr(hk_last_error(), "compute capability 8.0") != NULL);
-    CHECK(strstr(hk_last_error(), "[9.0]") != NULL);
-    CHECK(strstr(hk_last_error(), CUDA_VARIANT) != NULL);
+    CHECK(hk_last_error_code() == HK_OK && hk_last_error()[0] == '\0'); /* "no" leaves no error */
+    const char *r = reason ? reason : "";
+    CHECK(why == HK_ERR_ARCH);
+    CHECK(strstr(r, "compute capability 8.0") != NULL);
+    CHECK(strstr(r, "[9.0]") != NULL);
+    CHECK(strstr(r, CUDA_VARIANT) != NULL);
+    hk_free(reason);
     CHECK(strstr(g_log, "hubkern/gpunorm: no kernel for this machine") != NULL);
     CHECK(strstr(g_log, "compute capability 8.0") != NULL);
     /* it fetched metadata.json and nothing else of the build */
@@ -175,7 +180,7 @@ static void test_has_kernel_cuda(void) {
     /* skip_arch_check: yes (check_arch=False) */
     o.skip_arch_check = true;
     has = false;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     hk_env_free(env);
 
@@ -183,11 +188,11 @@ static void test_has_kernel_cuda(void) {
     env = device_env("cuda", "13.0", "9.0", NULL);
     opts(&o, "hubkern/gpunorm", cache, env);
     has = false;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     /* offline the version does not resolve: refs/v1 is written only by a complete pull */
     o.offline = true;
-    CHECK(hk_has_kernel(&has, &o) != HK_OK);
+    CHECK(hk_has_kernel(&has, NULL, NULL, &o) != HK_OK);
     hk_env_free(env);
     CHECK(count_blobs(cache, folder) == 1);
 
@@ -196,7 +201,7 @@ static void test_has_kernel_cuda(void) {
     env = device_env("cuda", "13.0", NULL, NULL);
     opts(&o, "hubkern/gpunorm", c2, env);
     has = false;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     CHECK(count_blobs(c2, folder) <= 0);
     hk_env_free(env);
@@ -207,23 +212,27 @@ static void test_has_kernel_cuda(void) {
 static void test_has_kernel_rocm(void) {
     char *cache = cache_dir("has-rocm");
     hk_get_kernel_options o;
-    bool has = true;
+    int has = true;
     /* gfx90a against archs [gfx942]: no */
     hk_env *env = device_env("rocm", "7.1", NULL, "gfx90a:sramecc+:xnack-");
     opts(&o, "hubkern/rocmnorm", cache, env);
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    int why = HK_OK;
+    char *reason = NULL;
+    CHECK_RC(hk_has_kernel(&has, &why, &reason, &o), HK_OK);
     CHECK(!has);
-    CHECK(hk_last_error_code() == HK_ERR_ARCH);
-    CHECK(strstr(hk_last_error(), "gfx90a") != NULL && strstr(hk_last_error(), "gfx942") != NULL);
+    const char *r = reason ? reason : "";
+    CHECK(why == HK_ERR_ARCH);
+    CHECK(strstr(r, "gfx90a") != NULL && strstr(r, "gfx942") != NULL);
+    hk_free(reason);
     o.skip_arch_check = true;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     hk_env_free(env);
     /* gfx942 (feature flags are not compared): yes */
     env = device_env("rocm", "7.1", NULL, "gfx942:sramecc+:xnack-");
     opts(&o, "hubkern/rocmnorm", cache, env);
     has = false;
-    CHECK_RC(hk_has_kernel(&has, &o), HK_OK);
+    CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     hk_env_free(env);
     free(cache);

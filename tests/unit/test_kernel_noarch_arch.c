@@ -44,7 +44,7 @@ static hk_env *env_with(const char *key, const char *value) {
  * again (the registry forgets the directory, so the next load checks afresh). */
 static void expect_load(const char *dir, hk_env *env, bool skip, int want, int line) {
     hk_get_kernel_options o;
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.env = env;
     o.skip_arch_check = skip;
     hk_kernel *k = NULL;
@@ -98,7 +98,7 @@ static void test_cuda(void) {
 
     /* the same device through the HUBKERN_GPUS override of hk_env_detect */
     setenv("HUBKERN_GPUS", "10.0", 1);
-    hk_env_options eo = {.no_python = 1, .no_cuda = 1, .no_rocm = 1};
+    hk_env_options eo = {.version = HK_ENV_OPTIONS_VERSION, .no_python = 1, .no_cuda = 1, .no_rocm = 1};
     hk_env *env = NULL;
     CHECK_RC(hk_env_detect(&env, &eo), HK_OK);
     if (env) {
@@ -182,7 +182,7 @@ static void test_rocm(void) {
     hk_env_free(env);
     /* through the HUBKERN_GPU_ARCH override */
     setenv("HUBKERN_GPU_ARCH", "gfx1201", 1);
-    hk_env_options eo = {.no_python = 1, .no_cuda = 1, .no_rocm = 1};
+    hk_env_options eo = {.version = HK_ENV_OPTIONS_VERSION, .no_python = 1, .no_cuda = 1, .no_rocm = 1};
     env = NULL;
     CHECK_RC(hk_env_detect(&env, &eo), HK_OK);
     if (env) {

@@ -30,7 +30,7 @@ int main(void) {
 
     /* a real library that is not libtvm_ffi */
     hk_get_kernel_options o;
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.tvm_ffi_library = "libz.so.1";
     CHECK_RC(hk_get_local_kernel(&k, fixture, &o), HK_ERR_RUNTIME_MISSING);
     CHECK(strstr(hk_last_error(), "not libtvm_ffi") != NULL);

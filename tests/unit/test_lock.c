@@ -20,13 +20,13 @@ static void test_parse_new(void) {
     hk_lockfile *l = NULL;
     CHECK_RC(hk_lockfile_parse(&l, j, strlen(j)), HK_OK);
     if (!l) return;
-    CHECK(l->format == HK_LOCK_NEW && l->count == 2);
+    CHECK(hk_lockfile_format(l) == HK_LOCK_NEW && hk_lockfile_count(l) == 2);
     const hk_lock_entry *e = hk_lockfile_find(l, "org/a");
-    CHECK(e && e->version == 1 && !e->revision);
-    if (e) CHECK_STR(e->commit, C40A);
+    CHECK(e && hk_lock_entry_version(e) == 1 && !hk_lock_entry_revision(e));
+    if (e) CHECK_STR(hk_lock_entry_commit(e), C40A);
     e = hk_lockfile_find(l, "org/b");
-    CHECK(e && e->version == HK_VERSION_UNSET);
-    if (e) CHECK_STR(e->revision, "main");
+    CHECK(e && hk_lock_entry_version(e) == HK_VERSION_UNSET);
+    if (e) CHECK_STR(hk_lock_entry_revision(e), "main");
     CHECK(hk_lockfile_find(l, "org/c") == NULL);
     hk_lockfile_free(l);
 
@@ -61,27 +61,45 @@ static void test_parse_old(void) {
     hk_lockfile *l = NULL;
     CHECK_RC(hk_lockfile_parse(&l, j, strlen(j)), HK_OK);
     if (!l) return;
-    CHECK(l->format == HK_LOCK_OLD && l->count == 1);
+    CHECK(hk_lockfile_format(l) == HK_LOCK_OLD && hk_lockfile_count(l) == 1);
     const hk_lock_entry *e = hk_lockfile_find(l, "kernels-community/activation");
-    CHECK(e && e->num_variants == 1 && e->version == HK_VERSION_UNSET);
-    if (e && e->num_variants == 1) {
-        CHECK_STR(e->commit, C40C);
-        CHECK_STR(e->variant_names[0], "torch27-cxx11-cu126-x86_64-linux");
-        CHECK_STR(e->variant_hashes[0], "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
+    CHECK(e && hk_lock_entry_variant_count(e) == 1 && hk_lock_entry_version(e) == HK_VERSION_UNSET);
+    if (e && hk_lock_entry_variant_count(e) == 1) {
+        CHECK_STR(hk_lock_entry_commit(e), C40C);
+        CHECK_STR(hk_lock_entry_variant_name(e, 0), "torch27-cxx11-cu126-x86_64-linux");
+        CHECK_STR(hk_lock_entry_variant_hash(e, 0), "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
     }
     hk_lockfile_free(l);
     const char *bad = "[{\"repo_id\":\"org/a\",\"sha\":\"" C40C "\",\"variants\":{\"v\":{\"hash\":\"md5-00\"}}}]";
     CHECK_RC(hk_lockfile_parse(&l, bad, strlen(bad)), HK_ERR_PARSE);
 }
 
+/* A lockfile of three entries (the writer's input). */
+typedef struct pin {
+    const char *repo_id;
+    int version;
+    const char *revision;
+    const char *commit;
+} pin;
+
+static int write_pins(const char *path, const pin *e, size_t n) {
+    hk_lockfile *lf = NULL;
+    int rc = hk_lockfile_new(&lf);
+    for (size_t i = 0; i < n && rc == HK_OK; i++)
+        rc = hk_lockfile_add(lf, e[i].repo_id, e[i].version, e[i].revision, e[i].commit);
+    if (rc == HK_OK) rc = hk_lockfile_write(path, lf);
+    hk_lockfile_free(lf);
+    return rc;
+}
+
 static void test_write(void) {
-    hk_lock_entry e[3];
+    pin e[3];
     memset(e, 0, sizeof e);
     e[0].repo_id = "org/b"; e[0].version = 2; e[0].commit = C40C;
     e[1].repo_id = "org/a"; e[1].version = HK_VERSION_UNSET; e[1].revision = "main"; e[1].commit = C40B;
     e[2].repo_id = "org/a"; e[2].version = 1; e[2].commit = C40A;
     char *p = hk_asprintf("%s/kernels.lock", hk_test_tmpdir());
-    CHECK_RC(hk_lockfile_write(p, e, 3), HK_OK);
+    CHECK_RC(write_pins(p, e, 3), HK_OK);
     char *got = NULL;
     CHECK_RC(hk_read_file(&got, NULL, p, 1 << 20), HK_OK);
     /* exactly what kernels 0.17.2 KernelLocks.to_json() prints for the same locks */
@@ -96,12 +114,12 @@ static void test_write(void) {
     free(got);
     hk_lockfile *l = NULL;
     CHECK_RC(hk_lockfile_read(&l, p), HK_OK); /* round trip */
-    CHECK(l && l->count == 3);
+    CHECK(l && hk_lockfile_count(l) == 3);
     hk_lockfile_free(l);
     e[0].repo_id = "org/a"; e[0].version = 1;
-    CHECK_RC(hk_lockfile_write(p, e, 3), HK_ERR_INVALID_ARG); /* duplicate */
+    CHECK_RC(write_pins(p, e, 3), HK_ERR_INVALID_ARG); /* duplicate */
     e[0].repo_id = "org/b"; e[0].commit = "short";
-    CHECK_RC(hk_lockfile_write(p, e, 3), HK_ERR_INVALID_ARG);
+    CHECK_RC(write_pins(p, e, 3), HK_ERR_INVALID_ARG);
     CHECK_RC(hk_lockfile_read(&l, "/nonexistent/kernels.lock"), HK_ERR_NOT_FOUND);
     free(p);
 }
@@ -126,9 +144,10 @@ static void test_hash(void) {
     const char *ids[] = {"9e26dfeeb6e641a33dae4961196235bdb965b21b", "9f1b437537a2acdadafd3174f6f0af9c1a04f5e4",
                          "79c17c0a5fd863a218753adc5e664d9d77d7f233f3a6b1ae859a30d6bed6f818",
                          "0000000000000000000000000000000000000000", "1111111111111111111111111111111111111111"};
-    char h[72];
-    CHECK_RC(hk_variant_hash_from_pairs(h, paths, ids, 5), HK_OK);
+    char *h = NULL;
+    CHECK_RC(hk_variant_hash_from_pairs(&h, paths, ids, 5), HK_OK);
     CHECK_STR(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
+    hk_free(h);
 
     /* the same files in a cache snapshot: recomputed from content */
     char *repo = hk_asprintf("%s/kernels--org--k", hk_test_tmpdir());
@@ -143,13 +162,15 @@ static void test_hash(void) {
     put_blob(repo, vd, "_ops.so", "79c17c0a5fd863a218753adc5e664d9d77d7f233f3a6b1ae859a30d6bed6f818", big, sizeof big);
     put_blob(repo, vd, "sub/x.json", "9e26dfeeb6e641a33dae4961196235bdb965b21b", "{}", 2);
     put_blob(repo, vd, "__pycache__/z.pyc", "2222222222222222222222222222222222222222", "junk", 4);
-    CHECK_RC(hk_variant_hash_from_cache(h, vd), HK_OK);
+    CHECK_RC(hk_variant_hash_from_cache(&h, vd), HK_OK);
     CHECK_STR(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
+    hk_free(h);
     /* a corrupted blob changes the hash */
     char *bp = hk_asprintf("%s/blobs/9e26dfeeb6e641a33dae4961196235bdb965b21b", repo);
     CHECK_RC(hk_write_file_atomic(bp, "{ }", 3), HK_OK);
-    CHECK_RC(hk_variant_hash_from_cache(h, vd), HK_OK);
-    CHECK(strcmp(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569") != 0);
+    CHECK_RC(hk_variant_hash_from_cache(&h, vd), HK_OK);
+    CHECK(h && strcmp(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569") != 0);
+    hk_free(h);
     free(bp);
     free(repo);
     free(vd);

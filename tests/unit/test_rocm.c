@@ -95,7 +95,7 @@ static void test_env_field(void) {
 }
 
 static void test_env_override_variable(void) {
-    hk_env_options o = {.no_python = 1, .no_cuda = 1, .no_rocm = 1};
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .no_python = 1, .no_cuda = 1, .no_rocm = 1};
     hk_env *env = NULL;
     setenv("HUBKERN_GPU_ARCH", "gfx90a:sramecc+:xnack-", 1);
     setenv("HUBKERN_HIP_RUNTIME_VERSION", "6.4.43482", 1);
@@ -146,7 +146,7 @@ static void test_detect_without_hip(void) {
     if (!h) h = dlopen("libamdhip64.so.6", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libamdhip64.so.7", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
-    hk_env_options o = {.no_python = 1, .no_cuda = 1, .no_env_overrides = 1};
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .no_python = 1, .no_cuda = 1, .no_env_overrides = 1};
     env = NULL;
     CHECK_RC(hk_env_detect(&env, &o), HK_OK);
     if (!h) {
@@ -211,7 +211,7 @@ static char *rocm_variant(const char *name) {
 }
 
 static hk_env *env_with_arch(const char *arch) {
-    hk_env_options o = {.no_cuda = 1, .no_rocm = 1, .no_env_overrides = 1};
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .no_cuda = 1, .no_rocm = 1, .no_env_overrides = 1};
     hk_env *env = NULL;
     CHECK_RC(hk_env_detect(&env, &o), HK_OK); /* Python: where libtvm_ffi is */
     if (env && arch) CHECK_RC(hk_env_set(env, "gpu_arch", arch), HK_OK);
@@ -225,7 +225,7 @@ static void test_load(void) {
     /* refused: gfx1100 is not listed; nothing is loaded */
     char *d1 = rocm_variant("refused");
     hk_env *env = env_with_arch("gfx1100");
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.env = env;
     CHECK_RC(hk_get_local_kernel(&k, d1, &o), HK_ERR_ARCH);
     CHECK(k == NULL);
@@ -243,7 +243,7 @@ static void test_load(void) {
     /* accepted: the base of the gcnArchName is listed; the kernel loads and runs */
     char *d2 = rocm_variant("accepted");
     env = env_with_arch("gfx90a:sramecc+:xnack-");
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.env = env;
     CHECK_RC(hk_get_local_kernel(&k, d2, &o), HK_OK);
     if (k) {
@@ -272,7 +272,7 @@ static void test_load(void) {
     char *d4 = rocm_variant("variable");
     setenv("HUBKERN_GPU_ARCH", "gfx1030", 1);
     setenv("HUBKERN_NO_CUDA", "1", 1);
-    hk_get_kernel_options_init(&o);
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     CHECK_RC(hk_get_local_kernel(&k, d4, &o), HK_ERR_ARCH);
     CHECK(k == NULL && strstr(hk_last_error(), "gfx1030"));
     unsetenv("HUBKERN_GPU_ARCH");

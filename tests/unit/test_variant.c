@@ -3,6 +3,8 @@
 
 #include <hubkern.h>
 
+#include "variant/variant_internal.h" /* builds variants by hand for to_string's refusals */
+
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,7 +309,7 @@ static void test_full_order(void) {
     CHECK(hk_resolution_family(r, 5) == HK_FAMILY_NOARCH);
     CHECK(hk_resolution_family(r, 9) == HK_FAMILY_INVALID);
     CHECK(hk_resolution_variant(r, 9) == NULL);
-    CHECK(hk_resolution_variant(r, 0) && hk_resolution_variant(r, 0)->fw_minor == 11);
+    CHECK(hk_resolution_variant(r, 0) && hk_variant_fw_minor(hk_resolution_variant(r, 0)) == 11);
     CHECK_STR(hk_resolution_best_of(r, HK_FAMILY_BIT(HK_FAMILY_TVM_FFI)), "tvm-ffi01-cu130-x86_64-linux");
     CHECK_STR(hk_resolution_best_of(r, HK_FAMILY_BIT(HK_FAMILY_NOARCH)), "torch-cuda");
     CHECK(hk_resolution_best_of(r, 0) == NULL);
@@ -412,56 +414,66 @@ static void test_roundtrip_vectors(void) {
         "torch213-cxx11-rocm72-x86_64-linux", "tvm-ffi012-cu118-aarch64-linux", "torch-npu",
         "torch213-cu132-aarch64-windows", "torch-some-new-thing"};
     for (size_t i = 0; i < sizeof vectors / sizeof vectors[0]; i++) {
-        hk_variant v;
+        hk_variant *v = NULL;
         CHECK_RC(hk_variant_parse(&v, vectors[i]), HK_OK);
-        char *s = hk_variant_to_string(&v);
+        char *s = hk_variant_to_string(v);
         CHECK_STR(s, vectors[i]);
         hk_free(s);
+        hk_variant_free(v);
     }
 }
 
+/* hk_variant_parse into *v, freeing what *v held. */
+static int reparse(hk_variant **v, const char *name) {
+    hk_variant_free(*v);
+    *v = NULL;
+    return hk_variant_parse(v, name);
+}
+
 static void test_parse_fields(void) {
-    hk_variant v;
-    CHECK_RC(hk_variant_parse(&v, "torch25-cxx98-rocm63-aarch64-linux"), HK_OK);
-    CHECK(v.family == HK_FAMILY_TORCH && v.fw_major == 2 && v.fw_minor == 5 && v.cxx11 == 0);
-    CHECK(v.backend == HK_BACKEND_ROCM && v.backend_major == 6 && v.backend_minor == 3);
-    CHECK_STR(v.cpu, "aarch64");
-    CHECK_STR(v.os, "linux");
+    hk_variant *v = NULL;
+    CHECK_RC(reparse(&v, "torch25-cxx98-rocm63-aarch64-linux"), HK_OK);
+    CHECK(hk_variant_get_family(v) == HK_FAMILY_TORCH && hk_variant_fw_major(v) == 2 && hk_variant_fw_minor(v) == 5 && hk_variant_cxx11(v) == 0);
+    CHECK(hk_variant_backend(v) == HK_BACKEND_ROCM && hk_variant_backend_major(v) == 6 && hk_variant_backend_minor(v) == 3);
+    CHECK_STR(hk_variant_cpu(v), "aarch64");
+    CHECK_STR(hk_variant_os(v), "linux");
 
-    CHECK_RC(hk_variant_parse(&v, "torch213-cxx11-cu130-x86_64-linux"), HK_OK);
-    CHECK(v.fw_minor == 13 && v.cxx11 == 1 && v.backend == HK_BACKEND_CUDA && v.backend_major == 13 && v.backend_minor == 0);
+    CHECK_RC(reparse(&v, "torch213-cxx11-cu130-x86_64-linux"), HK_OK);
+    CHECK(hk_variant_fw_minor(v) == 13 && hk_variant_cxx11(v) == 1 && hk_variant_backend(v) == HK_BACKEND_CUDA && hk_variant_backend_major(v) == 13 && hk_variant_backend_minor(v) == 0);
 
-    CHECK_RC(hk_variant_parse(&v, "torch-stable-abi211-cu126-x86_64-linux"), HK_OK);
-    CHECK(v.family == HK_FAMILY_TORCH_STABLE_ABI && v.fw_major == 2 && v.fw_minor == 11 && v.cxx11 == -1);
-    CHECK(v.backend_major == 12 && v.backend_minor == 6);
+    CHECK_RC(reparse(&v, "torch-stable-abi211-cu126-x86_64-linux"), HK_OK);
+    CHECK(hk_variant_get_family(v) == HK_FAMILY_TORCH_STABLE_ABI && hk_variant_fw_major(v) == 2 && hk_variant_fw_minor(v) == 11 && hk_variant_cxx11(v) == -1);
+    CHECK(hk_variant_backend_major(v) == 12 && hk_variant_backend_minor(v) == 6);
 
-    CHECK_RC(hk_variant_parse(&v, "tvm-ffi01-cu130-x86_64-linux"), HK_OK); /* lazy: 0.1 */
-    CHECK(v.family == HK_FAMILY_TVM_FFI && v.fw_major == 0 && v.fw_minor == 1);
-    CHECK_RC(hk_variant_parse(&v, "tvm-ffi012-cpu-x86_64-linux"), HK_OK); /* 0.12 */
-    CHECK(v.fw_major == 0 && v.fw_minor == 12 && v.backend == HK_BACKEND_CPU);
-    CHECK_RC(hk_variant_parse(&v, "tvm-ffi110-cpu-x86_64-linux"), HK_OK); /* 1.10 */
-    CHECK(v.fw_major == 1 && v.fw_minor == 10);
+    CHECK_RC(reparse(&v, "tvm-ffi01-cu130-x86_64-linux"), HK_OK); /* lazy: 0.1 */
+    CHECK(hk_variant_get_family(v) == HK_FAMILY_TVM_FFI && hk_variant_fw_major(v) == 0 && hk_variant_fw_minor(v) == 1);
+    CHECK_RC(reparse(&v, "tvm-ffi012-cpu-x86_64-linux"), HK_OK); /* 0.12 */
+    CHECK(hk_variant_fw_major(v) == 0 && hk_variant_fw_minor(v) == 12 && hk_variant_backend(v) == HK_BACKEND_CPU);
+    CHECK_RC(reparse(&v, "tvm-ffi110-cpu-x86_64-linux"), HK_OK); /* 1.10 */
+    CHECK(hk_variant_fw_major(v) == 1 && hk_variant_fw_minor(v) == 10);
 
-    CHECK_RC(hk_variant_parse(&v, "torch213-xpu20253-x86_64-linux"), HK_OK); /* greedy: 2025.3 */
-    CHECK(v.backend == HK_BACKEND_XPU && v.backend_major == 2025 && v.backend_minor == 3 && v.cxx11 == -1);
-    CHECK_RC(hk_variant_parse(&v, "torch213-cu1210-x86_64-linux"), HK_OK); /* §3 ambiguity: 121.0 */
-    CHECK(v.backend_major == 121 && v.backend_minor == 0);
+    CHECK_RC(reparse(&v, "torch213-xpu20253-x86_64-linux"), HK_OK); /* greedy: 2025.3 */
+    CHECK(hk_variant_backend(v) == HK_BACKEND_XPU && hk_variant_backend_major(v) == 2025 && hk_variant_backend_minor(v) == 3 && hk_variant_cxx11(v) == -1);
+    CHECK_RC(reparse(&v, "torch213-cu1210-x86_64-linux"), HK_OK); /* §3 ambiguity: 121.0 */
+    CHECK(hk_variant_backend_major(v) == 121 && hk_variant_backend_minor(v) == 0);
 
-    CHECK_RC(hk_variant_parse(&v, "torch-cuda"), HK_OK);
-    CHECK(v.family == HK_FAMILY_NOARCH && v.backend == HK_BACKEND_NONE);
-    CHECK_STR(v.noarch, "cuda");
-    CHECK_RC(hk_variant_parse(&v, "torch-cuda-extra"), HK_OK); /* upstream keeps the rest joined */
-    CHECK_STR(v.noarch, "cuda-extra");
+    CHECK_RC(reparse(&v, "torch-cuda"), HK_OK);
+    CHECK(hk_variant_get_family(v) == HK_FAMILY_NOARCH && hk_variant_backend(v) == HK_BACKEND_NONE);
+    CHECK_STR(hk_variant_noarch(v), "cuda");
+    CHECK_RC(reparse(&v, "torch-cuda-extra"), HK_OK); /* upstream keeps the rest joined */
+    CHECK_STR(hk_variant_noarch(v), "cuda-extra");
 
     /* unknown cpu/os tokens parse (upstream rejects them later by the CPU/OS rule) */
-    CHECK_RC(hk_variant_parse(&v, "torch213-cpu-riscv64-freebsd"), HK_OK);
-    CHECK_STR(v.cpu, "riscv64");
+    CHECK_RC(reparse(&v, "torch213-cpu-riscv64-freebsd"), HK_OK);
+    CHECK_STR(hk_variant_cpu(v), "riscv64");
 
     /* non-canonical numbers come back canonical */
-    CHECK_RC(hk_variant_parse(&v, "torch213-cu0130-x86_64-linux"), HK_OK);
-    char *s = hk_variant_to_string(&v);
+    CHECK_RC(reparse(&v, "torch213-cu0130-x86_64-linux"), HK_OK);
+    char *s = hk_variant_to_string(v);
     CHECK_STR(s, "torch213-cu130-x86_64-linux");
     hk_free(s);
+
+    hk_variant_free(v);
 
     CHECK_STR(hk_variant_family_name(HK_FAMILY_TVM_FFI), "tvm-ffi");
     CHECK_STR(hk_variant_family_name((hk_variant_family)42), "invalid");
@@ -521,40 +533,45 @@ static void test_parse_malformed(void) {
         {"--------------------------------------------------", "too many"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        hk_variant v;
-        memset(&v, 0x5a, sizeof v);
+        hk_variant junk;
+        memset(&junk, 0x5a, sizeof junk);
+        hk_variant *v = &junk; /* must come back NULL */
         int rc = hk_variant_parse(&v, bad[i].name);
         hk_test_checks++;
-        if (rc != HK_ERR_PARSE || v.family != HK_FAMILY_INVALID || !strstr(hk_last_error(), bad[i].msg)) {
+        if (rc != HK_ERR_PARSE || v != NULL || hk_variant_get_family(v) != HK_FAMILY_INVALID ||
+            !strstr(hk_last_error(), bad[i].msg)) {
             hk_test_failures++;
             fprintf(stderr, "malformed '%s': rc %s, family %d, message '%s' (want '%s')\n", bad[i].name,
-                    hk_error_name(rc), (int)v.family, hk_last_error(), bad[i].msg);
+                    hk_error_name(rc), (int)hk_variant_get_family(v), hk_last_error(), bad[i].msg);
         }
     }
     char longname[400];
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    hk_variant v;
+    hk_variant *v = NULL;
     CHECK_RC(hk_variant_parse(&v, longname), HK_ERR_PARSE);
     CHECK_RC(hk_variant_parse(&v, NULL), HK_ERR_INVALID_ARG);
     CHECK_RC(hk_variant_parse(NULL, "torch-cuda"), HK_ERR_INVALID_ARG);
 
     /* to_string refuses what it cannot express */
     CHECK(hk_variant_to_string(NULL) == NULL);
-    memset(&v, 0, sizeof v);
-    CHECK(hk_variant_to_string(&v) == NULL); /* family invalid */
+    hk_variant zero;
+    memset(&zero, 0, sizeof zero);
+    CHECK(hk_variant_to_string(&zero) == NULL); /* family invalid */
     CHECK_RC(hk_variant_parse(&v, "torch213-cu130-x86_64-linux"), HK_OK);
-    v.backend_minor = 10; /* cu13 10 would not parse back */
-    CHECK(hk_variant_to_string(&v) == NULL);
-    v.backend_minor = 0;
-    v.fw_major = 10; /* torch1013 would parse as 1.013 */
-    CHECK(hk_variant_to_string(&v) == NULL);
-    v.fw_major = 2;
-    strcpy(v.cpu, "x86-64"); /* a '-' would split */
-    CHECK(hk_variant_to_string(&v) == NULL);
-    strcpy(v.cpu, "x86_64");
-    v.backend = (hk_backend_kind)99;
-    CHECK(hk_variant_to_string(&v) == NULL);
+    if (!v) return;
+    v->backend_minor = 10; /* cu13 10 would not parse back */
+    CHECK(hk_variant_to_string(v) == NULL);
+    v->backend_minor = 0;
+    v->fw_major = 10; /* torch1013 would parse as 1.013 */
+    CHECK(hk_variant_to_string(v) == NULL);
+    v->fw_major = 2;
+    strcpy(v->cpu, "x86-64"); /* a '-' would split */
+    CHECK(hk_variant_to_string(v) == NULL);
+    strcpy(v->cpu, "x86_64");
+    v->backend = (hk_backend_kind)99;
+    CHECK(hk_variant_to_string(v) == NULL);
+    hk_variant_free(v);
 }
 
 /* Random names built from grammar pieces: parse never crashes; what parses round-trips to a name
@@ -575,7 +592,7 @@ static void test_parse_fuzz(void) {
             if (k) strcat(name, "-");
             strcat(name, pieces[pi]);
         }
-        hk_variant v;
+        hk_variant *v = NULL;
         if (hk_variant_parse(&v, name) != HK_OK) {
             if (!*hk_last_error()) {
                 hk_test_failures++;
@@ -584,13 +601,15 @@ static void test_parse_fuzz(void) {
             continue;
         }
         parsed++;
-        char *s = hk_variant_to_string(&v);
-        hk_variant w;
-        if (!s || hk_variant_parse(&w, s) != HK_OK || memcmp(&v, &w, sizeof v) != 0) {
+        char *s = hk_variant_to_string(v);
+        hk_variant *w = NULL;
+        if (!s || hk_variant_parse(&w, s) != HK_OK || memcmp(v, w, sizeof *v) != 0) {
             hk_test_failures++;
             fprintf(stderr, "fuzz: '%s' does not round-trip (got '%s')\n", name, s ? s : "(null)");
         }
         hk_free(s);
+        hk_variant_free(v);
+        hk_variant_free(w);
     }
     hk_test_checks++;
     CHECK(parsed > 100); /* the generator does reach valid names */

@@ -77,9 +77,11 @@ extern "C" {
 
 typedef struct hk_env hk_env;
 
-/* Options for hk_env_detect. Zero-initialise (or pass NULL) for the defaults. String fields
- * override the matching HUBKERN_* variable; NULL means "use the variable / detect". */
+/* Options for hk_env_detect. Initialise with HK_ENV_OPTIONS_INIT or hk_env_options_init (or
+ * pass NULL for the defaults). String fields override the matching HUBKERN_* variable; NULL means
+ * "use the variable / detect". */
 typedef struct hk_env_options {
+    unsigned int version;      /* HK_ENV_OPTIONS_VERSION */
     const char *python;        /* interpreter to run; NULL: HUBKERN_PYTHON, else python3 on PATH */
     const char *site_packages; /* ':'-separated dirs; when set, no interpreter call for them */
     const char *libtorch_dir;  /* LibTorch distribution dir; NULL: HUBKERN_LIBTORCH_DIR */
@@ -91,9 +93,17 @@ typedef struct hk_env_options {
     int no_rocm;               /* do not dlopen libamdhip64 (also HUBKERN_NO_ROCM=1) */
 } hk_env_options;
 
+#define HK_ENV_OPTIONS_VERSION 1
+#define HK_ENV_OPTIONS_INIT {HK_ENV_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0}
+
+/* Defaults into *opts (everything detected, HUBKERN_* honoured); HK_ERR_INVALID_ARG for a version
+ * this library does not know. */
+HK_API int hk_env_options_init(hk_env_options *opts, unsigned int version);
+
 /* Detect the machine. *out must be freed with hk_env_free. Never fails for missing software
  * (absent parts are simply unknown); fails only on HK_ERR_NOMEM or HK_ERR_INVALID_ARG (out NULL,
- * a malformed HUBKERN_* override value, whose message names the variable). */
+ * an opts->version this library does not know, a malformed HUBKERN_* override value, whose message
+ * names the variable). */
 HK_API int hk_env_detect(hk_env **out, const hk_env_options *opts);
 
 /* A blank environment: everything unknown (os, cpu included), backend derived as cpu. Describe a

@@ -3,10 +3,9 @@
  * One call joins machine detection, version and variant resolution, download with verification,
  * the shared cache and dlopen:
  *
- *     hk_get_kernel_options o;
- *     hk_get_kernel_options_init(&o);
+ *     hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
  *     o.repo_id = "kernels-community/rmsnorm";
- *     o.version = 1;
+ *     o.kernel_version = 1;
  *     hk_kernel *k;
  *     if (hk_get_kernel(&k, &o) != HK_OK) { fprintf(stderr, "%s\n", hk_last_error()); ... }
  *     hk_value args[4] = { hk_value_tensor(&out), hk_value_tensor(&x), hk_value_tensor(&w),
@@ -36,7 +35,6 @@
 
 #include "hubkern/common.h"
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,29 +52,37 @@ typedef struct hk_function hk_function;
 #define HK_VERSION_UNSET (-1)
 
 typedef struct hk_get_kernel_options {
-    size_t struct_size;          /* set by hk_get_kernel_options_init; lets the struct grow */
+    unsigned int version;        /* HK_GET_KERNEL_OPTIONS_VERSION */
     const char *repo_id;         /* "org/name" (required for hk_get_kernel / hk_has_kernel) */
-    int version;                 /* major version N (branch vN), or HK_VERSION_UNSET */
-    const char *revision;        /* branch, tag or commit; exactly one of version / revision */
+    int kernel_version;          /* major version N (branch vN), or HK_VERSION_UNSET */
+    const char *revision;        /* branch, tag or commit; exactly one of kernel_version / revision */
     const char *backend;         /* NULL: the detected one; "cpu" forces CPU variants */
-    bool trust_remote_code;      /* skip the trusted-publisher check (org overview) */
-    bool offline;                /* cache only (also HF_HUB_OFFLINE=1); never touches the network */
+    int trust_remote_code;       /* 1: skip the trusted-publisher check (org overview) */
+    int offline;                 /* 1: cache only (also HF_HUB_OFFLINE=1); never touches the network */
     const char *endpoint;        /* NULL: HF_ENDPOINT or https://huggingface.co */
     const char *cache_dir;       /* NULL: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/... */
     const char *token;           /* NULL: HF_TOKEN / token file; "" sends none */
     hk_progress_fn progress;     /* optional; may cancel */
     void *progress_userdata;
-    const struct hk_env *env;    /* NULL: hk_env_detect(); else resolve for this machine */
+    const struct hk_env *env;    /* NULL: this process's machine (detected once per process);
+                                    else resolve for this machine */
     const char *tvm_ffi_library; /* explicit libtvm_ffi path (else HUBKERN_TVM_FFI_LIB, TVM_FFI_LIB,
                                     one already loaded, the Python package's copy, the system) */
-    bool skip_arch_check;        /* do not refuse a GPU the build does not cover (HK_ERR_ARCH) */
-    bool no_local_kernels;       /* ignore LOCAL_KERNELS */
+    int skip_arch_check;         /* 1: do not refuse a GPU the build does not cover (HK_ERR_ARCH) */
+    int no_local_kernels;        /* 1: ignore LOCAL_KERNELS */
     const char *variant;         /* NULL: choose for this machine; else exactly this build variant
                                     (HK_ERR_NO_VARIANT, listing the variants, if the repo lacks it) */
 } hk_get_kernel_options;
 
-/* Defaults: version unset, nothing overridden, trust check on, arch check on. */
-HK_API void hk_get_kernel_options_init(hk_get_kernel_options *opts);
+#define HK_GET_KERNEL_OPTIONS_VERSION 1
+/* Defaults: kernel version unset, nothing overridden, trust check on, arch check on. */
+#define HK_GET_KERNEL_OPTIONS_INIT                                                              \
+    {HK_GET_KERNEL_OPTIONS_VERSION, NULL, HK_VERSION_UNSET, NULL, NULL, 0, 0, NULL, NULL, NULL, \
+     NULL, NULL, NULL, NULL, 0, 0, NULL}
+
+/* The defaults into *opts; HK_ERR_INVALID_ARG for a version this library does not know. Every
+ * function taking the options checks opts->version on entry (HK_ERR_INVALID_ARG). */
+HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int version);
 
 /* Resolve, pull (or find in the cache), verify and load the best variant of opts->repo_id for this
  * machine. LOCAL_KERNELS=org/name=/path:... takes precedence (no network, no trust check).
@@ -98,15 +104,26 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts);
  * skip_arch_check are read). repo_id, when given in opts, is reported by hk_kernel_repo_id. */
 HK_API int hk_get_local_kernel(hk_kernel **out, const char *path, const hk_get_kernel_options *opts);
 
+/* The variant hk_get_kernel would load among `names` (the build/ directories of one commit) in
+ * this process: opts->variant when set (it must be among them), else the preferred one for
+ * opts->env (NULL: this process's machine) and opts->backend that this process can load (tvm-ffi;
+ * torch builds when libtorch is in the process), noarch as a last resort (hk_choose_variant).
+ * opts may be NULL; opts->repo_id, when set, names the repo in messages. *out: free with hk_free.
+ * HK_ERR_NO_VARIANT with every candidate's reason. */
+HK_API int hk_kernel_choose_variant(char **out, const hk_get_kernel_options *opts,
+                                    const char *const *names, size_t count);
+
 /* Does opts->repo_id at opts->version/revision have a variant for this machine? Answers from the
  * Hub (or the cache when offline) without downloading the build, after kernel-status redirects as
  * hk_get_kernel (no publisher check: nothing is loaded). The chosen variant's metadata.json (from
  * the cache, else downloaded alone) must list archs that admit the device, unless
  * opts->skip_arch_check (kernels has_kernel(check_arch=True)). Not finding one is not an error:
- * *out = false and HK_OK, with the reason (HK_ERR_NO_VARIANT / HK_ERR_ARCH) left as
- * hk_last_error() / hk_last_error_code() and logged at HK_LOG_INFO. Unknown repo / version are
- * errors. */
-HK_API int hk_has_kernel(bool *out, const hk_get_kernel_options *opts);
+ * HK_OK with *out = 0 and no error set; the reason goes to the out-parameters (either may be
+ * NULL): *out_reason_code HK_ERR_NO_VARIANT or HK_ERR_ARCH (HK_OK when *out = 1), *out_reason the
+ * message (every candidate's reason, or the arch check's; NULL when *out = 1; free with hk_free).
+ * It is also logged at HK_LOG_INFO. Unknown repo / version are errors. */
+HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
+                         const hk_get_kernel_options *opts);
 
 /* Load repo_id pinned by a kernels.lock file (either format), from the cache only: never touches
  * the network (prefetch with `hubkern download --lock FILE`). Old-format per-variant hashes are
@@ -218,7 +235,7 @@ typedef struct hk_value {
     union {
         int64_t i;
         double f;
-        bool b;
+        int b; /* 0 / 1 */
         hk_dltensor *tensor;
         const char *str;
     } v;
@@ -228,7 +245,7 @@ typedef struct hk_value {
 static inline hk_value hk_value_none(void) { hk_value x = {HK_VALUE_NONE, {0}, 0}; return x; }
 static inline hk_value hk_value_int(int64_t i) { hk_value x = {HK_VALUE_INT, {0}, 0}; x.v.i = i; return x; }
 static inline hk_value hk_value_float(double f) { hk_value x = {HK_VALUE_FLOAT, {0}, 0}; x.v.f = f; return x; }
-static inline hk_value hk_value_bool(bool b) { hk_value x = {HK_VALUE_BOOL, {0}, 0}; x.v.b = b; return x; }
+static inline hk_value hk_value_bool(int b) { hk_value x = {HK_VALUE_BOOL, {0}, 0}; x.v.b = b != 0; return x; }
 static inline hk_value hk_value_tensor(hk_dltensor *t) { hk_value x = {HK_VALUE_TENSOR, {0}, 0}; x.v.tensor = t; return x; }
 static inline hk_value hk_value_string(const char *s) { hk_value x = {HK_VALUE_STRING, {0}, 0}; x.v.str = s; return x; }
 
@@ -263,23 +280,31 @@ HK_API int hk_tvm_ffi_version(int *major, int *minor, int *patch);
 /* ---- GPU fitness ---------------------------------------------------------------------------- */
 
 /* Does a CUDA device of compute capability major.minor satisfy one metadata arch entry
- * ("8.0", "9.0a", "10.0f", "12.0+PTX")? *out_parsed = false when the entry is not a CUDA arch. */
-HK_API bool hk_cuda_arch_entry_matches(const char *entry, int major, int minor, bool *out_parsed);
+ * ("8.0", "9.0a", "10.0f", "12.0+PTX")? 1 / 0; *out_parsed = 0 when the entry is not a CUDA arch. */
+HK_API int hk_cuda_arch_entry_matches(const char *entry, int major, int minor, int *out_parsed);
 
-/* Code objects embedded in a library's .nv_fatbin section. */
-typedef struct hk_code_object {
-    bool is_ptx;        /* PTX (JIT-compilable for >= sm) vs a cubin (SASS) */
-    int sm;             /* 80, 90, 100, ... */
-    bool arch_specific; /* "a" (sm_90a): runs only on exactly that sm */
-    bool family;        /* "f" (sm_100f): runs on that major's later minors */
-    bool compressed;
-} hk_code_object;
+/* The code objects embedded in a library's .nv_fatbin section (opaque list). */
+typedef struct hk_code_objects hk_code_objects;
 
-/* List the code objects of an ELF library (0 when it embeds none). *out freed with hk_free. */
-HK_API int hk_library_code_objects(hk_code_object **out, size_t *out_count, const char *library_path);
+/* List the code objects of an ELF library. *out is NULL when it embeds none (every function
+ * below reads NULL as the empty list). Free with hk_code_objects_free. */
+HK_API int hk_library_code_objects(hk_code_objects **out, const char *library_path);
+HK_API void hk_code_objects_free(hk_code_objects *objs); /* NULL is fine */
+HK_API size_t hk_code_objects_count(const hk_code_objects *objs);
+/* Object i (i < count; 0 otherwise): */
+HK_API int hk_code_object_is_ptx(const hk_code_objects *objs, size_t i); /* PTX (JIT-compilable
+                                                                            for >= sm), else a cubin */
+HK_API int hk_code_object_sm(const hk_code_objects *objs, size_t i);     /* 80, 90, 100, ... */
+HK_API int hk_code_object_arch_specific(const hk_code_objects *objs, size_t i); /* "a" (sm_90a):
+                                                                  runs only on exactly that sm */
+HK_API int hk_code_object_family(const hk_code_objects *objs, size_t i); /* "f" (sm_100f): runs on
+                                                                   that major's later minors */
+HK_API int hk_code_object_compressed(const hk_code_objects *objs, size_t i);
 
-/* Could any of these code objects run on compute capability major.minor? */
-HK_API bool hk_code_objects_fit(const hk_code_object *objs, size_t count, int major, int minor);
+/* Could any of these code objects run on compute capability major.minor? 1 / 0. */
+HK_API int hk_code_objects_fit(const hk_code_objects *objs, int major, int minor);
+/* Could object i run on it? 1 / 0 (0 when i is out of range). */
+HK_API int hk_code_object_fits(const hk_code_objects *objs, size_t i, int major, int minor);
 
 /* The full check used before loading: metadata archs (§6.3 rules; all-unparseable = supported)
  * AND the embedded code objects (when the library embeds any). HK_ERR_ARCH with a message naming
@@ -289,8 +314,8 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
 
 /* The part of a ROCm gcnArchName the arch check compares: the text before the first ':'
  * ("gfx90a:sramecc+:xnack-" → "gfx90a", "gfx942" → "gfx942"), written NUL-terminated into out.
- * false (out = "") when gcn_arch_name is NULL, the part is empty, or it does not fit in cap. */
-HK_API bool hk_rocm_arch_base(char *out, size_t cap, const char *gcn_arch_name);
+ * 1, or 0 (out = "") when gcn_arch_name is NULL, the part is empty, or it does not fit in cap. */
+HK_API int hk_rocm_arch_base(char *out, size_t cap, const char *gcn_arch_name);
 
 /* The ROCm check used before loading (kernels 0.17 `_check_arch_incompatibility`): when md's
  * backend is "rocm" and it lists archs, hk_rocm_arch_base(gcn_arch_name) must equal one entry
@@ -301,42 +326,51 @@ HK_API int hk_kernel_check_rocm_arch(const hk_kernel_metadata *md, const char *g
 
 /* ---- lockfiles ------------------------------------------------------------------------------ */
 
-typedef struct hk_lock_entry {
-    char *repo_id;
-    int version;        /* HK_VERSION_UNSET when locked by revision (or old format) */
-    char *revision;     /* NULL unless locked by revision */
-    char *commit;       /* 40- or 64-hex */
-    /* old format only: variant name → "sha256-<hex>" (git_lfs_concat) */
-    size_t num_variants;
-    char **variant_names;
-    char **variant_hashes;
-} hk_lock_entry;
+typedef struct hk_lockfile hk_lockfile;     /* a parsed or built kernels.lock (opaque) */
+typedef struct hk_lock_entry hk_lock_entry; /* one locked kernel; lives as long as its lockfile */
 
 typedef enum hk_lock_format { HK_LOCK_OLD = 0, HK_LOCK_NEW = 1 } hk_lock_format;
-
-typedef struct hk_lockfile {
-    hk_lock_format format;
-    size_t count;
-    hk_lock_entry *entries;
-} hk_lockfile;
 
 /* Parse kernels.lock (both formats, told apart by their keys). Free with hk_lockfile_free. */
 HK_API int hk_lockfile_read(hk_lockfile **out, const char *path);
 HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len);
+/* An empty lockfile (new format) to fill with hk_lockfile_add and write. */
+HK_API int hk_lockfile_new(hk_lockfile **out);
 HK_API void hk_lockfile_free(hk_lockfile *lock);
+HK_API hk_lock_format hk_lockfile_format(const hk_lockfile *lock);
+HK_API size_t hk_lockfile_count(const hk_lockfile *lock);
+/* The i-th entry in file order (NULL if i is out of range). */
+HK_API const hk_lock_entry *hk_lockfile_entry(const hk_lockfile *lock, size_t i);
 /* Find a repo's entry (NULL if absent). */
 HK_API const hk_lock_entry *hk_lockfile_find(const hk_lockfile *lock, const char *repo_id);
-/* Write the new (dependency/lock) format, sorted by (repo-id, version/revision), atomically.
- * Duplicate dependencies are refused (HK_ERR_INVALID_ARG). */
-HK_API int hk_lockfile_write(const char *path, const hk_lock_entry *entries, size_t count);
+
+HK_API const char *hk_lock_entry_repo_id(const hk_lock_entry *e);
+/* HK_VERSION_UNSET when locked by revision (or old format). */
+HK_API int hk_lock_entry_version(const hk_lock_entry *e);
+HK_API const char *hk_lock_entry_revision(const hk_lock_entry *e); /* NULL unless locked by revision */
+HK_API const char *hk_lock_entry_commit(const hk_lock_entry *e);   /* 40- or 64-hex */
+/* Old format only: variant name → "sha256-<hex>" (git_lfs_concat); 0 variants otherwise. */
+HK_API size_t hk_lock_entry_variant_count(const hk_lock_entry *e);
+HK_API const char *hk_lock_entry_variant_name(const hk_lock_entry *e, size_t i);
+HK_API const char *hk_lock_entry_variant_hash(const hk_lock_entry *e, size_t i);
+
+/* Append a dependency and its commit (copied): exactly one of version (>= 0) and revision
+ * (version HK_VERSION_UNSET). Checked by hk_lockfile_write. */
+HK_API int hk_lockfile_add(hk_lockfile *lock, const char *repo_id, int version, const char *revision,
+                           const char *commit);
+/* Write lock's entries in the new (dependency/lock) format, sorted by (repo-id, version/revision),
+ * atomically. An entry without a valid repo id, version or revision and full commit id, and
+ * duplicate dependencies, are refused (HK_ERR_INVALID_ARG). */
+HK_API int hk_lockfile_write(const char *path, const hk_lockfile *lock);
 
 /* git_lfs_concat hash of a cached variant directory (snapshots/<commit>/build/<variant>): each file
  * is a symlink to blobs/<id>; a 64-char id is sha256 of the content (LFS), a 40-char id the git
- * blob sha1. Result "sha256-<64 hex>" into out[72]. */
-HK_API int hk_variant_hash_from_cache(char out[72], const char *variant_dir);
+ * blob sha1. *out: "sha256-<64 hex>", free with hk_free. */
+HK_API int hk_variant_hash_from_cache(char **out, const char *variant_dir);
 
-/* Pairs (relative path, hex id) → "sha256-<hex>" (the documented algorithm, for tree listings). */
-HK_API int hk_variant_hash_from_pairs(char out[72], const char *const *paths, const char *const *ids,
+/* Pairs (relative path, hex id) → "sha256-<hex>" (the documented algorithm, for tree listings).
+ * *out: free with hk_free. */
+HK_API int hk_variant_hash_from_pairs(char **out, const char *const *paths, const char *const *ids,
                                       size_t count);
 
 #ifdef __cplusplus

@@ -54,32 +54,37 @@ typedef enum hk_backend_kind {
     HK_BACKEND_TPU = 8
 } hk_backend_kind;
 
-/* A parsed variant name. Plain data: copy it freely. */
-typedef struct hk_variant {
-    hk_variant_family family;
-    /* Framework version: torch / stable-ABI / tvm-ffi major.minor. 0.0 for noarch. */
-    uint32_t fw_major, fw_minor;
-    /* Exact torch only: -1 untagged, 1 "-cxx11", 0 "-cxx98". -1 for the other families. */
-    int cxx11;
-    /* Arch families: the backend and, for cuda/rocm/xpu/cann, its version (13.0, 2025.3). */
-    hk_backend_kind backend;
-    uint32_t backend_major, backend_minor;
-    /* Arch families: the cpu and os tokens ("x86_64", "linux"). Empty for noarch. */
-    char cpu[32];
-    char os[32];
-    /* Noarch only: the name after "torch-" ("cuda", "universal"). Empty for arch families. */
-    char noarch[32];
-} hk_variant;
+/* A parsed variant name (opaque: read it with the accessors below). */
+typedef struct hk_variant hk_variant;
 
-/* Parse a variant name. On failure returns HK_ERR_PARSE with a message saying which part is
- * wrong (out is zeroed, family HK_FAMILY_INVALID); never crashes on any input, NULL included
- * (HK_ERR_INVALID_ARG). Tokens longer than the fields above are a parse error. */
-HK_API int hk_variant_parse(hk_variant *out, const char *name);
+/* Parse a variant name into a new hk_variant (free with hk_variant_free). On failure returns
+ * HK_ERR_PARSE with a message saying which part is wrong and *out = NULL; never crashes on any
+ * input, NULL included (HK_ERR_INVALID_ARG). Tokens longer than 31 bytes are a parse error. */
+HK_API int hk_variant_parse(hk_variant **out, const char *name);
+HK_API void hk_variant_free(hk_variant *v); /* NULL is fine */
 
 /* Format a parsed variant back into its canonical name (parse → to_string is the identity for
  * canonical names; non-canonical numbers such as cu0130 come back as cu130). Free with hk_free.
- * NULL if v is not a valid variant or on OOM. */
+ * NULL if v is NULL or on OOM. */
 HK_API char *hk_variant_to_string(const hk_variant *v);
+
+/* Fields (NULL v reads HK_FAMILY_INVALID / 0 / -1 / HK_BACKEND_NONE / ""). Strings live as long
+ * as v. */
+HK_API hk_variant_family hk_variant_get_family(const hk_variant *v);
+/* Framework version: torch / stable-ABI / tvm-ffi major.minor. 0.0 for noarch. */
+HK_API uint32_t hk_variant_fw_major(const hk_variant *v);
+HK_API uint32_t hk_variant_fw_minor(const hk_variant *v);
+/* Exact torch only: -1 untagged, 1 "-cxx11", 0 "-cxx98". -1 for the other families. */
+HK_API int hk_variant_cxx11(const hk_variant *v);
+/* Arch families: the backend and, for cuda/rocm/xpu/cann, its version (13.0, 2025.3). */
+HK_API hk_backend_kind hk_variant_backend(const hk_variant *v);
+HK_API uint32_t hk_variant_backend_major(const hk_variant *v);
+HK_API uint32_t hk_variant_backend_minor(const hk_variant *v);
+/* Arch families: the cpu and os tokens ("x86_64", "linux"). "" for noarch. */
+HK_API const char *hk_variant_cpu(const hk_variant *v);
+HK_API const char *hk_variant_os(const hk_variant *v);
+/* Noarch only: the name after "torch-" ("cuda", "universal"). "" for arch families. */
+HK_API const char *hk_variant_noarch(const hk_variant *v);
 
 /* "torch", "torch-stable-abi", "tvm-ffi", "noarch", or "invalid". Never NULL. */
 HK_API const char *hk_variant_family_name(hk_variant_family family);
@@ -125,7 +130,7 @@ HK_API int hk_resolution_accepted(const hk_resolution *r, size_t i);
 HK_API const char *hk_resolution_reason(const hk_resolution *r, size_t i);
 /* The family of the i-th candidate (HK_FAMILY_INVALID for an unparseable name). */
 HK_API hk_variant_family hk_resolution_family(const hk_resolution *r, size_t i);
-/* The parsed i-th candidate; NULL for unparseable names or i out of range. */
+/* The parsed i-th candidate (lives as long as r); NULL for unparseable names or i out of range. */
 HK_API const hk_variant *hk_resolution_variant(const hk_resolution *r, size_t i);
 /* The preferred accepted candidate, or NULL if none was accepted. */
 HK_API const char *hk_resolution_best(const hk_resolution *r);
@@ -141,6 +146,38 @@ HK_API char *hk_resolution_to_json(const hk_resolution *r);
  * "<name> compatible, preferred ✅" / "<name>: <reason>". Free with hk_free. */
 HK_API char *hk_resolution_to_text(const hk_resolution *r);
 HK_API void hk_resolution_free(hk_resolution *r);
+
+/* ---- choosing one variant ---------------------------------------------------------------- */
+
+/* Options of hk_choose_variant. Initialise with HK_CHOOSE_OPTIONS_INIT or hk_choose_options_init. */
+typedef struct hk_choose_options {
+    unsigned int version;       /* HK_CHOOSE_OPTIONS_VERSION */
+    const char *backend;        /* NULL: the env's backend; else as hk_resolve_variants' override */
+    unsigned families;          /* HK_FAMILY_BIT mask of the families the caller can use; 0: any */
+    unsigned fallback_families; /* tried when nothing in `families` fits (a loader's noarch
+                                   fallback); 0: none */
+    const char *variant;        /* NULL: choose; else exactly this name, which must be a candidate */
+    const char *where;          /* names the repo (and commit) in messages; may be NULL */
+    const char *family_note;    /* why `families` leaves the others out, added to the message when
+                                   it left a fitting candidate out; may be NULL */
+} hk_choose_options;
+
+#define HK_CHOOSE_OPTIONS_VERSION 1
+#define HK_CHOOSE_OPTIONS_INIT {HK_CHOOSE_OPTIONS_VERSION, NULL, 0, 0, NULL, NULL, NULL}
+
+/* Defaults into *opts; HK_ERR_INVALID_ARG for a version this library does not know. */
+HK_API int hk_choose_options_init(hk_choose_options *opts, unsigned int version);
+
+/* The variant to use among `names` on the machine `env` (NULL: this process's machine, detected
+ * once per process with hk_env_detect's defaults): hk_resolve_variants, then the preferred
+ * accepted candidate of opts->families, else of opts->fallback_families. opts may be NULL (the
+ * defaults). *out is a copy (free with hk_free).
+ * Errors: HK_ERR_NO_VARIANT when nothing fits (the message names opts->where, the backend and
+ * every candidate with its reason, and says which accepted candidate the family mask left out);
+ * HK_ERR_NO_VARIANT naming the candidates when opts->variant is not among them; HK_ERR_INVALID_ARG
+ * for a bad backend override or options version; detection errors of the process's machine. */
+HK_API int hk_choose_variant(char **out, const hk_env *env, const char *const *names, size_t count,
+                             const hk_choose_options *opts);
 
 #ifdef __cplusplus
 }

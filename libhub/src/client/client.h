@@ -126,12 +126,4 @@ int hk_hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const c
 
 /* The metadata.json digest check and verification receipts are the cache layer's (cache/cache.h). */
 
-/* ---- variant choice (pick.c) --------------------------------------------------------------- */
-/* Choose the best variant among names for this machine (backend may force "cpu" etc.).
- * *out is one of names (not a copy). */
-int hk_pick_variant(const char **out, const char *const *names, size_t n, const char *backend);
-/* The same, restricted to the families in `families` (HK_FAMILY_BIT mask; 0: any). */
-int hk_pick_variant_of(const char **out, const char *const *names, size_t n, const char *backend,
-                       unsigned families);
-
 #endif

@@ -3,6 +3,8 @@
  * (hub-protocol.md §13, kernel-hub-format.md §2, §11.1, §13). */
 #include "cache/cache.h"
 #include "client/client.h"
+#include "env/env_cache.h"
+#include "hubkern/variant.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -868,11 +870,17 @@ static int choose_variants(hk_pull_result *r, char **names, size_t n, const hk_p
         hk_sb_free(&sb);
         return rc;
     }
-    const char *best = NULL;
-    int rc = hk_pick_variant_of(&best, (const char *const *)names, n, spec->backend, spec->variant_families);
+    /* the process-wide detected machine until hk_pull_spec carries an env */
+    const hk_env *env = NULL;
+    hk_choose_options co = HK_CHOOSE_OPTIONS_INIT;
+    co.backend = spec->backend;
+    co.families = spec->variant_families;
+    char *best = NULL;
+    int rc = hk_env_cached(&env);
+    if (rc == HK_OK) rc = hk_choose_variant(&best, env, (const char *const *)names, n, &co);
     if (rc) return hk_fail_context("%s", where);
-    r->variants[r->nvariants++] = hk_strdup(best);
-    return r->variants[0] ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    r->variants[r->nvariants++] = best;
+    return HK_OK;
 }
 
 static int add_file(hk_pull_result *r, size_t *cap, const char *path) {

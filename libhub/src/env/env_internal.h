@@ -72,7 +72,18 @@ int hk_env_derive(hk_env *env);
 /* Store a detected value without validation (detect.c). value NULL clears. */
 int hk_env_put(hk_env *env, hk_env_key k, const char *value);
 
-/* Detection pieces (detect.c). */
+/* Helpers of the detection pieces (detect_parse.c). */
+/* A text file of at most 8 MiB, malloc'd; NULL (no error left) when it cannot be read. */
+char *hk_env_read_text(const char *path);
+bool hk_env_is_file(const char *path);
+/* Store the "M.m" of a raw version ("2.11.0+cu130" → "2.11"); nothing when raw is not one. */
+void hk_env_put_version2(hk_env *env, hk_env_key k, const char *raw);
+/* dlsym as a function pointer of `type` (through uintptr_t: ISO C has no object → function
+ * pointer conversion). Needs <dlfcn.h>. */
+#define HK_SYM(type, h, name) ((type)(uintptr_t)dlsym((h), (name)))
+
+/* Detection pieces (detect_os.c, detect_python.c, detect_torch.c, detect_tvm_ffi.c,
+ * detect_cuda.c, detect_rocm.c). */
 void hk_env_detect_os(hk_env *env);
 int hk_env_detect_python(hk_env *env, const char *python, int timeout_ms, bool want_sys_path);
 void hk_env_detect_torch(hk_env *env, const char *libtorch_dir);

@@ -29,7 +29,7 @@ static bool parse_cuda_arch(const char *s, int *x, int *y, char *suffix, bool *p
     return true;
 }
 
-HK_API bool hk_cuda_arch_entry_matches(const char *entry, int major, int minor, bool *out_parsed) {
+HK_API int hk_cuda_arch_entry_matches(const char *entry, int major, int minor, int *out_parsed) {
     int x, y;
     char suffix;
     bool ptx;
@@ -43,28 +43,44 @@ HK_API bool hk_cuda_arch_entry_matches(const char *entry, int major, int minor, 
     return major == x && minor >= y;
 }
 
-HK_API bool hk_code_objects_fit(const hk_code_object *objs, size_t count, int major, int minor) {
+static bool object_fits(const hk_code_object *o, int major, int minor) {
     int dev = major * 10 + minor;
-    for (size_t i = 0; i < count; i++) {
-        const hk_code_object *o = &objs[i];
-        int om = o->sm / 10, on = o->sm % 10;
-        if (o->arch_specific) {
-            if (o->sm == dev) return true;
-        } else if (o->is_ptx && !o->family) {
-            if (dev >= o->sm) return true; /* the driver JIT-compiles PTX for newer GPUs */
-        } else {
-            /* cubins (and family PTX) run on the same major at an equal or later minor */
-            if (om == major && on <= minor) return true;
-        }
-    }
-    return false;
+    int om = o->sm / 10, on = o->sm % 10;
+    if (o->arch_specific) return o->sm == dev;
+    if (o->is_ptx && !o->family) return dev >= o->sm; /* the driver JIT-compiles PTX for newer GPUs */
+    /* cubins (and family PTX) run on the same major at an equal or later minor */
+    return om == major && on <= minor;
 }
 
-char *hk_code_objects_describe(const hk_code_object *objs, size_t count) {
+HK_API int hk_code_objects_fit(const hk_code_objects *objs, int major, int minor) {
+    for (size_t i = 0; objs && i < objs->n; i++)
+        if (object_fits(&objs->v[i], major, minor)) return 1;
+    return 0;
+}
+
+HK_API int hk_code_object_fits(const hk_code_objects *objs, size_t i, int major, int minor) {
+    return objs && i < objs->n && object_fits(&objs->v[i], major, minor);
+}
+
+HK_API size_t hk_code_objects_count(const hk_code_objects *objs) { return objs ? objs->n : 0; }
+
+#define HK_CODE_OBJECT_FIELD(fn, field)                                    \
+    HK_API int fn(const hk_code_objects *objs, size_t i) {                 \
+        return objs && i < objs->n ? (int)objs->v[i].field : 0;            \
+    }
+HK_CODE_OBJECT_FIELD(hk_code_object_is_ptx, is_ptx)
+HK_CODE_OBJECT_FIELD(hk_code_object_sm, sm)
+HK_CODE_OBJECT_FIELD(hk_code_object_arch_specific, arch_specific)
+HK_CODE_OBJECT_FIELD(hk_code_object_family, family)
+HK_CODE_OBJECT_FIELD(hk_code_object_compressed, compressed)
+#undef HK_CODE_OBJECT_FIELD
+
+char *hk_code_objects_describe(const hk_code_objects *objs) {
     hk_strbuf sb;
     hk_sb_init(&sb);
+    size_t count = objs ? objs->n : 0;
     for (size_t i = 0; i < count; i++) {
-        const hk_code_object *o = &objs[i];
+        const hk_code_object *o = &objs->v[i];
         hk_sb_printf(&sb, "%s%s_%d%s", i ? ", " : "", o->is_ptx ? "compute" : "sm", o->sm,
                      o->arch_specific ? "a" : o->family ? "f" : "");
         if (o->is_ptx) hk_sb_append(&sb, " (PTX)");
@@ -78,7 +94,7 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
     if (md && md->backend && strcmp(md->backend, "cuda") == 0 && md->num_archs > 0) {
         bool any_parsed = false, match = false;
         for (size_t i = 0; i < md->num_archs; i++) {
-            bool parsed;
+            int parsed;
             if (hk_cuda_arch_entry_matches(md->archs[i], major, minor, &parsed)) match = true;
             any_parsed |= parsed;
         }
@@ -99,12 +115,11 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
         }
     }
     if (library_path) {
-        hk_code_object *objs = NULL;
-        size_t n = 0;
-        int rc = hk_library_code_objects(&objs, &n, library_path);
+        hk_code_objects *objs = NULL;
+        int rc = hk_library_code_objects(&objs, library_path);
         if (rc) return rc;
-        if (n > 0 && !hk_code_objects_fit(objs, n, major, minor)) {
-            char *d = hk_code_objects_describe(objs, n);
+        if (hk_code_objects_count(objs) > 0 && !hk_code_objects_fit(objs, major, minor)) {
+            char *d = hk_code_objects_describe(objs);
             rc = hk_fail(HK_ERR_ARCH,
                          "this GPU (compute capability %d.%d) is not a compiled target of %s: its "
                          "CUDA code objects (%s) cannot run on sm_%d%d; use a GPU they cover or "
@@ -112,7 +127,7 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
                          major, minor, library_path, d ? d : "?", major, minor);
             free(d);
         }
-        free(objs);
+        hk_code_objects_free(objs);
         return rc;
     }
     return HK_OK;
@@ -120,15 +135,15 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
 
 /* ---- ROCm ------------------------------------------------------------------------------------ */
 
-HK_API bool hk_rocm_arch_base(char *out, size_t cap, const char *gcn_arch_name) {
-    if (!out || cap == 0) return false;
+HK_API int hk_rocm_arch_base(char *out, size_t cap, const char *gcn_arch_name) {
+    if (!out || cap == 0) return 0;
     out[0] = '\0';
-    if (!gcn_arch_name) return false;
+    if (!gcn_arch_name) return 0;
     size_t n = strcspn(gcn_arch_name, ":");
-    if (n == 0 || n >= cap) return false;
+    if (n == 0 || n >= cap) return 0;
     memcpy(out, gcn_arch_name, n);
     out[n] = '\0';
-    return true;
+    return 1;
 }
 
 HK_API int hk_kernel_check_rocm_arch(const hk_kernel_metadata *md, const char *gcn_arch_name) {

@@ -8,8 +8,13 @@
  *                 u64 payload size, u32 @16, u32 @20, u32 @24 (format version),
  *                 u32 @28 sm (80, 90, 100, ...), u32 @32, u32 @36, u64 @40 flags;
  *   flags: 0x8000 compressed payload, 0x100000 arch-specific ("a"), 0x200000 family ("f").
- * Several containers may follow each other (one per translation unit), 8-byte aligned. */
+ * Several containers may follow each other (one per translation unit), 8-byte aligned.
+ *
+ * Headers, symbols and dynamic entries are copied out with memcpy: a file may place them at any
+ * offset, and reading an Elf64_* through a pointer that is not 8-aligned is undefined behaviour. */
 #include "kernel/kernel_internal.h"
+
+#include "util/vec.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -23,10 +28,17 @@
 typedef struct elf_file {
     const unsigned char *base;
     size_t size;
-    const Elf64_Ehdr *eh;
-    const Elf64_Shdr *sh;
+    Elf64_Ehdr eh;   /* a copy */
+    size_t shoff;    /* of the section table; checked to hold shnum entries */
     size_t shnum;
 } elf_file;
+
+/* Section header i (i < shnum). */
+static Elf64_Shdr elf_shdr(const elf_file *ef, size_t i) {
+    Elf64_Shdr s;
+    memcpy(&s, ef->base + ef->shoff + i * sizeof s, sizeof s);
+    return s;
+}
 
 static int elf_open(elf_file *ef, const char *path) {
     memset(ef, 0, sizeof *ef);
@@ -48,8 +60,8 @@ static int elf_open(elf_file *ef, const char *path) {
     if (m == MAP_FAILED) return hk_fail(HK_ERR_IO, "cannot map %s: %s", path, strerror(e));
     ef->base = m;
     ef->size = (size_t)st.st_size;
-    ef->eh = (const Elf64_Ehdr *)ef->base;
-    const Elf64_Ehdr *eh = ef->eh;
+    memcpy(&ef->eh, ef->base, sizeof ef->eh);
+    const Elf64_Ehdr *eh = &ef->eh;
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
         eh->e_ident[EI_DATA] != ELFDATA2LSB) {
         munmap(m, ef->size);
@@ -60,7 +72,7 @@ static int elf_open(elf_file *ef, const char *path) {
         munmap(m, ef->size);
         return hk_fail(HK_ERR_LOAD, "%s has a malformed ELF section table", path);
     }
-    ef->sh = (const Elf64_Shdr *)(ef->base + eh->e_shoff);
+    ef->shoff = (size_t)eh->e_shoff;
     ef->shnum = eh->e_shnum;
     return HK_OK;
 }
@@ -76,12 +88,12 @@ static bool sec_ok(const elf_file *ef, const Elf64_Shdr *s) {
 }
 
 static const char *sec_name(const elf_file *ef, const Elf64_Shdr *s) {
-    size_t idx = ef->eh->e_shstrndx;
+    size_t idx = ef->eh.e_shstrndx;
     if (idx >= ef->shnum) return "";
-    const Elf64_Shdr *strs = &ef->sh[idx];
-    if (!sec_ok(ef, strs) || s->sh_name >= strs->sh_size) return "";
-    const char *p = (const char *)ef->base + strs->sh_offset + s->sh_name;
-    size_t room = strs->sh_size - s->sh_name;
+    Elf64_Shdr strs = elf_shdr(ef, idx);
+    if (!sec_ok(ef, &strs) || s->sh_name >= strs.sh_size) return "";
+    const char *p = (const char *)ef->base + strs.sh_offset + s->sh_name;
+    size_t room = strs.sh_size - s->sh_name;
     if (!memchr(p, '\0', room)) return "";
     return p;
 }
@@ -97,13 +109,8 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static int push_str(char ***v, size_t *n, size_t *cap, const char *s, size_t len) {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        char **nv = realloc(*v, nc * sizeof *nv);
-        if (!nv) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        *v = nv;
-        *cap = nc;
-    }
+    int rc = HK_VEC_RESERVE(*v, *cap, *n + 1);
+    if (rc) return rc;
     char *c = hk_strndup(s, len);
     if (!c) return hk_fail(HK_ERR_NOMEM, "out of memory");
     (*v)[(*n)++] = c;
@@ -120,25 +127,26 @@ int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, co
     size_t n = 0, cap = 0;
     size_t plen = strlen(prefix);
     for (size_t i = 0; i < ef.shnum && rc == HK_OK; i++) {
-        const Elf64_Shdr *s = &ef.sh[i];
-        if (s->sh_type != SHT_DYNSYM || !sec_ok(&ef, s) || s->sh_entsize != sizeof(Elf64_Sym))
+        Elf64_Shdr s = elf_shdr(&ef, i);
+        if (s.sh_type != SHT_DYNSYM || !sec_ok(&ef, &s) || s.sh_entsize != sizeof(Elf64_Sym))
             continue;
-        if (s->sh_link >= ef.shnum) continue;
-        const Elf64_Shdr *strs = &ef.sh[s->sh_link];
-        if (!sec_ok(&ef, strs)) continue;
-        const char *strtab = (const char *)ef.base + strs->sh_offset;
-        const Elf64_Sym *syms = (const Elf64_Sym *)(ef.base + s->sh_offset);
-        size_t nsyms = s->sh_size / sizeof(Elf64_Sym);
+        if (s.sh_link >= ef.shnum) continue;
+        Elf64_Shdr strs = elf_shdr(&ef, s.sh_link);
+        if (!sec_ok(&ef, &strs)) continue;
+        const char *strtab = (const char *)ef.base + strs.sh_offset;
+        const unsigned char *syms = ef.base + s.sh_offset;
+        size_t nsyms = s.sh_size / sizeof(Elf64_Sym);
         for (size_t k = 1; k < nsyms && rc == HK_OK; k++) {
-            const Elf64_Sym *sym = &syms[k];
-            if (sym->st_shndx == SHN_UNDEF || sym->st_name >= strs->sh_size) continue;
-            int bind = ELF64_ST_BIND(sym->st_info);
+            Elf64_Sym sym;
+            memcpy(&sym, syms + k * sizeof sym, sizeof sym);
+            if (sym.st_shndx == SHN_UNDEF || sym.st_name >= strs.sh_size) continue;
+            int bind = ELF64_ST_BIND(sym.st_info);
             if (bind != STB_GLOBAL && bind != STB_WEAK) continue;
-            if (ELF64_ST_VISIBILITY(sym->st_other) != STV_DEFAULT &&
-                ELF64_ST_VISIBILITY(sym->st_other) != STV_PROTECTED)
+            if (ELF64_ST_VISIBILITY(sym.st_other) != STV_DEFAULT &&
+                ELF64_ST_VISIBILITY(sym.st_other) != STV_PROTECTED)
                 continue;
-            const char *name = strtab + sym->st_name;
-            size_t room = strs->sh_size - sym->st_name;
+            const char *name = strtab + sym.st_name;
+            size_t room = strs.sh_size - sym.st_name;
             size_t len = strnlen(name, room);
             if (len == room) continue;
             if (len <= plen || strncmp(name, prefix, plen) != 0) continue;
@@ -173,16 +181,19 @@ int hk_elf_needed_libs(char ***out, size_t *count, const char *path) {
     char **v = NULL;
     size_t n = 0, cap = 0;
     for (size_t i = 0; i < ef.shnum && rc == HK_OK; i++) {
-        const Elf64_Shdr *s = &ef.sh[i];
-        if (s->sh_type != SHT_DYNAMIC || !sec_ok(&ef, s) || s->sh_link >= ef.shnum) continue;
-        const Elf64_Shdr *strs = &ef.sh[s->sh_link];
-        if (!sec_ok(&ef, strs)) continue;
-        const Elf64_Dyn *d = (const Elf64_Dyn *)(ef.base + s->sh_offset);
-        size_t nd = s->sh_size / sizeof(Elf64_Dyn);
-        for (size_t k = 0; k < nd && d[k].d_tag != DT_NULL && rc == HK_OK; k++) {
-            if (d[k].d_tag != DT_NEEDED || d[k].d_un.d_val >= strs->sh_size) continue;
-            const char *name = (const char *)ef.base + strs->sh_offset + d[k].d_un.d_val;
-            size_t room = strs->sh_size - d[k].d_un.d_val;
+        Elf64_Shdr s = elf_shdr(&ef, i);
+        if (s.sh_type != SHT_DYNAMIC || !sec_ok(&ef, &s) || s.sh_link >= ef.shnum) continue;
+        Elf64_Shdr strs = elf_shdr(&ef, s.sh_link);
+        if (!sec_ok(&ef, &strs)) continue;
+        const unsigned char *dyn = ef.base + s.sh_offset;
+        size_t nd = s.sh_size / sizeof(Elf64_Dyn);
+        for (size_t k = 0; k < nd && rc == HK_OK; k++) {
+            Elf64_Dyn d;
+            memcpy(&d, dyn + k * sizeof d, sizeof d);
+            if (d.d_tag == DT_NULL) break;
+            if (d.d_tag != DT_NEEDED || d.d_un.d_val >= strs.sh_size) continue;
+            const char *name = (const char *)ef.base + strs.sh_offset + d.d_un.d_val;
+            size_t room = strs.sh_size - d.d_un.d_val;
             size_t len = strnlen(name, room);
             if (len < room) rc = push_str(&v, &n, &cap, name, len);
         }
@@ -232,13 +243,8 @@ static int parse_fatbin(hk_code_object **v, size_t *n, size_t *cap, const unsign
             if (ehs < 48 || ehs > end - e || psize > end - e - ehs)
                 return hk_fail(HK_ERR_LOAD, "%s: malformed CUDA fat binary entry", path);
             if (kind == 1 || kind == 2) {
-                if (*n == *cap) {
-                    size_t nc = *cap ? *cap * 2 : 8;
-                    hk_code_object *nv = realloc(*v, nc * sizeof *nv);
-                    if (!nv) return hk_fail(HK_ERR_NOMEM, "out of memory");
-                    *v = nv;
-                    *cap = nc;
-                }
+                int rc = HK_VEC_RESERVE(*v, *cap, *n + 1);
+                if (rc) return rc;
                 uint64_t flags = rd64(p + e + 40);
                 hk_code_object *o = &(*v)[(*n)++];
                 o->is_ptx = kind == 1;
@@ -255,28 +261,40 @@ static int parse_fatbin(hk_code_object **v, size_t *n, size_t *cap, const unsign
     return HK_OK;
 }
 
-HK_API int hk_library_code_objects(hk_code_object **out, size_t *out_count, const char *path) {
-    if (!out || !out_count || !path) return hk_fail(HK_ERR_INVALID_ARG, "hk_library_code_objects: NULL argument");
+HK_API int hk_library_code_objects(hk_code_objects **out, const char *path) {
+    if (!out || !path) return hk_fail(HK_ERR_INVALID_ARG, "hk_library_code_objects: NULL argument");
     *out = NULL;
-    *out_count = 0;
+    hk_code_objects *list = calloc(1, sizeof *list);
+    if (!list) return hk_fail(HK_ERR_NOMEM, "out of memory");
     elf_file ef;
     int rc = elf_open(&ef, path);
-    if (rc) return rc;
-    hk_code_object *v = NULL;
-    size_t n = 0, cap = 0;
+    if (rc) {
+        free(list);
+        return rc;
+    }
+    size_t cap = 0;
     for (size_t i = 0; i < ef.shnum && rc == HK_OK; i++) {
-        const Elf64_Shdr *s = &ef.sh[i];
-        if (!sec_ok(&ef, s)) continue;
-        const char *name = sec_name(&ef, s);
+        Elf64_Shdr s = elf_shdr(&ef, i);
+        if (!sec_ok(&ef, &s)) continue;
+        const char *name = sec_name(&ef, &s);
         if (strcmp(name, ".nv_fatbin") != 0 && strcmp(name, "__nv_relfatbin") != 0) continue;
-        rc = parse_fatbin(&v, &n, &cap, ef.base + s->sh_offset, s->sh_size, path);
+        rc = parse_fatbin(&list->v, &list->n, &cap, ef.base + s.sh_offset, s.sh_size, path);
     }
     elf_close(&ef);
     if (rc) {
-        free(v);
+        hk_code_objects_free(list);
         return rc;
     }
-    *out = v;
-    *out_count = n;
+    if (list->n == 0) { /* nothing embedded: no list (every accessor reads NULL as empty) */
+        hk_code_objects_free(list);
+        list = NULL;
+    }
+    *out = list;
     return HK_OK;
+}
+
+HK_API void hk_code_objects_free(hk_code_objects *objs) {
+    if (!objs) return;
+    free(objs->v);
+    free(objs);
 }

@@ -2,6 +2,7 @@
 #ifndef HK_KERNEL_INTERNAL_H
 #define HK_KERNEL_INTERNAL_H
 
+#include "hubkern/env.h"
 #include "hubkern/kernel.h"
 #include "internal.h"
 
@@ -16,6 +17,20 @@ int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, co
 /* Is `name` an undefined dynamic symbol of the library? (used to spot libtorch / Python needs) */
 int hk_elf_needed_libs(char ***out, size_t *count, const char *path);
 void hk_kstrv_free(char **v, size_t n);
+
+/* Code objects of a fat binary (hk_code_objects, hubkern/kernel.h). */
+typedef struct hk_code_object {
+    bool is_ptx;        /* PTX (JIT-compilable for >= sm) vs a cubin (SASS) */
+    int sm;             /* 80, 90, 100, ... */
+    bool arch_specific; /* "a" (sm_90a) */
+    bool family;        /* "f" (sm_100f) */
+    bool compressed;
+} hk_code_object;
+
+struct hk_code_objects {
+    hk_code_object *v;
+    size_t n;
+};
 
 /* ---- metadata.c --------------------------------------------------------------------------- */
 typedef struct hk_metadata_owned {
@@ -40,7 +55,7 @@ int hk_cuda_device_capability(int *major, int *minor);
 /* Is libtorch (c10 dispatcher / the stable C shim) loaded in this process? */
 bool hk_libtorch_in_process(void);
 /* "8.0 9.0a" style text of the code objects (caller frees). */
-char *hk_code_objects_describe(const hk_code_object *objs, size_t count);
+char *hk_code_objects_describe(const hk_code_objects *objs);
 
 /* ---- kernel.c ------------------------------------------------------------------------------ */
 typedef struct hk_load_request {
@@ -67,15 +82,38 @@ int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req);
 /* The loaded handle of a variant directory (one more reference), or NULL. */
 hk_kernel *hk_kernel_registry_find(const char *variant_dir);
 
-/* ---- get.c --------------------------------------------------------------------------------- */
+/* ---- loader.c: what hk_get_kernel, hk_has_kernel, hk_load_locked and local loads share ---- */
 struct hk_hub;
-/* The variant of repo_id@commit this process would load (tvm-ffi; torch builds when libtorch is
- * in the process; noarch as a last resort), using the process-wide detected machine. Caller frees. */
-int hk_loader_pick_variant(char **out, struct hk_hub *hub, const char *repo_id, const char *commit,
-                           const char *backend);
+struct hk_pull_spec;
 
-/* ---- local.c ------------------------------------------------------------------------------- */
+/* The env to resolve and load with: o->env, else the process-wide detected machine
+ * (hk_env_cached). When it knows no tvm-ffi version (no Python package) but a libtvm_ffi can be
+ * loaded, the runtime's version is used, through a private copy in *owned (free with hk_env_free;
+ * NULL when none was needed). o may be NULL. */
+int hk_loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_options *o);
+/* A load request for env's device (capability of GPU 0, ROCm arch) and o's runtime / arch-check
+ * options; the caller fills in the variant. */
+void hk_loader_fill_request(hk_load_request *req, const hk_get_kernel_options *o, const hk_env *env);
+/* hk_choose_variant with the loader's families (tvm-ffi; torch next to libtorch; noarch last),
+ * o->backend and o->variant. *out: free with hk_free. */
+int hk_loader_choose(char **out, const hk_env *env, const hk_get_kernel_options *o,
+                     const char *const *names, size_t n, const char *where);
+/* A client for o's endpoint, token, cache, offline flag and progress callback. */
+int hk_loader_new_hub(struct hk_hub **out, const hk_get_kernel_options *o);
+/* hk_hub_pull of one variant: its directory, commit and name (free each with hk_free) and the
+ * bytes the digest check hashed [0] and its verification receipt vouched for [1]. */
+int hk_loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
+                            struct hk_hub *hub, const struct hk_pull_spec *s);
+/* 1 (and *out one more reference) when repo_id@commit's variant is loaded in this process. */
+int hk_loader_already_loaded(hk_kernel **out, struct hk_hub *hub, const char *repo_id,
+                             const char *commit, const char *variant);
+/* The entry checks of hk_get_kernel_options (version of the struct; what the Hub calls need). */
+int hk_get_kernel_options_check(const hk_get_kernel_options *o, const char *fn);
+
+/* ---- local.c -------------------------------------------------------------------------------- */
 /* LOCAL_KERNELS lookup: *out_path gets the path mapped to repo_id (caller frees) or NULL. */
 int hk_local_kernels_lookup(char **out_path, const char *repo_id);
+/* Load from a local checkout, directory of variants or variant directory (hk_get_local_kernel). */
+int hk_local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_options *o);
 
 #endif

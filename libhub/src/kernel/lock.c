@@ -1,18 +1,32 @@
-/* kernels.lock: both formats (kernel-hub-format §9), the writer of the new one, and the old
- * format's git_lfs_concat variant hash. */
+/* kernels.lock: both formats (kernel-hub-format §9), their accessors, and the writer of the new
+ * one. The old format's git_lfs_concat variant hash is in lock_hash.c. */
 #include "kernel/kernel_internal.h"
-#include "cache/cache.h"
+
+#include "cache/cache.h" /* hk_repo_id_valid */
+#include "util/vec.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define HK_LOCK_MAX (16u << 20)
+
+struct hk_lock_entry {
+    char *repo_id;
+    int version;    /* HK_VERSION_UNSET when locked by revision (or old format) */
+    char *revision; /* NULL unless locked by revision */
+    char *commit;   /* 40- or 64-hex */
+    /* old format only: variant name → "sha256-<hex>" (git_lfs_concat) */
+    size_t num_variants;
+    char **variant_names;
+    char **variant_hashes;
+};
+
+struct hk_lockfile {
+    hk_lock_format format;
+    size_t count, cap;
+    hk_lock_entry *entries;
+};
 
 static void entry_free(hk_lock_entry *e) {
     free(e->repo_id);
@@ -151,6 +165,7 @@ HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len) {
         rc = hk_fail(HK_ERR_NOMEM, "out of memory");
         goto done;
     }
+    lock->cap = (size_t)n;
     lock->format = HK_LOCK_NEW;
     const cJSON *item;
     size_t idx = 0;
@@ -196,6 +211,54 @@ HK_API int hk_lockfile_read(hk_lockfile **out, const char *path) {
     return rc;
 }
 
+HK_API int hk_lockfile_new(hk_lockfile **out) {
+    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_new: out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    (*out)->format = HK_LOCK_NEW;
+    return HK_OK;
+}
+
+HK_API int hk_lockfile_add(hk_lockfile *lock, const char *repo_id, int version, const char *revision,
+                           const char *commit) {
+    if (!lock) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_add: lock is NULL");
+    int rc = HK_VEC_RESERVE(lock->entries, lock->cap, lock->count + 1);
+    if (rc) return rc;
+    hk_lock_entry *e = &lock->entries[lock->count];
+    memset(e, 0, sizeof *e);
+    e->version = version;
+    e->repo_id = repo_id ? hk_strdup(repo_id) : NULL;
+    e->revision = revision ? hk_strdup(revision) : NULL;
+    e->commit = commit ? hk_strdup(commit) : NULL;
+    if ((repo_id && !e->repo_id) || (revision && !e->revision) || (commit && !e->commit)) {
+        entry_free(e);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    lock->count++;
+    return HK_OK;
+}
+
+HK_API hk_lock_format hk_lockfile_format(const hk_lockfile *lock) { return lock ? lock->format : HK_LOCK_NEW; }
+HK_API size_t hk_lockfile_count(const hk_lockfile *lock) { return lock ? lock->count : 0; }
+
+HK_API const hk_lock_entry *hk_lockfile_entry(const hk_lockfile *lock, size_t i) {
+    return lock && i < lock->count ? &lock->entries[i] : NULL;
+}
+
+HK_API const char *hk_lock_entry_repo_id(const hk_lock_entry *e) { return e ? e->repo_id : NULL; }
+HK_API int hk_lock_entry_version(const hk_lock_entry *e) { return e ? e->version : HK_VERSION_UNSET; }
+HK_API const char *hk_lock_entry_revision(const hk_lock_entry *e) { return e ? e->revision : NULL; }
+HK_API const char *hk_lock_entry_commit(const hk_lock_entry *e) { return e ? e->commit : NULL; }
+HK_API size_t hk_lock_entry_variant_count(const hk_lock_entry *e) { return e ? e->num_variants : 0; }
+
+HK_API const char *hk_lock_entry_variant_name(const hk_lock_entry *e, size_t i) {
+    return e && i < e->num_variants ? e->variant_names[i] : NULL;
+}
+
+HK_API const char *hk_lock_entry_variant_hash(const hk_lock_entry *e, size_t i) {
+    return e && i < e->num_variants ? e->variant_hashes[i] : NULL;
+}
+
 HK_API const hk_lock_entry *hk_lockfile_find(const hk_lockfile *lock, const char *repo_id) {
     if (!lock || !repo_id) return NULL;
     for (size_t i = 0; i < lock->count; i++)
@@ -223,8 +286,10 @@ static char *json_quote(const char *s) {
     return r;
 }
 
-HK_API int hk_lockfile_write(const char *path, const hk_lock_entry *entries, size_t count) {
-    if (!path || (count && !entries)) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_write: NULL argument");
+HK_API int hk_lockfile_write(const char *path, const hk_lockfile *lock) {
+    if (!path || !lock) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_write: NULL argument");
+    const hk_lock_entry *entries = lock->entries;
+    size_t count = lock->count;
     const hk_lock_entry **order = calloc(count ? count : 1, sizeof *order);
     if (!order) return hk_fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;
@@ -273,160 +338,3 @@ done:
     return rc;
 }
 
-/* ---- git_lfs_concat ------------------------------------------------------------------------ */
-
-typedef struct pair {
-    char *path;
-    unsigned char id[32];
-    size_t id_len;
-} pair;
-
-typedef struct pairs {
-    pair *v;
-    size_t n, cap;
-} pairs;
-
-static void pairs_free(pairs *p) {
-    for (size_t i = 0; i < p->n; i++) free(p->v[i].path);
-    free(p->v);
-}
-
-static int cmp_pair(const void *pa, const void *pb) {
-    const pair *a = pa, *b = pb;
-    int c = strcmp(a->path, b->path);
-    if (c) return c;
-    size_t n = a->id_len < b->id_len ? a->id_len : b->id_len;
-    c = memcmp(a->id, b->id, n);
-    return c ? c : (a->id_len > b->id_len) - (a->id_len < b->id_len);
-}
-
-static int hex_to_bytes(unsigned char *out, const char *hex, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned v = 0;
-        for (int k = 0; k < 2; k++) {
-            char c = hex[2 * i + k];
-            v <<= 4;
-            if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-            else return -1;
-        }
-        out[i] = (unsigned char)v;
-    }
-    return 0;
-}
-
-static int pairs_add(pairs *p, const char *path, const char *hex) {
-    size_t hl = strlen(hex);
-    if (hl != 40 && hl != 64) return hk_fail(HK_ERR_INVALID_ARG, "id of %s is not 40 or 64 hex", path);
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 32;
-        pair *nv = realloc(p->v, nc * sizeof *nv);
-        if (!nv) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        p->v = nv;
-        p->cap = nc;
-    }
-    pair *e = &p->v[p->n];
-    e->id_len = hl / 2;
-    if (hex_to_bytes(e->id, hex, e->id_len) != 0)
-        return hk_fail(HK_ERR_INVALID_ARG, "id of %s is not hex", path);
-    e->path = hk_strdup(path);
-    if (!e->path) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    p->n++;
-    return HK_OK;
-}
-
-static bool skipped(const char *rel) {
-    if (hk_str_ends_with(rel, ".pyc")) return true;
-    const char *p = rel;
-    while ((p = strstr(p, "__pycache__")) != NULL) {
-        bool start = p == rel || p[-1] == '/';
-        bool end = p[11] == '\0' || p[11] == '/';
-        if (start && end) return true;
-        p += 11;
-    }
-    return false;
-}
-
-static int pairs_digest(char out[72], pairs *p) {
-    qsort(p->v, p->n, sizeof *p->v, cmp_pair);
-    hk_hasher *h = hk_hasher_new(HK_HASH_SHA256, 0);
-    if (!h) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < p->n; i++) {
-        hk_hasher_update(h, p->v[i].path, strlen(p->v[i].path));
-        hk_hasher_update(h, p->v[i].id, p->v[i].id_len);
-    }
-    unsigned char d[64];
-    size_t n = hk_hasher_finish(h, d);
-    memcpy(out, "sha256-", 7);
-    hk_hex(out + 7, d, n);
-    return HK_OK;
-}
-
-HK_API int hk_variant_hash_from_pairs(char out[72], const char *const *paths, const char *const *ids,
-                                      size_t count) {
-    if (!out || (count && (!paths || !ids))) return hk_fail(HK_ERR_INVALID_ARG, "NULL argument");
-    pairs p = {0};
-    int rc = HK_OK;
-    for (size_t i = 0; i < count && rc == HK_OK; i++)
-        if (!skipped(paths[i])) rc = pairs_add(&p, paths[i], ids[i]);
-    if (rc == HK_OK) rc = pairs_digest(out, &p);
-    pairs_free(&p);
-    return rc;
-}
-
-/* Walk snapshots/<commit>/build/<variant>/: every file must be a symlink into blobs/; its content
- * is hashed with the algorithm its blob name length implies (the old kernels verifier). */
-static int walk_cache(pairs *p, const char *root, const char *rel) {
-    char *dir = rel[0] ? hk_path_join(root, rel) : hk_strdup(root);
-    if (!dir) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    DIR *d = opendir(dir);
-    if (!d) {
-        int e = errno;
-        free(dir);
-        return hk_fail(hk_errno_code(e), "cannot list %s: %s", root, strerror(e));
-    }
-    int rc = HK_OK;
-    struct dirent *de;
-    while (rc == HK_OK && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        char *r = rel[0] ? hk_asprintf("%s/%s", rel, de->d_name) : hk_strdup(de->d_name);
-        char *full = r ? hk_path_join(root, r) : NULL;
-        struct stat lst;
-        if (!r || !full) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        else if (skipped(r)) { /* bytecode is not part of the hash */
-        } else if (lstat(full, &lst) != 0) rc = hk_fail(HK_ERR_IO, "cannot stat %s", full);
-        else if (S_ISDIR(lst.st_mode)) rc = walk_cache(p, root, r);
-        else if (S_ISLNK(lst.st_mode)) {
-            char target[PATH_MAX];
-            ssize_t tl = readlink(full, target, sizeof target - 1);
-            if (tl < 0) rc = hk_fail(HK_ERR_IO, "cannot read link %s", full);
-            else {
-                target[tl] = '\0';
-                const char *blob = strrchr(target, '/');
-                blob = blob ? blob + 1 : target;
-                size_t bl = strlen(blob);
-                char hex[65];
-                if (bl == 64) rc = hk_hash_file_hex(hex, sizeof hex, HK_HASH_SHA256, full);
-                else if (bl == 40) rc = hk_hash_file_hex(hex, sizeof hex, HK_HASH_GIT_BLOB, full);
-                else rc = hk_fail(HK_ERR_LOCKFILE, "%s links to %s, which is not a cache blob", full, target);
-                if (rc == HK_OK) rc = pairs_add(p, r, hex);
-            }
-        }
-        /* regular files that are not links are not cache content: ignored as the old verifier did */
-        free(r);
-        free(full);
-    }
-    closedir(d);
-    free(dir);
-    return rc;
-}
-
-HK_API int hk_variant_hash_from_cache(char out[72], const char *variant_dir) {
-    if (!out || !variant_dir) return hk_fail(HK_ERR_INVALID_ARG, "NULL argument");
-    pairs p = {0};
-    int rc = walk_cache(&p, variant_dir, "");
-    if (rc == HK_OK) rc = pairs_digest(out, &p);
-    pairs_free(&p);
-    return rc;
-}

@@ -1,8 +1,7 @@
 /* Variant resolution: filter and rank build variants for a machine, with the full decision trace
  * (kernel-hub-format.md §4-§5; kernels 0.17 variants.py `_check_variants` / `_sort_variants`). */
-#include "internal.h"
 #include "env/env_internal.h"
-#include "hubkern/variant.h"
+#include "variant/variant_internal.h"
 
 #include <cJSON.h>
 #include <stdio.h>
@@ -254,7 +253,7 @@ int hk_resolve_variants(hk_resolution **out, const hk_env *env, const char *cons
         d->name = hk_strdup(name);
         if (!d->name) goto oom;
         r->n++;
-        if (hk_variant_parse(&d->v, name) == HK_OK) {
+        if (hk_variant_parse_into(&d->v, name) == HK_OK) {
             d->parsed = true;
             d->reason = check(&s, &d->v);
             d->accepted = d->reason == NULL;

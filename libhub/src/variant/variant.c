@@ -1,9 +1,9 @@
 /* Variant names: parse and format (kernel-hub-format.md §3, kernels 0.17 variants.py /
- * backends.py parse procedure). */
-#include "internal.h"
-#include "hubkern/variant.h"
+ * backends.py parse procedure), and the accessors of the opaque hk_variant. */
+#include "variant/variant_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HK_VARIANT_MAX_PARTS 16
@@ -171,8 +171,7 @@ static int parse_into(hk_variant *v, const char *name, char *buf) {
     return hk_fail(HK_ERR_PARSE, "Unknown framework in variant string: '%s'", name);
 }
 
-int hk_variant_parse(hk_variant *out, const char *name) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_variant_parse: out is NULL");
+int hk_variant_parse_into(hk_variant *out, const char *name) {
     memset(out, 0, sizeof *out);
     out->cxx11 = -1;
     if (!name) return hk_fail(HK_ERR_INVALID_ARG, "hk_variant_parse: name is NULL");
@@ -189,6 +188,33 @@ int hk_variant_parse(hk_variant *out, const char *name) {
     return rc;
 }
 
+HK_API int hk_variant_parse(hk_variant **out, const char *name) {
+    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_variant_parse: out is NULL");
+    *out = NULL;
+    hk_variant *v = malloc(sizeof *v);
+    if (!v) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    int rc = hk_variant_parse_into(v, name);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    return HK_OK;
+}
+
+HK_API void hk_variant_free(hk_variant *v) { free(v); }
+
+HK_API hk_variant_family hk_variant_get_family(const hk_variant *v) { return v ? v->family : HK_FAMILY_INVALID; }
+HK_API uint32_t hk_variant_fw_major(const hk_variant *v) { return v ? v->fw_major : 0; }
+HK_API uint32_t hk_variant_fw_minor(const hk_variant *v) { return v ? v->fw_minor : 0; }
+HK_API int hk_variant_cxx11(const hk_variant *v) { return v ? v->cxx11 : -1; }
+HK_API hk_backend_kind hk_variant_backend(const hk_variant *v) { return v ? v->backend : HK_BACKEND_NONE; }
+HK_API uint32_t hk_variant_backend_major(const hk_variant *v) { return v ? v->backend_major : 0; }
+HK_API uint32_t hk_variant_backend_minor(const hk_variant *v) { return v ? v->backend_minor : 0; }
+HK_API const char *hk_variant_cpu(const hk_variant *v) { return v ? v->cpu : ""; }
+HK_API const char *hk_variant_os(const hk_variant *v) { return v ? v->os : ""; }
+HK_API const char *hk_variant_noarch(const hk_variant *v) { return v ? v->noarch : ""; }
+
 /* A token is acceptable in a name if it is non-empty, printable, and has no '-' or '/'. */
 static bool token_ok(const char *s, size_t cap, bool allow_dash) {
     size_t n = strnlen(s, cap);
@@ -201,7 +227,7 @@ static bool token_ok(const char *s, size_t cap, bool allow_dash) {
     return true;
 }
 
-char *hk_variant_to_string(const hk_variant *v) {
+HK_API char *hk_variant_to_string(const hk_variant *v) {
     if (!v) return NULL;
     if (v->family == HK_FAMILY_NOARCH)
         return token_ok(v->noarch, sizeof v->noarch, true) ? hk_asprintf("torch-%s", v->noarch) : NULL;

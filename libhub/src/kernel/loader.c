@@ -1,0 +1,146 @@
+/* What hk_get_kernel, hk_has_kernel, hk_load_locked and local loads share: the env they resolve
+ * with, the families this process can load, the load request for the device, the client and the
+ * pull of one variant. */
+#include "kernel/kernel_internal.h"
+
+#include "cache/cache.h"
+#include "env/env_cache.h"
+#include "hubkern/hub.h"
+#include "hubkern/variant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int version) {
+    if (!opts) return hk_fail(HK_ERR_INVALID_ARG, "hk_get_kernel_options_init: opts is NULL");
+    int rc = hk_check_options_version("hk_get_kernel_options", version, HK_GET_KERNEL_OPTIONS_VERSION);
+    if (rc) return rc;
+    hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
+    *opts = d;
+    opts->version = version;
+    return HK_OK;
+}
+
+int hk_get_kernel_options_check(const hk_get_kernel_options *o, const char *fn) {
+    if (!o) return hk_fail(HK_ERR_INVALID_ARG, "%s: options with a repo_id are required", fn);
+    return hk_check_options_version("hk_get_kernel_options", o->version, HK_GET_KERNEL_OPTIONS_VERSION);
+}
+
+int hk_loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_options *o) {
+    *owned = NULL;
+    const hk_env *env = o ? o->env : NULL;
+    if (!env) {
+        int rc = hk_env_cached(&env);
+        if (rc) return rc;
+    }
+    if (!hk_env_tvm_ffi_version(env) &&
+        hk_tvm_ffi_ensure(o ? o->tvm_ffi_library : NULL, hk_env_tvm_ffi_lib(env)) == HK_OK) {
+        int ma, mi;
+        char v[32];
+        if (hk_tvm_ffi_version(&ma, &mi, NULL) == HK_OK && hk_env_clone(owned, env) == HK_OK) {
+            snprintf(v, sizeof v, "%d.%d", ma, mi);
+            hk_env_set(*owned, "tvm_ffi_version", v);
+            env = *owned;
+        }
+    }
+    hk_clear_error(); /* a runtime that cannot be loaded is reported by the load that needs it */
+    *out = env;
+    return HK_OK;
+}
+
+void hk_loader_fill_request(hk_load_request *req, const hk_get_kernel_options *o, const hk_env *env) {
+    memset(req, 0, sizeof *req);
+    req->cuda_major = req->cuda_minor = -1;
+    if (o) {
+        req->tvm_ffi_library = o->tvm_ffi_library;
+        req->skip_arch_check = o->skip_arch_check != 0;
+        req->repo_id = o->repo_id;
+    }
+    if (env) {
+        req->tvm_ffi_hint = hk_env_tvm_ffi_lib(env);
+        req->gpu_arch = hk_env_gpu_arch(env);
+        int ma, mi;
+        if (hk_env_gpu_count(env) > 0 && hk_env_gpu_capability(env, 0, &ma, &mi) == HK_OK) {
+            req->cuda_major = ma;
+            req->cuda_minor = mi;
+        } else {
+            req->cuda_major = -2; /* no GPU visible */
+        }
+    }
+}
+
+/* Families this process can load: tvm-ffi always; torch builds only next to libtorch. Noarch
+ * variants are given back (path only) when nothing native fits. */
+int hk_loader_choose(char **out, const hk_env *env, const hk_get_kernel_options *o,
+                     const char *const *names, size_t n, const char *where) {
+    hk_choose_options co = HK_CHOOSE_OPTIONS_INIT;
+    co.backend = o ? o->backend : NULL;
+    co.variant = o ? o->variant : NULL;
+    co.where = where;
+    co.families = HK_FAMILY_BIT(HK_FAMILY_TVM_FFI);
+    if (hk_libtorch_in_process())
+        co.families |= HK_FAMILY_BIT(HK_FAMILY_TORCH) | HK_FAMILY_BIT(HK_FAMILY_TORCH_STABLE_ABI);
+    else
+        co.family_note = "torch variants load only into a process that has libtorch; a tvm-ffi "
+                         "variant is needed";
+    co.fallback_families = HK_FAMILY_BIT(HK_FAMILY_NOARCH);
+    return hk_choose_variant(out, env, names, n, &co);
+}
+
+HK_API int hk_kernel_choose_variant(char **out, const hk_get_kernel_options *opts,
+                                    const char *const *names, size_t count) {
+    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_kernel_choose_variant: out is NULL");
+    *out = NULL;
+    int rc = opts ? hk_get_kernel_options_check(opts, "hk_kernel_choose_variant") : HK_OK;
+    if (rc) return rc;
+    const hk_env *env;
+    hk_env *owned;
+    rc = hk_loader_env(&env, &owned, opts);
+    if (rc == HK_OK) rc = hk_loader_choose(out, env, opts, names, count, opts ? opts->repo_id : NULL);
+    hk_env_free(owned);
+    return rc;
+}
+
+int hk_loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
+    hk_hub_options ho;
+    hk_hub_options_init(&ho);
+    ho.endpoint = o->endpoint;
+    ho.token = o->token;
+    ho.cache_dir = o->cache_dir;
+    ho.offline = o->offline ? 1 : -1;
+    ho.progress = o->progress;
+    ho.progress_userdata = o->progress_userdata;
+    return hk_hub_new(out, &ho);
+}
+
+int hk_loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
+                            hk_hub *hub, const hk_pull_spec *s) {
+    *out_dir = *out_commit = *out_variant = NULL;
+    out_bytes[0] = out_bytes[1] = 0;
+    hk_pull_result *r = NULL;
+    int rc = hk_hub_pull(&r, hub, s);
+    if (rc) return rc;
+    if (hk_pull_result_variant_count(r) == 0) {
+        hk_pull_result_free(r);
+        return hk_fail(HK_ERR_INTERNAL, "a pull of %s returned no variant", s->repo_id);
+    }
+    *out_dir = hk_strdup(hk_pull_result_variant_path(r, 0));
+    *out_commit = hk_strdup(hk_pull_result_commit(r));
+    *out_variant = hk_strdup(hk_pull_result_variant(r, 0));
+    out_bytes[0] = hk_pull_result_bytes_verified(r);
+    out_bytes[1] = hk_pull_result_bytes_trusted(r);
+    hk_pull_result_free(r);
+    if (!*out_dir || !*out_commit || !*out_variant) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return HK_OK;
+}
+
+int hk_loader_already_loaded(hk_kernel **out, hk_hub *hub, const char *repo_id, const char *commit,
+                             const char *variant) {
+    char *repo_dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo_id);
+    char *dir = repo_dir ? hk_asprintf("%s/snapshots/%s/build/%s", repo_dir, commit, variant) : NULL;
+    *out = dir ? hk_kernel_registry_find(dir) : NULL;
+    free(repo_dir);
+    free(dir);
+    return *out != NULL;
+}
