@@ -29,13 +29,12 @@ static void usage(FILE *f) {
  * locked load without its files; fail with HK_ERR_LOCKFILE and say how to fix the lock instead.
  * Non-zero when it failed (last error set). */
 static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lockpath) {
-    hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = e->repo_id;
     s.revision = e->commit;
     s.trust_remote_code = 1; /* only looks; the pull below checks the publisher */
-    char *repo = NULL, *rev = NULL, commit[65];
-    int rc = hk_hub_resolve_spec(&repo, &rev, commit, hub, &s);
+    char *repo = NULL, *rev = NULL, *commit = NULL;
+    int rc = hk_hub_resolve_spec(&repo, &rev, &commit, hub, &s);
     if (rc == HK_OK && strcmp(repo, e->repo_id) != 0)
         rc = hk_fail(HK_ERR_LOCKFILE,
                      "%s pins %s at %.12s, but kernel-status.toml there redirects to %s@%s, which a locked "
@@ -43,6 +42,7 @@ static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lo
                      lockpath, e->repo_id, e->commit, repo, rev, e->repo_id, repo);
     hk_free(repo);
     hk_free(rev);
+    hk_free(commit);
     return rc;
 }
 
@@ -91,8 +91,7 @@ int hk_cmd_download(int argc, char **argv) {
             rc = hk_cli_report_error(e->repo_id);
             break;
         }
-        hk_pull_spec s;
-        hk_pull_spec_init(&s);
+        hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = e->repo_id;
         s.revision = e->commit;
         s.variant = variant;

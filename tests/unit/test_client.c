@@ -111,7 +111,7 @@ static void test_options_and_backoff(void) {
     setenv("HUBKERN_RETRY_BASE_MS", "10", 1);
     setenv("HF_HUB_ETAG_TIMEOUT", "2.5", 1);
     hk_hub_options o;
-    hk_hub_options_init(&o);
+    hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION);
     o.etag_timeout_s = 99; /* the environment wins, as in huggingface_hub */
     hk_hub *h = NULL;
     CHECK_RC(hk_hub_new(&h, &o), HK_OK);
@@ -241,16 +241,16 @@ static void test_offline(void) {
     free(v);
     CHECK_RC(hk_cache_write_ref(repo, "v1", commit), HK_OK);
     hk_hub_options o;
-    hk_hub_options_init(&o);
+    hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION);
     o.cache_dir = cache;
     o.offline = 1;
     o.endpoint = "http://127.0.0.1:1"; /* nothing listens: any network use would fail */
     hk_hub *h = NULL;
     CHECK_RC(hk_hub_new(&h, &o), HK_OK);
     hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION);
     s.repo_id = "org/kern";
-    s.version = 1;
+    s.kernel_version = 1;
     s.backend = "cpu"; /* the variant choice must not depend on this machine's GPU */
     char *vdir = NULL, *c = NULL, *var = NULL;
     CHECK_RC(hk_hub_fetch_variant(&vdir, &c, &var, h, &s), HK_OK);
@@ -264,19 +264,19 @@ static void test_offline(void) {
     hk_free(var);
     CHECK(h->requests == 0);
     /* versions offline come from refs/vN */
-    hk_hub_version *vs = NULL;
-    size_t n = 0;
-    CHECK_RC(hk_hub_list_versions(&vs, &n, h, "org/kern"), HK_OK);
-    CHECK(n == 1 && vs && vs[0].version == 1 && strcmp(vs[0].commit, commit) == 0);
-    hk_free(vs);
+    hk_hub_version_list *vs = NULL;
+    CHECK_RC(hk_hub_list_versions(&vs, h, "org/kern"), HK_OK);
+    size_t n = hk_hub_version_list_count(vs);
+    CHECK(n == 1 && vs && hk_hub_version_list_number(vs, 0) == 1 && strcmp(hk_hub_version_list_commit(vs, 0), commit) == 0);
+    hk_hub_version_list_free(vs);
     /* a version that is not cached: a clear offline error naming it */
-    s.version = 2;
+    s.kernel_version = 2;
     hk_pull_result *r = NULL;
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_OFFLINE);
     CHECK(strstr(hk_last_error(), "version 2") != NULL && strstr(hk_last_error(), "refs/v2") != NULL);
     CHECK(strstr(hk_last_error(), "cached versions: 1") != NULL);
     /* a commit that is cached resolves without refs */
-    s.version = -1;
+    s.kernel_version = -1;
     s.revision = commit;
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_OK);
     if (r) {
@@ -293,7 +293,7 @@ static void test_offline(void) {
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_NO_VARIANT);
     /* both version and revision */
     s.variant = NULL;
-    s.version = 1;
+    s.kernel_version = 1;
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_INVALID_ARG);
     CHECK(h->requests == 0);
     hk_hub_free(h);

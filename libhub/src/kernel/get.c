@@ -251,8 +251,7 @@ static int check_opts(const hk_get_kernel_options *o) {
 }
 
 static int new_hub(hk_hub **out, const hk_get_kernel_options *o) {
-    hk_hub_options ho;
-    hk_hub_options_init(&ho);
+    hk_hub_options ho = HK_HUB_OPTIONS_INIT;
     ho.endpoint = o->endpoint;
     ho.token = o->token;
     ho.cache_dir = o->cache_dir;
@@ -302,13 +301,15 @@ static int already_loaded(hk_kernel **out, hk_hub *hub, const char *repo_id, con
 static int resolve_target(char **out_repo, char **out_rev, char commit[65], char **out_best, hk_hub *hub,
                           const hk_env *env, const hk_get_kernel_options *o, int trust_remote_code) {
     *out_repo = *out_rev = *out_best = NULL;
-    hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = o->repo_id;
-    s.version = o->version == HK_VERSION_UNSET ? -1 : o->version;
+    s.kernel_version = o->version == HK_VERSION_UNSET ? -1 : o->version;
     s.revision = o->revision;
     s.trust_remote_code = trust_remote_code;
-    int rc = hk_hub_resolve_spec(out_repo, out_rev, commit, hub, &s);
+    char *resolved = NULL;
+    int rc = hk_hub_resolve_spec(out_repo, out_rev, &resolved, hub, &s);
+    if (rc == HK_OK) snprintf(commit, 65, "%s", resolved);
+    hk_free(resolved);
     if (rc) return rc;
     char **names = NULL;
     size_t n = 0;
@@ -406,10 +407,9 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env); /* before the download */
     if (rc == HK_OK) {
         bool moved = strcmp(repo, o->repo_id) != 0;
-        hk_pull_spec s;
-        hk_pull_spec_init(&s);
+        hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = repo;
-        s.version = moved || o->version == HK_VERSION_UNSET ? -1 : o->version;
+        s.kernel_version = moved || o->version == HK_VERSION_UNSET ? -1 : o->version;
         s.revision = moved ? rev : o->revision;
         s.variant = best; /* chosen at the end of the redirect chain */
         /* resolve_target checked every publisher on the way (online); offline warns again */
@@ -531,8 +531,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
                          repo_id, best, got, lockfile, want);
     }
     if (rc == HK_OK) { /* verify sizes/digest of the cached variant, offline */
-        hk_pull_spec s;
-        hk_pull_spec_init(&s);
+        hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = repo_id;
         s.revision = e->commit;
         s.variant = best;
