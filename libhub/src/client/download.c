@@ -60,6 +60,7 @@ typedef struct dl_ctx {
     size_t total_files, done_files;
     uint64_t last_progress;
     bool cancelled;
+    bool link; /* make the snapshot links (else blobs only) */
 } dl_ctx;
 
 static void xfer_drop_temp(xfer *x) {
@@ -194,6 +195,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
 
 /* ---- state transitions ------------------------------------------------------------------------ */
 static int link_all(dl_ctx *c, xfer *x) {
+    if (!c->link) return HK_OK; /* blobs only: the caller stages the links */
     for (size_t i = 0; i < x->item->npaths; i++) {
         int rc = hk_cache_link_snapshot(c->repo_dir, c->commit, x->item->paths[i], x->item->etag);
         if (rc) return rc;
@@ -310,7 +312,8 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         free(what);
         return rc;
     }
-    if (cc != CURLE_OK && hk_curl_tls_fatal(cc)) { /* a rejected certificate stays rejected: no retry */
+    /* a rejected certificate stays rejected, an oversized header stays oversized: no retry */
+    if (cc != CURLE_OK && (hk_curl_tls_fatal(cc) || hk_curl_header_too_large(cc, x->errbuf))) {
         char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
         int rc = hk_net_fail(cc, what ? what : "download", x->url, x->errbuf);
         free(what);
@@ -390,7 +393,7 @@ static int try_acquire(dl_ctx *c, xfer *x, const char *lock_path) {
 }
 
 int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
-                      const char *commit, hk_dl_item *items, size_t n) {
+                      const char *commit, hk_dl_item *items, size_t n, bool link) {
     if (n == 0) return HK_OK;
     xfer *xs = calloc(n, sizeof *xs);
     char **locks = calloc(n, sizeof *locks);
@@ -400,7 +403,7 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
         rc = hk_fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false};
+    dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link};
     int maxp = hub->max_parallel > 0 ? hub->max_parallel : 8;
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)maxp);

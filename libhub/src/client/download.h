@@ -23,8 +23,11 @@ typedef struct hk_dl_stats {
     size_t files_downloaded;
 } hk_dl_stats;
 
+/* Download each item's blob at commit into blobs/ of repo_dir (size and hash checked while
+ * streaming). With link, snapshots/<commit>/<path> links are made for each item's paths as its blob
+ * is there; without: blobs only (a pull stages and verifies the links before publishing them). */
 int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
-                      const char *commit, hk_dl_item *items, size_t n);
+                      const char *commit, hk_dl_item *items, size_t n, bool link);
 
 /* One file of a kernel repo at a commit (path "build/<variant>/metadata.json"), as hf_hub_download
  * would fetch it: when its snapshot link resolves it is used as it is (no network); else, online,

@@ -52,7 +52,7 @@ int hk_hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const c
         item.paths = paths;
         item.npaths = 1;
         hk_dl_stats st = {0, 0, 0};
-        rc = hk_download_blobs(&st, hub, repo_id, repo_dir, commit, &item, 1);
+        rc = hk_download_blobs(&st, hub, repo_id, repo_dir, commit, &item, 1, true);
     }
     hk_client_tree_free(&t);
 out:

@@ -205,10 +205,25 @@ bool hk_curl_tls_fatal(CURLcode cc) {
            cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH || cc == CURLE_SSL_INVALIDCERTSTATUS || cc == CURLE_SSL_CRL_BADFILE;
 }
 
+bool hk_curl_header_too_large(CURLcode cc, const char *errbuf) {
+#if LIBCURL_VERSION_NUM >= 0x080600
+    if (cc == CURLE_TOO_LARGE) return true;
+#endif
+    if (cc != CURLE_OUT_OF_MEMORY || !errbuf) return false;
+    /* libcurl before 8.6: "Rejected 2097152 bytes header (max is 307200)!", "Avoided giant realloc
+     * for header (max is 102400)!" */
+    for (const char *p = errbuf; *p; p++)
+        if (strncasecmp(p, "header", 6) == 0) return true;
+    return false;
+}
+
 int hk_net_fail(CURLcode cc, const char *what, const char *url, const char *detail) {
     const char *d = detail && *detail ? detail : curl_easy_strerror(cc);
     const char *sep = what ? ": " : "";
     if (!what) what = "";
+    if (hk_curl_header_too_large(cc, detail))
+        return hk_fail(HK_ERR_PROTOCOL, "%s%sthe response header from %s is too large (%s); the server or a proxy "
+                       "in between is misbehaving", what, sep, url, d);
     if (cc == CURLE_OPERATION_TIMEDOUT)
         return hk_fail(HK_ERR_TIMEOUT, "%s%srequest to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)",
                        what, sep, url);
@@ -286,7 +301,8 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             break;
         }
         /* a certificate that does not verify will not verify on the next try either */
-        bool transient = (cc != CURLE_OK && !hk_curl_tls_fatal(cc)) || hk_http_status_transient(out->status);
+        bool transient = (cc != CURLE_OK && !hk_curl_tls_fatal(cc) && !hk_curl_header_too_large(cc, errbuf)) ||
+                         hk_http_status_transient(out->status);
         if (!transient || attempt >= hub->max_retries) {
             if (cc != CURLE_OK) {
                 rc = hk_net_fail(cc, NULL, cur, errbuf);

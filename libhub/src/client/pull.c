@@ -4,6 +4,8 @@
 #include "cache/cache.h"
 #include "client/client.h"
 #include "client/pull_internal.h"
+#include "client/stage.h"
+#include "client/strmap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +89,67 @@ static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir,
 }
 
 
+typedef struct complete_ctx {
+    const hk_hub *hub;
+} complete_ctx;
+
+static bool published_complete(const char *variant_dir, void *ud) {
+    hk_verify_stats st;
+    return variant_complete_locally(((complete_ctx *)ud)->hub, variant_dir, &st);
+}
+
+/* Stage every file of the variants not yet checked (links to their verified blobs), check each
+ * staged variant against its metadata.json digest, and only then publish it into the snapshot.
+ * A failure leaves the snapshot as it was. After publishing, the snapshot's copy is checked once
+ * more through the verification receipts so that the receipt is written for it (the sha256 blobs,
+ * hashed at download or by the staged check, are not read again). */
+static int stage_verify_publish(hk_pull_result *r, const hk_hub *hub, const char *repo, const char *repo_dir,
+                                const char *commit, const bool *checked, const hk_dl_item *items, size_t nitems) {
+    bool any = false;
+    for (size_t v = 0; v < r->nvariants; v++) any |= !checked[v];
+    if (!any) return HK_OK;
+    hk_stage stage;
+    int rc = hk_stage_open(&stage, hub->cache_root, repo_dir, commit);
+    if (rc) return rc;
+    const char **fresh = calloc(nitems + 1, sizeof *fresh), **sha = calloc(nitems + 1, sizeof *sha);
+    size_t nfresh = 0, nsha = 0;
+    if (!fresh || !sha) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == HK_OK && i < nitems; i++) {
+        if (items[i].downloaded) fresh[nfresh++] = items[i].etag;
+        if (strlen(items[i].etag) == 64) sha[nsha++] = items[i].etag;
+        for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++)
+            rc = hk_stage_link(&stage, items[i].paths[k], items[i].etag);
+    }
+    for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
+        if (checked[v]) continue;
+        char *sdir = hk_stage_variant_dir(&stage, r->variants[v]);
+        if (!sdir) {
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (!hk_is_dir(sdir) && hk_mkdirs(sdir, 0777) != HK_OK) rc = hk_last_error_code();
+        bool has = false;
+        hk_verify_stats st;
+        if (rc == HK_OK && (rc = hk_verify_variant_cached(&has, &st, sdir, NULL, false, fresh, nfresh)))
+            hk_fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
+                            repo, commit);
+        free(sdir);
+    }
+    complete_ctx cc = {hub};
+    for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
+        if (checked[v]) continue;
+        if ((rc = hk_stage_publish(&stage, r->variants[v], published_complete, &cc))) break;
+        bool has = false;
+        hk_verify_stats st;
+        if ((rc = hk_verify_variant_cached(&has, &st, r->variant_paths[v], hub->cache_root, true, sha, nsha)))
+            hk_fail_context("build/%s of %s at %.12s changed while it was published", r->variants[v], repo, commit);
+    }
+    free(fresh);
+    free(sha);
+    hk_stage_discard(&stage);
+    return rc;
+}
+
 static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in) {
     hk_pull_spec spec = *spec_in;
     char *repo = NULL;
@@ -141,6 +204,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     }
     hk_hub_strv_free(names);
     /* files of each chosen variant, grouped by blob */
+    hk_strmap by_etag;
+    hk_strmap_init(&by_etag);
     hk_dl_item *items = NULL;
     size_t nitems = 0, icap = 0, fcap = 0;
     bool *checked = rc == HK_OK ? calloc(r->nvariants + 1, sizeof *checked) : NULL;
@@ -184,8 +249,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                 break;
             }
             if ((rc = hk_client_add_file(r, &fcap, e->path))) break;
-            size_t k = 0;
-            while (k < nitems && strcmp(items[k].etag, etag) != 0) k++;
+            size_t k = nitems;
+            hk_strmap_get(&by_etag, etag, &k); /* indexed: a listing of n files costs O(n), not O(n^2) */
             if (k < nitems && items[k].size != e->size) {
                 rc = hk_fail(HK_ERR_PROTOCOL, "the listing gives two sizes for blob %s", etag);
                 break;
@@ -204,6 +269,11 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                 items[nitems].etag = hk_strdup(etag);
                 items[nitems].size = e->size;
                 nitems++;
+                if (!items[k].etag) {
+                    rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                if ((rc = hk_strmap_put(&by_etag, items[k].etag, k))) break;
             }
             char **np = realloc(items[k].paths, (items[k].npaths + 1) * sizeof(char *));
             if (!np || !items[k].etag) {
@@ -221,9 +291,10 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         hk_client_tree_free(&t);
         free(prefix);
     }
-    if (rc == HK_OK) {
+    hk_strmap_free(&by_etag);
+    if (rc == HK_OK) { /* blobs only: the links are made in the stage, after every byte arrived */
         hk_dl_stats st = {0, 0, 0};
-        rc = hk_download_blobs(&st, hub, repo, repo_dir, commit, items, nitems);
+        rc = hk_download_blobs(&st, hub, repo, repo_dir, commit, items, nitems, false);
         r->bytes_downloaded = st.bytes_downloaded;
         r->bytes_verified += st.bytes_verified;
         r->files_downloaded = st.files_downloaded;
@@ -233,12 +304,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
             hub->progress(hub->progress_ud, &p);
         }
-        const char **fresh = calloc(nitems + 1, sizeof *fresh);
-        size_t nfresh = 0;
-        for (size_t i = 0; fresh && i < nitems; i++)
-            if (items[i].downloaded) fresh[nfresh++] = items[i].etag;
-        rc = verify_variants(r, hub, checked, fresh, nfresh);
-        free(fresh);
+        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, items, nitems);
     }
     free(checked);
     for (size_t i = 0; i < nitems; i++) {

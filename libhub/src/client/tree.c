@@ -1,8 +1,10 @@
 /* Tree listings (GET /api/kernels/<repo>/tree/<commit>/<path>, Link-paginated) and the variant
  * names they or a local snapshot hold. */
 #include "client/client.h"
+#include "client/strmap.h"
 
 #include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,48 @@ void hk_client_tree_free(tree *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* A size from a listing: a JSON number that is a non-negative integer a double holds exactly
+ * (<= 2^53). Anything else (1e30, -1, 1.5) is a protocol error, not a cast with undefined result. */
+static int entry_size(uint64_t *out, const cJSON *n, const char *what, const char *path, const char *key) {
+    double d = n->valuedouble;
+    if (!(d >= 0 && d <= 9007199254740992.0) || (double)(uint64_t)d != d)
+        return hk_fail(HK_ERR_PROTOCOL, "%s: the listing gives %s a %s of %.17g, which is not a byte count", what, path,
+                       key, d);
+    *out = (uint64_t)d;
+    return HK_OK;
+}
+
+/* The pages of one listing already requested (a Link back to one of them is a loop). */
+typedef struct visited {
+    char **urls;
+    size_t n, cap;
+    hk_strmap index;
+} visited;
+
+static void visited_free(visited *v) {
+    for (size_t i = 0; i < v->n; i++) free(v->urls[i]);
+    free(v->urls);
+    hk_strmap_free(&v->index);
+}
+
+/* Record url (taken over: freed with v). */
+static int visited_add(visited *v, char *url) {
+    if (v->n == v->cap) {
+        size_t nc = v->cap ? v->cap * 2 : 16;
+        char **nu = realloc(v->urls, nc * sizeof *nu);
+        if (!nu) {
+            free(url);
+            return hk_fail(HK_ERR_NOMEM, "out of memory");
+        }
+        v->urls = nu;
+        v->cap = nc;
+    }
+    v->urls[v->n] = url;
+    int rc = hk_strmap_put(&v->index, url, v->n);
+    v->n++;
+    return rc;
+}
+
 int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path, bool recursive) {
     memset(out, 0, sizeof *out);
     /* '/' kept in the path: the Hub takes both forms, some mirrors only this one */
@@ -28,9 +72,18 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
     free(epath);
     char *what = hk_asprintf("listing %s/ of %s at %s", path, repo_id, commit);
     int rc = url && what ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    visited seen;
+    memset(&seen, 0, sizeof seen);
+    hk_strmap_init(&seen.index);
+    uint64_t total_bytes = 0;
     for (int page = 0; rc == HK_OK && url; page++) {
         if (page > 10000) {
             rc = hk_fail(HK_ERR_PROTOCOL, "%s: too many pages", what);
+            break;
+        }
+        char *seen_url = hk_strdup(url);
+        if (!seen_url || (rc = visited_add(&seen, seen_url))) {
+            rc = rc ? rc : hk_fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
         hk_http_resp r;
@@ -42,6 +95,15 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
         }
         if (r.status != 200) {
             rc = hk_http_fail(&r, what);
+            hk_http_resp_free(&r);
+            break;
+        }
+        total_bytes += r.body.len;
+        if (total_bytes > hub->max_listing_bytes) {
+            rc = hk_fail(HK_ERR_PROTOCOL,
+                         "%s: the listing is larger than %" PRIu64 " bytes over %d page%s (the bound set by "
+                         "HUBKERN_MAX_LISTING_BYTES / hk_hub_options.max_listing_bytes)",
+                         what, hub->max_listing_bytes, page + 1, page ? "s" : "");
             hk_http_resp_free(&r);
             break;
         }
@@ -66,6 +128,13 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
                 rc = hk_fail(HK_ERR_PROTOCOL, "%s: an entry lacks type or path", what);
                 break;
             }
+            if ((uint64_t)out->n >= hub->max_listing_entries) {
+                rc = hk_fail(HK_ERR_PROTOCOL,
+                             "%s: the listing has more than %" PRIu64 " entries (the bound set by "
+                             "HUBKERN_MAX_LISTING_ENTRIES / hk_hub_options.max_listing_entries)",
+                             what, hub->max_listing_entries);
+                break;
+            }
             if (out->n == out->cap) {
                 size_t nc = out->cap ? out->cap * 2 : 64;
                 tree_entry *ne = realloc(out->e, nc * sizeof *ne);
@@ -81,7 +150,7 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
             e->path = hk_strdup(p);
             e->dir = strcmp(type, "directory") == 0;
             cJSON *sz = cJSON_GetObjectItemCaseSensitive(it, "size");
-            e->size = cJSON_IsNumber(sz) && sz->valuedouble >= 0 ? (uint64_t)sz->valuedouble : 0;
+            if (cJSON_IsNumber(sz) && (rc = entry_size(&e->size, sz, what, p, "size"))) break;
             e->oid = hk_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid")));
             cJSON *lfs = cJSON_GetObjectItemCaseSensitive(it, "lfs");
             if (cJSON_IsObject(lfs)) {
@@ -89,22 +158,29 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
                 if (!lo) lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "sha256"));
                 e->lfs_oid = hk_strdup(lo);
                 cJSON *ls = cJSON_GetObjectItemCaseSensitive(lfs, "size");
-                if (cJSON_IsNumber(ls) && ls->valuedouble >= 0) e->size = (uint64_t)ls->valuedouble;
+                if (cJSON_IsNumber(ls) && (rc = entry_size(&e->size, ls, what, p, "lfs.size"))) break;
             }
             if (!e->path) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
         }
         cJSON_Delete(j);
         if (rc == HK_OK && next) {
-            char *abs = hk_url_resolve(base, next);
+            /* raw bytes >= 0x80, spaces, quotes ... in the header never reach the request line */
+            char *safe = hk_url_escape_unsafe(next);
+            char *abs = safe ? hk_url_resolve(base, safe) : NULL;
             url = abs && !hk_url_same_origin(abs, hub->endpoint) ? hk_url_rebase(abs, hub->endpoint) : hk_strdup(abs);
             free(abs);
+            free(safe);
             if (!url) rc = hk_fail(HK_ERR_PROTOCOL, "%s: bad Link header '%s'", what, next);
+            else if (hk_strmap_get(&seen.index, url, NULL))
+                rc = hk_fail(HK_ERR_PROTOCOL, "%s: the Link header of page %d points back at a page already listed "
+                             "(%s): a pagination loop", what, page + 1, url);
         }
         free(next);
         free(base);
     }
     free(url);
     free(what);
+    visited_free(&seen);
     if (rc) hk_client_tree_free(out);
     return rc;
 }

@@ -128,3 +128,19 @@ char *hk_etag_normalize(const char *etag) {
     return hk_strndup(s, n);
 }
 
+
+char *hk_url_escape_unsafe(const char *s) {
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    hk_sb_append(&sb, "");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if (c >= 0x80 || c <= 0x20 || c == 0x7f || strchr("\"<>\\^`{|}", c)) {
+            hk_sb_printf(&sb, "%%%02X", c);
+        } else {
+            char ch = (char)c;
+            hk_sb_append_n(&sb, &ch, 1);
+        }
+    }
+    return hk_sb_steal(&sb);
+}
