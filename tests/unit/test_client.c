@@ -5,6 +5,7 @@
 
 #include "cache/cache.h"
 #include "client/client.h"
+#include "client/strmap.h"
 #include "hubkern/hub.h"
 #include "internal.h"
 
@@ -302,7 +303,96 @@ static void test_offline(void) {
     free(cache);
 }
 
+/* Link targets from a server: raw bytes >= 0x80, controls, space and " < > \ ^ ` { | } never reach
+ * a request line unencoded; what is already encoded (and reserved characters) stays. */
+static void test_escape_unsafe(void) {
+    char *e = hk_url_escape_unsafe("/api/x?cursor=\xe9\x01 \"<>\\^`{|}&a=%41#f");
+    CHECK_STR(e, "/api/x?cursor=%E9%01%20%22%3C%3E%5C%5E%60%7B%7C%7D&a=%41#f");
+    free(e);
+    e = hk_url_escape_unsafe("https://h:1/p?q=1&r=a/b");
+    CHECK_STR(e, "https://h:1/p?q=1&r=a/b");
+    free(e);
+}
+
+static void test_strmap(void) {
+    hk_strmap m;
+    hk_strmap_init(&m);
+    char keys[1000][8];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        CHECK_RC(hk_strmap_put(&m, keys[i], (size_t)i), HK_OK);
+    }
+    size_t v = 0;
+    CHECK(hk_strmap_get(&m, "k0", &v) && v == 0);
+    CHECK(hk_strmap_get(&m, "k999", &v) && v == 999);
+    CHECK(hk_strmap_get(&m, "k500", &v) && v == 500);
+    CHECK(!hk_strmap_get(&m, "k1000", NULL));
+    CHECK(m.n == 1000 && m.cap >= 2000);
+    hk_strmap_free(&m);
+    CHECK(!hk_strmap_get(&m, "k0", NULL));
+}
+
+/* hk_init / hk_shutdown are counted; the versioned structs are checked on entry; the version list
+ * and the allocated commit of the ABI (issue 11). */
+static void test_init_and_abi(void) {
+    CHECK_RC(hk_init(), HK_OK);
+    CHECK_RC(hk_init(), HK_OK);
+    CHECK(hk_shutdown() == 1);
+    CHECK(hk_shutdown() == 0);
+    CHECK(hk_shutdown() == 0); /* unpaired: nothing happens */
+    hk_hub_options o;
+    CHECK_RC(hk_hub_options_init(&o, 2), HK_ERR_INVALID_ARG);
+    CHECK(strstr(hk_last_error(), "hk_hub_options") != NULL);
+    CHECK_RC(hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION), HK_OK);
+    CHECK(o.version == HK_HUB_OPTIONS_VERSION && o.offline == -1 && o.max_retries == -1 && !o.endpoint);
+    hk_hub_options lit = HK_HUB_OPTIONS_INIT;
+    CHECK(lit.version == o.version && lit.offline == o.offline && lit.max_retries == o.max_retries &&
+          lit.max_parallel == 0 && !lit.token && lit.max_listing_entries == 0 && lit.max_listing_bytes == 0);
+    hk_hub *h = NULL;
+    o.version = 0;
+    CHECK_RC(hk_hub_new(&h, &o), HK_ERR_INVALID_ARG);
+    CHECK(h == NULL);
+    CHECK_RC(hk_init(), HK_OK);
+    o.version = HK_HUB_OPTIONS_VERSION;
+    o.offline = 1;
+    o.endpoint = "http://127.0.0.1:1";
+    o.cache_dir = hk_test_tmpdir();
+    CHECK_RC(hk_hub_new(&h, &o), HK_OK);
+    hk_pull_spec s;
+    CHECK_RC(hk_pull_spec_init(&s, 7), HK_ERR_INVALID_ARG);
+    CHECK_RC(hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION), HK_OK);
+    hk_pull_spec slit = HK_PULL_SPEC_INIT;
+    CHECK(slit.version == s.version && slit.kernel_version == -1 && s.kernel_version == -1 && !s.repo_id &&
+          !s.revision && !s.variant && !s.all_variants && !s.trust_remote_code && !s.backend && !s.variant_families);
+    s.repo_id = "org/none";
+    s.kernel_version = 1;
+    s.version = 99;
+    hk_pull_result *r = NULL;
+    CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_INVALID_ARG);
+    CHECK(strstr(hk_last_error(), "hk_pull_spec") != NULL);
+    char *repo = NULL, *rev = NULL, *commit = NULL;
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, &commit, h, &s), HK_ERR_INVALID_ARG);
+    s.version = HK_PULL_SPEC_VERSION;
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, &commit, h, &s), HK_ERR_OFFLINE);
+    CHECK(repo == NULL && rev == NULL && commit == NULL);
+    CHECK_RC(hk_hub_resolve(&commit, h, "org/none", -1, "0123456789abcdef0123456789abcdef01234567"), HK_OK);
+    CHECK_STR(commit, "0123456789abcdef0123456789abcdef01234567");
+    CHECK(hk_last_error_code() == HK_OK);
+    hk_free(commit);
+    hk_hub_version_list *vl = NULL;
+    CHECK_RC(hk_hub_list_versions(&vl, h, "org/none"), HK_OK);
+    CHECK(vl && hk_hub_version_list_count(vl) == 0);
+    CHECK(hk_hub_version_list_number(vl, 0) == -1 && hk_hub_version_list_commit(vl, 0) == NULL);
+    hk_hub_version_list_free(vl);
+    CHECK(hk_hub_version_list_count(NULL) == 0);
+    hk_hub_free(h);
+    CHECK(hk_shutdown() == 0);
+}
+
 int main(void) {
+    test_init_and_abi();
+    test_escape_unsafe();
+    test_strmap();
     test_etag();
     test_headers();
     test_link();

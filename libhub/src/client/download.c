@@ -37,6 +37,7 @@ typedef struct xfer {
     uint64_t written_at_attempt;
     long status;
     bool body_ok;            /* current response's body is the file */
+    bool headers_seen;       /* the current attempt's response began */
     int err;                 /* fatal error recorded by a callback (hk_fail already called) */
     int status_retries;      /* 408/429/5xx answers so far */
     int stalls;              /* consecutive failures without progress */
@@ -120,6 +121,7 @@ static int reset_content(xfer *x) {
 static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = sz * n;
+    x->headers_seen = true;
     hk_http_headers_feed(&x->h, p, len);
     if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) { /* end of one response's headers */
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
@@ -207,6 +209,7 @@ static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
     hk_http_headers_free(&x->h);
     x->status = 0;
     x->body_ok = false;
+    x->headers_seen = false;
     x->range_from = x->written;
     if (!x->easy && !(x->easy = curl_easy_init())) return hk_fail(HK_ERR_NOMEM, "cannot create a curl handle");
     curl_easy_reset(x->easy);
@@ -312,8 +315,13 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         free(what);
         return rc;
     }
-    /* a rejected certificate stays rejected, an oversized header stays oversized: no retry */
-    if (cc != CURLE_OK && (hk_curl_tls_fatal(cc) || hk_curl_header_too_large(cc, x->errbuf))) {
+    if (hk_curl_header_too_large(cc, x->headers_seen)) { /* stays too large: no retry */
+        char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+        int rc = hk_header_too_large_fail(what ? what : "download", x->url, x->errbuf);
+        free(what);
+        return rc;
+    }
+    if (cc != CURLE_OK && hk_curl_tls_fatal(cc)) { /* a rejected certificate stays rejected: no retry */
         char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
         int rc = hk_net_fail(cc, what ? what : "download", x->url, x->errbuf);
         free(what);

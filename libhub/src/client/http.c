@@ -182,10 +182,12 @@ typedef struct api_ctx {
     hk_http_resp *resp;
     size_t max_body;
     bool too_big;
+    bool headers_seen; /* the response began */
 } api_ctx;
 
 static size_t api_header_cb(char *p, size_t sz, size_t n, void *ud) {
     api_ctx *c = ud;
+    c->headers_seen = true;
     hk_http_headers_feed(&c->resp->h, p, sz * n);
     return sz * n;
 }
@@ -205,25 +207,26 @@ bool hk_curl_tls_fatal(CURLcode cc) {
            cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH || cc == CURLE_SSL_INVALIDCERTSTATUS || cc == CURLE_SSL_CRL_BADFILE;
 }
 
-bool hk_curl_header_too_large(CURLcode cc, const char *errbuf) {
+bool hk_curl_header_too_large(CURLcode cc, bool headers_seen) {
 #if LIBCURL_VERSION_NUM >= 0x080600
     if (cc == CURLE_TOO_LARGE) return true;
 #endif
-    if (cc != CURLE_OUT_OF_MEMORY || !errbuf) return false;
-    /* libcurl before 8.6: "Rejected 2097152 bytes header (max is 307200)!", "Avoided giant realloc
-     * for header (max is 102400)!" */
-    for (const char *p = errbuf; *p; p++)
-        if (strncasecmp(p, "header", 6) == 0) return true;
-    return false;
+    /* libcurl before 8.6 answers a header line over its limit with CURLE_OUT_OF_MEMORY (and often
+     * no error text); once the response has begun, that is what it means */
+    return cc == CURLE_OUT_OF_MEMORY && headers_seen;
+}
+
+int hk_header_too_large_fail(const char *what, const char *url, const char *detail) {
+    return hk_fail(HK_ERR_PROTOCOL, "%s%sthe response header from %s is too large (libcurl: %s; it refuses header "
+                   "lines over 100 KB); the server or a proxy in between is misbehaving", what ? what : "",
+                   what ? ": " : "", url, detail && *detail ? detail : "header too large");
 }
 
 int hk_net_fail(CURLcode cc, const char *what, const char *url, const char *detail) {
     const char *d = detail && *detail ? detail : curl_easy_strerror(cc);
     const char *sep = what ? ": " : "";
     if (!what) what = "";
-    if (hk_curl_header_too_large(cc, detail))
-        return hk_fail(HK_ERR_PROTOCOL, "%s%sthe response header from %s is too large (%s); the server or a proxy "
-                       "in between is misbehaving", what, sep, url, d);
+
     if (cc == CURLE_OPERATION_TIMEDOUT)
         return hk_fail(HK_ERR_TIMEOUT, "%s%srequest to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)",
                        what, sep, url);
@@ -264,7 +267,7 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
                 free(cur);
                 return rc;
             }
-            api_ctx ctx = {out, max_body, false};
+            api_ctx ctx = {out, max_body, false, false};
             errbuf[0] = '\0';
             curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
             curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, api_header_cb);
@@ -279,6 +282,11 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             if (ctx.too_big) {
                 free(cur);
                 return hk_fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
+            }
+            if (hk_curl_header_too_large(cc, ctx.headers_seen)) { /* stays too large: no retry */
+                rc = hk_header_too_large_fail(NULL, cur, errbuf);
+                free(cur);
+                return rc;
             }
             if (cc != CURLE_OK) break;
             if (out->status >= 300 && out->status < 400 && out->h.location) {
@@ -301,8 +309,7 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             break;
         }
         /* a certificate that does not verify will not verify on the next try either */
-        bool transient = (cc != CURLE_OK && !hk_curl_tls_fatal(cc) && !hk_curl_header_too_large(cc, errbuf)) ||
-                         hk_http_status_transient(out->status);
+        bool transient = (cc != CURLE_OK && !hk_curl_tls_fatal(cc)) || hk_http_status_transient(out->status);
         if (!transient || attempt >= hub->max_retries) {
             if (cc != CURLE_OK) {
                 rc = hk_net_fail(cc, NULL, cur, errbuf);

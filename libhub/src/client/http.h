@@ -72,7 +72,9 @@ uint64_t hk_now_ms(void);
 void hk_sleep_ms(long ms);
 
 /* A curl result that means "a response header line or the header block was too large" (libcurl
- * reports it as out of memory before 8.6): answered as such (HK_ERR_PROTOCOL), never retried. */
-bool hk_curl_header_too_large(CURLcode cc, const char *errbuf);
+ * reports it as out of memory before 8.6; headers_seen: the response had begun): answered as such
+ * (hk_header_too_large_fail: HK_ERR_PROTOCOL), never retried. */
+bool hk_curl_header_too_large(CURLcode cc, bool headers_seen);
+int hk_header_too_large_fail(const char *what, const char *url, const char *detail);
 
 #endif
