@@ -2,6 +2,7 @@
  * names they or a local snapshot hold. */
 #include "client/client.h"
 #include "client/strmap.h"
+#include "util/vec.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -46,15 +47,9 @@ static void visited_free(visited *v) {
 
 /* Record url (taken over: freed with v). */
 static int visited_add(visited *v, char *url) {
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? v->cap * 2 : 16;
-        char **nu = realloc(v->urls, nc * sizeof *nu);
-        if (!nu) {
-            free(url);
-            return hk_fail(HK_ERR_NOMEM, "out of memory");
-        }
-        v->urls = nu;
-        v->cap = nc;
+    if (HK_VEC_RESERVE(v->urls, v->cap, v->n + 1) != HK_OK) {
+        free(url);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
     }
     v->urls[v->n] = url;
     int rc = hk_strmap_put(&v->index, url, v->n);

@@ -1,6 +1,7 @@
 /* URL helpers of the Hub client: origins (the token's boundary), RFC 3986 resolution through
  * libcurl's URL API, percent-encoding, and the values of the Link and ETag headers. */
 #include "client/client.h"
+#include "util/text.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -67,21 +68,7 @@ char *hk_url_rebase(const char *url, const char *endpoint) {
     return res;
 }
 
-char *hk_url_encode(const char *s, bool keep_slash) {
-    hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-            char ch = (char)c;
-            hk_sb_append_n(&sb, &ch, 1);
-        } else {
-            hk_sb_printf(&sb, "%%%02X", c);
-        }
-    }
-    return hk_sb_steal(&sb);
-}
+char *hk_url_encode(const char *s, bool keep_slash) { return hk_pct_encode(s, keep_slash); }
 
 char *hk_link_next(const char *link) {
     if (!link) return NULL;
