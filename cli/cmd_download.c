@@ -45,13 +45,12 @@ static int loader_variant(char **out, hk_hub *hub, const char *repo_id, const ch
 
 static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lockpath) {
     const char *repo_id = hk_lock_entry_repo_id(e), *locked = hk_lock_entry_commit(e);
-    hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = repo_id;
     s.revision = locked;
     s.trust_remote_code = 1; /* only looks; the pull below checks the publisher */
-    char *repo = NULL, *rev = NULL, commit[65];
-    int rc = hk_hub_resolve_spec(&repo, &rev, commit, hub, &s);
+    char *repo = NULL, *rev = NULL, *commit = NULL;
+    int rc = hk_hub_resolve_spec(&repo, &rev, &commit, hub, &s);
     if (rc == HK_OK && strcmp(repo, repo_id) != 0)
         rc = hk_fail(HK_ERR_LOCKFILE,
                      "%s pins %s at %.12s, but kernel-status.toml there redirects to %s@%s, which a locked "
@@ -59,6 +58,7 @@ static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lo
                      lockpath, repo_id, locked, repo, rev, repo_id, repo);
     hk_free(repo);
     hk_free(rev);
+    hk_free(commit);
     return rc;
 }
 
@@ -108,8 +108,7 @@ int hk_cmd_download(int argc, char **argv) {
             rc = hk_cli_report_error(repo_id);
             break;
         }
-        hk_pull_spec s;
-        hk_pull_spec_init(&s);
+        hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = repo_id;
         s.revision = commit;
         s.variant = variant;

@@ -63,42 +63,43 @@ int hk_cmd_info(int argc, char **argv) {
         if (hk_hub_check_trust(&trusted, hub, org) == HK_OK) cJSON_AddBoolToObject(j, "trusted_publisher", trusted);
         else cJSON_AddStringToObject(j, "trusted_publisher", hk_last_error());
     }
-    hk_hub_version *v = NULL;
-    size_t n = 0;
-    if (hk_hub_list_versions(&v, &n, hub, repo)) {
+    hk_hub_version_list *v = NULL;
+    if (hk_hub_list_versions(&v, hub, repo)) {
         rc = hk_cli_report_error(NULL);
         goto out;
     }
+    size_t n = hk_hub_version_list_count(v);
     cJSON *jv = cJSON_AddArrayToObject(j, "versions");
     for (size_t i = 0; i < n; i++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "version", v[i].version);
-        cJSON_AddStringToObject(o, "commit", v[i].commit);
+        cJSON_AddNumberToObject(o, "version", hk_hub_version_list_number(v, i));
+        cJSON_AddStringToObject(o, "commit", hk_hub_version_list_commit(v, i));
         cJSON_AddItemToArray(jv, o);
     }
     if (version < 0 && !revision) {
         if (n == 0) {
-            hk_free(v);
+            hk_hub_version_list_free(v);
             fprintf(stderr, "hubkern: %s has no versions (vN branches); use --revision\n", repo);
             rc = 1;
             goto out;
         }
-        version = v[n - 1].version;
+        version = hk_hub_version_list_number(v, n - 1);
     }
-    hk_free(v);
+    hk_hub_version_list_free(v);
     /* where a load would go: kernel-status.toml redirects followed as hk_get_kernel follows them
      * (online); the publisher of the destination is reported, not enforced (info loads nothing) */
-    hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = repo;
-    s.version = version;
+    s.kernel_version = version;
     s.revision = revision;
     s.trust_remote_code = 1;
-    char commit[65];
-    if (hk_hub_resolve_spec(&dest, &dest_rev, commit, hub, &s)) {
+    char commit[65], *resolved = NULL;
+    if (hk_hub_resolve_spec(&dest, &dest_rev, &resolved, hub, &s)) {
         rc = hk_cli_report_error(NULL);
         goto out;
     }
+    snprintf(commit, sizeof commit, "%s", resolved);
+    hk_free(resolved);
     if (version >= 0) cJSON_AddNumberToObject(j, "version", version);
     else cJSON_AddStringToObject(j, "revision", revision);
     if (strcmp(dest, repo) != 0) {

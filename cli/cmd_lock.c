@@ -101,8 +101,7 @@ int hk_cmd_lock(int argc, char **argv) {
         usage(stderr);
         goto done;
     }
-    hk_hub_options ho;
-    hk_hub_options_init(&ho);
+    hk_hub_options ho = HK_HUB_OPTIONS_INIT;
     ho.endpoint = endpoint;
     ho.cache_dir = cache;
     ho.offline = 0;
@@ -115,17 +114,18 @@ int hk_cmd_lock(int argc, char **argv) {
     for (size_t i = 0; i < n && rc == 0; i++) {
         /* resolve, then follow kernel-status.toml redirects exactly as hk_get_kernel does (publisher
          * checked at every hop unless --trust-remote-code): the lock pins what a load would load */
-        hk_pull_spec s;
-        hk_pull_spec_init(&s);
+        hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = e[i].repo_id;
-        s.version = e[i].revision ? -1 : e[i].version;
+        s.kernel_version = e[i].revision ? -1 : e[i].version;
         s.revision = e[i].revision;
         s.trust_remote_code = trust;
-        char *repo = NULL, *rev = NULL, commit[65];
-        if (hk_hub_resolve_spec(&repo, &rev, commit, hub, &s) != HK_OK) {
+        char *repo = NULL, *rev = NULL, commit[65], *resolved = NULL;
+        if (hk_hub_resolve_spec(&repo, &rev, &resolved, hub, &s) != HK_OK) {
             rc = hk_cli_report_error(e[i].repo_id);
             break;
         }
+        snprintf(commit, sizeof commit, "%s", resolved);
+        hk_free(resolved);
         char asked[320];
         if (e[i].revision) snprintf(asked, sizeof asked, "%s@%s", e[i].repo_id, e[i].revision);
         else snprintf(asked, sizeof asked, "%s v%d", e[i].repo_id, e[i].version);

@@ -50,8 +50,7 @@ static void usage(FILE *f) {
 int hk_cmd_pull(int argc, char **argv);
 int hk_cmd_pull(int argc, char **argv) {
     hk_cli_hub_args a = {0};
-    hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -74,7 +73,7 @@ int hk_cmd_pull(int argc, char **argv) {
                     fprintf(stderr, "hubkern: --version takes a non-negative integer, got '%s'\n", v);
                     return 2;
                 }
-                s.version = (int)n;
+                s.kernel_version = (int)n;
             } else if (strcmp(o, "--revision") == 0) s.revision = v;
             else if (strcmp(o, "--variant") == 0) s.variant = v;
             else s.backend = v;
@@ -85,7 +84,7 @@ int hk_cmd_pull(int argc, char **argv) {
             return 2;
         }
     }
-    if (!s.repo_id || (s.version < 0) == (s.revision == NULL) || (s.variant && s.all_variants)) {
+    if (!s.repo_id || (s.kernel_version < 0) == (s.revision == NULL) || (s.variant && s.all_variants)) {
         usage(stderr);
         return 2;
     }

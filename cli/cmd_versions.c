@@ -44,29 +44,29 @@ int hk_cmd_versions(int argc, char **argv) {
     }
     hk_hub *hub = NULL;
     if (hk_cli_hub_open(&hub, &a, NULL, NULL)) return hk_cli_report_error("versions");
-    hk_hub_version *v = NULL;
-    size_t n = 0;
-    if (hk_hub_list_versions(&v, &n, hub, repo)) {
+    hk_hub_version_list *v = NULL;
+    if (hk_hub_list_versions(&v, hub, repo)) {
         hk_hub_free(hub);
         return hk_cli_report_error(NULL);
     }
+    size_t n = hk_hub_version_list_count(v);
     char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo);
     cJSON *j = json ? cJSON_CreateArray() : NULL;
     for (size_t i = 0; i < n; i++) {
         char ref[32], *cached = NULL;
-        snprintf(ref, sizeof ref, "v%d", v[i].version);
-        bool is_cached = dir && hk_cache_resolve_ref(&cached, dir, ref) == 0 && strcmp(cached, v[i].commit) == 0;
+        snprintf(ref, sizeof ref, "v%d", hk_hub_version_list_number(v, i));
+        bool is_cached = dir && hk_cache_resolve_ref(&cached, dir, ref) == 0 &&
+                         strcmp(cached, hk_hub_version_list_commit(v, i)) == 0;
         hk_free(cached);
         /* online: does kernel-status.toml at this version's commit redirect (where to, or why the
          * chain cannot be followed)? The versions listed stay those of the repo as asked. */
-        char *dest = NULL, *dest_rev = NULL, *redirect_error = NULL, dcommit[65];
+        char *dest = NULL, *dest_rev = NULL, *redirect_error = NULL, *dcommit = NULL;
         if (!hk_hub_is_offline(hub)) {
-            hk_pull_spec s;
-            hk_pull_spec_init(&s);
+            hk_pull_spec s = HK_PULL_SPEC_INIT;
             s.repo_id = repo;
-            s.revision = v[i].commit;
+            s.revision = hk_hub_version_list_commit(v, i);
             s.trust_remote_code = 1; /* only looks */
-            if (hk_hub_resolve_spec(&dest, &dest_rev, dcommit, hub, &s) != HK_OK) {
+            if (hk_hub_resolve_spec(&dest, &dest_rev, &dcommit, hub, &s) != HK_OK) {
                 redirect_error = hk_asprintf("%s [%s]", hk_last_error(), hk_error_name(hk_last_error_code()));
             } else if (strcmp(dest, repo) == 0) {
                 hk_free(dest);
@@ -76,8 +76,8 @@ int hk_cmd_versions(int argc, char **argv) {
         }
         if (j) {
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddNumberToObject(o, "version", v[i].version);
-            cJSON_AddStringToObject(o, "commit", v[i].commit);
+            cJSON_AddNumberToObject(o, "version", hk_hub_version_list_number(v, i));
+            cJSON_AddStringToObject(o, "commit", hk_hub_version_list_commit(v, i));
             cJSON_AddBoolToObject(o, "cached", is_cached);
             cJSON_AddBoolToObject(o, "latest", i + 1 == n);
             if (dest) {
@@ -87,13 +87,14 @@ int hk_cmd_versions(int argc, char **argv) {
             if (redirect_error) cJSON_AddStringToObject(o, "redirect_error", redirect_error);
             cJSON_AddItemToArray(j, o);
         } else {
-            printf("v%-4d %s%s%s", v[i].version, v[i].commit, i + 1 == n ? "  latest" : "", is_cached ? "  cached" : "");
+            printf("v%-4d %s%s%s", hk_hub_version_list_number(v, i), hk_hub_version_list_commit(v, i), i + 1 == n ? "  latest" : "", is_cached ? "  cached" : "");
             if (dest) printf("  -> %s@%s", dest, dest_rev);
             printf("\n");
-            if (redirect_error) fprintf(stderr, "hubkern: v%d: %s\n", v[i].version, redirect_error);
+            if (redirect_error) fprintf(stderr, "hubkern: v%d: %s\n", hk_hub_version_list_number(v, i), redirect_error);
         }
         hk_free(dest);
         hk_free(dest_rev);
+        hk_free(dcommit);
         free(redirect_error);
     }
     hk_clear_error();
@@ -106,7 +107,7 @@ int hk_cmd_versions(int argc, char **argv) {
         fprintf(stderr, "%s has no versions%s\n", repo, hk_hub_is_offline(hub) ? " in the cache" : "");
     }
     free(dir);
-    hk_free(v);
+    hk_hub_version_list_free(v);
     hk_hub_free(hub);
     return 0;
 }

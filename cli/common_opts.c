@@ -26,8 +26,7 @@ int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i) {
 }
 
 int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud) {
-    hk_hub_options o;
-    hk_hub_options_init(&o);
+    hk_hub_options o = HK_HUB_OPTIONS_INIT;
     o.endpoint = a->endpoint;
     o.cache_dir = a->cache;
     if (a->offline) o.offline = 1;

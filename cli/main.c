@@ -66,8 +66,17 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--version") == 0) return hk_cmd_version(argc - 1, argv + 1);
     hk_cli_install_logger(getenv("HUBKERN_VERBOSE") ? atoi(getenv("HUBKERN_VERBOSE")) : 0);
-    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
+        if (strcmp(argv[1], k_commands[i].name) != 0) continue;
+        /* libcurl's global state, set up before any thread starts (the server's included) */
+        if (hk_init() != HK_OK) {
+            fprintf(stderr, "hubkern: %s\n", hk_last_error());
+            return 1;
+        }
+        int rc = k_commands[i].run(argc - 1, argv + 1);
+        hk_shutdown();
+        return rc;
+    }
     fprintf(stderr, "hubkern: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -3,9 +3,9 @@
 The proxy sits on loopback in front of the real mirror (`hubkern serve`) and forwards every request,
 except that rules can, for the first N matching requests: cut the body after K bytes, answer with a
 status (429 + Retry-After, 503, ...), stall, send a body of the wrong size, flip a byte, redirect to
-another origin, ignore Range, or rewrite a JSON listing. Every request is logged (method, path,
-status, whether an Authorization header came, Range) so that tests can count GETs and check where
-the token went.
+another origin, ignore Range, or rewrite a JSON listing (and set headers on it, e.g. a lying Link).
+Every request is logged (method, path, status, whether an Authorization header came, Range, arrival
+time) so that tests can count GETs, check where the token went and time the client.
 
 Usage as a module (tests) or as a script: python3 faultproxy.py --upstream http://127.0.0.1:PORT
 """
@@ -26,7 +26,7 @@ HOP_HEADERS = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriz
 
 class Rule:
     """One fault. `match` is a regex searched in the request path; `count` requests are affected
-    (None = all). kind: cut | status | stall | resize | corrupt | redirect | ignore_range | json."""
+    (None = all). kind: cut | status | stall | resize | corrupt | redirect | ignore_range | json | answer."""
 
     def __init__(self, kind, match, count=1, method="GET", **params):
         self.kind, self.match, self.count, self.method, self.params = kind, re.compile(match), count, method, params
@@ -102,7 +102,7 @@ class FaultProxy:
     def _handle(self, h, method):
         path = h.path
         entry = {"method": method, "path": path, "auth": h.headers.get("Authorization"),
-                 "range": h.headers.get("Range"), "status": None, "fault": None}
+                 "range": h.headers.get("Range"), "status": None, "fault": None, "t": time.monotonic()}
         with self.lock:
             self.log.append(entry)
         body = b""
@@ -121,6 +121,11 @@ class FaultProxy:
             h.end_headers()
             if method != "HEAD":
                 h.wfile.write(payload)
+            return
+        if rule and rule.kind == "answer":  # a canned answer instead of the mirror's: status, body, headers
+            entry["status"] = rule.params.get("status", 200)
+            self._send(h, entry["status"], list(rule.params.get("headers", {}).items()), rule.params.get("body", b""),
+                       method)
             return
         if rule and rule.kind == "redirect":
             entry["status"] = rule.params.get("status", 302)
@@ -152,6 +157,12 @@ class FaultProxy:
                 doc = json.loads(data)
                 doc = rule.params["fn"](doc)
                 data = json.dumps(doc).encode()
+                extra = rule.params.get("headers")  # {name: value} or fn(path) -> {name: value}
+                if callable(extra):
+                    extra = extra(path)
+                if extra:
+                    names = {k.lower() for k in extra}
+                    out_headers = [(k, v) for k, v in out_headers if k.lower() not in names] + list(extra.items())
                 self._send(h, resp.status, out_headers, data, method)
                 return
             if rule and rule.kind in ("resize", "corrupt"):

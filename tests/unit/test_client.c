@@ -5,6 +5,7 @@
 
 #include "cache/cache.h"
 #include "client/client.h"
+#include "client/strmap.h"
 #include "hubkern/hub.h"
 #include "internal.h"
 
@@ -111,7 +112,7 @@ static void test_options_and_backoff(void) {
     setenv("HUBKERN_RETRY_BASE_MS", "10", 1);
     setenv("HF_HUB_ETAG_TIMEOUT", "2.5", 1);
     hk_hub_options o;
-    hk_hub_options_init(&o);
+    hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION);
     o.etag_timeout_s = 99; /* the environment wins, as in huggingface_hub */
     hk_hub *h = NULL;
     CHECK_RC(hk_hub_new(&h, &o), HK_OK);
@@ -241,16 +242,16 @@ static void test_offline(void) {
     free(v);
     CHECK_RC(hk_cache_write_ref(repo, "v1", commit), HK_OK);
     hk_hub_options o;
-    hk_hub_options_init(&o);
+    hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION);
     o.cache_dir = cache;
     o.offline = 1;
     o.endpoint = "http://127.0.0.1:1"; /* nothing listens: any network use would fail */
     hk_hub *h = NULL;
     CHECK_RC(hk_hub_new(&h, &o), HK_OK);
     hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION);
     s.repo_id = "org/kern";
-    s.version = 1;
+    s.kernel_version = 1;
     s.backend = "cpu"; /* the variant choice must not depend on this machine's GPU */
     char *vdir = NULL, *c = NULL, *var = NULL;
     CHECK_RC(hk_hub_fetch_variant(&vdir, &c, &var, h, &s), HK_OK);
@@ -264,19 +265,19 @@ static void test_offline(void) {
     hk_free(var);
     CHECK(h->requests == 0);
     /* versions offline come from refs/vN */
-    hk_hub_version *vs = NULL;
-    size_t n = 0;
-    CHECK_RC(hk_hub_list_versions(&vs, &n, h, "org/kern"), HK_OK);
-    CHECK(n == 1 && vs && vs[0].version == 1 && strcmp(vs[0].commit, commit) == 0);
-    hk_free(vs);
+    hk_hub_version_list *vs = NULL;
+    CHECK_RC(hk_hub_list_versions(&vs, h, "org/kern"), HK_OK);
+    size_t n = hk_hub_version_list_count(vs);
+    CHECK(n == 1 && vs && hk_hub_version_list_number(vs, 0) == 1 && strcmp(hk_hub_version_list_commit(vs, 0), commit) == 0);
+    hk_hub_version_list_free(vs);
     /* a version that is not cached: a clear offline error naming it */
-    s.version = 2;
+    s.kernel_version = 2;
     hk_pull_result *r = NULL;
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_OFFLINE);
     CHECK(strstr(hk_last_error(), "version 2") != NULL && strstr(hk_last_error(), "refs/v2") != NULL);
     CHECK(strstr(hk_last_error(), "cached versions: 1") != NULL);
     /* a commit that is cached resolves without refs */
-    s.version = -1;
+    s.kernel_version = -1;
     s.revision = commit;
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_OK);
     if (r) {
@@ -293,7 +294,7 @@ static void test_offline(void) {
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_NO_VARIANT);
     /* both version and revision */
     s.variant = NULL;
-    s.version = 1;
+    s.kernel_version = 1;
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_INVALID_ARG);
     CHECK(h->requests == 0);
     hk_hub_free(h);
@@ -302,7 +303,96 @@ static void test_offline(void) {
     free(cache);
 }
 
+/* Link targets from a server: raw bytes >= 0x80, controls, space and " < > \ ^ ` { | } never reach
+ * a request line unencoded; what is already encoded (and reserved characters) stays. */
+static void test_escape_unsafe(void) {
+    char *e = hk_url_escape_unsafe("/api/x?cursor=\xe9\x01 \"<>\\^`{|}&a=%41#f");
+    CHECK_STR(e, "/api/x?cursor=%E9%01%20%22%3C%3E%5C%5E%60%7B%7C%7D&a=%41#f");
+    free(e);
+    e = hk_url_escape_unsafe("https://h:1/p?q=1&r=a/b");
+    CHECK_STR(e, "https://h:1/p?q=1&r=a/b");
+    free(e);
+}
+
+static void test_strmap(void) {
+    hk_strmap m;
+    hk_strmap_init(&m);
+    char keys[1000][8];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        CHECK_RC(hk_strmap_put(&m, keys[i], (size_t)i), HK_OK);
+    }
+    size_t v = 0;
+    CHECK(hk_strmap_get(&m, "k0", &v) && v == 0);
+    CHECK(hk_strmap_get(&m, "k999", &v) && v == 999);
+    CHECK(hk_strmap_get(&m, "k500", &v) && v == 500);
+    CHECK(!hk_strmap_get(&m, "k1000", NULL));
+    CHECK(m.n == 1000 && m.cap >= 2000);
+    hk_strmap_free(&m);
+    CHECK(!hk_strmap_get(&m, "k0", NULL));
+}
+
+/* hk_init / hk_shutdown are counted; the versioned structs are checked on entry; the version list
+ * and the allocated commit of the ABI (issue 11). */
+static void test_init_and_abi(void) {
+    CHECK_RC(hk_init(), HK_OK);
+    CHECK_RC(hk_init(), HK_OK);
+    CHECK(hk_shutdown() == 1);
+    CHECK(hk_shutdown() == 0);
+    CHECK(hk_shutdown() == 0); /* unpaired: nothing happens */
+    hk_hub_options o;
+    CHECK_RC(hk_hub_options_init(&o, 2), HK_ERR_INVALID_ARG);
+    CHECK(strstr(hk_last_error(), "hk_hub_options") != NULL);
+    CHECK_RC(hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION), HK_OK);
+    CHECK(o.version == HK_HUB_OPTIONS_VERSION && o.offline == -1 && o.max_retries == -1 && !o.endpoint);
+    hk_hub_options lit = HK_HUB_OPTIONS_INIT;
+    CHECK(lit.version == o.version && lit.offline == o.offline && lit.max_retries == o.max_retries &&
+          lit.max_parallel == 0 && !lit.token && lit.max_listing_entries == 0 && lit.max_listing_bytes == 0);
+    hk_hub *h = NULL;
+    o.version = 0;
+    CHECK_RC(hk_hub_new(&h, &o), HK_ERR_INVALID_ARG);
+    CHECK(h == NULL);
+    CHECK_RC(hk_init(), HK_OK);
+    o.version = HK_HUB_OPTIONS_VERSION;
+    o.offline = 1;
+    o.endpoint = "http://127.0.0.1:1";
+    o.cache_dir = hk_test_tmpdir();
+    CHECK_RC(hk_hub_new(&h, &o), HK_OK);
+    hk_pull_spec s;
+    CHECK_RC(hk_pull_spec_init(&s, 7), HK_ERR_INVALID_ARG);
+    CHECK_RC(hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION), HK_OK);
+    hk_pull_spec slit = HK_PULL_SPEC_INIT;
+    CHECK(slit.version == s.version && slit.kernel_version == -1 && s.kernel_version == -1 && !s.repo_id &&
+          !s.revision && !s.variant && !s.all_variants && !s.trust_remote_code && !s.backend && !s.variant_families);
+    s.repo_id = "org/none";
+    s.kernel_version = 1;
+    s.version = 99;
+    hk_pull_result *r = NULL;
+    CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_INVALID_ARG);
+    CHECK(strstr(hk_last_error(), "hk_pull_spec") != NULL);
+    char *repo = NULL, *rev = NULL, *commit = NULL;
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, &commit, h, &s), HK_ERR_INVALID_ARG);
+    s.version = HK_PULL_SPEC_VERSION;
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, &commit, h, &s), HK_ERR_OFFLINE);
+    CHECK(repo == NULL && rev == NULL && commit == NULL);
+    CHECK_RC(hk_hub_resolve(&commit, h, "org/none", -1, "0123456789abcdef0123456789abcdef01234567"), HK_OK);
+    CHECK_STR(commit, "0123456789abcdef0123456789abcdef01234567");
+    CHECK(hk_last_error_code() == HK_OK);
+    hk_free(commit);
+    hk_hub_version_list *vl = NULL;
+    CHECK_RC(hk_hub_list_versions(&vl, h, "org/none"), HK_OK);
+    CHECK(vl && hk_hub_version_list_count(vl) == 0);
+    CHECK(hk_hub_version_list_number(vl, 0) == -1 && hk_hub_version_list_commit(vl, 0) == NULL);
+    hk_hub_version_list_free(vl);
+    CHECK(hk_hub_version_list_count(NULL) == 0);
+    hk_hub_free(h);
+    CHECK(hk_shutdown() == 0);
+}
+
 int main(void) {
+    test_init_and_abi();
+    test_escape_unsafe();
+    test_strmap();
     test_etag();
     test_headers();
     test_link();

@@ -38,7 +38,7 @@ static void publish(const char *src, const char *branch) {
 
 static hk_hub *new_hub(const char *cache, hk_progress_fn fn, void *ud, int parallel) {
     hk_hub_options o;
-    hk_hub_options_init(&o);
+    hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION);
     o.endpoint = g_endpoint;
     o.cache_dir = cache;
     o.token = "";
@@ -81,6 +81,15 @@ static int count_incomplete(const char *cache) {
     return n;
 }
 
+/* hk_hub_resolve into a local buffer (the commit is allocated since the versioned API). */
+static int resolve65(char out[65], hk_hub *h, const char *repo, int version, const char *revision) {
+    char *c = NULL;
+    int rc = hk_hub_resolve(&c, h, repo, version, revision);
+    snprintf(out, 65, "%s", c ? c : "");
+    hk_free(c);
+    return rc;
+}
+
 int main(void) {
     setenv("HUBKERN_RETRY_BASE_MS", "10", 1);
     unsetenv("HF_HUB_OFFLINE");
@@ -110,19 +119,19 @@ int main(void) {
     snprintf(want_ep, sizeof want_ep, "http://127.0.0.1:%u", hk_server_port(srv));
     CHECK_STR(hk_hub_endpoint(h), want_ep);
     char commit[65];
-    CHECK_RC(hk_hub_resolve(commit, h, "org/capi", 1, NULL), HK_OK);
+    CHECK_RC(resolve65(commit, h, "org/capi", 1, NULL), HK_OK);
     CHECK(strlen(commit) == 40);
     char c3[65];
-    CHECK_RC(hk_hub_resolve(c3, h, "org/capi", -1, "v3"), HK_OK);
-    CHECK_RC(hk_hub_resolve(c3, h, "org/capi", 2, NULL), HK_ERR_VERSION_NOT_FOUND);
+    CHECK_RC(resolve65(c3, h, "org/capi", -1, "v3"), HK_OK);
+    CHECK_RC(resolve65(c3, h, "org/capi", 2, NULL), HK_ERR_VERSION_NOT_FOUND);
     CHECK(strstr(hk_last_error(), "available versions: 1, 3") != NULL);
-    CHECK_RC(hk_hub_resolve(c3, h, "org/capi", 1, "v1"), HK_ERR_INVALID_ARG);
-    CHECK_RC(hk_hub_resolve(c3, h, "not a repo", 1, NULL), HK_ERR_INVALID_ARG);
-    hk_hub_version *vs = NULL;
-    size_t nv = 0;
-    CHECK_RC(hk_hub_list_versions(&vs, &nv, h, "org/capi"), HK_OK);
-    CHECK(nv == 2 && vs[0].version == 1 && vs[1].version == 3);
-    hk_free(vs);
+    CHECK_RC(resolve65(c3, h, "org/capi", 1, "v1"), HK_ERR_INVALID_ARG);
+    CHECK_RC(resolve65(c3, h, "not a repo", 1, NULL), HK_ERR_INVALID_ARG);
+    hk_hub_version_list *vs = NULL;
+    CHECK_RC(hk_hub_list_versions(&vs, h, "org/capi"), HK_OK);
+    size_t nv = hk_hub_version_list_count(vs);
+    CHECK(nv == 2 && hk_hub_version_list_number(vs, 0) == 1 && hk_hub_version_list_number(vs, 1) == 3);
+    hk_hub_version_list_free(vs);
     char **names = NULL;
     size_t nn = 0;
     CHECK_RC(hk_hub_list_variants(&names, &nn, h, "org/capi", commit), HK_OK);
@@ -140,9 +149,9 @@ int main(void) {
     prog g = {0, 2, 0, 0, 0};
     h = new_hub(cache, on_progress, &g, 1);
     hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION);
     s.repo_id = "org/capi";
-    s.version = 1;
+    s.kernel_version = 1;
     s.variant = "tvm-ffi01-cpu-x86_64-linux";
     hk_pull_result *r = NULL;
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_CANCELLED);

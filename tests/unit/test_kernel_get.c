@@ -41,7 +41,7 @@ static void opts(hk_get_kernel_options *o, const char *repo, int version, const 
 /* A Hub client on the test mirror with the given cache (no token). */
 static hk_hub *mirror_hub(const char *cache) {
     hk_hub_options ho;
-    hk_hub_options_init(&ho);
+    hk_hub_options_init(&ho, HK_HUB_OPTIONS_VERSION);
     ho.endpoint = g_endpoint;
     ho.cache_dir = cache;
     ho.token = "";
@@ -262,9 +262,9 @@ static void test_bad_input(void) {
     char *cc = cache_dir("c-corrupt");
     hk_hub *hub = mirror_hub(cc);
     hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION);
     s.repo_id = "hubkern/corrupt";
-    s.version = 1;
+    s.kernel_version = 1;
     s.variant = "tvm-ffi01-cpu-x86_64-linux";
     char *dir = NULL, *commit = NULL, *variant = NULL;
     CHECK_RC(hk_hub_fetch_variant(&dir, &commit, &variant, hub, &s), HK_OK);
@@ -509,10 +509,10 @@ static void test_redirect(void) {
     /* the client's own choice (no variant named) honours variant_families, after the redirect */
     hk_hub *hub = mirror_hub(cache);
     hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION);
     CHECK(s.variant_families == 0);
     s.repo_id = "hubkern/oldnorm";
-    s.version = 1;
+    s.kernel_version = 1;
     s.backend = "cpu";
     s.variant_families = HK_FAMILY_BIT(HK_FAMILY_TORCH) | HK_FAMILY_BIT(HK_FAMILY_NOARCH);
     char *dir = NULL, *commit = NULL, *variant = NULL;
@@ -523,13 +523,14 @@ static void test_redirect(void) {
     if (variant) CHECK_STR(variant, "tvm-ffi01-cpu-x86_64-linux");
     if (commit) CHECK_STR(commit, g_new_commit);
     /* hk_hub_resolve_spec tells where the spec leads without pulling */
-    char *repo = NULL, *rev = NULL, c[65];
-    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, c, hub, &s), HK_OK);
+    char *repo = NULL, *rev = NULL, *c = NULL;
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, &c, hub, &s), HK_OK);
     if (repo) CHECK_STR(repo, "hubkern/newnorm");
     if (rev) CHECK_STR(rev, "v1");
     CHECK_STR(c, g_new_commit);
     hk_free(repo);
     hk_free(rev);
+    hk_free(c);
     hk_free(dir);
     hk_free(commit);
     hk_free(variant);
@@ -600,20 +601,21 @@ static void test_redirect_loops(void) {
     /* long chains without a loop: 5 redirects are followed, 6 are refused */
     hk_hub *hub = mirror_hub(cache);
     hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION);
     s.repo_id = "hubkern/chain1";
-    s.version = 1;
-    char *repo = NULL, *rev = NULL, c[65];
+    s.kernel_version = 1;
+    char *repo = NULL, *rev = NULL, *c = NULL;
     g_hops = 0;
-    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, c, hub, &s), HK_OK);
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, &c, hub, &s), HK_OK);
     CHECK(g_hops == 5);
     if (repo) CHECK_STR(repo, "hubkern/newnorm");
     CHECK_STR(c, g_new_commit);
     hk_free(repo);
     hk_free(rev);
+    hk_free(c);
     s.repo_id = "hubkern/chain0";
     g_hops = 0;
-    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, c, hub, &s), HK_ERR_PROTOCOL);
+    CHECK_RC(hk_hub_resolve_spec(&repo, &rev, &c, hub, &s), HK_ERR_PROTOCOL);
     CHECK(g_hops == 6);
     CHECK(strstr(hk_last_error(), "kernel-status.toml redirects form a chain longer than 5 from hubkern/chain0") != NULL);
     hk_hub_free(hub);

@@ -105,6 +105,22 @@ typedef struct hk_progress {
 
 typedef int (*hk_progress_fn)(void *userdata, const hk_progress *progress);
 
+/* Process-wide initialisation (libcurl's global state, which libcurl requires to be set up once
+ * and torn down last). Reference-counted and thread-safe: each hk_init() that returned HK_OK is
+ * paired with one hk_shutdown(); the first initialises, the last cleans up. Call hk_init() early in
+ * main(), before threads start, and hk_shutdown() after the last hubkern object is freed.
+ * hk_init returns HK_OK, or HK_ERR_INTERNAL when libcurl cannot be initialised. hk_shutdown returns
+ * how many hk_init() calls remain unpaired (0 when this one cleaned up; 0 too when nothing was
+ * initialised).
+ *
+ * Without hk_init(): programs keep working. The first hk_hub_new() (directly, or through
+ * hk_get_kernel) initialises libcurl itself, once (pthread_once-style), and that implicit reference
+ * is never released: libcurl stays initialised until the process exits, and hk_shutdown() never
+ * cleans up underneath it. That implicit initialisation is not safe against other threads using
+ * libcurl at the same moment, which is why calling hk_init() is recommended. */
+HK_API int hk_init(void);
+HK_API int hk_shutdown(void);
+
 /* Library version string, e.g. "0.1.0". */
 HK_API const char *hk_version(void);
 

@@ -3,24 +3,28 @@
  *
  * Typical use (this is what hk_get_kernel does before loading):
  *
- *     hk_hub_options o;
- *     hk_hub_options_init(&o);                // endpoint/token/cache/offline from the environment
- *     hk_hub *hub;
+ *     hk_init();                              // once per program (hubkern/common.h)
+ *     hk_hub_options o = HK_HUB_OPTIONS_INIT; // or hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION)
+ *     hk_hub *hub;                            // endpoint/token/cache/offline from the environment
  *     if (hk_hub_new(&hub, &o)) die(hk_last_error());
- *     hk_pull_spec s;
- *     hk_pull_spec_init(&s);
+ *     hk_pull_spec s = HK_PULL_SPEC_INIT;
  *     s.repo_id = "kernels-community/relu";
- *     s.version = 1;                          // or s.revision = "main" / a tag / a 40-hex commit
+ *     s.kernel_version = 1;                   // or s.revision = "main" / a tag / a 40-hex commit
  *     char *dir, *commit, *variant;
  *     if (hk_hub_fetch_variant(&dir, &commit, &variant, hub, &s)) die(hk_last_error());
  *     // dir = <cache>/kernels--kernels-community--relu/snapshots/<commit>/build/<variant>
  *     hk_free(dir); hk_free(commit); hk_free(variant);
  *     hk_hub_free(hub);
+ *     hk_shutdown();
  *
  * Network rules (see docs/pull-and-cache.md): the token is sent only to the endpoint's own origin
  * (scheme, host and port), never after a redirect to another host, and never logged. Everything
  * after resolution uses the commit id. Offline (option or HF_HUB_OFFLINE) makes no network call.
- * A hk_hub handle may be used from one thread at a time; distinct handles are independent. */
+ * A hk_hub handle may be used from one thread at a time; distinct handles are independent.
+ *
+ * ABI: hk_hub_options and hk_pull_spec start with `unsigned int version` (set by their _INIT macro
+ * or _init function); every function taking one checks it (HK_ERR_INVALID_ARG for a version this
+ * library does not know). New fields are only ever appended, with a new _VERSION. */
 #ifndef HUBKERN_HUB_H
 #define HUBKERN_HUB_H
 
@@ -31,8 +35,12 @@ extern "C" {
 #endif
 
 typedef struct hk_hub hk_hub;
+struct hk_env; /* hubkern/env.h */
+
+#define HK_HUB_OPTIONS_VERSION 1
 
 typedef struct hk_hub_options {
+    unsigned int version;   /* HK_HUB_OPTIONS_VERSION */
     const char *endpoint;   /* NULL: HF_ENDPOINT, else https://huggingface.co (trailing '/' removed) */
     const char *token;      /* NULL: HF_TOKEN, HUGGING_FACE_HUB_TOKEN, then $HF_TOKEN_PATH or
                                $HF_HOME/token (unless HF_HUB_DISABLE_IMPLICIT_TOKEN); "": no token */
@@ -45,12 +53,21 @@ typedef struct hk_hub_options {
     int max_retries;        /* per request; -1 (default): 5 (back-off 1,2,4,8,8 s x HUBKERN_RETRY_BASE_MS/1000) */
     hk_progress_fn progress; /* optional; called on the calling thread; non-zero return cancels */
     void *progress_userdata;
+    /* Bounds of one tree listing over all its pages (a mirror cannot make the client hold more):
+     * 0: HUBKERN_MAX_LISTING_ENTRIES / HUBKERN_MAX_LISTING_BYTES, else 1,000,000 entries and 256 MiB
+     * of JSON. Past either: HK_ERR_PROTOCOL naming the bound. */
+    uint64_t max_listing_entries;
+    uint64_t max_listing_bytes;
 } hk_hub_options;
 
-/* Fill with defaults (everything NULL/0, offline = -1, max_retries = -1). */
-HK_API void hk_hub_options_init(hk_hub_options *opts);
+#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0}
 
-/* Create a client. opts may be NULL (all defaults). Strings are copied. */
+/* Fill with defaults (everything NULL/0, offline = -1, max_retries = -1) and set opts->version.
+ * HK_ERR_INVALID_ARG for a version this library does not know. */
+HK_API int hk_hub_options_init(hk_hub_options *opts, unsigned int version);
+
+/* Create a client. opts may be NULL (all defaults). Strings are copied. Initialises libcurl
+ * through hk_init() semantics when the program has not called hk_init() (see hubkern/common.h). */
 HK_API int hk_hub_new(hk_hub **out, const hk_hub_options *opts);
 HK_API void hk_hub_free(hk_hub *hub);
 
@@ -60,45 +77,58 @@ HK_API const char *hk_hub_cache_root(const hk_hub *hub);
 /* Whether the client is offline (option or environment). */
 HK_API int hk_hub_is_offline(const hk_hub *hub);
 
-/* What to pull. Exactly one of version (>= 0) or revision must be given. */
+/* What to pull. Exactly one of kernel_version (>= 0) or revision must be given. */
+#define HK_PULL_SPEC_VERSION 1
+
 typedef struct hk_pull_spec {
+    unsigned int version;      /* HK_PULL_SPEC_VERSION (the struct's version, not the kernel's) */
     const char *repo_id;       /* "org/name" of a kernel repo */
-    int version;               /* major version N (branch vN); -1 (default): use revision */
-    const char *revision;      /* branch, tag or commit; NULL (default): use version */
+    int kernel_version;        /* major version N (branch vN); -1 (default): use revision */
+    const char *revision;      /* branch, tag or commit; NULL (default): use kernel_version */
     const char *variant;       /* NULL: chosen for this machine; else this exact build variant */
     int all_variants;          /* 1: pull every variant under build/ */
     int trust_remote_code;     /* 1: skip the publisher trust check (trustedKernelPublisher) */
     const char *backend;       /* NULL: detected; else force "cpu", "cuda", ... for variant choice */
     unsigned variant_families; /* bit mask of HK_FAMILY_BIT(...) (hubkern/variant.h) the caller can
                                   load, for the choice when variant is NULL; 0 (default): any */
+    const struct hk_env *env;  /* the machine to choose for (hubkern/env.h); NULL (default): this
+                                  process's detected machine, detected once and cached */
 } hk_pull_spec;
 
-HK_API void hk_pull_spec_init(hk_pull_spec *spec);
+#define HK_PULL_SPEC_INIT {HK_PULL_SPEC_VERSION, NULL, -1, NULL, NULL, 0, 0, NULL, 0u, NULL}
+
+/* Defaults (kernel_version = -1, everything else NULL/0) and spec->version set; HK_ERR_INVALID_ARG
+ * for a version this library does not know. */
+HK_API int hk_pull_spec_init(hk_pull_spec *spec, unsigned int version);
 
 /* Resolve a version or revision to a commit id (40 hex) without downloading anything.
  * Online: refs API (version N -> branch vN; warns when a newer major exists). Offline: refs/<rev>
- * in the cache. out_commit receives 40 (or 64) hex chars + NUL. */
-HK_API int hk_hub_resolve(char out_commit[65], hk_hub *hub, const char *repo_id, int version,
+ * in the cache. *out_commit: the commit id (40 or 64 hex chars), newly allocated: free with hk_free. */
+HK_API int hk_hub_resolve(char **out_commit, hk_hub *hub, const char *repo_id, int version,
                           const char *revision);
 
-/* Where a pull spec leads, without listing or downloading anything: resolve spec->version or
+/* Where a pull spec leads, without listing or downloading anything: resolve spec->kernel_version or
  * spec->revision to a commit and, online, follow kernel-status.toml redirects (kind = "redirect",
  * destination, revision; at most 5 hops) exactly as hk_hub_pull does, checking the publisher of
  * every repo on the way unless spec->trust_remote_code. *out_repo: the repo the chain ends at
  * (spec->repo_id when nothing redirects); *out_revision: the revision resolved there ("vN", the
- * spec's revision, or the last redirect's revision). Both newly allocated: free with hk_free.
- * Offline: the cache keeps no kernel-status.toml, so nothing is followed. Loaders choose the
- * variant at (*out_repo, out_commit), then pull that repo with spec.variant set. */
-HK_API int hk_hub_resolve_spec(char **out_repo, char **out_revision, char out_commit[65], hk_hub *hub,
+ * spec's revision, or the last redirect's revision); *out_commit: the commit there. All three newly
+ * allocated: free with hk_free. Offline: the cache keeps no kernel-status.toml, so nothing is
+ * followed. Loaders choose the variant at (*out_repo, *out_commit), then pull that repo with
+ * spec.variant set. */
+HK_API int hk_hub_resolve_spec(char **out_repo, char **out_revision, char **out_commit, hk_hub *hub,
                                const hk_pull_spec *spec);
 
-/* Versions (vN branches) of a repo, sorted ascending. Offline: from refs/vN in the cache. */
-typedef struct hk_hub_version {
-    int version;
-    char commit[65];
-} hk_hub_version;
-/* *out is an array of *out_n entries; free with hk_free. */
-HK_API int hk_hub_list_versions(hk_hub_version **out, size_t *out_n, hk_hub *hub, const char *repo_id);
+/* Versions (vN branches) of a repo, sorted ascending. Offline: from refs/vN in the cache.
+ * *out: a list read with the accessors below; free with hk_hub_version_list_free. */
+typedef struct hk_hub_version_list hk_hub_version_list;
+HK_API int hk_hub_list_versions(hk_hub_version_list **out, hk_hub *hub, const char *repo_id);
+HK_API size_t hk_hub_version_list_count(const hk_hub_version_list *list);
+/* The major version N of entry i (branch vN); -1 when i is out of range. */
+HK_API int hk_hub_version_list_number(const hk_hub_version_list *list, size_t i);
+/* The commit of entry i (40 or 64 hex; valid until the list is freed); NULL when out of range. */
+HK_API const char *hk_hub_version_list_commit(const hk_hub_version_list *list, size_t i);
+HK_API void hk_hub_version_list_free(hk_hub_version_list *list);
 
 /* Build variants (directory names under build/) at a commit; offline: from the snapshot.
  * *out is a NULL-terminated array; free with hk_hub_strv_free. */

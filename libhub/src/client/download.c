@@ -37,6 +37,7 @@ typedef struct xfer {
     uint64_t written_at_attempt;
     long status;
     bool body_ok;            /* current response's body is the file */
+    bool headers_seen;       /* the current attempt's response began */
     int err;                 /* fatal error recorded by a callback (hk_fail already called) */
     int status_retries;      /* 408/429/5xx answers so far */
     int stalls;              /* consecutive failures without progress */
@@ -60,6 +61,7 @@ typedef struct dl_ctx {
     size_t total_files, done_files;
     uint64_t last_progress;
     bool cancelled;
+    bool link; /* make the snapshot links (else blobs only) */
 } dl_ctx;
 
 static void xfer_drop_temp(xfer *x) {
@@ -119,6 +121,7 @@ static int reset_content(xfer *x) {
 static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = sz * n;
+    x->headers_seen = true;
     hk_http_headers_feed(&x->h, p, len);
     if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) { /* end of one response's headers */
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
@@ -194,6 +197,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
 
 /* ---- state transitions ------------------------------------------------------------------------ */
 static int link_all(dl_ctx *c, xfer *x) {
+    if (!c->link) return HK_OK; /* blobs only: the caller stages the links */
     for (size_t i = 0; i < x->item->npaths; i++) {
         int rc = hk_cache_link_snapshot(c->repo_dir, c->commit, x->item->paths[i], x->item->etag);
         if (rc) return rc;
@@ -205,6 +209,7 @@ static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
     hk_http_headers_free(&x->h);
     x->status = 0;
     x->body_ok = false;
+    x->headers_seen = false;
     x->range_from = x->written;
     if (!x->easy && !(x->easy = curl_easy_init())) return hk_fail(HK_ERR_NOMEM, "cannot create a curl handle");
     curl_easy_reset(x->easy);
@@ -310,6 +315,12 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         free(what);
         return rc;
     }
+    if (hk_curl_header_too_large(cc, x->headers_seen)) { /* stays too large: no retry */
+        char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+        int rc = hk_header_too_large_fail(what ? what : "download", x->url, x->errbuf);
+        free(what);
+        return rc;
+    }
     if (cc != CURLE_OK && hk_curl_tls_fatal(cc)) { /* a rejected certificate stays rejected: no retry */
         char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
         int rc = hk_net_fail(cc, what ? what : "download", x->url, x->errbuf);
@@ -390,7 +401,7 @@ static int try_acquire(dl_ctx *c, xfer *x, const char *lock_path) {
 }
 
 int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
-                      const char *commit, hk_dl_item *items, size_t n) {
+                      const char *commit, hk_dl_item *items, size_t n, bool link) {
     if (n == 0) return HK_OK;
     xfer *xs = calloc(n, sizeof *xs);
     char **locks = calloc(n, sizeof *locks);
@@ -400,7 +411,7 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
         rc = hk_fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false};
+    dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link};
     int maxp = hub->max_parallel > 0 ? hub->max_parallel : 8;
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)maxp);

@@ -97,127 +97,6 @@ void hk_http_resp_free(hk_http_resp *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* ---- URLs ------------------------------------------------------------------------------------ */
-static bool url_parts(const char *url, char **scheme, char **host, char **port) {
-    CURLU *u = curl_url();
-    if (!u) return false;
-    bool ok = curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-              curl_url_get(u, CURLUPART_SCHEME, scheme, 0) == CURLUE_OK &&
-              curl_url_get(u, CURLUPART_HOST, host, 0) == CURLUE_OK &&
-              curl_url_get(u, CURLUPART_PORT, port, CURLU_DEFAULT_PORT) == CURLUE_OK;
-    curl_url_cleanup(u);
-    return ok;
-}
-
-bool hk_url_same_origin(const char *a, const char *b) {
-    char *sa = NULL, *ha = NULL, *pa = NULL, *sb = NULL, *hb = NULL, *pb = NULL;
-    bool same = url_parts(a, &sa, &ha, &pa) && url_parts(b, &sb, &hb, &pb) &&
-                strcasecmp(sa, sb) == 0 && strcasecmp(ha, hb) == 0 && strcmp(pa, pb) == 0;
-    curl_free(sa);
-    curl_free(ha);
-    curl_free(pa);
-    curl_free(sb);
-    curl_free(hb);
-    curl_free(pb);
-    return same;
-}
-
-char *hk_url_resolve(const char *base, const char *ref) {
-    CURLU *u = curl_url();
-    if (!u) return NULL;
-    char *out = NULL, *res = NULL;
-    if (curl_url_set(u, CURLUPART_URL, base, 0) == CURLUE_OK &&
-        curl_url_set(u, CURLUPART_URL, ref, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_URL, &out, 0) == CURLUE_OK)
-        res = hk_strdup(out);
-    curl_free(out);
-    curl_url_cleanup(u);
-    return res;
-}
-
-char *hk_url_rebase(const char *url, const char *endpoint) {
-    CURLU *u = curl_url();
-    char *path = NULL, *query = NULL, *res = NULL;
-    if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK) {
-        if (curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_OK) query = NULL;
-        /* endpoint = origin [+ path prefix]; keep the prefix when the link lacks it */
-        const char *sep = strstr(endpoint, "://");
-        const char *pfx = sep ? strchr(sep + 3, '/') : NULL;
-        size_t olen = pfx ? (size_t)(pfx - endpoint) : strlen(endpoint);
-        size_t plen = pfx ? strlen(pfx) : 0;
-        while (plen > 0 && pfx[plen - 1] == '/') plen--;
-        bool need_prefix = plen > 0 && strncmp(path, pfx, plen) != 0;
-        res = hk_asprintf("%.*s%.*s%s%s%s", (int)olen, endpoint, need_prefix ? (int)plen : 0,
-                          need_prefix ? pfx : "", path, query ? "?" : "", query ? query : "");
-    }
-    curl_free(path);
-    curl_free(query);
-    if (u) curl_url_cleanup(u);
-    return res;
-}
-
-char *hk_url_encode(const char *s, bool keep_slash) {
-    hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-            char ch = (char)c;
-            hk_sb_append_n(&sb, &ch, 1);
-        } else {
-            hk_sb_printf(&sb, "%%%02X", c);
-        }
-    }
-    return hk_sb_steal(&sb);
-}
-
-char *hk_link_next(const char *link) {
-    if (!link) return NULL;
-    const char *p = link;
-    while ((p = strchr(p, '<')) != NULL) {
-        const char *q = strchr(p, '>');
-        if (!q) return NULL;
-        const char *next = strchr(q, '<');
-        size_t span = next ? (size_t)(next - q) : strlen(q);
-        /* look for rel="next" or rel=next within this link's parameters */
-        char *params = hk_strndup(q, span);
-        bool is_next = false;
-        if (params) {
-            for (char *r = params; (r = strstr(r, "rel")) != NULL; r += 3) {
-                char *v = r + 3;
-                while (*v == ' ') v++;
-                if (*v != '=') continue;
-                v++;
-                while (*v == ' ' || *v == '"') v++;
-                if (strncmp(v, "next", 4) == 0 && (v[4] == '"' || v[4] == ';' || v[4] == ',' ||
-                                                   v[4] == ' ' || v[4] == '\0')) {
-                    is_next = true;
-                    break;
-                }
-            }
-            free(params);
-        }
-        if (is_next) return hk_strndup(p + 1, (size_t)(q - p - 1));
-        p = q;
-    }
-    return NULL;
-}
-
-char *hk_etag_normalize(const char *etag) {
-    if (!etag) return NULL;
-    const char *s = etag;
-    while (*s == 'W' || *s == '/') s++;
-    size_t n = strlen(s);
-    while (n > 0 && *s == '"') {
-        s++;
-        n--;
-    }
-    while (n > 0 && s[n - 1] == '"') n--;
-    return hk_strndup(s, n);
-}
-
 bool hk_http_status_transient(long status) {
     return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
            status == 504;
@@ -303,10 +182,12 @@ typedef struct api_ctx {
     hk_http_resp *resp;
     size_t max_body;
     bool too_big;
+    bool headers_seen; /* the response began */
 } api_ctx;
 
 static size_t api_header_cb(char *p, size_t sz, size_t n, void *ud) {
     api_ctx *c = ud;
+    c->headers_seen = true;
     hk_http_headers_feed(&c->resp->h, p, sz * n);
     return sz * n;
 }
@@ -326,10 +207,26 @@ bool hk_curl_tls_fatal(CURLcode cc) {
            cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH || cc == CURLE_SSL_INVALIDCERTSTATUS || cc == CURLE_SSL_CRL_BADFILE;
 }
 
+bool hk_curl_header_too_large(CURLcode cc, bool headers_seen) {
+#if LIBCURL_VERSION_NUM >= 0x080600
+    if (cc == CURLE_TOO_LARGE) return true;
+#endif
+    /* libcurl before 8.6 answers a header line over its limit with CURLE_OUT_OF_MEMORY (and often
+     * no error text); once the response has begun, that is what it means */
+    return cc == CURLE_OUT_OF_MEMORY && headers_seen;
+}
+
+int hk_header_too_large_fail(const char *what, const char *url, const char *detail) {
+    return hk_fail(HK_ERR_PROTOCOL, "%s%sthe response header from %s is too large (libcurl: %s; it refuses header "
+                   "lines over 100 KB); the server or a proxy in between is misbehaving", what ? what : "",
+                   what ? ": " : "", url, detail && *detail ? detail : "header too large");
+}
+
 int hk_net_fail(CURLcode cc, const char *what, const char *url, const char *detail) {
     const char *d = detail && *detail ? detail : curl_easy_strerror(cc);
     const char *sep = what ? ": " : "";
     if (!what) what = "";
+
     if (cc == CURLE_OPERATION_TIMEDOUT)
         return hk_fail(HK_ERR_TIMEOUT, "%s%srequest to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)",
                        what, sep, url);
@@ -370,7 +267,7 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
                 free(cur);
                 return rc;
             }
-            api_ctx ctx = {out, max_body, false};
+            api_ctx ctx = {out, max_body, false, false};
             errbuf[0] = '\0';
             curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
             curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, api_header_cb);
@@ -385,6 +282,11 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             if (ctx.too_big) {
                 free(cur);
                 return hk_fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
+            }
+            if (hk_curl_header_too_large(cc, ctx.headers_seen)) { /* stays too large: no retry */
+                rc = hk_header_too_large_fail(NULL, cur, errbuf);
+                free(cur);
+                return rc;
             }
             if (cc != CURLE_OK) break;
             if (out->status >= 300 && out->status < 400 && out->h.location) {

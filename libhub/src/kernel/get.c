@@ -37,13 +37,15 @@ static int check_opts(const hk_get_kernel_options *o, const char *fn) {
 static int resolve_target(char **out_repo, char **out_rev, char commit[65], char **out_best, hk_hub *hub,
                           const hk_env *env, const hk_get_kernel_options *o, int trust_remote_code) {
     *out_repo = *out_rev = *out_best = NULL;
-    hk_pull_spec s;
-    hk_pull_spec_init(&s);
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = o->repo_id;
-    s.version = o->kernel_version == HK_VERSION_UNSET ? -1 : o->kernel_version;
+    s.kernel_version = o->kernel_version == HK_VERSION_UNSET ? -1 : o->kernel_version;
     s.revision = o->revision;
     s.trust_remote_code = trust_remote_code;
-    int rc = hk_hub_resolve_spec(out_repo, out_rev, commit, hub, &s);
+    char *resolved = NULL;
+    int rc = hk_hub_resolve_spec(out_repo, out_rev, &resolved, hub, &s);
+    if (rc == HK_OK) snprintf(commit, 65, "%s", resolved);
+    hk_free(resolved);
     if (rc) return rc;
     char **names = NULL;
     size_t n = 0;
@@ -141,10 +143,9 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env); /* before the download */
     if (rc == HK_OK) {
         bool moved = strcmp(repo, o->repo_id) != 0;
-        hk_pull_spec s;
-        hk_pull_spec_init(&s);
+        hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = repo;
-        s.version = moved || o->kernel_version == HK_VERSION_UNSET ? -1 : o->kernel_version;
+        s.kernel_version = moved || o->kernel_version == HK_VERSION_UNSET ? -1 : o->kernel_version;
         s.revision = moved ? rev : o->revision;
         s.variant = best; /* chosen at the end of the redirect chain */
         /* resolve_target checked every publisher on the way (online); offline warns again */

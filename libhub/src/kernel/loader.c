@@ -103,8 +103,7 @@ HK_API int hk_kernel_choose_variant(char **out, const hk_get_kernel_options *opt
 }
 
 int hk_loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
-    hk_hub_options ho;
-    hk_hub_options_init(&ho);
+    hk_hub_options ho = HK_HUB_OPTIONS_INIT;
     ho.endpoint = o->endpoint;
     ho.token = o->token;
     ho.cache_dir = o->cache_dir;

@@ -72,8 +72,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
     if (rc == HK_OK && hk_lock_entry_variant_count(e) > 0)
         rc = check_variant_hash(e, build, best, repo_id, lockfile);
     if (rc == HK_OK) { /* verify sizes/digest of the cached variant, offline */
-        hk_pull_spec s;
-        hk_pull_spec_init(&s);
+        hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = repo_id;
         s.revision = commit;
         s.variant = best;

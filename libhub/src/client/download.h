@@ -1,0 +1,39 @@
+/* Blob downloads of the Hub client (download.c) and the one-file fetch (fetch_file.c). Internal. */
+#ifndef HK_CLIENT_DOWNLOAD_H
+#define HK_CLIENT_DOWNLOAD_H
+
+#include "hubkern/hub.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- downloads (download.c) ---------------------------------------------------------------- */
+typedef struct hk_dl_item {
+    char *etag;        /* blob name: sha256 (64 hex) or git blob sha1 (40 hex) */
+    uint64_t size;
+    char **paths;      /* repo paths that point to this blob */
+    size_t npaths;
+    bool downloaded;   /* out: fetched by this call (false: was cached or fetched by another process) */
+} hk_dl_item;
+
+typedef struct hk_dl_stats {
+    uint64_t bytes_downloaded;
+    uint64_t bytes_verified;
+    size_t files_downloaded;
+} hk_dl_stats;
+
+/* Download each item's blob at commit into blobs/ of repo_dir (size and hash checked while
+ * streaming). With link, snapshots/<commit>/<path> links are made for each item's paths as its blob
+ * is there; without: blobs only (a pull stages and verifies the links before publishing them). */
+int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
+                      const char *commit, hk_dl_item *items, size_t n, bool link);
+
+/* One file of a kernel repo at a commit (path "build/<variant>/metadata.json"), as hf_hub_download
+ * would fetch it: when its snapshot link resolves it is used as it is (no network); else, online,
+ * its directory is listed (one level), its blob downloaded and checked against the listed hash,
+ * and the snapshot link made; nothing else of the directory is fetched. Offline and absent:
+ * HK_ERR_OFFLINE. *out_path (the snapshot path) is freed with hk_free. */
+int hk_hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path);
+
+#endif

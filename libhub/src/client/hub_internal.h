@@ -1,0 +1,63 @@
+/* The Hub client handle (hub_handle.c) and what its parts share: repo-id and commit checks,
+ * resolution of a version / revision (refs.c), kernel-status.toml (status_toml.c), redirects
+ * (redirect.c). Internal. */
+#ifndef HK_CLIENT_HUB_INTERNAL_H
+#define HK_CLIENT_HUB_INTERNAL_H
+
+#include "hubkern/hub.h"
+#include "internal.h"
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Largest API answer read into memory (one tree page, refs, revision). */
+#define HK_API_MAX (64u << 20)
+
+struct hk_hub {
+    char *endpoint;       /* no trailing '/' */
+    char *token;          /* NULL: none. Never logged. */
+    char *cache_root;     /* absolute */
+    bool offline;
+    char *user_agent;     /* NULL: send none */
+    int max_parallel;
+    long etag_timeout_ms;
+    long download_timeout_ms;
+    int max_retries;
+    long retry_base_ms;   /* HUBKERN_RETRY_BASE_MS, default 1000: scales every back-off delay */
+    uint64_t max_listing_entries; /* bound of one listing over all its pages */
+    uint64_t max_listing_bytes;
+    hk_progress_fn progress;
+    void *progress_ud;
+    CURL *api;            /* reused for API requests (keeps the connection alive) */
+    uint64_t requests;    /* HTTP requests sent by this handle (API + files) */
+};
+
+/* 40 or 64 lowercase hex characters. */
+bool hk_client_is_commit(const char *rev);
+/* HK_ERR_INVALID_ARG unless repo_id is "org/name" as the Hub accepts it. */
+int hk_client_check_repo_id(const char *repo_id);
+/* Takes the implicit libcurl initialisation when the program has not called hk_init (init.c). */
+int hk_client_global_init(void);
+
+/* refs.c ------------------------------------------------------------------------------------ */
+/* Repo folder holding refs for repo_id: kernels--, else the legacy models-- one if it has
+ * refs/<rev>. Caller frees. */
+char *hk_client_local_repo_dir(const hk_hub *hub, const char *repo_id, const char *rev);
+/* Resolve a version (>= 0) or a revision to a commit (40/64 hex + NUL into out_commit). */
+int hk_client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version,
+                             const char *revision);
+
+/* status_toml.c ----------------------------------------------------------------------------- */
+/* Read kernel-status.toml of repo_id at commit: *out_dest / *out_rev set (allocated) when the repo
+ * redirects; both NULL when it has none (its absence is remembered under .no_exist/ like Python). */
+int hk_client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit);
+
+/* redirect.c -------------------------------------------------------------------------------- */
+/* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
+ * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
+ * *out_redirect_rev: the revision the last redirect named, NULL when none was followed. */
+int hk_client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
+                               const hk_pull_spec *spec);
+
+#endif

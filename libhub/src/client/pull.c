@@ -1,0 +1,371 @@
+/* hk_hub_pull: resolve, follow redirects, list, choose the variant(s), download the blobs, stage the
+ * variant, verify it against its metadata.json digest and only then publish it into
+ * snapshots/<commit>/ and write refs/. Offline: the same answers from the cache. */
+#include "cache/cache.h"
+#include "client/client.h"
+#include "client/pull_internal.h"
+#include "client/stage.h"
+#include "client/strmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Digest check of every pulled variant (verification receipts of hub's cache honoured); skip[i]:
+ * already checked; fresh: blobs just written. */
+static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const char *const *fresh,
+                           size_t nfresh) {
+    for (size_t i = 0; i < r->nvariants; i++) {
+        if (skip && skip[i]) continue;
+        bool has = false;
+        hk_verify_stats st;
+        int rc = hk_verify_variant_cached(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh);
+        if (rc) return rc;
+        if (has && r->offline) r->bytes_verified += st.bytes_hashed + st.bytes_fresh;
+        r->bytes_trusted += st.bytes_trusted;
+    }
+    return HK_OK;
+}
+
+static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec) {
+    char commit[65];
+    int rc = hk_client_resolve_commit(commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
+    if (rc) return rc;
+    if (!spec->trust_remote_code)
+        hk_log(HK_LOG_WARN, "skipping the publisher trust check for %s: offline mode", spec->repo_id);
+    const char *rev = spec->revision;
+    char label[32];
+    if (!rev) {
+        snprintf(label, sizeof label, "v%d", spec->kernel_version);
+        rev = label;
+    }
+    char *dir = hk_client_local_repo_dir(hub, spec->repo_id, rev);
+    r->repo = hk_strdup(spec->repo_id);
+    r->revision = hk_strdup(rev);
+    r->commit = hk_strdup(commit);
+    r->snapshot = dir ? hk_asprintf("%s/snapshots/%s", dir, commit) : NULL;
+    free(dir);
+    if (!r->repo || !r->revision || !r->commit || !r->snapshot) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!hk_is_dir(r->snapshot))
+        return hk_fail(HK_ERR_OFFLINE, "offline: %s at %s is not in the cache (missing %s); pull it while online first",
+                       spec->repo_id, commit, r->snapshot);
+    char **names = NULL;
+    size_t n = 0;
+    if ((rc = hk_client_list_variants_local(&names, &n, r->snapshot))) return rc;
+    char *where = hk_asprintf("%s at %s (offline)", spec->repo_id, commit);
+    rc = where ? hk_client_choose_variants(r, names, n, spec, where) : hk_fail(HK_ERR_NOMEM, "out of memory");
+    free(where);
+    hk_hub_strv_free(names);
+    if (rc) {
+        if (rc == HK_ERR_NO_VARIANT)
+            hk_fail_context("offline: only the variants pulled earlier are in %s/build", r->snapshot);
+        return rc;
+    }
+    size_t cap = 0;
+    for (size_t i = 0; i < r->nvariants; i++) {
+        r->variant_paths[i] = hk_asprintf("%s/build/%s", r->snapshot, r->variants[i]);
+        if (!r->variant_paths[i]) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        char *rel = hk_asprintf("build/%s", r->variants[i]);
+        if (!rel) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk_client_collect_local_files(r, &cap, r->snapshot, rel);
+        free(rel);
+        if (rc) return rc;
+    }
+    return verify_variants(r, hub, NULL, NULL, 0);
+}
+
+/* Is snapshots/<commit>/build/<variant> complete and intact, as its metadata.json digest proves?
+ * (A commit never changes, so then no listing or download is needed.) */
+static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir, hk_verify_stats *st) {
+    bool has = false;
+    memset(st, 0, sizeof *st);
+    char *meta = hk_path_join(variant_dir, "metadata.json");
+    bool present = meta && hk_path_exists(meta);
+    free(meta);
+    if (!present) return false;
+    int rc = hk_verify_variant_cached(&has, st, variant_dir, hub->cache_root, true, NULL, 0);
+    hk_clear_error();
+    return rc == HK_OK && has;
+}
+
+
+typedef struct complete_ctx {
+    const hk_hub *hub;
+} complete_ctx;
+
+static bool published_complete(const char *variant_dir, void *ud) {
+    hk_verify_stats st;
+    return variant_complete_locally(((complete_ctx *)ud)->hub, variant_dir, &st);
+}
+
+/* Stage every file of the variants not yet checked (links to their verified blobs), check each
+ * staged variant against its metadata.json digest, and only then publish it into the snapshot.
+ * A failure leaves the snapshot as it was. After publishing, the snapshot's copy is checked once
+ * more through the verification receipts so that the receipt is written for it (the sha256 blobs,
+ * hashed at download or by the staged check, are not read again). */
+static int stage_verify_publish(hk_pull_result *r, const hk_hub *hub, const char *repo, const char *repo_dir,
+                                const char *commit, const bool *checked, const hk_dl_item *items, size_t nitems) {
+    bool any = false;
+    for (size_t v = 0; v < r->nvariants; v++) any |= !checked[v];
+    if (!any) return HK_OK;
+    hk_stage stage;
+    int rc = hk_stage_open(&stage, hub->cache_root, repo_dir, commit);
+    if (rc) return rc;
+    const char **fresh = calloc(nitems + 1, sizeof *fresh), **sha = calloc(nitems + 1, sizeof *sha);
+    size_t nfresh = 0, nsha = 0;
+    if (!fresh || !sha) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == HK_OK && i < nitems; i++) {
+        if (items[i].downloaded) fresh[nfresh++] = items[i].etag;
+        if (strlen(items[i].etag) == 64) sha[nsha++] = items[i].etag;
+        for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++)
+            rc = hk_stage_link(&stage, items[i].paths[k], items[i].etag);
+    }
+    for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
+        if (checked[v]) continue;
+        char *sdir = hk_stage_variant_dir(&stage, r->variants[v]);
+        if (!sdir) {
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (!hk_is_dir(sdir) && hk_mkdirs(sdir, 0777) != HK_OK) rc = hk_last_error_code();
+        bool has = false;
+        hk_verify_stats st;
+        if (rc == HK_OK && (rc = hk_verify_variant_cached(&has, &st, sdir, NULL, false, fresh, nfresh)))
+            hk_fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
+                            repo, commit);
+        free(sdir);
+    }
+    complete_ctx cc = {hub};
+    for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
+        if (checked[v]) continue;
+        if ((rc = hk_stage_publish(&stage, r->variants[v], published_complete, &cc))) break;
+        bool has = false;
+        hk_verify_stats st;
+        if ((rc = hk_verify_variant_cached(&has, &st, r->variant_paths[v], hub->cache_root, true, sha, nsha)))
+            hk_fail_context("build/%s of %s at %.12s changed while it was published", r->variants[v], repo, commit);
+    }
+    free(fresh);
+    free(sha);
+    hk_stage_discard(&stage);
+    return rc;
+}
+
+static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in) {
+    hk_pull_spec spec = *spec_in;
+    char *repo = NULL;
+    char *redirect_rev = NULL;
+    char commit[65];
+    int rc = hk_client_follow_redirects(&repo, &redirect_rev, commit, hub, &spec);
+    if (rc) return rc;
+    char label[32];
+    const char *rev = redirect_rev ? redirect_rev : spec.revision;
+    if (!rev) {
+        snprintf(label, sizeof label, "v%d", spec.kernel_version);
+        rev = label;
+    }
+    char *repo_dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo);
+    r->repo = repo;
+    r->revision = hk_strdup(rev);
+    free(redirect_rev);
+    rev = NULL; /* pointed into redirect_rev */
+    r->commit = hk_strdup(commit);
+    r->snapshot = repo_dir ? hk_asprintf("%s/snapshots/%s", repo_dir, commit) : NULL;
+    if (!r->revision || !r->commit || !r->snapshot) {
+        free(repo_dir);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    /* variants from the build/ listing (skipped when the named variant is already complete here) */
+    tree t;
+    char **names = NULL;
+    size_t n = 0;
+    char *local = spec.variant && !spec.all_variants ? hk_asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
+    hk_verify_stats local_st;
+    memset(&local_st, 0, sizeof local_st);
+    bool local_ok = local && variant_complete_locally(hub, local, &local_st);
+    if (local_ok) {
+        names = calloc(2, sizeof *names);
+        if (names) names[0] = hk_strdup(spec.variant);
+        n = 1;
+        rc = names && names[0] ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    } else if ((rc = hk_client_list_tree(&t, hub, repo, commit, "build", false)) == HK_OK) {
+        rc = hk_client_variants_from_tree(&names, &n, &t);
+        hk_client_tree_free(&t);
+    }
+    free(local);
+    if (rc) {
+        free(repo_dir);
+        return rc;
+    }
+    if (rc == HK_OK) {
+        qsort(names, n, sizeof *names, hk_client_cmp_str);
+        char *where = hk_asprintf("%s at %s", repo, commit);
+        rc = where ? hk_client_choose_variants(r, names, n, &spec, where) : hk_fail(HK_ERR_NOMEM, "out of memory");
+        free(where);
+    }
+    hk_hub_strv_free(names);
+    /* files of each chosen variant, grouped by blob */
+    hk_strmap by_etag;
+    hk_strmap_init(&by_etag);
+    hk_dl_item *items = NULL;
+    size_t nitems = 0, icap = 0, fcap = 0;
+    bool *checked = rc == HK_OK ? calloc(r->nvariants + 1, sizeof *checked) : NULL;
+    if (rc == HK_OK && !checked) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
+        char *prefix = hk_asprintf("build/%s", r->variants[v]);
+        r->variant_paths[v] = hk_asprintf("%s/build/%s", r->snapshot, r->variants[v]);
+        if (!prefix || !r->variant_paths[v]) {
+            free(prefix);
+            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        hk_verify_stats vs = local_st;
+        if ((local_ok && strcmp(r->variants[v], spec.variant) == 0) ||
+            variant_complete_locally(hub, r->variant_paths[v], &vs)) {
+            /* warm: the commit's variant is here and matches its digest */
+            hk_log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
+            rc = hk_client_collect_local_files(r, &fcap, r->snapshot, prefix);
+            r->bytes_verified += vs.bytes_hashed;
+            r->bytes_trusted += vs.bytes_trusted;
+            checked[v] = true;
+            free(prefix);
+            continue;
+        }
+        rc = hk_client_list_tree(&t, hub, repo, commit, prefix, true);
+        size_t plen = strlen(prefix);
+        for (size_t i = 0; rc == HK_OK && i < t.n; i++) {
+            tree_entry *e = &t.e[i];
+            if (!hk_path_is_safe_relative(e->path) || strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') {
+                rc = hk_fail(HK_ERR_UNSAFE_PATH,
+                             "refusing file name '%s' from the server's listing of %s: it would leave the variant directory",
+                             e->path, prefix);
+                break;
+            }
+            if (e->dir || hk_client_excluded(e->path)) continue;
+            const char *etag = e->lfs_oid ? e->lfs_oid : e->oid;
+            size_t el = etag ? strlen(etag) : 0;
+            if (!etag || !((el == 64 && e->lfs_oid) || (el == 40 && !e->lfs_oid)) || !hk_is_hex(etag, el)) {
+                rc = hk_fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", e->path,
+                             etag ? etag : "(none)");
+                break;
+            }
+            if ((rc = hk_client_add_file(r, &fcap, e->path))) break;
+            size_t k = nitems;
+            hk_strmap_get(&by_etag, etag, &k); /* indexed: a listing of n files costs O(n), not O(n^2) */
+            if (k < nitems && items[k].size != e->size) {
+                rc = hk_fail(HK_ERR_PROTOCOL, "the listing gives two sizes for blob %s", etag);
+                break;
+            }
+            if (k == nitems) {
+                if (nitems == icap) {
+                    icap = icap ? icap * 2 : 32;
+                    hk_dl_item *ni = realloc(items, icap * sizeof *ni);
+                    if (!ni) {
+                        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                        break;
+                    }
+                    items = ni;
+                }
+                memset(&items[nitems], 0, sizeof *items);
+                items[nitems].etag = hk_strdup(etag);
+                items[nitems].size = e->size;
+                nitems++;
+                if (!items[k].etag) {
+                    rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                if ((rc = hk_strmap_put(&by_etag, items[k].etag, k))) break;
+            }
+            char **np = realloc(items[k].paths, (items[k].npaths + 1) * sizeof(char *));
+            if (!np || !items[k].etag) {
+                free(np == items[k].paths ? NULL : np);
+                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            items[k].paths = np;
+            if (!(np[items[k].npaths] = hk_strdup(e->path))) {
+                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            items[k].npaths++;
+        }
+        hk_client_tree_free(&t);
+        free(prefix);
+    }
+    hk_strmap_free(&by_etag);
+    if (rc == HK_OK) { /* blobs only: the links are made in the stage, after every byte arrived */
+        hk_dl_stats st = {0, 0, 0};
+        rc = hk_download_blobs(&st, hub, repo, repo_dir, commit, items, nitems, false);
+        r->bytes_downloaded = st.bytes_downloaded;
+        r->bytes_verified += st.bytes_verified;
+        r->files_downloaded = st.files_downloaded;
+    }
+    if (rc == HK_OK) {
+        if (hub->progress) {
+            hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
+            hub->progress(hub->progress_ud, &p);
+        }
+        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, items, nitems);
+    }
+    free(checked);
+    for (size_t i = 0; i < nitems; i++) {
+        free(items[i].etag);
+        for (size_t k = 0; k < items[i].npaths; k++) free(items[i].paths[k]);
+        free(items[i].paths);
+    }
+    free(items);
+    /* refs only once the variant is complete and verified, so that offline use never finds a
+     * half-pulled snapshot through refs/vN */
+    if (rc == HK_OK && strcmp(r->revision, commit) != 0) rc = hk_cache_write_ref(repo_dir, r->revision, commit);
+    free(repo_dir);
+    return rc;
+}
+
+int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
+    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_pull: NULL out");
+    *out = NULL;
+    if (!hub || !spec) return hk_fail(HK_ERR_INVALID_ARG, "hub and spec are required");
+    int rc = hk_check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
+    if (rc) return rc;
+    rc = hk_client_check_repo_id(spec->repo_id);
+    if (rc) return rc;
+    if ((spec->kernel_version >= 0) == (spec->revision != NULL))
+        return hk_fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
+    if (spec->variant && (!hk_path_is_safe_relative(spec->variant) || strchr(spec->variant, '/')))
+        return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a variant name", spec->variant);
+    hk_pull_result *r = calloc(1, sizeof *r);
+    if (!r) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    r->offline = hub->offline;
+    rc = hub->offline ? pull_offline(r, hub, spec) : pull_online(r, hub, spec);
+    if (rc) {
+        hk_pull_result_free(r);
+        return hk_fail_context("pulling %s", spec->repo_id);
+    }
+    *out = r;
+    hk_clear_error();
+    return HK_OK;
+}
+
+int hk_hub_fetch_variant(char **out_variant_dir, char **out_commit, char **out_variant, hk_hub *hub,
+                         const hk_pull_spec *spec) {
+    if (out_variant_dir) *out_variant_dir = NULL;
+    if (out_commit) *out_commit = NULL;
+    if (out_variant) *out_variant = NULL;
+    hk_pull_result *r = NULL;
+    int rc = hk_hub_pull(&r, hub, spec);
+    if (rc) return rc;
+    char *d = hk_strdup(r->variant_paths[0]), *c = hk_strdup(r->commit), *v = hk_strdup(r->variants[0]);
+    hk_pull_result_free(r);
+    if (!d || !c || !v) {
+        free(d);
+        free(c);
+        free(v);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    if (out_variant_dir) *out_variant_dir = d;
+    else free(d);
+    if (out_commit) *out_commit = c;
+    else free(c);
+    if (out_variant) *out_variant = v;
+    else free(v);
+    return HK_OK;
+}

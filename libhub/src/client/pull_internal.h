@@ -1,0 +1,32 @@
+/* The pull result (pull_result.c) as pull.c fills it. Internal. */
+#ifndef HK_CLIENT_PULL_INTERNAL_H
+#define HK_CLIENT_PULL_INTERNAL_H
+
+#include "hubkern/hub.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct hk_pull_result {
+    char *repo, *revision, *commit, *snapshot;
+    char **variants, **variant_paths;
+    size_t nvariants;
+    char **files;
+    size_t nfiles;
+    size_t files_downloaded;
+    uint64_t bytes_downloaded, bytes_verified, bytes_trusted;
+    bool offline;
+};
+
+/* *.pyc and __pycache__ are never pulled (like the kernels library). */
+bool hk_client_excluded(const char *path);
+/* Choose which variants to pull among names (spec->all_variants, spec->variant, else this
+ * machine's best). Fills r->variants; `where` names the repo and commit in messages. */
+int hk_client_choose_variants(hk_pull_result *r, char **names, size_t n, const hk_pull_spec *spec, const char *where);
+/* Append a repo path to r->files (*cap: its capacity). */
+int hk_client_add_file(hk_pull_result *r, size_t *cap, const char *path);
+/* Append every file under dir/rel (no __pycache__, no *.pyc) to r->files. */
+int hk_client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel);
+
+#endif

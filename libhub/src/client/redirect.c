@@ -1,0 +1,149 @@
+/* Following kernel-status.toml redirects from a pull spec to the repo and commit it ends at, with
+ * the publisher check of every repo on the way and loop detection (hk_hub_resolve_spec). */
+#include "client/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One repo visited while following redirects: the revision asked there and the commit it had. */
+typedef struct redirect_hop {
+    char *repo, *rev;
+    char commit[65];
+} redirect_hop;
+
+#define HK_MAX_REDIRECTS 5
+
+/* Fail with the chain hops[0..n-1] followed by the revisit of hops[again] (same repo, and the same
+ * revision name or the same commit): a loop that no number of hops would leave. */
+static int fail_redirect_loop(const redirect_hop *hops, size_t n, size_t again, bool by_commit) {
+    hk_strbuf sb;
+    hk_sb_init(&sb);
+    for (size_t i = 0; i < n; i++) hk_sb_printf(&sb, "%s%s@%s", i ? " -> " : "", hops[i].repo, hops[i].rev);
+    if (by_commit)
+        hk_sb_printf(&sb, " (commit %.12s, as %s@%s)", hops[n - 1].commit, hops[again].repo, hops[again].rev);
+    int rc = hk_fail(HK_ERR_PROTOCOL,
+                     "kernel-status.toml redirects loop: %s; fix the kernel-status.toml of one of them",
+                     sb.data ? sb.data : "?");
+    hk_sb_free(&sb);
+    return rc;
+}
+
+/* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
+ * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
+ * *out_redirect_rev: the revision the last redirect named, NULL when none was followed.
+ * A redirect back to a repo already visited, at the same revision name or the same commit, fails at
+ * once (HK_ERR_PROTOCOL naming the loop); a chain of more than HK_MAX_REDIRECTS redirects fails too. */
+int hk_client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
+                            const hk_pull_spec *spec) {
+    *out_repo = *out_redirect_rev = NULL;
+    redirect_hop hops[HK_MAX_REDIRECTS + 2];
+    size_t n = 0;
+    int rc = HK_OK;
+    hops[0].repo = hk_strdup(spec->repo_id);
+    hops[0].rev = spec->revision ? hk_strdup(spec->revision) : hk_asprintf("v%d", spec->kernel_version);
+    hops[0].commit[0] = '\0';
+    n = 1;
+    if (!hops[0].repo || !hops[0].rev) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    while (rc == HK_OK) {
+        redirect_hop *h = &hops[n - 1];
+        const char *repo = h->repo;
+        /* back at a (repo, revision) of the chain: a loop, known before asking the Hub again */
+        for (size_t i = 0; i + 1 < n && rc == HK_OK; i++)
+            if (strcmp(hops[i].repo, repo) == 0 && strcmp(hops[i].rev, h->rev) == 0)
+                rc = fail_redirect_loop(hops, n, i, false);
+        if (rc) break;
+        if (n > HK_MAX_REDIRECTS + 1) {
+            rc = hk_fail(HK_ERR_PROTOCOL, "kernel-status.toml redirects form a chain longer than %d from %s",
+                         HK_MAX_REDIRECTS, spec->repo_id);
+            break;
+        }
+        if ((rc = hk_client_check_repo_id(repo))) break;
+        if (!spec->trust_remote_code) {
+            char org[128];
+            snprintf(org, sizeof org, "%.*s", (int)(strchr(repo, '/') - repo), repo);
+            int trusted = 0;
+            if ((rc = hk_hub_check_trust(&trusted, hub, org))) break;
+            if (!trusted) {
+                rc = hk_fail(HK_ERR_UNTRUSTED,
+                             "kernel repository '%s' is not from a trusted publisher (or its trust status could not be "
+                             "verified); pass --trust-remote-code (trust_remote_code = 1) to load it anyway",
+                             repo);
+                break;
+            }
+        }
+        if ((rc = hk_client_resolve_commit(commit, hub, repo, n > 1 ? -1 : spec->kernel_version, n > 1 ? h->rev : spec->revision)))
+            break;
+        snprintf(h->commit, sizeof h->commit, "%s", commit);
+        /* another name of a commit already visited (a@main -> b -> a@v1, main == v1) loops as well */
+        for (size_t i = 0; i + 1 < n && rc == HK_OK; i++)
+            if (strcmp(hops[i].repo, repo) == 0 && strcmp(hops[i].commit, commit) == 0)
+                rc = fail_redirect_loop(hops, n, i, true);
+        if (rc) break;
+        char *dest = NULL, *drev = NULL;
+        if ((rc = hk_client_check_status(&dest, &drev, hub, repo, commit))) break;
+        if (!dest) break;
+        hk_log(HK_LOG_WARN, "'%s' redirected to '%s' (revision %s)", repo, dest, drev);
+        hops[n].repo = dest;
+        hops[n].rev = drev;
+        hops[n].commit[0] = '\0';
+        n++;
+    }
+    if (rc == HK_OK && n > 1) {
+        *out_repo = hops[n - 1].repo;
+        *out_redirect_rev = hops[n - 1].rev;
+        hops[n - 1].repo = hops[n - 1].rev = NULL;
+    } else if (rc == HK_OK) {
+        *out_repo = hops[0].repo;
+        hops[0].repo = NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(hops[i].repo);
+        free(hops[i].rev);
+    }
+    return rc;
+}
+
+int hk_hub_resolve_spec(char **out_repo, char **out_revision, char **out_commit_id, hk_hub *hub,
+                        const hk_pull_spec *spec) {
+    if (out_repo) *out_repo = NULL;
+    if (out_revision) *out_revision = NULL;
+    if (out_commit_id) *out_commit_id = NULL;
+    if (!out_repo || !out_revision || !out_commit_id || !hub || !spec)
+        return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_resolve_spec: NULL argument");
+    int rc = hk_check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
+    if (rc) return rc;
+    char out_commit[65] = "";
+    rc = hk_client_check_repo_id(spec->repo_id);
+    if (rc) return rc;
+    if ((spec->kernel_version >= 0) == (spec->revision != NULL))
+        return hk_fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
+    char *repo = NULL, *redirect_rev = NULL;
+    if (hub->offline) { /* the cache keeps no kernel-status.toml: nothing to follow */
+        rc = hk_client_resolve_commit(out_commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
+        if (rc == HK_OK && !(repo = hk_strdup(spec->repo_id))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    } else {
+        rc = hk_client_follow_redirects(&repo, &redirect_rev, out_commit, hub, spec);
+    }
+    if (rc) return hk_fail_context("resolving %s", spec->repo_id);
+    char label[32];
+    const char *rev = redirect_rev ? redirect_rev : spec->revision;
+    if (!rev) {
+        snprintf(label, sizeof label, "v%d", spec->kernel_version);
+        rev = label;
+    }
+    char *r = hk_strdup(rev);
+    char *c = hk_strdup(out_commit);
+    free(redirect_rev);
+    if (!r || !c) {
+        free(repo);
+        free(r);
+        free(c);
+        return hk_fail(HK_ERR_NOMEM, "out of memory");
+    }
+    *out_repo = repo;
+    *out_revision = r;
+    *out_commit_id = c;
+    hk_clear_error();
+    return HK_OK;
+}

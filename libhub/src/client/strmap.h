@@ -1,0 +1,23 @@
+/* A string → index map (open addressing, FNV-1a) for the client's lookups that a server controls
+ * the size of: blob etags of a listing, pages of a listing already visited. Keys are borrowed
+ * (they must outlive the map). Internal. */
+#ifndef HK_CLIENT_STRMAP_H
+#define HK_CLIENT_STRMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct hk_strmap {
+    const char **keys;
+    size_t *vals;
+    size_t cap, n; /* cap: a power of two, or 0 */
+} hk_strmap;
+
+void hk_strmap_init(hk_strmap *m);
+void hk_strmap_free(hk_strmap *m);
+/* true and *out set when key is present. */
+bool hk_strmap_get(const hk_strmap *m, const char *key, size_t *out);
+/* Insert key (not present yet) with val; HK_ERR_NOMEM when it cannot grow. */
+int hk_strmap_put(hk_strmap *m, const char *key, size_t val);
+
+#endif

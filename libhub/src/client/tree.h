@@ -1,0 +1,35 @@
+/* Tree listings of a kernel repo at a commit (tree.c): every page of
+ * GET /api/kernels/<repo>/tree/<commit>/<path>, bounded in entries and bytes, Link loops refused,
+ * sizes range-checked. Internal. */
+#ifndef HK_CLIENT_TREE_H
+#define HK_CLIENT_TREE_H
+
+#include "hubkern/hub.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tree_entry {
+    char *path;
+    bool dir;
+    uint64_t size;
+    char *oid;     /* git blob sha1 */
+    char *lfs_oid; /* sha256 for LFS/Xet files */
+} tree_entry;
+
+typedef struct tree {
+    tree_entry *e;
+    size_t n, cap;
+} tree;
+
+void hk_client_tree_free(tree *t);
+int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
+                        bool recursive);
+/* Directory names under build/ of a listing of build (NULL-terminated; free with hk_hub_strv_free). */
+int hk_client_variants_from_tree(char ***out, size_t *out_n, const tree *t);
+/* Variant directories of a local snapshot, sorted (HK_ERR_OFFLINE when it has no build/). */
+int hk_client_list_variants_local(char ***out, size_t *out_n, const char *snapshot);
+int hk_client_cmp_str(const void *a, const void *b);
+
+#endif
