@@ -8,18 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hk_bundle_ar_fail(struct archive *ar, const char *what) {
-    return hk_fail(HK_ERR_IO, "%s: %s", what, archive_error_string(ar) ? archive_error_string(ar) : "libarchive error");
+int hk__bundle_ar_fail(struct archive *ar, const char *what) {
+    return hk__fail(HK_ERR_IO, "%s: %s", what, archive_error_string(ar) ? archive_error_string(ar) : "libarchive error");
 }
 
-int hk_bundle_open_reader(struct archive **out, const char *path) {
+int hk__bundle_open_reader(struct archive **out, const char *path) {
     struct archive *ar = archive_read_new();
-    if (!ar) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!ar) return hk__fail(HK_ERR_NOMEM, "out of memory");
     archive_read_support_format_tar(ar);
     archive_read_support_filter_gzip(ar);
     archive_read_support_filter_zstd(ar);
     if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
-        int rc = hk_fail(errno == ENOENT ? HK_ERR_NOT_FOUND : HK_ERR_PARSE, "cannot read bundle %s: %s", path,
+        int rc = hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : HK_ERR_PARSE, "cannot read bundle %s: %s", path,
                          archive_error_string(ar) ? archive_error_string(ar) : "not a tar archive");
         archive_read_free(ar);
         return rc;
@@ -29,8 +29,8 @@ int hk_bundle_open_reader(struct archive **out, const char *path) {
 }
 
 int hk_bundle_options_init(hk_bundle_options *opts, unsigned int version) {
-    if (!opts) return hk_fail(HK_ERR_INVALID_ARG, "hk_bundle_options_init: opts is NULL");
-    int rc = hk_check_options_version("hk_bundle_options", version, HK_BUNDLE_OPTIONS_VERSION);
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_bundle_options_init: opts is NULL");
+    int rc = hk__check_options_version("hk_bundle_options", version, HK_BUNDLE_OPTIONS_VERSION);
     if (rc) return rc;
     hk_bundle_options d = HK_BUNDLE_OPTIONS_INIT;
     *opts = d;
@@ -45,15 +45,15 @@ static int begin(char **root, hk_bundle_report **rep, hk_bundle_report **out, co
     *rep = NULL;
     if (out) *out = NULL;
     const hk_bundle_options *o = opts ? opts : defaults;
-    int rc = hk_check_options_version("hk_bundle_options", o->version, HK_BUNDLE_OPTIONS_VERSION);
+    int rc = hk__check_options_version("hk_bundle_options", o->version, HK_BUNDLE_OPTIONS_VERSION);
     if (rc) return rc;
     if (!hk_repo_type_plural(o->repo_type))
-        return hk_fail(HK_ERR_INVALID_ARG, "hk_bundle_options: unknown repo type %d", (int)o->repo_type);
+        return hk__fail(HK_ERR_INVALID_ARG, "hk_bundle_options: unknown repo type %d", (int)o->repo_type);
     if ((rc = hk_cache_root(root, o->cache_dir, o->repo_type))) return rc;
     if (!(*rep = calloc(1, sizeof **rep))) {
         free(*root);
         *root = NULL;
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     return HK_OK;
 }
@@ -73,7 +73,7 @@ int hk_bundle_create(hk_bundle_report **out, const char *out_path, const char *c
     hk_bundle_report *rep;
     int rc = begin(&root, &rep, out, opts, &defaults);
     if (rc) return rc;
-    rc = hk_bundle_run_create(rep, out_path, root, (opts ? opts : &defaults)->repo_type, repos, n_repos);
+    rc = hk__bundle_run_create(rep, out_path, root, (opts ? opts : &defaults)->repo_type, repos, n_repos);
     return finish(rc, root, rep, out);
 }
 
@@ -83,7 +83,7 @@ int hk_bundle_extract(hk_bundle_report **out, const char *in_path, const hk_bund
     hk_bundle_report *rep;
     int rc = begin(&root, &rep, out, opts, &defaults);
     if (rc) return rc;
-    rc = hk_bundle_run_extract(rep, in_path, root);
+    rc = hk__bundle_run_extract(rep, in_path, root);
     return finish(rc, root, rep, out);
 }
 
@@ -96,15 +96,15 @@ uint64_t hk_bundle_report_bytes(const hk_bundle_report *r) { return r ? r->bytes
 void hk_bundle_report_free(hk_bundle_report *r) { free(r); }
 
 int hk_bundle_list(const char *in_path, hk_bundle_entry_fn fn, void *ud) {
-    if (!in_path || !fn) return hk_fail(HK_ERR_INVALID_ARG, "hk_bundle_list: give a bundle path and a callback");
+    if (!in_path || !fn) return hk__fail(HK_ERR_INVALID_ARG, "hk_bundle_list: give a bundle path and a callback");
     struct archive *ar = NULL;
-    int rc = hk_bundle_open_reader(&ar, in_path);
+    int rc = hk__bundle_open_reader(&ar, in_path);
     while (rc == HK_OK) {
         struct archive_entry *e;
         int r = archive_read_next_header(ar, &e);
         if (r == ARCHIVE_EOF) break;
         if (r != ARCHIVE_OK) {
-            rc = hk_fail(HK_ERR_PARSE, "bundle %s is corrupt: %s", in_path, archive_error_string(ar));
+            rc = hk__fail(HK_ERR_PARSE, "bundle %s is corrupt: %s", in_path, archive_error_string(ar));
             break;
         }
         mode_t t = archive_entry_filetype(e);

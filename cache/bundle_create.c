@@ -22,7 +22,7 @@ typedef struct export_ctx {
 
 static int add_file(export_ctx *cx, const char *abs, const char *rel, const struct stat *st) {
     struct archive_entry *e = archive_entry_new();
-    if (!e) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!e) return hk__fail(HK_ERR_NOMEM, "out of memory");
     archive_entry_set_pathname(e, rel);
     archive_entry_set_mtime(e, st->st_mtime, 0);
     int rc = HK_OK;
@@ -31,36 +31,36 @@ static int add_file(export_ctx *cx, const char *abs, const char *rel, const stru
         ssize_t n = readlink(abs, target, sizeof target - 1);
         if (n < 0) {
             archive_entry_free(e);
-            return hk_fail(HK_ERR_IO, "cannot read link %s: %s", abs, strerror(errno));
+            return hk__fail(HK_ERR_IO, "cannot read link %s: %s", abs, strerror(errno));
         }
         target[n] = '\0';
         archive_entry_set_filetype(e, AE_IFLNK);
         archive_entry_set_perm(e, 0777);
         archive_entry_set_symlink(e, target);
-        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = hk_bundle_ar_fail(cx->ar, "writing the bundle");
+        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = hk__bundle_ar_fail(cx->ar, "writing the bundle");
         else cx->stats->links++;
     } else if (S_ISDIR(st->st_mode)) {
         archive_entry_set_filetype(e, AE_IFDIR);
         archive_entry_set_perm(e, 0755);
-        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = hk_bundle_ar_fail(cx->ar, "writing the bundle");
+        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = hk__bundle_ar_fail(cx->ar, "writing the bundle");
     } else {
         int fd = open(abs, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             archive_entry_free(e);
-            return hk_fail(hk_errno_code(errno), "cannot open %s: %s", abs, strerror(errno));
+            return hk__fail(hk__errno_code(errno), "cannot open %s: %s", abs, strerror(errno));
         }
         archive_entry_set_filetype(e, AE_IFREG);
         archive_entry_set_perm(e, 0644);
         archive_entry_set_size(e, st->st_size);
-        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = hk_bundle_ar_fail(cx->ar, "writing the bundle");
+        if (archive_write_header(cx->ar, e) != ARCHIVE_OK) rc = hk__bundle_ar_fail(cx->ar, "writing the bundle");
         ssize_t n;
         uint64_t total = 0;
         while (rc == HK_OK && (n = read(fd, cx->buf, HK_BUNDLE_CHUNK)) > 0) {
-            if (archive_write_data(cx->ar, cx->buf, (size_t)n) != n) rc = hk_bundle_ar_fail(cx->ar, "writing the bundle");
+            if (archive_write_data(cx->ar, cx->buf, (size_t)n) != n) rc = hk__bundle_ar_fail(cx->ar, "writing the bundle");
             total += (uint64_t)n;
         }
         if (rc == HK_OK && total != (uint64_t)st->st_size)
-            rc = hk_fail(HK_ERR_IO, "%s changed size while being bundled", abs);
+            rc = hk__fail(HK_ERR_IO, "%s changed size while being bundled", abs);
         close(fd);
         if (strstr(rel, "/blobs/")) cx->stats->bytes += total;
     }
@@ -69,30 +69,30 @@ static int add_file(export_ctx *cx, const char *abs, const char *rel, const stru
 }
 
 static bool skip_name(const char *name) {
-    return hk_str_ends_with(name, ".incomplete") || hk_str_ends_with(name, ".tmp") ||
-           hk_str_ends_with(name, ".lock");
+    return hk__str_ends_with(name, ".incomplete") || hk__str_ends_with(name, ".tmp") ||
+           hk__str_ends_with(name, ".lock");
 }
 
 /* Add the tree under root/rel (depth-first, entries sorted for a reproducible archive). */
 static int add_tree(export_ctx *cx, const char *rel, bool count_blobs) {
-    char *abs = hk_path_join(cx->root, rel);
-    if (!abs) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *abs = hk__path_join(cx->root, rel);
+    if (!abs) return hk__fail(HK_ERR_NOMEM, "out of memory");
     struct dirent **names = NULL;
     int n = scandir(abs, &names, NULL, alphasort);
     if (n < 0) {
         int e = errno;
         free(abs);
-        return e == ENOENT ? HK_OK : hk_fail(HK_ERR_IO, "cannot list %s/%s: %s", cx->root, rel, strerror(e));
+        return e == ENOENT ? HK_OK : hk__fail(HK_ERR_IO, "cannot list %s/%s: %s", cx->root, rel, strerror(e));
     }
     int rc = HK_OK;
     for (int i = 0; i < n; i++) {
         const char *name = names[i]->d_name;
         if (rc == HK_OK && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !skip_name(name)) {
-            char *crel = hk_asprintf("%s/%s", rel, name);
-            char *cabs = hk_path_join(abs, name);
+            char *crel = hk__asprintf("%s/%s", rel, name);
+            char *cabs = hk__path_join(abs, name);
             struct stat st;
-            if (!crel || !cabs) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            else if (lstat(cabs, &st) != 0) rc = hk_fail(HK_ERR_IO, "cannot stat %s: %s", cabs, strerror(errno));
+            if (!crel || !cabs) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            else if (lstat(cabs, &st) != 0) rc = hk__fail(HK_ERR_IO, "cannot stat %s: %s", cabs, strerror(errno));
             else if (S_ISDIR(st.st_mode)) rc = add_tree(cx, crel, count_blobs);
             else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
                 rc = add_file(cx, cabs, crel, &st);
@@ -111,18 +111,18 @@ static int add_tree(export_ctx *cx, const char *rel, bool count_blobs) {
 
 static int open_writer(struct archive **out, const char *path) {
     struct archive *ar = archive_write_new();
-    if (!ar) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!ar) return hk__fail(HK_ERR_NOMEM, "out of memory");
     archive_write_set_format_pax_restricted(ar);
     int frc = ARCHIVE_OK;
-    if (hk_str_ends_with(path, ".gz") || hk_str_ends_with(path, ".tgz")) frc = archive_write_add_filter_gzip(ar);
-    else if (hk_str_ends_with(path, ".zst")) frc = archive_write_add_filter_zstd(ar);
+    if (hk__str_ends_with(path, ".gz") || hk__str_ends_with(path, ".tgz")) frc = archive_write_add_filter_gzip(ar);
+    else if (hk__str_ends_with(path, ".zst")) frc = archive_write_add_filter_zstd(ar);
     if (frc != ARCHIVE_OK) {
-        int rc = hk_fail(HK_ERR_UNSUPPORTED, "cannot compress %s: %s", path, archive_error_string(ar));
+        int rc = hk__fail(HK_ERR_UNSUPPORTED, "cannot compress %s: %s", path, archive_error_string(ar));
         archive_write_free(ar);
         return rc;
     }
     if (archive_write_open_filename(ar, path) != ARCHIVE_OK) {
-        int rc = hk_fail(HK_ERR_IO, "cannot create %s: %s", path, archive_error_string(ar));
+        int rc = hk__fail(HK_ERR_IO, "cannot create %s: %s", path, archive_error_string(ar));
         archive_write_free(ar);
         return rc;
     }
@@ -130,53 +130,53 @@ static int open_writer(struct archive **out, const char *path) {
     return HK_OK;
 }
 
-int hk_bundle_run_create(hk_bundle_report *out_stats, const char *out_path, const char *cache_root,
+int hk__bundle_run_create(hk_bundle_report *out_stats, const char *out_path, const char *cache_root,
                          hk_repo_type type, const char *const *repo_ids, size_t n_repos) {
     hk_bundle_report local = {0};
     hk_bundle_report *stats = out_stats ? out_stats : &local;
     memset(stats, 0, sizeof *stats);
     if (!out_path || !cache_root || !repo_ids || n_repos == 0)
-        return hk_fail(HK_ERR_INVALID_ARG, "bundle: give an output path, a cache and at least one repo");
+        return hk__fail(HK_ERR_INVALID_ARG, "bundle: give an output path, a cache and at least one repo");
     /* Resolve every repo first so that a typo fails before anything is written. */
     char **folders = calloc(n_repos, sizeof *folders);
-    if (!folders) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!folders) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;
     for (size_t i = 0; i < n_repos && rc == HK_OK; i++) {
         const char *id = repo_ids[i];
-        if (strstr(id, "--")) folders[i] = hk_strdup(id); /* already a cache folder name */
-        else if (!hk_repo_id_valid(id)) rc = hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id", id);
+        if (strstr(id, "--")) folders[i] = hk__strdup(id); /* already a cache folder name */
+        else if (!hk_repo_id_valid(id)) rc = hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id", id);
         else {
             char *dir = hk_cache_repo_dir(cache_root, type, id);
-            folders[i] = dir ? hk_strdup(strrchr(dir, '/') + 1) : NULL;
+            folders[i] = dir ? hk__strdup(strrchr(dir, '/') + 1) : NULL;
             free(dir);
         }
-        if (rc == HK_OK && !folders[i]) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        if (rc == HK_OK && (strchr(folders[i], '/') || !hk_path_is_safe_relative(folders[i])))
-            rc = hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a cache folder name", folders[i]);
+        if (rc == HK_OK && !folders[i]) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        if (rc == HK_OK && (strchr(folders[i], '/') || !hk__path_is_safe_relative(folders[i])))
+            rc = hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a cache folder name", folders[i]);
         if (rc == HK_OK) {
-            char *snap = hk_asprintf("%s/%s/snapshots", cache_root, folders[i]);
-            if (!snap) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-            else if (!hk_is_dir(snap))
-                rc = hk_fail(HK_ERR_NOT_FOUND, "%s is not in the cache at %s (pull it first)", repo_ids[i], cache_root);
+            char *snap = hk__asprintf("%s/%s/snapshots", cache_root, folders[i]);
+            if (!snap) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            else if (!hk__is_dir(snap))
+                rc = hk__fail(HK_ERR_NOT_FOUND, "%s is not in the cache at %s (pull it first)", repo_ids[i], cache_root);
             free(snap);
         }
     }
     export_ctx cx = {.root = cache_root, .stats = stats, .buf = malloc(HK_BUNDLE_CHUNK)};
-    if (rc == HK_OK && !cx.buf) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK && !cx.buf) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) rc = open_writer(&cx.ar, out_path);
     /* Blobs first, then snapshots, then refs: a reader streaming the archive sees the content
      * before anything that points at it. */
     static const char *const parts[] = {"blobs", "snapshots", "refs"};
     for (size_t i = 0; i < n_repos && rc == HK_OK; i++) {
         for (size_t p = 0; p < 3 && rc == HK_OK; p++) {
-            char *rel = hk_asprintf("%s/%s", folders[i], parts[p]);
-            rc = rel ? add_tree(&cx, rel, p == 0) : hk_fail(HK_ERR_NOMEM, "out of memory");
+            char *rel = hk__asprintf("%s/%s", folders[i], parts[p]);
+            rc = rel ? add_tree(&cx, rel, p == 0) : hk__fail(HK_ERR_NOMEM, "out of memory");
             free(rel);
         }
         stats->repos++;
     }
     if (cx.ar) {
-        if (archive_write_close(cx.ar) != ARCHIVE_OK && rc == HK_OK) rc = hk_bundle_ar_fail(cx.ar, "finishing the bundle");
+        if (archive_write_close(cx.ar) != ARCHIVE_OK && rc == HK_OK) rc = hk__bundle_ar_fail(cx.ar, "finishing the bundle");
         archive_write_free(cx.ar);
         if (rc != HK_OK) unlink(out_path);
     }

@@ -26,13 +26,13 @@ struct hk_bundle_report {
 };
 
 /* The runs behind the public calls, on a resolved cache root (bundle.c checks the options). */
-int hk_bundle_run_create(hk_bundle_report *stats, const char *out_path, const char *cache_root, hk_repo_type type,
+int hk__bundle_run_create(hk_bundle_report *stats, const char *out_path, const char *cache_root, hk_repo_type type,
                          const char *const *repo_ids, size_t n_repos);
-int hk_bundle_run_extract(hk_bundle_report *stats, const char *in_path, const char *cache_root);
+int hk__bundle_run_extract(hk_bundle_report *stats, const char *in_path, const char *cache_root);
 
-/* hk_fail(HK_ERR_IO) with libarchive's message for ar. */
-int hk_bundle_ar_fail(struct archive *ar, const char *what);
+/* hk__fail(HK_ERR_IO) with libarchive's message for ar. */
+int hk__bundle_ar_fail(struct archive *ar, const char *what);
 /* Open a bundle for reading (tar, plain, gzip or zstd). */
-int hk_bundle_open_reader(struct archive **out, const char *path);
+int hk__bundle_open_reader(struct archive **out, const char *path);
 
 #endif

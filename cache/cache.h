@@ -12,10 +12,10 @@
 #include <stddef.h>
 
 /* "" / "datasets/" / "spaces/" / "kernels/" (resolve-URL prefix). */
-const char *hk_repo_type_url_prefix(hk_repo_type t);
+const char *hk__repo_type_url_prefix(hk_repo_type t);
 
 /* refs/<rev> → 40-hex commit (trimmed). HK_ERR_NOT_FOUND if absent. out gets 41+ bytes. */
-int hk_cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev);
+int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev);
 /* hk_cache_write_ref, hk_cache_link_snapshot, hk_cache_ensure_tag: public (hubkern/cache.h). */
 
 
@@ -23,26 +23,26 @@ int hk_cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev
 #include <stdint.h>
 
 /* <root>/.locks/<repo folder>/<etag>.lock. Caller frees. */
-char *hk_cache_lock_path(const char *root, const char *repo_dir, const char *etag);
+char *hk__cache_lock_path(const char *root, const char *repo_dir, const char *etag);
 /* Try to take an exclusive lock (flock, mode 0664, O_NOFOLLOW, inode re-check after acquiring;
  * the lock file is never unlinked). *out_fd >= 0 when acquired, -1 when another process holds it.
  * Filesystems without flock: acquired "softly" (correctness then rests on temp file + rename). */
-int hk_cache_lock_try(int *out_fd, const char *lock_path);
+int hk__cache_lock_try(int *out_fd, const char *lock_path);
 /* Block until acquired (polling every 100 ms, logging every 10 s); timeout_ms < 0: forever. */
-int hk_cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms);
-void hk_cache_unlock(int fd);
+int hk__cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms);
+void hk__cache_unlock(int fd);
 
 /* Open a fresh blobs/<etag>.<rand8>.incomplete (O_EXCL, mode 0666 & ~umask). Caller frees *out_tmp. */
-int hk_cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag);
+int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag);
 /* Rename a finished temp file to blobs/<etag>. */
-int hk_cache_blob_commit(const char *tmp_path, const char *repo_dir, const char *etag);
+int hk__cache_blob_commit(const char *tmp_path, const char *repo_dir, const char *etag);
 /* blobs/<etag> exists as a regular file of `size` bytes (size UINT64_MAX: any size). */
-bool hk_cache_blob_present(const char *repo_dir, const char *etag, uint64_t size);
+bool hk__cache_blob_present(const char *repo_dir, const char *etag, uint64_t size);
 /* snapshots/<commit>/<path> is a symlink that resolves to an existing blobs/<etag>. */
-bool hk_cache_pointer_ok(const char *repo_dir, const char *commit, const char *path, const char *etag);
+bool hk__cache_pointer_ok(const char *repo_dir, const char *commit, const char *path, const char *etag);
 /* Hash a blob as its name says (64 hex: sha256; 40 hex: git blob sha1). *out_checkable = false for
  * other names (mirror-fabricated etags). out_hex gets the actual digest. */
-int hk_cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag);
+int hk__cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag);
 
 /* ---- verification receipts (cache/receipt.c) ------------------------------------------------ */
 #include <sys/stat.h>
@@ -56,49 +56,49 @@ typedef struct hk_receipt hk_receipt;
 /* <root>/.locks/<repo folder>/hubkern-receipts/<commit>/<variant>.json, or with HUBKERN_RECEIPTS_DIR
  * set: <that dir>/<32 hex of sha256(root)>/<repo folder>/<commit>/<variant>.json. NULL when a name is
  * unusable or out of memory. Caller frees. */
-char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant);
+char *hk__receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant);
 /* The directories that may hold receipts of the repo folder `folder` ("kernels--org--name") of this
  * cache root: <root>/.locks/<folder>/hubkern-receipts and, with HUBKERN_RECEIPTS_DIR set, also
  * <that dir>/<32 hex of sha256(root)>/<folder>. Each one holds <commit>/<variant>.json. Returns how
  * many were put in out (caller frees each; 0 for an unusable folder name). */
-size_t hk_receipt_repo_dirs(char *out[2], const char *root, const char *folder);
+size_t hk__receipt_repo_dirs(char *out[2], const char *root, const char *folder);
 /* <HUBKERN_RECEIPTS_DIR>/<32 hex of sha256(root)>, NULL when the variable is unset. Caller frees. */
-char *hk_receipt_outside_root_dir(const char *root);
+char *hk__receipt_outside_root_dir(const char *root);
 /* The receipt at path, if it was written for exactly this cache root (path and st_dev/st_ino of the
  * root), repo folder, commit, variant and metadata.json (meta_sha256: hex SHA-256 of its bytes).
  * NULL otherwise (missing, unreadable, corrupt, stale: the reason is logged at debug level). */
-hk_receipt *hk_receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
+hk_receipt *hk__receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
                             const char *variant, const char *meta_sha256);
 /* An empty receipt for a metadata.json with that SHA-256 (NULL: out of memory). */
-hk_receipt *hk_receipt_new(const char *meta_sha256);
+hk_receipt *hk__receipt_new(const char *meta_sha256);
 /* Record rel with the stat taken before its bytes were hashed (allocation failures are sticky and
- * make hk_receipt_save fail). */
-void hk_receipt_add(hk_receipt *r, const char *rel, const struct stat *st);
-size_t hk_receipt_count(const hk_receipt *r);
+ * make hk__receipt_save fail). */
+void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st);
+size_t hk__receipt_count(const hk_receipt *r);
 /* Does r hold rel with exactly this identity (and is it a regular file)? */
-bool hk_receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st);
+bool hk__receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st);
 /* Was st (taken after the clock read taken_before) late enough after the file's last change that a
  * later change must alter ctime? (Coarse file-system clocks: a change within the same tick keeps it.) */
-bool hk_receipt_stat_settled(const struct stat *st, const struct timespec *taken_before);
+bool hk__receipt_stat_settled(const struct stat *st, const struct timespec *taken_before);
 /* For a file about to be hashed: if its last change is within the racy window (and the wait is at
  * most ~21 ms, i.e. not a whole-second file system), sleep past it and take taken_before and st again,
  * so that the stat recorded after hashing is one that any later change must alter. */
-void hk_receipt_settle(struct stat *st, struct timespec *taken_before, const char *path);
+void hk__receipt_settle(struct stat *st, struct timespec *taken_before, const char *path);
 /* Write atomically (temp file + rename; concurrent writers: the last complete one wins). */
-int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
+int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
                     const char *variant);
 /* Delete (missing is fine; other failures are logged as warnings). */
-void hk_receipt_remove(const char *path);
-void hk_receipt_free(hk_receipt *r);
+void hk__receipt_remove(const char *path);
+void hk__receipt_free(hk_receipt *r);
 
 /* ---- metadata.json digest of a cached variant (cache/digest.c) ------------------------------ */
 /* Recompute the digest of a variant directory and compare it with metadata.json. Each violation is
  * logged (warning) and listed in the HK_ERR_DIGEST message. *out_bytes gets the bytes hashed.
  * *out_has_digest = false (and HK_OK) when metadata.json carries no digest. */
-int hk_verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir);
+int hk__verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir);
 /* Same; quiet: no warnings (probing whether a cached variant is complete); fresh: sha256 blob names
  * this process has just written after hashing them (their files are not read again). */
-int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
+int hk__verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
                                 const char *const *fresh, size_t nfresh);
 
 /* What a digest check read: bytes_hashed were read and hashed now; bytes_fresh are blobs this process
@@ -115,11 +115,11 @@ typedef struct hk_verify_stats {
  * hashed. Success writes a fresh receipt when anything was hashed; failure deletes it. cache_root
  * NULL (or HUBKERN_VERIFY=always): everything is hashed and no receipt is read or written. The
  * counts go to the log at debug level. */
-int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                              const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh);
 
 /* Is `name` (one path component inside build/<variant>/) left out of the digest: __pycache__ and
  * *.pyc anywhere, metadata.json and metadata.json.sigstore at the top (top != 0)? */
-bool hk_digest_skips(const char *name, int top);
+bool hk__digest_skips(const char *name, int top);
 
 #endif

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-bool hk_digest_skips(const char *name, int top) {
-    if (strcmp(name, "__pycache__") == 0 || hk_str_ends_with(name, ".pyc")) return true;
+bool hk__digest_skips(const char *name, int top) {
+    if (strcmp(name, "__pycache__") == 0 || hk__str_ends_with(name, ".pyc")) return true;
     return top && (strcmp(name, "metadata.json") == 0 || strcmp(name, "metadata.json.sigstore") == 0);
 }
 
@@ -29,10 +29,10 @@ typedef struct walk {
 } walk;
 
 static void walk_add(walk *w, const char *rel) {
-    char *copy = hk_strdup(rel);
+    char *copy = hk__strdup(rel);
     if (!copy || HK_VEC_RESERVE(w->rel, w->cap, w->n + 1)) {
         free(copy);
-        w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         return;
     }
     w->rel[w->n++] = copy;
@@ -40,14 +40,14 @@ static void walk_add(walk *w, const char *rel) {
 
 static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
     if (depth > 32 || w->rc) return;
-    char *dirpath = rel[0] ? hk_path_join(root, rel) : hk_strdup(root);
+    char *dirpath = rel[0] ? hk__path_join(root, rel) : hk__strdup(root);
     if (!dirpath) {
-        w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         return;
     }
     DIR *d = opendir(dirpath);
     if (!d) {
-        w->rc = hk_fail(hk_errno_code(errno), "cannot read %s: %s", dirpath, strerror(errno));
+        w->rc = hk__fail(hk__errno_code(errno), "cannot read %s: %s", dirpath, strerror(errno));
         free(dirpath);
         return;
     }
@@ -55,18 +55,18 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
     while (!w->rc && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        if (hk_digest_skips(name, 0)) continue;
-        char *childrel = rel[0] ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
-        char *child = childrel ? hk_path_join(root, childrel) : NULL;
+        if (hk__digest_skips(name, 0)) continue;
+        char *childrel = rel[0] ? hk__asprintf("%s/%s", rel, name) : hk__strdup(name);
+        char *child = childrel ? hk__path_join(root, childrel) : NULL;
         struct stat st;
-        if (!child) w->rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!child) w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         else if (stat(child, &st) != 0) {
             /* a dangling link: listed as present so that the hash step reports it */
             walk_add(w, childrel);
         } else if (S_ISDIR(st.st_mode)) {
             walk_dir(w, root, childrel, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            if (!hk_digest_skips(name, rel[0] == '\0')) walk_add(w, childrel);
+            if (!hk__digest_skips(name, rel[0] == '\0')) walk_add(w, childrel);
         }
         free(child);
         free(childrel);
@@ -85,15 +85,15 @@ static bool blob_name_b64(char b64[100], const char *path, const char *const *fr
     target[n] = '\0';
     const char *base = strrchr(target, '/');
     base = base ? base + 1 : target;
-    if (strlen(base) != 64 || !hk_is_hex(base, 64)) return false;
+    if (strlen(base) != 64 || !hk__is_hex(base, 64)) return false;
     bool is_fresh = false;
     for (size_t i = 0; i < nfresh && !is_fresh; i++) is_fresh = strcmp(fresh[i], base) == 0;
     if (!is_fresh) return false;
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
     unsigned char bytes[32];
-    if (hk_unhex(bytes, base, 32) != HK_OK) return false;
-    hk_base64(b64, bytes, 32);
+    if (hk__unhex(bytes, base, 32) != HK_OK) return false;
+    hk__base64(b64, bytes, 32);
     return true;
 }
 
@@ -116,9 +116,9 @@ static bool split_variant_dir(char **repo_dir, char **commit, char **variant, co
     }
     if (lens[1] != 9 || strncmp(parts[1], "snapshots", 9) != 0 || lens[3] != 5 || strncmp(parts[3], "build", 5) != 0)
         return false;
-    *repo_dir = hk_strndup(vdir, (size_t)(parts[0] + lens[0] - vdir));
-    *commit = hk_strndup(parts[2], lens[2]);
-    *variant = hk_strndup(parts[4], lens[4]);
+    *repo_dir = hk__strndup(vdir, (size_t)(parts[0] + lens[0] - vdir));
+    *commit = hk__strndup(parts[2], lens[2]);
+    *variant = hk__strndup(parts[4], lens[4]);
     if (*repo_dir && *commit && *variant) return true;
     free(*repo_dir);
     free(*commit);
@@ -133,32 +133,32 @@ static bool same_identity(const struct stat *a, const struct stat *b) {
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                              const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh) {
     *out_has_digest = false;
     hk_verify_stats stats;
     memset(&stats, 0, sizeof stats);
     if (out_stats) *out_stats = stats;
-    char *mpath = hk_path_join(variant_dir, "metadata.json");
-    if (!mpath) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *mpath = hk__path_join(variant_dir, "metadata.json");
+    if (!mpath) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *text = NULL;
     size_t tlen = 0;
-    int rc = hk_read_file(&text, &tlen, mpath, 16u << 20);
+    int rc = hk__read_file(&text, &tlen, mpath, 16u << 20);
     if (rc) {
         free(mpath);
-        return rc == HK_ERR_NOT_FOUND ? hk_fail(HK_ERR_DIGEST, "%s has no metadata.json", variant_dir) : rc;
+        return rc == HK_ERR_NOT_FOUND ? hk__fail(HK_ERR_DIGEST, "%s has no metadata.json", variant_dir) : rc;
     }
     char meta_sha[65] = "";
-    hk_hasher *mh = hk_hasher_new(HK_HASH_SHA256, 0);
+    hk_hasher *mh = hk__hasher_new(HK_HASH_SHA256, 0);
     if (mh) {
         unsigned char d[64];
-        hk_hasher_update(mh, text, tlen);
-        hk_hex(meta_sha, d, hk_hasher_finish(mh, d));
+        hk__hasher_update(mh, text, tlen);
+        hk__hex(meta_sha, d, hk__hasher_finish(mh, d));
     }
     cJSON *root = cJSON_Parse(text);
     free(text);
     if (!root) {
-        rc = hk_fail(HK_ERR_PARSE, "%s is not valid JSON", mpath);
+        rc = hk__fail(HK_ERR_PARSE, "%s is not valid JSON", mpath);
         free(mpath);
         return rc;
     }
@@ -166,7 +166,7 @@ int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, c
     cJSON *dg = cJSON_GetObjectItemCaseSensitive(root, "digest");
     if (!cJSON_IsObject(dg)) {
         cJSON_Delete(root);
-        if (!quiet) hk_log(HK_LOG_WARN, "%s: metadata.json has no digest; only per-file hashes were checked", variant_dir);
+        if (!quiet) hk__log(HK_LOG_WARN, "%s: metadata.json has no digest; only per-file hashes were checked", variant_dir);
         return HK_OK;
     }
     *out_has_digest = true;
@@ -176,43 +176,43 @@ int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, c
     if (alg && strcmp(alg, "sha256") == 0) kind = HK_HASH_SHA256;
     else if (alg && strcmp(alg, "sha512") == 0) kind = HK_HASH_SHA512;
     else {
-        rc = hk_fail(HK_ERR_DIGEST, "%s: AlgorithmMismatch: unknown digest algorithm '%s'", variant_dir, alg ? alg : "(none)");
+        rc = hk__fail(HK_ERR_DIGEST, "%s: AlgorithmMismatch: unknown digest algorithm '%s'", variant_dir, alg ? alg : "(none)");
         cJSON_Delete(root);
         return rc;
     }
     if (!cJSON_IsObject(files)) {
         cJSON_Delete(root);
-        return hk_fail(HK_ERR_DIGEST, "%s: metadata.json digest has no files object", variant_dir);
+        return hk__fail(HK_ERR_DIGEST, "%s: metadata.json digest has no files object", variant_dir);
     }
     /* receipts: only for a variant directory of this cache root, and only for this metadata.json */
     char *repo_dir = NULL, *commit = NULL, *variant = NULL, *rpath = NULL;
     hk_receipt *old = NULL, *now = NULL;
     if (cache_root && meta_sha[0] && hk_receipts_enabled() && split_variant_dir(&repo_dir, &commit, &variant, cache_root, variant_dir) &&
-        (rpath = hk_receipt_path(cache_root, repo_dir, commit, variant)) != NULL) {
-        old = hk_receipt_load(rpath, cache_root, repo_dir, commit, variant, meta_sha);
-        now = hk_receipt_new(meta_sha);
+        (rpath = hk__receipt_path(cache_root, repo_dir, commit, variant)) != NULL) {
+        old = hk__receipt_load(rpath, cache_root, repo_dir, commit, variant, meta_sha);
+        now = hk__receipt_new(meta_sha);
     }
     walk w = {0};
     walk_dir(&w, variant_dir, "", 0);
     hk_strbuf msg;
-    hk_sb_init(&msg);
+    hk__sb_init(&msg);
     size_t violations = 0;
     if (w.rc) rc = w.rc;
     bool *seen = rc ? NULL : calloc(w.n + 1, sizeof *seen);
-    if (!rc && !seen) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!rc && !seen) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     cJSON *f;
     if (!rc) {
         cJSON_ArrayForEach(f, files) {
             size_t i = 0;
             while (i < w.n && strcmp(w.rel[i], f->string) != 0) i++;
             if (i == w.n) {
-                hk_sb_printf(&msg, "\n  MissingFile: %s", f->string);
-                if (!quiet) hk_log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->string);
+                hk__sb_printf(&msg, "\n  MissingFile: %s", f->string);
+                if (!quiet) hk__log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->string);
                 violations++;
                 continue;
             }
             seen[i] = true;
-            char *path = hk_path_join(variant_dir, w.rel[i]);
+            char *path = hk__path_join(variant_dir, w.rel[i]);
             const char *want = cJSON_GetStringValue(f);
             char b64[100];
             int hrc;
@@ -221,7 +221,7 @@ int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, c
             clock_gettime(CLOCK_REALTIME, &t0);
             bool have_st = path && stat(path, &st0) == 0 && S_ISREG(st0.st_mode);
             enum { HASHED, FRESH, TRUSTED } how = HASHED;
-            if (have_st && want && hk_receipt_vouches(old, w.rel[i], &st0)) {
+            if (have_st && want && hk__receipt_vouches(old, w.rel[i], &st0)) {
                 /* unchanged since it was hashed and found equal to this very digest entry */
                 snprintf(b64, sizeof b64, "%s", want);
                 hrc = HK_OK;
@@ -233,10 +233,10 @@ int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, c
                 /* just changed (a blob this or another pull has just written)? Waiting <= 20 ms lets a
                  * big file be recorded now instead of being hashed once more at its next use */
                 if (have_st && now && st0.st_size >= (1 << 20)) {
-                    hk_receipt_settle(&st0, &t0, path);
+                    hk__receipt_settle(&st0, &t0, path);
                     have_st = S_ISREG(st0.st_mode);
                 }
-                hrc = path ? hk_hash_file_b64(b64, sizeof b64, kind, path) : hk_fail(HK_ERR_NOMEM, "out of memory");
+                hrc = path ? hk__hash_file_b64(b64, sizeof b64, kind, path) : hk__fail(HK_ERR_NOMEM, "out of memory");
             }
             bool ok = hrc == HK_OK && want && strcmp(want, b64) == 0;
             if (ok && have_st) {
@@ -246,50 +246,50 @@ int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, c
                 else stats.bytes_hashed += size, stats.files_hashed++;
                 /* recorded only if nothing can have changed the file unseen since st0 was taken */
                 if (now && (how == TRUSTED || (stat(path, &st1) == 0 && same_identity(&st0, &st1) &&
-                                               hk_receipt_stat_settled(&st0, &t0))))
-                    hk_receipt_add(now, w.rel[i], &st0);
+                                               hk__receipt_stat_settled(&st0, &t0))))
+                    hk__receipt_add(now, w.rel[i], &st0);
             }
             free(path);
             if (hrc != HK_OK) {
-                hk_sb_printf(&msg, "\n  MissingFile: %s (%s)", f->string, hk_last_error());
+                hk__sb_printf(&msg, "\n  MissingFile: %s (%s)", f->string, hk_last_error());
                 violations++;
             } else if (!ok) {
-                hk_sb_printf(&msg, "\n  HashMismatch: %s: expected %s, got %s", f->string, want ? want : "(not a string)", b64);
-                if (!quiet) hk_log(HK_LOG_WARN, "%s: HashMismatch %s", variant_dir, f->string);
+                hk__sb_printf(&msg, "\n  HashMismatch: %s: expected %s, got %s", f->string, want ? want : "(not a string)", b64);
+                if (!quiet) hk__log(HK_LOG_WARN, "%s: HashMismatch %s", variant_dir, f->string);
                 violations++;
             }
         }
         for (size_t i = 0; i < w.n; i++) {
             if (!seen[i]) {
-                hk_sb_printf(&msg, "\n  UnknownFile: %s", w.rel[i]);
-                if (!quiet) hk_log(HK_LOG_WARN, "%s: UnknownFile %s", variant_dir, w.rel[i]);
+                hk__sb_printf(&msg, "\n  UnknownFile: %s", w.rel[i]);
+                if (!quiet) hk__log(HK_LOG_WARN, "%s: UnknownFile %s", variant_dir, w.rel[i]);
                 violations++;
             }
         }
         if (violations)
-            rc = hk_fail(HK_ERR_DIGEST, "%s does not match its metadata.json digest (%zu violation%s):%s", variant_dir,
+            rc = hk__fail(HK_ERR_DIGEST, "%s does not match its metadata.json digest (%zu violation%s):%s", variant_dir,
                          violations, violations == 1 ? "" : "s", msg.data ? msg.data : "");
     }
     if (rpath && rc) {
-        hk_receipt_remove(rpath); /* whatever it vouched for is no longer true */
+        hk__receipt_remove(rpath); /* whatever it vouched for is no longer true */
     } else if (rpath && now && stats.files_hashed + stats.files_fresh > 0) {
-        char *keep = hk_strdup(hk_last_error());
+        char *keep = hk__strdup(hk_last_error());
         int code = hk_last_error_code();
-        if (hk_receipt_save(now, rpath, cache_root, repo_dir, commit, variant) != HK_OK)
-            hk_log(HK_LOG_DEBUG, "verification receipt not written: %s", hk_last_error());
-        if (code) hk_fail(code, "%s", keep ? keep : "");
+        if (hk__receipt_save(now, rpath, cache_root, repo_dir, commit, variant) != HK_OK)
+            hk__log(HK_LOG_DEBUG, "verification receipt not written: %s", hk_last_error());
+        if (code) hk__fail(code, "%s", keep ? keep : "");
         else hk_clear_error();
         free(keep);
     }
     if (rc == HK_OK)
-        hk_log(HK_LOG_DEBUG,
+        hk__log(HK_LOG_DEBUG,
                "%s matches its metadata.json digest: %" PRIu64 " bytes hashed, %" PRIu64 " bytes fresh from this "
                "download, %" PRIu64 " bytes trusted by receipt (%zu/%zu/%zu files)",
                variant_dir, stats.bytes_hashed, stats.bytes_fresh, stats.bytes_trusted, stats.files_hashed,
                stats.files_fresh, stats.files_trusted);
     if (out_stats) *out_stats = stats;
-    hk_receipt_free(old);
-    hk_receipt_free(now);
+    hk__receipt_free(old);
+    hk__receipt_free(now);
     free(rpath);
     free(repo_dir);
     free(commit);
@@ -297,19 +297,19 @@ int hk_verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, c
     free(seen);
     for (size_t i = 0; i < w.n; i++) free(w.rel[i]);
     free(w.rel);
-    hk_sb_free(&msg);
+    hk__sb_free(&msg);
     cJSON_Delete(root);
     return rc;
 }
 
-int hk_verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
+int hk__verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,
                                 const char *const *fresh, size_t nfresh) {
     hk_verify_stats st;
-    int rc = hk_verify_variant_cached(out_has_digest, &st, variant_dir, NULL, quiet, fresh, nfresh);
+    int rc = hk__verify_variant_cached(out_has_digest, &st, variant_dir, NULL, quiet, fresh, nfresh);
     if (out_bytes) *out_bytes = rc == HK_OK ? st.bytes_hashed + st.bytes_fresh : 0;
     return rc;
 }
 
-int hk_verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir) {
-    return hk_verify_variant_digest_ex(out_has_digest, out_bytes, variant_dir, false, NULL, 0);
+int hk__verify_variant_digest(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir) {
+    return hk__verify_variant_digest_ex(out_has_digest, out_bytes, variant_dir, false, NULL, 0);
 }

@@ -18,18 +18,18 @@ static const char *const k_prefix[] = {"", "datasets/", "spaces/", "kernels/"};
 static bool type_known(hk_repo_type t) { return (unsigned)t < HK_ARRAY_LEN(k_plural); }
 
 const char *hk_repo_type_plural(hk_repo_type t) { return type_known(t) ? k_plural[t] : NULL; }
-const char *hk_repo_type_url_prefix(hk_repo_type t) { return k_prefix[t]; }
+const char *hk__repo_type_url_prefix(hk_repo_type t) { return k_prefix[t]; }
 
 int hk_repo_type_parse(hk_repo_type *out, const char *s) {
     static const char *const singular[] = {"model", "dataset", "space", "kernel"};
-    if (!out || !s) return hk_fail(HK_ERR_INVALID_ARG, "no repo type given (use model, dataset, space or kernel)");
+    if (!out || !s) return hk__fail(HK_ERR_INVALID_ARG, "no repo type given (use model, dataset, space or kernel)");
     for (int i = 0; i < 4; i++) {
         if (strcmp(s, singular[i]) == 0 || strcmp(s, k_plural[i]) == 0) {
             *out = (hk_repo_type)i;
             return HK_OK;
         }
     }
-    return hk_fail(HK_ERR_INVALID_ARG, "unknown repo type '%s' (use model, dataset, space or kernel)", s);
+    return hk__fail(HK_ERR_INVALID_ARG, "unknown repo type '%s' (use model, dataset, space or kernel)", s);
 }
 
 static bool name_part_valid(const char *s, size_t n) {
@@ -54,83 +54,83 @@ int hk_repo_id_valid(const char *repo_id) {
 }
 
 static char *expand_home(const char *p) {
-    if (p[0] != '~' || (p[1] != '/' && p[1] != '\0')) return hk_strdup(p);
-    const char *home = hk_getenv("HOME");
+    if (p[0] != '~' || (p[1] != '/' && p[1] != '\0')) return hk__strdup(p);
+    const char *home = hk__getenv("HOME");
     if (!home) {
         struct passwd *pw = getpwuid(getuid());
         home = pw ? pw->pw_dir : "/";
     }
-    return hk_asprintf("%s%s", home, p + 1);
+    return hk__asprintf("%s%s", home, p + 1);
 }
 
 int hk_cache_root(char **out, const char *explicit_root, hk_repo_type type) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_cache_root: no out pointer");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_cache_root: no out pointer");
     *out = NULL;
     char *raw = NULL;
     const char *v;
-    if (explicit_root && *explicit_root) raw = hk_strdup(explicit_root);
-    else if (type == HK_REPO_KERNEL && (v = hk_getenv("KERNELS_CACHE"))) raw = hk_strdup(v);
-    else if ((v = hk_getenv("HF_HUB_CACHE"))) raw = hk_strdup(v);
-    else if ((v = hk_getenv("HUGGINGFACE_HUB_CACHE"))) raw = hk_strdup(v);
-    else if ((v = hk_getenv("HF_HOME"))) raw = hk_asprintf("%s/hub", v);
-    else if ((v = hk_getenv("XDG_CACHE_HOME"))) raw = hk_asprintf("%s/huggingface/hub", v);
-    else raw = hk_strdup("~/.cache/huggingface/hub");
-    if (!raw) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (explicit_root && *explicit_root) raw = hk__strdup(explicit_root);
+    else if (type == HK_REPO_KERNEL && (v = hk__getenv("KERNELS_CACHE"))) raw = hk__strdup(v);
+    else if ((v = hk__getenv("HF_HUB_CACHE"))) raw = hk__strdup(v);
+    else if ((v = hk__getenv("HUGGINGFACE_HUB_CACHE"))) raw = hk__strdup(v);
+    else if ((v = hk__getenv("HF_HOME"))) raw = hk__asprintf("%s/hub", v);
+    else if ((v = hk__getenv("XDG_CACHE_HOME"))) raw = hk__asprintf("%s/huggingface/hub", v);
+    else raw = hk__strdup("~/.cache/huggingface/hub");
+    if (!raw) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *expanded = expand_home(raw);
     free(raw);
-    if (!expanded) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!expanded) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char resolved[PATH_MAX];
     if (realpath(expanded, resolved)) {
         free(expanded);
-        *out = hk_strdup(resolved);
+        *out = hk__strdup(resolved);
     } else if (expanded[0] != '/') {
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd)) {
             free(expanded);
-            return hk_fail(HK_ERR_IO, "cannot determine the current directory");
+            return hk__fail(HK_ERR_IO, "cannot determine the current directory");
         }
-        *out = hk_path_join(cwd, expanded);
+        *out = hk__path_join(cwd, expanded);
         free(expanded);
     } else {
         *out = expanded;
     }
-    return *out ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    return *out ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id) {
     if (!root || !repo_id || !type_known(type)) {
-        hk_fail(HK_ERR_INVALID_ARG, "hk_cache_repo_dir: give a cache root, a repo type and a repo id");
+        hk__fail(HK_ERR_INVALID_ARG, "hk_cache_repo_dir: give a cache root, a repo type and a repo id");
         return NULL;
     }
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_printf(&sb, "%s/%s", root, k_plural[type]);
+    hk__sb_init(&sb);
+    hk__sb_printf(&sb, "%s/%s", root, k_plural[type]);
     for (const char *p = repo_id; *p;) {
         const char *e = strchr(p, '/');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        hk_sb_append(&sb, "--");
-        hk_sb_append_n(&sb, p, n);
+        hk__sb_append(&sb, "--");
+        hk__sb_append_n(&sb, p, n);
         p += n;
         if (*p == '/') p++;
     }
-    char *dir = hk_sb_steal(&sb);
-    if (!dir) hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *dir = hk__sb_steal(&sb);
+    if (!dir) hk__fail(HK_ERR_NOMEM, "out of memory");
     return dir;
 }
 
 static bool ref_name_safe(const char *rev) {
     /* refs may nest ("refs/pr/1") but must stay inside refs/ */
-    return hk_path_is_safe_relative(rev);
+    return hk__path_is_safe_relative(rev);
 }
 
-int hk_cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev) {
+int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev) {
     out_commit[0] = '\0';
-    if (!ref_name_safe(rev)) return hk_fail(HK_ERR_INVALID_ARG, "invalid revision name '%s'", rev);
-    char *path = hk_asprintf("%s/refs/%s", repo_dir, rev);
-    if (!path) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!ref_name_safe(rev)) return hk__fail(HK_ERR_INVALID_ARG, "invalid revision name '%s'", rev);
+    char *path = hk__asprintf("%s/refs/%s", repo_dir, rev);
+    if (!path) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *data = NULL;
     size_t len = 0;
-    int rc = hk_read_file(&data, &len, path, 256);
+    int rc = hk__read_file(&data, &len, path, 256);
     free(path);
     if (rc) return rc;
     char *s = data;
@@ -138,76 +138,76 @@ int hk_cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev
     size_t n = strcspn(s, " \r\n\t");
     if (!((n == 40 || n == 64) && n < 65)) {
         free(data);
-        return hk_fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id", rev, repo_dir);
+        return hk__fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id", rev, repo_dir);
     }
     memcpy(out_commit, s, n);
     out_commit[n] = '\0';
     free(data);
-    if (!hk_is_hex(out_commit, n)) return hk_fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id", rev, repo_dir);
+    if (!hk__is_hex(out_commit, n)) return hk__fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id", rev, repo_dir);
     return HK_OK;
 }
 
 int hk_cache_resolve_ref(char **out_commit, const char *repo_dir, const char *ref) {
     if (out_commit) *out_commit = NULL;
     if (!out_commit || !repo_dir || !ref)
-        return hk_fail(HK_ERR_INVALID_ARG, "hk_cache_resolve_ref: give an out pointer, a repo folder and a ref");
+        return hk__fail(HK_ERR_INVALID_ARG, "hk_cache_resolve_ref: give an out pointer, a repo folder and a ref");
     char commit[65];
-    int rc = hk_cache_read_ref(commit, repo_dir, ref);
+    int rc = hk__cache_read_ref(commit, repo_dir, ref);
     if (rc) return rc;
-    if (!(*out_commit = hk_strdup(commit))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!(*out_commit = hk__strdup(commit))) return hk__fail(HK_ERR_NOMEM, "out of memory");
     return HK_OK;
 }
 
 HK_API int hk_cache_write_ref(const char *repo_dir, const char *rev, const char *commit) {
-    if (!ref_name_safe(rev)) return hk_fail(HK_ERR_INVALID_ARG, "invalid revision name '%s'", rev);
+    if (!ref_name_safe(rev)) return hk__fail(HK_ERR_INVALID_ARG, "invalid revision name '%s'", rev);
     size_t clen = strlen(commit);
-    if (!((clen == 40 || clen == 64) && hk_is_hex(commit, clen)))
-        return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a commit id", commit);
+    if (!((clen == 40 || clen == 64) && hk__is_hex(commit, clen)))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a commit id", commit);
     if (strcmp(rev, commit) == 0) return HK_OK; /* never write refs/<sha> */
-    char *snap = hk_asprintf("%s/snapshots/%s", repo_dir, commit);
-    char *ref = hk_asprintf("%s/refs/%s", repo_dir, rev);
-    int rc = (!snap || !ref) ? hk_fail(HK_ERR_NOMEM, "out of memory") : hk_mkdirs(snap, 0777);
+    char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, commit);
+    char *ref = hk__asprintf("%s/refs/%s", repo_dir, rev);
+    int rc = (!snap || !ref) ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk__mkdirs(snap, 0777);
     if (rc == HK_OK) {
-        char *dir = hk_strdup(ref);
-        if (!dir) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        char *dir = hk__strdup(ref);
+        if (!dir) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         else {
             *strrchr(dir, '/') = '\0';
-            rc = hk_mkdirs(dir, 0777);
+            rc = hk__mkdirs(dir, 0777);
             free(dir);
         }
     }
-    if (rc == HK_OK) rc = hk_write_file_atomic(ref, commit, clen);
+    if (rc == HK_OK) rc = hk__write_file_atomic(ref, commit, clen);
     free(snap);
     free(ref);
     return rc;
 }
 
 HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag) {
-    if (!hk_path_is_safe_relative(path)) return hk_fail(HK_ERR_UNSAFE_PATH, "refusing unsafe file name '%s'", path);
-    char *ptr = hk_asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
-    char *blob = hk_asprintf("%s/blobs/%s", repo_dir, etag);
-    char *dir = hk_strdup(ptr);
+    if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_UNSAFE_PATH, "refusing unsafe file name '%s'", path);
+    char *ptr = hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
+    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
+    char *dir = hk__strdup(ptr);
     int rc = HK_OK;
     if (!ptr || !blob || !dir) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
     *strrchr(dir, '/') = '\0';
-    if ((rc = hk_mkdirs(dir, 0777))) goto out;
-    char *target = hk_relpath(blob, dir);
+    if ((rc = hk__mkdirs(dir, 0777))) goto out;
+    char *target = hk__relpath(blob, dir);
     if (!target) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
     char rnd[9];
-    hk_random_hex8(rnd);
+    hk__random_hex8(rnd);
     /* the temp link lives at the repo folder's top, not in the snapshot: a reader walking the
      * snapshot (digest check, Python) never sees it; rename keeps the relative target string */
-    char *tmp = hk_asprintf("%s/.link-%s.tmp", repo_dir, rnd);
-    if (!tmp) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-    else if (symlink(target, tmp) != 0) rc = hk_fail(hk_errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
+    char *tmp = hk__asprintf("%s/.link-%s.tmp", repo_dir, rnd);
+    if (!tmp) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    else if (symlink(target, tmp) != 0) rc = hk__fail(hk__errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
     else if (rename(tmp, ptr) != 0) {
-        rc = hk_fail(hk_errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
+        rc = hk__fail(hk__errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
         unlink(tmp);
     }
     free(tmp);
@@ -220,17 +220,17 @@ out:
 }
 
 HK_API int hk_cache_ensure_tag(const char *root) {
-    char *path = hk_path_join(root, "CACHEDIR.TAG");
-    if (!path) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *path = hk__path_join(root, "CACHEDIR.TAG");
+    if (!path) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;
-    if (!hk_path_exists(path)) {
+    if (!hk__path_exists(path)) {
         static const char tag[] =
             "Signature: 8a477f597d28d172789f06886806bc55\n"
             "# This file is a cache directory tag created by huggingface_hub.\n"
             "# For information about cache directory tags, see:\n"
             "#\thttps://bford.info/cachedir/\n";
-        rc = hk_mkdirs(root, 0777);
-        if (rc == HK_OK) rc = hk_write_file_atomic(path, tag, sizeof tag - 1);
+        rc = hk__mkdirs(root, 0777);
+        if (rc == HK_OK) rc = hk__write_file_atomic(path, tag, sizeof tag - 1);
     }
     free(path);
     return rc;

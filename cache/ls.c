@@ -7,20 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hk_cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
+int hk__cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
     hk_cache_line_fn fn = o->line_fn;
     void *ud = o->line_userdata;
     bool json = o->json != 0;
     hk_cache_repos repos;
-    int rc = hk_cache_list_repos(&repos, root, o->repo_id);
+    int rc = hk__cache_list_repos(&repos, root, o->repo_id);
     if (rc) return rc;
     cJSON *jroot = json ? cJSON_CreateObject() : NULL;
     cJSON *jrepos = json ? cJSON_AddArrayToObject(jroot, "repos") : NULL;
     if (json) cJSON_AddStringToObject(jroot, "cache", root);
     for (size_t i = 0; i < repos.n; i++) {
         const char *dir = repos.dirs[i];
-        char *blobs = hk_path_join(dir, "blobs");
-        uint64_t bytes = blobs ? hk_cache_dir_bytes(blobs) : 0;
+        char *blobs = hk__path_join(dir, "blobs");
+        uint64_t bytes = blobs ? hk__cache_dir_bytes(blobs) : 0;
         free(blobs);
         rep->repos++;
         rep->bytes += bytes;
@@ -33,43 +33,43 @@ int hk_cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_optio
             cJSON_AddItemToArray(jrepos, jr);
         }
         hk_strbuf line;
-        hk_sb_init(&line);
-        hk_sb_printf(&line, "%s/%s  %.1f MB", hk_repo_type_plural(repos.types[i]), repos.ids[i], bytes / 1e6);
+        hk__sb_init(&line);
+        hk__sb_printf(&line, "%s/%s  %.1f MB", hk_repo_type_plural(repos.types[i]), repos.ids[i], bytes / 1e6);
         /* refs */
         cJSON *jrefs = jr ? cJSON_AddObjectToObject(jr, "refs") : NULL;
-        char *refsdir = hk_path_join(dir, "refs");
+        char *refsdir = hk__path_join(dir, "refs");
         DIR *d = refsdir ? opendir(refsdir) : NULL;
         struct dirent *de;
-        hk_sb_append(&line, "  refs:");
+        hk__sb_append(&line, "  refs:");
         size_t nrefs = 0;
         while (d && (de = readdir(d)) != NULL) {
             if (de->d_name[0] == '.') continue;
             char commit[65];
-            if (hk_cache_read_ref(commit, dir, de->d_name) != HK_OK) {
+            if (hk__cache_read_ref(commit, dir, de->d_name) != HK_OK) {
                 hk_clear_error();
                 continue;
             }
-            hk_sb_printf(&line, " %s=%.8s", de->d_name, commit);
+            hk__sb_printf(&line, " %s=%.8s", de->d_name, commit);
             if (jrefs) cJSON_AddStringToObject(jrefs, de->d_name, commit);
             nrefs++;
             rep->refs++;
         }
-        if (!nrefs) hk_sb_append(&line, " none");
+        if (!nrefs) hk__sb_append(&line, " none");
         if (d) closedir(d);
         free(refsdir);
         /* snapshots */
         cJSON *jsnaps = jr ? cJSON_AddArrayToObject(jr, "snapshots") : NULL;
-        char *snapdir = hk_path_join(dir, "snapshots");
+        char *snapdir = hk__path_join(dir, "snapshots");
         d = snapdir ? opendir(snapdir) : NULL;
-        hk_sb_append(&line, "  snapshots:");
+        hk__sb_append(&line, "  snapshots:");
         size_t nsnap = 0;
         while (d && (de = readdir(d)) != NULL) {
             if (de->d_name[0] == '.') continue;
-            hk_sb_printf(&line, " %.8s", de->d_name);
+            hk__sb_printf(&line, " %.8s", de->d_name);
             if (jsnaps) {
                 cJSON *js = cJSON_CreateObject();
                 cJSON_AddStringToObject(js, "commit", de->d_name);
-                char *b = hk_asprintf("%s/%s/build", snapdir, de->d_name);
+                char *b = hk__asprintf("%s/%s/build", snapdir, de->d_name);
                 cJSON *jv = cJSON_AddArrayToObject(js, "variants");
                 DIR *vd = b ? opendir(b) : NULL;
                 struct dirent *ve;
@@ -82,18 +82,18 @@ int hk_cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_optio
             nsnap++;
             rep->snapshots++;
         }
-        if (!nsnap) hk_sb_append(&line, " none");
+        if (!nsnap) hk__sb_append(&line, " none");
         if (d) closedir(d);
         free(snapdir);
-        if (!json && line.data) hk_cache_emit(fn, ud, "%s", line.data);
-        hk_sb_free(&line);
+        if (!json && line.data) hk__cache_emit(fn, ud, "%s", line.data);
+        hk__sb_free(&line);
     }
     if (json) {
         char *s = cJSON_PrintUnformatted(jroot);
-        if (s) hk_cache_emit(fn, ud, "%s", s);
+        if (s) hk__cache_emit(fn, ud, "%s", s);
         free(s);
         cJSON_Delete(jroot);
     }
-    hk_cache_repos_free(&repos);
+    hk__cache_repos_free(&repos);
     return HK_OK;
 }

@@ -8,8 +8,8 @@
 #include <string.h>
 
 int hk_cache_options_init(hk_cache_options *opts, unsigned int version) {
-    if (!opts) return hk_fail(HK_ERR_INVALID_ARG, "hk_cache_options_init: opts is NULL");
-    int rc = hk_check_options_version("hk_cache_options", version, HK_CACHE_OPTIONS_VERSION);
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_cache_options_init: opts is NULL");
+    int rc = hk__check_options_version("hk_cache_options", version, HK_CACHE_OPTIONS_VERSION);
     if (rc) return rc;
     hk_cache_options d = HK_CACHE_OPTIONS_INIT;
     *opts = d;
@@ -23,14 +23,14 @@ static int run(hk_cache_report **out, const hk_cache_options *opts, run_fn fn, c
     if (out) *out = NULL;
     hk_cache_options defaults = HK_CACHE_OPTIONS_INIT;
     const hk_cache_options *o = opts ? opts : &defaults;
-    int rc = hk_check_options_version("hk_cache_options", o->version, HK_CACHE_OPTIONS_VERSION);
+    int rc = hk__check_options_version("hk_cache_options", o->version, HK_CACHE_OPTIONS_VERSION);
     if (rc) return rc;
-    if (fn == hk_cache_run_rm && !o->repo_id)
-        return hk_fail(HK_ERR_INVALID_ARG, "%s: give the repo to remove (opts->repo_id)", what);
+    if (fn == hk__cache_run_rm && !o->repo_id)
+        return hk__fail(HK_ERR_INVALID_ARG, "%s: give the repo to remove (opts->repo_id)", what);
     char *root = NULL;
     if ((rc = hk_cache_root(&root, o->cache_dir, HK_REPO_KERNEL))) return rc;
     hk_cache_report *rep = calloc(1, sizeof *rep);
-    if (!rep) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!rep) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     else rc = fn(rep, root, o);
     free(root);
     if (rc == HK_OK) hk_clear_error(); /* helpers record errors they recover from */
@@ -39,14 +39,14 @@ static int run(hk_cache_report **out, const hk_cache_options *opts, run_fn fn, c
     return rc;
 }
 
-int hk_cache_ls(hk_cache_report **out, const hk_cache_options *opts) { return run(out, opts, hk_cache_run_ls, "hk_cache_ls"); }
+int hk_cache_ls(hk_cache_report **out, const hk_cache_options *opts) { return run(out, opts, hk__cache_run_ls, "hk_cache_ls"); }
 int hk_cache_verify(hk_cache_report **out, const hk_cache_options *opts) {
-    return run(out, opts, hk_cache_run_verify, "hk_cache_verify");
+    return run(out, opts, hk__cache_run_verify, "hk_cache_verify");
 }
 int hk_cache_prune(hk_cache_report **out, const hk_cache_options *opts) {
-    return run(out, opts, hk_cache_run_prune, "hk_cache_prune");
+    return run(out, opts, hk__cache_run_prune, "hk_cache_prune");
 }
-int hk_cache_rm(hk_cache_report **out, const hk_cache_options *opts) { return run(out, opts, hk_cache_run_rm, "hk_cache_rm"); }
+int hk_cache_rm(hk_cache_report **out, const hk_cache_options *opts) { return run(out, opts, hk__cache_run_rm, "hk_cache_rm"); }
 
 size_t hk_cache_report_repos(const hk_cache_report *r) { return r ? r->repos : 0; }
 size_t hk_cache_report_snapshots(const hk_cache_report *r) { return r ? r->snapshots : 0; }

@@ -20,14 +20,14 @@ struct hk_cache_report {
 };
 
 /* The runs behind the public calls (maint.c checks the options and resolves the root first). */
-int hk_cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_options *o);
-int hk_cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o);
-int hk_cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_options *o);
-int hk_cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+int hk__cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+int hk__cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_options *o);
+int hk__cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_options *o);
 
 /* ---- shared walking (walk.c) ------------------------------------------------------------------ */
 /* One formatted line to fn (nothing when fn is NULL). */
-void hk_cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void hk__cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The repo folders of a cache root (sorted by name), optionally only those of repo_id. */
 typedef struct hk_cache_repos {
@@ -37,21 +37,21 @@ typedef struct hk_cache_repos {
     size_t n;
 } hk_cache_repos;
 /* A missing root is an empty list; HK_ERR_IO when it cannot be read. */
-int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_id);
-void hk_cache_repos_free(hk_cache_repos *r);
+int hk__cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_id);
+void hk__cache_repos_free(hk_cache_repos *r);
 
 /* Visit every entry below dir (util/walk.h: depth-first, no symlink following; rel is relative to
  * dir); directories before their entries, or after them with post_dirs. Stops at the first
  * non-HK_OK and returns it. A dir that cannot be opened has nothing to visit (HK_OK). */
 typedef int (*hk_cache_visit_fn)(void *ud, const char *path, const char *rel, const struct stat *st);
-int hk_cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs);
+int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs);
 
 /* Bytes of the regular files directly in dir. */
-uint64_t hk_cache_dir_bytes(const char *dir);
+uint64_t hk__cache_dir_bytes(const char *dir);
 /* "kernels--org--name" of ".../kernels--org--name". */
-const char *hk_cache_folder_of(const char *repo_dir);
+const char *hk__cache_folder_of(const char *repo_dir);
 /* Does some ref of the repo name this commit? */
-bool hk_cache_commit_referenced(const char *repo_dir, const char *commit);
+bool hk__cache_commit_referenced(const char *repo_dir, const char *commit);
 
 /* ---- snapshot entries a variant's digest does not account for (strays.c) -------------------- */
 /* Visits one bad entry of build/<variant>/: rel is relative to the variant directory; is_dir says
@@ -63,7 +63,7 @@ typedef void (*hk_stray_fn)(void *ud, const char *path, const char *rel, bool is
  * prune goes in its empty-directory pass. Entries the digest skips (__pycache__, *.pyc, the
  * top-level metadata.json[.sigstore]) and "*.tmp" leftovers (prune's own pass) are not visited.
  * Returns the number visited; 0 when metadata.json is absent, unreadable or carries no digest. */
-size_t hk_cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud);
+size_t hk__cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud);
 
 /* ---- removal context of prune and rm (remove.c) ---------------------------------------------- */
 typedef struct hk_prune_ctx {
@@ -81,13 +81,13 @@ typedef struct hk_prune_ctx {
 } hk_prune_ctx;
 
 /* Report "removed <label>: <what>" (or "would remove") and, unless a dry run, delete path. */
-void hk_cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes);
-/* hk_cache_walk visitor over snapshots/: removes broken links, records the blob each link names
+void hk__cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes);
+/* hk__cache_walk visitor over snapshots/: removes broken links, records the blob each link names
  * (links in or under c->gone excepted). HK_ERR_NOMEM stops it: no blob may then be deleted. */
-int hk_cache_collect_used(void *p, const char *path, const char *rel, const struct stat *st);
+int hk__cache_collect_used(void *p, const char *path, const char *rel, const struct stat *st);
 /* Remove temp files and blobs no recorded link uses (skipping blobs a live download has locked).
- * Call only after a complete hk_cache_collect_used walk. */
-void hk_cache_prune_blobs(hk_prune_ctx *c);
-void hk_prune_ctx_free(hk_prune_ctx *c);
+ * Call only after a complete hk__cache_collect_used walk. */
+void hk__cache_prune_blobs(hk_prune_ctx *c);
+void hk__prune_ctx_free(hk_prune_ctx *c);
 
 #endif

@@ -38,7 +38,7 @@ struct hk_receipt {
 static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + (int64_t)t->tv_nsec; }
 
 int hk_receipts_enabled(void) {
-    const char *v = hk_getenv("HUBKERN_VERIFY");
+    const char *v = hk__getenv("HUBKERN_VERIFY");
     return !(v && strcmp(v, "always") == 0);
 }
 
@@ -50,58 +50,58 @@ static const char *folder_of(const char *repo_dir) {
 
 /* <HUBKERN_RECEIPTS_DIR>/<32 hex of sha256(root)>: receipts of one cache root kept outside it. */
 static char *outside_dir(const char *dir, const char *root) {
-    hk_hasher *h = hk_hasher_new(HK_HASH_SHA256, 0);
+    hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
     if (!h) return NULL;
-    hk_hasher_update(h, root, strlen(root));
+    hk__hasher_update(h, root, strlen(root));
     unsigned char d[64];
-    hk_hasher_finish(h, d);
+    hk__hasher_finish(h, d);
     char hex[33];
-    hk_hex(hex, d, 16);
-    return hk_asprintf("%s/%s", dir, hex);
+    hk__hex(hex, d, 16);
+    return hk__asprintf("%s/%s", dir, hex);
 }
 
-static bool folder_ok(const char *folder) { return hk_path_is_safe_relative(folder) && !strchr(folder, '/'); }
+static bool folder_ok(const char *folder) { return hk__path_is_safe_relative(folder) && !strchr(folder, '/'); }
 
-char *hk_receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant) {
+char *hk__receipt_path(const char *root, const char *repo_dir, const char *commit, const char *variant) {
     if (!root || !repo_dir || !commit || !variant) return NULL;
     const char *folder = folder_of(repo_dir);
     if (!folder_ok(folder) || !folder_ok(commit) || !folder_ok(variant)) return NULL;
-    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
-    if (!dir) return hk_asprintf("%s/.locks/%s/hubkern-receipts/%s/%s.json", root, folder, commit, variant);
+    const char *dir = hk__getenv("HUBKERN_RECEIPTS_DIR");
+    if (!dir) return hk__asprintf("%s/.locks/%s/hubkern-receipts/%s/%s.json", root, folder, commit, variant);
     /* one directory per cache root: receipts of two caches never meet */
     char *base = outside_dir(dir, root);
-    char *p = base ? hk_asprintf("%s/%s/%s/%s.json", base, folder, commit, variant) : NULL;
+    char *p = base ? hk__asprintf("%s/%s/%s/%s.json", base, folder, commit, variant) : NULL;
     free(base);
     return p;
 }
 
-size_t hk_receipt_repo_dirs(char *out[2], const char *root, const char *folder) {
+size_t hk__receipt_repo_dirs(char *out[2], const char *root, const char *folder) {
     out[0] = out[1] = NULL;
     if (!root || !folder || !folder_ok(folder)) return 0;
     size_t n = 0;
-    if ((out[n] = hk_asprintf("%s/.locks/%s/hubkern-receipts", root, folder))) n++;
-    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
+    if ((out[n] = hk__asprintf("%s/.locks/%s/hubkern-receipts", root, folder))) n++;
+    const char *dir = hk__getenv("HUBKERN_RECEIPTS_DIR");
     char *base = dir ? outside_dir(dir, root) : NULL;
-    if (base && (out[n] = hk_asprintf("%s/%s", base, folder))) n++;
+    if (base && (out[n] = hk__asprintf("%s/%s", base, folder))) n++;
     free(base);
     return n;
 }
 
-char *hk_receipt_outside_root_dir(const char *root) {
-    const char *dir = hk_getenv("HUBKERN_RECEIPTS_DIR");
+char *hk__receipt_outside_root_dir(const char *root) {
+    const char *dir = hk__getenv("HUBKERN_RECEIPTS_DIR");
     return dir && root ? outside_dir(dir, root) : NULL;
 }
 
-hk_receipt *hk_receipt_new(const char *meta_sha256) {
+hk_receipt *hk__receipt_new(const char *meta_sha256) {
     hk_receipt *r = calloc(1, sizeof *r);
-    if (r && !(r->meta_sha256 = hk_strdup(meta_sha256))) {
+    if (r && !(r->meta_sha256 = hk__strdup(meta_sha256))) {
         free(r);
         return NULL;
     }
     return r;
 }
 
-void hk_receipt_free(hk_receipt *r) {
+void hk__receipt_free(hk_receipt *r) {
     if (!r) return;
     for (size_t i = 0; i < r->n; i++) free(r->files[i].path);
     free(r->files);
@@ -119,7 +119,7 @@ static rfile *add_entry(hk_receipt *r, const char *rel) {
     }
     rfile *f = &r->files[r->n];
     memset(f, 0, sizeof *f);
-    if (!(f->path = hk_strdup(rel))) return NULL;
+    if (!(f->path = hk__strdup(rel))) return NULL;
     r->n++;
     return f;
 }
@@ -136,13 +136,13 @@ static void fill(rfile *f, const struct stat *st) {
  * would leave ctime as it is ("racy" in git's words). So a stat only counts when it was taken
  * clearly after that tick: 20 ms (coarse clock ticks are 1-10 ms), 2 s where ctime has no
  * sub-second part (file systems with whole-second timestamps). */
-bool hk_receipt_stat_settled(const struct stat *st, const struct timespec *taken_before) {
+bool hk__receipt_stat_settled(const struct stat *st, const struct timespec *taken_before) {
     int64_t margin = st->st_ctim.tv_nsec == 0 ? 2000000000 : 20000000;
     return ts_ns(&st->st_ctim) + margin <= ts_ns(taken_before);
 }
 
-void hk_receipt_settle(struct stat *st, struct timespec *taken_before, const char *path) {
-    if (hk_receipt_stat_settled(st, taken_before) || st->st_ctim.tv_nsec == 0) return;
+void hk__receipt_settle(struct stat *st, struct timespec *taken_before, const char *path) {
+    if (hk__receipt_stat_settled(st, taken_before) || st->st_ctim.tv_nsec == 0) return;
     int64_t wait = ts_ns(&st->st_ctim) + 20000000 - ts_ns(taken_before) + 1000000;
     if (wait <= 0 || wait > 25000000) return; /* (a ctime in the future: not worth waiting for) */
     struct timespec d = {0, (long)wait};
@@ -154,7 +154,7 @@ void hk_receipt_settle(struct stat *st, struct timespec *taken_before, const cha
     else st->st_mode = 0; /* gone: not a regular file any more, so never recorded */
 }
 
-void hk_receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
+void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
     if (!r || r->oom) return;
     rfile *f = add_entry(r, rel);
     if (!f) {
@@ -164,9 +164,9 @@ void hk_receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
     fill(f, st);
 }
 
-size_t hk_receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
+size_t hk__receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
 
-bool hk_receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st) {
+bool hk__receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st) {
     if (!r || !S_ISREG(st->st_mode)) return false;
     for (size_t i = 0; i < r->n; i++) {
         const rfile *f = &r->files[i];
@@ -217,16 +217,16 @@ static bool str_is(const cJSON *j, const char *key, const char *want) {
 static char *root_id(const char *root) {
     struct stat st;
     if (stat(root, &st) != 0) return NULL;
-    return hk_asprintf("%" PRIu64 " %" PRIu64, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+    return hk__asprintf("%" PRIu64 " %" PRIu64, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 }
 
-hk_receipt *hk_receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
+hk_receipt *hk__receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
                             const char *variant, const char *meta_sha256) {
     if (!path) return NULL;
     char *text = NULL;
-    int rc = hk_read_file(&text, NULL, path, RECEIPT_MAX_BYTES);
+    int rc = hk__read_file(&text, NULL, path, RECEIPT_MAX_BYTES);
     if (rc) {
-        hk_log(HK_LOG_DEBUG, "no usable verification receipt %s: %s", path, hk_last_error());
+        hk__log(HK_LOG_DEBUG, "no usable verification receipt %s: %s", path, hk_last_error());
         hk_clear_error();
         return NULL;
     }
@@ -244,7 +244,7 @@ hk_receipt *hk_receipt_load(const char *path, const char *root, const char *repo
     else if (!str_is(j, "metadata_sha256", meta_sha256)) why = "metadata.json changed since";
     else if (!cJSON_IsArray(files)) why = "no files list";
     free(rid);
-    hk_receipt *r = why ? NULL : hk_receipt_new(meta_sha256);
+    hk_receipt *r = why ? NULL : hk__receipt_new(meta_sha256);
     if (!why && !r) why = "out of memory";
     const cJSON *f;
     if (r) {
@@ -252,7 +252,7 @@ hk_receipt *hk_receipt_load(const char *path, const char *root, const char *repo
             const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "path"));
             const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "stat"));
             rfile tmp;
-            if (!rel || !hk_path_is_safe_relative(rel) || !parse_stat(&tmp, st)) {
+            if (!rel || !hk__path_is_safe_relative(rel) || !parse_stat(&tmp, st)) {
                 why = "malformed file entry";
                 break;
             }
@@ -267,19 +267,19 @@ hk_receipt *hk_receipt_load(const char *path, const char *root, const char *repo
     }
     cJSON_Delete(j);
     if (why) {
-        hk_log(HK_LOG_DEBUG, "ignoring verification receipt %s: %s", path, why);
-        hk_receipt_free(r);
+        hk__log(HK_LOG_DEBUG, "ignoring verification receipt %s: %s", path, why);
+        hk__receipt_free(r);
         return NULL;
     }
     return r;
 }
 
-int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
+int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
                     const char *variant) {
     if (!r || !path) return HK_OK;
-    if (r->oom) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (r->oom) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *rid = root_id(root);
-    if (!rid) return hk_fail(hk_errno_code(errno), "cannot stat cache root %s: %s", root, strerror(errno));
+    if (!rid) return hk__fail(hk__errno_code(errno), "cannot stat cache root %s: %s", root, strerror(errno));
     cJSON *j = cJSON_CreateObject();
     cJSON *files = NULL;
     bool ok = j && cJSON_AddStringToObject(j, "format", RECEIPT_FORMAT) &&
@@ -300,22 +300,22 @@ int hk_receipt_save(const hk_receipt *r, const char *path, const char *root, con
     }
     char *text = ok ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
-    if (!text) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    char *dir = hk_strdup(path);
-    int rc = dir ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!text) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char *dir = hk__strdup(path);
+    int rc = dir ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) {
         *strrchr(dir, '/') = '\0';
-        rc = hk_mkdirs(dir, 0777);
+        rc = hk__mkdirs(dir, 0777);
     }
-    if (rc == HK_OK) rc = hk_write_file_atomic(path, text, strlen(text));
+    if (rc == HK_OK) rc = hk__write_file_atomic(path, text, strlen(text));
     free(dir);
     free(text);
     return rc;
 }
 
-void hk_receipt_remove(const char *path) {
+void hk__receipt_remove(const char *path) {
     if (path && unlink(path) != 0 && errno != ENOENT)
-        hk_log(HK_LOG_WARN, "cannot remove the verification receipt %s: %s", path, strerror(errno));
+        hk__log(HK_LOG_WARN, "cannot remove the verification receipt %s: %s", path, strerror(errno));
 }
 
 /* ---- public: where a variant's receipt is, and forgetting it (hubkern/cache.h) -------------- */
@@ -323,17 +323,17 @@ int hk_cache_receipt_path(char **out, const char *cache_dir, const char *repo_id
                           const char *variant) {
     if (out) *out = NULL;
     if (!out || !repo_id || !commit || !variant)
-        return hk_fail(HK_ERR_INVALID_ARG, "hk_cache_receipt_path: give an out pointer, a repo id, a commit and a variant");
-    if (!hk_repo_id_valid(repo_id)) return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id", repo_id);
+        return hk__fail(HK_ERR_INVALID_ARG, "hk_cache_receipt_path: give an out pointer, a repo id, a commit and a variant");
+    if (!hk_repo_id_valid(repo_id)) return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id", repo_id);
     char *root = NULL;
     int rc = hk_cache_root(&root, cache_dir, HK_REPO_KERNEL);
     if (rc) return rc;
     char *repo_dir = hk_cache_repo_dir(root, HK_REPO_KERNEL, repo_id);
-    char *path = repo_dir ? hk_receipt_path(root, repo_dir, commit, variant) : NULL;
-    if (!repo_dir) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *path = repo_dir ? hk__receipt_path(root, repo_dir, commit, variant) : NULL;
+    if (!repo_dir) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     else if (!path && (!folder_ok(commit) || !folder_ok(variant)))
-        rc = hk_fail(HK_ERR_INVALID_ARG, "no receipt can be named by commit '%s' and variant '%s'", commit, variant);
-    else if (!path) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_INVALID_ARG, "no receipt can be named by commit '%s' and variant '%s'", commit, variant);
+    else if (!path) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     free(repo_dir);
     free(root);
     *out = path;
@@ -345,7 +345,7 @@ int hk_cache_receipt_forget(const char *cache_dir, const char *repo_id, const ch
     int rc = hk_cache_receipt_path(&path, cache_dir, repo_id, commit, variant);
     if (rc) return rc;
     if (unlink(path) != 0 && errno != ENOENT)
-        rc = hk_fail(hk_errno_code(errno), "cannot remove the verification receipt %s: %s", path, strerror(errno));
+        rc = hk__fail(hk__errno_code(errno), "cannot remove the verification receipt %s: %s", path, strerror(errno));
     free(path);
     return rc;
 }

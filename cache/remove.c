@@ -10,17 +10,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void hk_cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes) {
-    hk_cache_emit(c->fn, c->ud, "%s%s: %s", c->dry_run ? "would remove " : "removed ", c->label, what);
+void hk__cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes) {
+    hk__cache_emit(c->fn, c->ud, "%s%s: %s", c->dry_run ? "would remove " : "removed ", c->label, what);
     c->rep->removed++;
     c->rep->removed_bytes += bytes;
-    if (!c->dry_run && hk_rmtree(path) != HK_OK) {
-        hk_cache_emit(c->fn, c->ud, "cannot remove %s: %s", path, hk_last_error());
+    if (!c->dry_run && hk__rmtree(path) != HK_OK) {
+        hk__cache_emit(c->fn, c->ud, "cannot remove %s: %s", path, hk_last_error());
         hk_clear_error();
     }
 }
 
-int hk_cache_collect_used(void *p, const char *path, const char *rel, const struct stat *st) {
+int hk__cache_collect_used(void *p, const char *path, const char *rel, const struct stat *st) {
     hk_prune_ctx *c = p;
     if (!S_ISLNK(st->st_mode)) return HK_OK;
     char target[PATH_MAX];
@@ -29,8 +29,8 @@ int hk_cache_collect_used(void *p, const char *path, const char *rel, const stru
     target[n] = '\0';
     struct stat ts;
     if (stat(path, &ts) != 0) { /* broken link */
-        char *what = hk_asprintf("broken link snapshots/%s", rel);
-        hk_cache_remove_path(c, path, what ? what : rel, 0);
+        char *what = hk__asprintf("broken link snapshots/%s", rel);
+        hk__cache_remove_path(c, path, what ? what : rel, 0);
         free(what);
         return HK_OK;
     }
@@ -42,7 +42,7 @@ int hk_cache_collect_used(void *p, const char *path, const char *rel, const stru
     base = base ? base + 1 : target;
     if (HK_VEC_RESERVE(c->used, c->capused, c->nused + 1)) return HK_ERR_NOMEM;
     /* a name lost to a failed allocation would make its blob look unused: stop instead */
-    if (!(c->used[c->nused] = hk_strdup(base))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!(c->used[c->nused] = hk__strdup(base))) return hk__fail(HK_ERR_NOMEM, "out of memory");
     c->nused++;
     return HK_OK;
 }
@@ -50,38 +50,38 @@ int hk_cache_collect_used(void *p, const char *path, const char *rel, const stru
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static bool blob_locked(hk_prune_ctx *c, const char *etag) {
-    char *lp = hk_cache_lock_path(c->root, c->repo_dir, etag);
+    char *lp = hk__cache_lock_path(c->root, c->repo_dir, etag);
     int fd = -1;
     bool busy = false;
-    if (lp && hk_path_exists(lp)) {
-        if (hk_cache_lock_try(&fd, lp) == HK_OK && fd < 0) busy = true;
-        hk_cache_unlock(fd);
+    if (lp && hk__path_exists(lp)) {
+        if (hk__cache_lock_try(&fd, lp) == HK_OK && fd < 0) busy = true;
+        hk__cache_unlock(fd);
     }
     hk_clear_error();
     free(lp);
     return busy;
 }
 
-void hk_cache_prune_blobs(hk_prune_ctx *c) {
+void hk__cache_prune_blobs(hk_prune_ctx *c) {
     if (c->nused) qsort(c->used, c->nused, sizeof *c->used, cmp_str);
-    char *blobs = hk_path_join(c->repo_dir, "blobs");
+    char *blobs = hk__path_join(c->repo_dir, "blobs");
     DIR *d = blobs ? opendir(blobs) : NULL;
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
         if (name[0] == '.') continue;
-        char *path = hk_path_join(blobs, name);
+        char *path = hk__path_join(blobs, name);
         struct stat st;
         if (!path || lstat(path, &st) != 0) {
             free(path);
             continue;
         }
-        char *etag = hk_strndup(name, strcspn(name, "."));
+        char *etag = hk__strndup(name, strcspn(name, "."));
         bool temp = strchr(name, '.') != NULL;
         bool used = !temp && c->nused && bsearch(&name, c->used, c->nused, sizeof *c->used, cmp_str) != NULL;
         if ((temp || !used) && etag && !blob_locked(c, etag)) {
-            char *what = hk_asprintf("%s blobs/%s", temp ? "temp file" : "unreferenced blob", name);
-            hk_cache_remove_path(c, path, what ? what : name, (uint64_t)st.st_size);
+            char *what = hk__asprintf("%s blobs/%s", temp ? "temp file" : "unreferenced blob", name);
+            hk__cache_remove_path(c, path, what ? what : name, (uint64_t)st.st_size);
             free(what);
         }
         free(etag);
@@ -91,7 +91,7 @@ void hk_cache_prune_blobs(hk_prune_ctx *c) {
     free(blobs);
 }
 
-void hk_prune_ctx_free(hk_prune_ctx *c) {
+void hk__prune_ctx_free(hk_prune_ctx *c) {
     for (size_t i = 0; i < c->nused; i++) free(c->used[i]);
     free(c->used);
     c->used = NULL;

@@ -13,14 +13,14 @@
  * receipt folders matched (removed, or listed by a dry run). */
 static size_t remove_receipts(hk_prune_ctx *c, const char *commit, bool no_snapshot) {
     char *dirs[2];
-    size_t n = hk_receipt_repo_dirs(dirs, c->root, hk_cache_folder_of(c->repo_dir)), found = 0;
+    size_t n = hk__receipt_repo_dirs(dirs, c->root, hk__cache_folder_of(c->repo_dir)), found = 0;
     for (size_t i = 0; i < n; i++) {
-        char *p = commit ? hk_path_join(dirs[i], commit) : hk_strdup(dirs[i]);
-        if (p && hk_is_dir(p)) {
-            char *what = commit ? hk_asprintf("verification receipts of %s%s", commit,
+        char *p = commit ? hk__path_join(dirs[i], commit) : hk__strdup(dirs[i]);
+        if (p && hk__is_dir(p)) {
+            char *what = commit ? hk__asprintf("verification receipts of %s%s", commit,
                                               no_snapshot ? " (its snapshot was not in the cache)" : "")
                                 : NULL;
-            hk_cache_remove_path(c, p, what ? what : "verification receipts", 0);
+            hk__cache_remove_path(c, p, what ? what : "verification receipts", 0);
             free(what);
             found++;
         }
@@ -28,73 +28,73 @@ static size_t remove_receipts(hk_prune_ctx *c, const char *commit, bool no_snaps
         free(dirs[i]);
     }
     if (!commit && !c->dry_run) { /* .locks/<folder> once empty (never when lock files remain) */
-        char *ld = hk_asprintf("%s/.locks/%s", c->root, hk_cache_folder_of(c->repo_dir));
+        char *ld = hk__asprintf("%s/.locks/%s", c->root, hk__cache_folder_of(c->repo_dir));
         if (ld) rmdir(ld);
         free(ld);
     }
     return found;
 }
 
-int hk_cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
+int hk__cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
     hk_cache_line_fn fn = o->line_fn;
     void *ud = o->line_userdata;
     const char *repo_id = o->repo_id, *revision = o->revision;
     bool dry_run = o->dry_run != 0;
     hk_cache_repos repos;
-    int rc = hk_cache_list_repos(&repos, root, repo_id);
+    int rc = hk__cache_list_repos(&repos, root, repo_id);
     if (rc) return rc;
     if (repos.n == 0) {
-        hk_cache_repos_free(&repos);
-        return hk_fail(HK_ERR_NOT_FOUND, "%s is not in the cache %s", repo_id, root);
+        hk__cache_repos_free(&repos);
+        return hk__fail(HK_ERR_NOT_FOUND, "%s is not in the cache %s", repo_id, root);
     }
     bool found_rev = false;
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
         const char *dir = repos.dirs[i];
-        char *label = hk_asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
+        char *label = hk__asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
         hk_prune_ctx c = {rep, root, dir, label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
         if (!revision) {
-            char *blobs = hk_path_join(dir, "blobs");
-            uint64_t bytes = blobs ? hk_cache_dir_bytes(blobs) : 0;
+            char *blobs = hk__path_join(dir, "blobs");
+            uint64_t bytes = blobs ? hk__cache_dir_bytes(blobs) : 0;
             free(blobs);
-            hk_cache_remove_path(&c, dir, "whole repo", bytes);
+            hk__cache_remove_path(&c, dir, "whole repo", bytes);
             remove_receipts(&c, NULL, false);
             found_rev = true;
         } else {
             char commit[65];
             size_t rl = strlen(revision);
-            if ((rl == 40 || rl == 64) && hk_is_hex(revision, rl)) snprintf(commit, sizeof commit, "%s", revision);
-            else if (hk_cache_read_ref(commit, dir, revision) != HK_OK) {
+            if ((rl == 40 || rl == 64) && hk__is_hex(revision, rl)) snprintf(commit, sizeof commit, "%s", revision);
+            else if (hk__cache_read_ref(commit, dir, revision) != HK_OK) {
                 hk_clear_error();
                 free(label);
                 continue;
             }
-            char *snap = hk_asprintf("%s/snapshots/%s", dir, commit);
-            bool had_snap = snap && hk_is_dir(snap);
+            char *snap = hk__asprintf("%s/snapshots/%s", dir, commit);
+            bool had_snap = snap && hk__is_dir(snap);
             if (had_snap) {
                 found_rev = true;
-                char *what = hk_asprintf("snapshot %s", commit);
-                hk_cache_remove_path(&c, snap, what ? what : commit, 0);
+                char *what = hk__asprintf("snapshot %s", commit);
+                hk__cache_remove_path(&c, snap, what ? what : commit, 0);
                 free(what);
             }
             free(snap);
             /* receipts alone (snapshot removed by hand or by `hf cache rm`) are a match too: they
              * are what the caller asked to be rid of */
             if (remove_receipts(&c, commit, !had_snap)) found_rev = true;
-            char *ne = hk_asprintf("%s/.no_exist/%s", dir, commit);
-            if (ne && hk_path_exists(ne) && !dry_run) hk_rmtree(ne);
+            char *ne = hk__asprintf("%s/.no_exist/%s", dir, commit);
+            if (ne && hk__path_exists(ne) && !dry_run) hk__rmtree(ne);
             free(ne);
             /* refs naming that commit */
-            char *refs = hk_path_join(dir, "refs");
+            char *refs = hk__path_join(dir, "refs");
             DIR *d = refs ? opendir(refs) : NULL;
             struct dirent *de;
             while (d && (de = readdir(d)) != NULL) {
                 if (de->d_name[0] == '.') continue;
                 char cm[65];
-                if (hk_cache_read_ref(cm, dir, de->d_name) == HK_OK && strcmp(cm, commit) == 0) {
+                if (hk__cache_read_ref(cm, dir, de->d_name) == HK_OK && strcmp(cm, commit) == 0) {
                     found_rev = true;
-                    char *p = hk_path_join(refs, de->d_name);
-                    char *what = hk_asprintf("ref %s", de->d_name);
-                    if (p) hk_cache_remove_path(&c, p, what ? what : de->d_name, 0);
+                    char *p = hk__path_join(refs, de->d_name);
+                    char *what = hk__asprintf("ref %s", de->d_name);
+                    if (p) hk__cache_remove_path(&c, p, what ? what : de->d_name, 0);
                     free(what);
                     free(p);
                 }
@@ -104,18 +104,18 @@ int hk_cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_optio
             free(refs);
             /* blobs no longer referenced */
             if (!dry_run) {
-                char *snaps = hk_path_join(dir, "snapshots");
-                if (snaps) rc = hk_cache_walk(snaps, hk_cache_collect_used, &c, false);
+                char *snaps = hk__path_join(dir, "snapshots");
+                if (snaps) rc = hk__cache_walk(snaps, hk__cache_collect_used, &c, false);
                 free(snaps);
-                if (rc == HK_OK) hk_cache_prune_blobs(&c);
+                if (rc == HK_OK) hk__cache_prune_blobs(&c);
             }
         }
-        hk_prune_ctx_free(&c);
+        hk__prune_ctx_free(&c);
         free(label);
     }
-    hk_cache_repos_free(&repos);
+    hk__cache_repos_free(&repos);
     if (rc == HK_OK && !found_rev)
-        rc = hk_fail(HK_ERR_NOT_FOUND,
+        rc = hk__fail(HK_ERR_NOT_FOUND,
                      "revision '%s' of %s is not in the cache (no snapshot, ref or verification receipt "
                      "names it)", revision, repo_id);
     return rc;

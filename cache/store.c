@@ -12,25 +12,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-char *hk_cache_lock_path(const char *root, const char *repo_dir, const char *etag) {
+char *hk__cache_lock_path(const char *root, const char *repo_dir, const char *etag) {
     const char *folder = strrchr(repo_dir, '/');
     folder = folder ? folder + 1 : repo_dir;
-    return hk_asprintf("%s/.locks/%s/%s.lock", root, folder, etag);
+    return hk__asprintf("%s/.locks/%s/%s.lock", root, folder, etag);
 }
 
-int hk_cache_lock_try(int *out_fd, const char *lock_path) {
+int hk__cache_lock_try(int *out_fd, const char *lock_path) {
     *out_fd = -1;
-    char *dir = hk_strdup(lock_path);
-    if (!dir) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *dir = hk__strdup(lock_path);
+    if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
     *strrchr(dir, '/') = '\0';
-    int rc = hk_mkdirs(dir, 0777);
+    int rc = hk__mkdirs(dir, 0777);
     free(dir);
     if (rc) return rc;
     for (int tries = 0; tries < 20; tries++) {
         int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0664);
         if (fd < 0) {
             int e = errno;
-            return hk_fail(e == ELOOP ? HK_ERR_LOCK : hk_errno_code(e), "cannot open lock %s: %s", lock_path,
+            return hk__fail(e == ELOOP ? HK_ERR_LOCK : hk__errno_code(e), "cannot open lock %s: %s", lock_path,
                            strerror(e));
         }
         (void)fchmod(fd, 0664); /* so that other users of a shared cache can wait on it */
@@ -42,12 +42,12 @@ int hk_cache_lock_try(int *out_fd, const char *lock_path) {
             }
             if (e == ENOSYS || e == ENOTSUP || e == ENOLCK || e == EINVAL) {
                 /* no flock here: temp file + atomic rename still keep the blob correct */
-                hk_log(HK_LOG_DEBUG, "flock unsupported for %s (%s); continuing without a lock", lock_path, strerror(e));
+                hk__log(HK_LOG_DEBUG, "flock unsupported for %s (%s); continuing without a lock", lock_path, strerror(e));
                 *out_fd = fd;
                 return HK_OK;
             }
             close(fd);
-            return hk_fail(HK_ERR_LOCK, "cannot lock %s: %s", lock_path, strerror(e));
+            return hk__fail(HK_ERR_LOCK, "cannot lock %s: %s", lock_path, strerror(e));
         }
         /* the file we locked must still be the one at lock_path (someone may have replaced it) */
         struct stat a, b;
@@ -59,18 +59,18 @@ int hk_cache_lock_try(int *out_fd, const char *lock_path) {
         flock(fd, LOCK_UN);
         close(fd);
     }
-    return hk_fail(HK_ERR_LOCK, "lock file %s keeps being replaced; is another tool deleting it?", lock_path);
+    return hk__fail(HK_ERR_LOCK, "lock file %s keeps being replaced; is another tool deleting it?", lock_path);
 }
 
-int hk_cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms) {
+int hk__cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms) {
     long waited = 0, next_log = 10000;
     for (;;) {
-        int rc = hk_cache_lock_try(out_fd, lock_path);
+        int rc = hk__cache_lock_try(out_fd, lock_path);
         if (rc || *out_fd >= 0) return rc;
         if (timeout_ms >= 0 && waited >= timeout_ms)
-            return hk_fail(HK_ERR_LOCK, "timed out after %ld ms waiting for lock %s", waited, lock_path);
+            return hk__fail(HK_ERR_LOCK, "timed out after %ld ms waiting for lock %s", waited, lock_path);
         if (waited >= next_log) {
-            hk_log(HK_LOG_INFO, "still waiting for lock %s (another process is downloading)", lock_path);
+            hk__log(HK_LOG_INFO, "still waiting for lock %s (another process is downloading)", lock_path);
             next_log += 10000;
         }
         usleep(100 * 1000);
@@ -78,29 +78,29 @@ int hk_cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms) {
     }
 }
 
-void hk_cache_unlock(int fd) {
+void hk__cache_unlock(int fd) {
     if (fd < 0) return;
     flock(fd, LOCK_UN);
     close(fd); /* never unlink: a waiter may hold an fd to this inode */
 }
 
-int hk_cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag) {
+int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag) {
     *out_fd = -1;
     *out_tmp = NULL;
-    char *blobs = hk_path_join(repo_dir, "blobs");
-    if (!blobs) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    int rc = hk_mkdirs(blobs, 0777);
+    char *blobs = hk__path_join(repo_dir, "blobs");
+    if (!blobs) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = hk__mkdirs(blobs, 0777);
     if (rc) {
         free(blobs);
         return rc;
     }
     for (int i = 0; i < 8; i++) {
         char rnd[9];
-        hk_random_hex8(rnd);
-        char *tmp = hk_asprintf("%s/%s.%s.incomplete", blobs, etag, rnd);
+        hk__random_hex8(rnd);
+        char *tmp = hk__asprintf("%s/%s.%s.incomplete", blobs, etag, rnd);
         if (!tmp) {
             free(blobs);
-            return hk_fail(HK_ERR_NOMEM, "out of memory");
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
         }
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
         if (fd >= 0) {
@@ -113,27 +113,27 @@ int hk_cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, co
         free(tmp);
         if (e != EEXIST) {
             free(blobs);
-            return hk_fail(hk_errno_code(e), "cannot create a temp file in %s: %s", repo_dir, strerror(e));
+            return hk__fail(hk__errno_code(e), "cannot create a temp file in %s: %s", repo_dir, strerror(e));
         }
     }
     free(blobs);
-    return hk_fail(HK_ERR_IO, "cannot create a unique temp file in %s/blobs", repo_dir);
+    return hk__fail(HK_ERR_IO, "cannot create a unique temp file in %s/blobs", repo_dir);
 }
 
-int hk_cache_blob_commit(const char *tmp_path, const char *repo_dir, const char *etag) {
-    char *blob = hk_asprintf("%s/blobs/%s", repo_dir, etag);
-    if (!blob) return hk_fail(HK_ERR_NOMEM, "out of memory");
+int hk__cache_blob_commit(const char *tmp_path, const char *repo_dir, const char *etag) {
+    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
+    if (!blob) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;
     if (rename(tmp_path, blob) != 0) {
         int e = errno;
-        rc = hk_fail(hk_errno_code(e), "cannot move %s into place: %s", blob, strerror(e));
+        rc = hk__fail(hk__errno_code(e), "cannot move %s into place: %s", blob, strerror(e));
     }
     free(blob);
     return rc;
 }
 
-bool hk_cache_blob_present(const char *repo_dir, const char *etag, uint64_t size) {
-    char *blob = hk_asprintf("%s/blobs/%s", repo_dir, etag);
+bool hk__cache_blob_present(const char *repo_dir, const char *etag, uint64_t size) {
+    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
     if (!blob) return false;
     struct stat st;
     bool ok = lstat(blob, &st) == 0 && S_ISREG(st.st_mode) && (size == UINT64_MAX || (uint64_t)st.st_size == size);
@@ -141,8 +141,8 @@ bool hk_cache_blob_present(const char *repo_dir, const char *etag, uint64_t size
     return ok;
 }
 
-bool hk_cache_pointer_ok(const char *repo_dir, const char *commit, const char *path, const char *etag) {
-    char *ptr = hk_asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
+bool hk__cache_pointer_ok(const char *repo_dir, const char *commit, const char *path, const char *etag) {
+    char *ptr = hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
     if (!ptr) return false;
     struct stat st;
     bool ok = false;
@@ -158,10 +158,10 @@ bool hk_cache_pointer_ok(const char *repo_dir, const char *commit, const char *p
     return ok;
 }
 
-int hk_cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag) {
+int hk__cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag) {
     out_hex[0] = '\0';
     size_t n = strlen(etag);
-    *out_checkable = (n == 64 || n == 40) && hk_is_hex(etag, n);
+    *out_checkable = (n == 64 || n == 40) && hk__is_hex(etag, n);
     if (!*out_checkable) return HK_OK;
-    return hk_hash_file_hex(out_hex, 129, n == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, blob_path);
+    return hk__hash_file_hex(out_hex, 129, n == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, blob_path);
 }

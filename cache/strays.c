@@ -32,7 +32,7 @@ typedef struct sctx {
 
 static int visit(void *p, const hk_walk_entry *e, int post) {
     sctx *c = p;
-    if (hk_digest_skips(e->name, e->depth == 0) || hk_str_ends_with(e->name, ".tmp")) return HK_WALK_SKIP;
+    if (hk__digest_skips(e->name, e->depth == 0) || hk__str_ends_with(e->name, ".tmp")) return HK_WALK_SKIP;
     bool listed = is_listed(&c->files, e->rel);
     if (S_ISDIR(e->st.st_mode) && !listed) return HK_WALK_CONTINUE;
     if (!listed || S_ISDIR(e->st.st_mode)) { /* a directory the digest lists as a file: its whole tree */
@@ -42,11 +42,11 @@ static int visit(void *p, const hk_walk_entry *e, int post) {
     return HK_WALK_SKIP;
 }
 
-size_t hk_cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
-    char *meta = hk_path_join(vdir, "metadata.json");
+size_t hk__cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
+    char *meta = hk__path_join(vdir, "metadata.json");
     char *text = NULL;
     cJSON *j = NULL;
-    if (meta && hk_read_file(&text, NULL, meta, 16u << 20) == HK_OK) j = cJSON_Parse(text);
+    if (meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK) j = cJSON_Parse(text);
     free(text);
     free(meta);
     hk_clear_error();
@@ -59,7 +59,7 @@ size_t hk_cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
             cJSON *f;
             cJSON_ArrayForEach(f, files) if (f->string) c.files.names[c.files.n++] = f->string;
             if (c.files.n) qsort(c.files.names, c.files.n, sizeof *c.files.names, cmp_str);
-            if (hk_walk(vdir, 32, 0, visit, &c) != HK_OK) hk_clear_error(); /* the digest walk's depth limit */
+            if (hk__walk(vdir, 32, 0, visit, &c) != HK_OK) hk_clear_error(); /* the digest walk's depth limit */
         }
     }
     free(c.files.names);

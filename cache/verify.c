@@ -23,12 +23,12 @@ typedef struct vctx {
 static int verify_blob(void *p, const char *path, const char *rel, const struct stat *st) {
     vctx *c = p;
     if (S_ISDIR(st->st_mode)) return HK_OK;
-    if (hk_str_ends_with(rel, ".incomplete") || hk_str_ends_with(rel, ".tmp")) {
-        hk_cache_emit(c->fn, c->ud, "note: %s: leftover temp file blobs/%s (prune removes it)", c->label, rel);
+    if (hk__str_ends_with(rel, ".incomplete") || hk__str_ends_with(rel, ".tmp")) {
+        hk__cache_emit(c->fn, c->ud, "note: %s: leftover temp file blobs/%s (prune removes it)", c->label, rel);
         return HK_OK;
     }
     if (!S_ISREG(st->st_mode)) {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s is not a regular file", c->label, rel);
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s is not a regular file", c->label, rel);
         c->rep->problems++;
         return HK_OK;
     }
@@ -36,14 +36,14 @@ static int verify_blob(void *p, const char *path, const char *rel, const struct 
     c->rep->bytes += (uint64_t)st->st_size;
     char actual[129];
     bool checkable = false;
-    if (hk_cache_hash_blob(actual, &checkable, path, rel) != HK_OK) {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read blobs/%s: %s", c->label, rel, hk_last_error());
+    if (hk__cache_hash_blob(actual, &checkable, path, rel) != HK_OK) {
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read blobs/%s: %s", c->label, rel, hk_last_error());
         c->rep->problems++;
         hk_clear_error();
     } else if (!checkable) {
-        hk_cache_emit(c->fn, c->ud, "note: %s: blobs/%s is not named by a content hash; not verifiable", c->label, rel);
+        hk__cache_emit(c->fn, c->ud, "note: %s: blobs/%s is not named by a content hash; not verifiable", c->label, rel);
     } else if (strcmp(actual, rel) != 0) {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s content hash is %s (corrupt blob; `hubkern cache rm` and pull again)",
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s content hash is %s (corrupt blob; `hubkern cache rm` and pull again)",
                       c->label, rel, actual);
         c->rep->problems++;
     }
@@ -54,31 +54,31 @@ static int verify_link(void *p, const char *path, const char *rel, const struct 
     vctx *c = p;
     if (S_ISDIR(st->st_mode)) return HK_OK;
     if (!strchr(rel, '/')) {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is a file directly inside snapshots/", c->label, rel);
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is a file directly inside snapshots/", c->label, rel);
         c->rep->problems++;
         return HK_OK;
     }
     if (S_ISREG(st->st_mode)) {
-        if (hk_str_ends_with(rel, ".tmp")) hk_cache_emit(c->fn, c->ud, "note: %s: leftover temp file snapshots/%s", c->label, rel);
+        if (hk__str_ends_with(rel, ".tmp")) hk__cache_emit(c->fn, c->ud, "note: %s: leftover temp file snapshots/%s", c->label, rel);
         return HK_OK; /* no-symlink ("degraded") caches hold plain files */
     }
     if (!S_ISLNK(st->st_mode)) return HK_OK;
     char target[PATH_MAX];
     ssize_t n = readlink(path, target, sizeof target - 1);
     if (n <= 0) {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read link snapshots/%s", c->label, rel);
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read link snapshots/%s", c->label, rel);
         c->rep->problems++;
         return HK_OK;
     }
     target[n] = '\0';
     if (target[0] == '/') {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is an absolute link (%s); caches must use relative links", c->label,
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is an absolute link (%s); caches must use relative links", c->label,
                       rel, target);
         c->rep->problems++;
         return HK_OK;
     }
     char resolved[PATH_MAX], blobs[PATH_MAX];
-    char *bdir = hk_path_join(c->repo_dir, "blobs");
+    char *bdir = hk__path_join(c->repo_dir, "blobs");
     bool inside = false;
     if (bdir && realpath(bdir, blobs) && realpath(path, resolved)) {
         size_t bl = strlen(blobs);
@@ -87,10 +87,10 @@ static int verify_link(void *p, const char *path, const char *rel, const struct 
     free(bdir);
     struct stat ts;
     if (stat(path, &ts) != 0) {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s: Blob missing", c->label, rel, target);
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s: Blob missing", c->label, rel, target);
         c->rep->problems++;
     } else if (!inside) {
-        hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s points outside blobs/", c->label, rel, target);
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s points outside blobs/", c->label, rel, target);
         c->rep->problems++;
     }
     return HK_OK;
@@ -104,11 +104,11 @@ typedef struct stray_ctx {
 static void report_stray(void *p, const char *path, const char *rel, bool is_dir) {
     stray_ctx *s = p;
     if (is_dir)
-        hk_cache_emit(s->c->fn, s->c->ud,
+        hk__cache_emit(s->c->fn, s->c->ud,
                       "PROBLEM: %s: variant %s at %.8s: %s is a directory where the metadata.json digest lists a "
                       "file (`hubkern cache prune` removes it)", s->c->label, s->variant, s->commit, rel);
     else
-        hk_cache_emit(s->c->fn, s->c->ud,
+        hk__cache_emit(s->c->fn, s->c->ud,
                       "PROBLEM: %s: variant %s at %.8s: stray file %s is not in the metadata.json digest "
                       "(`hubkern cache prune` removes it)", s->c->label, s->variant, s->commit, rel);
     s->c->rep->problems++;
@@ -117,43 +117,43 @@ static void report_stray(void *p, const char *path, const char *rel, bool is_dir
 /* entries the digest lacks, in every variant; the digest of complete variants; incomplete ones
  * (interrupted pulls) are only noted */
 static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
-    char *build = hk_asprintf("%s/%s/build", snapdir, commit);
+    char *build = hk__asprintf("%s/%s/build", snapdir, commit);
     DIR *d = build ? opendir(build) : NULL;
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
-        char *vdir = hk_path_join(build, de->d_name);
-        char *meta = vdir ? hk_path_join(vdir, "metadata.json") : NULL;
+        char *vdir = hk__path_join(build, de->d_name);
+        char *meta = vdir ? hk__path_join(vdir, "metadata.json") : NULL;
         char *text = NULL;
         stray_ctx sc = {c, commit, de->d_name};
-        if (vdir && hk_cache_variant_strays(vdir, report_stray, &sc)) {
-            char *rp = hk_receipt_path(c->root, c->repo_dir, commit, de->d_name);
-            hk_receipt_remove(rp); /* no load may trust a variant with entries its digest lacks */
+        if (vdir && hk__cache_variant_strays(vdir, report_stray, &sc)) {
+            char *rp = hk__receipt_path(c->root, c->repo_dir, commit, de->d_name);
+            hk__receipt_remove(rp); /* no load may trust a variant with entries its digest lacks */
             free(rp);
         }
-        if (meta && hk_read_file(&text, NULL, meta, 16u << 20) == HK_OK) {
+        if (meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK) {
             cJSON *j = cJSON_Parse(text);
             cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
             size_t missing = 0;
             cJSON *f;
             cJSON_ArrayForEach(f, files) {
-                char *fp = hk_path_join(vdir, f->string);
+                char *fp = hk__path_join(vdir, f->string);
                 struct stat st;
-                if (!fp || !hk_path_is_safe_relative(f->string) || stat(fp, &st) != 0) missing++;
+                if (!fp || !hk__path_is_safe_relative(f->string) || stat(fp, &st) != 0) missing++;
                 free(fp);
             }
             if (missing) {
-                hk_cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled)", c->label,
+                hk__cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled)", c->label,
                               de->d_name, commit, missing, missing == 1 ? "" : "s");
             } else if (files) {
                 bool has = false;
                 /* always every byte: receipts are neither read nor written here */
-                if (hk_verify_variant_digest(&has, NULL, vdir) != HK_OK) {
-                    hk_cache_emit(c->fn, c->ud, "PROBLEM: %s: %s", c->label, hk_last_error());
+                if (hk__verify_variant_digest(&has, NULL, vdir) != HK_OK) {
+                    hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: %s", c->label, hk_last_error());
                     c->rep->problems++;
                     /* and a pull must not skip these files on the strength of an older receipt */
-                    char *rp = hk_receipt_path(c->root, c->repo_dir, commit, de->d_name);
-                    hk_receipt_remove(rp);
+                    char *rp = hk__receipt_path(c->root, c->repo_dir, commit, de->d_name);
+                    hk__receipt_remove(rp);
                     free(rp);
                 }
             }
@@ -168,32 +168,32 @@ static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
     free(build);
 }
 
-int hk_cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
+int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
     hk_cache_line_fn fn = o->line_fn;
     void *ud = o->line_userdata;
     const char *repo_id = o->repo_id;
     hk_cache_repos repos;
-    int rc = hk_cache_list_repos(&repos, root, repo_id);
+    int rc = hk__cache_list_repos(&repos, root, repo_id);
     if (rc) return rc;
     if (repo_id && repos.n == 0) {
-        hk_cache_repos_free(&repos);
-        return hk_fail(HK_ERR_NOT_FOUND, "%s is not in the cache %s", repo_id, root);
+        hk__cache_repos_free(&repos);
+        return hk__fail(HK_ERR_NOT_FOUND, "%s is not in the cache %s", repo_id, root);
     }
     for (size_t i = 0; i < repos.n && rc == HK_OK; i++) {
         const char *dir = repos.dirs[i];
-        char *label = hk_asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
+        char *label = hk__asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
         vctx c = {rep, dir, label ? label : repos.ids[i], fn, ud, root};
         rep->repos++;
-        char *blobs = hk_path_join(dir, "blobs");
-        char *snaps = hk_path_join(dir, "snapshots");
-        if (!hk_is_dir(snaps)) {
-            hk_cache_emit(fn, ud, "PROBLEM: %s: no snapshots/ directory", c.label);
+        char *blobs = hk__path_join(dir, "blobs");
+        char *snaps = hk__path_join(dir, "snapshots");
+        if (!hk__is_dir(snaps)) {
+            hk__cache_emit(fn, ud, "PROBLEM: %s: no snapshots/ directory", c.label);
             rep->problems++;
         }
-        if (blobs) rc = hk_cache_walk(blobs, verify_blob, &c, false);
-        if (rc == HK_OK && snaps) rc = hk_cache_walk(snaps, verify_link, &c, false);
+        if (blobs) rc = hk__cache_walk(blobs, verify_blob, &c, false);
+        if (rc == HK_OK && snaps) rc = hk__cache_walk(snaps, verify_link, &c, false);
         /* refs */
-        char *refs = hk_path_join(dir, "refs");
+        char *refs = hk__path_join(dir, "refs");
         DIR *d = NULL;
         struct dirent *de;
         d = snaps ? opendir(snaps) : NULL;
@@ -207,27 +207,27 @@ int hk_cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_o
             DIR *rd = opendir(refs);
             while (rd && (de = readdir(rd)) != NULL) {
                 if (de->d_name[0] == '.') continue;
-                char *rp = hk_path_join(refs, de->d_name);
-                if (rp && hk_is_dir(rp)) {
+                char *rp = hk__path_join(refs, de->d_name);
+                if (rp && hk__is_dir(rp)) {
                     free(rp);
                     continue; /* nested refs (refs/pr/N) are read by Python the same way; skip */
                 }
                 char *data = NULL;
                 size_t len = 0;
                 rep->refs++;
-                if (hk_str_ends_with(de->d_name, ".tmp")) {
-                    hk_cache_emit(fn, ud, "note: %s: leftover temp file refs/%s", c.label, de->d_name);
-                } else if (!rp || hk_read_file(&data, &len, rp, 256) != HK_OK) {
-                    hk_cache_emit(fn, ud, "PROBLEM: %s: cannot read refs/%s", c.label, de->d_name);
+                if (hk__str_ends_with(de->d_name, ".tmp")) {
+                    hk__cache_emit(fn, ud, "note: %s: leftover temp file refs/%s", c.label, de->d_name);
+                } else if (!rp || hk__read_file(&data, &len, rp, 256) != HK_OK) {
+                    hk__cache_emit(fn, ud, "PROBLEM: %s: cannot read refs/%s", c.label, de->d_name);
                     rep->problems++;
-                } else if (!((len == 40 || len == 64) && hk_is_hex(data, len))) {
-                    hk_cache_emit(fn, ud, "PROBLEM: %s: refs/%s does not hold exactly a commit id (Python would misread it)",
+                } else if (!((len == 40 || len == 64) && hk__is_hex(data, len))) {
+                    hk__cache_emit(fn, ud, "PROBLEM: %s: refs/%s does not hold exactly a commit id (Python would misread it)",
                                   c.label, de->d_name);
                     rep->problems++;
                 } else {
-                    char *sd = hk_asprintf("%s/%s", snaps, data);
-                    if (!sd || !hk_is_dir(sd)) {
-                        hk_cache_emit(fn, ud, "PROBLEM: %s: refs/%s names %s but snapshots/%s is missing", c.label, de->d_name,
+                    char *sd = hk__asprintf("%s/%s", snaps, data);
+                    if (!sd || !hk__is_dir(sd)) {
+                        hk__cache_emit(fn, ud, "PROBLEM: %s: refs/%s names %s but snapshots/%s is missing", c.label, de->d_name,
                                       data, data);
                         rep->problems++;
                     }
@@ -244,6 +244,6 @@ int hk_cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_o
         free(snaps);
         free(label);
     }
-    hk_cache_repos_free(&repos);
+    hk__cache_repos_free(&repos);
     return rc;
 }

@@ -11,16 +11,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
-void hk_cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) {
+void hk__cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) {
     if (!fn) return;
     va_list ap;
     va_start(ap, fmt);
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_vprintf(&sb, fmt, ap);
+    hk__sb_init(&sb);
+    hk__sb_vprintf(&sb, fmt, ap);
     va_end(ap);
     if (sb.data) fn(ud, sb.data);
-    hk_sb_free(&sb);
+    hk__sb_free(&sb);
 }
 
 /* "kernels--org--name" -> type + "org/name". */
@@ -30,23 +30,23 @@ static bool parse_folder(const char *name, hk_repo_type *type, char **repo_id) {
         size_t pl = strlen(pfx[t]);
         if (strncmp(name, pfx[t], pl) != 0 || !name[pl]) continue;
         hk_strbuf sb;
-        hk_sb_init(&sb);
+        hk__sb_init(&sb);
         for (const char *p = name + pl; *p;) {
             const char *e = strstr(p, "--");
             size_t n = e ? (size_t)(e - p) : strlen(p);
-            if (sb.len) hk_sb_append(&sb, "/");
-            hk_sb_append_n(&sb, p, n);
+            if (sb.len) hk__sb_append(&sb, "/");
+            hk__sb_append_n(&sb, p, n);
             p += n;
             if (*p) p += 2;
         }
         *type = (hk_repo_type)t;
-        *repo_id = hk_sb_steal(&sb);
+        *repo_id = hk__sb_steal(&sb);
         return *repo_id != NULL;
     }
     return false;
 }
 
-void hk_cache_repos_free(hk_cache_repos *r) {
+void hk__cache_repos_free(hk_cache_repos *r) {
     for (size_t i = 0; i < r->n; i++) {
         free(r->dirs[i]);
         free(r->ids[i]);
@@ -59,12 +59,12 @@ void hk_cache_repos_free(hk_cache_repos *r) {
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_id) {
+int hk__cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_id) {
     memset(out, 0, sizeof *out);
     DIR *d = opendir(root);
     if (!d) {
         if (errno == ENOENT) return HK_OK;
-        return hk_fail(hk_errno_code(errno), "cannot read cache %s: %s", root, strerror(errno));
+        return hk__fail(hk__errno_code(errno), "cannot read cache %s: %s", root, strerror(errno));
     }
     size_t cap_dirs = 0, cap_ids = 0, cap_types = 0, ncap = 0;
     struct dirent *de;
@@ -72,7 +72,7 @@ int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_
     size_t nn = 0;
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
-        char *name = hk_strdup(de->d_name);
+        char *name = hk__strdup(de->d_name);
         if (!name || HK_VEC_RESERVE(names, ncap, nn + 1)) {
             free(name);
             break;
@@ -86,8 +86,8 @@ int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_
         hk_repo_type type;
         char *id = NULL;
         if (!names[k] || !parse_folder(names[k], &type, &id)) continue;
-        char *dir = hk_path_join(root, names[k]);
-        if (!dir || !hk_is_dir(dir) || (repo_id && strcmp(repo_id, id) != 0)) {
+        char *dir = hk__path_join(root, names[k]);
+        if (!dir || !hk__is_dir(dir) || (repo_id && strcmp(repo_id, id) != 0)) {
             free(dir);
             free(id);
             continue;
@@ -106,7 +106,7 @@ int hk_cache_list_repos(hk_cache_repos *out, const char *root, const char *repo_
     }
     for (size_t k = 0; k < nn; k++) free(names[k]);
     free(names);
-    if (rc) hk_cache_repos_free(out);
+    if (rc) hk__cache_repos_free(out);
     return rc;
 }
 
@@ -122,20 +122,20 @@ static int adapt(void *p, const hk_walk_entry *e, int post) {
     return a->fn(a->ud, e->path, e->rel, &e->st) == HK_OK ? HK_WALK_CONTINUE : -1;
 }
 
-int hk_cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs) {
+int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs) {
     DIR *d = opendir(dir); /* a repo without snapshots/ or blobs/ has nothing to visit */
     if (!d) return HK_OK;
     closedir(d);
     walk_adapter a = {fn, ud, post_dirs};
-    return hk_walk(dir, -1, post_dirs ? HK_WALK_POSTORDER : 0, adapt, &a);
+    return hk__walk(dir, -1, post_dirs ? HK_WALK_POSTORDER : 0, adapt, &a);
 }
 
-uint64_t hk_cache_dir_bytes(const char *dir) {
+uint64_t hk__cache_dir_bytes(const char *dir) {
     uint64_t total = 0;
     DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
-        char *p = hk_path_join(dir, de->d_name);
+        char *p = hk__path_join(dir, de->d_name);
         struct stat st;
         if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
         free(p);
@@ -144,20 +144,20 @@ uint64_t hk_cache_dir_bytes(const char *dir) {
     return total;
 }
 
-const char *hk_cache_folder_of(const char *repo_dir) {
+const char *hk__cache_folder_of(const char *repo_dir) {
     const char *f = strrchr(repo_dir, '/');
     return f ? f + 1 : repo_dir;
 }
 
-bool hk_cache_commit_referenced(const char *repo_dir, const char *commit) {
-    char *refs = hk_path_join(repo_dir, "refs");
+bool hk__cache_commit_referenced(const char *repo_dir, const char *commit) {
+    char *refs = hk__path_join(repo_dir, "refs");
     DIR *d = refs ? opendir(refs) : NULL;
     struct dirent *de;
     bool found = false;
     while (d && !found && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
         char c[65];
-        if (hk_cache_read_ref(c, repo_dir, de->d_name) == HK_OK && strcmp(c, commit) == 0) found = true;
+        if (hk__cache_read_ref(c, repo_dir, de->d_name) == HK_OK && strcmp(c, commit) == 0) found = true;
         hk_clear_error();
     }
     if (d) closedir(d);

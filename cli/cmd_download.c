@@ -52,7 +52,7 @@ static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lo
     char *repo = NULL, *rev = NULL, *commit = NULL;
     int rc = hk_hub_resolve_spec(&repo, &rev, &commit, hub, &s);
     if (rc == HK_OK && strcmp(repo, repo_id) != 0)
-        rc = hk_fail(HK_ERR_LOCKFILE,
+        rc = hk__fail(HK_ERR_LOCKFILE,
                      "%s pins %s at %.12s, but kernel-status.toml there redirects to %s@%s, which a locked "
                      "load would not find: re-run `hubkern lock` for %s to pin %s",
                      lockpath, repo_id, locked, repo, rev, repo_id, repo);

@@ -103,7 +103,7 @@ int hk_cmd_info(int argc, char **argv) {
     if (version >= 0) cJSON_AddNumberToObject(j, "version", version);
     else cJSON_AddStringToObject(j, "revision", revision);
     if (strcmp(dest, repo) != 0) {
-        char *what = hk_asprintf("showing %s@%s", dest, dest_rev);
+        char *what = hk__asprintf("showing %s@%s", dest, dest_rev);
         hk_cli_note_redirect(repo, dest, what);
         free(what);
         cJSON_AddStringToObject(j, "redirects_to", dest);
@@ -132,8 +132,8 @@ int hk_cmd_info(int argc, char **argv) {
         cJSON_AddStringToObject(j, "selected_variant_error", hk_last_error());
     hk_free(best);
     char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, dest);
-    char *snap = dir ? hk_asprintf("%s/snapshots/%s", dir, commit) : NULL;
-    cJSON_AddBoolToObject(j, "cached", snap && hk_is_dir(snap));
+    char *snap = dir ? hk__asprintf("%s/snapshots/%s", dir, commit) : NULL;
+    cJSON_AddBoolToObject(j, "cached", snap && hk__is_dir(snap));
     free(dir);
     free(snap);
     hk_hub_strv_free(names);

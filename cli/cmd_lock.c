@@ -131,7 +131,7 @@ int hk_cmd_lock(int argc, char **argv) {
         else snprintf(asked, sizeof asked, "%s v%d", e[i].repo_id, e[i].version);
         if (strcmp(repo, e[i].repo_id) != 0) {
             /* pin the destination at the revision the last redirect named ("vN" is version N) */
-            char *what = hk_asprintf("the lock pins %s@%s (load it as %s)", repo, rev, repo);
+            char *what = hk__asprintf("the lock pins %s@%s (load it as %s)", repo, rev, repo);
             hk_cli_note_redirect(e[i].repo_id, repo, what);
             free(what);
             e[i].repo_id = owned[nowned++] = strdup(repo);

@@ -92,7 +92,7 @@ static int sv_push(strvec *sv, const char *s) {
         sv->v = nv;
         sv->cap = cap;
     }
-    if (!(sv->v[sv->n] = hk_strdup(s))) return -1;
+    if (!(sv->v[sv->n] = hk__strdup(s))) return -1;
     sv->n++;
     return 0;
 }
@@ -270,7 +270,7 @@ int hk_cmd_serve(int argc, char **argv) {
     int sig = 0;
     while (sigwait(&stop, &sig) != 0) {
     }
-    hk_log(HK_LOG_INFO, "signal %d: stopping", sig);
+    hk__log(HK_LOG_INFO, "signal %d: stopping", sig);
     hk_server_stop(srv);
     free(root);
     fprintf(stderr, "hubkern serve: stopped\n");

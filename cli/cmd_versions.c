@@ -67,7 +67,7 @@ int hk_cmd_versions(int argc, char **argv) {
             s.revision = hk_hub_version_list_commit(v, i);
             s.trust_remote_code = 1; /* only looks */
             if (hk_hub_resolve_spec(&dest, &dest_rev, &dcommit, hub, &s) != HK_OK) {
-                redirect_error = hk_asprintf("%s [%s]", hk_last_error(), hk_error_name(hk_last_error_code()));
+                redirect_error = hk__asprintf("%s [%s]", hk_last_error(), hk_error_name(hk_last_error_code()));
             } else if (strcmp(dest, repo) == 0) {
                 hk_free(dest);
                 hk_free(dest_rev);

@@ -15,7 +15,7 @@ size_t hk_git_lfs_pointer(char *buf, size_t cap, const char *sha256_hex, uint64_
 }
 
 static void git_hash_object(char out[41], const char *kind, const void *data, size_t len) {
-    hk_hasher *h = hk_hasher_new(HK_HASH_SHA1, 0);
+    hk_hasher *h = hk__hasher_new(HK_HASH_SHA1, 0);
     unsigned char d[64];
     if (!h) {
         out[0] = '\0';
@@ -23,10 +23,10 @@ static void git_hash_object(char out[41], const char *kind, const void *data, si
     }
     char hdr[48];
     int n = snprintf(hdr, sizeof hdr, "%s %zu", kind, len);
-    hk_hasher_update(h, hdr, (size_t)n + 1); /* with its NUL */
-    hk_hasher_update(h, data, len);
-    hk_hasher_finish(h, d);
-    hk_hex(out, d, 20);
+    hk__hasher_update(h, hdr, (size_t)n + 1); /* with its NUL */
+    hk__hasher_update(h, data, len);
+    hk__hasher_finish(h, d);
+    hk__hex(out, d, 20);
 }
 
 void hk_git_lfs_pointer_oid(char out[41], size_t *pointer_size, const char *sha256_hex, uint64_t size) {
@@ -40,18 +40,18 @@ void hk_git_commit_oid(char out[41], const char *tree_oid, const char *parent_oi
     /* Fixed identity and time: the id depends only on tree, parent and message. */
     static const char who[] = "hubkern <hubkern@localhost> 0 +0000";
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_printf(&sb, "tree %s\n", tree_oid);
-    if (parent_oid && *parent_oid) hk_sb_printf(&sb, "parent %s\n", parent_oid);
-    hk_sb_printf(&sb, "author %s\ncommitter %s\n\n%s", who, who, message ? message : "");
-    if (sb.len == 0 || sb.data[sb.len - 1] != '\n') hk_sb_append(&sb, "\n");
+    hk__sb_init(&sb);
+    hk__sb_printf(&sb, "tree %s\n", tree_oid);
+    if (parent_oid && *parent_oid) hk__sb_printf(&sb, "parent %s\n", parent_oid);
+    hk__sb_printf(&sb, "author %s\ncommitter %s\n\n%s", who, who, message ? message : "");
+    if (sb.len == 0 || sb.data[sb.len - 1] != '\n') hk__sb_append(&sb, "\n");
     if (sb.oom) {
         out[0] = '\0';
-        hk_sb_free(&sb);
+        hk__sb_free(&sb);
         return;
     }
     git_hash_object(out, "commit", sb.data, sb.len);
-    hk_sb_free(&sb);
+    hk__sb_free(&sb);
 }
 
 /* ---- listings ------------------------------------------------------------------------------ */
@@ -96,7 +96,7 @@ static hk_sentry *listing_push(hk_listing *l) {
 
 int hk_listing_add_file(hk_listing *l, char *path, uint64_t size, const char *etag, bool lfs) {
     hk_sentry *e = listing_push(l);
-    if (!e) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!e) return hk__fail(HK_ERR_NOMEM, "out of memory");
     e->path = path;
     e->size = size;
     e->lfs = lfs;
@@ -180,20 +180,20 @@ static size_t hash_tree(hk_listing *l, size_t i, const char *prefix, size_t plen
     }
     qsort(items, n, sizeof *items, tree_item_cmp);
     hk_strbuf body;
-    hk_sb_init(&body);
+    hk__sb_init(&body);
     for (size_t k = 0; k < n; k++) {
-        hk_sb_append(&body, items[k].dir ? "40000 " : "100644 ");
-        hk_sb_append_n(&body, items[k].name, items[k].name_len);
-        hk_sb_append_n(&body, "\0", 1);
-        hk_sb_append_n(&body, (const char *)items[k].id, 20);
+        hk__sb_append(&body, items[k].dir ? "40000 " : "100644 ");
+        hk__sb_append_n(&body, items[k].name, items[k].name_len);
+        hk__sb_append_n(&body, "\0", 1);
+        hk__sb_append_n(&body, (const char *)items[k].id, 20);
     }
     free(items);
     if (body.oom) {
-        hk_sb_free(&body);
+        hk__sb_free(&body);
         return (size_t)-1;
     }
     git_hash_object(out_oid, "tree", body.data ? body.data : "", body.len);
-    hk_sb_free(&body);
+    hk__sb_free(&body);
     return i;
 }
 
@@ -217,12 +217,12 @@ int hk_listing_finish(hk_listing *l) {
             size_t dlen = (size_t)(s - p);
             /* the previous file shares this prefix → the directory was added already */
             if (i > 0 && strncmp(l->v[i - 1].path, p, dlen) == 0 && l->v[i - 1].path[dlen] == '/') continue;
-            char *d = hk_strndup(p, dlen);
-            if (!d) return hk_fail(HK_ERR_NOMEM, "out of memory");
+            char *d = hk__strndup(p, dlen);
+            if (!d) return hk__fail(HK_ERR_NOMEM, "out of memory");
             hk_sentry *e = listing_push(l);
             if (!e) {
                 free(d);
-                return hk_fail(HK_ERR_NOMEM, "out of memory");
+                return hk__fail(HK_ERR_NOMEM, "out of memory");
             }
             e->path = d;
             e->is_dir = true;
@@ -231,7 +231,7 @@ int hk_listing_finish(hk_listing *l) {
         }
     }
     qsort(l->v, l->n, sizeof *l->v, entry_cmp);
-    if (hash_tree(l, 0, "", 0, l->root_oid) == (size_t)-1) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (hash_tree(l, 0, "", 0, l->root_oid) == (size_t)-1) return hk__fail(HK_ERR_NOMEM, "out of memory");
     return HK_OK;
 }
 

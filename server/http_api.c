@@ -9,19 +9,19 @@
 
 void hk_srv_json_entry(hk_strbuf *sb, const hk_sentry *e) {
     if (e->is_dir) {
-        hk_sb_append(sb, "{\"type\":\"directory\",\"oid\":\"");
-        hk_sb_append(sb, e->oid);
-        hk_sb_append(sb, "\",\"size\":0,\"path\":");
-        hk_sb_json_str(sb, e->path);
-        hk_sb_append(sb, "}");
+        hk__sb_append(sb, "{\"type\":\"directory\",\"oid\":\"");
+        hk__sb_append(sb, e->oid);
+        hk__sb_append(sb, "\",\"size\":0,\"path\":");
+        hk__sb_json_str(sb, e->path);
+        hk__sb_append(sb, "}");
         return;
     }
-    hk_sb_printf(sb, "{\"type\":\"file\",\"oid\":\"%s\",\"size\":%llu,\"path\":", e->oid, (unsigned long long)e->size);
-    hk_sb_json_str(sb, e->path);
+    hk__sb_printf(sb, "{\"type\":\"file\",\"oid\":\"%s\",\"size\":%llu,\"path\":", e->oid, (unsigned long long)e->size);
+    hk__sb_json_str(sb, e->path);
     if (e->lfs)
-        hk_sb_printf(sb, ",\"lfs\":{\"oid\":\"%s\",\"size\":%llu,\"pointerSize\":%zu}", e->etag,
+        hk__sb_printf(sb, ",\"lfs\":{\"oid\":\"%s\",\"size\":%llu,\"pointerSize\":%zu}", e->etag,
                      (unsigned long long)e->size, e->pointer_size);
-    hk_sb_append(sb, "}");
+    hk__sb_append(sb, "}");
 }
 
 enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
@@ -33,7 +33,7 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
     }
     const hk_listing l = *lp;
     bool blobs = hk_srv_query_true(c, "blobs");
-    char *snap = hk_asprintf("%s/snapshots/%s", repo->dir, commit);
+    char *snap = hk__asprintf("%s/snapshots/%s", repo->dir, commit);
     struct stat st;
     time_t mtime = snap && stat(snap, &st) == 0 ? st.st_mtime : time(NULL);
     free(snap);
@@ -41,22 +41,22 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
     hk_srv_iso_time(when, mtime);
     const char *slash = strchr(repo->id, '/');
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "{\"_id\":");
-    hk_sb_json_str(&sb, repo->id);
-    hk_sb_append(&sb, ",\"id\":");
-    hk_sb_json_str(&sb, repo->id);
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, "{\"_id\":");
+    hk__sb_json_str(&sb, repo->id);
+    hk__sb_append(&sb, ",\"id\":");
+    hk__sb_json_str(&sb, repo->id);
     if (repo->type == HK_REPO_MODEL) {
-        hk_sb_append(&sb, ",\"modelId\":");
-        hk_sb_json_str(&sb, repo->id);
+        hk__sb_append(&sb, ",\"modelId\":");
+        hk__sb_json_str(&sb, repo->id);
     }
     if (slash) {
-        char *author = hk_strndup(repo->id, (size_t)(slash - repo->id));
-        hk_sb_append(&sb, ",\"author\":");
-        hk_sb_json_str(&sb, author ? author : "");
+        char *author = hk__strndup(repo->id, (size_t)(slash - repo->id));
+        hk__sb_append(&sb, ",\"author\":");
+        hk__sb_json_str(&sb, author ? author : "");
         free(author);
     }
-    hk_sb_printf(&sb,
+    hk__sb_printf(&sb,
                  ",\"sha\":\"%s\",\"lastModified\":\"%s\",\"createdAt\":\"%s\",\"private\":false,\"gated\":false,"
                  "\"disabled\":false,\"downloads\":0,\"likes\":0,\"tags\":[],\"usedStorage\":%llu,\"siblings\":[",
                  commit, when, when, (unsigned long long)l.total_bytes);
@@ -64,19 +64,19 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
     for (size_t i = 0; i < l.n; i++) {
         const hk_sentry *e = &l.v[i];
         if (e->is_dir) continue;
-        if (!first) hk_sb_append(&sb, ",");
+        if (!first) hk__sb_append(&sb, ",");
         first = false;
-        hk_sb_append(&sb, "{\"rfilename\":");
-        hk_sb_json_str(&sb, e->path);
+        hk__sb_append(&sb, "{\"rfilename\":");
+        hk__sb_json_str(&sb, e->path);
         if (blobs) {
-            hk_sb_printf(&sb, ",\"size\":%llu,\"blobId\":\"%s\"", (unsigned long long)e->size, e->oid);
+            hk__sb_printf(&sb, ",\"size\":%llu,\"blobId\":\"%s\"", (unsigned long long)e->size, e->oid);
             if (e->lfs)
-                hk_sb_printf(&sb, ",\"lfs\":{\"sha256\":\"%s\",\"size\":%llu,\"pointerSize\":%zu}", e->etag,
+                hk__sb_printf(&sb, ",\"lfs\":{\"sha256\":\"%s\",\"size\":%llu,\"pointerSize\":%zu}", e->etag,
                              (unsigned long long)e->size, e->pointer_size);
         }
-        hk_sb_append(&sb, "}");
+        hk__sb_append(&sb, "}");
     }
-    hk_sb_append(&sb, "]}");
+    hk__sb_append(&sb, "]}");
     hk_store_list_release(srv->store, lp);
     return hk_srv_send_json(c, ctx, 200, &sb, NULL);
 }
@@ -86,16 +86,16 @@ static char *tree_next_link(hk_server *srv, struct MHD_Connection *c, const repo
                             const char *path, bool recursive, size_t next_cursor) {
     char *base = hk_srv_base_url(srv, c);
     hk_strbuf lk;
-    hk_sb_init(&lk);
-    hk_sb_printf(&lk, "<%s/api/%s/%s/tree/%s", base ? base : "", hk_repo_type_plural(repo->type), repo->id, commit);
+    hk__sb_init(&lk);
+    hk__sb_printf(&lk, "<%s/api/%s/%s/tree/%s", base ? base : "", hk_repo_type_plural(repo->type), repo->id, commit);
     if (*path) {
-        hk_sb_append(&lk, "/");
-        hk_sb_pct_encode(&lk, path, true);
+        hk__sb_append(&lk, "/");
+        hk__sb_pct_encode(&lk, path, true);
     }
-    hk_sb_printf(&lk, "?recursive=%s&expand=false&cursor=%zu>; rel=\"next\"", recursive ? "true" : "false",
+    hk__sb_printf(&lk, "?recursive=%s&expand=false&cursor=%zu>; rel=\"next\"", recursive ? "true" : "false",
                  next_cursor);
     free(base);
-    return hk_sb_steal(&lk);
+    return hk__sb_steal(&lk);
 }
 
 enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
@@ -129,8 +129,8 @@ enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req
     }
     size_t plen = strlen(path);
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "[");
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, "[");
     size_t idx = 0, emitted = 0;
     bool more = false;
     for (size_t i = 0; i < l.n; i++) {
@@ -148,11 +148,11 @@ enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req
             more = true;
             break;
         }
-        if (emitted) hk_sb_append(&sb, ",");
+        if (emitted) hk__sb_append(&sb, ",");
         hk_srv_json_entry(&sb, &l.v[i]);
         emitted++;
     }
-    hk_sb_append(&sb, "]");
+    hk__sb_append(&sb, "]");
     hk_store_list_release(srv->store, lp);
     char *link = more ? tree_next_link(srv, c, repo, commit, path, recursive, cursor + emitted) : NULL;
     enum MHD_Result ret = hk_srv_send_json(c, ctx, 200, &sb, link);
@@ -169,49 +169,49 @@ enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const
     }
     bool prs = hk_srv_query_true(c, "include_prs");
     hk_strbuf br, tg, pr;
-    hk_sb_init(&br);
-    hk_sb_init(&tg);
-    hk_sb_init(&pr);
+    hk__sb_init(&br);
+    hk__sb_init(&tg);
+    hk__sb_init(&pr);
     for (size_t i = 0; i < n; i++) {
         const char *name = refs[i].name;
         hk_strbuf *sb;
         const char *shown = name;
         char *full = NULL;
-        if (hk_str_starts_with(name, "refs/pr/")) {
+        if (hk__str_starts_with(name, "refs/pr/")) {
             sb = &pr;
-            full = hk_strdup(name);
-        } else if (hk_str_starts_with(name, "refs/tags/")) {
+            full = hk__strdup(name);
+        } else if (hk__str_starts_with(name, "refs/tags/")) {
             sb = &tg;
             shown = name + 10;
-            full = hk_strdup(name);
-        } else if (hk_str_starts_with(name, "refs/heads/")) {
+            full = hk__strdup(name);
+        } else if (hk__str_starts_with(name, "refs/heads/")) {
             sb = &br;
             shown = name + 11;
-            full = hk_strdup(name);
-        } else if (hk_str_starts_with(name, "refs/")) {
+            full = hk__strdup(name);
+        } else if (hk__str_starts_with(name, "refs/")) {
             continue;
         } else {
             sb = &br;
-            full = hk_asprintf("refs/heads/%s", name);
+            full = hk__asprintf("refs/heads/%s", name);
         }
-        if (sb->len) hk_sb_append(sb, ",");
-        hk_sb_append(sb, "{\"name\":");
-        hk_sb_json_str(sb, shown);
-        hk_sb_append(sb, ",\"ref\":");
-        hk_sb_json_str(sb, full ? full : "");
-        hk_sb_printf(sb, ",\"targetCommit\":\"%s\"}", refs[i].commit);
+        if (sb->len) hk__sb_append(sb, ",");
+        hk__sb_append(sb, "{\"name\":");
+        hk__sb_json_str(sb, shown);
+        hk__sb_append(sb, ",\"ref\":");
+        hk__sb_json_str(sb, full ? full : "");
+        hk__sb_printf(sb, ",\"targetCommit\":\"%s\"}", refs[i].commit);
         free(full);
     }
     hk_refs_free(refs, n);
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_printf(&sb, "{\"branches\":[%s],\"tags\":[%s],\"converts\":[]", br.data ? br.data : "",
+    hk__sb_init(&sb);
+    hk__sb_printf(&sb, "{\"branches\":[%s],\"tags\":[%s],\"converts\":[]", br.data ? br.data : "",
                  tg.data ? tg.data : "");
-    if (prs) hk_sb_printf(&sb, ",\"pullRequests\":[%s]", pr.data ? pr.data : "");
-    hk_sb_append(&sb, "}");
-    hk_sb_free(&br);
-    hk_sb_free(&tg);
-    hk_sb_free(&pr);
+    if (prs) hk__sb_printf(&sb, ",\"pullRequests\":[%s]", pr.data ? pr.data : "");
+    hk__sb_append(&sb, "}");
+    hk__sb_free(&br);
+    hk__sb_free(&tg);
+    hk__sb_free(&pr);
     return hk_srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
@@ -235,12 +235,12 @@ enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_
         return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");
     }
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "{\"name\":");
-    hk_sb_json_str(&sb, org);
-    hk_sb_append(&sb, ",\"fullname\":");
-    hk_sb_json_str(&sb, org);
-    hk_sb_printf(&sb, ",\"avatarUrl\":\"\",\"type\":\"org\",\"isVerified\":false,\"trustedKernelPublisher\":%s}",
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, "{\"name\":");
+    hk__sb_json_str(&sb, org);
+    hk__sb_append(&sb, ",\"fullname\":");
+    hk__sb_json_str(&sb, org);
+    hk__sb_printf(&sb, ",\"avatarUrl\":\"\",\"type\":\"org\",\"isVerified\":false,\"trustedKernelPublisher\":%s}",
                  trusted ? "true" : "false");
     free(org);
     return hk_srv_send_json(c, ctx, 200, &sb, NULL);

@@ -11,27 +11,27 @@ int hk_srv_token_spec_parse(token_spec *t, const char *spec) {
     memset(t, 0, sizeof *t);
     const char *colon = strchr(spec, ':');
     size_t tl = colon ? (size_t)(colon - spec) : strlen(spec);
-    if (tl == 0) return hk_fail(HK_ERR_INVALID_ARG, "empty token in token list");
+    if (tl == 0) return hk__fail(HK_ERR_INVALID_ARG, "empty token in token list");
     for (size_t i = 0; i < tl; i++)
         if ((unsigned char)spec[i] <= 0x20 || spec[i] == 0x7f)
-            return hk_fail(HK_ERR_INVALID_ARG, "a token contains a space or control character");
-    t->token = hk_strndup(spec, tl);
-    if (!t->token) return hk_fail(HK_ERR_NOMEM, "out of memory");
+            return hk__fail(HK_ERR_INVALID_ARG, "a token contains a space or control character");
+    t->token = hk__strndup(spec, tl);
+    if (!t->token) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (!colon) return HK_OK;
     const char *p = colon + 1;
     size_t cap = 4;
     t->orgs = calloc(cap, sizeof *t->orgs);
-    if (!t->orgs) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!t->orgs) return hk__fail(HK_ERR_NOMEM, "out of memory");
     while (*p) {
         size_t n = strcspn(p, ",");
         if (n) {
             if (t->n_orgs == cap) {
                 cap *= 2;
                 char **no = realloc(t->orgs, cap * sizeof *no);
-                if (!no) return hk_fail(HK_ERR_NOMEM, "out of memory");
+                if (!no) return hk__fail(HK_ERR_NOMEM, "out of memory");
                 t->orgs = no;
             }
-            if (!(t->orgs[t->n_orgs] = hk_strndup(p, n))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+            if (!(t->orgs[t->n_orgs] = hk__strndup(p, n))) return hk__fail(HK_ERR_NOMEM, "out of memory");
             t->n_orgs++;
         }
         p += n;

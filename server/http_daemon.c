@@ -24,7 +24,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         hk_conn_guard_headers_done(c);
         ctx = calloc(1, sizeof *ctx);
         if (!ctx) return MHD_NO;
-        hk_sb_init(&ctx->body);
+        hk__sb_init(&ctx->body);
         clock_gettime(CLOCK_MONOTONIC, &ctx->start);
         snprintf(ctx->method, sizeof ctx->method, "%s", method);
         if (srv->access_log) ctx->url = hk_srv_sanitize(url, 1024);
@@ -33,7 +33,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_data_size) {
         if (ctx->body.len + *upload_data_size > HK_SRV_MAX_BODY) ctx->body_too_big = true;
-        else hk_sb_append_n(&ctx->body, upload_data, *upload_data_size);
+        else hk__sb_append_n(&ctx->body, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -45,17 +45,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req_ctx *ctx = *con_cls;
     if (!ctx) return;
     hk_conn_guard_request_done(c);
-    if (srv->access_log && hk_log_enabled(HK_LOG_INFO)) {
+    if (srv->access_log && hk__log_enabled(HK_LOG_INFO)) {
         char ip[64];
         hk_srv_client_ip(ip, sizeof ip, c);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         double ms = (double)(now.tv_sec - ctx->start.tv_sec) * 1e3 + (double)(now.tv_nsec - ctx->start.tv_nsec) / 1e6;
-        hk_log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s", ip, ctx->method, ctx->url ? ctx->url : "?",
+        hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s", ip, ctx->method, ctx->url ? ctx->url : "?",
                ctx->status, (unsigned long long)ctx->bytes, ms,
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }
-    hk_sb_free(&ctx->body);
+    hk__sb_free(&ctx->body);
     free(ctx->url);
     free(ctx);
     *con_cls = NULL;
@@ -69,7 +69,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     size_t n = strlen(buf);
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = '\0';
-    hk_log(HK_LOG_DEBUG, "libmicrohttpd: %s", buf);
+    hk__log(HK_LOG_DEBUG, "libmicrohttpd: %s", buf);
 }
 
 static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsigned port) {
@@ -82,7 +82,7 @@ static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsi
     char ps[16];
     snprintf(ps, sizeof ps, "%u", port);
     int gai = getaddrinfo(host, ps, &hints, &res);
-    if (gai != 0) return hk_fail(HK_ERR_INVALID_ARG, "cannot use address %s: %s", host, gai_strerror(gai));
+    if (gai != 0) return hk__fail(HK_ERR_INVALID_ARG, "cannot use address %s: %s", host, gai_strerror(gai));
     int fd = -1, err = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -98,14 +98,14 @@ static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsi
         fd = -1;
     }
     freeaddrinfo(res);
-    if (fd < 0) return hk_fail(HK_ERR_NETWORK, "cannot listen on %s:%u: %s", host, port, strerror(err));
+    if (fd < 0) return hk__fail(HK_ERR_NETWORK, "cannot listen on %s:%u: %s", host, port, strerror(err));
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
         close(fd);
-        return hk_fail(HK_ERR_NETWORK, "getsockname: %s", strerror(errno));
+        return hk__fail(HK_ERR_NETWORK, "getsockname: %s", strerror(errno));
     }
     *out_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                          : ntohs(((struct sockaddr_in *)&ss)->sin_port);
@@ -134,14 +134,14 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
 #ifdef HK_TEST_HOOKS
     hk_srv_fault_init(&s->fault, cfg);
 #endif
-    if (RAND_bytes(s->lfs_key, sizeof s->lfs_key) != 1) return hk_fail(HK_ERR_INTERNAL, "cannot generate a random key");
+    if (RAND_bytes(s->lfs_key, sizeof s->lfs_key) != 1) return hk__fail(HK_ERR_INTERNAL, "cannot generate a random key");
     if (cfg->public_url && *cfg->public_url) {
         size_t n = strlen(cfg->public_url);
         while (n > 0 && cfg->public_url[n - 1] == '/') n--;
-        if (!(s->public_url = hk_strndup(cfg->public_url, n))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!(s->public_url = hk__strndup(cfg->public_url, n))) return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     if (cfg->n_tokens) {
-        if (!(s->tokens = calloc(cfg->n_tokens, sizeof *s->tokens))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!(s->tokens = calloc(cfg->n_tokens, sizeof *s->tokens))) return hk__fail(HK_ERR_NOMEM, "out of memory");
         for (size_t i = 0; i < cfg->n_tokens; i++) {
             s->n_tokens = i + 1;
             int rc = hk_srv_token_spec_parse(&s->tokens[i], cfg->tokens[i]);
@@ -149,9 +149,9 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
         }
     }
     if (cfg->n_trusted_orgs) {
-        if (!(s->trusted = calloc(cfg->n_trusted_orgs, sizeof *s->trusted))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!(s->trusted = calloc(cfg->n_trusted_orgs, sizeof *s->trusted))) return hk__fail(HK_ERR_NOMEM, "out of memory");
         for (size_t i = 0; i < cfg->n_trusted_orgs; i++) {
-            if (!(s->trusted[i] = hk_strdup(cfg->trusted_orgs[i]))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+            if (!(s->trusted[i] = hk__strdup(cfg->trusted_orgs[i]))) return hk__fail(HK_ERR_NOMEM, "out of memory");
             s->n_trusted = i + 1;
         }
     }
@@ -184,16 +184,16 @@ static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *ho
                                  MHD_OPTION_END);
     if (!s->daemon) {
         close(fd);
-        return hk_fail(HK_ERR_NETWORK, "cannot start the HTTP server on %s:%u", host, s->port);
+        return hk__fail(HK_ERR_NETWORK, "cannot start the HTTP server on %s:%u", host, s->port);
     }
     return HK_OK;
 }
 
 int hk_server_start(hk_server **out, const hk_serve_config *cfg) {
     *out = NULL;
-    if (!cfg || !cfg->cache_dir) return hk_fail(HK_ERR_INVALID_ARG, "serve needs a store directory (--cache DIR)");
+    if (!cfg || !cfg->cache_dir) return hk__fail(HK_ERR_INVALID_ARG, "serve needs a store directory (--cache DIR)");
     hk_server *s = calloc(1, sizeof *s);
-    if (!s) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!s) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = hk_store_open(&s->store, cfg->cache_dir, cfg->lfs_threshold);
     if (rc == HK_OK) rc = take_config(s, cfg);
     const char *host = cfg->host && *cfg->host ? cfg->host : "127.0.0.1";
@@ -201,14 +201,14 @@ int hk_server_start(hk_server **out, const hk_serve_config *cfg) {
     if (rc == HK_OK) rc = listen_socket(&fd, &s->port, host, cfg->port);
     if (rc == HK_OK) {
         bool v6 = strchr(host, ':') != NULL;
-        s->bound_base = hk_asprintf(v6 ? "http://[%s]:%u" : "http://%s:%u", host, s->port);
+        s->bound_base = hk__asprintf(v6 ? "http://[%s]:%u" : "http://%s:%u", host, s->port);
         rc = start_daemon(s, cfg, host, fd);
     }
     if (rc) {
         free_server(s);
         return rc;
     }
-    hk_log(HK_LOG_INFO, "serving %s on %s (%u threads)", hk_store_root(s->store), s->bound_base,
+    hk__log(HK_LOG_INFO, "serving %s on %s (%u threads)", hk_store_root(s->store), s->bound_base,
            cfg->threads ? cfg->threads : 4);
     *out = s;
     return HK_OK;

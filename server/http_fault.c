@@ -53,6 +53,6 @@ bool hk_srv_fault_cut(struct MHD_Response **out, hk_srv_fault *f, bool is_get, i
         if (!*out) free(cr);
     }
     if (!*out) close(fd);
-    else hk_log(HK_LOG_INFO, "fault injection: cutting this response after %llu bytes", (unsigned long long)f->cut_after);
+    else hk__log(HK_LOG_INFO, "fault injection: cutting this response after %llu bytes", (unsigned long long)f->cut_after);
     return true;
 }

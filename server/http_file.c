@@ -12,13 +12,13 @@
 
 static void lfs_sig(hk_server *srv, char out[65], hk_repo_type type, const char *repo_id, const char *sha,
                     const char *commit) {
-    char *msg = hk_asprintf("%s/%s/%s/%s", hk_repo_type_plural(type), repo_id, sha, commit);
+    char *msg = hk__asprintf("%s/%s/%s/%s", hk_repo_type_plural(type), repo_id, sha, commit);
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int ml = 0;
     out[0] = '\0';
     if (!msg) return;
     if (HMAC(EVP_sha256(), srv->lfs_key, sizeof srv->lfs_key, (const unsigned char *)msg, strlen(msg), mac, &ml))
-        hk_hex(out, mac, ml > 32 ? 32 : ml);
+        hk__hex(out, mac, ml > 32 ? 32 : ml);
     free(msg);
 }
 
@@ -27,7 +27,7 @@ static enum MHD_Result redirect_lfs(hk_server *srv, struct MHD_Connection *c, re
     char sig[65];
     lfs_sig(srv, sig, repo->type, repo->id, f->etag, commit);
     char *base = hk_srv_base_url(srv, c);
-    char *loc = base ? hk_asprintf("%s/lfs/%s/%s/%s?commit=%s&sig=%s", base, hk_repo_type_plural(repo->type), repo->id,
+    char *loc = base ? hk__asprintf("%s/lfs/%s/%s/%s?commit=%s&sig=%s", base, hk_repo_type_plural(repo->type), repo->id,
                                    f->etag, commit, sig)
                      : NULL;
     free(base);
@@ -35,10 +35,10 @@ static enum MHD_Result redirect_lfs(hk_server *srv, struct MHD_Connection *c, re
     f->fd = -1;
     if (!loc) return MHD_NO;
     hk_strbuf b;
-    hk_sb_init(&b);
-    hk_sb_printf(&b, "Found. Redirecting to %s", loc);
+    hk__sb_init(&b);
+    hk__sb_printf(&b, "Found. Redirecting to %s", loc);
     size_t blen = b.len;
-    char *data = hk_sb_steal(&b);
+    char *data = hk__sb_steal(&b);
     struct MHD_Response *r = data ? MHD_create_response_from_buffer(blen, data, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
         free(data);
@@ -70,7 +70,7 @@ enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_
     const char *commit = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "commit");
     const char *sig = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig");
     char want[65];
-    bool ok = sha && sig && hk_is_commit_id(commit);
+    bool ok = sha && sig && hk__is_commit_id(commit);
     if (ok) {
         lfs_sig(srv, want, type, repo.id, sha, commit);
         ok = strlen(sig) == 64 && CRYPTO_memcmp(sig, want, 64) == 0;

@@ -55,7 +55,7 @@ static void *guard_main(void *arg) {
             if (!w->waiting || elapsed_s(&w->since, &now) < (double)g->timeout_s) continue;
             w->waiting = false; /* once */
             /* an idle keep-alive connection is ordinary; one that never sent its headers is not */
-            hk_log(w->served ? HK_LOG_DEBUG : HK_LOG_INFO,
+            hk__log(w->served ? HK_LOG_DEBUG : HK_LOG_INFO,
                    "closing a connection from %s: no complete request headers within %u s%s", w->ip, g->timeout_s,
                    w->served ? " (idle keep-alive)" : "");
             shutdown(w->fd, SHUT_RDWR);
@@ -76,7 +76,7 @@ static void *guard_main(void *arg) {
 int hk_conn_guard_start(hk_conn_guard **out, unsigned timeout_s) {
     *out = NULL;
     hk_conn_guard *g = calloc(1, sizeof *g);
-    if (!g) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!g) return hk__fail(HK_ERR_NOMEM, "out of memory");
     g->timeout_s = timeout_s;
     g->head.next = g->head.prev = &g->head;
     pthread_condattr_t ca;
@@ -91,7 +91,7 @@ int hk_conn_guard_start(hk_conn_guard **out, unsigned timeout_s) {
     }
     if (e != 0) {
         free(g);
-        return hk_fail(HK_ERR_INTERNAL, "cannot start the connection guard: %s", strerror(e));
+        return hk__fail(HK_ERR_INTERNAL, "cannot start the connection guard: %s", strerror(e));
     }
     *out = g;
     return HK_OK;

@@ -26,7 +26,7 @@ static void path_vec_free(path_vec *pv) {
 static int path_vec_push(path_vec *pv, char *s) {
     if (HK_VEC_RESERVE(pv->v, pv->cap, pv->n + 1) != HK_OK) {
         free(s);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     pv->v[pv->n++] = s;
     return HK_OK;
@@ -49,7 +49,7 @@ static int path_set_init(path_set *ps, size_t expected) {
     while (cap < expected * 2) cap *= 2;
     ps->slot = calloc(cap, sizeof *ps->slot);
     ps->mask = cap - 1;
-    return ps->slot ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    return ps->slot ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 /* Adds s; false when it was already there. */
@@ -70,8 +70,8 @@ static int parse_json_paths(path_vec *pv, const char *body, size_t len) {
     int rc = HK_OK;
     cJSON_ArrayForEach(it, paths) {
         if (!cJSON_IsString(it)) continue;
-        char *d = hk_strdup(it->valuestring);
-        if (!d) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        char *d = hk__strdup(it->valuestring);
+        if (!d) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         else rc = path_vec_push(pv, d);
         if (rc != HK_OK) break;
     }
@@ -84,7 +84,7 @@ static int parse_form_paths(path_vec *pv, const char *body) {
         size_t len = strcspn(p, "&");
         const char *eq = memchr(p, '=', len);
         if (eq && (size_t)(eq - p) == 5 && strncmp(p, "paths", 5) == 0) {
-            char *d = hk_pct_decode(eq + 1, len - 6, true);
+            char *d = hk__pct_decode(eq + 1, len - 6, true);
             if (d && path_vec_push(pv, d) != HK_OK) return HK_ERR_NOMEM;
         }
         p += len;
@@ -122,18 +122,18 @@ enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *
         return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "[");
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, "[");
     bool first = true;
     for (size_t i = 0; i < paths.n; i++) {
         if (!path_set_add(&seen, paths.v[i])) continue;
         long idx = hk_listing_find(lp, paths.v[i]);
         if (idx < 0) continue;
-        if (!first) hk_sb_append(&sb, ",");
+        if (!first) hk__sb_append(&sb, ",");
         first = false;
         hk_srv_json_entry(&sb, &lp->v[idx]);
     }
-    hk_sb_append(&sb, "]");
+    hk__sb_append(&sb, "]");
     hk_store_list_release(srv->store, lp);
     path_vec_free(&paths);
     free(seen.slot);

@@ -77,10 +77,10 @@ static enum MHD_Result unsatisfiable(struct MHD_Connection *c, req_ctx *ctx, hk_
     close(f->fd);
     f->fd = -1;
     hk_strbuf b;
-    hk_sb_init(&b);
-    hk_sb_append(&b, "{\"error\":\"Requested range not satisfiable\"}");
+    hk__sb_init(&b);
+    hk__sb_append(&b, "{\"error\":\"Requested range not satisfiable\"}");
     size_t blen = b.len;
-    char *data = hk_sb_steal(&b);
+    char *data = hk__sb_steal(&b);
     struct MHD_Response *r = data ? MHD_create_response_from_buffer(blen, data, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
         free(data);

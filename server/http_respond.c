@@ -24,7 +24,7 @@ enum MHD_Result hk_srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned st
 enum MHD_Result hk_srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
                                  const char *link) {
     size_t len = sb->len;
-    char *data = hk_sb_steal(sb);
+    char *data = hk__sb_steal(sb);
     if (!data) return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -41,18 +41,18 @@ enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsign
     va_list ap;
     va_start(ap, fmt);
     hk_strbuf msg;
-    hk_sb_init(&msg);
-    hk_sb_vprintf(&msg, fmt, ap);
+    hk__sb_init(&msg);
+    hk__sb_vprintf(&msg, fmt, ap);
     va_end(ap);
     hk_strbuf body;
-    hk_sb_init(&body);
-    hk_sb_append(&body, "{\"error\":");
-    hk_sb_json_str(&body, msg.data ? msg.data : "error");
-    hk_sb_append(&body, "}");
+    hk__sb_init(&body);
+    hk__sb_append(&body, "{\"error\":");
+    hk__sb_json_str(&body, msg.data ? msg.data : "error");
+    hk__sb_append(&body, "}");
     size_t len = body.len;
-    char *data = hk_sb_steal(&body);
+    char *data = hk__sb_steal(&body);
     char *hmsg = hk_srv_sanitize(msg.data ? msg.data : "error", 512);
-    hk_sb_free(&msg);
+    hk__sb_free(&msg);
     if (!data || !hmsg) {
         free(data);
         free(hmsg);
@@ -89,7 +89,7 @@ enum MHD_Result hk_srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx
 }
 
 char *hk_srv_base_url(hk_server *srv, struct MHD_Connection *c) {
-    if (srv->public_url) return hk_strdup(srv->public_url);
+    if (srv->public_url) return hk__strdup(srv->public_url);
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     bool ok = host && *host && strlen(host) < 256;
     for (const char *p = host; ok && *p; p++) {
@@ -97,5 +97,5 @@ char *hk_srv_base_url(hk_server *srv, struct MHD_Connection *c) {
         ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
              ch == '-' || ch == ':' || ch == '[' || ch == ']';
     }
-    return ok ? hk_asprintf("http://%s", host) : hk_strdup(srv->bound_base);
+    return ok ? hk__asprintf("http://%s", host) : hk__strdup(srv->bound_base);
 }

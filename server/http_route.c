@@ -20,27 +20,27 @@ bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit) {
     return i < s->n && s->len[i] == strlen(lit) && memcmp(s->p[i], lit, s->len[i]) == 0;
 }
 
-char *hk_srv_seg_decode(const seglist *s, size_t i) { return hk_pct_decode(s->p[i], s->len[i], false); }
+char *hk_srv_seg_decode(const seglist *s, size_t i) { return hk__pct_decode(s->p[i], s->len[i], false); }
 
 /* An encoded '/' joins like a real one: huggingface_hub sends tree paths as "build%2Fvariant". The
  * joined result must be a safe relative path, so "..%2F.." is refused the same as "../..". */
 char *hk_srv_join_path(const seglist *s, size_t from, bool *bad) {
     *bad = false;
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     for (size_t i = from; i < s->n; i++) {
         char *d = hk_srv_seg_decode(s, i);
         if (!d) {
-            hk_sb_free(&sb);
+            hk__sb_free(&sb);
             *bad = true;
             return NULL;
         }
-        if (i > from) hk_sb_append(&sb, "/");
-        hk_sb_append(&sb, d);
+        if (i > from) hk__sb_append(&sb, "/");
+        hk__sb_append(&sb, d);
         free(d);
     }
-    char *out = hk_sb_steal(&sb);
-    if (out && *out && !hk_path_is_safe_relative(out)) {
+    char *out = hk__sb_steal(&sb);
+    if (out && *out && !hk__path_is_safe_relative(out)) {
         free(out);
         *bad = true;
         return NULL;
@@ -66,7 +66,7 @@ bool hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t a
         free(b);
         return false;
     }
-    char *two = b ? hk_asprintf("%s/%s", a, b) : NULL;
+    char *two = b ? hk__asprintf("%s/%s", a, b) : NULL;
     char *dir2 = two ? hk_store_repo_dir(srv->store, type, two) : NULL;
     char *dir1 = dir2 ? NULL : hk_store_repo_dir(srv->store, type, a);
     bool b_is_kw = false;
@@ -78,7 +78,7 @@ bool hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t a
         out->next = at + 2;
         two = NULL;
     } else if (dir1 || !b || b_is_kw) {
-        out->id = hk_strdup(a);
+        out->id = hk__strdup(a);
         out->dir = dir1;
         out->next = at + 1;
     } else {
@@ -97,12 +97,12 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
                             size_t at, bool rest_is_rev) {
     *rev_out = NULL;
     *used = 0;
-    if (at >= s->n) return hk_fail(HK_ERR_REVISION_NOT_FOUND, "no revision");
+    if (at >= s->n) return hk__fail(HK_ERR_REVISION_NOT_FOUND, "no revision");
     size_t max_k = rest_is_rev ? s->n - at : (s->n - at > 4 ? 4 : s->n - at);
     size_t first_k = rest_is_rev ? max_k : 1;
     for (size_t k = first_k; k >= 1 && k <= max_k; k = rest_is_rev ? 0 : k + 1) {
         hk_strbuf sb;
-        hk_sb_init(&sb);
+        hk__sb_init(&sb);
         bool bad = false;
         for (size_t i = 0; i < k; i++) {
             char *d = hk_srv_seg_decode(s, at + i);
@@ -110,11 +110,11 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
                 bad = true;
                 break;
             }
-            if (i) hk_sb_append(&sb, "/");
-            hk_sb_append(&sb, d);
+            if (i) hk__sb_append(&sb, "/");
+            hk__sb_append(&sb, d);
             free(d);
         }
-        char *rev = hk_sb_steal(&sb);
+        char *rev = hk__sb_steal(&sb);
         if (bad || !rev) {
             free(rev);
             break;
@@ -130,8 +130,8 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
         if (rest_is_rev) break;
     }
     hk_clear_error();
-    if (!*rev_out) *rev_out = hk_strdup("");
-    return hk_fail(HK_ERR_REVISION_NOT_FOUND, "revision not found");
+    if (!*rev_out) *rev_out = hk__strdup("");
+    return hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision not found");
 }
 
 /* /api/T/{repo}[/...]: the repo's own routes once the token was checked against it. */
@@ -186,8 +186,8 @@ static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_c
     if (hk_srv_seg_is(s, 1, "agent-harnesses") && s->n == 2) {
         /* huggingface_hub >= 2 fetches this registry for its User-Agent; an empty one is valid */
         hk_strbuf sb;
-        hk_sb_init(&sb);
-        hk_sb_append(&sb, "{\"standardEnvVars\":[],\"harnesses\":{}}");
+        hk__sb_init(&sb);
+        hk__sb_append(&sb, "{\"standardEnvVars\":[],\"harnesses\":{}}");
         return hk_srv_send_json(c, ctx, 200, &sb, NULL);
     }
     if (hk_srv_seg_is(s, 1, "organizations") && s->n == 4 && hk_srv_seg_is(s, 3, "overview")) {
@@ -234,8 +234,8 @@ enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
     }
     if (s.n == 1 && s.len[0] == 0) {
         hk_strbuf sb;
-        hk_sb_init(&sb);
-        hk_sb_printf(&sb, "{\"hubkern\":\"%s\",\"status\":\"ok\"}", hk_version());
+        hk__sb_init(&sb);
+        hk__sb_printf(&sb, "{\"hubkern\":\"%s\",\"status\":\"ok\"}", hk_version());
         return hk_srv_send_json(c, ctx, 200, &sb, NULL);
     }
     /* the /lfs/ route authenticates through its signature */

@@ -36,10 +36,10 @@
 static int hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const char *what, uint64_t lfs_threshold,
                        int force_lfs, int copy_fd) {
     struct stat st;
-    if (fstat(fd, &st) != 0) return hk_fail(HK_ERR_IO, "cannot stat %s: %s", what, strerror(errno));
+    if (fstat(fd, &st) != 0) return hk__fail(HK_ERR_IO, "cannot stat %s: %s", what, strerror(errno));
     uint64_t expect = (uint64_t)st.st_size;
     unsigned char *buf = malloc(IO_CHUNK);
-    if (!buf) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!buf) return hk__fail(HK_ERR_NOMEM, "out of memory");
     /* probe */
     size_t have = 0;
     while (have < BINARY_PROBE) {
@@ -47,23 +47,23 @@ static int hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const c
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             free(buf);
-            return hk_fail(HK_ERR_IO, "cannot read %s: %s", what, strerror(errno));
+            return hk__fail(HK_ERR_IO, "cannot read %s: %s", what, strerror(errno));
         }
         if (r == 0) break;
         have += (size_t)r;
     }
     bool is_lfs = force_lfs >= 0 ? force_lfs != 0 : (memchr(buf, 0, have) != NULL || expect >= lfs_threshold);
-    hk_hasher *h = hk_hasher_new(is_lfs ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, expect);
+    hk_hasher *h = hk__hasher_new(is_lfs ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, expect);
     if (!h) {
         free(buf);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     uint64_t total = 0;
     size_t n = have;
     int rc = HK_OK;
     for (;;) {
         if (n > 0) {
-            hk_hasher_update(h, buf, n);
+            hk__hasher_update(h, buf, n);
             total += n;
             if (copy_fd >= 0) {
                 size_t off = 0;
@@ -71,7 +71,7 @@ static int hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const c
                     ssize_t w = write(copy_fd, buf + off, n - off);
                     if (w < 0 && errno == EINTR) continue;
                     if (w < 0) {
-                        rc = hk_fail(hk_errno_code(errno), "cannot write a blob: %s", strerror(errno));
+                        rc = hk__fail(hk__errno_code(errno), "cannot write a blob: %s", strerror(errno));
                         break;
                     }
                     off += (size_t)w;
@@ -85,7 +85,7 @@ static int hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const c
             continue;
         }
         if (r < 0) {
-            rc = hk_fail(HK_ERR_IO, "cannot read %s: %s", what, strerror(errno));
+            rc = hk__fail(HK_ERR_IO, "cannot read %s: %s", what, strerror(errno));
             break;
         }
         if (r == 0) break;
@@ -93,15 +93,15 @@ static int hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const c
     }
     free(buf);
     if (rc == HK_OK && total != expect)
-        rc = hk_fail(HK_ERR_IO, "%s changed size while being read (%llu then %llu bytes); publish it again when it is stable",
+        rc = hk__fail(HK_ERR_IO, "%s changed size while being read (%llu then %llu bytes); publish it again when it is stable",
                      what, (unsigned long long)expect, (unsigned long long)total);
     if (rc) {
-        hk_hasher_free(h);
+        hk__hasher_free(h);
         return rc;
     }
     unsigned char d[64];
-    size_t dl = hk_hasher_finish(h, d);
-    hk_hex(etag, d, dl);
+    size_t dl = hk__hasher_finish(h, d);
+    hk__hex(etag, d, dl);
     *lfs = is_lfs;
     *size = total;
     return HK_OK;
@@ -109,7 +109,7 @@ static int hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const c
 
 int hk_classify_file(char etag[65], bool *lfs, uint64_t *size, const char *path, uint64_t lfs_threshold) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return hk_fail(hk_errno_code(errno), "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
     int rc = hash_stream(etag, lfs, size, fd, path, lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT, -1, -1);
     close(fd);
     return rc;
@@ -138,17 +138,17 @@ static int src_add(src_list *l, const char *rel, const char *abs) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
         src_file *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
         l->v = v;
         l->cap = cap;
     }
     src_file *f = &l->v[l->n];
-    f->rel = hk_strdup(rel);
-    f->abs = hk_strdup(abs);
+    f->rel = hk__strdup(rel);
+    f->abs = hk__strdup(abs);
     if (!f->rel || !f->abs) {
         free(f->rel);
         free(f->abs);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     l->n++;
     return HK_OK;
@@ -156,58 +156,58 @@ static int src_add(src_list *l, const char *rel, const char *abs) {
 
 static bool skipped_name(const char *name, bool is_dir) {
     if (is_dir) return strcmp(name, "__pycache__") == 0 || strcmp(name, ".git") == 0;
-    return hk_str_ends_with(name, ".pyc");
+    return hk__str_ends_with(name, ".pyc");
 }
 
 static int collect(src_list *out, const char *src_real, const char *abs, const char *rel, int depth) {
     if (depth > 32)
-        return hk_fail(HK_ERR_INVALID_ARG, "%s is nested more than 32 levels deep (a symlink loop?)", abs);
+        return hk__fail(HK_ERR_INVALID_ARG, "%s is nested more than 32 levels deep (a symlink loop?)", abs);
     DIR *d = opendir(abs);
-    if (!d) return hk_fail(hk_errno_code(errno), "cannot list %s: %s", abs, strerror(errno));
+    if (!d) return hk__fail(hk__errno_code(errno), "cannot list %s: %s", abs, strerror(errno));
     int rc = HK_OK;
     struct dirent *de;
     size_t src_len = strlen(src_real);
     while (rc == HK_OK && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
         if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        char *child = hk_path_join(abs, name);
-        char *crel = *rel ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
+        char *child = hk__path_join(abs, name);
+        char *crel = *rel ? hk__asprintf("%s/%s", rel, name) : hk__strdup(name);
         if (!child || !crel) {
             free(child);
             free(crel);
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
         struct stat st;
         char real[PATH_MAX];
         if (lstat(child, &st) != 0) {
-            rc = hk_fail(hk_errno_code(errno), "cannot stat %s: %s", child, strerror(errno));
-        } else if (!hk_path_is_safe_relative(crel)) {
-            rc = hk_fail(HK_ERR_UNSAFE_PATH, "%s has a name the Hub cannot hold (control character or backslash); rename it",
+            rc = hk__fail(hk__errno_code(errno), "cannot stat %s: %s", child, strerror(errno));
+        } else if (!hk__path_is_safe_relative(crel)) {
+            rc = hk__fail(HK_ERR_UNSAFE_PATH, "%s has a name the Hub cannot hold (control character or backslash); rename it",
                          child);
         } else if (S_ISLNK(st.st_mode)) {
             if (!realpath(child, real)) {
-                rc = hk_fail(HK_ERR_NOT_FOUND, "%s is a broken symlink; remove it or point it at a file inside %s", child,
+                rc = hk__fail(HK_ERR_NOT_FOUND, "%s is a broken symlink; remove it or point it at a file inside %s", child,
                              src_real);
             } else if (strncmp(real, src_real, src_len) != 0 || real[src_len] != '/') {
-                rc = hk_fail(HK_ERR_UNSAFE_PATH,
+                rc = hk__fail(HK_ERR_UNSAFE_PATH,
                              "%s is a symlink to %s, outside %s; copy the file in instead of linking it", child, real,
                              src_real);
             } else if (stat(real, &st) != 0) {
-                rc = hk_fail(hk_errno_code(errno), "cannot stat %s: %s", real, strerror(errno));
+                rc = hk__fail(hk__errno_code(errno), "cannot stat %s: %s", real, strerror(errno));
             } else if (S_ISDIR(st.st_mode)) {
                 if (!skipped_name(name, true)) rc = collect(out, src_real, real, crel, depth + 1);
             } else if (S_ISREG(st.st_mode)) {
                 if (!skipped_name(name, false)) rc = src_add(out, crel, real);
             } else {
-                rc = hk_fail(HK_ERR_INVALID_ARG, "%s is not a regular file or directory", child);
+                rc = hk__fail(HK_ERR_INVALID_ARG, "%s is not a regular file or directory", child);
             }
         } else if (S_ISDIR(st.st_mode)) {
             if (!skipped_name(name, true)) rc = collect(out, src_real, child, crel, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
             if (!skipped_name(name, false)) rc = src_add(out, crel, child);
         } else {
-            rc = hk_fail(HK_ERR_INVALID_ARG, "%s is not a regular file or directory (sockets, fifos and devices cannot be published)",
+            rc = hk__fail(HK_ERR_INVALID_ARG, "%s is not a regular file or directory (sockets, fifos and devices cannot be published)",
                          child);
         }
         free(child);
@@ -220,37 +220,37 @@ static int collect(src_list *out, const char *src_real, const char *abs, const c
 /* ---- writing -------------------------------------------------------------------------------- */
 static int store_blob(const char *repo_dir, const char *abs, const char *etag, bool lfs, uint64_t size,
                       uint64_t lfs_threshold) {
-    char *blob = hk_asprintf("%s/blobs/%s", repo_dir, etag);
-    if (!blob) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
+    if (!blob) return hk__fail(HK_ERR_NOMEM, "out of memory");
     struct stat st;
     if (stat(blob, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size) {
         free(blob);
         return HK_OK; /* content-addressed: already there */
     }
     char rnd[9];
-    hk_random_hex8(rnd);
-    char *tmp = hk_asprintf("%s.%s.incomplete", blob, rnd);
+    hk__random_hex8(rnd);
+    char *tmp = hk__asprintf("%s.%s.incomplete", blob, rnd);
     if (!tmp) {
         free(blob);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     int rc = HK_OK;
     int in = open(abs, O_RDONLY | O_CLOEXEC);
     int out = in < 0 ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (in < 0) rc = hk_fail(hk_errno_code(errno), "cannot open %s: %s", abs, strerror(errno));
-    else if (out < 0) rc = hk_fail(hk_errno_code(errno), "cannot create %s: %s", tmp, strerror(errno));
+    if (in < 0) rc = hk__fail(hk__errno_code(errno), "cannot open %s: %s", abs, strerror(errno));
+    else if (out < 0) rc = hk__fail(hk__errno_code(errno), "cannot create %s: %s", tmp, strerror(errno));
     if (rc == HK_OK) {
         char got[65];
         bool got_lfs;
         uint64_t got_size;
         rc = hash_stream(got, &got_lfs, &got_size, in, abs, lfs_threshold, lfs ? 1 : 0, out);
         if (rc == HK_OK && strcmp(got, etag) != 0)
-            rc = hk_fail(HK_ERR_INTEGRITY, "%s changed while being published; publish it again when it is stable", abs);
+            rc = hk__fail(HK_ERR_INTEGRITY, "%s changed while being published; publish it again when it is stable", abs);
     }
     if (in >= 0) close(in);
     if (out >= 0 && close(out) != 0 && rc == HK_OK)
-        rc = hk_fail(hk_errno_code(errno), "cannot write %s: %s", tmp, strerror(errno));
-    if (rc == HK_OK && rename(tmp, blob) != 0) rc = hk_fail(hk_errno_code(errno), "cannot rename into %s: %s", blob, strerror(errno));
+        rc = hk__fail(hk__errno_code(errno), "cannot write %s: %s", tmp, strerror(errno));
+    if (rc == HK_OK && rename(tmp, blob) != 0) rc = hk__fail(hk__errno_code(errno), "cannot rename into %s: %s", blob, strerror(errno));
     if (rc && out >= 0) unlink(tmp);
     free(tmp);
     free(blob);
@@ -260,23 +260,23 @@ static int store_blob(const char *repo_dir, const char *abs, const char *etag, b
 /* snapshots/<commit>/<path> → blobs/<etag>. Files come sorted, so the parent directory is created
  * once per directory; an existing entry is replaced through hk_cache_link_snapshot. */
 static int link_file(char **last_dir, const char *repo_dir, const char *commit, const char *path, const char *etag) {
-    char *ptr = hk_asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
-    char *blob = hk_asprintf("%s/blobs/%s", repo_dir, etag);
-    char *dir = ptr ? hk_strdup(ptr) : NULL;
-    int rc = (!ptr || !blob || !dir) ? hk_fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
+    char *ptr = hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
+    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
+    char *dir = ptr ? hk__strdup(ptr) : NULL;
+    int rc = (!ptr || !blob || !dir) ? hk__fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
     char *target = NULL;
     if (rc == HK_OK) {
         *strrchr(dir, '/') = '\0';
         if (!*last_dir || strcmp(*last_dir, dir) != 0) {
-            rc = hk_mkdirs(dir, 0777);
+            rc = hk__mkdirs(dir, 0777);
             free(*last_dir);
-            *last_dir = rc == HK_OK ? hk_strdup(dir) : NULL;
+            *last_dir = rc == HK_OK ? hk__strdup(dir) : NULL;
         }
     }
-    if (rc == HK_OK && !(target = hk_relpath(blob, dir))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK && !(target = hk__relpath(blob, dir))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK && symlink(target, ptr) != 0) {
         if (errno == EEXIST) rc = hk_cache_link_snapshot(repo_dir, commit, path, etag);
-        else rc = hk_fail(hk_errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
+        else rc = hk__fail(hk__errno_code(errno), "cannot create link %s: %s", ptr, strerror(errno));
     }
     free(target);
     free(ptr);
@@ -288,19 +288,19 @@ static int link_file(char **last_dir, const char *repo_dir, const char *commit, 
 static int lock_repo(int *out_fd, const char *root, const char *repo_dir) {
     *out_fd = -1;
     const char *folder = strrchr(repo_dir, '/') + 1;
-    char *dir = hk_asprintf("%s/.locks/%s", root, folder);
-    char *path = dir ? hk_asprintf("%s/publish.lock", dir) : NULL;
-    int rc = (!dir || !path) ? hk_fail(HK_ERR_NOMEM, "out of memory") : hk_mkdirs(dir, 0777);
+    char *dir = hk__asprintf("%s/.locks/%s", root, folder);
+    char *path = dir ? hk__asprintf("%s/publish.lock", dir) : NULL;
+    int rc = (!dir || !path) ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk__mkdirs(dir, 0777);
     int fd = -1;
     if (rc == HK_OK) {
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0664);
-        if (fd < 0) rc = hk_fail(HK_ERR_LOCK, "cannot open the lock %s: %s", path, strerror(errno));
+        if (fd < 0) rc = hk__fail(HK_ERR_LOCK, "cannot open the lock %s: %s", path, strerror(errno));
     }
     if (rc == HK_OK) {
         (void)fchmod(fd, 0664);
         while (flock(fd, LOCK_EX) != 0) {
             if (errno == EINTR) continue;
-            rc = hk_fail(HK_ERR_LOCK, "cannot lock %s: %s", path, strerror(errno));
+            rc = hk__fail(HK_ERR_LOCK, "cannot lock %s: %s", path, strerror(errno));
             break;
         }
     }
@@ -312,10 +312,10 @@ static int lock_repo(int *out_fd, const char *root, const char *repo_dir) {
 }
 
 static bool branch_name_valid(const char *b) {
-    if (!b || !*b || strlen(b) > 200 || !hk_path_is_safe_relative(b)) return false;
+    if (!b || !*b || strlen(b) > 200 || !hk__path_is_safe_relative(b)) return false;
     size_t n = strlen(b);
-    if ((n == 40 || n == 64) && hk_is_hex(b, n)) return false; /* would read as a commit id */
-    if (hk_str_starts_with(b, "refs/") || hk_str_ends_with(b, ".lock") || hk_str_ends_with(b, ".tmp")) return false;
+    if ((n == 40 || n == 64) && hk__is_hex(b, n)) return false; /* would read as a commit id */
+    if (hk__str_starts_with(b, "refs/") || hk__str_ends_with(b, ".lock") || hk__str_ends_with(b, ".tmp")) return false;
     for (const char *p = b; *p; p++) {
         char c = *p;
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
@@ -328,25 +328,25 @@ static bool branch_name_valid(const char *b) {
 int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     memset(out, 0, sizeof *out);
     if (!o || !o->src_dir || !o->repo_id || !o->branch)
-        return hk_fail(HK_ERR_INVALID_ARG, "publish needs a source directory, a repo id and a branch");
+        return hk__fail(HK_ERR_INVALID_ARG, "publish needs a source directory, a repo id and a branch");
     if (!hk_repo_id_valid(o->repo_id))
-        return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id (use org/name with letters, digits, '-', '_', '.')",
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id (use org/name with letters, digits, '-', '_', '.')",
                        o->repo_id);
     if (!branch_name_valid(o->branch))
-        return hk_fail(HK_ERR_INVALID_ARG,
+        return hk__fail(HK_ERR_INVALID_ARG,
                        "'%s' is not a usable branch name (letters, digits, '-', '_', '.', '/'; not a commit id)", o->branch);
     uint64_t threshold = o->lfs_threshold ? o->lfs_threshold : HK_LFS_THRESHOLD_DEFAULT;
     char src_real[PATH_MAX];
-    if (!realpath(o->src_dir, src_real) || !hk_is_dir(src_real))
-        return hk_fail(HK_ERR_NOT_FOUND, "source directory %s does not exist", o->src_dir);
-    char *message = o->message && *o->message ? hk_strdup(o->message) : hk_asprintf("Publish %s", o->branch);
+    if (!realpath(o->src_dir, src_real) || !hk__is_dir(src_real))
+        return hk__fail(HK_ERR_NOT_FOUND, "source directory %s does not exist", o->src_dir);
+    char *message = o->message && *o->message ? hk__strdup(o->message) : hk__asprintf("Publish %s", o->branch);
     char *root = NULL, *repo_dir = NULL;
     src_list files = {0};
     hk_listing l = {0}, parent_l = {0};
     int lock_fd = -1;
-    int rc = message ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    int rc = message ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) rc = collect(&files, src_real, src_real, "", 0);
-    if (rc == HK_OK && files.n == 0) rc = hk_fail(HK_ERR_INVALID_ARG, "%s holds no files to publish", o->src_dir);
+    if (rc == HK_OK && files.n == 0) rc = hk__fail(HK_ERR_INVALID_ARG, "%s holds no files to publish", o->src_dir);
 
     /* 1. hash every file (read-only) and build the tree */
     char **abs_of = NULL; /* listing index → source path, filled after sorting */
@@ -356,8 +356,8 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
         uint64_t size;
         rc = hk_classify_file(etag, &lfs, &size, files.v[i].abs, threshold);
         if (rc) break;
-        char *rel = hk_strdup(files.v[i].rel);
-        if (!rel) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        char *rel = hk__strdup(files.v[i].rel);
+        if (!rel) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         else if ((rc = hk_listing_add_file(&l, rel, size, etag, lfs)) != HK_OK) free(rel);
     }
     if (rc == HK_OK) rc = hk_listing_finish(&l);
@@ -372,15 +372,15 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
         root = again;
     }
     if (rc == HK_OK && !(repo_dir = hk_cache_repo_dir(root, o->repo_type, o->repo_id)))
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) {
-        char *blobs = hk_path_join(repo_dir, "blobs");
-        char *refs = hk_path_join(repo_dir, "refs");
-        char *snaps = hk_path_join(repo_dir, "snapshots");
-        if (!blobs || !refs || !snaps) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        if (rc == HK_OK) rc = hk_mkdirs(blobs, 0777);
-        if (rc == HK_OK) rc = hk_mkdirs(refs, 0777);
-        if (rc == HK_OK) rc = hk_mkdirs(snaps, 0777);
+        char *blobs = hk__path_join(repo_dir, "blobs");
+        char *refs = hk__path_join(repo_dir, "refs");
+        char *snaps = hk__path_join(repo_dir, "snapshots");
+        if (!blobs || !refs || !snaps) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        if (rc == HK_OK) rc = hk__mkdirs(blobs, 0777);
+        if (rc == HK_OK) rc = hk__mkdirs(refs, 0777);
+        if (rc == HK_OK) rc = hk__mkdirs(snaps, 0777);
         free(blobs);
         free(refs);
         free(snaps);
@@ -388,10 +388,10 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     if (rc == HK_OK) rc = lock_repo(&lock_fd, root, repo_dir);
     char parent[65] = "";
     if (rc == HK_OK) {
-        char *ref = hk_asprintf("%s/refs/%s", repo_dir, o->branch);
+        char *ref = hk__asprintf("%s/refs/%s", repo_dir, o->branch);
         char *found = NULL;
-        if (!ref) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-        else if (hk_path_exists(ref) && (rc = hk_cache_resolve_ref(&found, repo_dir, o->branch)) == HK_OK)
+        if (!ref) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        else if (hk__path_exists(ref) && (rc = hk_cache_resolve_ref(&found, repo_dir, o->branch)) == HK_OK)
             snprintf(parent, sizeof parent, "%s", found);
         hk_free(found);
         free(ref);
@@ -416,14 +416,14 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     if (rc == HK_OK && same) {
         snprintf(out->commit, sizeof out->commit, "%.40s", parent);
         out->changed = false;
-        hk_log(HK_LOG_INFO, "%s@%s already holds this tree (%s); nothing to do", o->repo_id, o->branch, parent);
+        hk__log(HK_LOG_INFO, "%s@%s already holds this tree (%s); nothing to do", o->repo_id, o->branch, parent);
     } else if (rc == HK_OK) {
         char commit[41];
         char *last_dir = NULL;
         hk_git_commit_oid(commit, l.root_oid, parent, message);
         /* map listing entries back to their source files */
         abs_of = calloc(l.n ? l.n : 1, sizeof *abs_of);
-        if (!abs_of) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!abs_of) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         for (size_t i = 0; rc == HK_OK && i < files.n; i++) {
             long k = hk_listing_find(&l, files.v[i].rel);
             if (k >= 0) abs_of[k] = files.v[i].abs;
@@ -431,7 +431,7 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
         for (size_t i = 0; rc == HK_OK && i < l.n; i++) {
             if (l.v[i].is_dir) continue;
             if (!abs_of[i]) {
-                rc = hk_fail(HK_ERR_INTERNAL, "lost track of %s", l.v[i].path);
+                rc = hk__fail(HK_ERR_INTERNAL, "lost track of %s", l.v[i].path);
                 break;
             }
             rc = store_blob(repo_dir, abs_of[i], l.v[i].etag, l.v[i].lfs, l.v[i].size, threshold);
@@ -441,10 +441,10 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
         if (rc == HK_OK) {
             /* One flush of the file system for every new blob and link (instead of an fsync per blob),
              * before the ref that makes them reachable is written. */
-            char *blobs = hk_path_join(repo_dir, "blobs");
+            char *blobs = hk__path_join(repo_dir, "blobs");
             int dfd = blobs ? open(blobs, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
             if (dfd < 0 || syncfs(dfd) != 0)
-                rc = hk_fail(hk_errno_code(errno), "cannot flush %s to disk: %s", blobs ? blobs : repo_dir, strerror(errno));
+                rc = hk__fail(hk__errno_code(errno), "cannot flush %s to disk: %s", blobs ? blobs : repo_dir, strerror(errno));
             if (dfd >= 0) close(dfd);
             free(blobs);
         }
@@ -452,7 +452,7 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
         if (rc == HK_OK) {
             snprintf(out->commit, sizeof out->commit, "%s", commit);
             out->changed = true;
-            hk_log(HK_LOG_INFO, "published %s@%s: commit %s (parent %s), %zu files", o->repo_id, o->branch, commit,
+            hk__log(HK_LOG_INFO, "published %s@%s: commit %s (parent %s), %zu files", o->repo_id, o->branch, commit,
                    parent[0] ? parent : "none", out->files);
         }
     }
@@ -464,6 +464,6 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     free(message);
     free(root);
     free(repo_dir);
-    if (rc) hk_fail_context("publishing %s to %s@%s", o->src_dir, o->repo_id, o->branch);
+    if (rc) hk__fail_context("publishing %s to %s@%s", o->src_dir, o->repo_id, o->branch);
     return rc;
 }

@@ -55,13 +55,13 @@ struct hk_store {
 int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold) {
     *out = NULL;
     char real[PATH_MAX];
-    if (!realpath(root, real)) return hk_fail(hk_errno_code(errno), "cannot open the store %s: %s", root, strerror(errno));
-    if (!hk_is_dir(real)) return hk_fail(HK_ERR_NOT_FOUND, "the store %s is not a directory", root);
+    if (!realpath(root, real)) return hk__fail(hk__errno_code(errno), "cannot open the store %s: %s", root, strerror(errno));
+    if (!hk__is_dir(real)) return hk__fail(HK_ERR_NOT_FOUND, "the store %s is not a directory", root);
     hk_store *s = calloc(1, sizeof *s);
-    if (!s || !(s->root = hk_strdup(real)) || !(s->memo = calloc(HASH_CACHE_MAX, sizeof *s->memo))) {
+    if (!s || !(s->root = hk__strdup(real)) || !(s->memo = calloc(HASH_CACHE_MAX, sizeof *s->memo))) {
         if (s) free(s->root);
         free(s);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     s->lfs_threshold = lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT;
     pthread_mutex_init(&s->mu, NULL);
@@ -106,7 +106,7 @@ static bool is_regular_file(const char *path) {
     return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static bool is_lower_hex(const char *s, size_t n) { return strlen(s) == n && hk_is_hex(s, n); }
+static bool is_lower_hex(const char *s, size_t n) { return strlen(s) == n && hk__is_hex(s, n); }
 
 /* refs/<rev> → commit through the cache layer's public reader. */
 static int read_ref(char out_commit[65], const char *repo_dir, const char *rev) {
@@ -121,20 +121,20 @@ static int read_ref(char out_commit[65], const char *repo_dir, const char *rev) 
 int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev) {
     out_commit[0] = '\0';
     const char *candidates[2] = {rev, NULL};
-    if (hk_str_starts_with(rev, "refs/heads/")) candidates[1] = rev + strlen("refs/heads/");
-    else if (hk_str_starts_with(rev, "refs/tags/")) candidates[1] = rev + strlen("refs/tags/");
+    if (hk__str_starts_with(rev, "refs/heads/")) candidates[1] = rev + strlen("refs/heads/");
+    else if (hk__str_starts_with(rev, "refs/tags/")) candidates[1] = rev + strlen("refs/tags/");
     for (int i = 0; i < 2 && candidates[i]; i++) {
         const char *r = candidates[i];
-        if (!hk_path_is_safe_relative(r)) continue;
-        char *ref = hk_asprintf("%s/refs/%s", repo_dir, r);
-        if (!ref) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!hk__path_is_safe_relative(r)) continue;
+        char *ref = hk__asprintf("%s/refs/%s", repo_dir, r);
+        if (!ref) return hk__fail(HK_ERR_NOMEM, "out of memory");
         bool ok = is_regular_file(ref);
         free(ref);
         if (ok && read_ref(out_commit, repo_dir, r) == HK_OK) return HK_OK;
     }
     if (is_lower_hex(rev, 40) || is_lower_hex(rev, 64)) {
-        char *snap = hk_asprintf("%s/snapshots/%s", repo_dir, rev);
-        if (!snap) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, rev);
+        if (!snap) return hk__fail(HK_ERR_NOMEM, "out of memory");
         struct stat st;
         bool ok = lstat(snap, &st) == 0 && S_ISDIR(st.st_mode);
         free(snap);
@@ -144,7 +144,7 @@ int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *
         }
     }
     out_commit[0] = '\0';
-    return hk_fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found", rev);
+    return hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found", rev);
 }
 
 /* Content hash for a blob whose name is not an etag, memoised by identity and mtime. */
@@ -164,7 +164,7 @@ static int etag_by_content(hk_store *s, char etag[65], bool *lfs, const char *re
     uint64_t size = 0;
     int rc = hk_classify_file(etag, lfs, &size, real, s->lfs_threshold);
     if (rc) return rc;
-    hk_log(HK_LOG_DEBUG, "hashed %s (its name is not an etag): %s", real, etag);
+    hk__log(HK_LOG_DEBUG, "hashed %s (its name is not an etag): %s", real, etag);
     pthread_mutex_lock(&s->mu);
     size_t slot;
     if (s->n_memo < HASH_CACHE_MAX) slot = s->n_memo++;
@@ -184,25 +184,25 @@ static int etag_by_content(hk_store *s, char etag[65], bool *lfs, const char *re
  * lies in the repo's blobs/ or in that snapshot itself; fill etag/lfs/size and the real path. */
 static int resolve_entry(hk_store *s, char real[PATH_MAX], struct stat *st, char etag[65], bool *lfs,
                          const char *repo_dir, const char *commit, const char *full, bool warn) {
-    if (!realpath(full, real)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
+    if (!realpath(full, real)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
     char repo_real[PATH_MAX];
-    if (!realpath(repo_dir, repo_real)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such repo");
-    char *blobs = hk_asprintf("%s/blobs/", repo_real);
-    char *snap = hk_asprintf("%s/snapshots/%s/", repo_real, commit);
+    if (!realpath(repo_dir, repo_real)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "no such repo");
+    char *blobs = hk__asprintf("%s/blobs/", repo_real);
+    char *snap = hk__asprintf("%s/snapshots/%s/", repo_real, commit);
     if (!blobs || !snap) {
         free(blobs);
         free(snap);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    bool in_blobs = hk_str_starts_with(real, blobs) && !strchr(real + strlen(blobs), '/');
-    bool in_snap = hk_str_starts_with(real, snap);
+    bool in_blobs = hk__str_starts_with(real, blobs) && !strchr(real + strlen(blobs), '/');
+    bool in_snap = hk__str_starts_with(real, snap);
     free(blobs);
     free(snap);
     if (!in_blobs && !in_snap) {
-        hk_log(warn ? HK_LOG_WARN : HK_LOG_DEBUG, "refusing %s: it leads out of the repo folder (to %s)", full, real);
-        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
+        hk__log(warn ? HK_LOG_WARN : HK_LOG_DEBUG, "refusing %s: it leads out of the repo folder (to %s)", full, real);
+        return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
     }
-    if (stat(real, st) != 0 || !S_ISREG(st->st_mode)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "not a file");
+    if (stat(real, st) != 0 || !S_ISREG(st->st_mode)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "not a file");
     const char *base = strrchr(real, '/') + 1;
     if (in_blobs && (is_lower_hex(base, 40) || is_lower_hex(base, 64))) {
         snprintf(etag, 65, "%s", base);
@@ -215,20 +215,20 @@ static int resolve_entry(hk_store *s, char real[PATH_MAX], struct stat *st, char
 int hk_store_open_file(hk_sfile *out, hk_store *s, const char *repo_dir, const char *commit, const char *path) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
-    if (!hk_path_is_safe_relative(path)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
-    char *full = hk_asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
-    if (!full) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
+    char *full = hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
+    if (!full) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char real[PATH_MAX];
     struct stat st;
     int rc = resolve_entry(s, real, &st, out->etag, &out->lfs, repo_dir, commit, full, true);
     free(full);
     if (rc) return rc;
     int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "cannot open: %s", strerror(errno));
+    if (fd < 0) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "cannot open: %s", strerror(errno));
     struct stat st2;
     if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev) {
         close(fd);
-        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "file changed while opening");
+        return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "file changed while opening");
     }
     out->fd = fd;
     out->size = (uint64_t)st2.st_size;
@@ -238,15 +238,15 @@ int hk_store_open_file(hk_sfile *out, hk_store *s, const char *repo_dir, const c
 int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const char *sha256) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
-    if (!is_lower_hex(sha256, 64)) return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "not a sha256");
-    char *p = hk_asprintf("%s/blobs/%s", repo_dir, sha256);
-    if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!is_lower_hex(sha256, 64)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "not a sha256");
+    char *p = hk__asprintf("%s/blobs/%s", repo_dir, sha256);
+    if (!p) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     free(p);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         if (fd >= 0) close(fd);
-        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "no such blob");
+        return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "no such blob");
     }
     out->fd = fd;
     out->size = (uint64_t)st.st_size;
@@ -297,7 +297,7 @@ static bool fast_blob(walk_ctx *w, const char *abs, const char *rel, struct stat
     if (strncmp(t, "blobs/", 6) != 0) return false;
     t += 6;
     if (!is_lower_hex(t, 40) && !is_lower_hex(t, 64)) return false;
-    char *blob = hk_asprintf("%s/blobs/%s", w->repo_dir, t);
+    char *blob = hk__asprintf("%s/blobs/%s", w->repo_dir, t);
     bool ok = blob && lstat(blob, st) == 0 && S_ISREG(st->st_mode);
     free(blob);
     if (ok) snprintf(etag, 65, "%s", t);
@@ -307,19 +307,19 @@ static bool fast_blob(walk_ctx *w, const char *abs, const char *rel, struct stat
 /* ABS/NAME and REL/NAME (NAME alone when REL is ""), for the directory walks below; on failure
  * both are NULL and HK_ERR_NOMEM is returned. */
 static int child_paths(char **abs_out, char **rel_out, const char *abs, const char *rel, const char *name) {
-    *abs_out = hk_path_join(abs, name);
-    *rel_out = *rel ? hk_asprintf("%s/%s", rel, name) : hk_strdup(name);
+    *abs_out = hk__path_join(abs, name);
+    *rel_out = *rel ? hk__asprintf("%s/%s", rel, name) : hk__strdup(name);
     if (*abs_out && *rel_out) return HK_OK;
     free(*abs_out);
     free(*rel_out);
     *abs_out = *rel_out = NULL;
-    return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
     if (depth > 64) return HK_OK;
     DIR *d = opendir(abs);
-    if (!d) return hk_fail(hk_errno_code(errno), "cannot list %s: %s", abs, strerror(errno));
+    if (!d) return hk__fail(hk__errno_code(errno), "cannot list %s: %s", abs, strerror(errno));
     int rc = HK_OK;
     struct dirent *de;
     while (rc == HK_OK && (de = readdir(d)) != NULL) {
@@ -329,7 +329,7 @@ static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
         rc = child_paths(&child_abs, &child_rel, abs, rel, name);
         if (rc) break;
         struct stat lst;
-        if (lstat(child_abs, &lst) != 0 || !hk_path_is_safe_relative(child_rel) || !utf8_valid(name)) {
+        if (lstat(child_abs, &lst) != 0 || !hk__path_is_safe_relative(child_rel) || !utf8_valid(name)) {
             /* vanished, or a name no client could ask for */
         } else if (S_ISDIR(lst.st_mode)) {
             rc = walk(w, child_abs, child_rel, depth + 1);
@@ -360,12 +360,12 @@ static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
 
 int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char *commit) {
     memset(out, 0, sizeof *out);
-    char *snap = hk_asprintf("%s/snapshots/%s", repo_dir, commit);
-    char *blobs = hk_asprintf("%s/blobs", repo_dir);
+    char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, commit);
+    char *blobs = hk__asprintf("%s/blobs", repo_dir);
     if (!snap || !blobs) {
         free(snap);
         free(blobs);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     int rc = HK_OK;
     struct stat st;
@@ -388,7 +388,7 @@ static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, c
     struct dirent *de;
     while (rc == HK_OK && (de = readdir(d)) != NULL) {
         const char *name = de->d_name;
-        if (name[0] == '.' || hk_str_ends_with(name, ".tmp") || hk_str_ends_with(name, ".lock")) continue;
+        if (name[0] == '.' || hk__str_ends_with(name, ".tmp") || hk__str_ends_with(name, ".lock")) continue;
         char *child_abs, *child_rel;
         rc = child_paths(&child_abs, &child_rel, abs, rel, name);
         if (rc) break;
@@ -402,7 +402,7 @@ static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, c
                     size_t nc = *cap ? *cap * 2 : 16;
                     hk_ref *nv = realloc(*v, nc * sizeof *nv);
                     if (!nv) {
-                        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
                     } else {
                         *v = nv;
                         *cap = nc;
@@ -431,8 +431,8 @@ int hk_store_list_refs(hk_ref **out, size_t *n, const char *repo_dir) {
     *out = NULL;
     *n = 0;
     size_t cap = 0;
-    char *refs = hk_path_join(repo_dir, "refs");
-    if (!refs) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *refs = hk__path_join(repo_dir, "refs");
+    if (!refs) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = refs_walk(out, n, &cap, repo_dir, refs, "", 0);
     free(refs);
     if (rc) {
@@ -457,11 +457,11 @@ bool hk_store_has_namespace(const hk_store *s, const char *org) {
     bool found = false;
     struct dirent *de;
     for (int t = 0; t < 4 && !found; t++) {
-        char *prefix = hk_asprintf("%s--%s--", hk_repo_type_plural((hk_repo_type)t), org);
+        char *prefix = hk__asprintf("%s--%s--", hk_repo_type_plural((hk_repo_type)t), org);
         if (!prefix) break;
         rewinddir(d);
         while (!found && (de = readdir(d)) != NULL)
-            if (hk_str_starts_with(de->d_name, prefix) && !strstr(de->d_name + strlen(prefix), "--")) found = true;
+            if (hk__str_starts_with(de->d_name, prefix) && !strstr(de->d_name + strlen(prefix), "--")) found = true;
         free(prefix);
     }
     closedir(d);
@@ -476,8 +476,8 @@ static long ms_since(const struct timespec *t) {
 
 int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_dir, const char *commit) {
     *out = NULL;
-    char *key = hk_asprintf("%s\n%s", repo_dir, commit);
-    if (!key) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *key = hk__asprintf("%s\n%s", repo_dir, commit);
+    if (!key) return hk__fail(HK_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
         cached_listing *c = s->lcache[i];
@@ -497,7 +497,7 @@ int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_d
     cached_listing *c = calloc(1, sizeof *c);
     if (!c) {
         free(key);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     int rc = hk_store_list(&c->l, s, repo_dir, commit);
     if (rc) {

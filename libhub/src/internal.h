@@ -11,19 +11,19 @@
 
 /* ---- errors (util/error.c) ---------------------------------------------------------------- */
 /* Record `code` with a printf-style message as this thread's last error; returns `code` so that
- * call sites read `return hk_fail(HK_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
-int hk_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ * call sites read `return hk__fail(HK_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
+int hk__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefix the current last-error message with context ("pulling org/x: <old message>"). */
-int hk_fail_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int hk__fail_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* errno → HK_ERR_DISK_FULL / HK_ERR_NOT_FOUND / HK_ERR_IO. */
-int hk_errno_code(int err);
+int hk__errno_code(int err);
 /* The entry check of every versioned options struct (libgit2 style): HK_OK when `got` is a version
  * this library knows (1..supported), else HK_ERR_INVALID_ARG naming the struct and the init call. */
-int hk_check_options_version(const char *type_name, unsigned int got, unsigned int supported);
+int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported);
 
 /* ---- logging (util/error.c) --------------------------------------------------------------- */
-void hk_log(hk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-bool hk_log_enabled(hk_log_level level);
+void hk__log(hk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool hk__log_enabled(hk_log_level level);
 
 /* ---- growable string (util/strbuf.c) ------------------------------------------------------ */
 typedef struct hk_strbuf {
@@ -33,63 +33,63 @@ typedef struct hk_strbuf {
     bool oom;   /* sticky: an append failed */
 } hk_strbuf;
 
-void hk_sb_init(hk_strbuf *sb);
-void hk_sb_free(hk_strbuf *sb);
-void hk_sb_append(hk_strbuf *sb, const char *s);
-void hk_sb_append_n(hk_strbuf *sb, const char *s, size_t n);
-void hk_sb_printf(hk_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void hk_sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap);
+void hk__sb_init(hk_strbuf *sb);
+void hk__sb_free(hk_strbuf *sb);
+void hk__sb_append(hk_strbuf *sb, const char *s);
+void hk__sb_append_n(hk_strbuf *sb, const char *s, size_t n);
+void hk__sb_printf(hk_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hk__sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap);
 /* Give the buffer away (caller frees); "" if empty; NULL if an append ran out of memory. */
-char *hk_sb_steal(hk_strbuf *sb);
+char *hk__sb_steal(hk_strbuf *sb);
 
-char *hk_strdup(const char *s);                    /* NULL-safe */
-char *hk_strndup(const char *s, size_t n);
-char *hk_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-bool hk_str_starts_with(const char *s, const char *prefix);
-bool hk_str_ends_with(const char *s, const char *suffix);
-bool hk_is_hex(const char *s, size_t n);           /* exactly n lowercase hex chars, then NUL */
+char *hk__strdup(const char *s);                    /* NULL-safe */
+char *hk__strndup(const char *s, size_t n);
+char *hk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool hk__str_starts_with(const char *s, const char *prefix);
+bool hk__str_ends_with(const char *s, const char *suffix);
+bool hk__is_hex(const char *s, size_t n);           /* exactly n lowercase hex chars, then NUL */
 /* Environment booleans as huggingface_hub reads them: 1/ON/YES/TRUE, any case. */
-bool hk_env_true(const char *name);
+bool hk__env_true(const char *name);
 /* getenv that treats "" as unset. */
-const char *hk_getenv(const char *name);
+const char *hk__getenv(const char *name);
 
 /* ---- files (util/fs.c) -------------------------------------------------------------------- */
-char *hk_path_join(const char *a, const char *b);  /* "a/b", tolerant of trailing '/' on a */
-int hk_mkdirs(const char *path, unsigned mode);    /* mkdir -p */
-bool hk_path_exists(const char *path);
-bool hk_is_dir(const char *path);
+char *hk__path_join(const char *a, const char *b);  /* "a/b", tolerant of trailing '/' on a */
+int hk__mkdirs(const char *path, unsigned mode);    /* mkdir -p */
+bool hk__path_exists(const char *path);
+bool hk__is_dir(const char *path);
 /* Names of the directories in dir (symlinks followed, dot entries skipped), in readdir order, as
  * a NULL-terminated array of *count names; free each and the array. HK_ERR_NOT_FOUND when dir
  * cannot be listed. */
-int hk_list_subdirs(char ***out, size_t *count, const char *dir);
+int hk__list_subdirs(char ***out, size_t *count, const char *dir);
 /* Read a whole (small) file; NUL-terminated; *out_len may be NULL. */
-int hk_read_file(char **out, size_t *out_len, const char *path, size_t max_len);
+int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len);
 /* Write via a unique temp file in the same directory, fsync, rename. Mode 0666 & ~umask. */
-int hk_write_file_atomic(const char *path, const void *data, size_t len);
+int hk__write_file_atomic(const char *path, const void *data, size_t len);
 /* Remove a directory tree (no symlink following). */
-int hk_rmtree(const char *path);
+int hk__rmtree(const char *path);
 /* 8 random lowercase hex chars + NUL into buf[9] (for temp names). */
-void hk_random_hex8(char buf[9]);
+void hk__random_hex8(char buf[9]);
 /* Relative path from directory `from_dir` to `to` (both absolute, normalised). */
-char *hk_relpath(const char *to, const char *from_dir);
+char *hk__relpath(const char *to, const char *from_dir);
 /* Is `rel` a safe relative path inside a directory: no absolute, no "..", no "\", no empty or
  * "." components, no control characters. */
-bool hk_path_is_safe_relative(const char *rel);
+bool hk__path_is_safe_relative(const char *rel);
 
 /* ---- hashing (util/hash.c) ---------------------------------------------------------------- */
 typedef struct hk_hasher hk_hasher;
 typedef enum { HK_HASH_SHA256, HK_HASH_SHA512, HK_HASH_SHA1, HK_HASH_GIT_BLOB } hk_hash_kind;
 /* For HK_HASH_GIT_BLOB the content size must be known up front (git hashes "blob <len>\0"). */
-hk_hasher *hk_hasher_new(hk_hash_kind kind, uint64_t git_blob_size);
-void hk_hasher_update(hk_hasher *h, const void *data, size_t len);
+hk_hasher *hk__hasher_new(hk_hash_kind kind, uint64_t git_blob_size);
+void hk__hasher_update(hk_hasher *h, const void *data, size_t len);
 /* Digest into out (up to 64 bytes); returns its length; frees h. */
-size_t hk_hasher_finish(hk_hasher *h, unsigned char out[64]);
-void hk_hasher_free(hk_hasher *h);
-void hk_hex(char *out, const unsigned char *bytes, size_t n); /* out gets 2n chars + NUL */
+size_t hk__hasher_finish(hk_hasher *h, unsigned char out[64]);
+void hk__hasher_free(hk_hasher *h);
+void hk__hex(char *out, const unsigned char *bytes, size_t n); /* out gets 2n chars + NUL */
 /* Whole-file digests: hex (sha256/sha1/git-blob) or base64 (for metadata.json digests). */
-int hk_hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path);
-int hk_hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path);
-void hk_base64(char *out, const unsigned char *bytes, size_t n); /* out needs 4*((n+2)/3)+1 */
+int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path);
+int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path);
+void hk__base64(char *out, const unsigned char *bytes, size_t n); /* out needs 4*((n+2)/3)+1 */
 
 #define HK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -3,7 +3,10 @@
 libhub/include/hubkern/*.h. Checks libhubkern.so (dynamic symbols, version node HUBKERN_0) and
 libhubkern.a (global defined symbols of its members).
 
-usage: check_exports.py INCLUDE_DIR LIBHUBKERN_SO LIBHUBKERN_A
+Also checks the naming rule on the internal archive (every object of the library with internal
+symbols visible): a global function named hk_<x> is public API; internal ones are named hk__<x>.
+
+usage: check_exports.py INCLUDE_DIR LIBHUBKERN_SO LIBHUBKERN_A [LIBHUBKERN_INTERNAL_A]
 """
 import glob
 import os
@@ -54,6 +57,14 @@ def main():
             ok = False
             print(f"{label} lacks {len(missing)} declared public functions: {', '.join(missing[:40])}")
         print(f"{label}: {len(got)} exported, {len(want)} declared")
+    if len(sys.argv) > 4:
+        internal = nm(["-g", "--defined-only", sys.argv[4]])
+        misnamed = sorted(x for x in internal if x.startswith("hk_") and not x.startswith("hk__") and x not in want)
+        if misnamed:
+            ok = False
+            print(f"internal functions with the public prefix hk_ (rename to hk__): {', '.join(misnamed[:40])}")
+        print(f"internal archive: {sum(1 for x in internal if x.startswith('hk__'))} internal hk__ symbols, "
+              f"{len(misnamed)} misnamed")
     if unversioned:
         ok = False
         print(f"libhubkern.so: symbols without the HUBKERN_0 version: {', '.join(unversioned[:20])}")

@@ -13,7 +13,7 @@ static char *g_tmp;
 const char *hk_test_tmpdir(void) {
     if (!g_tmp) {
         const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        g_tmp = hk_asprintf("%s/hk-test-XXXXXX", base);
+        g_tmp = hk__asprintf("%s/hk-test-XXXXXX", base);
         if (!g_tmp || !mkdtemp(g_tmp)) {
             fprintf(stderr, "cannot create a temporary directory\n");
             exit(2);
@@ -23,11 +23,11 @@ const char *hk_test_tmpdir(void) {
 }
 
 void hk_test_write(const char *path, const char *content) {
-    char *dir = hk_strdup(path);
+    char *dir = hk__strdup(path);
     char *slash = strrchr(dir, '/');
     if (slash) {
         *slash = '\0';
-        hk_mkdirs(dir, 0777);
+        hk__mkdirs(dir, 0777);
     }
     free(dir);
     FILE *f = fopen(path, "wb");
@@ -41,7 +41,7 @@ void hk_test_write(const char *path, const char *content) {
 
 int hk_test_finish(void) {
     if (g_tmp) {
-        hk_rmtree(g_tmp);
+        hk__rmtree(g_tmp);
         free(g_tmp);
         g_tmp = NULL;
     }

@@ -53,14 +53,14 @@ static int bundle_extract(counts *st, const char *in, const char *root) {
 
 /* Store `content` as a blob named by its git sha1 (small) or sha256 (lfs) and link it. */
 static void put_file(const char *repo, const char *path, const char *content, bool lfs) {
-    char *tmp = hk_asprintf("%s/tmpfile", repo);
+    char *tmp = hk__asprintf("%s/tmpfile", repo);
     hk_test_write(tmp, content);
     char hex[129];
-    hk_hash_file_hex(hex, sizeof hex, lfs ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, tmp);
-    char *blob = hk_asprintf("%s/blobs/%s", repo, hex);
-    hk_mkdirs(strrchr(blob, '/') ? repo : repo, 0777);
-    char *blobs = hk_asprintf("%s/blobs", repo);
-    hk_mkdirs(blobs, 0777);
+    hk__hash_file_hex(hex, sizeof hex, lfs ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, tmp);
+    char *blob = hk__asprintf("%s/blobs/%s", repo, hex);
+    hk__mkdirs(strrchr(blob, '/') ? repo : repo, 0777);
+    char *blobs = hk__asprintf("%s/blobs", repo);
+    hk__mkdirs(blobs, 0777);
     rename(tmp, blob);
     CHECK_RC(hk_cache_link_snapshot(repo, k_commit, path, hex), HK_OK);
     free(blobs);
@@ -70,7 +70,7 @@ static void put_file(const char *repo, const char *path, const char *content, bo
 
 static char *read_all(const char *path) {
     char *d = NULL;
-    if (hk_read_file(&d, NULL, path, 1 << 20) != HK_OK) return NULL;
+    if (hk__read_file(&d, NULL, path, 1 << 20) != HK_OK) return NULL;
     return d;
 }
 
@@ -79,47 +79,47 @@ static int count_incomplete(const char *dir) {
     if (!d) return 0;
     int n = 0;
     struct dirent *de;
-    while ((de = readdir(d))) n += hk_str_ends_with(de->d_name, ".incomplete");
+    while ((de = readdir(d))) n += hk__str_ends_with(de->d_name, ".incomplete");
     closedir(d);
     return n;
 }
 
 static void test_round_trip(void) {
     const char *tmp = hk_test_tmpdir();
-    char *src = hk_path_join(tmp, "src");
-    char *dst = hk_path_join(tmp, "dst");
+    char *src = hk__path_join(tmp, "src");
+    char *dst = hk__path_join(tmp, "dst");
     char *repo = hk_cache_repo_dir(src, HK_REPO_KERNEL, "org/rms");
     put_file(repo, "build/tvm-ffi01-cpu-x86_64-linux/metadata.json", "{\"name\":\"rms\"}", false);
     put_file(repo, "build/tvm-ffi01-cpu-x86_64-linux/_rms.so", "\x7f" "ELF pretend binary", true);
     CHECK_RC(hk_cache_write_ref(repo, "v1", k_commit), HK_OK);
-    char *partial = hk_asprintf("%s/blobs/abc.12345678.incomplete", repo);
+    char *partial = hk__asprintf("%s/blobs/abc.12345678.incomplete", repo);
     hk_test_write(partial, "partial");
 
-    char *bundle = hk_path_join(tmp, "b.tar.gz");
+    char *bundle = hk__path_join(tmp, "b.tar.gz");
     const char *ids[] = {"org/rms"};
     counts st;
     CHECK_RC(bundle_create(&st, bundle, src, HK_REPO_KERNEL, ids, 1), HK_OK);
     CHECK(st.repos == 1 && st.blobs_added == 2 && st.links == 2 && st.refs == 1);
     const char *missing[] = {"org/absent"};
     CHECK_RC(bundle_create(&st, bundle, src, HK_REPO_KERNEL, missing, 1), HK_ERR_NOT_FOUND);
-    CHECK(hk_path_exists(bundle)); /* a failed create before writing leaves the old bundle alone */
+    CHECK(hk__path_exists(bundle)); /* a failed create before writing leaves the old bundle alone */
 
     CHECK_RC(bundle_extract(&st, bundle, dst), HK_OK);
     CHECK(st.blobs_added == 2 && st.blobs_present == 0 && st.links == 2 && st.refs == 1);
     char *drepo = hk_cache_repo_dir(dst, HK_REPO_KERNEL, "org/rms");
     char commit[65];
-    CHECK_RC(hk_cache_read_ref(commit, drepo, "v1"), HK_OK);
+    CHECK_RC(hk__cache_read_ref(commit, drepo, "v1"), HK_OK);
     CHECK_STR(commit, k_commit);
-    char *f = hk_asprintf("%s/snapshots/%s/build/tvm-ffi01-cpu-x86_64-linux/_rms.so", drepo, k_commit);
+    char *f = hk__asprintf("%s/snapshots/%s/build/tvm-ffi01-cpu-x86_64-linux/_rms.so", drepo, k_commit);
     char *data = read_all(f);
     CHECK_STR(data, "\x7f" "ELF pretend binary");
     free(data);
     struct stat lst;
     CHECK(lstat(f, &lst) == 0 && S_ISLNK(lst.st_mode)); /* links stay relative symlinks */
-    char *tag = hk_path_join(dst, "CACHEDIR.TAG");
-    CHECK(hk_path_exists(tag));
-    char *dpartial = hk_asprintf("%s/blobs/abc.12345678.incomplete", drepo);
-    CHECK(!hk_path_exists(dpartial)); /* temp files are not carried */
+    char *tag = hk__path_join(dst, "CACHEDIR.TAG");
+    CHECK(hk__path_exists(tag));
+    char *dpartial = hk__asprintf("%s/blobs/abc.12345678.incomplete", drepo);
+    CHECK(!hk__path_exists(dpartial)); /* temp files are not carried */
     /* importing twice is idempotent */
     CHECK_RC(bundle_extract(&st, bundle, dst), HK_OK);
     CHECK(st.blobs_added == 0 && st.blobs_present == 2);
@@ -138,7 +138,7 @@ static void test_round_trip(void) {
 typedef struct { const char *path; char type; const char *data; } entry;
 
 static char *make_tar(const char *name, const entry *es, size_t n) {
-    char *path = hk_path_join(hk_test_tmpdir(), name);
+    char *path = hk__path_join(hk_test_tmpdir(), name);
     struct archive *a = archive_write_new();
     archive_write_set_format_pax_restricted(a);
     archive_write_open_filename(a, path);
@@ -174,19 +174,19 @@ static char *make_tar(const char *name, const entry *es, size_t n) {
 
 static void expect_refused(const char *name, const entry *es, size_t n, int want) {
     char *tar = make_tar(name, es, n);
-    char *root = hk_path_join(hk_test_tmpdir(), "victim");
+    char *root = hk__path_join(hk_test_tmpdir(), "victim");
     counts st;
     CHECK_RC(bundle_extract(&st, tar, root), want);
-    char *ref = hk_asprintf("%s/" REPO "/refs/v1", root);
-    CHECK(!hk_path_exists(ref)); /* nothing recorded */
-    char *blobs = hk_asprintf("%s/" REPO "/blobs", root);
+    char *ref = hk__asprintf("%s/" REPO "/refs/v1", root);
+    CHECK(!hk__path_exists(ref)); /* nothing recorded */
+    char *blobs = hk__asprintf("%s/" REPO "/blobs", root);
     CHECK(count_incomplete(blobs) == 0); /* no temp file left behind */
-    char *escape = hk_path_join(hk_test_tmpdir(), "escaped");
-    CHECK(!hk_path_exists(escape));
+    char *escape = hk__path_join(hk_test_tmpdir(), "escaped");
+    CHECK(!hk__path_exists(escape));
     free(escape);
     free(blobs);
     free(ref);
-    hk_rmtree(root);
+    hk__rmtree(root);
     free(root);
     free(tar);
 }
@@ -198,10 +198,10 @@ static void test_hostile(void) {
     {
         const entry es[] = {good_blob, {SNAP "/a.txt", 'l', "../../blobs/" HELLO_SHA1}, ok_ref};
         char *tar = make_tar("good.tar", es, 3);
-        char *root = hk_path_join(hk_test_tmpdir(), "good");
+        char *root = hk__path_join(hk_test_tmpdir(), "good");
         counts st;
         CHECK_RC(bundle_extract(&st, tar, root), HK_OK);
-        char *f = hk_asprintf("%s/" SNAP "/a.txt", root);
+        char *f = hk__asprintf("%s/" SNAP "/a.txt", root);
         char *d = read_all(f);
         CHECK_STR(d, "hello");
         free(d);
@@ -234,9 +234,9 @@ static void test_hostile(void) {
     const entry bad_ref[] = {good_blob, {REPO "/refs/v1", 'f', "not a commit"}};
     expect_refused("t12.tar", bad_ref, 2, HK_ERR_PARSE);
 
-    char *junk = hk_path_join(hk_test_tmpdir(), "junk.tar");
+    char *junk = hk__path_join(hk_test_tmpdir(), "junk.tar");
     hk_test_write(junk, "this is not a tar archive at all, just text that goes on for a while........");
-    char *root = hk_path_join(hk_test_tmpdir(), "junkroot");
+    char *root = hk__path_join(hk_test_tmpdir(), "junkroot");
     counts st;
     CHECK_RC(bundle_extract(&st, junk, root), HK_ERR_PARSE);
     free(root);

@@ -13,27 +13,27 @@
 static void test_locks(void) {
     const char *dir = hk_test_tmpdir();
     char *repo = hk_cache_repo_dir(dir, HK_REPO_KERNEL, "org/k");
-    char *lp = hk_cache_lock_path(dir, repo, "abc");
-    char *want = hk_asprintf("%s/.locks/kernels--org--k/abc.lock", dir);
+    char *lp = hk__cache_lock_path(dir, repo, "abc");
+    char *want = hk__asprintf("%s/.locks/kernels--org--k/abc.lock", dir);
     CHECK_STR(lp, want);
     int a = -1, b = -1;
-    CHECK_RC(hk_cache_lock_try(&a, lp), HK_OK);
+    CHECK_RC(hk__cache_lock_try(&a, lp), HK_OK);
     CHECK(a >= 0);
     struct stat st;
     CHECK(stat(lp, &st) == 0 && (st.st_mode & 0777) == 0664);
     /* a second open file description (as another process would have) cannot take it */
-    CHECK_RC(hk_cache_lock_try(&b, lp), HK_OK);
+    CHECK_RC(hk__cache_lock_try(&b, lp), HK_OK);
     CHECK(b == -1);
-    CHECK_RC(hk_cache_lock_wait(&b, lp, 300), HK_ERR_LOCK);
-    hk_cache_unlock(a);
-    CHECK(hk_path_exists(lp)); /* never unlinked */
-    CHECK_RC(hk_cache_lock_try(&b, lp), HK_OK);
+    CHECK_RC(hk__cache_lock_wait(&b, lp, 300), HK_ERR_LOCK);
+    hk__cache_unlock(a);
+    CHECK(hk__path_exists(lp)); /* never unlinked */
+    CHECK_RC(hk__cache_lock_try(&b, lp), HK_OK);
     CHECK(b >= 0);
-    hk_cache_unlock(b);
+    hk__cache_unlock(b);
     /* a symlink planted at the lock path is refused (O_NOFOLLOW) */
-    char *evil = hk_cache_lock_path(dir, repo, "evil");
+    char *evil = hk__cache_lock_path(dir, repo, "evil");
     symlink("/tmp/somewhere", evil);
-    CHECK_RC(hk_cache_lock_try(&a, evil), HK_ERR_LOCK);
+    CHECK_RC(hk__cache_lock_try(&a, evil), HK_ERR_LOCK);
     free(evil);
     free(want);
     free(lp);
@@ -47,31 +47,31 @@ static void test_tmp_and_commit(void) {
     int fd = -1;
     char *tmp = NULL;
     mode_t old = umask(022);
-    CHECK_RC(hk_cache_blob_tmp_open(&fd, &tmp, repo, etag), HK_OK);
+    CHECK_RC(hk__cache_blob_tmp_open(&fd, &tmp, repo, etag), HK_OK);
     umask(old);
     CHECK(fd >= 0);
-    char *prefix = hk_asprintf("%s/blobs/%s.", repo, etag);
-    CHECK(tmp && hk_str_starts_with(tmp, prefix) && hk_str_ends_with(tmp, ".incomplete"));
+    char *prefix = hk__asprintf("%s/blobs/%s.", repo, etag);
+    CHECK(tmp && hk__str_starts_with(tmp, prefix) && hk__str_ends_with(tmp, ".incomplete"));
     CHECK(tmp && strlen(tmp) == strlen(prefix) + 8 + strlen(".incomplete"));
     CHECK(write(fd, "Hello, World!", 13) == 13);
     close(fd);
     struct stat st;
     CHECK(stat(tmp, &st) == 0 && (st.st_mode & 0777) == 0644);
-    CHECK(!hk_cache_blob_present(repo, etag, 13));
-    CHECK_RC(hk_cache_blob_commit(tmp, repo, etag), HK_OK);
-    CHECK(hk_cache_blob_present(repo, etag, 13));
-    CHECK(!hk_cache_blob_present(repo, etag, 14));
-    char *blob = hk_asprintf("%s/blobs/%s", repo, etag);
+    CHECK(!hk__cache_blob_present(repo, etag, 13));
+    CHECK_RC(hk__cache_blob_commit(tmp, repo, etag), HK_OK);
+    CHECK(hk__cache_blob_present(repo, etag, 13));
+    CHECK(!hk__cache_blob_present(repo, etag, 14));
+    char *blob = hk__asprintf("%s/blobs/%s", repo, etag);
     char hex[129];
     bool ok = false;
-    CHECK_RC(hk_cache_hash_blob(hex, &ok, blob, etag), HK_OK);
+    CHECK_RC(hk__cache_hash_blob(hex, &ok, blob, etag), HK_OK);
     CHECK(ok);
     CHECK_STR(hex, etag);
-    CHECK_RC(hk_cache_hash_blob(hex, &ok, blob, "not-a-hash"), HK_OK);
+    CHECK_RC(hk__cache_hash_blob(hex, &ok, blob, "not-a-hash"), HK_OK);
     CHECK(!ok);
     CHECK_RC(hk_cache_link_snapshot(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag), HK_OK);
-    CHECK(hk_cache_pointer_ok(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag));
-    CHECK(!hk_cache_pointer_ok(repo, "2222222222222222222222222222222222222222", "build/v/g.txt", etag));
+    CHECK(hk__cache_pointer_ok(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag));
+    CHECK(!hk__cache_pointer_ok(repo, "2222222222222222222222222222222222222222", "build/v/g.txt", etag));
     free(blob);
     free(prefix);
     free(tmp);
@@ -120,16 +120,16 @@ static int run_op(counts *rep, int (*op)(hk_cache_report **, const hk_cache_opti
 #define cache_rm(rep, root, repo, rev, dry, fn, ud) run_op(rep, hk_cache_rm, root, repo, rev, false, false, dry, ud)
 
 static void test_maint(void) {
-    char *root = hk_path_join(hk_test_tmpdir(), "m");
+    char *root = hk__path_join(hk_test_tmpdir(), "m");
     char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/m");
     const char *c1 = "3333333333333333333333333333333333333333";
     const char *c2 = "4444444444444444444444444444444444444444";
     const char *good = "b45ef6fec89518d314f546fd6c3025367b721684";
     const char *bad = "0000000000000000000000000000000000000000";
-    char *p = hk_asprintf("%s/blobs/%s", repo, good);
+    char *p = hk__asprintf("%s/blobs/%s", repo, good);
     hk_test_write(p, "Hello, World!");
     free(p);
-    p = hk_asprintf("%s/blobs/%s", repo, bad);
+    p = hk__asprintf("%s/blobs/%s", repo, bad);
     hk_test_write(p, "corrupt");
     free(p);
     CHECK_RC(hk_cache_link_snapshot(repo, c1, "build/v/a.txt", good), HK_OK);
@@ -141,28 +141,28 @@ static void test_maint(void) {
     CHECK(rep.problems == 1);
     CHECK(strstr(out.buf, bad) != NULL && strstr(out.buf, "corrupt blob") != NULL);
     /* clean it: rm the blob by hand, the link is now broken -> problem "Blob missing" */
-    p = hk_asprintf("%s/blobs/%s", repo, bad);
+    p = hk__asprintf("%s/blobs/%s", repo, bad);
     unlink(p);
     free(p);
     memset(&out, 0, sizeof out);
     CHECK_RC(cache_verify(&rep, root, "org/m", collect, &out), HK_OK);
     CHECK(rep.problems == 1 && strstr(out.buf, "Blob missing") != NULL);
     /* a ref with a trailing newline is a problem (Python would look for snapshots/<sha>\n) */
-    p = hk_asprintf("%s/refs/main", repo);
+    p = hk__asprintf("%s/refs/main", repo);
     hk_test_write(p, "3333333333333333333333333333333333333333\n");
     free(p);
     memset(&out, 0, sizeof out);
     CHECK_RC(cache_verify(&rep, root, NULL, collect, &out), HK_OK);
     CHECK(rep.problems == 2 && strstr(out.buf, "refs/main") != NULL);
-    p = hk_asprintf("%s/refs/main", repo);
+    p = hk__asprintf("%s/refs/main", repo);
     unlink(p);
     free(p);
     /* leftovers + an orphan blob + a detached snapshot */
-    p = hk_asprintf("%s/blobs/%s.deadbeef.incomplete", repo, good);
+    p = hk__asprintf("%s/blobs/%s.deadbeef.incomplete", repo, good);
     hk_test_write(p, "Hel");
     free(p);
     const char *orphan = "dffd6021bb2bd5b0af676290809ec3a53191dd81c7f70a4b28688a362182986f";
-    p = hk_asprintf("%s/blobs/%s", repo, orphan);
+    p = hk__asprintf("%s/blobs/%s", repo, orphan);
     hk_test_write(p, "Hello, World!");
     free(p);
     CHECK_RC(hk_cache_link_snapshot(repo, c2, "x.txt", good), HK_OK);
@@ -170,23 +170,23 @@ static void test_maint(void) {
     CHECK_RC(cache_prune(&rep, root, false, true, collect, &out), HK_OK); /* dry run */
     size_t would = rep.removed;
     CHECK(would == 3); /* broken link, temp file, orphan blob */
-    p = hk_asprintf("%s/blobs/%s", repo, orphan);
-    CHECK(hk_path_exists(p));
+    p = hk__asprintf("%s/blobs/%s", repo, orphan);
+    CHECK(hk__path_exists(p));
     memset(&out, 0, sizeof out);
     CHECK_RC(cache_prune(&rep, root, false, false, collect, &out), HK_OK);
     CHECK(rep.removed == 3);
-    CHECK(!hk_path_exists(p));
+    CHECK(!hk__path_exists(p));
     free(p);
     memset(&out, 0, sizeof out);
     CHECK_RC(cache_verify(&rep, root, NULL, collect, &out), HK_OK);
     CHECK(rep.problems == 0);
     /* --detached removes the snapshot no ref names (c2), keeps c1 */
     CHECK_RC(cache_prune(&rep, root, true, false, collect, &out), HK_OK);
-    p = hk_asprintf("%s/snapshots/%s", repo, c2);
-    CHECK(!hk_path_exists(p));
+    p = hk__asprintf("%s/snapshots/%s", repo, c2);
+    CHECK(!hk__path_exists(p));
     free(p);
-    p = hk_asprintf("%s/snapshots/%s/build/v/a.txt", repo, c1);
-    CHECK(hk_path_exists(p));
+    p = hk__asprintf("%s/snapshots/%s/build/v/a.txt", repo, c1);
+    CHECK(hk__path_exists(p));
     free(p);
     /* ls */
     memset(&out, 0, sizeof out);
@@ -194,15 +194,15 @@ static void test_maint(void) {
     CHECK(rep.repos == 1 && strstr(out.buf, "\"repo_id\":\"org/m\"") != NULL && strstr(out.buf, c1) != NULL);
     /* rm one revision: snapshot, ref and now-unused blob go */
     CHECK_RC(cache_rm(&rep, root, "org/m", "v1", false, collect, &out), HK_OK);
-    p = hk_asprintf("%s/blobs/%s", repo, good);
-    CHECK(!hk_path_exists(p));
+    p = hk__asprintf("%s/blobs/%s", repo, good);
+    CHECK(!hk__path_exists(p));
     free(p);
-    p = hk_asprintf("%s/refs/v1", repo);
-    CHECK(!hk_path_exists(p));
+    p = hk__asprintf("%s/refs/v1", repo);
+    CHECK(!hk__path_exists(p));
     free(p);
     CHECK_RC(cache_rm(&rep, root, "org/m", "v9", false, collect, &out), HK_ERR_NOT_FOUND);
     CHECK_RC(cache_rm(&rep, root, "org/m", NULL, false, collect, &out), HK_OK);
-    CHECK(!hk_path_exists(repo));
+    CHECK(!hk__path_exists(repo));
     CHECK_RC(cache_rm(&rep, root, "org/m", NULL, false, collect, &out), HK_ERR_NOT_FOUND);
     free(repo);
     free(root);

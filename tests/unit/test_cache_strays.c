@@ -28,39 +28,39 @@ static void collect(void *ud, const char *line) {
 
 /* Store content as a blob named by its git sha1 (the cache's name for small files); returns the name. */
 static char *put_blob(const char *repo, const char *content) {
-    char *tmp = hk_asprintf("%s/tmpfile", repo);
+    char *tmp = hk__asprintf("%s/tmpfile", repo);
     hk_test_write(tmp, content);
     char hex[129];
-    CHECK_RC(hk_hash_file_hex(hex, sizeof hex, HK_HASH_GIT_BLOB, tmp), HK_OK);
-    char *blob = hk_asprintf("%s/blobs/%s", repo, hex);
-    char *blobs = hk_asprintf("%s/blobs", repo);
-    hk_mkdirs(blobs, 0777);
+    CHECK_RC(hk__hash_file_hex(hex, sizeof hex, HK_HASH_GIT_BLOB, tmp), HK_OK);
+    char *blob = hk__asprintf("%s/blobs/%s", repo, hex);
+    char *blobs = hk__asprintf("%s/blobs", repo);
+    hk__mkdirs(blobs, 0777);
     CHECK(rename(tmp, blob) == 0);
     free(blobs);
     free(blob);
     free(tmp);
-    return hk_strdup(hex);
+    return hk__strdup(hex);
 }
 
 static char *b64_of(const char *content) {
-    char *tmp = hk_path_join(hk_test_tmpdir(), "b64src");
+    char *tmp = hk__path_join(hk_test_tmpdir(), "b64src");
     hk_test_write(tmp, content);
     char b64[100];
-    CHECK_RC(hk_hash_file_b64(b64, sizeof b64, HK_HASH_SHA256, tmp), HK_OK);
+    CHECK_RC(hk__hash_file_b64(b64, sizeof b64, HK_HASH_SHA256, tmp), HK_OK);
     unlink(tmp);
     free(tmp);
-    return hk_strdup(b64);
+    return hk__strdup(b64);
 }
 
 static bool blob_exists(const char *repo, const char *name) {
-    char *p = hk_asprintf("%s/blobs/%s", repo, name);
-    bool e = hk_path_exists(p);
+    char *p = hk__asprintf("%s/blobs/%s", repo, name);
+    bool e = hk__path_exists(p);
     free(p);
     return e;
 }
 
 static bool entry_exists(const char *vdir, const char *rel) {
-    char *p = hk_path_join(vdir, rel);
+    char *p = hk__path_join(vdir, rel);
     struct stat st;
     bool e = lstat(p, &st) == 0;
     free(p);
@@ -81,13 +81,13 @@ static int op(hk_cache_report **rep, int (*fn)(hk_cache_report **, const hk_cach
 static const char k_a[] = "import x\n", k_so[] = "\x7f" "ELF honest kernel", k_x[] = "a = 1\n";
 
 static void test_poisoned_snapshot(void) {
-    char *root = hk_path_join(hk_test_tmpdir(), "poisoned");
+    char *root = hk__path_join(hk_test_tmpdir(), "poisoned");
     char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/s");
-    char *vdir = hk_asprintf("%s/snapshots/%s/build/v", repo, COMMIT);
+    char *vdir = hk__asprintf("%s/snapshots/%s/build/v", repo, COMMIT);
     /* an honest variant: a.py, lib/_k.so, x.py and a metadata.json whose digest lists them */
     char *a = put_blob(repo, k_a), *so = put_blob(repo, k_so), *x = put_blob(repo, k_x);
     char *ba = b64_of(k_a), *bso = b64_of(k_so), *bx = b64_of(k_x);
-    char *meta_text = hk_asprintf("{\"name\":\"s\",\"digest\":{\"algorithm\":\"sha256\",\"files\":{\"a.py\":\"%s\","
+    char *meta_text = hk__asprintf("{\"name\":\"s\",\"digest\":{\"algorithm\":\"sha256\",\"files\":{\"a.py\":\"%s\","
                                   "\"lib/_k.so\":\"%s\",\"x.py\":\"%s\"}}}",
                                   ba, bso, bx);
     char *meta = put_blob(repo, meta_text);
@@ -97,7 +97,7 @@ static void test_poisoned_snapshot(void) {
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/x.py", x), HK_OK);
     CHECK_RC(hk_cache_write_ref(repo, "v1", COMMIT), HK_OK);
     /* Python's bytecode beside the sources is no stray (the digest skips it) */
-    char *pyc = hk_asprintf("%s/__pycache__/a.cpython-312.pyc", vdir);
+    char *pyc = hk__asprintf("%s/__pycache__/a.cpython-312.pyc", vdir);
     hk_test_write(pyc, "bytecode");
     lines out;
     hk_cache_report *rep = NULL;
@@ -105,7 +105,7 @@ static void test_poisoned_snapshot(void) {
     CHECK(hk_cache_report_problems(rep) == 0);
     hk_cache_report_free(rep);
     bool has = false;
-    CHECK_RC(hk_verify_variant_digest(&has, NULL, vdir), HK_OK);
+    CHECK_RC(hk__verify_variant_digest(&has, NULL, vdir), HK_OK);
 
     /* what a hostile pull left: a stray with its own blob, a stray sharing an honest entry's blob,
      * a stray deep in new directories, and x.py turned into a directory */
@@ -113,16 +113,16 @@ static void test_poisoned_snapshot(void) {
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/stray.txt", evil), HK_OK);
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/lib/extra.so", a), HK_OK);
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/extra/deep/f.py", deep), HK_OK);
-    char *xp = hk_path_join(vdir, "x.py");
+    char *xp = hk__path_join(vdir, "x.py");
     CHECK(unlink(xp) == 0);
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/x.py/inner", inner), HK_OK);
     /* today's honest pull fails on it exactly as issue 17 says */
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/x.py", x), HK_ERR_IO);
-    CHECK_RC(hk_verify_variant_digest(&has, NULL, vdir), HK_ERR_DIGEST);
+    CHECK_RC(hk__verify_variant_digest(&has, NULL, vdir), HK_ERR_DIGEST);
     CHECK(strstr(hk_last_error(), "UnknownFile: stray.txt") != NULL);
     hk_clear_error();
     /* a receipt vouching for the variant must not survive the finding */
-    char *rp = hk_receipt_path(root, repo, COMMIT, "v");
+    char *rp = hk__receipt_path(root, repo, COMMIT, "v");
     hk_test_write(rp, "{}");
 
     CHECK_RC(op(&rep, hk_cache_verify, root, 0, &out), HK_OK);
@@ -133,7 +133,7 @@ static void test_poisoned_snapshot(void) {
     CHECK(strstr(out.buf, "x.py is a directory where the metadata.json digest lists a file") != NULL);
     CHECK(strstr(out.buf, "stray file x.py/inner") == NULL); /* the directory is the finding */
     CHECK(strstr(out.buf, "__pycache__") == NULL);
-    CHECK(!hk_path_exists(rp));
+    CHECK(!hk__path_exists(rp));
     hk_cache_report_free(rep);
 
     /* a dry run lists, and changes nothing */
@@ -154,7 +154,7 @@ static void test_poisoned_snapshot(void) {
     CHECK(!entry_exists(vdir, "x.py"));
     CHECK(!entry_exists(vdir, "extra")); /* emptied directories go too */
     CHECK(entry_exists(vdir, "a.py") && entry_exists(vdir, "lib/_k.so") && entry_exists(vdir, "metadata.json"));
-    CHECK(hk_path_exists(pyc));
+    CHECK(hk__path_exists(pyc));
     CHECK(!blob_exists(repo, evil) && !blob_exists(repo, inner) && !blob_exists(repo, deep));
     CHECK(blob_exists(repo, a));  /* shared with the stray lib/extra.so: an honest entry still uses it */
     CHECK(blob_exists(repo, so));
@@ -164,7 +164,7 @@ static void test_poisoned_snapshot(void) {
     /* an honest pull now works: the blob comes back, x.py links, the digest verifies */
     free(put_blob(repo, k_x));
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/x.py", x), HK_OK);
-    CHECK_RC(hk_verify_variant_digest(&has, NULL, vdir), HK_OK);
+    CHECK_RC(hk__verify_variant_digest(&has, NULL, vdir), HK_OK);
     CHECK_RC(op(&rep, hk_cache_verify, root, 0, &out), HK_OK);
     CHECK(hk_cache_report_problems(rep) == 0);
     hk_cache_report_free(rep);
@@ -193,7 +193,7 @@ static void test_poisoned_snapshot(void) {
 
 /* A variant without a digest has nothing to compare against: prune leaves all of it alone. */
 static void test_no_digest_untouched(void) {
-    char *root = hk_path_join(hk_test_tmpdir(), "nodigest");
+    char *root = hk__path_join(hk_test_tmpdir(), "nodigest");
     char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/n");
     char *meta = put_blob(repo, "{\"name\":\"n\"}");
     char *f = put_blob(repo, "anything\n");
@@ -205,8 +205,8 @@ static void test_no_digest_untouched(void) {
     CHECK_RC(op(&rep, hk_cache_prune, root, 0, &out), HK_OK);
     CHECK(hk_cache_report_removed(rep) == 0);
     hk_cache_report_free(rep);
-    char *p = hk_asprintf("%s/snapshots/%s/build/v/any.py", repo, COMMIT);
-    CHECK(hk_path_exists(p));
+    char *p = hk__asprintf("%s/snapshots/%s/build/v/any.py", repo, COMMIT);
+    CHECK(hk__path_exists(p));
     free(p);
     free(f);
     free(meta);

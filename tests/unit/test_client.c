@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void feed(hk_http_headers *h, const char *line) { hk_http_headers_feed(h, line, strlen(line)); }
+static void feed(hk_http_headers *h, const char *line) { hk__http_headers_feed(h, line, strlen(line)); }
 
 static void test_etag(void) {
     struct {
@@ -26,7 +26,7 @@ static void test_etag(void) {
              {"plain", "plain"},
              {"\"\"", ""}};
     for (size_t i = 0; i < HK_ARRAY_LEN(v); i++) {
-        char *n = hk_etag_normalize(v[i].in);
+        char *n = hk__etag_normalize(v[i].in);
         CHECK_STR(n, v[i].out);
         free(n);
     }
@@ -34,7 +34,7 @@ static void test_etag(void) {
 
 static void test_headers(void) {
     hk_http_headers h;
-    hk_http_headers_init(&h);
+    hk__http_headers_init(&h);
     feed(&h, "HTTP/1.1 302 Found\r\n");
     feed(&h, "X-Repo-Commit: 0123456789abcdef0123456789abcdef01234567\r\n");
     feed(&h, "x-linked-etag:   \"aa\"  \r\n");
@@ -48,7 +48,7 @@ static void test_headers(void) {
     CHECK(h.x_linked_size == 1234);
     CHECK(h.content_length == 341);
     CHECK_STR(h.location, "https://cdn.example/x");
-    char *next = hk_link_next(h.link);
+    char *next = hk__link_next(h.link);
     CHECK_STR(next, "https://a/2");
     free(next);
     /* a new status line (the next hop) forgets the previous response's headers */
@@ -59,50 +59,50 @@ static void test_headers(void) {
     feed(&h, "Retry-After: 7\r\n");
     feed(&h, "RateLimit: \"resolvers\";r=0;t=5\r\n");
     CHECK_STR(h.retry_after, "7");
-    hk_http_headers_free(&h);
+    hk__http_headers_free(&h);
 }
 
 static void test_link(void) {
-    char *n = hk_link_next("<http://127.0.0.1:9/api/kernels/o/n/tree/abc/build?cursor=xyz&recursive=true>; rel=\"next\"");
+    char *n = hk__link_next("<http://127.0.0.1:9/api/kernels/o/n/tree/abc/build?cursor=xyz&recursive=true>; rel=\"next\"");
     CHECK_STR(n, "http://127.0.0.1:9/api/kernels/o/n/tree/abc/build?cursor=xyz&recursive=true");
     free(n);
-    n = hk_link_next("<https://x/p1>; rel=\"prev\", <https://x/p3>; rel=next");
+    n = hk__link_next("<https://x/p1>; rel=\"prev\", <https://x/p3>; rel=next");
     CHECK_STR(n, "https://x/p3");
     free(n);
-    CHECK(hk_link_next("<https://x/p1>; rel=\"prev\"") == NULL);
-    CHECK(hk_link_next(NULL) == NULL);
+    CHECK(hk__link_next("<https://x/p1>; rel=\"prev\"") == NULL);
+    CHECK(hk__link_next(NULL) == NULL);
 }
 
 static void test_urls(void) {
-    char *e = hk_url_encode("refs/pr/1", false);
+    char *e = hk__pct_encode("refs/pr/1", false);
     CHECK_STR(e, "refs%2Fpr%2F1");
     free(e);
-    e = hk_url_encode("build/a b/c+d.so", true);
+    e = hk__pct_encode("build/a b/c+d.so", true);
     CHECK_STR(e, "build/a%20b/c%2Bd.so");
     free(e);
-    CHECK(hk_url_same_origin("http://127.0.0.1:80/x", "http://127.0.0.1/y"));
-    CHECK(hk_url_same_origin("https://HF.co/a", "https://hf.co:443/b"));
-    CHECK(!hk_url_same_origin("http://127.0.0.1:8000/x", "http://127.0.0.1:8001/x"));
-    CHECK(!hk_url_same_origin("http://127.0.0.1/x", "https://127.0.0.1/x"));
-    CHECK(!hk_url_same_origin("http://127.0.0.1/x", "http://127.0.0.2/x"));
-    char *r = hk_url_resolve("http://h:1/kernels/a/b/resolve/c/f", "/kernels/A/b/resolve/c/f");
+    CHECK(hk__url_same_origin("http://127.0.0.1:80/x", "http://127.0.0.1/y"));
+    CHECK(hk__url_same_origin("https://HF.co/a", "https://hf.co:443/b"));
+    CHECK(!hk__url_same_origin("http://127.0.0.1:8000/x", "http://127.0.0.1:8001/x"));
+    CHECK(!hk__url_same_origin("http://127.0.0.1/x", "https://127.0.0.1/x"));
+    CHECK(!hk__url_same_origin("http://127.0.0.1/x", "http://127.0.0.2/x"));
+    char *r = hk__url_resolve("http://h:1/kernels/a/b/resolve/c/f", "/kernels/A/b/resolve/c/f");
     CHECK_STR(r, "http://h:1/kernels/A/b/resolve/c/f");
     free(r);
-    r = hk_url_resolve("http://h:1/a/b", "https://cdn.example/blob?sig=1");
+    r = hk__url_resolve("http://h:1/a/b", "https://cdn.example/blob?sig=1");
     CHECK_STR(r, "https://cdn.example/blob?sig=1");
     free(r);
-    r = hk_url_rebase("https://huggingface.co/api/kernels/o/n/tree/c/build?cursor=2", "http://127.0.0.1:5000");
+    r = hk__url_rebase("https://huggingface.co/api/kernels/o/n/tree/c/build?cursor=2", "http://127.0.0.1:5000");
     CHECK_STR(r, "http://127.0.0.1:5000/api/kernels/o/n/tree/c/build?cursor=2");
     free(r);
-    r = hk_url_rebase("https://huggingface.co/api/x?c=1", "http://127.0.0.1:5000/mirror/");
+    r = hk__url_rebase("https://huggingface.co/api/x?c=1", "http://127.0.0.1:5000/mirror/");
     CHECK_STR(r, "http://127.0.0.1:5000/mirror/api/x?c=1");
     free(r);
 }
 
 static void test_options_and_backoff(void) {
     const char *dir = hk_test_tmpdir();
-    char *home = hk_path_join(dir, "hfhome");
-    char *tokfile = hk_path_join(home, "token");
+    char *home = hk__path_join(dir, "hfhome");
+    char *tokfile = hk__path_join(home, "token");
     hk_test_write(tokfile, "  hf_filetoken\n");
     setenv("HF_HOME", home, 1);
     unsetenv("HF_TOKEN");
@@ -125,19 +125,19 @@ static void test_options_and_backoff(void) {
         CHECK(h->user_agent && strstr(h->user_agent, "hubkern/") == h->user_agent);
         /* back-off: 1,2,4,8,8 x base; 429 honours RateLimit r=0 (t+1) then Retry-After (+1) */
         long want[] = {10, 20, 40, 80, 80, 80};
-        for (int i = 0; i < 6; i++) CHECK(hk_retry_delay_ms(h, i, 503, NULL) == want[i]);
+        for (int i = 0; i < 6; i++) CHECK(hk__retry_delay_ms(h, i, 503, NULL) == want[i]);
         hk_http_headers hd;
-        hk_http_headers_init(&hd);
+        hk__http_headers_init(&hd);
         feed(&hd, "Retry-After: 3\r\n");
-        CHECK(hk_retry_delay_ms(h, 0, 429, &hd) == 40);
+        CHECK(hk__retry_delay_ms(h, 0, 429, &hd) == 40);
         feed(&hd, "RateLimit: \"resolvers\";r=0;t=5\r\n");
-        CHECK(hk_retry_delay_ms(h, 0, 429, &hd) == 60);
-        hk_http_headers_free(&hd);
-        hk_http_headers_init(&hd);
+        CHECK(hk__retry_delay_ms(h, 0, 429, &hd) == 60);
+        hk__http_headers_free(&hd);
+        hk__http_headers_init(&hd);
         feed(&hd, "Retry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n"); /* HTTP-dates are ignored, like Python */
-        CHECK(hk_retry_delay_ms(h, 1, 429, &hd) == 20);
-        hk_http_headers_free(&hd);
-        CHECK(hk_http_status_transient(429) && hk_http_status_transient(503) && !hk_http_status_transient(404));
+        CHECK(hk__retry_delay_ms(h, 1, 429, &hd) == 20);
+        hk__http_headers_free(&hd);
+        CHECK(hk__http_status_transient(429) && hk__http_status_transient(503) && !hk__http_status_transient(404));
         hk_hub_free(h);
     }
     setenv("HF_TOKEN", "hf_envtoken", 1);
@@ -171,21 +171,21 @@ static void test_options_and_backoff(void) {
 
 /* Write a variant with a correct metadata.json digest; returns the variant dir (caller frees). */
 static char *make_variant(const char *base) {
-    char *v = hk_path_join(base, "build/torch-cpu");
-    char *f1 = hk_path_join(v, "__init__.py");
-    char *f2 = hk_path_join(v, "sub/data.json");
-    char *f3 = hk_path_join(v, "__pycache__/x.pyc"); /* skipped by the digest */
+    char *v = hk__path_join(base, "build/torch-cpu");
+    char *f1 = hk__path_join(v, "__init__.py");
+    char *f2 = hk__path_join(v, "sub/data.json");
+    char *f3 = hk__path_join(v, "__pycache__/x.pyc"); /* skipped by the digest */
     hk_test_write(f1, "print('hi')\n");
     hk_test_write(f2, "{}");
     hk_test_write(f3, "junk");
     char b1[100], b2[100];
-    hk_hash_file_b64(b1, sizeof b1, HK_HASH_SHA256, f1);
-    hk_hash_file_b64(b2, sizeof b2, HK_HASH_SHA256, f2);
-    char *meta = hk_asprintf("{\"name\":\"t\",\"id\":\"_t\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
+    hk__hash_file_b64(b1, sizeof b1, HK_HASH_SHA256, f1);
+    hk__hash_file_b64(b2, sizeof b2, HK_HASH_SHA256, f2);
+    char *meta = hk__asprintf("{\"name\":\"t\",\"id\":\"_t\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
                              "\"backend\":{\"type\":\"cpu\"},\"digest\":{\"algorithm\":\"sha256\",\"files\":"
                              "{\"__init__.py\":\"%s\",\"sub/data.json\":\"%s\"}}}",
                              b1, b2);
-    char *mp = hk_path_join(v, "metadata.json");
+    char *mp = hk__path_join(v, "metadata.json");
     hk_test_write(mp, meta);
     free(meta);
     free(mp);
@@ -196,33 +196,33 @@ static char *make_variant(const char *base) {
 }
 
 static void test_digest(void) {
-    char *base = hk_path_join(hk_test_tmpdir(), "digest");
+    char *base = hk__path_join(hk_test_tmpdir(), "digest");
     char *v = make_variant(base);
     bool has = false;
     uint64_t bytes = 0;
-    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_OK);
+    CHECK_RC(hk__verify_variant_digest(&has, &bytes, v), HK_OK);
     CHECK(has);
     CHECK(bytes == 14);
-    char *f1 = hk_path_join(v, "__init__.py");
-    char *f2 = hk_path_join(v, "sub/data.json");
-    char *f4 = hk_path_join(v, "extra.so");
+    char *f1 = hk__path_join(v, "__init__.py");
+    char *f2 = hk__path_join(v, "sub/data.json");
+    char *f4 = hk__path_join(v, "extra.so");
     hk_test_write(f1, "print('HI')\n"); /* same size, other bytes */
     unlink(f2);
     hk_test_write(f4, "x");
-    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_ERR_DIGEST);
+    CHECK_RC(hk__verify_variant_digest(&has, &bytes, v), HK_ERR_DIGEST);
     const char *msg = hk_last_error();
     CHECK(strstr(msg, "3 violations") != NULL);
     CHECK(strstr(msg, "HashMismatch: __init__.py") != NULL);
     CHECK(strstr(msg, "MissingFile: sub/data.json") != NULL);
     CHECK(strstr(msg, "UnknownFile: extra.so") != NULL);
     /* unknown algorithm */
-    char *mp = hk_path_join(v, "metadata.json");
+    char *mp = hk__path_join(v, "metadata.json");
     hk_test_write(mp, "{\"digest\":{\"algorithm\":\"md5\",\"files\":{}}}");
-    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_ERR_DIGEST);
+    CHECK_RC(hk__verify_variant_digest(&has, &bytes, v), HK_ERR_DIGEST);
     CHECK(strstr(hk_last_error(), "AlgorithmMismatch") != NULL);
     /* no digest: allowed (warning), per-file hashes still protect the download */
     hk_test_write(mp, "{\"name\":\"t\"}");
-    CHECK_RC(hk_verify_variant_digest(&has, &bytes, v), HK_OK);
+    CHECK_RC(hk__verify_variant_digest(&has, &bytes, v), HK_OK);
     CHECK(!has);
     free(mp);
     free(f1);
@@ -234,10 +234,10 @@ static void test_digest(void) {
 
 static void test_offline(void) {
     const char *dir = hk_test_tmpdir();
-    char *cache = hk_path_join(dir, "cache");
+    char *cache = hk__path_join(dir, "cache");
     const char *commit = "1111111111111111111111111111111111111111";
     char *repo = hk_cache_repo_dir(cache, HK_REPO_KERNEL, "org/kern");
-    char *snap = hk_asprintf("%s/snapshots/%s", repo, commit);
+    char *snap = hk__asprintf("%s/snapshots/%s", repo, commit);
     char *v = make_variant(snap);
     free(v);
     CHECK_RC(hk_cache_write_ref(repo, "v1", commit), HK_OK);
@@ -255,7 +255,7 @@ static void test_offline(void) {
     s.backend = "cpu"; /* the variant choice must not depend on this machine's GPU */
     char *vdir = NULL, *c = NULL, *var = NULL;
     CHECK_RC(hk_hub_fetch_variant(&vdir, &c, &var, h, &s), HK_OK);
-    char *want = hk_asprintf("%s/build/torch-cpu", snap);
+    char *want = hk__asprintf("%s/build/torch-cpu", snap);
     CHECK_STR(vdir, want);
     CHECK_STR(c, commit);
     CHECK_STR(var, "torch-cpu");
@@ -306,30 +306,30 @@ static void test_offline(void) {
 /* Link targets from a server: raw bytes >= 0x80, controls, space and " < > \ ^ ` { | } never reach
  * a request line unencoded; what is already encoded (and reserved characters) stays. */
 static void test_escape_unsafe(void) {
-    char *e = hk_url_escape_unsafe("/api/x?cursor=\xe9\x01 \"<>\\^`{|}&a=%41#f");
+    char *e = hk__url_escape_unsafe("/api/x?cursor=\xe9\x01 \"<>\\^`{|}&a=%41#f");
     CHECK_STR(e, "/api/x?cursor=%E9%01%20%22%3C%3E%5C%5E%60%7B%7C%7D&a=%41#f");
     free(e);
-    e = hk_url_escape_unsafe("https://h:1/p?q=1&r=a/b");
+    e = hk__url_escape_unsafe("https://h:1/p?q=1&r=a/b");
     CHECK_STR(e, "https://h:1/p?q=1&r=a/b");
     free(e);
 }
 
 static void test_strmap(void) {
     hk_strmap m;
-    hk_strmap_init(&m);
+    hk__strmap_init(&m);
     char keys[1000][8];
     for (int i = 0; i < 1000; i++) {
         snprintf(keys[i], sizeof keys[i], "k%d", i);
-        CHECK_RC(hk_strmap_put(&m, keys[i], (size_t)i), HK_OK);
+        CHECK_RC(hk__strmap_put(&m, keys[i], (size_t)i), HK_OK);
     }
     size_t v = 0;
-    CHECK(hk_strmap_get(&m, "k0", &v) && v == 0);
-    CHECK(hk_strmap_get(&m, "k999", &v) && v == 999);
-    CHECK(hk_strmap_get(&m, "k500", &v) && v == 500);
-    CHECK(!hk_strmap_get(&m, "k1000", NULL));
+    CHECK(hk__strmap_get(&m, "k0", &v) && v == 0);
+    CHECK(hk__strmap_get(&m, "k999", &v) && v == 999);
+    CHECK(hk__strmap_get(&m, "k500", &v) && v == 500);
+    CHECK(!hk__strmap_get(&m, "k1000", NULL));
     CHECK(m.n == 1000 && m.cap >= 2000);
-    hk_strmap_free(&m);
-    CHECK(!hk_strmap_get(&m, "k0", NULL));
+    hk__strmap_free(&m);
+    CHECK(!hk__strmap_get(&m, "k0", NULL));
 }
 
 /* hk_init / hk_shutdown are counted; the versioned structs are checked on entry; the version list

@@ -16,13 +16,13 @@ static char g_endpoint[128];
 static char *g_store;
 
 static void put(const char *dir, const char *rel, const char *content) {
-    char *p = hk_path_join(dir, rel);
+    char *p = hk__path_join(dir, rel);
     hk_test_write(p, content);
     free(p);
 }
 
 static void put_big(const char *dir, const char *rel, size_t n) {
-    char *p = hk_path_join(dir, rel);
+    char *p = hk__path_join(dir, rel);
     char *data = malloc(n + 1);
     for (size_t i = 0; i < n; i++) data[i] = (char)('a' + (i * 7919 % 26));
     data[n] = '\0';
@@ -71,7 +71,7 @@ static int on_progress(void *ud, const hk_progress *p) {
 }
 
 static int count_incomplete(const char *cache) {
-    char *blobs = hk_asprintf("%s/kernels--org--capi/blobs", cache);
+    char *blobs = hk__asprintf("%s/kernels--org--capi/blobs", cache);
     DIR *d = opendir(blobs);
     int n = 0;
     struct dirent *de;
@@ -94,8 +94,8 @@ int main(void) {
     setenv("HUBKERN_RETRY_BASE_MS", "10", 1);
     unsetenv("HF_HUB_OFFLINE");
     const char *tmp = hk_test_tmpdir();
-    g_store = hk_path_join(tmp, "store");
-    char *src = hk_path_join(tmp, "src");
+    g_store = hk__path_join(tmp, "store");
+    char *src = hk__path_join(tmp, "src");
     put(src, "build/torch-cpu/__init__.py", "x = 1\n");
     put(src, "build/torch-cpu/metadata.json", "{\"name\":\"capi\"}");
     put(src, "build/tvm-ffi01-cpu-x86_64-linux/__init__.py", "y = 1\n");
@@ -113,7 +113,7 @@ int main(void) {
     if (!srv) return hk_test_finish();
     strcat(g_endpoint, "/"); /* a trailing '/' on the endpoint */
 
-    char *cache = hk_path_join(tmp, "c1");
+    char *cache = hk__path_join(tmp, "c1");
     hk_hub *h = new_hub(cache, NULL, NULL, 0);
     char want_ep[128];
     snprintf(want_ep, sizeof want_ep, "http://127.0.0.1:%u", hk_server_port(srv));
@@ -157,8 +157,8 @@ int main(void) {
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_CANCELLED);
     CHECK(r == NULL);
     CHECK(count_incomplete(cache) == 0);
-    char *ref = hk_asprintf("%s/kernels--org--capi/refs/v1", cache);
-    CHECK(!hk_path_exists(ref));
+    char *ref = hk__asprintf("%s/kernels--org--capi/refs/v1", cache);
+    CHECK(!hk__path_exists(ref));
     hk_hub_free(h);
 
     /* a full pull with one transfer at a time and progress reports */
@@ -178,9 +178,9 @@ int main(void) {
         CHECK(hk_pull_result_bytes_downloaded(r) >= 12000006);
         CHECK(hk_pull_result_bytes_verified(r) == hk_pull_result_bytes_downloaded(r));
         CHECK(!hk_pull_result_offline(r));
-        char *copy = hk_asprintf("%s/copy/same.txt", hk_pull_result_variant_path(r, 0));
+        char *copy = hk__asprintf("%s/copy/same.txt", hk_pull_result_variant_path(r, 0));
         char *data = NULL;
-        CHECK_RC(hk_read_file(&data, NULL, copy, 100), HK_OK);
+        CHECK_RC(hk__read_file(&data, NULL, copy, 100), HK_OK);
         CHECK_STR(data, "same\n");
         free(data);
         free(copy);
@@ -188,7 +188,7 @@ int main(void) {
     }
     CHECK(g2.calls > 2 && g2.total >= 12000006 && g2.last_done == g2.total && g2.saw_verify);
     char *refdata = NULL;
-    CHECK_RC(hk_read_file(&refdata, NULL, ref, 100), HK_OK);
+    CHECK_RC(hk__read_file(&refdata, NULL, ref, 100), HK_OK);
     CHECK_STR(refdata, commit);
     free(refdata);
     hk_hub_free(h);
@@ -200,7 +200,7 @@ int main(void) {
     CHECK_RC(hk_hub_fetch_variant(&dir, &cm, &var, h, &s), HK_OK);
     CHECK_STR(var, "torch-cpu");
     CHECK_STR(cm, commit);
-    CHECK(dir && hk_str_ends_with(dir, "/build/torch-cpu"));
+    CHECK(dir && hk__str_ends_with(dir, "/build/torch-cpu"));
     hk_free(dir);
     hk_free(cm);
     hk_free(var);

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static char *path(const char *rel) { return hk_asprintf("%s/%s", hk_test_tmpdir(), rel); }
+static char *path(const char *rel) { return hk__asprintf("%s/%s", hk_test_tmpdir(), rel); }
 
 static void plant(const char *rel, const char *content) {
     char *p = path(rel);
@@ -49,12 +49,12 @@ static const char k_init_runtime[] =
 
 static void plant_torch(const char *site, const char *version, const char *cuda, const char *hip,
                         const char *xpu, const char *init) {
-    char *rel = hk_asprintf("%s/torch/version.py", site);
-    char *text = hk_asprintf(k_version_py, version, cuda, hip, xpu);
+    char *rel = hk__asprintf("%s/torch/version.py", site);
+    char *text = hk__asprintf(k_version_py, version, cuda, hip, xpu);
     plant(rel, text);
     free(rel);
     free(text);
-    rel = hk_asprintf("%s/torch/__init__.py", site);
+    rel = hk__asprintf("%s/torch/__init__.py", site);
     plant(rel, init);
     free(rel);
 }
@@ -195,7 +195,7 @@ static void test_fake_tvm_ffi_and_order(void) {
     plant("m2/tvm_ffi/_version.py", "__version__ = version = '0.1.15.post2'\n__version_tuple__ = (0, 1, 15)\n");
     plant("m2/tvm_ffi/lib/libtvm_ffi.so", "ELF");
     char *s1 = path("m1"), *s2 = path("m2");
-    char *site = hk_asprintf("%s:%s:/nonexistent", s1, s2);
+    char *site = hk__asprintf("%s:%s:/nonexistent", s1, s2);
     hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .site_packages = site, .no_python = 1, .no_cuda = 1, .no_env_overrides = 1};
     hk_env *env = NULL;
     CHECK_RC(hk_env_detect(&env, &o), HK_OK);
@@ -203,7 +203,7 @@ static void test_fake_tvm_ffi_and_order(void) {
     CHECK_STR(hk_env_torch_cuda_version(env), "12.8");
     CHECK_STR(hk_env_tvm_ffi_version(env), "0.1");
     CHECK_STR(hk_env_tvm_ffi_full_version(env), "0.1.15.post2");
-    char *lib = hk_asprintf("%s/tvm_ffi/lib/libtvm_ffi.so", s2);
+    char *lib = hk__asprintf("%s/tvm_ffi/lib/libtvm_ffi.so", s2);
     CHECK_STR(hk_env_tvm_ffi_lib(env), lib);
     CHECK(hk_env_site_packages_count(env) == 3);
     CHECK_STR(hk_env_site_packages(env, 1), s2);
@@ -236,7 +236,7 @@ static void test_libtorch(void) {
     plant("lt/share/cmake/Torch/TorchConfig.cmake", "# no ABI flag since 2.8\n");
     plant("lt/lib/libc10.so", "xx_ZNSt7__cxx1112basic_stringxx");
     char *lt = path("lt"), *empty = path("empty-site");
-    hk_mkdirs(empty, 0777);
+    hk__mkdirs(empty, 0777);
     hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .site_packages = empty, .libtorch_dir = lt, .no_python = 1, .no_cuda = 1,
                         .no_env_overrides = 1};
     hk_env *env = NULL;
@@ -285,7 +285,7 @@ static void test_libtorch(void) {
 static void test_fake_python(void) {
     plant_torch("py-site", "2.13.0+cu130", "'13.0'", "None", "None", k_init_literal);
     char *site = path("py-site");
-    char *script = hk_asprintf("#!/bin/sh\nprintf 'hubkern-env-1\\n/opt/py/bin/python3.14t\\n3.14.0\\n1\\n%s\\n/nonexistent-is-kept-out\\n'\n", site);
+    char *script = hk__asprintf("#!/bin/sh\nprintf 'hubkern-env-1\\n/opt/py/bin/python3.14t\\n3.14.0\\n1\\n%s\\n/nonexistent-is-kept-out\\n'\n", site);
     /* (the real script filters with os.path.isdir; the fake prints what it wants) */
     plant_exec("bin/fakepy", script);
     free(script);
@@ -529,7 +529,7 @@ static void test_parsers(void) {
         {"\n\n\n", "cuda", NULL},
     };
     for (size_t i = 0; i < sizeof py / sizeof py[0]; i++) {
-        char *got = hk_py_assignment(py[i].text, py[i].name);
+        char *got = hk__py_assignment(py[i].text, py[i].name);
         hk_test_checks++;
         if ((got == NULL) != (py[i].want == NULL) || (got && strcmp(got, py[i].want) != 0)) {
             hk_test_failures++;
@@ -538,36 +538,36 @@ static void test_parsers(void) {
         }
         free(got);
     }
-    CHECK(hk_py_assignment(NULL, "x") == NULL);
-    CHECK(hk_py_assignment("x = '1'", NULL) == NULL);
+    CHECK(hk__py_assignment(NULL, "x") == NULL);
+    CHECK(hk__py_assignment("x = '1'", NULL) == NULL);
 
     /* TorchConfig.cmake */
-    CHECK(hk_torch_cmake_cxx11("set(TORCH_CXX_FLAGS \"-D_GLIBCXX_USE_CXX11_ABI=1\")") == 1);
-    CHECK(hk_torch_cmake_cxx11("set(TORCH_CXX_FLAGS \"-D_GLIBCXX_USE_CXX11_ABI=0\")") == 0);
-    CHECK(hk_torch_cmake_cxx11("set(TORCH_CXX_FLAGS \"-D_GLIBCXX_USE_CXX11_ABI=\")") == -1); /* pytorch#45323 */
-    CHECK(hk_torch_cmake_cxx11("# -D_GLIBCXX_USE_CXX11_ABI=x\n -D_GLIBCXX_USE_CXX11_ABI=1") == 1);
-    CHECK(hk_torch_cmake_cxx11("if(TORCH_CXX_FLAGS)\n") == -1);
-    CHECK(hk_torch_cmake_cxx11("") == -1);
-    CHECK(hk_torch_cmake_cxx11(NULL) == -1);
+    CHECK(hk__torch_cmake_cxx11("set(TORCH_CXX_FLAGS \"-D_GLIBCXX_USE_CXX11_ABI=1\")") == 1);
+    CHECK(hk__torch_cmake_cxx11("set(TORCH_CXX_FLAGS \"-D_GLIBCXX_USE_CXX11_ABI=0\")") == 0);
+    CHECK(hk__torch_cmake_cxx11("set(TORCH_CXX_FLAGS \"-D_GLIBCXX_USE_CXX11_ABI=\")") == -1); /* pytorch#45323 */
+    CHECK(hk__torch_cmake_cxx11("# -D_GLIBCXX_USE_CXX11_ABI=x\n -D_GLIBCXX_USE_CXX11_ABI=1") == 1);
+    CHECK(hk__torch_cmake_cxx11("if(TORCH_CXX_FLAGS)\n") == -1);
+    CHECK(hk__torch_cmake_cxx11("") == -1);
+    CHECK(hk__torch_cmake_cxx11(NULL) == -1);
 
     /* torch/__init__.py */
-    CHECK(hk_torch_init_cxx11(k_init_literal) == 1);
-    CHECK(hk_torch_init_cxx11("def compiled_with_cxx11_abi():\n    return False\n") == 0);
-    CHECK(hk_torch_init_cxx11(k_init_runtime) == -1);
-    CHECK(hk_torch_init_cxx11("def compiled_with_cxx11_abi():\n    return Truex\n") == -1);
-    CHECK(hk_torch_init_cxx11("def compiled_with_cxx11_abi") == -1);
-    CHECK(hk_torch_init_cxx11("def compiled_with_cxx11_abi():\n    pass\ndef f():\n    return True\n") == -1);
-    CHECK(hk_torch_init_cxx11("no such function") == -1);
-    CHECK(hk_torch_init_cxx11(NULL) == -1);
+    CHECK(hk__torch_init_cxx11(k_init_literal) == 1);
+    CHECK(hk__torch_init_cxx11("def compiled_with_cxx11_abi():\n    return False\n") == 0);
+    CHECK(hk__torch_init_cxx11(k_init_runtime) == -1);
+    CHECK(hk__torch_init_cxx11("def compiled_with_cxx11_abi():\n    return Truex\n") == -1);
+    CHECK(hk__torch_init_cxx11("def compiled_with_cxx11_abi") == -1);
+    CHECK(hk__torch_init_cxx11("def compiled_with_cxx11_abi():\n    pass\ndef f():\n    return True\n") == -1);
+    CHECK(hk__torch_init_cxx11("no such function") == -1);
+    CHECK(hk__torch_init_cxx11(NULL) == -1);
 
     /* dist-info METADATA */
-    char *v = hk_metadata_version("Metadata-Version: 2.1\nName: x\nVersion: 0.1.15.post2\r\n");
+    char *v = hk__metadata_version("Metadata-Version: 2.1\nName: x\nVersion: 0.1.15.post2\r\n");
     CHECK_STR(v, "0.1.15.post2");
     free(v);
-    CHECK(hk_metadata_version("Name: x\nVersion:   \n") == NULL);
-    CHECK(hk_metadata_version("Name: x\n\nVersion: 1.0\n") == NULL); /* the body is not headers */
-    CHECK(hk_metadata_version("") == NULL);
-    CHECK(hk_metadata_version(NULL) == NULL);
+    CHECK(hk__metadata_version("Name: x\nVersion:   \n") == NULL);
+    CHECK(hk__metadata_version("Name: x\n\nVersion: 1.0\n") == NULL); /* the body is not headers */
+    CHECK(hk__metadata_version("") == NULL);
+    CHECK(hk__metadata_version(NULL) == NULL);
 
     /* local version tags (LibTorch build-version) */
     static const struct {
@@ -578,7 +578,7 @@ static void test_parsers(void) {
                 {"2.6.0+cu123456", NULL, NULL}, {"+", NULL, NULL},              {NULL, NULL, NULL}};
     for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
         char *cuda = (char *)1, *hip = (char *)1;
-        hk_torch_local_tag(tags[i].in, &cuda, &hip);
+        hk__torch_local_tag(tags[i].in, &cuda, &hip);
         hk_test_checks++;
         bool ok = ((cuda == NULL) == (tags[i].cuda == NULL)) && (!cuda || strcmp(cuda, tags[i].cuda) == 0) &&
                   ((hip == NULL) == (tags[i].hip == NULL)) && (!hip || strcmp(hip, tags[i].hip) == 0);
@@ -593,14 +593,14 @@ static void test_parsers(void) {
 
     /* version prefixes */
     uint32_t ma = 7, mi = 7;
-    CHECK(hk_env_ver2("2.13.0+cu130", &ma, &mi) && ma == 2 && mi == 13);
-    CHECK(hk_env_ver2("13", &ma, &mi) && ma == 13 && mi == 0);
-    CHECK(hk_env_ver2("13.", &ma, &mi) && ma == 13 && mi == 0);
-    CHECK(!hk_env_ver2("v2.1", &ma, &mi));
-    CHECK(!hk_env_ver2("", &ma, &mi));
-    CHECK(!hk_env_ver2(NULL, &ma, &mi));
-    CHECK(!hk_env_ver2("99999999999.1", &ma, &mi));
-    CHECK(!hk_env_ver2("1.99999999999", &ma, &mi));
+    CHECK(hk__env_ver2("2.13.0+cu130", &ma, &mi) && ma == 2 && mi == 13);
+    CHECK(hk__env_ver2("13", &ma, &mi) && ma == 13 && mi == 0);
+    CHECK(hk__env_ver2("13.", &ma, &mi) && ma == 13 && mi == 0);
+    CHECK(!hk__env_ver2("v2.1", &ma, &mi));
+    CHECK(!hk__env_ver2("", &ma, &mi));
+    CHECK(!hk__env_ver2(NULL, &ma, &mi));
+    CHECK(!hk__env_ver2("99999999999.1", &ma, &mi));
+    CHECK(!hk__env_ver2("1.99999999999", &ma, &mi));
 }
 
 /* The real machine, with no interpreter and no CUDA: fast and not an error. */

@@ -17,9 +17,9 @@ static char *g_fixture; /* the built variant directory */
 
 static char *copy_variant(const char *name) {
     /* a second copy of the fixture = "another version" in another directory */
-    char *dst = hk_asprintf("%s/%s", hk_test_tmpdir(), name);
-    hk_mkdirs(dst, 0777);
-    char *cmd = hk_asprintf("cp '%s'/* '%s'/", g_fixture, dst);
+    char *dst = hk__asprintf("%s/%s", hk_test_tmpdir(), name);
+    hk__mkdirs(dst, 0777);
+    char *cmd = hk__asprintf("cp '%s'/* '%s'/", g_fixture, dst);
     CHECK(system(cmd) == 0);
     free(cmd);
     return dst;
@@ -39,7 +39,7 @@ static void test_load_and_list(void) {
     CHECK_STR(md->license, "Apache-2.0");
     CHECK_STR(md->backend, "cpu");
     CHECK(md->num_archs == 0);
-    CHECK(hk_str_ends_with(hk_kernel_library_path(k), "/_hkfixture_cpu_0000001.so"));
+    CHECK(hk__str_ends_with(hk_kernel_library_path(k), "/_hkfixture_cpu_0000001.so"));
     /* exported functions, sorted, from the __tvm_ffi_ dynamic symbols */
     static const char *const want[] = {"add_one", "current_stream", "fail", "greet", "is_none", "mix", "scale"};
     CHECK(hk_kernel_num_functions(k) == HK_ARRAY_LEN(want));
@@ -186,7 +186,7 @@ static void test_registry(void) {
         CHECK(args[i].got == args[0].got); /* one handle for the variant, whatever the thread */
     }
     /* the same path through a different spelling is the same variant */
-    char *alt = hk_asprintf("%s/.", g_fixture);
+    char *alt = hk__asprintf("%s/.", g_fixture);
     hk_kernel *k2 = NULL;
     CHECK_RC(hk_get_local_kernel(&k2, alt, NULL), HK_OK);
     CHECK(k2 == args[0].got);
@@ -218,11 +218,11 @@ static void test_registry(void) {
 }
 
 static void write_variant(const char *dir, const char *metadata, const char *lib_name, const char *lib_src) {
-    char *p = hk_asprintf("%s/metadata.json", dir);
+    char *p = hk__asprintf("%s/metadata.json", dir);
     hk_test_write(p, metadata);
     free(p);
     if (lib_name) {
-        char *cmd = hk_asprintf("mkdir -p '%s' && cp '%s' '%s/%s'", dir, lib_src, dir, lib_name);
+        char *cmd = hk__asprintf("mkdir -p '%s' && cp '%s' '%s/%s'", dir, lib_src, dir, lib_name);
         CHECK(system(cmd) == 0);
         free(cmd);
     }
@@ -231,11 +231,11 @@ static void write_variant(const char *dir, const char *metadata, const char *lib
 static void test_kinds_and_bad_variants(void) {
     const char *tmp = hk_test_tmpdir();
     const char *data = getenv("HK_TEST_DATA");
-    char *cubin = hk_asprintf("%s/kernel/cubin_sm90a.so", data);
+    char *cubin = hk__asprintf("%s/kernel/cubin_sm90a.so", data);
     hk_kernel *k = NULL;
 
     /* noarch: path, no native code */
-    char *noarch = hk_asprintf("%s/torch-cpu", tmp);
+    char *noarch = hk__asprintf("%s/torch-cpu", tmp);
     write_variant(noarch, "{\"name\":\"py-only\",\"id\":\"_py_only_cpu_1\",\"version\":2,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cpu\"}}", NULL, NULL);
     CHECK_RC(hk_get_local_kernel(&k, noarch, NULL), HK_OK);
@@ -250,14 +250,14 @@ static void test_kinds_and_bad_variants(void) {
     }
 
     /* torch variant without libtorch in the process */
-    char *torch = hk_asprintf("%s/torch213-cxx11-cpu-x86_64-linux", tmp);
+    char *torch = hk__asprintf("%s/torch213-cxx11-cpu-x86_64-linux", tmp);
     write_variant(torch, "{\"name\":\"t\",\"id\":\"_t_cpu_1\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cpu\"}}", "_t_cpu_1.abi3.so", cubin);
     CHECK_RC(hk_get_local_kernel(&k, torch, NULL), HK_ERR_RUNTIME_MISSING);
     CHECK(strstr(hk_last_error(), "libtorch") != NULL);
 
     /* CUDA tvm-ffi variant whose metadata and code objects cover sm_90a only */
-    char *cuda = hk_asprintf("%s/tvm-ffi01-cu130-x86_64-linux", tmp);
+    char *cuda = hk__asprintf("%s/tvm-ffi01-cu130-x86_64-linux", tmp);
     write_variant(cuda, "{\"name\":\"c\",\"id\":\"_c_cuda_1\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cuda\",\"archs\":[\"9.0a\"]}}",
                   "_c_cuda_1.so", cubin);
@@ -271,7 +271,7 @@ static void test_kinds_and_bad_variants(void) {
     CHECK_RC(hk_get_local_kernel(&k, cuda, &o), HK_ERR_ARCH);
     CHECK(strstr(hk_last_error(), "8.0") != NULL && strstr(hk_last_error(), "9.0a") != NULL);
     /* metadata says any 9.x/10.x... but the library embeds only sm_90a: code objects refuse 10.0 */
-    char *cuda2 = hk_asprintf("%s/x2/tvm-ffi01-cu130-x86_64-linux", tmp);
+    char *cuda2 = hk__asprintf("%s/x2/tvm-ffi01-cu130-x86_64-linux", tmp);
     write_variant(cuda2, "{\"name\":\"c\",\"id\":\"_c_cuda_2\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cuda\",\"archs\":[\"9.0+PTX\"]}}",
                   "_c_cuda_2.so", cubin);
@@ -285,7 +285,7 @@ static void test_kinds_and_bad_variants(void) {
     hk_env_free(env);
 
     /* metadata problems */
-    char *bad = hk_asprintf("%s/tvm-ffi01-cpu-aarch64-linux", tmp);
+    char *bad = hk__asprintf("%s/tvm-ffi01-cpu-aarch64-linux", tmp);
     write_variant(bad, "{\"python-depends\":[]}", NULL, NULL);
     CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_PARSE);
     CHECK(strstr(hk_last_error(), "'name'") != NULL);
@@ -297,11 +297,11 @@ static void test_kinds_and_bad_variants(void) {
     CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_LOAD);
     CHECK(strstr(hk_last_error(), "_b_cpu_1.so") != NULL);
     /* a library that is not ELF */
-    char *junk = hk_asprintf("%s/_b_cpu_1.so", bad);
+    char *junk = hk__asprintf("%s/_b_cpu_1.so", bad);
     hk_test_write(junk, "this is not a shared library, it is a corrupted download");
     CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_LOAD);
     /* a directory that is no variant */
-    char *missing = hk_asprintf("%s/does-not-exist", tmp);
+    char *missing = hk__asprintf("%s/does-not-exist", tmp);
     CHECK_RC(hk_get_local_kernel(&k, missing, NULL), HK_ERR_NOT_FOUND);
     CHECK(k == NULL);
     free(noarch); free(torch); free(cuda); free(cuda2); free(bad); free(junk); free(missing); free(cubin);
@@ -309,9 +309,9 @@ static void test_kinds_and_bad_variants(void) {
 
 int main(void) {
     const char *b = getenv("HK_BUILD_DIR");
-    g_fixture = hk_asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux", b ? b : ".");
-    char *lib = hk_asprintf("%s/_hkfixture_cpu_0000001.so", g_fixture);
-    if (!hk_path_exists(lib)) {
+    g_fixture = hk__asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux", b ? b : ".");
+    char *lib = hk__asprintf("%s/_hkfixture_cpu_0000001.so", g_fixture);
+    if (!hk__path_exists(lib)) {
         fprintf(stderr, "the tvm-ffi fixture %s was not built (needs a C++ compiler and "
                 "apache-tvm-ffi: run scripts/setup.sh and re-configure)\n", lib);
         return 1;

@@ -63,7 +63,7 @@ static void test_metadata_check(void) {
 }
 
 static char *fixture(const char *name) {
-    return hk_asprintf("%s/kernel/%s", getenv("HK_TEST_DATA"), name);
+    return hk__asprintf("%s/kernel/%s", getenv("HK_TEST_DATA"), name);
 }
 
 static void test_fatbins(void) {
@@ -124,7 +124,7 @@ static void test_fatbins(void) {
     free(p);
 
     /* a library without CUDA code, a non-ELF, a missing file */
-    char *self = hk_asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux/_hkfixture_cpu_0000001.so",
+    char *self = hk__asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux/_hkfixture_cpu_0000001.so",
                              getenv("HK_BUILD_DIR"));
     CHECK_RC(hk_library_code_objects(&o, self), HK_OK);
     n = hk_code_objects_count(o);
@@ -140,8 +140,8 @@ static void test_fatbins(void) {
     p = fixture("cubin_sm80_ptx80.so");
     char *data = NULL;
     size_t len = 0;
-    CHECK_RC(hk_read_file(&data, &len, p, 1 << 20), HK_OK);
-    char *q = hk_asprintf("%s/corrupt.so", hk_test_tmpdir());
+    CHECK_RC(hk__read_file(&data, &len, p, 1 << 20), HK_OK);
+    char *q = hk__asprintf("%s/corrupt.so", hk_test_tmpdir());
     for (size_t i = 0; data && i + 4 <= len; i++)
         if ((unsigned char)data[i] == 0x50 && (unsigned char)data[i + 1] == 0xed &&
             (unsigned char)data[i + 2] == 0x55 && (unsigned char)data[i + 3] == 0xba) {
@@ -149,7 +149,7 @@ static void test_fatbins(void) {
             data[i + 9] = (char)0xff;
             break;
         }
-    CHECK_RC(hk_write_file_atomic(q, data, len), HK_OK);
+    CHECK_RC(hk__write_file_atomic(q, data, len), HK_OK);
     CHECK_RC(hk_library_code_objects(&o, q), HK_ERR_LOAD);
     CHECK(strstr(hk_last_error(), "fat binary") != NULL);
     free(data);

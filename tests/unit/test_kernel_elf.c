@@ -93,8 +93,8 @@ static char *write_image(void) {
     put_shdr(img, 3, 19, SHT_DYNSYM, OFF_DYNSYM, 3 * sizeof(Elf64_Sym), 2, sizeof(Elf64_Sym));
     put_shdr(img, 4, 27, SHT_DYNAMIC, OFF_DYNAMIC, sizeof d, 2, sizeof(Elf64_Dyn));
     put_shdr(img, 5, 36, SHT_PROGBITS, OFF_FATBIN, 64, 0, 0);
-    char *path = hk_asprintf("%s/misaligned.so", hk_test_tmpdir());
-    if (path && hk_write_file_atomic(path, (const char *)img, IMG_SIZE) != HK_OK) {
+    char *path = hk__asprintf("%s/misaligned.so", hk_test_tmpdir());
+    if (path && hk__write_file_atomic(path, (const char *)img, IMG_SIZE) != HK_OK) {
         free(path);
         path = NULL;
     }
@@ -110,18 +110,18 @@ int main(void) {
 
     char **names = NULL;
     size_t n = 0;
-    CHECK_RC(hk_elf_exported_with_prefix(&names, &n, path, "__tvm_ffi_"), HK_OK);
+    CHECK_RC(hk__elf_exported_with_prefix(&names, &n, path, "__tvm_ffi_"), HK_OK);
     CHECK(n == 2);
     if (n == 2) {
         CHECK_STR(names[0], "add");
         CHECK_STR(names[1], "mul");
     }
-    hk_kstrv_free(names, n);
+    hk__kstrv_free(names, n);
 
-    CHECK_RC(hk_elf_needed_libs(&names, &n, path), HK_OK);
+    CHECK_RC(hk__elf_needed_libs(&names, &n, path), HK_OK);
     CHECK(n == 1);
     if (n == 1) CHECK_STR(names[0], "libfoo.so");
-    hk_kstrv_free(names, n);
+    hk__kstrv_free(names, n);
 
     hk_code_objects *objs = NULL;
     CHECK_RC(hk_library_code_objects(&objs, path), HK_OK);

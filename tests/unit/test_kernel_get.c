@@ -23,8 +23,8 @@ static char g_endpoint[128];
 static char *g_store, *g_hub_src, *g_variant;
 
 static char *cache_dir(const char *name) {
-    char *p = hk_asprintf("%s/%s", hk_test_tmpdir(), name);
-    hk_mkdirs(p, 0777);
+    char *p = hk__asprintf("%s/%s", hk_test_tmpdir(), name);
+    hk__mkdirs(p, 0777);
     return p;
 }
 
@@ -197,8 +197,8 @@ static void test_has_kernel(void) {
     opts(&o, "hubkern/armonly", 1, cache);
     /* has_kernel downloads no build: at most the chosen variant's metadata.json (fetched for the
      * arch check when the machine has a GPU), never a library */
-    char *snap = hk_asprintf("%s/kernels--hubkern--rmsnorm", cache);
-    char *cmd = hk_asprintf("test \"$(ls -A '%s/blobs' 2>/dev/null | wc -l)\" -le 1 && "
+    char *snap = hk__asprintf("%s/kernels--hubkern--rmsnorm", cache);
+    char *cmd = hk__asprintf("test \"$(ls -A '%s/blobs' 2>/dev/null | wc -l)\" -le 1 && "
                             "test -z \"$(find '%s/snapshots' -name '*.so' 2>/dev/null)\"", snap, snap);
     CHECK(system(cmd) == 0);
     free(cmd);
@@ -270,7 +270,7 @@ static void test_bad_input(void) {
     CHECK_RC(hk_hub_fetch_variant(&dir, &commit, &variant, hub, &s), HK_OK);
     hk_hub_free(hub);
     if (dir) {
-        char *cmd = hk_asprintf("f=$(ls '%s'/*.so) && b=$(readlink -f \"$f\") && chmod u+w \"$b\" && "
+        char *cmd = hk__asprintf("f=$(ls '%s'/*.so) && b=$(readlink -f \"$f\") && chmod u+w \"$b\" && "
                                 "printf 'XXXX' | dd of=\"$b\" bs=1 seek=4096 conv=notrunc 2>/dev/null", dir);
         CHECK(system(cmd) == 0);
         free(cmd);
@@ -293,12 +293,12 @@ static void test_local_kernels(void) {
     hk_get_kernel_options o;
     opts(&o, "hubkern/devbuild", 1, "/nonexistent-cache");
     o.endpoint = "http://127.0.0.1:9"; /* no network is used */
-    char *spec = hk_asprintf("other/x=/nowhere:hubkern/devbuild=%s", g_hub_src);
+    char *spec = hk__asprintf("other/x=/nowhere:hubkern/devbuild=%s", g_hub_src);
     setenv("LOCAL_KERNELS", spec, 1);
     hk_kernel *k = NULL;
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
     if (k) {
-        CHECK(hk_str_starts_with(hk_kernel_path(k), g_hub_src) ||
+        CHECK(hk__str_starts_with(hk_kernel_path(k), g_hub_src) ||
               strstr(hk_kernel_path(k), "/kernels/rmsnorm/hub/build/") != NULL);
         CHECK_STR(hk_kernel_repo_id(k), "hubkern/devbuild");
         CHECK(rms_ok(k));
@@ -306,12 +306,12 @@ static void test_local_kernels(void) {
     hk_kernel_unref(k);
     /* a variant directory itself, and a directory of variants, work as paths too */
     free(spec);
-    spec = hk_asprintf("hubkern/devbuild=%s", g_variant);
+    spec = hk__asprintf("hubkern/devbuild=%s", g_variant);
     setenv("LOCAL_KERNELS", spec, 1);
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
     hk_kernel_unref(k);
     /* hk_get_local_kernel on a directory of variants (resolved as on the Hub) */
-    char *vdirs = hk_asprintf("%s/build", g_hub_src);
+    char *vdirs = hk__asprintf("%s/build", g_hub_src);
     hk_kernel *k2 = NULL;
     CHECK_RC(hk_get_local_kernel(&k2, vdirs, &o), HK_OK);
     CHECK(k2 && hk_kernel_get_kind(k2) == HK_KERNEL_TVM_FFI);
@@ -338,7 +338,7 @@ static void test_load_locked(void) {
     hk_lockfile *lf = NULL;
     CHECK_RC(hk_lockfile_new(&lf), HK_OK);
     CHECK_RC(hk_lockfile_add(lf, "hubkern/rmsnorm", 1, NULL, hk_kernel_commit(k)), HK_OK);
-    char *lock = hk_asprintf("%s/kernels.lock", hk_test_tmpdir());
+    char *lock = hk__asprintf("%s/kernels.lock", hk_test_tmpdir());
     CHECK_RC(hk_lockfile_write(lock, lf), HK_OK);
     hk_lockfile_free(lf);
     hk_get_kernel_options lo;
@@ -368,7 +368,7 @@ static uint64_t digest_bytes(void) {
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.' || strcmp(de->d_name, "metadata.json") == 0) continue;
-        char *p = hk_path_join(g_variant, de->d_name);
+        char *p = hk__path_join(g_variant, de->d_name);
         struct stat st;
         if (p && stat(p, &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
         free(p);
@@ -401,16 +401,16 @@ static void test_receipts(void) {
     }
     CHECK(hk_kernel_bytes_verified(k) >= total);
     CHECK(hk_kernel_bytes_trusted(k) == 0);
-    char *receipt = hk_asprintf("%s/.locks/kernels--hubkern--rmsnorm/hubkern-receipts/%s/%s.json", cache,
+    char *receipt = hk__asprintf("%s/.locks/kernels--hubkern--rmsnorm/hubkern-receipts/%s/%s.json", cache,
                                 hk_kernel_commit(k), hk_kernel_variant(k));
-    char *blob = hk_asprintf("%s/__init__.py", hk_kernel_path(k));
+    char *blob = hk__asprintf("%s/__init__.py", hk_kernel_path(k));
     hk_kernel_unref(k);
     /* warm, past the 20 ms racy window: the receipt then vouches for every file */
     sleep_ms(50);
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
     if (k) CHECK(hk_kernel_bytes_verified(k) + hk_kernel_bytes_trusted(k) == total);
     hk_kernel_unref(k);
-    CHECK(hk_path_exists(receipt));
+    CHECK(hk__path_exists(receipt));
     for (int offline = 0; offline < 2; offline++) {
         o.offline = offline;
         k = NULL;
@@ -456,7 +456,7 @@ static void test_receipts(void) {
         CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_DIGEST);
         CHECK(k == NULL);
         CHECK(strstr(hk_last_error(), "__init__.py") != NULL);
-        CHECK(!hk_path_exists(receipt)); /* a failed check deletes the receipt */
+        CHECK(!hk__path_exists(receipt)); /* a failed check deletes the receipt */
     }
     free(blob);
     free(receipt);
@@ -540,9 +540,9 @@ static void test_redirect(void) {
 
 /* Publish a repo holding only kernel-status.toml that redirects to dest@rev. */
 static void publish_redirect(const char *repo, const char *dest, const char *rev, char commit[41]) {
-    char *dir = hk_asprintf("%s/status-%s", hk_test_tmpdir(), strchr(repo, '/') + 1);
-    char *file = hk_asprintf("%s/kernel-status.toml", dir);
-    char *text = hk_asprintf("kind = \"redirect\"\ndestination = \"%s\"\nrevision = \"%s\"\n", dest, rev);
+    char *dir = hk__asprintf("%s/status-%s", hk_test_tmpdir(), strchr(repo, '/') + 1);
+    char *file = hk__asprintf("%s/kernel-status.toml", dir);
+    char *text = hk__asprintf("kind = \"redirect\"\ndestination = \"%s\"\nrevision = \"%s\"\n", dest, rev);
     hk_test_write(file, text);
     publish(dir, repo, "v1", commit);
     free(text);
@@ -592,7 +592,7 @@ static void test_redirect_loops(void) {
     g_hops = 0;
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_PROTOCOL);
     CHECK(g_hops == 2);
-    char *want = hk_asprintf("redirects loop: hubkern/loopc@v1 -> hubkern/loopd@v1 -> hubkern/loopc@%s (commit %.12s, "
+    char *want = hk__asprintf("redirects loop: hubkern/loopc@v1 -> hubkern/loopd@v1 -> hubkern/loopc@%s (commit %.12s, "
                              "as hubkern/loopc@v1)",
                              g_loopc_commit, g_loopc_commit);
     CHECK(strstr(hk_last_error(), want) != NULL);
@@ -625,13 +625,13 @@ static void test_redirect_loops(void) {
 
 int main(void) {
     const char *b = getenv("HK_BUILD_DIR");
-    g_hub_src = hk_asprintf("%s/kernels/rmsnorm/hub", b ? b : ".");
-    g_variant = hk_asprintf("%s/build/tvm-ffi01-cpu-x86_64-linux", g_hub_src);
-    if (!hk_is_dir(g_variant)) {
+    g_hub_src = hk__asprintf("%s/kernels/rmsnorm/hub", b ? b : ".");
+    g_variant = hk__asprintf("%s/build/tvm-ffi01-cpu-x86_64-linux", g_hub_src);
+    if (!hk__is_dir(g_variant)) {
         fprintf(stderr, "the staged RMSNorm variant %s is missing (build the rmsnorm_hub_variants target)\n", g_variant);
         return 1;
     }
-    g_store = hk_asprintf("%s/store", hk_test_tmpdir());
+    g_store = hk__asprintf("%s/store", hk_test_tmpdir());
     publish(g_hub_src, "hubkern/rmsnorm", "v1", NULL);
     /* v2: the same build under a new message, so another commit */
     hk_publish_options v2 = {.message = "second major version"};
@@ -639,25 +639,25 @@ int main(void) {
     publish(g_hub_src, "hubkern/corrupt", "v1", NULL);
     publish(g_hub_src, "stranger/rmsnorm", "v1", NULL);
     /* a repo whose only build is for another CPU */
-    char *arm = hk_asprintf("%s/armsrc/build/tvm-ffi01-cpu-aarch64-linux", hk_test_tmpdir());
-    hk_mkdirs(arm, 0777);
-    char *cmd = hk_asprintf("cp '%s'/* '%s'/", g_variant, arm);
+    char *arm = hk__asprintf("%s/armsrc/build/tvm-ffi01-cpu-aarch64-linux", hk_test_tmpdir());
+    hk__mkdirs(arm, 0777);
+    char *cmd = hk__asprintf("cp '%s'/* '%s'/", g_variant, arm);
     CHECK(system(cmd) == 0);
     free(cmd);
-    char *armsrc = hk_asprintf("%s/armsrc", hk_test_tmpdir());
+    char *armsrc = hk__asprintf("%s/armsrc", hk_test_tmpdir());
     publish(armsrc, "hubkern/armonly", "v1", NULL);
     /* redirects: oldnorm (aarch64 build only) -> newnorm (x86_64); oldarm -> armonly */
     {
         hk_publish_options pn = {.message = "redirect destination"};
         hk_test_publish(g_store, g_hub_src, "hubkern/newnorm", "v1", &pn, g_new_commit);
-        char *oldsrc = hk_asprintf("%s/oldsrc", hk_test_tmpdir());
-        char *c2 = hk_asprintf("mkdir -p '%s/build' && cp -r '%s' '%s/build/' && "
+        char *oldsrc = hk__asprintf("%s/oldsrc", hk_test_tmpdir());
+        char *c2 = hk__asprintf("mkdir -p '%s/build' && cp -r '%s' '%s/build/' && "
                                "printf 'kind = \"redirect\"\\ndestination = \"hubkern/newnorm\"\\nrevision = \"v1\"\\n' "
                                "> '%s/kernel-status.toml'", oldsrc, arm, oldsrc, oldsrc);
         CHECK(system(c2) == 0);
         free(c2);
         publish(oldsrc, "hubkern/oldnorm", "v1", g_old_commit);
-        c2 = hk_asprintf("sed -i 's#hubkern/newnorm#hubkern/armonly#' '%s/kernel-status.toml'", oldsrc);
+        c2 = hk__asprintf("sed -i 's#hubkern/newnorm#hubkern/armonly#' '%s/kernel-status.toml'", oldsrc);
         CHECK(system(c2) == 0);
         free(c2);
         publish(oldsrc, "hubkern/oldarm", "v1", NULL);

@@ -59,8 +59,8 @@ static void opts(hk_get_kernel_options *o, const char *repo, const char *cache, 
 }
 
 static char *cache_dir(const char *name) {
-    char *p = hk_asprintf("%s/%s", hk_test_tmpdir(), name);
-    hk_mkdirs(p, 0777);
+    char *p = hk__asprintf("%s/%s", hk_test_tmpdir(), name);
+    hk__mkdirs(p, 0777);
     return p;
 }
 
@@ -77,7 +77,7 @@ static int count_entries(const char *dir) {
 }
 
 static int count_blobs(const char *cache, const char *folder) {
-    char *p = hk_asprintf("%s/%s/blobs", cache, folder);
+    char *p = hk__asprintf("%s/%s/blobs", cache, folder);
     int n = count_entries(p);
     free(p);
     return n;
@@ -85,13 +85,13 @@ static int count_blobs(const char *cache, const char *folder) {
 
 /* Files in every snapshot's build/<variant> of the repo folder (0 when none exists). */
 static int count_variant_files(const char *cache, const char *folder, const char *variant) {
-    char *snaps = hk_asprintf("%s/%s/snapshots", cache, folder);
+    char *snaps = hk__asprintf("%s/%s/snapshots", cache, folder);
     DIR *d = opendir(snaps);
     int n = 0;
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
-        char *v = hk_asprintf("%s/%s/build/%s", snaps, de->d_name, variant);
+        char *v = hk__asprintf("%s/%s/build/%s", snaps, de->d_name, variant);
         int k = count_entries(v);
         if (k > 0) n += k;
         free(v);
@@ -102,14 +102,14 @@ static int count_variant_files(const char *cache, const char *folder, const char
 }
 
 static bool snapshot_has(const char *cache, const char *folder, const char *variant, const char *file) {
-    char *snaps = hk_asprintf("%s/%s/snapshots", cache, folder);
+    char *snaps = hk__asprintf("%s/%s/snapshots", cache, folder);
     DIR *d = opendir(snaps);
     bool found = false;
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
-        char *p = hk_asprintf("%s/%s/build/%s/%s", snaps, de->d_name, variant, file);
-        found |= hk_path_exists(p);
+        char *p = hk__asprintf("%s/%s/build/%s/%s", snaps, de->d_name, variant, file);
+        found |= hk__path_exists(p);
         free(p);
     }
     if (d) closedir(d);
@@ -292,17 +292,17 @@ static void test_get_refused_before_download(void) {
 
 int main(void) {
     const char *b = getenv("HK_BUILD_DIR");
-    char *cpu = hk_asprintf("%s/kernels/rmsnorm/hub/build/tvm-ffi01-cpu-x86_64-linux", b ? b : ".");
-    if (!hk_is_dir(cpu)) {
+    char *cpu = hk__asprintf("%s/kernels/rmsnorm/hub/build/tvm-ffi01-cpu-x86_64-linux", b ? b : ".");
+    if (!hk__is_dir(cpu)) {
         fprintf(stderr, "the staged RMSNorm variant %s is missing (build the rmsnorm_hub_variants target)\n", cpu);
         return 1;
     }
     const char *tmp = hk_test_tmpdir();
-    g_store = hk_asprintf("%s/store", tmp);
+    g_store = hk__asprintf("%s/store", tmp);
     /* gpunorm: the CPU build's files as a CUDA variant whose metadata lists archs ["9.0"] (the
      * digest covers the other files, so it still verifies) */
-    char *src = hk_asprintf("%s/gpusrc", tmp);
-    char *cmd = hk_asprintf("mkdir -p '%s/build/" CUDA_VARIANT "' && cp '%s'/* '%s/build/" CUDA_VARIANT "/' && "
+    char *src = hk__asprintf("%s/gpusrc", tmp);
+    char *cmd = hk__asprintf("mkdir -p '%s/build/" CUDA_VARIANT "' && cp '%s'/* '%s/build/" CUDA_VARIANT "/' && "
                             "sed -i 's#\"type\": \"cpu\"#\"type\": \"cuda\", \"archs\": [\"9.0\"]#' "
                             "'%s/build/" CUDA_VARIANT "/metadata.json' && "
                             "grep -q '\"archs\": \\[\"9.0\"\\]' '%s/build/" CUDA_VARIANT "/metadata.json' && "
@@ -312,9 +312,9 @@ int main(void) {
     free(cmd);
     publish(src, "hubkern/gpunorm");
     /* rocmnorm: a Python-only ROCm build declaring archs [gfx942] */
-    char *rsrc = hk_asprintf("%s/rocmsrc", tmp);
-    char *md = hk_asprintf("%s/build/" ROCM_VARIANT "/metadata.json", rsrc);
-    char *init = hk_asprintf("%s/build/" ROCM_VARIANT "/__init__.py", rsrc);
+    char *rsrc = hk__asprintf("%s/rocmsrc", tmp);
+    char *md = hk__asprintf("%s/build/" ROCM_VARIANT "/metadata.json", rsrc);
+    char *init = hk__asprintf("%s/build/" ROCM_VARIANT "/__init__.py", rsrc);
     hk_test_write(md, "{\"name\":\"rocmnorm\",\"id\":\"_rocmnorm_rocm_0a1b2c3\",\"version\":1,"
                       "\"license\":\"MIT\",\"python-depends\":[],"
                       "\"backend\":{\"type\":\"rocm\",\"archs\":[\"gfx942\"]}}");

@@ -15,13 +15,13 @@
 
 /* <tmp>/<case>/<variant>/metadata.json (+ an __init__.py, as a real noarch build has) */
 static char *noarch_variant(const char *name, const char *variant, const char *backend, const char *archs_json) {
-    char *dir = hk_asprintf("%s/%s/%s", hk_test_tmpdir(), name, variant);
-    char *md = hk_asprintf("%s/metadata.json", dir);
-    char *text = hk_asprintf("{\"name\":\"pyk\",\"id\":\"_pyk_%s_0a1b2c3\",\"version\":1,\"license\":\"MIT\","
+    char *dir = hk__asprintf("%s/%s/%s", hk_test_tmpdir(), name, variant);
+    char *md = hk__asprintf("%s/metadata.json", dir);
+    char *text = hk__asprintf("{\"name\":\"pyk\",\"id\":\"_pyk_%s_0a1b2c3\",\"version\":1,\"license\":\"MIT\","
                              "\"python-depends\":[],\"backend\":{\"type\":\"%s\"%s%s}}",
                              backend, backend, archs_json ? ",\"archs\":" : "", archs_json ? archs_json : "");
     hk_test_write(md, text);
-    char *init = hk_asprintf("%s/__init__.py", dir);
+    char *init = hk__asprintf("%s/__init__.py", dir);
     hk_test_write(init, "def f(x):\n    return x\n");
     free(init);
     free(text);

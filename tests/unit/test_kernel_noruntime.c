@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 int main(void) {
-    char *fixture = hk_asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux", getenv("HK_BUILD_DIR"));
+    char *fixture = hk__asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux", getenv("HK_BUILD_DIR"));
     hk_kernel *k = NULL;
     hk_value r;
     CHECK_RC(hk_tvm_ffi_version(NULL, NULL, NULL), HK_ERR_RUNTIME_MISSING);

@@ -98,10 +98,10 @@ static void test_write(void) {
     e[0].repo_id = "org/b"; e[0].version = 2; e[0].commit = C40C;
     e[1].repo_id = "org/a"; e[1].version = HK_VERSION_UNSET; e[1].revision = "main"; e[1].commit = C40B;
     e[2].repo_id = "org/a"; e[2].version = 1; e[2].commit = C40A;
-    char *p = hk_asprintf("%s/kernels.lock", hk_test_tmpdir());
+    char *p = hk__asprintf("%s/kernels.lock", hk_test_tmpdir());
     CHECK_RC(write_pins(p, e, 3), HK_OK);
     char *got = NULL;
-    CHECK_RC(hk_read_file(&got, NULL, p, 1 << 20), HK_OK);
+    CHECK_RC(hk__read_file(&got, NULL, p, 1 << 20), HK_OK);
     /* exactly what kernels 0.17.2 KernelLocks.to_json() prints for the same locks */
     const char *want =
         "[\n  {\n    \"dependency\": {\n      \"repo-id\": \"org/a\",\n      \"version\": 1\n    },\n"
@@ -126,12 +126,12 @@ static void test_write(void) {
 
 static void put_blob(const char *repo, const char *variant_dir, const char *rel, const char *blob,
                      const char *content, size_t len) {
-    char *bp = hk_asprintf("%s/blobs/%s", repo, blob);
-    CHECK_RC(hk_write_file_atomic(bp, content, len), HK_OK);
-    char *lp = hk_asprintf("%s/%s", variant_dir, rel);
-    char *dir = hk_strdup(lp);
+    char *bp = hk__asprintf("%s/blobs/%s", repo, blob);
+    CHECK_RC(hk__write_file_atomic(bp, content, len), HK_OK);
+    char *lp = hk__asprintf("%s/%s", variant_dir, rel);
+    char *dir = hk__strdup(lp);
     *strrchr(dir, '/') = '\0';
-    hk_mkdirs(dir, 0777);
+    hk__mkdirs(dir, 0777);
     CHECK(symlink(bp, lp) == 0);
     free(bp);
     free(lp);
@@ -150,13 +150,13 @@ static void test_hash(void) {
     hk_free(h);
 
     /* the same files in a cache snapshot: recomputed from content */
-    char *repo = hk_asprintf("%s/kernels--org--k", hk_test_tmpdir());
-    char *vd = hk_asprintf("%s/snapshots/" C40A "/build/torch27-cxx11-cu126-x86_64-linux", repo);
-    hk_mkdirs(vd, 0777);
+    char *repo = hk__asprintf("%s/kernels--org--k", hk_test_tmpdir());
+    char *vd = hk__asprintf("%s/snapshots/" C40A "/build/torch27-cxx11-cu126-x86_64-linux", repo);
+    hk__mkdirs(vd, 0777);
     char big[1000];
     for (int i = 0; i < 100; i++) memcpy(big + 10 * i, "BINARYDATA", 10);
-    char *blobs = hk_asprintf("%s/blobs", repo);
-    hk_mkdirs(blobs, 0777);
+    char *blobs = hk__asprintf("%s/blobs", repo);
+    hk__mkdirs(blobs, 0777);
     free(blobs);
     put_blob(repo, vd, "__init__.py", "9f1b437537a2acdadafd3174f6f0af9c1a04f5e4", "print('hi')\n", 12);
     put_blob(repo, vd, "_ops.so", "79c17c0a5fd863a218753adc5e664d9d77d7f233f3a6b1ae859a30d6bed6f818", big, sizeof big);
@@ -166,8 +166,8 @@ static void test_hash(void) {
     CHECK_STR(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569");
     hk_free(h);
     /* a corrupted blob changes the hash */
-    char *bp = hk_asprintf("%s/blobs/9e26dfeeb6e641a33dae4961196235bdb965b21b", repo);
-    CHECK_RC(hk_write_file_atomic(bp, "{ }", 3), HK_OK);
+    char *bp = hk__asprintf("%s/blobs/9e26dfeeb6e641a33dae4961196235bdb965b21b", repo);
+    CHECK_RC(hk__write_file_atomic(bp, "{ }", 3), HK_OK);
     CHECK_RC(hk_variant_hash_from_cache(&h, vd), HK_OK);
     CHECK(h && strcmp(h, "sha256-1752d321e27596a7f7c1391acafb1b5e9787185e141b62f093dae9bbc3e71569") != 0);
     hk_free(h);

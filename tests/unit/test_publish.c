@@ -16,12 +16,12 @@
 
 static char *g_dir;
 
-static char *pathf(const char *name) { return hk_path_join(g_dir, name); }
+static char *pathf(const char *name) { return hk__path_join(g_dir, name); }
 
 static void write_bytes(const char *path, const void *data, size_t n) {
-    char *d = hk_strdup(path);
+    char *d = hk__strdup(path);
     *strrchr(d, '/') = '\0';
-    hk_mkdirs(d, 0777);
+    hk__mkdirs(d, 0777);
     free(d);
     FILE *f = fopen(path, "wb");
     fwrite(data, 1, n, f);
@@ -29,8 +29,8 @@ static void write_bytes(const char *path, const void *data, size_t n) {
 }
 
 static bool blob_exists(const char *store, const char *repo_folder, const char *etag) {
-    char *p = hk_asprintf("%s/%s/blobs/%s", store, repo_folder, etag);
-    bool ok = hk_path_exists(p);
+    char *p = hk__asprintf("%s/%s/blobs/%s", store, repo_folder, etag);
+    bool ok = hk__path_exists(p);
     free(p);
     return ok;
 }
@@ -43,24 +43,24 @@ static void test_blob_rules(void) {
     char buf[10000];
     memset(buf, 'a', sizeof buf);
     buf[7999] = '\0';
-    p = hk_asprintf("%s/nul-at-7999.bin", src);
+    p = hk__asprintf("%s/nul-at-7999.bin", src);
     write_bytes(p, buf, 9000);
     free(p);
     /* NUL only at 8000 → text → git blob */
     buf[7999] = 'a';
     buf[8000] = '\0';
-    p = hk_asprintf("%s/nul-at-8000.txt", src);
+    p = hk__asprintf("%s/nul-at-8000.txt", src);
     write_bytes(p, buf, 9000);
     free(p);
     /* exactly the threshold (9500 here) → LFS; one byte less → git blob */
     memset(buf, 'b', sizeof buf);
-    p = hk_asprintf("%s/at-threshold.txt", src);
+    p = hk__asprintf("%s/at-threshold.txt", src);
     write_bytes(p, buf, 9500);
     free(p);
-    p = hk_asprintf("%s/below-threshold.txt", src);
+    p = hk__asprintf("%s/below-threshold.txt", src);
     write_bytes(p, buf, 9499);
     free(p);
-    p = hk_asprintf("%s/empty", src);
+    p = hk__asprintf("%s/empty", src);
     write_bytes(p, "", 0);
     free(p);
     hk_publish_options o = {.src_dir = src, .repo_id = "org/rules", .repo_type = HK_REPO_MODEL, .branch = "main",
@@ -91,12 +91,12 @@ static void test_blob_rules(void) {
     free(repo);
     hk_store_close(s);
     /* the store looks like a huggingface_hub cache */
-    p = hk_asprintf("%s/CACHEDIR.TAG", store);
-    CHECK(hk_path_exists(p));
+    p = hk__asprintf("%s/CACHEDIR.TAG", store);
+    CHECK(hk__path_exists(p));
     free(p);
-    p = hk_asprintf("%s/models--org--rules/refs/main", store);
+    p = hk__asprintf("%s/models--org--rules/refs/main", store);
     char *ref = NULL;
-    CHECK_RC(hk_read_file(&ref, NULL, p, 100), HK_OK);
+    CHECK_RC(hk__read_file(&ref, NULL, p, 100), HK_OK);
     CHECK_STR(ref, r.commit); /* 40 hex, no newline */
     free(ref);
     free(p);
@@ -108,23 +108,23 @@ static void test_commits(void) {
     char *src = pathf("tree");
     char *store = pathf("store-a");
     char *store2 = pathf("store-b");
-    char *p = hk_asprintf("%s/build/torch-cpu/__init__.py", src);
+    char *p = hk__asprintf("%s/build/torch-cpu/__init__.py", src);
     hk_test_write(p, "x = 1\n");
     free(p);
-    p = hk_asprintf("%s/build/torch-cpu/__pycache__/__init__.cpython-311.pyc", src);
+    p = hk__asprintf("%s/build/torch-cpu/__pycache__/__init__.cpython-311.pyc", src);
     hk_test_write(p, "junk");
     free(p);
-    p = hk_asprintf("%s/build/torch-cpu/mod.pyc", src);
+    p = hk__asprintf("%s/build/torch-cpu/mod.pyc", src);
     hk_test_write(p, "junk");
     free(p);
-    p = hk_asprintf("%s/.git/HEAD", src);
+    p = hk__asprintf("%s/.git/HEAD", src);
     hk_test_write(p, "ref: refs/heads/main\n");
     free(p);
-    p = hk_asprintf("%s/build/torch-cpu/data.json", src);
+    p = hk__asprintf("%s/build/torch-cpu/data.json", src);
     hk_test_write(p, "{}\n");
     free(p);
     /* a symlink that stays inside is stored as the file it names */
-    p = hk_asprintf("%s/build/alias.json", src);
+    p = hk__asprintf("%s/build/alias.json", src);
     CHECK(symlink("torch-cpu/data.json", p) == 0);
     free(p);
 
@@ -133,25 +133,25 @@ static void test_commits(void) {
     hk_publish_result r1, again, other, r2;
     CHECK_RC(hk_publish(&r1, &o), HK_OK);
     CHECK(r1.files == 3 && r1.changed); /* __init__.py, data.json, alias.json */
-    char *snap = hk_asprintf("%s/kernels--org--k/snapshots/%s", store, r1.commit);
-    char *q = hk_asprintf("%s/build/torch-cpu/__pycache__", snap);
-    CHECK(!hk_path_exists(q));
+    char *snap = hk__asprintf("%s/kernels--org--k/snapshots/%s", store, r1.commit);
+    char *q = hk__asprintf("%s/build/torch-cpu/__pycache__", snap);
+    CHECK(!hk__path_exists(q));
     free(q);
-    q = hk_asprintf("%s/build/torch-cpu/mod.pyc", snap);
-    CHECK(!hk_path_exists(q));
+    q = hk__asprintf("%s/build/torch-cpu/mod.pyc", snap);
+    CHECK(!hk__path_exists(q));
     free(q);
-    q = hk_asprintf("%s/.git", snap);
-    CHECK(!hk_path_exists(q));
+    q = hk__asprintf("%s/.git", snap);
+    CHECK(!hk__path_exists(q));
     free(q);
-    q = hk_asprintf("%s/build/alias.json", snap);
+    q = hk__asprintf("%s/build/alias.json", snap);
     char *content = NULL;
-    CHECK_RC(hk_read_file(&content, NULL, q, 100), HK_OK);
+    CHECK_RC(hk__read_file(&content, NULL, q, 100), HK_OK);
     CHECK_STR(content, "{}\n");
     free(content);
     free(q);
 
     /* same tree again: nothing changes */
-    char *ref = hk_asprintf("%s/kernels--org--k/refs/v1", store);
+    char *ref = hk__asprintf("%s/kernels--org--k/refs/v1", store);
     struct stat before, after;
     CHECK(stat(ref, &before) == 0);
     CHECK_RC(hk_publish(&again, &o), HK_OK);
@@ -173,16 +173,16 @@ static void test_commits(void) {
     o.cache_dir = store;
 
     /* a change: new commit whose parent is the old head; the old snapshot stays */
-    p = hk_asprintf("%s/build/torch-cpu/__init__.py", src);
+    p = hk__asprintf("%s/build/torch-cpu/__init__.py", src);
     hk_test_write(p, "x = 2\n");
     free(p);
     CHECK_RC(hk_publish(&r2, &o), HK_OK);
     CHECK(r2.changed && strcmp(r2.commit, r1.commit) != 0);
     CHECK_STR(r2.parent, r1.commit);
-    CHECK(hk_is_dir(snap));
+    CHECK(hk__is_dir(snap));
     char got[65];
-    char *repo_dir = hk_asprintf("%s/kernels--org--k", store);
-    CHECK_RC(hk_cache_read_ref(got, repo_dir, "v1"), HK_OK);
+    char *repo_dir = hk__asprintf("%s/kernels--org--k", store);
+    CHECK_RC(hk__cache_read_ref(got, repo_dir, "v1"), HK_OK);
     CHECK_STR(got, r2.commit);
     /* the commit id is the git commit of (tree, parent, message) */
     hk_store *s = NULL;
@@ -206,7 +206,7 @@ static void test_commits(void) {
 static void test_refusals(void) {
     char *src = pathf("bad");
     char *store = pathf("store-bad");
-    char *p = hk_asprintf("%s/ok.txt", src);
+    char *p = hk__asprintf("%s/ok.txt", src);
     hk_test_write(p, "ok\n");
     free(p);
     hk_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
@@ -226,35 +226,35 @@ static void test_refusals(void) {
     CHECK_RC(hk_publish(&r, &o), HK_ERR_NOT_FOUND);
     o.src_dir = src;
     /* a symlink leaving the source directory */
-    p = hk_asprintf("%s/leak", src);
+    p = hk__asprintf("%s/leak", src);
     CHECK(symlink("/etc/hostname", p) == 0);
     CHECK_RC(hk_publish(&r, &o), HK_ERR_UNSAFE_PATH);
     CHECK(strstr(hk_last_error(), "outside") != NULL);
     unlink(p);
     free(p);
-    p = hk_asprintf("%s/up", src);
+    p = hk__asprintf("%s/up", src);
     CHECK(symlink("..", p) == 0);
     CHECK_RC(hk_publish(&r, &o), HK_ERR_UNSAFE_PATH);
     unlink(p);
     free(p);
     /* a broken link and a fifo */
-    p = hk_asprintf("%s/broken", src);
+    p = hk__asprintf("%s/broken", src);
     CHECK(symlink("does-not-exist", p) == 0);
     CHECK(hk_publish(&r, &o) != HK_OK);
     unlink(p);
     free(p);
-    p = hk_asprintf("%s/fifo", src);
+    p = hk__asprintf("%s/fifo", src);
     CHECK(mkfifo(p, 0600) == 0);
     CHECK_RC(hk_publish(&r, &o), HK_ERR_INVALID_ARG);
     unlink(p);
     free(p);
     /* nothing was recorded by the refused attempts */
-    p = hk_asprintf("%s/kernels--org--k/refs/v1", store);
-    CHECK(!hk_path_exists(p));
+    p = hk__asprintf("%s/kernels--org--k/refs/v1", store);
+    CHECK(!hk__path_exists(p));
     free(p);
     /* an empty directory */
     char *empty = pathf("empty-src");
-    hk_mkdirs(empty, 0777);
+    hk__mkdirs(empty, 0777);
     o.src_dir = empty;
     CHECK_RC(hk_publish(&r, &o), HK_ERR_INVALID_ARG);
     free(empty);
@@ -281,10 +281,10 @@ static void test_race(void) {
     char *store = pathf("store-race");
     char *s1 = pathf("race1");
     char *s2 = pathf("race2");
-    char *p = hk_asprintf("%s/f.txt", s1);
+    char *p = hk__asprintf("%s/f.txt", s1);
     hk_test_write(p, "one\n");
     free(p);
-    p = hk_asprintf("%s/f.txt", s2);
+    p = hk__asprintf("%s/f.txt", s2);
     hk_test_write(p, "two\n");
     free(p);
     race_arg a = {.src = s1, .store = store}, b = {.src = s2, .store = store};
@@ -298,8 +298,8 @@ static void test_race(void) {
     bool a_after_b = strcmp(a.r.parent, b.r.commit) == 0, b_after_a = strcmp(b.r.parent, a.r.commit) == 0;
     CHECK(a_after_b != b_after_a);
     char got[65];
-    char *repo_dir = hk_asprintf("%s/kernels--org--race", store);
-    CHECK_RC(hk_cache_read_ref(got, repo_dir, "v1"), HK_OK);
+    char *repo_dir = hk__asprintf("%s/kernels--org--race", store);
+    CHECK_RC(hk__cache_read_ref(got, repo_dir, "v1"), HK_OK);
     CHECK_STR(got, a_after_b ? a.r.commit : b.r.commit);
     free(repo_dir);
     free(store);
@@ -308,7 +308,7 @@ static void test_race(void) {
 }
 
 int main(void) {
-    g_dir = hk_strdup(hk_test_tmpdir());
+    g_dir = hk__strdup(hk_test_tmpdir());
     test_blob_rules();
     test_commits();
     test_refusals();

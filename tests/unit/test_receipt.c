@@ -33,18 +33,18 @@ static void test_paths(void) {
     const char *root = hk_test_tmpdir();
     char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/k");
     unsetenv("HUBKERN_RECEIPTS_DIR");
-    char *p = hk_receipt_path(root, repo, COMMIT, "torch-cpu");
-    char *want = hk_asprintf("%s/.locks/kernels--org--k/hubkern-receipts/%s/torch-cpu.json", root, COMMIT);
+    char *p = hk__receipt_path(root, repo, COMMIT, "torch-cpu");
+    char *want = hk__asprintf("%s/.locks/kernels--org--k/hubkern-receipts/%s/torch-cpu.json", root, COMMIT);
     CHECK_STR(p, want);
     free(p);
     free(want);
-    CHECK(hk_receipt_path(root, repo, COMMIT, "../x") == NULL);
-    CHECK(hk_receipt_path(root, repo, "a/b", "v") == NULL);
+    CHECK(hk__receipt_path(root, repo, COMMIT, "../x") == NULL);
+    CHECK(hk__receipt_path(root, repo, "a/b", "v") == NULL);
     /* relocated: one directory per cache root */
     setenv("HUBKERN_RECEIPTS_DIR", "/r", 1);
-    char *a = hk_receipt_path(root, repo, COMMIT, "v");
-    char *b = hk_receipt_path("/other/root", repo, COMMIT, "v");
-    CHECK(a && hk_str_starts_with(a, "/r/") && hk_str_ends_with(a, "/kernels--org--k/" COMMIT "/v.json"));
+    char *a = hk__receipt_path(root, repo, COMMIT, "v");
+    char *b = hk__receipt_path("/other/root", repo, COMMIT, "v");
+    CHECK(a && hk__str_starts_with(a, "/r/") && hk__str_ends_with(a, "/kernels--org--k/" COMMIT "/v.json"));
     CHECK(a && strlen(a) == strlen("/r/") + 32 + strlen("/kernels--org--k/" COMMIT "/v.json"));
     CHECK(a && b && strcmp(a, b) != 0);
     free(a);
@@ -60,69 +60,69 @@ static void test_paths(void) {
 static void test_round_trip(void) {
     const char *root = hk_test_tmpdir();
     char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/k");
-    char *path = hk_receipt_path(root, repo, COMMIT, "v");
+    char *path = hk__receipt_path(root, repo, COMMIT, "v");
     struct stat st = fake_stat();
-    hk_receipt *r = hk_receipt_new(META);
-    hk_receipt_add(r, "lib/_k.so", &st);
-    CHECK_RC(hk_receipt_save(r, path, root, repo, COMMIT, "v"), HK_OK);
-    hk_receipt_free(r);
+    hk_receipt *r = hk__receipt_new(META);
+    hk__receipt_add(r, "lib/_k.so", &st);
+    CHECK_RC(hk__receipt_save(r, path, root, repo, COMMIT, "v"), HK_OK);
+    hk__receipt_free(r);
 
-    hk_receipt *l = hk_receipt_load(path, root, repo, COMMIT, "v", META);
-    CHECK(l != NULL && hk_receipt_count(l) == 1);
-    CHECK(hk_receipt_vouches(l, "lib/_k.so", &st));
-    CHECK(!hk_receipt_vouches(l, "lib/other.so", &st));
+    hk_receipt *l = hk__receipt_load(path, root, repo, COMMIT, "v", META);
+    CHECK(l != NULL && hk__receipt_count(l) == 1);
+    CHECK(hk__receipt_vouches(l, "lib/_k.so", &st));
+    CHECK(!hk__receipt_vouches(l, "lib/other.so", &st));
     struct stat x = st;
     x.st_ctim.tv_nsec++;
-    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    CHECK(!hk__receipt_vouches(l, "lib/_k.so", &x));
     x = st;
     x.st_ino--;
-    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    CHECK(!hk__receipt_vouches(l, "lib/_k.so", &x));
     x = st;
     x.st_dev ^= 1;
-    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    CHECK(!hk__receipt_vouches(l, "lib/_k.so", &x));
     x = st;
     x.st_mtim.tv_sec--;
-    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    CHECK(!hk__receipt_vouches(l, "lib/_k.so", &x));
     x = st;
     x.st_size++;
-    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
+    CHECK(!hk__receipt_vouches(l, "lib/_k.so", &x));
     x = st;
     x.st_mode = S_IFDIR | 0755;
-    CHECK(!hk_receipt_vouches(l, "lib/_k.so", &x));
-    hk_receipt_free(l);
+    CHECK(!hk__receipt_vouches(l, "lib/_k.so", &x));
+    hk__receipt_free(l);
 
     /* anything else it was written for voids it */
-    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v2", META) == NULL);
-    CHECK(hk_receipt_load(path, root, repo, "2222222222222222222222222222222222222222", "v", META) == NULL);
-    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v",
+    CHECK(hk__receipt_load(path, root, repo, COMMIT, "v2", META) == NULL);
+    CHECK(hk__receipt_load(path, root, repo, "2222222222222222222222222222222222222222", "v", META) == NULL);
+    CHECK(hk__receipt_load(path, root, repo, COMMIT, "v",
                           "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef") == NULL);
     char *other = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/j");
-    CHECK(hk_receipt_load(path, root, other, COMMIT, "v", META) == NULL);
+    CHECK(hk__receipt_load(path, root, other, COMMIT, "v", META) == NULL);
     free(other);
-    char *root2 = hk_asprintf("%s/.", root); /* same directory, other spelling: not the same root string */
-    CHECK(hk_receipt_load(path, root2, repo, COMMIT, "v", META) == NULL);
+    char *root2 = hk__asprintf("%s/.", root); /* same directory, other spelling: not the same root string */
+    CHECK(hk__receipt_load(path, root2, repo, COMMIT, "v", META) == NULL);
     free(root2);
     CHECK(hk_last_error_code() == HK_OK); /* a miss is not an error */
 
     /* an entry with an unsafe path or a short stat voids the whole receipt */
     char *text = NULL;
-    CHECK_RC(hk_read_file(&text, NULL, path, 1 << 20), HK_OK);
+    CHECK_RC(hk__read_file(&text, NULL, path, 1 << 20), HK_OK);
     char *bad = text ? strdup(text) : NULL;
     char *at = bad ? strstr(bad, "lib/_k.so") : NULL;
     if (at) memcpy(at, "../_k.so", 8);
     hk_test_write(path, bad ? bad : "");
-    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v", META) == NULL);
+    CHECK(hk__receipt_load(path, root, repo, COMMIT, "v", META) == NULL);
     hk_test_write(path, text ? text : "");
-    hk_receipt *again = hk_receipt_load(path, root, repo, COMMIT, "v", META); /* the intact text loads */
+    hk_receipt *again = hk__receipt_load(path, root, repo, COMMIT, "v", META); /* the intact text loads */
     CHECK(again != NULL);
-    hk_receipt_free(again);
+    hk__receipt_free(again);
     free(bad);
     free(text);
 
-    hk_receipt_remove(path);
-    CHECK(!hk_path_exists(path));
-    hk_receipt_remove(path); /* twice is fine */
-    CHECK(hk_receipt_load(path, root, repo, COMMIT, "v", META) == NULL);
+    hk__receipt_remove(path);
+    CHECK(!hk__path_exists(path));
+    hk__receipt_remove(path); /* twice is fine */
+    CHECK(hk__receipt_load(path, root, repo, COMMIT, "v", META) == NULL);
     free(path);
     free(repo);
 }
@@ -133,41 +133,41 @@ static void test_settled(void) {
     struct stat st = fake_stat();
     st.st_ctim = now;
     if (st.st_ctim.tv_nsec == 0) st.st_ctim.tv_nsec = 1;
-    CHECK(!hk_receipt_stat_settled(&st, &now)); /* changed this very moment */
+    CHECK(!hk__receipt_stat_settled(&st, &now)); /* changed this very moment */
     struct timespec later = st.st_ctim;
     later.tv_nsec += 10000000; /* 10 ms: possibly the same coarse tick */
     if (later.tv_nsec >= 1000000000) later.tv_sec++, later.tv_nsec -= 1000000000;
-    CHECK(!hk_receipt_stat_settled(&st, &later));
+    CHECK(!hk__receipt_stat_settled(&st, &later));
     later = st.st_ctim;
     later.tv_sec += 1; /* well past any tick */
-    CHECK(hk_receipt_stat_settled(&st, &later));
+    CHECK(hk__receipt_stat_settled(&st, &later));
     /* whole-second timestamps: two seconds of margin */
     st.st_ctim.tv_nsec = 0;
     later = st.st_ctim;
     later.tv_sec += 1;
-    CHECK(!hk_receipt_stat_settled(&st, &later));
+    CHECK(!hk__receipt_stat_settled(&st, &later));
     later.tv_sec += 2;
-    CHECK(hk_receipt_stat_settled(&st, &later));
+    CHECK(hk__receipt_stat_settled(&st, &later));
     /* a ctime in the future (clock set back) is never settled */
     later = st.st_ctim;
     later.tv_sec -= 100;
-    CHECK(!hk_receipt_stat_settled(&st, &later));
+    CHECK(!hk__receipt_stat_settled(&st, &later));
 }
 
 static void test_settle(void) {
     const char *dir = hk_test_tmpdir();
-    char *path = hk_asprintf("%s/just-written", dir);
+    char *path = hk__asprintf("%s/just-written", dir);
     struct timespec t0, t1;
     hk_test_write(path, "new content");
     clock_gettime(CLOCK_REALTIME, &t0);
     struct stat st;
     CHECK(stat(path, &st) == 0);
     /* written a moment ago: not settled (unless this process was descheduled for 20 ms right here) */
-    bool was = hk_receipt_stat_settled(&st, &t0);
+    bool was = hk__receipt_stat_settled(&st, &t0);
     struct timespec before = t0;
-    hk_receipt_settle(&st, &t0, path);
+    hk__receipt_settle(&st, &t0, path);
     clock_gettime(CLOCK_REALTIME, &t1);
-    CHECK(hk_receipt_stat_settled(&st, &t0)); /* waited past the window, took both again */
+    CHECK(hk__receipt_stat_settled(&st, &t0)); /* waited past the window, took both again */
     if (!was) CHECK(t0.tv_sec > before.tv_sec || (t0.tv_sec == before.tv_sec && t0.tv_nsec > before.tv_nsec));
     struct stat now;
     CHECK(stat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_ctim.tv_nsec == st.st_ctim.tv_nsec);
@@ -176,7 +176,7 @@ static void test_settle(void) {
     coarse.st_ctim = t1;
     coarse.st_ctim.tv_nsec = 0;
     struct timespec t2 = t1, t3;
-    hk_receipt_settle(&coarse, &t2, path);
+    hk__receipt_settle(&coarse, &t2, path);
     clock_gettime(CLOCK_REALTIME, &t3);
     CHECK(coarse.st_ctim.tv_nsec == 0 && t2.tv_sec == t1.tv_sec && t2.tv_nsec == t1.tv_nsec);
     CHECK((t3.tv_sec - t1.tv_sec) * 1000000000L + (t3.tv_nsec - t1.tv_nsec) < 500000000L);

@@ -41,16 +41,16 @@ static void test_arch_base(void) {
 
 static void test_hip_version(void) {
     char v[32];
-    CHECK(hk_hip_version_text(v, sizeof v, 60342134)); /* ROCm 6.3.x: HIP_VERSION 6.3.42134 */
+    CHECK(hk__hip_version_text(v, sizeof v, 60342134)); /* ROCm 6.3.x: HIP_VERSION 6.3.42134 */
     CHECK_STR(v, "6.3");
-    CHECK(hk_hip_version_text(v, sizeof v, 70051831));
+    CHECK(hk__hip_version_text(v, sizeof v, 70051831));
     CHECK_STR(v, "7.0");
-    CHECK(hk_hip_version_text(v, sizeof v, 50731921));
+    CHECK(hk__hip_version_text(v, sizeof v, 50731921));
     CHECK_STR(v, "5.7");
-    CHECK(hk_hip_version_text(v, sizeof v, 61200000));
+    CHECK(hk__hip_version_text(v, sizeof v, 61200000));
     CHECK_STR(v, "6.12");
-    CHECK(!hk_hip_version_text(v, sizeof v, 603)); /* the old MAJOR*100+MINOR form: not trusted */
-    CHECK(!hk_hip_version_text(v, sizeof v, 0));
+    CHECK(!hk__hip_version_text(v, sizeof v, 603)); /* the old MAJOR*100+MINOR form: not trusted */
+    CHECK(!hk__hip_version_text(v, sizeof v, 0));
 }
 
 static void test_env_field(void) {
@@ -127,17 +127,17 @@ static void test_detect_without_hip(void) {
     if (!env) return;
     hk_clear_error();
     static const char *const missing[] = {"/nonexistent/libamdhip64.so", "libamdhip64-not-here.so.6"};
-    hk_env_detect_rocm(env, missing, HK_ARRAY_LEN(missing));
+    hk__env_detect_rocm(env, missing, HK_ARRAY_LEN(missing));
     CHECK(hk_env_gpu_arch(env) == NULL && hk_env_hip_runtime_version(env) == NULL);
     CHECK(hk_last_error_code() == HK_OK);
     /* a library that loads but is no HIP runtime (no hipGetDeviceCount ...): ignored, unloaded */
     static const char *const not_hip[] = {"libm.so.6"};
-    hk_env_detect_rocm(env, not_hip, 1);
+    hk__env_detect_rocm(env, not_hip, 1);
     CHECK(hk_env_gpu_arch(env) == NULL && hk_env_hip_runtime_version(env) == NULL);
     CHECK(hk_last_error_code() == HK_OK);
     /* an explicit arch survives a failed detection (detection only ever adds what it found) */
     CHECK_RC(hk_env_set(env, "gpu_arch", "gfx942"), HK_OK);
-    hk_env_detect_rocm(env, missing, HK_ARRAY_LEN(missing));
+    hk__env_detect_rocm(env, missing, HK_ARRAY_LEN(missing));
     CHECK_STR(hk_env_gpu_arch(env), "gfx942");
     hk_env_free(env);
 
@@ -195,14 +195,14 @@ static char *g_fixture_lib; /* the built tvm-ffi CPU fixture library */
 /* A tvm-ffi variant directory whose metadata says backend rocm with archs gfx942, gfx90a; its
  * library is the real tvm-ffi fixture (the loader does not care what the code was built for). */
 static char *rocm_variant(const char *name) {
-    char *root = hk_asprintf("%s/%s", hk_test_tmpdir(), name);
-    char *dir = hk_asprintf("%s/tvm-ffi01-rocm63-x86_64-linux", root);
-    hk_mkdirs(dir, 0777);
-    char *md = hk_asprintf("%s/metadata.json", dir);
+    char *root = hk__asprintf("%s/%s", hk_test_tmpdir(), name);
+    char *dir = hk__asprintf("%s/tvm-ffi01-rocm63-x86_64-linux", root);
+    hk__mkdirs(dir, 0777);
+    char *md = hk__asprintf("%s/metadata.json", dir);
     hk_test_write(md, "{\"name\":\"hkfixture\",\"id\":\"_hkfixture_rocm_0000001\",\"version\":1,"
                       "\"license\":\"Apache-2.0\",\"python-depends\":[],"
                       "\"backend\":{\"type\":\"rocm\",\"archs\":[\"gfx942\",\"gfx90a\"]}}");
-    char *cmd = hk_asprintf("cp '%s' '%s/_hkfixture_rocm_0000001.so'", g_fixture_lib, dir);
+    char *cmd = hk__asprintf("cp '%s' '%s/_hkfixture_rocm_0000001.so'", g_fixture_lib, dir);
     CHECK(system(cmd) == 0);
     free(cmd);
     free(md);
@@ -290,9 +290,9 @@ int main(void) {
     test_detect_without_hip();
     test_metadata_check();
     const char *b = getenv("HK_BUILD_DIR");
-    g_fixture_lib = hk_asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux/_hkfixture_cpu_0000001.so",
+    g_fixture_lib = hk__asprintf("%s/tests/kernel-fixtures/tvm-ffi01-cpu-x86_64-linux/_hkfixture_cpu_0000001.so",
                                 b ? b : ".");
-    if (!hk_path_exists(g_fixture_lib)) {
+    if (!hk__path_exists(g_fixture_lib)) {
         fprintf(stderr, "the tvm-ffi fixture %s was not built (needs a C++ compiler and "
                 "apache-tvm-ffi: run scripts/setup.sh and re-configure)\n", g_fixture_lib);
         free(g_fixture_lib);

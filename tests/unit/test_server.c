@@ -29,11 +29,11 @@
 #define COMMIT_2 "36eae85aaeb7cfa92b4bcc1e3fb2e7fad6f2ea7d" /* tree again, parent COMMIT_1, "second" */
 
 static void git_blob(char out[41], const char *content) {
-    hk_hasher *h = hk_hasher_new(HK_HASH_GIT_BLOB, strlen(content));
-    hk_hasher_update(h, content, strlen(content));
+    hk_hasher *h = hk__hasher_new(HK_HASH_GIT_BLOB, strlen(content));
+    hk__hasher_update(h, content, strlen(content));
     unsigned char d[64];
-    hk_hasher_finish(h, d);
-    hk_hex(out, d, 20);
+    hk__hasher_finish(h, d);
+    hk__hex(out, d, 20);
 }
 
 static void test_git_ids(void) {
@@ -49,10 +49,10 @@ static void test_git_ids(void) {
     git_blob(b, "b\n");
     git_blob(x, "x");
     /* added out of order on purpose: finish() sorts */
-    CHECK_RC(hk_listing_add_file(&l, hk_strdup("dir-x"), 1, x, false), HK_OK);
-    CHECK_RC(hk_listing_add_file(&l, hk_strdup("dir/b.txt"), 2, b, false), HK_OK);
-    CHECK_RC(hk_listing_add_file(&l, hk_strdup("big.bin"), 13, SHA256_HELLO, true), HK_OK);
-    CHECK_RC(hk_listing_add_file(&l, hk_strdup("a.txt"), 2, a, false), HK_OK);
+    CHECK_RC(hk_listing_add_file(&l, hk__strdup("dir-x"), 1, x, false), HK_OK);
+    CHECK_RC(hk_listing_add_file(&l, hk__strdup("dir/b.txt"), 2, b, false), HK_OK);
+    CHECK_RC(hk_listing_add_file(&l, hk__strdup("big.bin"), 13, SHA256_HELLO, true), HK_OK);
+    CHECK_RC(hk_listing_add_file(&l, hk__strdup("a.txt"), 2, a, false), HK_OK);
     CHECK_RC(hk_listing_finish(&l), HK_OK);
     CHECK(l.n == 5);
     CHECK_STR(l.root_oid, TREE_ROOT);
@@ -84,12 +84,12 @@ static void test_git_ids(void) {
 
 /* Publish a small tree with the C API and read it back through the store reader. */
 static void test_store_reader(const char *dir) {
-    char *src = hk_path_join(dir, "src");
-    char *store = hk_path_join(dir, "store");
-    char *p = hk_asprintf("%s/README.md", src);
+    char *src = hk__path_join(dir, "src");
+    char *store = hk__path_join(dir, "store");
+    char *p = hk__asprintf("%s/README.md", src);
     hk_test_write(p, "hello\n");
     free(p);
-    p = hk_asprintf("%s/build/v/lib.so", src);
+    p = hk__asprintf("%s/build/v/lib.so", src);
     hk_test_write(p, "\x7f" "ELF");
     free(p);
     hk_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
@@ -97,7 +97,7 @@ static void test_store_reader(const char *dir) {
     hk_publish_result r;
     CHECK_RC(hk_publish(&r, &o), HK_OK);
     /* make binary detection see a NUL: rewrite lib.so with one and publish to v2 */
-    p = hk_asprintf("%s/build/v/lib.so", src);
+    p = hk__asprintf("%s/build/v/lib.so", src);
     FILE *f = fopen(p, "wb");
     fwrite("\x7f" "ELF\0\1", 1, 6, f);
     fclose(f);
@@ -139,7 +139,7 @@ static void test_store_reader(const char *dir) {
     CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "nope"), HK_ERR_ENTRY_NOT_FOUND);
 
     /* a snapshot file that is a plain file whose name is no etag (a cache written without symlinks) */
-    p = hk_asprintf("%s/snapshots/%s/plain.txt", repo, r.commit);
+    p = hk__asprintf("%s/snapshots/%s/plain.txt", repo, r.commit);
     hk_test_write(p, "b\n");
     free(p);
     CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "plain.txt"), HK_OK);
@@ -147,13 +147,13 @@ static void test_store_reader(const char *dir) {
     CHECK_STR(sf.etag, want);
     if (sf.fd >= 0) close(sf.fd);
     /* a link that leaves the repo folder */
-    p = hk_asprintf("%s/snapshots/%s/evil", repo, r.commit);
+    p = hk__asprintf("%s/snapshots/%s/evil", repo, r.commit);
     CHECK(symlink("/etc/hostname", p) == 0);
     free(p);
     CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "evil"), HK_ERR_ENTRY_NOT_FOUND);
 
     /* a name that is not UTF-8 is not listed (it could not be written into JSON) */
-    p = hk_asprintf("%s/snapshots/%s/bad-\xff-name.txt", repo, r.commit);
+    p = hk__asprintf("%s/snapshots/%s/bad-\xff-name.txt", repo, r.commit);
     hk_test_write(p, "x");
     free(p);
     hk_listing l;
@@ -195,7 +195,7 @@ static void test_store_reader(const char *dir) {
 }
 
 static size_t sink(char *ptr, size_t size, size_t nmemb, void *ud) {
-    hk_sb_append_n(ud, ptr, size * nmemb);
+    hk__sb_append_n(ud, ptr, size * nmemb);
     return size * nmemb;
 }
 
@@ -212,37 +212,37 @@ static long http_get(hk_strbuf *body, const char *url, bool head) {
 }
 
 static void test_server_in_process(const char *dir) {
-    char *store = hk_path_join(dir, "store");
+    char *store = hk__path_join(dir, "store");
     hk_serve_config cfg = {.cache_dir = store, .port = 0, .threads = 2, .page_size = 1};
     hk_server *srv = NULL;
     CHECK_RC(hk_server_start(&srv, &cfg), HK_OK);
     unsigned port = hk_server_port(srv);
     CHECK(port > 0);
     hk_strbuf b;
-    hk_sb_init(&b);
-    char *url = hk_asprintf("http://127.0.0.1:%u/api/kernels/org/k/refs", port);
+    hk__sb_init(&b);
+    char *url = hk__asprintf("http://127.0.0.1:%u/api/kernels/org/k/refs", port);
     CHECK(http_get(&b, url, false) == 200);
     CHECK(b.data && strstr(b.data, "\"name\":\"v1\""));
     free(url);
-    hk_sb_free(&b);
-    hk_sb_init(&b);
-    url = hk_asprintf("http://127.0.0.1:%u/kernels/org/k/resolve/v1/README.md", port);
+    hk__sb_free(&b);
+    hk__sb_init(&b);
+    url = hk__asprintf("http://127.0.0.1:%u/kernels/org/k/resolve/v1/README.md", port);
     CHECK(http_get(&b, url, false) == 200);
     CHECK_STR(b.data, "hello\n");
     CHECK(http_get(&b, url, true) == 200);
     free(url);
-    hk_sb_free(&b);
-    hk_sb_init(&b);
-    url = hk_asprintf("http://127.0.0.1:%u/api/kernels/org/k/tree/v1", port);
+    hk__sb_free(&b);
+    hk__sb_init(&b);
+    url = hk__asprintf("http://127.0.0.1:%u/api/kernels/org/k/tree/v1", port);
     CHECK(http_get(&b, url, false) == 200);
     CHECK(b.data && b.data[0] == '[' && strstr(b.data, "README.md") && !strstr(b.data, "build")); /* page of 1 */
     free(url);
-    hk_sb_free(&b);
-    hk_sb_init(&b);
-    url = hk_asprintf("http://127.0.0.1:%u/kernels/org/missing/resolve/v1/README.md", port);
+    hk__sb_free(&b);
+    hk__sb_init(&b);
+    url = hk__asprintf("http://127.0.0.1:%u/kernels/org/missing/resolve/v1/README.md", port);
     CHECK(http_get(&b, url, false) == 404);
     free(url);
-    hk_sb_free(&b);
+    hk__sb_free(&b);
     hk_server_stop(srv);
     /* a second server cannot take a port that is in use */
     hk_server *a = NULL, *bsrv = NULL;
@@ -293,7 +293,7 @@ static double wait_closed(int fd, double limit) {
 /* The connection guard in process: headers dripped past header_timeout are cut, connections over
  * the per-address limit are closed at once, and requests keep being answered. */
 static void test_server_guard(const char *dir) {
-    char *store = hk_path_join(dir, "store");
+    char *store = hk__path_join(dir, "store");
     hk_serve_config cfg = {.cache_dir = store, .threads = 2, .header_timeout = 1, .max_connections_per_ip = 3};
     hk_server *srv = NULL;
     CHECK_RC(hk_server_start(&srv, &cfg), HK_OK);
@@ -317,11 +317,11 @@ static void test_server_guard(const char *dir) {
     CHECK(held[3] >= 0 && wait_closed(held[3], 0.5) >= 0);
     CHECK(held[0] >= 0 && wait_closed(held[0], 0.3) < 0);
     hk_strbuf b;
-    hk_sb_init(&b);
-    char *url = hk_asprintf("http://127.0.0.1:%u/api/kernels/org/k/refs", port);
+    hk__sb_init(&b);
+    char *url = hk__asprintf("http://127.0.0.1:%u/api/kernels/org/k/refs", port);
     CHECK(http_get(&b, url, false) == 200);
     free(url);
-    hk_sb_free(&b);
+    hk__sb_free(&b);
     for (int i = 0; i < 4; i++)
         if (held[i] >= 0) close(held[i]);
     hk_server_stop(srv);

@@ -10,35 +10,35 @@
 
 static void test_hashes(void) {
     const char *dir = hk_test_tmpdir();
-    char *p = hk_path_join(dir, "hello.txt");
+    char *p = hk__path_join(dir, "hello.txt");
     hk_test_write(p, "Hello, World!");
     char hex[129];
-    CHECK_RC(hk_hash_file_hex(hex, sizeof hex, HK_HASH_GIT_BLOB, p), HK_OK);
+    CHECK_RC(hk__hash_file_hex(hex, sizeof hex, HK_HASH_GIT_BLOB, p), HK_OK);
     CHECK_STR(hex, "b45ef6fec89518d314f546fd6c3025367b721684"); /* reference test vector */
-    CHECK_RC(hk_hash_file_hex(hex, sizeof hex, HK_HASH_SHA256, p), HK_OK);
+    CHECK_RC(hk__hash_file_hex(hex, sizeof hex, HK_HASH_SHA256, p), HK_OK);
     CHECK_STR(hex, "dffd6021bb2bd5b0af676290809ec3a53191dd81c7f70a4b28688a362182986f");
     char b64[100];
-    CHECK_RC(hk_hash_file_b64(b64, sizeof b64, HK_HASH_SHA256, p), HK_OK);
+    CHECK_RC(hk__hash_file_b64(b64, sizeof b64, HK_HASH_SHA256, p), HK_OK);
     CHECK_STR(b64, "3/1gIbsr1bCvZ2KQgJ7DpTGR3YHH9wpLKGiKNiGCmG8=");
     free(p);
 }
 
 static void test_paths(void) {
-    CHECK(hk_path_is_safe_relative("build/v/x.so"));
-    CHECK(!hk_path_is_safe_relative("../x"));
-    CHECK(!hk_path_is_safe_relative("a/../../x"));
-    CHECK(!hk_path_is_safe_relative("/etc/passwd"));
-    CHECK(!hk_path_is_safe_relative("a\\b"));
-    CHECK(!hk_path_is_safe_relative("C:x"));
-    CHECK(!hk_path_is_safe_relative("a//b"));
-    CHECK(!hk_path_is_safe_relative("a/./b"));
-    CHECK(!hk_path_is_safe_relative(""));
-    CHECK(!hk_path_is_safe_relative("a/"));
-    CHECK(!hk_path_is_safe_relative("a\nb"));
-    char *r = hk_relpath("/c/repo/blobs/abc", "/c/repo/snapshots/123/build/v");
+    CHECK(hk__path_is_safe_relative("build/v/x.so"));
+    CHECK(!hk__path_is_safe_relative("../x"));
+    CHECK(!hk__path_is_safe_relative("a/../../x"));
+    CHECK(!hk__path_is_safe_relative("/etc/passwd"));
+    CHECK(!hk__path_is_safe_relative("a\\b"));
+    CHECK(!hk__path_is_safe_relative("C:x"));
+    CHECK(!hk__path_is_safe_relative("a//b"));
+    CHECK(!hk__path_is_safe_relative("a/./b"));
+    CHECK(!hk__path_is_safe_relative(""));
+    CHECK(!hk__path_is_safe_relative("a/"));
+    CHECK(!hk__path_is_safe_relative("a\nb"));
+    char *r = hk__relpath("/c/repo/blobs/abc", "/c/repo/snapshots/123/build/v");
     CHECK_STR(r, "../../../../blobs/abc");
     free(r);
-    r = hk_relpath("/c/repo/blobs/abc", "/c/repo/snapshots/123");
+    r = hk__relpath("/c/repo/blobs/abc", "/c/repo/snapshots/123");
     CHECK_STR(r, "../../blobs/abc");
     free(r);
 }
@@ -58,25 +58,25 @@ static void test_repo_ids(void) {
 
 static void test_refs(void) {
     const char *dir = hk_test_tmpdir();
-    char *repo = hk_path_join(dir, "kernels--org--k");
+    char *repo = hk__path_join(dir, "kernels--org--k");
     const char *sha = "0123456789abcdef0123456789abcdef01234567";
     CHECK_RC(hk_cache_write_ref(repo, "v1", sha), HK_OK);
     CHECK_RC(hk_cache_write_ref(repo, "refs/pr/1", sha), HK_OK);
     CHECK_RC(hk_cache_write_ref(repo, "../evil", sha), HK_ERR_INVALID_ARG);
-    char *ref = hk_path_join(repo, "refs/v1");
+    char *ref = hk__path_join(repo, "refs/v1");
     char *data = NULL;
     size_t len = 0;
-    CHECK_RC(hk_read_file(&data, &len, ref, 100), HK_OK);
+    CHECK_RC(hk__read_file(&data, &len, ref, 100), HK_OK);
     CHECK(len == 40); /* no trailing newline */
     free(data);
     char commit[65];
-    CHECK_RC(hk_cache_read_ref(commit, repo, "refs/pr/1"), HK_OK);
+    CHECK_RC(hk__cache_read_ref(commit, repo, "refs/pr/1"), HK_OK);
     CHECK_STR(commit, sha);
-    CHECK_RC(hk_cache_read_ref(commit, repo, "v9"), HK_ERR_NOT_FOUND);
-    char *snap = hk_asprintf("%s/snapshots/%s", repo, sha);
-    CHECK(hk_is_dir(snap));
+    CHECK_RC(hk__cache_read_ref(commit, repo, "v9"), HK_ERR_NOT_FOUND);
+    char *snap = hk__asprintf("%s/snapshots/%s", repo, sha);
+    CHECK(hk__is_dir(snap));
     CHECK_RC(hk_cache_link_snapshot(repo, sha, "build/v/a.txt", "deadbeef"), HK_OK);
-    char *link = hk_asprintf("%s/build/v/a.txt", snap);
+    char *link = hk__asprintf("%s/build/v/a.txt", snap);
     char target[512];
     ssize_t n = readlink(link, target, sizeof target - 1);
     CHECK(n > 0);

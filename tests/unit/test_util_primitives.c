@@ -40,7 +40,7 @@ typedef struct seen {
 static int record(void *ud, const hk_walk_entry *e, int post) {
     seen *s = ud;
     s->calls++;
-    hk_sb_printf(&s->sb, "%s%s%s;", post ? "post:" : "", e->rel, S_ISLNK(e->st.st_mode) ? "@" : "");
+    hk__sb_printf(&s->sb, "%s%s%s;", post ? "post:" : "", e->rel, S_ISLNK(e->st.st_mode) ? "@" : "");
     if (s->stop_at && s->calls == s->stop_at) return HK_WALK_STOP;
     if (!post && !strcmp(e->name, "skipme")) return HK_WALK_SKIP;
     return HK_WALK_CONTINUE;
@@ -50,7 +50,7 @@ static int failing(void *ud, const hk_walk_entry *e, int post) {
     (void)ud;
     (void)post;
     if (!strcmp(e->name, "b")) {
-        hk_fail(HK_ERR_IO, "callback failed at %s", e->rel);
+        hk__fail(HK_ERR_IO, "callback failed at %s", e->rel);
         return -1;
     }
     return HK_WALK_CONTINUE;
@@ -58,77 +58,78 @@ static int failing(void *ud, const hk_walk_entry *e, int post) {
 
 static void test_walk(void) {
     const char *dir = hk_test_tmpdir();
-    char *root = hk_path_join(dir, "w");
+    char *root = hk__path_join(dir, "w");
     char *f;
-    f = hk_path_join(root, "b/x.txt"); hk_test_write(f, "x"); free(f);
-    f = hk_path_join(root, "a.txt"); hk_test_write(f, "a"); free(f);
-    f = hk_path_join(root, "skipme/hidden.txt"); hk_test_write(f, "h"); free(f);
-    f = hk_path_join(root, "c"); CHECK(symlink("b", f) == 0); free(f); /* not followed */
+    f = hk__path_join(root, "b/x.txt"); hk_test_write(f, "x"); free(f);
+    f = hk__path_join(root, "a.txt"); hk_test_write(f, "a"); free(f);
+    f = hk__path_join(root, "skipme/hidden.txt"); hk_test_write(f, "h"); free(f);
+    f = hk__path_join(root, "c"); CHECK(symlink("b", f) == 0); free(f); /* not followed */
 
     seen s = {.stop_at = 0};
-    hk_sb_init(&s.sb);
-    CHECK_RC(hk_walk(root, -1, HK_WALK_SORTED | HK_WALK_POSTORDER, record, &s), HK_OK);
+    hk__sb_init(&s.sb);
+    CHECK_RC(hk__walk(root, -1, HK_WALK_SORTED | HK_WALK_POSTORDER, record, &s), HK_OK);
     CHECK_STR(s.sb.data, "a.txt;b;b/x.txt;post:b;c@;skipme;");
-    hk_sb_free(&s.sb);
+    hk__sb_free(&s.sb);
 
     seen d = {.stop_at = 0};
-    hk_sb_init(&d.sb);
-    CHECK_RC(hk_walk(root, 0, HK_WALK_SORTED, record, &d), HK_OK); /* depth 0: top level only */
+    hk__sb_init(&d.sb);
+    CHECK_RC(hk__walk(root, 0, HK_WALK_SORTED, record, &d), HK_OK); /* depth 0: top level only */
     CHECK_STR(d.sb.data, "a.txt;b;c@;skipme;");
-    hk_sb_free(&d.sb);
+    hk__sb_free(&d.sb);
 
     seen t = {.stop_at = 2};
-    hk_sb_init(&t.sb);
-    CHECK_RC(hk_walk(root, -1, HK_WALK_SORTED, record, &t), HK_OK);
+    hk__sb_init(&t.sb);
+    CHECK_RC(hk__walk(root, -1, HK_WALK_SORTED, record, &t), HK_OK);
     CHECK_STR(t.sb.data, "a.txt;b;");
-    hk_sb_free(&t.sb);
+    hk__sb_free(&t.sb);
 
-    CHECK_RC(hk_walk(root, -1, HK_WALK_SORTED, failing, NULL), HK_ERR_IO);
+    CHECK_RC(hk__walk(root, -1, HK_WALK_SORTED, failing, NULL), HK_ERR_IO);
     CHECK(strstr(hk_last_error(), "callback failed at b") != NULL);
 
-    char *missing = hk_path_join(dir, "nope");
-    CHECK_RC(hk_walk(missing, -1, 0, record, &t), HK_ERR_NOT_FOUND);
+    char *missing = hk__path_join(dir, "nope");
+    CHECK_RC(hk__walk(missing, -1, 0, record, &t), HK_ERR_NOT_FOUND);
     free(missing);
     free(root);
 }
 
 static void test_text(void) {
     unsigned char b[4];
-    CHECK_RC(hk_unhex(b, "00fFa9", 3), HK_OK);
+    CHECK_RC(hk__unhex(b, "00fFa9", 3), HK_OK);
     CHECK(b[0] == 0 && b[1] == 0xff && b[2] == 0xa9);
-    CHECK_RC(hk_unhex(b, "0g", 1), HK_ERR_PARSE);
-    CHECK_RC(hk_unhex(b, "a", 1), HK_ERR_PARSE); /* odd length: the NUL is not a digit */
-    CHECK(hk_is_commit_id("0123456789abcdef0123456789abcdef01234567"));
-    CHECK(!hk_is_commit_id("0123456789ABCDEF0123456789abcdef01234567"));
-    CHECK(!hk_is_commit_id("0123456789abcdef0123456789abcdef0123456"));
-    CHECK(!hk_is_commit_id(NULL));
+    CHECK_RC(hk__unhex(b, "0g", 1), HK_ERR_PARSE);
+    CHECK_RC(hk__unhex(b, "a", 1), HK_ERR_PARSE); /* odd length: the NUL is not a digit */
+    CHECK(hk__is_commit_id("0123456789abcdef0123456789abcdef01234567"));
+    CHECK(!hk__is_commit_id("0123456789ABCDEF0123456789abcdef01234567"));
+    CHECK(!hk__is_commit_id("0123456789abcdef0123456789abcdef0123456"));
+    CHECK(hk__is_commit_id("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+    CHECK(!hk__is_commit_id(NULL));
 
-    char *e = hk_pct_encode("a b/c~\xc3\xa9%", true);
+    char *e = hk__pct_encode("a b/c~\xc3\xa9%", true);
     CHECK_STR(e, "a%20b/c~%C3%A9%25");
     free(e);
-    e = hk_pct_encode("a/b", false);
+    e = hk__pct_encode("a/b", false);
     CHECK_STR(e, "a%2Fb");
     free(e);
-    char *d = hk_pct_decode("a%20b+c%2F", 10, true);
+    char *d = hk__pct_decode("a%20b+c%2F", 10, true);
     CHECK_STR(d, "a b c/");
     free(d);
-    CHECK(hk_pct_decode("a%00", 4, false) == NULL); /* encoded NUL */
-    CHECK(hk_pct_decode("a%2", 3, false) == NULL);  /* truncated escape */
-    CHECK(hk_pct_decode("%zz", 3, false) == NULL);
+    CHECK(hk__pct_decode("a%00", 4, false) == NULL); /* encoded NUL */
+    CHECK(hk__pct_decode("a%2", 3, false) == NULL);  /* truncated escape */
+    CHECK(hk__pct_decode("%zz", 3, false) == NULL);
 
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_json_str(&sb, "q\"b\\\n\x01\xc3\xa9");
+    hk__sb_init(&sb);
+    hk__sb_json_str(&sb, "q\"b\\\n\x01\xc3\xa9");
     CHECK_STR(sb.data, "\"q\\\"b\\\\\\u000a\\u0001\xc3\xa9\"");
-    hk_sb_free(&sb);
+    hk__sb_free(&sb);
 }
 
 static void test_options_version(void) {
-    CHECK_RC(hk_check_options_version("hk_x_options", 1, 1), HK_OK);
-    CHECK_RC(hk_check_options_version("hk_x_options", 0, 1), HK_ERR_INVALID_ARG);
+    CHECK_RC(hk__check_options_version("hk_x_options", 1, 1), HK_OK);
+    CHECK_RC(hk__check_options_version("hk_x_options", 0, 1), HK_ERR_INVALID_ARG);
     CHECK(strstr(hk_last_error(), "hk_x_options has version 0") != NULL);
     CHECK(strstr(hk_last_error(), "hk_x_options_init") != NULL);
-    CHECK_RC(hk_check_options_version("hk_x_options", 3, 2), HK_ERR_INVALID_ARG);
+    CHECK_RC(hk__check_options_version("hk_x_options", 3, 2), HK_ERR_INVALID_ARG);
 }
 
 int main(void) {

@@ -11,6 +11,7 @@
 #include "client/url.h"
 #include "hubkern/hub.h"
 #include "internal.h"
+#include "util/text.h"
 
 #include <curl/curl.h>
 #include <stdbool.h>

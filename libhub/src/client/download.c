@@ -38,7 +38,7 @@ typedef struct xfer {
     long status;
     bool body_ok;            /* current response's body is the file */
     bool headers_seen;       /* the current attempt's response began */
-    int err;                 /* fatal error recorded by a callback (hk_fail already called) */
+    int err;                 /* fatal error recorded by a callback (hk__fail already called) */
     int status_retries;      /* 408/429/5xx answers so far */
     int stalls;              /* consecutive failures without progress */
     char errbody[256];
@@ -73,13 +73,13 @@ static void xfer_drop_temp(xfer *x) {
     if (x->tmp) unlink(x->tmp);
     free(x->tmp);
     x->tmp = NULL;
-    hk_hasher_free(x->hasher);
+    hk__hasher_free(x->hasher);
     x->hasher = NULL;
 }
 
 static void xfer_release(xfer *x) {
     xfer_drop_temp(x);
-    hk_cache_unlock(x->lock_fd);
+    hk__cache_unlock(x->lock_fd);
     x->lock_fd = -1;
 }
 
@@ -94,8 +94,8 @@ static int flush_buf(xfer *x) {
         if (w < 0) {
             if (errno == EINTR) continue;
             int e = errno;
-            return hk_fail(hk_errno_code(e), "cannot write %s: %s%s", x->tmp, strerror(e),
-                           hk_errno_code(e) == HK_ERR_DISK_FULL ? " (free some space or point HF_HUB_CACHE elsewhere)" : "");
+            return hk__fail(hk__errno_code(e), "cannot write %s: %s%s", x->tmp, strerror(e),
+                           hk__errno_code(e) == HK_ERR_DISK_FULL ? " (free some space or point HF_HUB_CACHE elsewhere)" : "");
         }
         q += w;
         left -= (size_t)w;
@@ -108,12 +108,12 @@ static int reset_content(xfer *x) {
     x->buf_len = 0;
     if (x->fd >= 0) {
         if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0)
-            return hk_fail(hk_errno_code(errno), "cannot truncate %s: %s", x->tmp, strerror(errno));
+            return hk__fail(hk__errno_code(errno), "cannot truncate %s: %s", x->tmp, strerror(errno));
     }
-    hk_hasher_free(x->hasher);
-    x->hasher = hk_hasher_new(kind_of(x->item->etag), x->item->size);
+    hk__hasher_free(x->hasher);
+    x->hasher = hk__hasher_new(kind_of(x->item->etag), x->item->size);
     x->written = 0;
-    if (!x->hasher) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!x->hasher) return hk__fail(HK_ERR_NOMEM, "out of memory");
     return HK_OK;
 }
 
@@ -122,7 +122,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = sz * n;
     x->headers_seen = true;
-    hk_http_headers_feed(&x->h, p, len);
+    hk__http_headers_feed(&x->h, p, len);
     if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) { /* end of one response's headers */
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
         x->body_ok = false;
@@ -130,14 +130,14 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
         uint64_t want = x->item->size;
         if (x->status == 200) {
             if (x->h.content_length >= 0 && (uint64_t)x->h.content_length != want) {
-                x->err = hk_fail(HK_ERR_INTEGRITY,
+                x->err = hk__fail(HK_ERR_INTEGRITY,
                                  "size mismatch for %s (blob %s): the server sends %lld bytes, the listing promised %llu",
                                  x->item->paths[0], x->item->etag, (long long)x->h.content_length,
                                  (unsigned long long)want);
                 return 0;
             }
             if (x->range_from > 0 || x->written > 0) {
-                hk_log(HK_LOG_INFO, "server ignored Range for %s; restarting from byte 0", x->item->paths[0]);
+                hk__log(HK_LOG_INFO, "server ignored Range for %s; restarting from byte 0", x->item->paths[0]);
                 if ((x->err = reset_content(x))) return 0;
             }
             x->body_ok = true;
@@ -146,12 +146,12 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
             if (!x->h.content_range || sscanf(x->h.content_range, "bytes %llu-%llu/%llu", &s, &e, &t) != 3 ||
                 s != x->written) {
                 /* not the piece we asked for: start over without Range on the next attempt */
-                hk_log(HK_LOG_INFO, "unexpected Content-Range for %s; restarting", x->item->paths[0]);
+                hk__log(HK_LOG_INFO, "unexpected Content-Range for %s; restarting", x->item->paths[0]);
                 if ((x->err = reset_content(x))) return 0;
                 return 0; /* aborts this attempt; retried as a cut with written == 0 */
             }
             if (t != want) {
-                x->err = hk_fail(HK_ERR_INTEGRITY,
+                x->err = hk__fail(HK_ERR_INTEGRITY,
                                  "size mismatch for %s (blob %s): the server's file has %llu bytes, the listing promised %llu",
                                  x->item->paths[0], x->item->etag, t, (unsigned long long)want);
                 return 0;
@@ -174,13 +174,13 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
         return len;
     }
     if (x->written + len > x->item->size) {
-        x->err = hk_fail(HK_ERR_INTEGRITY,
+        x->err = hk__fail(HK_ERR_INTEGRITY,
                          "size mismatch for %s (blob %s): the server sent more than the %llu bytes promised",
                          x->item->paths[0], x->item->etag, (unsigned long long)x->item->size);
         return 0;
     }
     if (!x->buf && !(x->buf = malloc(HK_XFER_BUF))) {
-        x->err = hk_fail(HK_ERR_NOMEM, "out of memory");
+        x->err = hk__fail(HK_ERR_NOMEM, "out of memory");
         return 0;
     }
     for (size_t off = 0; off < len;) {
@@ -190,7 +190,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
         off += k;
         if (x->buf_len == HK_XFER_BUF && (x->err = flush_buf(x))) return 0;
     }
-    hk_hasher_update(x->hasher, p, len);
+    hk__hasher_update(x->hasher, p, len);
     x->written += len;
     return len;
 }
@@ -206,16 +206,16 @@ static int link_all(dl_ctx *c, xfer *x) {
 }
 
 static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
-    hk_http_headers_free(&x->h);
+    hk__http_headers_free(&x->h);
     x->status = 0;
     x->body_ok = false;
     x->headers_seen = false;
     x->range_from = x->written;
-    if (!x->easy && !(x->easy = curl_easy_init())) return hk_fail(HK_ERR_NOMEM, "cannot create a curl handle");
+    if (!x->easy && !(x->easy = curl_easy_init())) return hk__fail(HK_ERR_NOMEM, "cannot create a curl handle");
     curl_easy_reset(x->easy);
     curl_slist_free_all(x->hdrs);
     x->hdrs = NULL;
-    int rc = hk_http_setup(x->easy, &x->hdrs, c->hub, x->url, true);
+    int rc = hk__http_setup(x->easy, &x->hdrs, c->hub, x->url, true);
     if (rc) return rc;
     char range[64];
     if (x->written > 0) {
@@ -230,8 +230,8 @@ static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
     x->errbuf[0] = '\0';
     curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, 256L * 1024L);
-    hk_log(HK_LOG_DEBUG, "GET %s%s%s", x->url, x->written ? " Range from " : "", x->written ? range : "");
-    if (curl_multi_add_handle(multi, x->easy) != CURLM_OK) return hk_fail(HK_ERR_INTERNAL, "curl_multi_add_handle failed");
+    hk__log(HK_LOG_DEBUG, "GET %s%s%s", x->url, x->written ? " Range from " : "", x->written ? range : "");
+    if (curl_multi_add_handle(multi, x->easy) != CURLM_OK) return hk__fail(HK_ERR_INTERNAL, "curl_multi_add_handle failed");
     x->state = X_ACTIVE;
     return HK_OK;
 }
@@ -243,20 +243,20 @@ static int finish_file(dl_ctx *c, xfer *x) {
     x->buf = NULL;
     if (fsync(x->fd) != 0) {
         int e = errno;
-        return hk_fail(hk_errno_code(e), "cannot write %s: %s", x->tmp, strerror(e));
+        return hk__fail(hk__errno_code(e), "cannot write %s: %s", x->tmp, strerror(e));
     }
     close(x->fd);
     x->fd = -1;
     unsigned char d[64];
-    size_t dn = hk_hasher_finish(x->hasher, d);
+    size_t dn = hk__hasher_finish(x->hasher, d);
     x->hasher = NULL;
     char actual[129];
-    hk_hex(actual, d, dn);
+    hk__hex(actual, d, dn);
     if (strcmp(actual, x->item->etag) != 0) {
-        return hk_fail(HK_ERR_INTEGRITY, "hash mismatch for %s: expected %s %s, got %s (the download was discarded)",
+        return hk__fail(HK_ERR_INTEGRITY, "hash mismatch for %s: expected %s %s, got %s (the download was discarded)",
                        x->item->paths[0], dn == 32 ? "sha256" : "git-blob-sha1", x->item->etag, actual);
     }
-    int rc = hk_cache_blob_commit(x->tmp, c->repo_dir, x->item->etag);
+    int rc = hk__cache_blob_commit(x->tmp, c->repo_dir, x->item->etag);
     if (rc) return rc;
     free(x->tmp);
     x->tmp = NULL;
@@ -269,7 +269,7 @@ static int finish_file(dl_ctx *c, xfer *x) {
 
 static void report(dl_ctx *c, const char *item, bool force, const xfer *xs, size_t n) {
     if (!c->hub->progress) return;
-    uint64_t now = hk_now_ms();
+    uint64_t now = hk__now_ms();
     if (!force && now - c->last_progress < 100) return;
     c->last_progress = now;
     uint64_t done = c->done_bytes;
@@ -294,11 +294,11 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         cc = CURLE_PARTIAL_FILE; /* the body ended early: resume like a cut */
     }
     if (cc == CURLE_OK && st >= 300 && st < 400 && x->h.location) {
-        if (++x->hops > 10) return hk_fail(HK_ERR_PROTOCOL, "too many redirects for %s", x->item->paths[0]);
-        char *next = hk_url_resolve(x->url, x->h.location);
-        if (!next) return hk_fail(HK_ERR_PROTOCOL, "bad redirect Location for %s", x->item->paths[0]);
-        hk_log(HK_LOG_DEBUG, "redirect %ld -> %s%s", st, next,
-               hk_url_same_origin(next, hub->endpoint) ? "" : " (other host: token not sent)");
+        if (++x->hops > 10) return hk__fail(HK_ERR_PROTOCOL, "too many redirects for %s", x->item->paths[0]);
+        char *next = hk__url_resolve(x->url, x->h.location);
+        if (!next) return hk__fail(HK_ERR_PROTOCOL, "bad redirect Location for %s", x->item->paths[0]);
+        hk__log(HK_LOG_DEBUG, "redirect %ld -> %s%s", st, next,
+               hk__url_same_origin(next, hub->endpoint) ? "" : " (other host: token not sent)");
         free(x->url);
         x->url = next;
         x->state = X_READY;
@@ -306,24 +306,24 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         return HK_OK;
     }
     if (cc == CURLE_OK && st == 416 && x->range_from > 0)
-        return hk_fail(HK_ERR_INTEGRITY, "size mismatch for %s (blob %s): the server has fewer than the %llu bytes promised",
+        return hk__fail(HK_ERR_INTEGRITY, "size mismatch for %s (blob %s): the server has fewer than the %llu bytes promised",
                        x->item->paths[0], x->item->etag, (unsigned long long)x->item->size);
-    if (cc == CURLE_OK && !hk_http_status_transient(st)) {
+    if (cc == CURLE_OK && !hk__http_status_transient(st)) {
         hk_http_resp r = {.status = st, .h = x->h};
-        char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
-        int rc = hk_http_fail(&r, what ? what : "download");
+        char *what = hk__asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+        int rc = hk__http_fail(&r, what ? what : "download");
         free(what);
         return rc;
     }
-    if (hk_curl_header_too_large(cc, x->headers_seen)) { /* stays too large: no retry */
-        char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
-        int rc = hk_header_too_large_fail(what ? what : "download", x->url, x->errbuf);
+    if (hk__curl_header_too_large(cc, x->headers_seen)) { /* stays too large: no retry */
+        char *what = hk__asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+        int rc = hk__header_too_large_fail(what ? what : "download", x->url, x->errbuf);
         free(what);
         return rc;
     }
-    if (cc != CURLE_OK && hk_curl_tls_fatal(cc)) { /* a rejected certificate stays rejected: no retry */
-        char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
-        int rc = hk_net_fail(cc, what ? what : "download", x->url, x->errbuf);
+    if (cc != CURLE_OK && hk__curl_tls_fatal(cc)) { /* a rejected certificate stays rejected: no retry */
+        char *what = hk__asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+        int rc = hk__net_fail(cc, what ? what : "download", x->url, x->errbuf);
         free(what);
         return rc;
     }
@@ -332,53 +332,53 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
     if (cc == CURLE_OK) {
         if (x->status_retries >= hub->max_retries) {
             hk_http_resp r = {.status = st, .h = x->h};
-            char *what = hk_asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
-            int rc = hk_http_fail(&r, what ? what : "download");
+            char *what = hk__asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+            int rc = hk__http_fail(&r, what ? what : "download");
             free(what);
             return rc;
         }
-        delay = hk_retry_delay_ms(hub, x->status_retries, st, &x->h);
+        delay = hk__retry_delay_ms(hub, x->status_retries, st, &x->h);
         x->status_retries++;
-        hk_log(HK_LOG_INFO, "HTTP %ld for %s; retrying in %ld ms", st, x->item->paths[0], delay);
+        hk__log(HK_LOG_INFO, "HTTP %ld for %s; retrying in %ld ms", st, x->item->paths[0], delay);
     } else {
         bool progressed = x->written > x->written_at_attempt;
         x->stalls = progressed ? 0 : x->stalls + 1;
         if (x->stalls > 5 || hub->max_retries == 0) {
             if (cc == CURLE_OPERATION_TIMEDOUT)
-                return hk_fail(HK_ERR_TIMEOUT, "download of %s stalled (no data for %ld ms, %d times); raise HF_HUB_DOWNLOAD_TIMEOUT if the link is slow",
+                return hk__fail(HK_ERR_TIMEOUT, "download of %s stalled (no data for %ld ms, %d times); raise HF_HUB_DOWNLOAD_TIMEOUT if the link is slow",
                                x->item->paths[0], hub->download_timeout_ms, x->stalls);
-            return hk_fail(HK_ERR_NETWORK, "download of %s failed: %s (%d attempts without progress)", x->item->paths[0],
+            return hk__fail(HK_ERR_NETWORK, "download of %s failed: %s (%d attempts without progress)", x->item->paths[0],
                            x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc), x->stalls);
         }
-        delay = progressed ? 0 : hk_retry_delay_ms(hub, x->stalls - 1, 0, NULL);
-        hk_log(HK_LOG_INFO, "%s while downloading %s at byte %llu; resuming in %ld ms", x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc),
+        delay = progressed ? 0 : hk__retry_delay_ms(hub, x->stalls - 1, 0, NULL);
+        hk__log(HK_LOG_INFO, "%s while downloading %s at byte %llu; resuming in %ld ms", x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc),
                x->item->paths[0], (unsigned long long)x->written, delay);
     }
     x->written_at_attempt = x->written;
     free(x->url);
-    x->url = hk_strdup(x->resolve_url);
+    x->url = hk__strdup(x->resolve_url);
     x->hops = 0;
-    if (!x->url) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!x->url) return hk__fail(HK_ERR_NOMEM, "out of memory");
     x->state = X_READY;
-    x->ready_at = hk_now_ms() + (uint64_t)delay;
+    x->ready_at = hk__now_ms() + (uint64_t)delay;
     return HK_OK;
 }
 
 /* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
 static int try_acquire(dl_ctx *c, xfer *x, const char *lock_path) {
-    if (hk_cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+    if (hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
         int rc = link_all(c, x);
         if (rc) return rc;
         x->state = X_DONE;
         return HK_OK;
     }
-    int rc = hk_cache_lock_try(&x->lock_fd, lock_path);
+    int rc = hk__cache_lock_try(&x->lock_fd, lock_path);
     if (rc) return rc;
-    uint64_t now = hk_now_ms();
+    uint64_t now = hk__now_ms();
     if (x->lock_fd < 0) {
         if (!x->lock_since) x->lock_since = now, x->next_lock_log = now + 10000;
         if (now >= x->next_lock_log) {
-            hk_log(HK_LOG_INFO, "waiting for %s: another process is downloading it", x->item->paths[0]);
+            hk__log(HK_LOG_INFO, "waiting for %s: another process is downloading it", x->item->paths[0]);
             x->next_lock_log = now + 10000;
         }
         x->state = X_LOCK;
@@ -386,21 +386,21 @@ static int try_acquire(dl_ctx *c, xfer *x, const char *lock_path) {
         return HK_OK;
     }
     /* re-check under the lock: the holder we waited for may have finished it */
-    if (hk_cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
-        hk_cache_unlock(x->lock_fd);
+    if (hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+        hk__cache_unlock(x->lock_fd);
         x->lock_fd = -1;
         if ((rc = link_all(c, x))) return rc;
         x->state = X_DONE;
         return HK_OK;
     }
-    if ((rc = hk_cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
+    if ((rc = hk__cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
     if ((rc = reset_content(x))) return rc;
     x->state = X_READY;
     x->ready_at = 0;
     return HK_OK;
 }
 
-int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
+int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
                       const char *commit, hk_dl_item *items, size_t n, bool link) {
     if (n == 0) return HK_OK;
     xfer *xs = calloc(n, sizeof *xs);
@@ -408,7 +408,7 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
     CURLM *multi = curl_multi_init();
     int rc = HK_OK;
     if (!xs || !locks || !multi) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
     dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link};
@@ -420,21 +420,21 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
         xs[i].item = &items[i];
         xs[i].fd = -1;
         xs[i].lock_fd = -1;
-        hk_http_headers_init(&xs[i].h);
+        hk__http_headers_init(&xs[i].h);
         c.total_bytes += items[i].size;
-        char *epath = hk_url_encode(items[i].paths[0], true);
-        char *erev = hk_url_encode(commit, false);
-        xs[i].resolve_url = epath && erev ? hk_asprintf("%s/kernels/%s/resolve/%s/%s", hub->endpoint, repo_id, erev, epath) : NULL;
+        char *epath = hk__pct_encode(items[i].paths[0], true);
+        char *erev = hk__pct_encode(commit, false);
+        xs[i].resolve_url = epath && erev ? hk__asprintf("%s/kernels/%s/resolve/%s/%s", hub->endpoint, repo_id, erev, epath) : NULL;
         free(epath);
         free(erev);
-        xs[i].url = hk_strdup(xs[i].resolve_url);
-        locks[i] = hk_cache_lock_path(hub->cache_root, repo_dir, items[i].etag);
+        xs[i].url = hk__strdup(xs[i].resolve_url);
+        locks[i] = hk__cache_lock_path(hub->cache_root, repo_dir, items[i].etag);
         if (!xs[i].url || !locks[i]) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             goto out;
         }
         /* already complete in the cache? (no lock needed to notice) */
-        if (hk_cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
+        if (hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
             if ((rc = link_all(&c, &xs[i]))) goto out;
             xs[i].state = X_DONE;
             c.total_bytes -= items[i].size;
@@ -445,7 +445,7 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
     for (size_t i = 0; i < n; i++) remaining += xs[i].state != X_DONE;
     report(&c, NULL, true, xs, n);
     while (remaining > 0) {
-        uint64_t now = hk_now_ms();
+        uint64_t now = hk__now_ms();
         int active = 0;
         for (size_t i = 0; i < n; i++) active += xs[i].state == X_ACTIVE;
         /* fill free slots: files that already hold their lock first, then new locks */
@@ -488,7 +488,7 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
             curl_multi_remove_handle(multi, m->easy_handle);
             if ((rc = on_done(&c, x, cc))) goto out;
             if (x->state == X_DONE) {
-                hk_cache_unlock(x->lock_fd);
+                hk__cache_unlock(x->lock_fd);
                 x->lock_fd = -1;
                 remaining--;
                 c.done_files++;
@@ -497,14 +497,14 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
             }
         }
         if (c.cancelled) {
-            rc = hk_fail(HK_ERR_CANCELLED, "download cancelled by the progress callback");
+            rc = hk__fail(HK_ERR_CANCELLED, "download cancelled by the progress callback");
             goto out;
         }
         report(&c, NULL, false, xs, n);
         if (remaining == 0) break;
         /* wait for socket activity, but wake up for scheduled retries and lock polls */
         long wait = 100;
-        now = hk_now_ms();
+        now = hk__now_ms();
         for (size_t i = 0; i < n; i++) {
             if ((xs[i].state == X_READY || xs[i].state == X_LOCK) && xs[i].ready_at > now) {
                 long d = (long)(xs[i].ready_at - now);
@@ -526,7 +526,7 @@ out:
             }
             curl_slist_free_all(x->hdrs);
             xfer_release(x);
-            hk_http_headers_free(&x->h);
+            hk__http_headers_free(&x->h);
             free(x->url);
             free(x->resolve_url);
         }

@@ -26,7 +26,7 @@ typedef struct hk_dl_stats {
 /* Download each item's blob at commit into blobs/ of repo_dir (size and hash checked while
  * streaming). With link, snapshots/<commit>/<path> links are made for each item's paths as its blob
  * is there; without: blobs only (a pull stages and verifies the links before publishing them). */
-int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
+int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
                       const char *commit, hk_dl_item *items, size_t n, bool link);
 
 /* One file of a kernel repo at a commit (path "build/<variant>/metadata.json"), as hf_hub_download
@@ -34,6 +34,6 @@ int hk_download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, cons
  * its directory is listed (one level), its blob downloaded and checked against the listed hash,
  * and the snapshot link made; nothing else of the directory is fetched. Offline and absent:
  * HK_ERR_OFFLINE. *out_path (the snapshot path) is freed with hk_free. */
-int hk_hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path);
+int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path);
 
 #endif

@@ -10,13 +10,13 @@
 #include <strings.h>
 #include <time.h>
 
-uint64_t hk_now_ms(void) {
+uint64_t hk__now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-void hk_sleep_ms(long ms) {
+void hk__sleep_ms(long ms) {
     if (ms <= 0) return;
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -24,13 +24,13 @@ void hk_sleep_ms(long ms) {
 }
 
 /* ---- headers -------------------------------------------------------------------------------- */
-void hk_http_headers_init(hk_http_headers *h) {
+void hk__http_headers_init(hk_http_headers *h) {
     memset(h, 0, sizeof *h);
     h->content_length = -1;
     h->x_linked_size = -1;
 }
 
-void hk_http_headers_free(hk_http_headers *h) {
+void hk__http_headers_free(hk_http_headers *h) {
     char **fields[] = {&h->x_repo_commit, &h->etag, &h->x_linked_etag, &h->location, &h->link,
                        &h->retry_after, &h->ratelimit, &h->x_error_code, &h->x_error_message,
                        &h->content_range};
@@ -50,9 +50,9 @@ static int64_t parse_i64(const char *s) {
     return (int64_t)v;
 }
 
-void hk_http_headers_feed(hk_http_headers *h, const char *line, size_t len) {
+void hk__http_headers_feed(hk_http_headers *h, const char *line, size_t len) {
     if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response begins */
-        hk_http_headers_free(h);
+        hk__http_headers_free(h);
         return;
     }
     const char *colon = memchr(line, ':', len);
@@ -62,7 +62,7 @@ void hk_http_headers_feed(hk_http_headers *h, const char *line, size_t len) {
     const char *end = line + len;
     while (v < end && (*v == ' ' || *v == '\t')) v++;
     while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t')) end--;
-    char *value = hk_strndup(v, (size_t)(end - v));
+    char *value = hk__strndup(v, (size_t)(end - v));
     if (!value) return;
     struct {
         const char *name;
@@ -75,7 +75,7 @@ void hk_http_headers_feed(hk_http_headers *h, const char *line, size_t len) {
     for (size_t i = 0; i < HK_ARRAY_LEN(map); i++) {
         if (strlen(map[i].name) == nlen && strncasecmp(line, map[i].name, nlen) == 0) {
             if (*map[i].slot && map[i].slot == &h->link) { /* several Link headers: join */
-                char *joined = hk_asprintf("%s, %s", *map[i].slot, value);
+                char *joined = hk__asprintf("%s, %s", *map[i].slot, value);
                 free(value);
                 value = joined;
             }
@@ -86,18 +86,18 @@ void hk_http_headers_feed(hk_http_headers *h, const char *line, size_t len) {
     }
     if (nlen == 14 && strncasecmp(line, "content-length", 14) == 0) h->content_length = parse_i64(value);
     else if (nlen == 13 && strncasecmp(line, "x-linked-size", 13) == 0) h->x_linked_size = parse_i64(value);
-    else if (nlen == 12 && strncasecmp(line, "x-hf-warning", 12) == 0) hk_log(HK_LOG_WARN, "Hub: %s", value);
+    else if (nlen == 12 && strncasecmp(line, "x-hf-warning", 12) == 0) hk__log(HK_LOG_WARN, "Hub: %s", value);
     free(value);
 }
 
-void hk_http_resp_free(hk_http_resp *r) {
-    hk_http_headers_free(&r->h);
-    hk_sb_free(&r->body);
+void hk__http_resp_free(hk_http_resp *r) {
+    hk__http_headers_free(&r->h);
+    hk__sb_free(&r->body);
     free(r->url);
     memset(r, 0, sizeof *r);
 }
 
-bool hk_http_status_transient(long status) {
+bool hk__http_status_transient(long status) {
     return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
            status == 504;
 }
@@ -110,7 +110,7 @@ static long ratelimit_field(const char *rl, char key) {
     return -1;
 }
 
-long hk_retry_delay_ms(const hk_hub *hub, int attempt, long status, const hk_http_headers *h) {
+long hk__retry_delay_ms(const hk_hub *hub, int attempt, long status, const hk_http_headers *h) {
     long base = hub->retry_base_ms;
     if (status == 429 && h) {
         if (h->ratelimit && ratelimit_field(h->ratelimit, 'r') == 0) {
@@ -128,7 +128,7 @@ long hk_retry_delay_ms(const hk_hub *hub, int attempt, long status, const hk_htt
 }
 
 /* ---- request setup --------------------------------------------------------------------------- */
-int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *url, bool download) {
+int hk__http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *url, bool download) {
     *hdrs = NULL;
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -137,13 +137,13 @@ int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *ur
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     /* wait for a connection to multiplex on only where HTTP/2 is possible: on plain http it would
      * queue transfers behind each other instead of opening parallel connections */
-    if (hk_str_starts_with(url, "https://")) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    if (hk__str_starts_with(url, "https://")) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    const char *ca = hk_getenv("SSL_CERT_FILE");
-    if (!ca) ca = hk_getenv("CURL_CA_BUNDLE");
+    const char *ca = hk__getenv("SSL_CERT_FILE");
+    if (!ca) ca = hk__getenv("CURL_CA_BUNDLE");
     if (ca) curl_easy_setopt(e, CURLOPT_CAINFO, ca);
-    const char *cadir = hk_getenv("SSL_CERT_DIR");
+    const char *cadir = hk__getenv("SSL_CERT_DIR");
     if (cadir) curl_easy_setopt(e, CURLOPT_CAPATH, cadir);
     long tmo = download ? hub->download_timeout_ms : hub->etag_timeout_ms;
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, tmo);
@@ -158,8 +158,8 @@ int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *ur
     } else {
         curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* JSON may come compressed; decoded */
     }
-    if (hub->token && hk_url_same_origin(url, hub->endpoint)) {
-        char *auth = hk_asprintf("Authorization: Bearer %s", hub->token);
+    if (hub->token && hk__url_same_origin(url, hub->endpoint)) {
+        char *auth = hk__asprintf("Authorization: Bearer %s", hub->token);
         if (!auth) goto oom;
         t = curl_slist_append(l, auth);
         /* wipe our copy of the token-bearing header; curl keeps its own */
@@ -174,7 +174,7 @@ int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *ur
     return HK_OK;
 oom:
     curl_slist_free_all(l);
-    return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 /* ---- one API GET ----------------------------------------------------------------------------- */
@@ -188,7 +188,7 @@ typedef struct api_ctx {
 static size_t api_header_cb(char *p, size_t sz, size_t n, void *ud) {
     api_ctx *c = ud;
     c->headers_seen = true;
-    hk_http_headers_feed(&c->resp->h, p, sz * n);
+    hk__http_headers_feed(&c->resp->h, p, sz * n);
     return sz * n;
 }
 
@@ -198,16 +198,16 @@ static size_t api_body_cb(char *p, size_t sz, size_t n, void *ud) {
         c->too_big = true;
         return 0;
     }
-    hk_sb_append_n(&c->resp->body, p, sz * n);
+    hk__sb_append_n(&c->resp->body, p, sz * n);
     return c->resp->body.oom ? 0 : sz * n;
 }
 
-bool hk_curl_tls_fatal(CURLcode cc) {
+bool hk__curl_tls_fatal(CURLcode cc) {
     return cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_ISSUER_ERROR ||
            cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH || cc == CURLE_SSL_INVALIDCERTSTATUS || cc == CURLE_SSL_CRL_BADFILE;
 }
 
-bool hk_curl_header_too_large(CURLcode cc, bool headers_seen) {
+bool hk__curl_header_too_large(CURLcode cc, bool headers_seen) {
 #if LIBCURL_VERSION_NUM >= 0x080600
     if (cc == CURLE_TOO_LARGE) return true;
 #endif
@@ -216,54 +216,54 @@ bool hk_curl_header_too_large(CURLcode cc, bool headers_seen) {
     return cc == CURLE_OUT_OF_MEMORY && headers_seen;
 }
 
-int hk_header_too_large_fail(const char *what, const char *url, const char *detail) {
-    return hk_fail(HK_ERR_PROTOCOL, "%s%sthe response header from %s is too large (libcurl: %s; it refuses header "
+int hk__header_too_large_fail(const char *what, const char *url, const char *detail) {
+    return hk__fail(HK_ERR_PROTOCOL, "%s%sthe response header from %s is too large (libcurl: %s; it refuses header "
                    "lines over 100 KB); the server or a proxy in between is misbehaving", what ? what : "",
                    what ? ": " : "", url, detail && *detail ? detail : "header too large");
 }
 
-int hk_net_fail(CURLcode cc, const char *what, const char *url, const char *detail) {
+int hk__net_fail(CURLcode cc, const char *what, const char *url, const char *detail) {
     const char *d = detail && *detail ? detail : curl_easy_strerror(cc);
     const char *sep = what ? ": " : "";
     if (!what) what = "";
 
     if (cc == CURLE_OPERATION_TIMEDOUT)
-        return hk_fail(HK_ERR_TIMEOUT, "%s%srequest to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)",
+        return hk__fail(HK_ERR_TIMEOUT, "%s%srequest to %s timed out (raise HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT if the link is slow)",
                        what, sep, url);
     if (cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_CRL_BADFILE)
-        return hk_fail(HK_ERR_NETWORK, "%s%scannot use the CA bundle for %s: %s (SSL_CERT_FILE or CURL_CA_BUNDLE must name a "
+        return hk__fail(HK_ERR_NETWORK, "%s%scannot use the CA bundle for %s: %s (SSL_CERT_FILE or CURL_CA_BUNDLE must name a "
                        "readable PEM file of CA certificates, SSL_CERT_DIR a directory of hashed ones)", what, sep, url, d);
-    if (hk_curl_tls_fatal(cc))
-        return hk_fail(HK_ERR_NETWORK, "%s%sthe TLS certificate of %s was rejected: %s (a server with a certificate from a "
+    if (hk__curl_tls_fatal(cc))
+        return hk__fail(HK_ERR_NETWORK, "%s%sthe TLS certificate of %s was rejected: %s (a server with a certificate from a "
                        "private CA needs SSL_CERT_FILE or CURL_CA_BUNDLE set to a PEM file holding that CA; a certificate "
                        "issued for another name needs HF_ENDPOINT to use a host name the certificate lists)", what, sep, url, d);
     if (cc == CURLE_SSL_CONNECT_ERROR)
-        return hk_fail(HK_ERR_NETWORK, "%s%sTLS handshake with %s failed: %s (check that the endpoint speaks https on that "
+        return hk__fail(HK_ERR_NETWORK, "%s%sTLS handshake with %s failed: %s (check that the endpoint speaks https on that "
                        "port, and the proxy settings)", what, sep, url, d);
-    return hk_fail(HK_ERR_NETWORK, "%s%scannot reach %s: %s (check the network, HF_ENDPOINT and proxy settings)", what, sep, url, d);
+    return hk__fail(HK_ERR_NETWORK, "%s%scannot reach %s: %s (check the network, HF_ENDPOINT and proxy settings)", what, sep, url, d);
 }
 
-int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body) {
+int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body) {
     memset(out, 0, sizeof *out);
-    hk_http_headers_init(&out->h);
-    hk_sb_init(&out->body);
-    if (hub->offline) return hk_fail(HK_ERR_OFFLINE, "offline mode: refusing to fetch %s", url);
-    if (!hub->api && !(hub->api = curl_easy_init())) return hk_fail(HK_ERR_NOMEM, "cannot create a curl handle");
+    hk__http_headers_init(&out->h);
+    hk__sb_init(&out->body);
+    if (hub->offline) return hk__fail(HK_ERR_OFFLINE, "offline mode: refusing to fetch %s", url);
+    if (!hub->api && !(hub->api = curl_easy_init())) return hk__fail(HK_ERR_NOMEM, "cannot create a curl handle");
     int rc = HK_OK;
     char errbuf[CURL_ERROR_SIZE];
     for (int attempt = 0;; attempt++) {
-        char *cur = hk_strdup(url);
+        char *cur = hk__strdup(url);
         int hops = 0;
         CURLcode cc = CURLE_OK;
-        if (!cur) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!cur) return hk__fail(HK_ERR_NOMEM, "out of memory");
         for (;;) {
-            hk_http_headers_free(&out->h);
-            hk_sb_free(&out->body);
+            hk__http_headers_free(&out->h);
+            hk__sb_free(&out->body);
             out->status = 0;
             CURL *e = hub->api;
             curl_easy_reset(e);
             struct curl_slist *hdrs = NULL;
-            if ((rc = hk_http_setup(e, &hdrs, hub, cur, false))) {
+            if ((rc = hk__http_setup(e, &hdrs, hub, cur, false))) {
                 free(cur);
                 return rc;
             }
@@ -274,17 +274,17 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             curl_easy_setopt(e, CURLOPT_HEADERDATA, &ctx);
             curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, api_body_cb);
             curl_easy_setopt(e, CURLOPT_WRITEDATA, &ctx);
-            hk_log(HK_LOG_DEBUG, "GET %s", cur);
+            hk__log(HK_LOG_DEBUG, "GET %s", cur);
             cc = curl_easy_perform(e);
             curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
             curl_slist_free_all(hdrs);
             curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
             if (ctx.too_big) {
                 free(cur);
-                return hk_fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
+                return hk__fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
             }
-            if (hk_curl_header_too_large(cc, ctx.headers_seen)) { /* stays too large: no retry */
-                rc = hk_header_too_large_fail(NULL, cur, errbuf);
+            if (hk__curl_header_too_large(cc, ctx.headers_seen)) { /* stays too large: no retry */
+                rc = hk__header_too_large_fail(NULL, cur, errbuf);
                 free(cur);
                 return rc;
             }
@@ -292,16 +292,16 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             if (out->status >= 300 && out->status < 400 && out->h.location) {
                 if (++hops > 10) {
                     free(cur);
-                    return hk_fail(HK_ERR_PROTOCOL, "too many redirects from %s", url);
+                    return hk__fail(HK_ERR_PROTOCOL, "too many redirects from %s", url);
                 }
-                char *next = hk_url_resolve(cur, out->h.location);
+                char *next = hk__url_resolve(cur, out->h.location);
                 if (!next) {
-                    int frc = hk_fail(HK_ERR_PROTOCOL, "bad redirect Location from %s", cur);
+                    int frc = hk__fail(HK_ERR_PROTOCOL, "bad redirect Location from %s", cur);
                     free(cur);
                     return frc;
                 }
-                hk_log(HK_LOG_DEBUG, "redirect %ld -> %s%s", out->status, next,
-                       hk_url_same_origin(next, hub->endpoint) ? "" : " (other host: no token)");
+                hk__log(HK_LOG_DEBUG, "redirect %ld -> %s%s", out->status, next,
+                       hk__url_same_origin(next, hub->endpoint) ? "" : " (other host: no token)");
                 free(cur);
                 cur = next;
                 continue;
@@ -309,47 +309,47 @@ int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body
             break;
         }
         /* a certificate that does not verify will not verify on the next try either */
-        bool transient = (cc != CURLE_OK && !hk_curl_tls_fatal(cc)) || hk_http_status_transient(out->status);
+        bool transient = (cc != CURLE_OK && !hk__curl_tls_fatal(cc)) || hk__http_status_transient(out->status);
         if (!transient || attempt >= hub->max_retries) {
             if (cc != CURLE_OK) {
-                rc = hk_net_fail(cc, NULL, cur, errbuf);
+                rc = hk__net_fail(cc, NULL, cur, errbuf);
                 free(cur);
                 return rc;
             }
             out->url = cur;
             return HK_OK;
         }
-        long delay = hk_retry_delay_ms(hub, attempt, cc == CURLE_OK ? out->status : 0, &out->h);
-        hk_log(HK_LOG_INFO, "%s from %s; retrying in %ld ms (%d/%d)",
+        long delay = hk__retry_delay_ms(hub, attempt, cc == CURLE_OK ? out->status : 0, &out->h);
+        hk__log(HK_LOG_INFO, "%s from %s; retrying in %ld ms (%d/%d)",
                cc != CURLE_OK ? curl_easy_strerror(cc) : "transient HTTP status", cur, delay,
                attempt + 1, hub->max_retries);
         free(cur);
-        hk_sleep_ms(delay);
+        hk__sleep_ms(delay);
     }
 }
 
-int hk_http_fail(const hk_http_resp *r, const char *what) {
+int hk__http_fail(const hk_http_resp *r, const char *what) {
     const char *code = r->h.x_error_code ? r->h.x_error_code : "";
     const char *msg = r->h.x_error_message ? r->h.x_error_message : "";
     long st = r->status;
     if (strcmp(code, "RevisionNotFound") == 0)
-        return hk_fail(HK_ERR_REVISION_NOT_FOUND, "%s: revision not found (%s)", what, msg);
+        return hk__fail(HK_ERR_REVISION_NOT_FOUND, "%s: revision not found (%s)", what, msg);
     if (strcmp(code, "EntryNotFound") == 0)
-        return hk_fail(HK_ERR_ENTRY_NOT_FOUND, "%s: file not found at that revision (%s)", what, msg);
+        return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "%s: file not found at that revision (%s)", what, msg);
     if (strcmp(code, "GatedRepo") == 0)
-        return st == 401 ? hk_fail(HK_ERR_AUTH, "%s: gated repo; log in (HF_TOKEN) and request access", what)
-                         : hk_fail(HK_ERR_FORBIDDEN, "%s: gated repo; your token is not on the access list", what);
+        return st == 401 ? hk__fail(HK_ERR_AUTH, "%s: gated repo; log in (HF_TOKEN) and request access", what)
+                         : hk__fail(HK_ERR_FORBIDDEN, "%s: gated repo; your token is not on the access list", what);
     if (strcmp(msg, "Access to this resource is disabled.") == 0)
-        return hk_fail(HK_ERR_FORBIDDEN, "%s: this repo is disabled", what);
+        return hk__fail(HK_ERR_FORBIDDEN, "%s: this repo is disabled", what);
     if (strcmp(code, "RepoNotFound") == 0)
-        return hk_fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found (check the name; private repos need HF_TOKEN)", what);
+        return hk__fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found (check the name; private repos need HF_TOKEN)", what);
     if (st == 401) {
         if (strcmp(msg, "Invalid credentials in Authorization header") == 0)
-            return hk_fail(HK_ERR_AUTH, "%s: invalid token (check HF_TOKEN)", what);
-        return hk_fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found or not accessible (HTTP 401; private repos need HF_TOKEN)", what);
+            return hk__fail(HK_ERR_AUTH, "%s: invalid token (check HF_TOKEN)", what);
+        return hk__fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found or not accessible (HTTP 401; private repos need HF_TOKEN)", what);
     }
-    if (st == 403) return hk_fail(HK_ERR_FORBIDDEN, "%s: forbidden (HTTP 403) %s", what, msg);
-    if (st == 404) return hk_fail(HK_ERR_NOT_FOUND, "%s: not found (HTTP 404) %s", what, msg);
-    if (st == 429) return hk_fail(HK_ERR_RATE_LIMITED, "%s: rate limited (HTTP 429) after retries; send a token (HF_TOKEN) or wait", what);
-    return hk_fail(HK_ERR_HTTP, "%s: unexpected HTTP %ld %s", what, st, msg);
+    if (st == 403) return hk__fail(HK_ERR_FORBIDDEN, "%s: forbidden (HTTP 403) %s", what, msg);
+    if (st == 404) return hk__fail(HK_ERR_NOT_FOUND, "%s: not found (HTTP 404) %s", what, msg);
+    if (st == 429) return hk__fail(HK_ERR_RATE_LIMITED, "%s: rate limited (HTTP 429) after retries; send a token (HF_TOKEN) or wait", what);
+    return hk__fail(HK_ERR_HTTP, "%s: unexpected HTTP %ld %s", what, st, msg);
 }

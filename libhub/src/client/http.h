@@ -26,10 +26,10 @@ typedef struct hk_http_headers {
     int64_t x_linked_size;  /* -1 when absent */
 } hk_http_headers;
 
-void hk_http_headers_init(hk_http_headers *h);
-void hk_http_headers_free(hk_http_headers *h);
+void hk__http_headers_init(hk_http_headers *h);
+void hk__http_headers_free(hk_http_headers *h);
 /* Feed one raw header line (as libcurl's header callback gives it). */
-void hk_http_headers_feed(hk_http_headers *h, const char *line, size_t len);
+void hk__http_headers_feed(hk_http_headers *h, const char *line, size_t len);
 
 typedef struct hk_http_resp {
     long status;
@@ -38,43 +38,43 @@ typedef struct hk_http_resp {
     char *url; /* final URL after redirects */
 } hk_http_resp;
 
-void hk_http_resp_free(hk_http_resp *r);
+void hk__http_resp_free(hk_http_resp *r);
 
 /* GET an API URL: follows redirects by hand (Authorization only to the endpoint's origin),
  * retries connection errors, timeouts, 408/429/5xx with back-off. HK_OK whenever a final HTTP
- * answer arrived (any status): the caller classifies it with hk_http_fail(). */
-int hk_http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body);
+ * answer arrived (any status): the caller classifies it with hk__http_fail(). */
+int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body);
 
-/* Turn a non-2xx answer into an hk_fail() with the right code (X-Error-Code first, then status).
+/* Turn a non-2xx answer into an hk__fail() with the right code (X-Error-Code first, then status).
  * `what` names the request ("listing build/ of org/x at <sha>"). */
-int hk_http_fail(const hk_http_resp *r, const char *what);
+int hk__http_fail(const hk_http_resp *r, const char *what);
 
 /* Configure an easy handle for a request to url (UA, auth when same origin as the endpoint,
  * timeouts, TLS/proxy from the environment, HTTP/2 over TLS). *hdrs receives the header list to
  * free after the transfer. */
-int hk_http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *url, bool download);
+int hk__http_setup(CURL *e, struct curl_slist **hdrs, hk_hub *hub, const char *url, bool download);
 
 /* A TLS failure that retrying cannot fix: the peer's certificate (chain, name, pinned key, status)
  * does not verify, or the CA bundle / CRL file cannot be used. */
-bool hk_curl_tls_fatal(CURLcode cc);
-/* hk_fail() for a transfer that ended with curl error cc (not CURLE_OK): HK_ERR_TIMEOUT for a
+bool hk__curl_tls_fatal(CURLcode cc);
+/* hk__fail() for a transfer that ended with curl error cc (not CURLE_OK): HK_ERR_TIMEOUT for a
  * timeout, else HK_ERR_NETWORK with a message naming the cause (TLS certificate rejected: set
  * SSL_CERT_FILE / CURL_CA_BUNDLE; unusable CA bundle; TLS handshake; unreachable). `what` (or NULL)
  * starts the message; detail is libcurl's CURLOPT_ERRORBUFFER text (may be NULL or empty). */
-int hk_net_fail(CURLcode cc, const char *what, const char *url, const char *detail);
+int hk__net_fail(CURLcode cc, const char *what, const char *url, const char *detail);
 
 /* Back-off before retry number `attempt` (0-based) of a request that got `status` and headers h
  * (h may be NULL): Retry-After / RateLimit for 429, else 1,2,4,8,8 x base. */
-long hk_retry_delay_ms(const hk_hub *hub, int attempt, long status, const hk_http_headers *h);
+long hk__retry_delay_ms(const hk_hub *hub, int attempt, long status, const hk_http_headers *h);
 /* Is this status retried (408, 429, 500, 502, 503, 504)? */
-bool hk_http_status_transient(long status);
-uint64_t hk_now_ms(void);
-void hk_sleep_ms(long ms);
+bool hk__http_status_transient(long status);
+uint64_t hk__now_ms(void);
+void hk__sleep_ms(long ms);
 
 /* A curl result that means "a response header line or the header block was too large" (libcurl
  * reports it as out of memory before 8.6; headers_seen: the response had begun): answered as such
- * (hk_header_too_large_fail: HK_ERR_PROTOCOL), never retried. */
-bool hk_curl_header_too_large(CURLcode cc, bool headers_seen);
-int hk_header_too_large_fail(const char *what, const char *url, const char *detail);
+ * (hk__header_too_large_fail: HK_ERR_PROTOCOL), never retried. */
+bool hk__curl_header_too_large(CURLcode cc, bool headers_seen);
+int hk__header_too_large_fail(const char *what, const char *url, const char *detail);
 
 #endif

@@ -9,8 +9,8 @@
 #include <sys/utsname.h>
 
 int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
-    if (!o) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_options_init: NULL options");
-    int rc = hk_check_options_version("hk_hub_options", version, HK_HUB_OPTIONS_VERSION);
+    if (!o) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_options_init: NULL options");
+    int rc = hk__check_options_version("hk_hub_options", version, HK_HUB_OPTIONS_VERSION);
     if (rc) return rc;
     hk_hub_options d = HK_HUB_OPTIONS_INIT;
     *o = d;
@@ -18,8 +18,8 @@ int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
 }
 
 int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
-    if (!s) return hk_fail(HK_ERR_INVALID_ARG, "hk_pull_spec_init: NULL spec");
-    int rc = hk_check_options_version("hk_pull_spec", version, HK_PULL_SPEC_VERSION);
+    if (!s) return hk__fail(HK_ERR_INVALID_ARG, "hk_pull_spec_init: NULL spec");
+    int rc = hk__check_options_version("hk_pull_spec", version, HK_PULL_SPEC_VERSION);
     if (rc) return rc;
     hk_pull_spec d = HK_PULL_SPEC_INIT;
     *s = d;
@@ -29,18 +29,18 @@ int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
 /* A positive integer from the environment (name), else the option (opt > 0), else def. */
 static uint64_t env_bound(const char *name, uint64_t opt, uint64_t def) {
     if (opt > 0) return opt;
-    const char *v = hk_getenv(name);
+    const char *v = hk__getenv(name);
     if (v) {
         char *end;
         unsigned long long n = strtoull(v, &end, 10);
         if (end != v && *end == '\0' && n > 0 && v[0] != '-') return (uint64_t)n;
-        hk_log(HK_LOG_WARN, "ignoring %s=%s (not a positive integer)", name, v);
+        hk__log(HK_LOG_WARN, "ignoring %s=%s (not a positive integer)", name, v);
     }
     return def;
 }
 
 static long env_timeout_ms(const char *name, double opt_s) {
-    const char *v = hk_getenv(name);
+    const char *v = hk__getenv(name);
     if (v) {
         char *end;
         double d = strtod(v, &end);
@@ -51,18 +51,18 @@ static long env_timeout_ms(const char *name, double opt_s) {
 }
 
 static char *read_token(const hk_hub_options *o) {
-    if (o->token) return o->token[0] ? hk_strdup(o->token) : NULL;
-    if (hk_env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) return NULL;
+    if (o->token) return o->token[0] ? hk__strdup(o->token) : NULL;
+    if (hk__env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) return NULL;
     const char *v;
-    if ((v = hk_getenv("HF_TOKEN")) || (v = hk_getenv("HUGGING_FACE_HUB_TOKEN"))) return hk_strdup(v);
+    if ((v = hk__getenv("HF_TOKEN")) || (v = hk__getenv("HUGGING_FACE_HUB_TOKEN"))) return hk__strdup(v);
     char *path = NULL;
-    if ((v = hk_getenv("HF_TOKEN_PATH"))) path = hk_strdup(v);
-    else if ((v = hk_getenv("HF_HOME"))) path = hk_asprintf("%s/token", v);
-    else if ((v = hk_getenv("XDG_CACHE_HOME"))) path = hk_asprintf("%s/huggingface/token", v);
-    else if ((v = hk_getenv("HOME"))) path = hk_asprintf("%s/.cache/huggingface/token", v);
+    if ((v = hk__getenv("HF_TOKEN_PATH"))) path = hk__strdup(v);
+    else if ((v = hk__getenv("HF_HOME"))) path = hk__asprintf("%s/token", v);
+    else if ((v = hk__getenv("XDG_CACHE_HOME"))) path = hk__asprintf("%s/huggingface/token", v);
+    else if ((v = hk__getenv("HOME"))) path = hk__asprintf("%s/.cache/huggingface/token", v);
     if (!path) return NULL;
     char *data = NULL;
-    if (hk_read_file(&data, NULL, path, 4096) != HK_OK) {
+    if (hk__read_file(&data, NULL, path, 4096) != HK_OK) {
         hk_clear_error();
         free(path);
         return NULL;
@@ -71,40 +71,40 @@ static char *read_token(const hk_hub_options *o) {
     char *s = data;
     while (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t') s++;
     size_t n = strcspn(s, " \r\n\t");
-    char *tok = n ? hk_strndup(s, n) : NULL;
+    char *tok = n ? hk__strndup(s, n) : NULL;
     free(data);
     return tok;
 }
 
 static char *default_user_agent(void) {
-    if (hk_env_true("HF_HUB_DISABLE_TELEMETRY") || hk_env_true("DISABLE_TELEMETRY") || hk_env_true("DO_NOT_TRACK"))
+    if (hk__env_true("HF_HUB_DISABLE_TELEMETRY") || hk__env_true("DISABLE_TELEMETRY") || hk__env_true("DO_NOT_TRACK"))
         return NULL; /* like the kernels library: no User-Agent at all */
     struct utsname u;
     const char *m = uname(&u) == 0 ? u.machine : "unknown";
-    const char *origin = hk_getenv("HF_HUB_USER_AGENT_ORIGIN");
-    return hk_asprintf("hubkern/%s; hf_hub/compatible; c/11; platform/%s-linux; file_type/kernel%s%s", hk_version(), m,
+    const char *origin = hk__getenv("HF_HUB_USER_AGENT_ORIGIN");
+    return hk__asprintf("hubkern/%s; hf_hub/compatible; c/11; platform/%s-linux; file_type/kernel%s%s", hk_version(), m,
                        origin ? "; origin/" : "", origin ? origin : "");
 }
 
 int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_new: NULL out");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_new: NULL out");
     *out = NULL;
     hk_hub_options defaults = HK_HUB_OPTIONS_INIT;
     if (!opts) opts = &defaults;
-    int vrc = hk_check_options_version("hk_hub_options", opts->version, HK_HUB_OPTIONS_VERSION);
+    int vrc = hk__check_options_version("hk_hub_options", opts->version, HK_HUB_OPTIONS_VERSION);
     if (vrc) return vrc;
-    if ((vrc = hk_client_global_init())) return vrc;
+    if ((vrc = hk__client_global_init())) return vrc;
     hk_hub *h = calloc(1, sizeof *h);
-    if (!h) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!h) return hk__fail(HK_ERR_NOMEM, "out of memory");
     const char *ep = opts->endpoint;
-    if (!ep || !*ep) ep = hk_env_true("HUGGINGFACE_CO_STAGING") ? "https://hub-ci.huggingface.co" : hk_getenv("HF_ENDPOINT");
+    if (!ep || !*ep) ep = hk__env_true("HUGGINGFACE_CO_STAGING") ? "https://hub-ci.huggingface.co" : hk__getenv("HF_ENDPOINT");
     if (!ep) ep = "https://huggingface.co";
-    h->endpoint = hk_strdup(ep);
+    h->endpoint = hk__strdup(ep);
     if (!h->endpoint) goto oom;
     size_t el = strlen(h->endpoint);
     while (el > 0 && h->endpoint[el - 1] == '/') h->endpoint[--el] = '\0';
-    if (!hk_str_starts_with(h->endpoint, "http://") && !hk_str_starts_with(h->endpoint, "https://")) {
-        int rc = hk_fail(HK_ERR_INVALID_ARG, "endpoint '%s' must start with http:// or https://", h->endpoint);
+    if (!hk__str_starts_with(h->endpoint, "http://") && !hk__str_starts_with(h->endpoint, "https://")) {
+        int rc = hk__fail(HK_ERR_INVALID_ARG, "endpoint '%s' must start with http:// or https://", h->endpoint);
         hk_hub_free(h);
         return rc;
     }
@@ -115,16 +115,16 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
         return rc;
     }
     h->offline = opts->offline >= 0 ? opts->offline != 0
-                                    : (hk_env_true("HF_HUB_OFFLINE") || hk_env_true("TRANSFORMERS_OFFLINE"));
-    if (opts->user_agent) h->user_agent = opts->user_agent[0] ? hk_strdup(opts->user_agent) : NULL;
+                                    : (hk__env_true("HF_HUB_OFFLINE") || hk__env_true("TRANSFORMERS_OFFLINE"));
+    if (opts->user_agent) h->user_agent = opts->user_agent[0] ? hk__strdup(opts->user_agent) : NULL;
     else h->user_agent = default_user_agent();
     h->max_parallel = opts->max_parallel > 0 ? opts->max_parallel : 8;
-    const char *mp = hk_getenv("HUBKERN_MAX_PARALLEL");
+    const char *mp = hk__getenv("HUBKERN_MAX_PARALLEL");
     if (mp && atoi(mp) > 0 && opts->max_parallel <= 0) h->max_parallel = atoi(mp);
     h->etag_timeout_ms = env_timeout_ms("HF_HUB_ETAG_TIMEOUT", opts->etag_timeout_s);
     h->download_timeout_ms = env_timeout_ms("HF_HUB_DOWNLOAD_TIMEOUT", opts->download_timeout_s);
     h->max_retries = opts->max_retries >= 0 ? opts->max_retries : 5;
-    const char *rb = hk_getenv("HUBKERN_RETRY_BASE_MS");
+    const char *rb = hk__getenv("HUBKERN_RETRY_BASE_MS");
     h->retry_base_ms = rb ? strtol(rb, NULL, 10) : 1000;
     if (h->retry_base_ms < 0) h->retry_base_ms = 0;
     h->max_listing_entries = env_bound("HUBKERN_MAX_LISTING_ENTRIES", opts->max_listing_entries, 1000000u);
@@ -135,7 +135,7 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     return HK_OK;
 oom:
     hk_hub_free(h);
-    return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 void hk_hub_free(hk_hub *h) {
@@ -159,13 +159,9 @@ void hk_hub_strv_free(char **v) {
     free(v);
 }
 
-bool hk_client_is_commit(const char *rev) {
-    size_t n = strlen(rev);
-    return (n == 40 || n == 64) && hk_is_hex(rev, n);
-}
 
-int hk_client_check_repo_id(const char *repo_id) {
+int hk__client_check_repo_id(const char *repo_id) {
     if (!repo_id || !hk_repo_id_valid(repo_id) || !strchr(repo_id, '/'))
-        return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a kernel repo id (expected org/name)", repo_id ? repo_id : "(null)");
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a kernel repo id (expected org/name)", repo_id ? repo_id : "(null)");
     return HK_OK;
 }

@@ -34,30 +34,29 @@ struct hk_hub {
 };
 
 /* 40 or 64 lowercase hex characters. */
-bool hk_client_is_commit(const char *rev);
 /* HK_ERR_INVALID_ARG unless repo_id is "org/name" as the Hub accepts it. */
-int hk_client_check_repo_id(const char *repo_id);
+int hk__client_check_repo_id(const char *repo_id);
 /* Takes the implicit libcurl initialisation when the program has not called hk_init (init.c). */
-int hk_client_global_init(void);
+int hk__client_global_init(void);
 
 /* refs.c ------------------------------------------------------------------------------------ */
 /* Repo folder holding refs for repo_id: kernels--, else the legacy models-- one if it has
  * refs/<rev>. Caller frees. */
-char *hk_client_local_repo_dir(const hk_hub *hub, const char *repo_id, const char *rev);
+char *hk__client_local_repo_dir(const hk_hub *hub, const char *repo_id, const char *rev);
 /* Resolve a version (>= 0) or a revision to a commit (40/64 hex + NUL into out_commit). */
-int hk_client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version,
+int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version,
                              const char *revision);
 
 /* status_toml.c ----------------------------------------------------------------------------- */
 /* Read kernel-status.toml of repo_id at commit: *out_dest / *out_rev set (allocated) when the repo
  * redirects; both NULL when it has none (its absence is remembered under .no_exist/ like Python). */
-int hk_client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit);
+int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit);
 
 /* redirect.c -------------------------------------------------------------------------------- */
 /* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
  * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
  * *out_redirect_rev: the revision the last redirect named, NULL when none was followed. */
-int hk_client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
+int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
                                const hk_pull_spec *spec);
 
 #endif

@@ -13,7 +13,7 @@ static bool g_implicit;      /* hk_hub_new initialised libcurl for a program tha
 static int curl_up(void) {
     if (g_refs > 0 || g_implicit) return HK_OK;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return hk_fail(HK_ERR_INTERNAL, "curl_global_init failed (libcurl or its TLS library cannot start)");
+        return hk__fail(HK_ERR_INTERNAL, "curl_global_init failed (libcurl or its TLS library cannot start)");
     return HK_OK;
 }
 
@@ -33,7 +33,7 @@ int hk_shutdown(void) {
     return left;
 }
 
-int hk_client_global_init(void) {
+int hk__client_global_init(void) {
     pthread_mutex_lock(&g_init_lock);
     int rc = HK_OK;
     if (g_refs == 0 && !g_implicit) {

@@ -19,7 +19,7 @@ static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *ski
         if (skip && skip[i]) continue;
         bool has = false;
         hk_verify_stats st;
-        int rc = hk_verify_variant_cached(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh);
+        int rc = hk__verify_variant_cached(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh);
         if (rc) return rc;
         if (has && r->offline) r->bytes_verified += st.bytes_hashed + st.bytes_fresh;
         r->bytes_trusted += st.bytes_trusted;
@@ -29,45 +29,45 @@ static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *ski
 
 static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec) {
     char commit[65];
-    int rc = hk_client_resolve_commit(commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
+    int rc = hk__client_resolve_commit(commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
     if (rc) return rc;
     if (!spec->trust_remote_code)
-        hk_log(HK_LOG_WARN, "skipping the publisher trust check for %s: offline mode", spec->repo_id);
+        hk__log(HK_LOG_WARN, "skipping the publisher trust check for %s: offline mode", spec->repo_id);
     const char *rev = spec->revision;
     char label[32];
     if (!rev) {
         snprintf(label, sizeof label, "v%d", spec->kernel_version);
         rev = label;
     }
-    char *dir = hk_client_local_repo_dir(hub, spec->repo_id, rev);
-    r->repo = hk_strdup(spec->repo_id);
-    r->revision = hk_strdup(rev);
-    r->commit = hk_strdup(commit);
-    r->snapshot = dir ? hk_asprintf("%s/snapshots/%s", dir, commit) : NULL;
+    char *dir = hk__client_local_repo_dir(hub, spec->repo_id, rev);
+    r->repo = hk__strdup(spec->repo_id);
+    r->revision = hk__strdup(rev);
+    r->commit = hk__strdup(commit);
+    r->snapshot = dir ? hk__asprintf("%s/snapshots/%s", dir, commit) : NULL;
     free(dir);
-    if (!r->repo || !r->revision || !r->commit || !r->snapshot) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    if (!hk_is_dir(r->snapshot))
-        return hk_fail(HK_ERR_OFFLINE, "offline: %s at %s is not in the cache (missing %s); pull it while online first",
+    if (!r->repo || !r->revision || !r->commit || !r->snapshot) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (!hk__is_dir(r->snapshot))
+        return hk__fail(HK_ERR_OFFLINE, "offline: %s at %s is not in the cache (missing %s); pull it while online first",
                        spec->repo_id, commit, r->snapshot);
     char **names = NULL;
     size_t n = 0;
-    if ((rc = hk_client_list_variants_local(&names, &n, r->snapshot))) return rc;
-    char *where = hk_asprintf("%s at %s (offline)", spec->repo_id, commit);
-    rc = where ? hk_client_choose_variants(r, names, n, spec, where) : hk_fail(HK_ERR_NOMEM, "out of memory");
+    if ((rc = hk__client_list_variants_local(&names, &n, r->snapshot))) return rc;
+    char *where = hk__asprintf("%s at %s (offline)", spec->repo_id, commit);
+    rc = where ? hk__client_choose_variants(r, names, n, spec, where) : hk__fail(HK_ERR_NOMEM, "out of memory");
     free(where);
     hk_hub_strv_free(names);
     if (rc) {
         if (rc == HK_ERR_NO_VARIANT)
-            hk_fail_context("offline: only the variants pulled earlier are in %s/build", r->snapshot);
+            hk__fail_context("offline: only the variants pulled earlier are in %s/build", r->snapshot);
         return rc;
     }
     size_t cap = 0;
     for (size_t i = 0; i < r->nvariants; i++) {
-        r->variant_paths[i] = hk_asprintf("%s/build/%s", r->snapshot, r->variants[i]);
-        if (!r->variant_paths[i]) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        char *rel = hk_asprintf("build/%s", r->variants[i]);
-        if (!rel) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        rc = hk_client_collect_local_files(r, &cap, r->snapshot, rel);
+        r->variant_paths[i] = hk__asprintf("%s/build/%s", r->snapshot, r->variants[i]);
+        if (!r->variant_paths[i]) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        char *rel = hk__asprintf("build/%s", r->variants[i]);
+        if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__client_collect_local_files(r, &cap, r->snapshot, rel);
         free(rel);
         if (rc) return rc;
     }
@@ -79,11 +79,11 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
 static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir, hk_verify_stats *st) {
     bool has = false;
     memset(st, 0, sizeof *st);
-    char *meta = hk_path_join(variant_dir, "metadata.json");
-    bool present = meta && hk_path_exists(meta);
+    char *meta = hk__path_join(variant_dir, "metadata.json");
+    bool present = meta && hk__path_exists(meta);
     free(meta);
     if (!present) return false;
-    int rc = hk_verify_variant_cached(&has, st, variant_dir, hub->cache_root, true, NULL, 0);
+    int rc = hk__verify_variant_cached(&has, st, variant_dir, hub->cache_root, true, NULL, 0);
     hk_clear_error();
     return rc == HK_OK && has;
 }
@@ -109,44 +109,44 @@ static int stage_verify_publish(hk_pull_result *r, const hk_hub *hub, const char
     for (size_t v = 0; v < r->nvariants; v++) any |= !checked[v];
     if (!any) return HK_OK;
     hk_stage stage;
-    int rc = hk_stage_open(&stage, hub->cache_root, repo_dir, commit);
+    int rc = hk__stage_open(&stage, hub->cache_root, repo_dir, commit);
     if (rc) return rc;
     const char **fresh = calloc(nitems + 1, sizeof *fresh), **sha = calloc(nitems + 1, sizeof *sha);
     size_t nfresh = 0, nsha = 0;
-    if (!fresh || !sha) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!fresh || !sha) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == HK_OK && i < nitems; i++) {
         if (items[i].downloaded) fresh[nfresh++] = items[i].etag;
         if (strlen(items[i].etag) == 64) sha[nsha++] = items[i].etag;
         for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++)
-            rc = hk_stage_link(&stage, items[i].paths[k], items[i].etag);
+            rc = hk__stage_link(&stage, items[i].paths[k], items[i].etag);
     }
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
         if (checked[v]) continue;
-        char *sdir = hk_stage_variant_dir(&stage, r->variants[v]);
+        char *sdir = hk__stage_variant_dir(&stage, r->variants[v]);
         if (!sdir) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
-        if (!hk_is_dir(sdir) && hk_mkdirs(sdir, 0777) != HK_OK) rc = hk_last_error_code();
+        if (!hk__is_dir(sdir) && hk__mkdirs(sdir, 0777) != HK_OK) rc = hk_last_error_code();
         bool has = false;
         hk_verify_stats st;
-        if (rc == HK_OK && (rc = hk_verify_variant_cached(&has, &st, sdir, NULL, false, fresh, nfresh)))
-            hk_fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
+        if (rc == HK_OK && (rc = hk__verify_variant_cached(&has, &st, sdir, NULL, false, fresh, nfresh)))
+            hk__fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
                             repo, commit);
         free(sdir);
     }
     complete_ctx cc = {hub};
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
         if (checked[v]) continue;
-        if ((rc = hk_stage_publish(&stage, r->variants[v], published_complete, &cc))) break;
+        if ((rc = hk__stage_publish(&stage, r->variants[v], published_complete, &cc))) break;
         bool has = false;
         hk_verify_stats st;
-        if ((rc = hk_verify_variant_cached(&has, &st, r->variant_paths[v], hub->cache_root, true, sha, nsha)))
-            hk_fail_context("build/%s of %s at %.12s changed while it was published", r->variants[v], repo, commit);
+        if ((rc = hk__verify_variant_cached(&has, &st, r->variant_paths[v], hub->cache_root, true, sha, nsha)))
+            hk__fail_context("build/%s of %s at %.12s changed while it was published", r->variants[v], repo, commit);
     }
     free(fresh);
     free(sha);
-    hk_stage_discard(&stage);
+    hk__stage_discard(&stage);
     return rc;
 }
 
@@ -155,7 +155,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     char *repo = NULL;
     char *redirect_rev = NULL;
     char commit[65];
-    int rc = hk_client_follow_redirects(&repo, &redirect_rev, commit, hub, &spec);
+    int rc = hk__client_follow_redirects(&repo, &redirect_rev, commit, hub, &spec);
     if (rc) return rc;
     char label[32];
     const char *rev = redirect_rev ? redirect_rev : spec.revision;
@@ -165,31 +165,31 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     }
     char *repo_dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo);
     r->repo = repo;
-    r->revision = hk_strdup(rev);
+    r->revision = hk__strdup(rev);
     free(redirect_rev);
     rev = NULL; /* pointed into redirect_rev */
-    r->commit = hk_strdup(commit);
-    r->snapshot = repo_dir ? hk_asprintf("%s/snapshots/%s", repo_dir, commit) : NULL;
+    r->commit = hk__strdup(commit);
+    r->snapshot = repo_dir ? hk__asprintf("%s/snapshots/%s", repo_dir, commit) : NULL;
     if (!r->revision || !r->commit || !r->snapshot) {
         free(repo_dir);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     /* variants from the build/ listing (skipped when the named variant is already complete here) */
     tree t;
     char **names = NULL;
     size_t n = 0;
-    char *local = spec.variant && !spec.all_variants ? hk_asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
+    char *local = spec.variant && !spec.all_variants ? hk__asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
     hk_verify_stats local_st;
     memset(&local_st, 0, sizeof local_st);
     bool local_ok = local && variant_complete_locally(hub, local, &local_st);
     if (local_ok) {
         names = calloc(2, sizeof *names);
-        if (names) names[0] = hk_strdup(spec.variant);
+        if (names) names[0] = hk__strdup(spec.variant);
         n = 1;
-        rc = names && names[0] ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
-    } else if ((rc = hk_client_list_tree(&t, hub, repo, commit, "build", false)) == HK_OK) {
-        rc = hk_client_variants_from_tree(&names, &n, &t);
-        hk_client_tree_free(&t);
+        rc = names && names[0] ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
+    } else if ((rc = hk__client_list_tree(&t, hub, repo, commit, "build", false)) == HK_OK) {
+        rc = hk__client_variants_from_tree(&names, &n, &t);
+        hk__client_tree_free(&t);
     }
     free(local);
     if (rc) {
@@ -197,62 +197,62 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         return rc;
     }
     if (rc == HK_OK) {
-        qsort(names, n, sizeof *names, hk_client_cmp_str);
-        char *where = hk_asprintf("%s at %s", repo, commit);
-        rc = where ? hk_client_choose_variants(r, names, n, &spec, where) : hk_fail(HK_ERR_NOMEM, "out of memory");
+        qsort(names, n, sizeof *names, hk__client_cmp_str);
+        char *where = hk__asprintf("%s at %s", repo, commit);
+        rc = where ? hk__client_choose_variants(r, names, n, &spec, where) : hk__fail(HK_ERR_NOMEM, "out of memory");
         free(where);
     }
     hk_hub_strv_free(names);
     /* files of each chosen variant, grouped by blob */
     hk_strmap by_etag;
-    hk_strmap_init(&by_etag);
+    hk__strmap_init(&by_etag);
     hk_dl_item *items = NULL;
     size_t nitems = 0, icap = 0, fcap = 0;
     bool *checked = rc == HK_OK ? calloc(r->nvariants + 1, sizeof *checked) : NULL;
-    if (rc == HK_OK && !checked) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK && !checked) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
-        char *prefix = hk_asprintf("build/%s", r->variants[v]);
-        r->variant_paths[v] = hk_asprintf("%s/build/%s", r->snapshot, r->variants[v]);
+        char *prefix = hk__asprintf("build/%s", r->variants[v]);
+        r->variant_paths[v] = hk__asprintf("%s/build/%s", r->snapshot, r->variants[v]);
         if (!prefix || !r->variant_paths[v]) {
             free(prefix);
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
         hk_verify_stats vs = local_st;
         if ((local_ok && strcmp(r->variants[v], spec.variant) == 0) ||
             variant_complete_locally(hub, r->variant_paths[v], &vs)) {
             /* warm: the commit's variant is here and matches its digest */
-            hk_log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
-            rc = hk_client_collect_local_files(r, &fcap, r->snapshot, prefix);
+            hk__log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
+            rc = hk__client_collect_local_files(r, &fcap, r->snapshot, prefix);
             r->bytes_verified += vs.bytes_hashed;
             r->bytes_trusted += vs.bytes_trusted;
             checked[v] = true;
             free(prefix);
             continue;
         }
-        rc = hk_client_list_tree(&t, hub, repo, commit, prefix, true);
+        rc = hk__client_list_tree(&t, hub, repo, commit, prefix, true);
         size_t plen = strlen(prefix);
         for (size_t i = 0; rc == HK_OK && i < t.n; i++) {
             tree_entry *e = &t.e[i];
-            if (!hk_path_is_safe_relative(e->path) || strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') {
-                rc = hk_fail(HK_ERR_UNSAFE_PATH,
+            if (!hk__path_is_safe_relative(e->path) || strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') {
+                rc = hk__fail(HK_ERR_UNSAFE_PATH,
                              "refusing file name '%s' from the server's listing of %s: it would leave the variant directory",
                              e->path, prefix);
                 break;
             }
-            if (e->dir || hk_client_excluded(e->path)) continue;
+            if (e->dir || hk__client_excluded(e->path)) continue;
             const char *etag = e->lfs_oid ? e->lfs_oid : e->oid;
             size_t el = etag ? strlen(etag) : 0;
-            if (!etag || !((el == 64 && e->lfs_oid) || (el == 40 && !e->lfs_oid)) || !hk_is_hex(etag, el)) {
-                rc = hk_fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", e->path,
+            if (!etag || !((el == 64 && e->lfs_oid) || (el == 40 && !e->lfs_oid)) || !hk__is_hex(etag, el)) {
+                rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", e->path,
                              etag ? etag : "(none)");
                 break;
             }
-            if ((rc = hk_client_add_file(r, &fcap, e->path))) break;
+            if ((rc = hk__client_add_file(r, &fcap, e->path))) break;
             size_t k = nitems;
-            hk_strmap_get(&by_etag, etag, &k); /* indexed: a listing of n files costs O(n), not O(n^2) */
+            hk__strmap_get(&by_etag, etag, &k); /* indexed: a listing of n files costs O(n), not O(n^2) */
             if (k < nitems && items[k].size != e->size) {
-                rc = hk_fail(HK_ERR_PROTOCOL, "the listing gives two sizes for blob %s", etag);
+                rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives two sizes for blob %s", etag);
                 break;
             }
             if (k == nitems) {
@@ -260,41 +260,41 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                     icap = icap ? icap * 2 : 32;
                     hk_dl_item *ni = realloc(items, icap * sizeof *ni);
                     if (!ni) {
-                        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
                         break;
                     }
                     items = ni;
                 }
                 memset(&items[nitems], 0, sizeof *items);
-                items[nitems].etag = hk_strdup(etag);
+                items[nitems].etag = hk__strdup(etag);
                 items[nitems].size = e->size;
                 nitems++;
                 if (!items[k].etag) {
-                    rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                    rc = hk__fail(HK_ERR_NOMEM, "out of memory");
                     break;
                 }
-                if ((rc = hk_strmap_put(&by_etag, items[k].etag, k))) break;
+                if ((rc = hk__strmap_put(&by_etag, items[k].etag, k))) break;
             }
             char **np = realloc(items[k].paths, (items[k].npaths + 1) * sizeof(char *));
             if (!np || !items[k].etag) {
                 free(np == items[k].paths ? NULL : np);
-                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
                 break;
             }
             items[k].paths = np;
-            if (!(np[items[k].npaths] = hk_strdup(e->path))) {
-                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            if (!(np[items[k].npaths] = hk__strdup(e->path))) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
                 break;
             }
             items[k].npaths++;
         }
-        hk_client_tree_free(&t);
+        hk__client_tree_free(&t);
         free(prefix);
     }
-    hk_strmap_free(&by_etag);
+    hk__strmap_free(&by_etag);
     if (rc == HK_OK) { /* blobs only: the links are made in the stage, after every byte arrived */
         hk_dl_stats st = {0, 0, 0};
-        rc = hk_download_blobs(&st, hub, repo, repo_dir, commit, items, nitems, false);
+        rc = hk__download_blobs(&st, hub, repo, repo_dir, commit, items, nitems, false);
         r->bytes_downloaded = st.bytes_downloaded;
         r->bytes_verified += st.bytes_verified;
         r->files_downloaded = st.files_downloaded;
@@ -321,24 +321,24 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
 }
 
 int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_pull: NULL out");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_pull: NULL out");
     *out = NULL;
-    if (!hub || !spec) return hk_fail(HK_ERR_INVALID_ARG, "hub and spec are required");
-    int rc = hk_check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
+    if (!hub || !spec) return hk__fail(HK_ERR_INVALID_ARG, "hub and spec are required");
+    int rc = hk__check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
     if (rc) return rc;
-    rc = hk_client_check_repo_id(spec->repo_id);
+    rc = hk__client_check_repo_id(spec->repo_id);
     if (rc) return rc;
     if ((spec->kernel_version >= 0) == (spec->revision != NULL))
-        return hk_fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
-    if (spec->variant && (!hk_path_is_safe_relative(spec->variant) || strchr(spec->variant, '/')))
-        return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a variant name", spec->variant);
+        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
+    if (spec->variant && (!hk__path_is_safe_relative(spec->variant) || strchr(spec->variant, '/')))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a variant name", spec->variant);
     hk_pull_result *r = calloc(1, sizeof *r);
-    if (!r) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->offline = hub->offline;
     rc = hub->offline ? pull_offline(r, hub, spec) : pull_online(r, hub, spec);
     if (rc) {
         hk_pull_result_free(r);
-        return hk_fail_context("pulling %s", spec->repo_id);
+        return hk__fail_context("pulling %s", spec->repo_id);
     }
     *out = r;
     hk_clear_error();
@@ -353,13 +353,13 @@ int hk_hub_fetch_variant(char **out_variant_dir, char **out_commit, char **out_v
     hk_pull_result *r = NULL;
     int rc = hk_hub_pull(&r, hub, spec);
     if (rc) return rc;
-    char *d = hk_strdup(r->variant_paths[0]), *c = hk_strdup(r->commit), *v = hk_strdup(r->variants[0]);
+    char *d = hk__strdup(r->variant_paths[0]), *c = hk__strdup(r->commit), *v = hk__strdup(r->variants[0]);
     hk_pull_result_free(r);
     if (!d || !c || !v) {
         free(d);
         free(c);
         free(v);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     if (out_variant_dir) *out_variant_dir = d;
     else free(d);

@@ -20,13 +20,13 @@ struct hk_pull_result {
 };
 
 /* *.pyc and __pycache__ are never pulled (like the kernels library). */
-bool hk_client_excluded(const char *path);
+bool hk__client_excluded(const char *path);
 /* Choose which variants to pull among names (spec->all_variants, spec->variant, else this
  * machine's best). Fills r->variants; `where` names the repo and commit in messages. */
-int hk_client_choose_variants(hk_pull_result *r, char **names, size_t n, const hk_pull_spec *spec, const char *where);
+int hk__client_choose_variants(hk_pull_result *r, char **names, size_t n, const hk_pull_spec *spec, const char *where);
 /* Append a repo path to r->files (*cap: its capacity). */
-int hk_client_add_file(hk_pull_result *r, size_t *cap, const char *path);
+int hk__client_add_file(hk_pull_result *r, size_t *cap, const char *path);
 /* Append every file under dir/rel (no __pycache__, no *.pyc) to r->files. */
-int hk_client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel);
+int hk__client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel);
 
 #endif

@@ -44,37 +44,37 @@ uint64_t hk_pull_result_bytes_verified(const hk_pull_result *r) { return r->byte
 uint64_t hk_pull_result_bytes_trusted(const hk_pull_result *r) { return r ? r->bytes_trusted : 0; }
 int hk_pull_result_offline(const hk_pull_result *r) { return r->offline; }
 
-bool hk_client_excluded(const char *path) {
-    if (hk_str_ends_with(path, ".pyc")) return true;
-    return strstr(path, "/__pycache__/") != NULL || hk_str_starts_with(path, "__pycache__/") ||
-           hk_str_ends_with(path, "/__pycache__");
+bool hk__client_excluded(const char *path) {
+    if (hk__str_ends_with(path, ".pyc")) return true;
+    return strstr(path, "/__pycache__/") != NULL || hk__str_starts_with(path, "__pycache__/") ||
+           hk__str_ends_with(path, "/__pycache__");
 }
 
 /* Choose which variants to pull among names. Fills r->variants. */
-int hk_client_choose_variants(hk_pull_result *r, char **names, size_t n, const hk_pull_spec *spec, const char *where) {
+int hk__client_choose_variants(hk_pull_result *r, char **names, size_t n, const hk_pull_spec *spec, const char *where) {
     size_t want = spec->all_variants ? n : 1;
     r->variants = calloc(want + 1, sizeof(char *));
     r->variant_paths = calloc(want + 1, sizeof(char *));
-    if (!r->variants || !r->variant_paths) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!r->variants || !r->variant_paths) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (spec->all_variants) {
         for (size_t i = 0; i < n; i++)
-            if (!(r->variants[r->nvariants++] = hk_strdup(names[i]))) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        if (n == 0) return hk_fail(HK_ERR_NO_VARIANT, "%s has no build variants", where);
+            if (!(r->variants[r->nvariants++] = hk__strdup(names[i]))) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        if (n == 0) return hk__fail(HK_ERR_NO_VARIANT, "%s has no build variants", where);
         return HK_OK;
     }
     if (spec->variant) {
         for (size_t i = 0; i < n; i++) {
             if (strcmp(names[i], spec->variant) == 0) {
-                r->variants[r->nvariants++] = hk_strdup(names[i]);
-                return r->variants[0] ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+                r->variants[r->nvariants++] = hk__strdup(names[i]);
+                return r->variants[0] ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
             }
         }
         hk_strbuf sb;
-        hk_sb_init(&sb);
-        for (size_t i = 0; i < n; i++) hk_sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
-        int rc = hk_fail(HK_ERR_NO_VARIANT, "%s has no variant '%s'; available: %s", where, spec->variant,
+        hk__sb_init(&sb);
+        for (size_t i = 0; i < n; i++) hk__sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
+        int rc = hk__fail(HK_ERR_NO_VARIANT, "%s has no variant '%s'; available: %s", where, spec->variant,
                          sb.data ? sb.data : "none");
-        hk_sb_free(&sb);
+        hk__sb_free(&sb);
         return rc;
     }
     /* the caller's machine description, else the process-wide detected one (env/cache.c) */
@@ -83,37 +83,37 @@ int hk_client_choose_variants(hk_pull_result *r, char **names, size_t n, const h
     co.backend = spec->backend;
     co.families = spec->variant_families;
     char *best = NULL;
-    int rc = env ? HK_OK : hk_env_cached(&env);
+    int rc = env ? HK_OK : hk__env_cached(&env);
     if (rc == HK_OK) rc = hk_choose_variant(&best, env, (const char *const *)names, n, &co);
-    if (rc) return hk_fail_context("%s", where);
+    if (rc) return hk__fail_context("%s", where);
     r->variants[r->nvariants++] = best;
     return HK_OK;
 }
 
-int hk_client_add_file(hk_pull_result *r, size_t *cap, const char *path) {
+int hk__client_add_file(hk_pull_result *r, size_t *cap, const char *path) {
     if (r->nfiles == *cap) {
         *cap = *cap ? *cap * 2 : 32;
         char **nf = realloc(r->files, *cap * sizeof *nf);
-        if (!nf) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!nf) return hk__fail(HK_ERR_NOMEM, "out of memory");
         r->files = nf;
     }
-    if (!(r->files[r->nfiles] = hk_strdup(path))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!(r->files[r->nfiles] = hk__strdup(path))) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->nfiles++;
     return HK_OK;
 }
 
-int hk_client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel) {
-    char *path = rel[0] ? hk_asprintf("%s/%s", dir, rel) : hk_strdup(dir);
+int hk__client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel) {
+    char *path = rel[0] ? hk__asprintf("%s/%s", dir, rel) : hk__strdup(dir);
     DIR *d = path ? opendir(path) : NULL;
     int rc = HK_OK;
     struct dirent *de;
     while (d && rc == HK_OK && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        if (strcmp(de->d_name, "__pycache__") == 0 || hk_str_ends_with(de->d_name, ".pyc")) continue;
-        char *childrel = rel[0] ? hk_asprintf("%s/%s", rel, de->d_name) : hk_strdup(de->d_name);
-        char *child = childrel ? hk_asprintf("%s/%s", dir, childrel) : NULL;
-        if (child && hk_is_dir(child)) rc = hk_client_collect_local_files(r, cap, dir, childrel);
-        else if (child) rc = hk_client_add_file(r, cap, childrel);
+        if (strcmp(de->d_name, "__pycache__") == 0 || hk__str_ends_with(de->d_name, ".pyc")) continue;
+        char *childrel = rel[0] ? hk__asprintf("%s/%s", rel, de->d_name) : hk__strdup(de->d_name);
+        char *child = childrel ? hk__asprintf("%s/%s", dir, childrel) : NULL;
+        if (child && hk__is_dir(child)) rc = hk__client_collect_local_files(r, cap, dir, childrel);
+        else if (child) rc = hk__client_add_file(r, cap, childrel);
         free(child);
         free(childrel);
     }

@@ -18,14 +18,14 @@ typedef struct redirect_hop {
  * revision name or the same commit): a loop that no number of hops would leave. */
 static int fail_redirect_loop(const redirect_hop *hops, size_t n, size_t again, bool by_commit) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    for (size_t i = 0; i < n; i++) hk_sb_printf(&sb, "%s%s@%s", i ? " -> " : "", hops[i].repo, hops[i].rev);
+    hk__sb_init(&sb);
+    for (size_t i = 0; i < n; i++) hk__sb_printf(&sb, "%s%s@%s", i ? " -> " : "", hops[i].repo, hops[i].rev);
     if (by_commit)
-        hk_sb_printf(&sb, " (commit %.12s, as %s@%s)", hops[n - 1].commit, hops[again].repo, hops[again].rev);
-    int rc = hk_fail(HK_ERR_PROTOCOL,
+        hk__sb_printf(&sb, " (commit %.12s, as %s@%s)", hops[n - 1].commit, hops[again].repo, hops[again].rev);
+    int rc = hk__fail(HK_ERR_PROTOCOL,
                      "kernel-status.toml redirects loop: %s; fix the kernel-status.toml of one of them",
                      sb.data ? sb.data : "?");
-    hk_sb_free(&sb);
+    hk__sb_free(&sb);
     return rc;
 }
 
@@ -34,17 +34,17 @@ static int fail_redirect_loop(const redirect_hop *hops, size_t n, size_t again, 
  * *out_redirect_rev: the revision the last redirect named, NULL when none was followed.
  * A redirect back to a repo already visited, at the same revision name or the same commit, fails at
  * once (HK_ERR_PROTOCOL naming the loop); a chain of more than HK_MAX_REDIRECTS redirects fails too. */
-int hk_client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
+int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
                             const hk_pull_spec *spec) {
     *out_repo = *out_redirect_rev = NULL;
     redirect_hop hops[HK_MAX_REDIRECTS + 2];
     size_t n = 0;
     int rc = HK_OK;
-    hops[0].repo = hk_strdup(spec->repo_id);
-    hops[0].rev = spec->revision ? hk_strdup(spec->revision) : hk_asprintf("v%d", spec->kernel_version);
+    hops[0].repo = hk__strdup(spec->repo_id);
+    hops[0].rev = spec->revision ? hk__strdup(spec->revision) : hk__asprintf("v%d", spec->kernel_version);
     hops[0].commit[0] = '\0';
     n = 1;
-    if (!hops[0].repo || !hops[0].rev) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!hops[0].repo || !hops[0].rev) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     while (rc == HK_OK) {
         redirect_hop *h = &hops[n - 1];
         const char *repo = h->repo;
@@ -54,25 +54,25 @@ int hk_client_follow_redirects(char **out_repo, char **out_redirect_rev, char co
                 rc = fail_redirect_loop(hops, n, i, false);
         if (rc) break;
         if (n > HK_MAX_REDIRECTS + 1) {
-            rc = hk_fail(HK_ERR_PROTOCOL, "kernel-status.toml redirects form a chain longer than %d from %s",
+            rc = hk__fail(HK_ERR_PROTOCOL, "kernel-status.toml redirects form a chain longer than %d from %s",
                          HK_MAX_REDIRECTS, spec->repo_id);
             break;
         }
-        if ((rc = hk_client_check_repo_id(repo))) break;
+        if ((rc = hk__client_check_repo_id(repo))) break;
         if (!spec->trust_remote_code) {
             char org[128];
             snprintf(org, sizeof org, "%.*s", (int)(strchr(repo, '/') - repo), repo);
             int trusted = 0;
             if ((rc = hk_hub_check_trust(&trusted, hub, org))) break;
             if (!trusted) {
-                rc = hk_fail(HK_ERR_UNTRUSTED,
+                rc = hk__fail(HK_ERR_UNTRUSTED,
                              "kernel repository '%s' is not from a trusted publisher (or its trust status could not be "
                              "verified); pass --trust-remote-code (trust_remote_code = 1) to load it anyway",
                              repo);
                 break;
             }
         }
-        if ((rc = hk_client_resolve_commit(commit, hub, repo, n > 1 ? -1 : spec->kernel_version, n > 1 ? h->rev : spec->revision)))
+        if ((rc = hk__client_resolve_commit(commit, hub, repo, n > 1 ? -1 : spec->kernel_version, n > 1 ? h->rev : spec->revision)))
             break;
         snprintf(h->commit, sizeof h->commit, "%s", commit);
         /* another name of a commit already visited (a@main -> b -> a@v1, main == v1) loops as well */
@@ -81,9 +81,9 @@ int hk_client_follow_redirects(char **out_repo, char **out_redirect_rev, char co
                 rc = fail_redirect_loop(hops, n, i, true);
         if (rc) break;
         char *dest = NULL, *drev = NULL;
-        if ((rc = hk_client_check_status(&dest, &drev, hub, repo, commit))) break;
+        if ((rc = hk__client_check_status(&dest, &drev, hub, repo, commit))) break;
         if (!dest) break;
-        hk_log(HK_LOG_WARN, "'%s' redirected to '%s' (revision %s)", repo, dest, drev);
+        hk__log(HK_LOG_WARN, "'%s' redirected to '%s' (revision %s)", repo, dest, drev);
         hops[n].repo = dest;
         hops[n].rev = drev;
         hops[n].commit[0] = '\0';
@@ -110,36 +110,36 @@ int hk_hub_resolve_spec(char **out_repo, char **out_revision, char **out_commit_
     if (out_revision) *out_revision = NULL;
     if (out_commit_id) *out_commit_id = NULL;
     if (!out_repo || !out_revision || !out_commit_id || !hub || !spec)
-        return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_resolve_spec: NULL argument");
-    int rc = hk_check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
+        return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_resolve_spec: NULL argument");
+    int rc = hk__check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
     if (rc) return rc;
     char out_commit[65] = "";
-    rc = hk_client_check_repo_id(spec->repo_id);
+    rc = hk__client_check_repo_id(spec->repo_id);
     if (rc) return rc;
     if ((spec->kernel_version >= 0) == (spec->revision != NULL))
-        return hk_fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
+        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
     char *repo = NULL, *redirect_rev = NULL;
     if (hub->offline) { /* the cache keeps no kernel-status.toml: nothing to follow */
-        rc = hk_client_resolve_commit(out_commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
-        if (rc == HK_OK && !(repo = hk_strdup(spec->repo_id))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__client_resolve_commit(out_commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
+        if (rc == HK_OK && !(repo = hk__strdup(spec->repo_id))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     } else {
-        rc = hk_client_follow_redirects(&repo, &redirect_rev, out_commit, hub, spec);
+        rc = hk__client_follow_redirects(&repo, &redirect_rev, out_commit, hub, spec);
     }
-    if (rc) return hk_fail_context("resolving %s", spec->repo_id);
+    if (rc) return hk__fail_context("resolving %s", spec->repo_id);
     char label[32];
     const char *rev = redirect_rev ? redirect_rev : spec->revision;
     if (!rev) {
         snprintf(label, sizeof label, "v%d", spec->kernel_version);
         rev = label;
     }
-    char *r = hk_strdup(rev);
-    char *c = hk_strdup(out_commit);
+    char *r = hk__strdup(rev);
+    char *c = hk__strdup(out_commit);
     free(redirect_rev);
     if (!r || !c) {
         free(repo);
         free(r);
         free(c);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     *out_repo = repo;
     *out_revision = r;

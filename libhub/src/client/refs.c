@@ -13,20 +13,20 @@
 static int api_json(cJSON **out, hk_hub *hub, const char *url, const char *what, long *out_status) {
     *out = NULL;
     hk_http_resp r;
-    int rc = hk_http_get(&r, hub, url, HK_API_MAX);
+    int rc = hk__http_get(&r, hub, url, HK_API_MAX);
     if (rc) {
-        hk_http_resp_free(&r);
-        return hk_fail_context("%s", what);
+        hk__http_resp_free(&r);
+        return hk__fail_context("%s", what);
     }
     if (out_status) *out_status = r.status;
     if (r.status != 200) {
-        rc = hk_http_fail(&r, what);
-        hk_http_resp_free(&r);
+        rc = hk__http_fail(&r, what);
+        hk__http_resp_free(&r);
         return rc;
     }
     *out = cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len);
-    hk_http_resp_free(&r);
-    if (!*out) return hk_fail(HK_ERR_PROTOCOL, "%s: the server's answer is not JSON", what);
+    hk__http_resp_free(&r);
+    if (!*out) return hk__fail(HK_ERR_PROTOCOL, "%s: the server's answer is not JSON", what);
     return HK_OK;
 }
 
@@ -51,19 +51,19 @@ static void ref_list_free(ref_list *l) {
 
 static int fetch_refs(ref_list *out, hk_hub *hub, const char *repo_id) {
     memset(out, 0, sizeof *out);
-    char *url = hk_asprintf("%s/api/kernels/%s/refs", hub->endpoint, repo_id);
-    char *what = hk_asprintf("listing the refs of %s", repo_id);
+    char *url = hk__asprintf("%s/api/kernels/%s/refs", hub->endpoint, repo_id);
+    char *what = hk__asprintf("listing the refs of %s", repo_id);
     if (!url || !what) {
         free(url);
         free(what);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     cJSON *j = NULL;
     long st = 0;
     int rc = api_json(&j, hub, url, what, &st);
     free(url);
     if (rc == HK_ERR_NOT_FOUND)
-        rc = hk_fail(HK_ERR_REPO_NOT_FOUND, "%s: no kernel repo %s on %s (404)", what, repo_id, hub->endpoint);
+        rc = hk__fail(HK_ERR_REPO_NOT_FOUND, "%s: no kernel repo %s on %s (404)", what, repo_id, hub->endpoint);
     free(what);
     if (rc) return rc;
     const char *keys[] = {"branches", "tags"};
@@ -75,16 +75,16 @@ static int fetch_refs(ref_list *out, hk_hub *hub, const char *repo_id) {
     if (!out->names || !out->commits || !out->is_tag) {
         cJSON_Delete(j);
         ref_list_free(out);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     for (int k = 0; k < 2; k++) {
         cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, keys[k])) {
             const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
             const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "targetCommit"));
-            if (!name || !c || !hk_client_is_commit(c)) continue;
-            out->names[out->n] = hk_strdup(name);
-            out->commits[out->n] = hk_strdup(c);
+            if (!name || !c || !hk__is_commit_id(c)) continue;
+            out->names[out->n] = hk__strdup(name);
+            out->commits[out->n] = hk__strdup(c);
             out->is_tag[out->n] = k == 1;
             out->n++;
         }
@@ -131,14 +131,14 @@ static int cmp_version(const void *a, const void *b) {
 }
 
 /* repo dir holding refs for repo_id: kernels--, else legacy models-- if it has refs/<rev>. */
-char *hk_client_local_repo_dir(const hk_hub *hub, const char *repo_id, const char *rev) {
+char *hk__client_local_repo_dir(const hk_hub *hub, const char *repo_id, const char *rev) {
     char *k = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
     if (!rev || !k) return k;
     char commit[65];
-    if (hk_client_is_commit(rev) || hk_cache_read_ref(commit, k, rev) == HK_OK) return k;
+    if (hk__is_commit_id(rev) || hk__cache_read_ref(commit, k, rev) == HK_OK) return k;
     char *m = hk_cache_repo_dir(hub->cache_root, HK_REPO_MODEL, repo_id);
     hk_clear_error();
-    if (m && hk_cache_read_ref(commit, m, rev) == HK_OK) {
+    if (m && hk__cache_read_ref(commit, m, rev) == HK_OK) {
         free(k);
         return m;
     }
@@ -153,7 +153,7 @@ static int list_versions_offline(version_entry **out, size_t *out_n, hk_hub *hub
     const hk_repo_type types[] = {HK_REPO_KERNEL, HK_REPO_MODEL};
     for (int t = 0; t < 2; t++) {
         char *dir = hk_cache_repo_dir(hub->cache_root, types[t], repo_id);
-        char *refs = dir ? hk_path_join(dir, "refs") : NULL;
+        char *refs = dir ? hk__path_join(dir, "refs") : NULL;
         DIR *d = refs ? opendir(refs) : NULL;
         struct dirent *de;
         while (d && (de = readdir(d)) != NULL) {
@@ -162,7 +162,7 @@ static int list_versions_offline(version_entry **out, size_t *out_n, hk_hub *hub
             bool dup = false;
             for (size_t i = 0; i < n; i++) dup |= v[i].version == num;
             char commit[65];
-            if (dup || hk_cache_read_ref(commit, dir, de->d_name) != HK_OK) continue;
+            if (dup || hk__cache_read_ref(commit, dir, de->d_name) != HK_OK) continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 8;
                 version_entry *nv = realloc(v, cap * sizeof *v);
@@ -187,7 +187,7 @@ static int list_versions_offline(version_entry **out, size_t *out_n, hk_hub *hub
 static int list_versions(version_entry **out, size_t *out_n, hk_hub *hub, const char *repo_id) {
     *out = NULL;
     *out_n = 0;
-    int rc = hk_client_check_repo_id(repo_id);
+    int rc = hk__client_check_repo_id(repo_id);
     if (rc) return rc;
     if (hub->offline) return list_versions_offline(out, out_n, hub, repo_id);
     ref_list refs;
@@ -202,7 +202,7 @@ static int list_versions(version_entry **out, size_t *out_n, hk_hub *hub, const 
         n++;
     }
     ref_list_free(&refs);
-    if (!v) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
     qsort(v, n, sizeof *v, cmp_version);
     *out = v;
     *out_n = n;
@@ -211,28 +211,28 @@ static int list_versions(version_entry **out, size_t *out_n, hk_hub *hub, const 
 
 static int version_not_found(const version_entry *v, size_t n, const char *repo_id, int version, bool offline) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    for (size_t i = 0; i < n; i++) hk_sb_printf(&sb, "%s%d", i ? ", " : "", v[i].version);
-    int rc = offline ? hk_fail(HK_ERR_OFFLINE,
+    hk__sb_init(&sb);
+    for (size_t i = 0; i < n; i++) hk__sb_printf(&sb, "%s%d", i ? ", " : "", v[i].version);
+    int rc = offline ? hk__fail(HK_ERR_OFFLINE,
                                "offline: version %d of %s is not in the cache (no refs/v%d; cached versions: %s); pull it "
                                "while online first or pass --revision <commit>",
                                version, repo_id, version, sb.data && sb.len ? sb.data : "none")
-                     : hk_fail(HK_ERR_VERSION_NOT_FOUND, "Version %d of %s not found, available versions: %s", version,
+                     : hk__fail(HK_ERR_VERSION_NOT_FOUND, "Version %d of %s not found, available versions: %s", version,
                                repo_id, sb.data && sb.len ? sb.data : "none");
-    hk_sb_free(&sb);
+    hk__sb_free(&sb);
     return rc;
 }
 
 /* Resolve to a commit. out_label gets "vN" / the revision (for refs/<label>). */
-int hk_client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version, const char *revision) {
+int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version, const char *revision) {
     out_commit[0] = '\0';
-    int rc = hk_client_check_repo_id(repo_id);
+    int rc = hk__client_check_repo_id(repo_id);
     if (rc) return rc;
     if ((version >= 0) == (revision != NULL))
-        return hk_fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", repo_id);
-    if (revision && (!*revision || !hk_path_is_safe_relative(revision)))
-        return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
-    if (revision && hk_client_is_commit(revision) && hub->offline) {
+        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", repo_id);
+    if (revision && (!*revision || !hk__path_is_safe_relative(revision)))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
+    if (revision && hk__is_commit_id(revision) && hub->offline) {
         snprintf(out_commit, 65, "%s", revision);
         return HK_OK;
     }
@@ -243,9 +243,9 @@ int hk_client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_
             snprintf(label, sizeof label, "v%d", version);
             rev = label;
         }
-        char *dir = hk_client_local_repo_dir(hub, repo_id, rev);
-        if (!dir) return hk_fail(HK_ERR_NOMEM, "out of memory");
-        rc = hk_cache_read_ref(out_commit, dir, rev);
+        char *dir = hk__client_local_repo_dir(hub, repo_id, rev);
+        if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__cache_read_ref(out_commit, dir, rev);
         free(dir);
         if (rc == HK_OK) return HK_OK;
         if (version >= 0) {
@@ -256,11 +256,11 @@ int hk_client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_
             free(v);
             return rc;
         }
-        return hk_fail(HK_ERR_OFFLINE,
+        return hk__fail(HK_ERR_OFFLINE,
                        "offline: revision '%s' of %s is not in the cache (no refs/%s under %s); pull it while online first",
                        revision, repo_id, revision, hub->cache_root);
     }
-    if (revision && hk_client_is_commit(revision)) {
+    if (revision && hk__is_commit_id(revision)) {
         snprintf(out_commit, 65, "%s", revision);
         return HK_OK;
     }
@@ -284,7 +284,7 @@ int hk_client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_
         } else {
             snprintf(out_commit, 65, "%s", found);
             if (newest > version)
-                hk_log(HK_LOG_WARN, "You are using version %d of %s, but version %d is available.", version, repo_id, newest);
+                hk__log(HK_LOG_WARN, "You are using version %d of %s, but version %d is available.", version, repo_id, newest);
         }
         free(v);
         ref_list_free(&refs);
@@ -299,30 +299,30 @@ int hk_client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_
     }
     ref_list_free(&refs);
     /* not a branch or tag name: ask the revision endpoint (short shas, refs/pr/N) */
-    char *erev = hk_url_encode(revision, false);
-    char *url = erev ? hk_asprintf("%s/api/kernels/%s/revision/%s", hub->endpoint, repo_id, erev) : NULL;
-    char *what = hk_asprintf("resolving revision '%s' of %s", revision, repo_id);
+    char *erev = hk__pct_encode(revision, false);
+    char *url = erev ? hk__asprintf("%s/api/kernels/%s/revision/%s", hub->endpoint, repo_id, erev) : NULL;
+    char *what = hk__asprintf("resolving revision '%s' of %s", revision, repo_id);
     free(erev);
     cJSON *j = NULL;
-    rc = url && what ? api_json(&j, hub, url, what, NULL) : hk_fail(HK_ERR_NOMEM, "out of memory");
+    rc = url && what ? api_json(&j, hub, url, what, NULL) : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_ERR_NOT_FOUND)
-        rc = hk_fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found in %s (not a branch, tag or commit)", revision, repo_id);
+        rc = hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found in %s (not a branch, tag or commit)", revision, repo_id);
     free(url);
     free(what);
     if (rc) return rc;
     const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "sha"));
-    if (!sha || !hk_client_is_commit(sha)) rc = hk_fail(HK_ERR_PROTOCOL, "the revision endpoint gave no commit sha for '%s'", revision);
+    if (!sha || !hk__is_commit_id(sha)) rc = hk__fail(HK_ERR_PROTOCOL, "the revision endpoint gave no commit sha for '%s'", revision);
     else snprintf(out_commit, 65, "%s", sha);
     cJSON_Delete(j);
     return rc;
 }
 
 int hk_hub_list_versions(hk_hub_version_list **out, hk_hub *hub, const char *repo_id) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_list_versions: NULL out");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_list_versions: NULL out");
     *out = NULL;
-    if (!hub) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_list_versions: NULL hub");
+    if (!hub) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_list_versions: NULL hub");
     hk_hub_version_list *l = calloc(1, sizeof *l);
-    if (!l) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!l) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = list_versions(&l->v, &l->n, hub, repo_id);
     if (rc) {
         hk_hub_version_list_free(l);
@@ -334,13 +334,13 @@ int hk_hub_list_versions(hk_hub_version_list **out, hk_hub *hub, const char *rep
 }
 
 int hk_hub_resolve(char **out_commit, hk_hub *hub, const char *repo_id, int version, const char *revision) {
-    if (!out_commit) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_resolve: NULL out_commit");
+    if (!out_commit) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_resolve: NULL out_commit");
     *out_commit = NULL;
-    if (!hub) return hk_fail(HK_ERR_INVALID_ARG, "hk_hub_resolve: NULL hub");
+    if (!hub) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_resolve: NULL hub");
     char commit[65];
-    int rc = hk_client_resolve_commit(commit, hub, repo_id, version, revision);
+    int rc = hk__client_resolve_commit(commit, hub, repo_id, version, revision);
     if (rc) return rc;
-    if (!(*out_commit = hk_strdup(commit))) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!(*out_commit = hk__strdup(commit))) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk_clear_error();
     return HK_OK;
 }

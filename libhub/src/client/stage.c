@@ -12,44 +12,44 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int hk_stage_open(hk_stage *s, const char *cache_root, const char *repo_dir, const char *commit) {
+int hk__stage_open(hk_stage *s, const char *cache_root, const char *repo_dir, const char *commit) {
     memset(s, 0, sizeof *s);
     char rnd[9];
-    hk_random_hex8(rnd);
-    s->cache_root = hk_strdup(cache_root);
-    s->repo_dir = hk_strdup(repo_dir);
-    s->commit = hk_strdup(commit);
-    s->dir = hk_asprintf("%s/.hk-staging/%s.%s", repo_dir, commit, rnd);
+    hk__random_hex8(rnd);
+    s->cache_root = hk__strdup(cache_root);
+    s->repo_dir = hk__strdup(repo_dir);
+    s->commit = hk__strdup(commit);
+    s->dir = hk__asprintf("%s/.hk-staging/%s.%s", repo_dir, commit, rnd);
     if (!s->cache_root || !s->repo_dir || !s->commit || !s->dir) {
-        hk_stage_discard(s);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        hk__stage_discard(s);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    int rc = hk_mkdirs(s->dir, 0777);
-    if (rc) hk_stage_discard(s);
+    int rc = hk__mkdirs(s->dir, 0777);
+    if (rc) hk__stage_discard(s);
     return rc;
 }
 
-int hk_stage_link(hk_stage *s, const char *path, const char *etag) {
-    if (!hk_path_is_safe_relative(path)) return hk_fail(HK_ERR_UNSAFE_PATH, "refusing unsafe file name '%s'", path);
-    char *link = hk_asprintf("%s/%s", s->dir, path);
-    char *final_dir = hk_asprintf("%s/snapshots/%s/%s", s->repo_dir, s->commit, path);
-    char *blob = hk_asprintf("%s/blobs/%s", s->repo_dir, etag);
-    char *dir = hk_strdup(link);
+int hk__stage_link(hk_stage *s, const char *path, const char *etag) {
+    if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_UNSAFE_PATH, "refusing unsafe file name '%s'", path);
+    char *link = hk__asprintf("%s/%s", s->dir, path);
+    char *final_dir = hk__asprintf("%s/snapshots/%s/%s", s->repo_dir, s->commit, path);
+    char *blob = hk__asprintf("%s/blobs/%s", s->repo_dir, etag);
+    char *dir = hk__strdup(link);
     char *target = NULL;
     int rc = HK_OK;
     if (!link || !final_dir || !blob || !dir) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
     *strrchr(final_dir, '/') = '\0';
     *strrchr(dir, '/') = '\0';
-    if (!(target = hk_relpath(blob, final_dir))) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!(target = hk__relpath(blob, final_dir))) {
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((rc = hk_mkdirs(dir, 0777))) goto out;
+    if ((rc = hk__mkdirs(dir, 0777))) goto out;
     if (symlink(target, link) != 0 && !(errno == EEXIST && unlink(link) == 0 && symlink(target, link) == 0))
-        rc = hk_fail(hk_errno_code(errno), "cannot create link %s (staging %s): %s", link, path, strerror(errno));
+        rc = hk__fail(hk__errno_code(errno), "cannot create link %s (staging %s): %s", link, path, strerror(errno));
 out:
     free(link);
     free(final_dir);
@@ -59,45 +59,45 @@ out:
     return rc;
 }
 
-char *hk_stage_variant_dir(const hk_stage *s, const char *variant) { return hk_asprintf("%s/build/%s", s->dir, variant); }
+char *hk__stage_variant_dir(const hk_stage *s, const char *variant) { return hk__asprintf("%s/build/%s", s->dir, variant); }
 
-int hk_stage_publish(hk_stage *s, const char *variant, bool (*complete)(const char *variant_dir, void *ud), void *ud) {
-    char *src = hk_stage_variant_dir(s, variant);
-    char *build = hk_asprintf("%s/snapshots/%s/build", s->repo_dir, s->commit);
-    char *dst = build ? hk_asprintf("%s/%s", build, variant) : NULL;
-    char *name = hk_asprintf("publish-%s-%s", s->commit, variant);
-    char *lock = name ? hk_cache_lock_path(s->cache_root, s->repo_dir, name) : NULL;
+int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const char *variant_dir, void *ud), void *ud) {
+    char *src = hk__stage_variant_dir(s, variant);
+    char *build = hk__asprintf("%s/snapshots/%s/build", s->repo_dir, s->commit);
+    char *dst = build ? hk__asprintf("%s/%s", build, variant) : NULL;
+    char *name = hk__asprintf("publish-%s-%s", s->commit, variant);
+    char *lock = name ? hk__cache_lock_path(s->cache_root, s->repo_dir, name) : NULL;
     char *trash = NULL;
     int fd = -1, rc = HK_OK;
     if (!src || !build || !dst || !lock) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((rc = hk_mkdirs(build, 0777))) goto out;
+    if ((rc = hk__mkdirs(build, 0777))) goto out;
     /* one publisher of a variant at a time: a concurrent pull of the same commit either finds this
      * one's copy complete or replaces a broken one, never swaps a good copy out mid-way */
-    if ((rc = hk_cache_lock_wait(&fd, lock, -1))) goto out;
+    if ((rc = hk__cache_lock_wait(&fd, lock, -1))) goto out;
     struct stat st;
     if (lstat(dst, &st) == 0) {
         if (complete && complete(dst, ud)) goto out; /* published by another process meanwhile */
         char rnd[9];
-        hk_random_hex8(rnd);
-        if (!(trash = hk_asprintf("%s/.hk-staging/replaced.%s", s->repo_dir, rnd))) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        hk__random_hex8(rnd);
+        if (!(trash = hk__asprintf("%s/.hk-staging/replaced.%s", s->repo_dir, rnd))) {
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             goto out;
         }
         if (rename(dst, trash) != 0) {
-            rc = hk_fail(hk_errno_code(errno), "cannot move the incomplete %s aside: %s", dst, strerror(errno));
+            rc = hk__fail(hk__errno_code(errno), "cannot move the incomplete %s aside: %s", dst, strerror(errno));
             goto out;
         }
     }
-    if (rename(src, dst) != 0) rc = hk_fail(hk_errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
-    if (trash && hk_rmtree(trash) != HK_OK) {
-        hk_log(HK_LOG_WARN, "cannot remove %s: %s", trash, hk_last_error());
+    if (rename(src, dst) != 0) rc = hk__fail(hk__errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
+    if (trash && hk__rmtree(trash) != HK_OK) {
+        hk__log(HK_LOG_WARN, "cannot remove %s: %s", trash, hk_last_error());
         if (rc == HK_OK) hk_clear_error();
     }
 out:
-    if (fd >= 0) hk_cache_unlock(fd);
+    if (fd >= 0) hk__cache_unlock(fd);
     free(src);
     free(build);
     free(dst);
@@ -107,18 +107,18 @@ out:
     return rc;
 }
 
-void hk_stage_discard(hk_stage *s) {
+void hk__stage_discard(hk_stage *s) {
     if (s->dir) {
-        char *keep = hk_last_error_code() ? hk_strdup(hk_last_error()) : NULL;
+        char *keep = hk_last_error_code() ? hk__strdup(hk_last_error()) : NULL;
         int code = hk_last_error_code();
-        if (hk_rmtree(s->dir) != HK_OK) hk_log(HK_LOG_WARN, "cannot remove the staging directory %s", s->dir);
-        char *parent = hk_strdup(s->dir);
+        if (hk__rmtree(s->dir) != HK_OK) hk__log(HK_LOG_WARN, "cannot remove the staging directory %s", s->dir);
+        char *parent = hk__strdup(s->dir);
         if (parent) {
             *strrchr(parent, '/') = '\0';
             rmdir(parent); /* only when empty: another pull may be staging next to this one */
         }
         free(parent);
-        if (code) hk_fail(code, "%s", keep ? keep : "");
+        if (code) hk__fail(code, "%s", keep ? keep : "");
         else hk_clear_error();
         free(keep);
     }

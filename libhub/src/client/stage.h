@@ -14,16 +14,16 @@ typedef struct hk_stage {
     char *dir; /* <repo_dir>/.hk-staging/<commit>.<rand8> */
 } hk_stage;
 
-int hk_stage_open(hk_stage *s, const char *cache_root, const char *repo_dir, const char *commit);
+int hk__stage_open(hk_stage *s, const char *cache_root, const char *repo_dir, const char *commit);
 /* <dir>/<path> → the relative link to blobs/<etag> that snapshots/<commit>/<path> would hold. */
-int hk_stage_link(hk_stage *s, const char *path, const char *etag);
+int hk__stage_link(hk_stage *s, const char *path, const char *etag);
 /* <dir>/build/<variant>. Caller frees. */
-char *hk_stage_variant_dir(const hk_stage *s, const char *variant);
+char *hk__stage_variant_dir(const hk_stage *s, const char *variant);
 /* Move build/<variant> of the stage into snapshots/<commit>/build/<variant>. What was there (an
  * incomplete or damaged copy) is replaced; a copy that another process published meanwhile and
  * that `complete` (called under the lock with the snapshot's variant directory) accepts is kept. */
-int hk_stage_publish(hk_stage *s, const char *variant, bool (*complete)(const char *variant_dir, void *ud), void *ud);
+int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const char *variant_dir, void *ud), void *ud);
 /* Remove the stage (whatever is left in it) and .hk-staging when empty. */
-void hk_stage_discard(hk_stage *s);
+void hk__stage_discard(hk_stage *s);
 
 #endif

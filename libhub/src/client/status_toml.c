@@ -23,62 +23,62 @@ static char *toml_string(const char *text, const char *key) {
         if (q != '"' && q != '\'') continue;
         const char *e = strchr(p + 1, q);
         if (!e) return NULL;
-        return hk_strndup(p + 1, (size_t)(e - p - 1));
+        return hk__strndup(p + 1, (size_t)(e - p - 1));
     }
     return NULL;
 }
 
 /* *out_dest / *out_rev set when the repo redirects. */
-int hk_client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit) {
+int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit) {
     *out_dest = *out_rev = NULL;
-    char *url = hk_asprintf("%s/kernels/%s/resolve/%s/kernel-status.toml", hub->endpoint, repo_id, commit);
-    if (!url) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *url = hk__asprintf("%s/kernels/%s/resolve/%s/kernel-status.toml", hub->endpoint, repo_id, commit);
+    if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk_http_resp r;
-    int rc = hk_http_get(&r, hub, url, 1u << 20);
+    int rc = hk__http_get(&r, hub, url, 1u << 20);
     free(url);
     if (rc) {
-        hk_http_resp_free(&r);
-        return hk_fail_context("checking kernel-status.toml of %s", repo_id);
+        hk__http_resp_free(&r);
+        return hk__fail_context("checking kernel-status.toml of %s", repo_id);
     }
     if (r.status == 404) {
         /* no redirect; remember the absence like Python does */
         char *dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
-        const char *rc_commit = r.h.x_repo_commit && hk_client_is_commit(r.h.x_repo_commit) ? r.h.x_repo_commit : commit;
-        char *marker = dir ? hk_asprintf("%s/.no_exist/%s/kernel-status.toml", dir, rc_commit) : NULL;
-        char *mdir = marker ? hk_strdup(marker) : NULL;
-        char *snaps = dir ? hk_path_join(dir, "snapshots") : NULL;
-        if (snaps) hk_mkdirs(snaps, 0777); /* a repo folder without snapshots/ reads as corrupt */
+        const char *rc_commit = r.h.x_repo_commit && hk__is_commit_id(r.h.x_repo_commit) ? r.h.x_repo_commit : commit;
+        char *marker = dir ? hk__asprintf("%s/.no_exist/%s/kernel-status.toml", dir, rc_commit) : NULL;
+        char *mdir = marker ? hk__strdup(marker) : NULL;
+        char *snaps = dir ? hk__path_join(dir, "snapshots") : NULL;
+        if (snaps) hk__mkdirs(snaps, 0777); /* a repo folder without snapshots/ reads as corrupt */
         free(snaps);
         if (mdir) {
             *strrchr(mdir, '/') = '\0';
-            if (hk_mkdirs(mdir, 0777) == HK_OK && !hk_path_exists(marker)) hk_write_file_atomic(marker, "", 0);
+            if (hk__mkdirs(mdir, 0777) == HK_OK && !hk__path_exists(marker)) hk__write_file_atomic(marker, "", 0);
         }
         hk_clear_error();
         free(mdir);
         free(marker);
         free(dir);
-        hk_http_resp_free(&r);
+        hk__http_resp_free(&r);
         return HK_OK;
     }
     if (r.status != 200) {
-        char *what = hk_asprintf("checking kernel-status.toml of %s", repo_id);
-        rc = hk_http_fail(&r, what ? what : "kernel-status.toml");
+        char *what = hk__asprintf("checking kernel-status.toml of %s", repo_id);
+        rc = hk__http_fail(&r, what ? what : "kernel-status.toml");
         free(what);
-        hk_http_resp_free(&r);
+        hk__http_resp_free(&r);
         return rc;
     }
     const char *text = r.body.data ? r.body.data : "";
     char *kind = toml_string(text, "kind");
     if (!kind || strcmp(kind, "redirect") != 0) {
-        rc = hk_fail(HK_ERR_PARSE, "kernel-status.toml of %s: unknown kind '%s'", repo_id, kind ? kind : "(none)");
+        rc = hk__fail(HK_ERR_PARSE, "kernel-status.toml of %s: unknown kind '%s'", repo_id, kind ? kind : "(none)");
     } else {
         *out_dest = toml_string(text, "destination");
         *out_rev = toml_string(text, "revision");
-        if (!*out_dest) rc = hk_fail(HK_ERR_PARSE, "kernel-status.toml of %s has no destination", repo_id);
-        else if (!*out_rev) *out_rev = hk_strdup("main");
+        if (!*out_dest) rc = hk__fail(HK_ERR_PARSE, "kernel-status.toml of %s has no destination", repo_id);
+        else if (!*out_rev) *out_rev = hk__strdup("main");
     }
     free(kind);
-    hk_http_resp_free(&r);
+    hk__http_resp_free(&r);
     if (rc) {
         free(*out_dest);
         free(*out_rev);

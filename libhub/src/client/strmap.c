@@ -13,15 +13,15 @@ static uint64_t fnv1a(const char *s) {
     return h;
 }
 
-void hk_strmap_init(hk_strmap *m) { memset(m, 0, sizeof *m); }
+void hk__strmap_init(hk_strmap *m) { memset(m, 0, sizeof *m); }
 
-void hk_strmap_free(hk_strmap *m) {
+void hk__strmap_free(hk_strmap *m) {
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
-bool hk_strmap_get(const hk_strmap *m, const char *key, size_t *out) {
+bool hk__strmap_get(const hk_strmap *m, const char *key, size_t *out) {
     if (m->cap == 0) return false;
     for (size_t i = (size_t)fnv1a(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (!m->keys[i]) return false;
@@ -39,7 +39,7 @@ static void place(const char **keys, size_t *vals, size_t cap, const char *key, 
     vals[i] = val;
 }
 
-int hk_strmap_put(hk_strmap *m, const char *key, size_t val) {
+int hk__strmap_put(hk_strmap *m, const char *key, size_t val) {
     if ((m->n + 1) * 2 > m->cap) {
         size_t nc = m->cap ? m->cap * 2 : 64;
         const char **nk = calloc(nc, sizeof *nk);
@@ -47,7 +47,7 @@ int hk_strmap_put(hk_strmap *m, const char *key, size_t val) {
         if (!nk || !nv || nc < m->cap) {
             free(nk);
             free(nv);
-            return hk_fail(HK_ERR_NOMEM, "out of memory");
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
         }
         for (size_t i = 0; i < m->cap; i++)
             if (m->keys[i]) place(nk, nv, nc, m->keys[i], m->vals[i]);

@@ -13,11 +13,11 @@ typedef struct hk_strmap {
     size_t cap, n; /* cap: a power of two, or 0 */
 } hk_strmap;
 
-void hk_strmap_init(hk_strmap *m);
-void hk_strmap_free(hk_strmap *m);
+void hk__strmap_init(hk_strmap *m);
+void hk__strmap_free(hk_strmap *m);
 /* true and *out set when key is present. */
-bool hk_strmap_get(const hk_strmap *m, const char *key, size_t *out);
+bool hk__strmap_get(const hk_strmap *m, const char *key, size_t *out);
 /* Insert key (not present yet) with val; HK_ERR_NOMEM when it cannot grow. */
-int hk_strmap_put(hk_strmap *m, const char *key, size_t val);
+int hk__strmap_put(hk_strmap *m, const char *key, size_t val);
 
 #endif

@@ -11,7 +11,7 @@
 
 /* ---- tree listing --------------------------------------------------------------------------- */
 
-void hk_client_tree_free(tree *t) {
+void hk__client_tree_free(tree *t) {
     for (size_t i = 0; i < t->n; i++) {
         free(t->e[i].path);
         free(t->e[i].oid);
@@ -26,7 +26,7 @@ void hk_client_tree_free(tree *t) {
 static int entry_size(uint64_t *out, const cJSON *n, const char *what, const char *path, const char *key) {
     double d = n->valuedouble;
     if (!(d >= 0 && d <= 9007199254740992.0) || (double)(uint64_t)d != d)
-        return hk_fail(HK_ERR_PROTOCOL, "%s: the listing gives %s a %s of %.17g, which is not a byte count", what, path,
+        return hk__fail(HK_ERR_PROTOCOL, "%s: the listing gives %s a %s of %.17g, which is not a byte count", what, path,
                        key, d);
     *out = (uint64_t)d;
     return HK_OK;
@@ -42,74 +42,74 @@ typedef struct visited {
 static void visited_free(visited *v) {
     for (size_t i = 0; i < v->n; i++) free(v->urls[i]);
     free(v->urls);
-    hk_strmap_free(&v->index);
+    hk__strmap_free(&v->index);
 }
 
 /* Record url (taken over: freed with v). */
 static int visited_add(visited *v, char *url) {
     if (HK_VEC_RESERVE(v->urls, v->cap, v->n + 1) != HK_OK) {
         free(url);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     v->urls[v->n] = url;
-    int rc = hk_strmap_put(&v->index, url, v->n);
+    int rc = hk__strmap_put(&v->index, url, v->n);
     v->n++;
     return rc;
 }
 
-int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path, bool recursive) {
+int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path, bool recursive) {
     memset(out, 0, sizeof *out);
     /* '/' kept in the path: the Hub takes both forms, some mirrors only this one */
-    char *epath = hk_url_encode(path, true);
-    char *url = epath ? hk_asprintf("%s/api/kernels/%s/tree/%s/%s?recursive=%s&expand=false", hub->endpoint, repo_id,
+    char *epath = hk__pct_encode(path, true);
+    char *url = epath ? hk__asprintf("%s/api/kernels/%s/tree/%s/%s?recursive=%s&expand=false", hub->endpoint, repo_id,
                                     commit, epath, recursive ? "true" : "false")
                       : NULL;
     free(epath);
-    char *what = hk_asprintf("listing %s/ of %s at %s", path, repo_id, commit);
-    int rc = url && what ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *what = hk__asprintf("listing %s/ of %s at %s", path, repo_id, commit);
+    int rc = url && what ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     visited seen;
     memset(&seen, 0, sizeof seen);
-    hk_strmap_init(&seen.index);
+    hk__strmap_init(&seen.index);
     uint64_t total_bytes = 0;
     for (int page = 0; rc == HK_OK && url; page++) {
         if (page > 10000) {
-            rc = hk_fail(HK_ERR_PROTOCOL, "%s: too many pages", what);
+            rc = hk__fail(HK_ERR_PROTOCOL, "%s: too many pages", what);
             break;
         }
-        char *seen_url = hk_strdup(url);
+        char *seen_url = hk__strdup(url);
         if (!seen_url || (rc = visited_add(&seen, seen_url))) {
-            rc = rc ? rc : hk_fail(HK_ERR_NOMEM, "out of memory");
+            rc = rc ? rc : hk__fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
         hk_http_resp r;
-        rc = hk_http_get(&r, hub, url, HK_API_MAX);
+        rc = hk__http_get(&r, hub, url, HK_API_MAX);
         if (rc) {
-            hk_fail_context("%s", what);
-            hk_http_resp_free(&r);
+            hk__fail_context("%s", what);
+            hk__http_resp_free(&r);
             break;
         }
         if (r.status != 200) {
-            rc = hk_http_fail(&r, what);
-            hk_http_resp_free(&r);
+            rc = hk__http_fail(&r, what);
+            hk__http_resp_free(&r);
             break;
         }
         total_bytes += r.body.len;
         if (total_bytes > hub->max_listing_bytes) {
-            rc = hk_fail(HK_ERR_PROTOCOL,
+            rc = hk__fail(HK_ERR_PROTOCOL,
                          "%s: the listing is larger than %" PRIu64 " bytes over %d page%s (the bound set by "
                          "HUBKERN_MAX_LISTING_BYTES / hk_hub_options.max_listing_bytes)",
                          what, hub->max_listing_bytes, page + 1, page ? "s" : "");
-            hk_http_resp_free(&r);
+            hk__http_resp_free(&r);
             break;
         }
         cJSON *j = cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len);
-        char *next = hk_link_next(r.h.link);
-        char *base = r.url ? hk_strdup(r.url) : hk_strdup(url);
-        hk_http_resp_free(&r);
+        char *next = hk__link_next(r.h.link);
+        char *base = r.url ? hk__strdup(r.url) : hk__strdup(url);
+        hk__http_resp_free(&r);
         free(url);
         url = NULL;
         if (!cJSON_IsArray(j)) {
-            rc = hk_fail(HK_ERR_PROTOCOL, "%s: the answer is not a JSON list", what);
+            rc = hk__fail(HK_ERR_PROTOCOL, "%s: the answer is not a JSON list", what);
             cJSON_Delete(j);
             free(next);
             free(base);
@@ -120,11 +120,11 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
             const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "type"));
             const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "path"));
             if (!type || !p) {
-                rc = hk_fail(HK_ERR_PROTOCOL, "%s: an entry lacks type or path", what);
+                rc = hk__fail(HK_ERR_PROTOCOL, "%s: an entry lacks type or path", what);
                 break;
             }
             if ((uint64_t)out->n >= hub->max_listing_entries) {
-                rc = hk_fail(HK_ERR_PROTOCOL,
+                rc = hk__fail(HK_ERR_PROTOCOL,
                              "%s: the listing has more than %" PRIu64 " entries (the bound set by "
                              "HUBKERN_MAX_LISTING_ENTRIES / hk_hub_options.max_listing_entries)",
                              what, hub->max_listing_entries);
@@ -134,7 +134,7 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
                 size_t nc = out->cap ? out->cap * 2 : 64;
                 tree_entry *ne = realloc(out->e, nc * sizeof *ne);
                 if (!ne) {
-                    rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+                    rc = hk__fail(HK_ERR_NOMEM, "out of memory");
                     break;
                 }
                 out->e = ne;
@@ -142,32 +142,32 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
             }
             tree_entry *e = &out->e[out->n++];
             memset(e, 0, sizeof *e);
-            e->path = hk_strdup(p);
+            e->path = hk__strdup(p);
             e->dir = strcmp(type, "directory") == 0;
             cJSON *sz = cJSON_GetObjectItemCaseSensitive(it, "size");
             if (cJSON_IsNumber(sz) && (rc = entry_size(&e->size, sz, what, p, "size"))) break;
-            e->oid = hk_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid")));
+            e->oid = hk__strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid")));
             cJSON *lfs = cJSON_GetObjectItemCaseSensitive(it, "lfs");
             if (cJSON_IsObject(lfs)) {
                 const char *lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "oid"));
                 if (!lo) lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "sha256"));
-                e->lfs_oid = hk_strdup(lo);
+                e->lfs_oid = hk__strdup(lo);
                 cJSON *ls = cJSON_GetObjectItemCaseSensitive(lfs, "size");
                 if (cJSON_IsNumber(ls) && (rc = entry_size(&e->size, ls, what, p, "lfs.size"))) break;
             }
-            if (!e->path) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            if (!e->path) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         }
         cJSON_Delete(j);
         if (rc == HK_OK && next) {
             /* raw bytes >= 0x80, spaces, quotes ... in the header never reach the request line */
-            char *safe = hk_url_escape_unsafe(next);
-            char *abs = safe ? hk_url_resolve(base, safe) : NULL;
-            url = abs && !hk_url_same_origin(abs, hub->endpoint) ? hk_url_rebase(abs, hub->endpoint) : hk_strdup(abs);
+            char *safe = hk__url_escape_unsafe(next);
+            char *abs = safe ? hk__url_resolve(base, safe) : NULL;
+            url = abs && !hk__url_same_origin(abs, hub->endpoint) ? hk__url_rebase(abs, hub->endpoint) : hk__strdup(abs);
             free(abs);
             free(safe);
-            if (!url) rc = hk_fail(HK_ERR_PROTOCOL, "%s: bad Link header '%s'", what, next);
-            else if (hk_strmap_get(&seen.index, url, NULL))
-                rc = hk_fail(HK_ERR_PROTOCOL, "%s: the Link header of page %d points back at a page already listed "
+            if (!url) rc = hk__fail(HK_ERR_PROTOCOL, "%s: bad Link header '%s'", what, next);
+            else if (hk__strmap_get(&seen.index, url, NULL))
+                rc = hk__fail(HK_ERR_PROTOCOL, "%s: the Link header of page %d points back at a page already listed "
                              "(%s): a pagination loop", what, page + 1, url);
         }
         free(next);
@@ -176,26 +176,26 @@ int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char 
     free(url);
     free(what);
     visited_free(&seen);
-    if (rc) hk_client_tree_free(out);
+    if (rc) hk__client_tree_free(out);
     return rc;
 }
 
-int hk_client_variants_from_tree(char ***out, size_t *out_n, const tree *t) {
+int hk__client_variants_from_tree(char ***out, size_t *out_n, const tree *t) {
     char **v = calloc(t->n + 1, sizeof *v);
-    if (!v) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
     size_t n = 0;
     for (size_t i = 0; i < t->n; i++) {
         if (!t->e[i].dir) continue;
         const char *p = t->e[i].path;
-        if (!hk_str_starts_with(p, "build/")) continue;
+        if (!hk__str_starts_with(p, "build/")) continue;
         const char *name = p + 6;
-        if (!hk_path_is_safe_relative(name) || strchr(name, '/')) {
+        if (!hk__path_is_safe_relative(name) || strchr(name, '/')) {
             hk_hub_strv_free(v);
-            return hk_fail(HK_ERR_UNSAFE_PATH, "refusing unsafe variant name '%s' from the server", p);
+            return hk__fail(HK_ERR_UNSAFE_PATH, "refusing unsafe variant name '%s' from the server", p);
         }
-        if (!(v[n] = hk_strdup(name))) {
+        if (!(v[n] = hk__strdup(name))) {
             hk_hub_strv_free(v);
-            return hk_fail(HK_ERR_NOMEM, "out of memory");
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
         }
         n++;
     }
@@ -204,38 +204,38 @@ int hk_client_variants_from_tree(char ***out, size_t *out_n, const tree *t) {
     return HK_OK;
 }
 
-int hk_client_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+int hk__client_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-int hk_client_list_variants_local(char ***out, size_t *out_n, const char *snapshot) {
-    char *build = hk_path_join(snapshot, "build");
-    if (!build) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    int rc = hk_list_subdirs(out, out_n, build);
+int hk__client_list_variants_local(char ***out, size_t *out_n, const char *snapshot) {
+    char *build = hk__path_join(snapshot, "build");
+    if (!build) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = hk__list_subdirs(out, out_n, build);
     free(build);
     if (rc == HK_ERR_NOT_FOUND)
-        return hk_fail(HK_ERR_OFFLINE, "offline: %s has no build/ directory (the kernel was not pulled here)", snapshot);
+        return hk__fail(HK_ERR_OFFLINE, "offline: %s has no build/ directory (the kernel was not pulled here)", snapshot);
     if (rc) return rc;
-    qsort(*out, *out_n, sizeof **out, hk_client_cmp_str);
+    qsort(*out, *out_n, sizeof **out, hk__client_cmp_str);
     return HK_OK;
 }
 
 int hk_hub_list_variants(char ***out, size_t *out_n, hk_hub *hub, const char *repo_id, const char *commit) {
     *out = NULL;
     *out_n = 0;
-    int rc = hk_client_check_repo_id(repo_id);
+    int rc = hk__client_check_repo_id(repo_id);
     if (rc) return rc;
-    if (!commit || !hk_client_is_commit(commit)) return hk_fail(HK_ERR_INVALID_ARG, "a commit id is required");
+    if (!commit || !hk__is_commit_id(commit)) return hk__fail(HK_ERR_INVALID_ARG, "a commit id is required");
     if (hub->offline) {
-        char *dir = hk_client_local_repo_dir(hub, repo_id, commit);
-        char *snap = dir ? hk_asprintf("%s/snapshots/%s", dir, commit) : NULL;
-        rc = snap ? hk_client_list_variants_local(out, out_n, snap) : hk_fail(HK_ERR_NOMEM, "out of memory");
+        char *dir = hk__client_local_repo_dir(hub, repo_id, commit);
+        char *snap = dir ? hk__asprintf("%s/snapshots/%s", dir, commit) : NULL;
+        rc = snap ? hk__client_list_variants_local(out, out_n, snap) : hk__fail(HK_ERR_NOMEM, "out of memory");
         free(dir);
         free(snap);
         return rc;
     }
     tree t;
-    if ((rc = hk_client_list_tree(&t, hub, repo_id, commit, "build", false))) return rc;
-    rc = hk_client_variants_from_tree(out, out_n, &t);
-    hk_client_tree_free(&t);
-    if (rc == HK_OK) qsort(*out, *out_n, sizeof **out, hk_client_cmp_str);
+    if ((rc = hk__client_list_tree(&t, hub, repo_id, commit, "build", false))) return rc;
+    rc = hk__client_variants_from_tree(out, out_n, &t);
+    hk__client_tree_free(&t);
+    if (rc == HK_OK) qsort(*out, *out_n, sizeof **out, hk__client_cmp_str);
     return rc;
 }

@@ -23,13 +23,13 @@ typedef struct tree {
     size_t n, cap;
 } tree;
 
-void hk_client_tree_free(tree *t);
-int hk_client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
+void hk__client_tree_free(tree *t);
+int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
                         bool recursive);
 /* Directory names under build/ of a listing of build (NULL-terminated; free with hk_hub_strv_free). */
-int hk_client_variants_from_tree(char ***out, size_t *out_n, const tree *t);
+int hk__client_variants_from_tree(char ***out, size_t *out_n, const tree *t);
 /* Variant directories of a local snapshot, sorted (HK_ERR_OFFLINE when it has no build/). */
-int hk_client_list_variants_local(char ***out, size_t *out_n, const char *snapshot);
-int hk_client_cmp_str(const void *a, const void *b);
+int hk__client_list_variants_local(char ***out, size_t *out_n, const char *snapshot);
+int hk__client_cmp_str(const void *a, const void *b);
 
 #endif

@@ -7,25 +7,25 @@
 
 int hk_hub_check_trust(int *out_trusted, hk_hub *hub, const char *org) {
     *out_trusted = 0;
-    char *eorg = hk_url_encode(org, false);
-    char *url = eorg ? hk_asprintf("%s/api/organizations/%s/overview", hub->endpoint, eorg) : NULL;
+    char *eorg = hk__pct_encode(org, false);
+    char *url = eorg ? hk__asprintf("%s/api/organizations/%s/overview", hub->endpoint, eorg) : NULL;
     free(eorg);
-    if (!url) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk_http_resp r;
-    int rc = hk_http_get(&r, hub, url, 1u << 20);
+    int rc = hk__http_get(&r, hub, url, 1u << 20);
     free(url);
     if (rc == HK_OK) {
         if (r.status == 200) {
             cJSON *j = cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len);
-            if (!j) rc = hk_fail(HK_ERR_PROTOCOL, "organization overview of %s is not JSON", org);
+            if (!j) rc = hk__fail(HK_ERR_PROTOCOL, "organization overview of %s is not JSON", org);
             else *out_trusted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "trustedKernelPublisher"));
             cJSON_Delete(j);
         } else if (r.status != 404) {
-            char *what = hk_asprintf("checking publisher trust of %s", org);
-            rc = hk_http_fail(&r, what ? what : "trust check");
+            char *what = hk__asprintf("checking publisher trust of %s", org);
+            rc = hk__http_fail(&r, what ? what : "trust check");
             free(what);
         }
     }
-    hk_http_resp_free(&r);
+    hk__http_resp_free(&r);
     return rc;
 }

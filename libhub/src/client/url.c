@@ -20,7 +20,7 @@ static bool url_parts(const char *url, char **scheme, char **host, char **port) 
     return ok;
 }
 
-bool hk_url_same_origin(const char *a, const char *b) {
+bool hk__url_same_origin(const char *a, const char *b) {
     char *sa = NULL, *ha = NULL, *pa = NULL, *sb = NULL, *hb = NULL, *pb = NULL;
     bool same = url_parts(a, &sa, &ha, &pa) && url_parts(b, &sb, &hb, &pb) &&
                 strcasecmp(sa, sb) == 0 && strcasecmp(ha, hb) == 0 && strcmp(pa, pb) == 0;
@@ -33,20 +33,20 @@ bool hk_url_same_origin(const char *a, const char *b) {
     return same;
 }
 
-char *hk_url_resolve(const char *base, const char *ref) {
+char *hk__url_resolve(const char *base, const char *ref) {
     CURLU *u = curl_url();
     if (!u) return NULL;
     char *out = NULL, *res = NULL;
     if (curl_url_set(u, CURLUPART_URL, base, 0) == CURLUE_OK &&
         curl_url_set(u, CURLUPART_URL, ref, 0) == CURLUE_OK &&
         curl_url_get(u, CURLUPART_URL, &out, 0) == CURLUE_OK)
-        res = hk_strdup(out);
+        res = hk__strdup(out);
     curl_free(out);
     curl_url_cleanup(u);
     return res;
 }
 
-char *hk_url_rebase(const char *url, const char *endpoint) {
+char *hk__url_rebase(const char *url, const char *endpoint) {
     CURLU *u = curl_url();
     char *path = NULL, *query = NULL, *res = NULL;
     if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
@@ -59,7 +59,7 @@ char *hk_url_rebase(const char *url, const char *endpoint) {
         size_t plen = pfx ? strlen(pfx) : 0;
         while (plen > 0 && pfx[plen - 1] == '/') plen--;
         bool need_prefix = plen > 0 && strncmp(path, pfx, plen) != 0;
-        res = hk_asprintf("%.*s%.*s%s%s%s", (int)olen, endpoint, need_prefix ? (int)plen : 0,
+        res = hk__asprintf("%.*s%.*s%s%s%s", (int)olen, endpoint, need_prefix ? (int)plen : 0,
                           need_prefix ? pfx : "", path, query ? "?" : "", query ? query : "");
     }
     curl_free(path);
@@ -68,9 +68,8 @@ char *hk_url_rebase(const char *url, const char *endpoint) {
     return res;
 }
 
-char *hk_url_encode(const char *s, bool keep_slash) { return hk_pct_encode(s, keep_slash); }
 
-char *hk_link_next(const char *link) {
+char *hk__link_next(const char *link) {
     if (!link) return NULL;
     const char *p = link;
     while ((p = strchr(p, '<')) != NULL) {
@@ -79,7 +78,7 @@ char *hk_link_next(const char *link) {
         const char *next = strchr(q, '<');
         size_t span = next ? (size_t)(next - q) : strlen(q);
         /* look for rel="next" or rel=next within this link's parameters */
-        char *params = hk_strndup(q, span);
+        char *params = hk__strndup(q, span);
         bool is_next = false;
         if (params) {
             for (char *r = params; (r = strstr(r, "rel")) != NULL; r += 3) {
@@ -96,13 +95,13 @@ char *hk_link_next(const char *link) {
             }
             free(params);
         }
-        if (is_next) return hk_strndup(p + 1, (size_t)(q - p - 1));
+        if (is_next) return hk__strndup(p + 1, (size_t)(q - p - 1));
         p = q;
     }
     return NULL;
 }
 
-char *hk_etag_normalize(const char *etag) {
+char *hk__etag_normalize(const char *etag) {
     if (!etag) return NULL;
     const char *s = etag;
     while (*s == 'W' || *s == '/') s++;
@@ -112,22 +111,22 @@ char *hk_etag_normalize(const char *etag) {
         n--;
     }
     while (n > 0 && s[n - 1] == '"') n--;
-    return hk_strndup(s, n);
+    return hk__strndup(s, n);
 }
 
 
-char *hk_url_escape_unsafe(const char *s) {
+char *hk__url_escape_unsafe(const char *s) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "");
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, "");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         unsigned char c = *p;
         if (c >= 0x80 || c <= 0x20 || c == 0x7f || strchr("\"<>\\^`{|}", c)) {
-            hk_sb_printf(&sb, "%%%02X", c);
+            hk__sb_printf(&sb, "%%%02X", c);
         } else {
             char ch = (char)c;
-            hk_sb_append_n(&sb, &ch, 1);
+            hk__sb_append_n(&sb, &ch, 1);
         }
     }
-    return hk_sb_steal(&sb);
+    return hk__sb_steal(&sb);
 }

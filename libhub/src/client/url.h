@@ -6,19 +6,17 @@
 #include <stdbool.h>
 
 /* Same scheme, host and port (case-insensitive host; default ports made explicit). */
-bool hk_url_same_origin(const char *a, const char *b);
+bool hk__url_same_origin(const char *a, const char *b);
 /* Resolve a (possibly relative) reference against base, RFC 3986 style. Caller frees. */
-char *hk_url_resolve(const char *base, const char *ref);
+char *hk__url_resolve(const char *base, const char *ref);
 /* Replace the origin of url by the endpoint's (Link headers may name huggingface.co). */
-char *hk_url_rebase(const char *url, const char *endpoint);
-/* Percent-encode: keep unreserved characters (and '/' when keep_slash). Caller frees. */
-char *hk_url_encode(const char *s, bool keep_slash);
+char *hk__url_rebase(const char *url, const char *endpoint);
 /* rel="next" target of a Link header, or NULL. Caller frees. */
-char *hk_link_next(const char *link);
+char *hk__link_next(const char *link);
 /* Python's etag rule: strip leading 'W' and '/' characters, then '"' at both ends. Caller frees. */
-char *hk_etag_normalize(const char *etag);
+char *hk__etag_normalize(const char *etag);
 /* A URL taken from a server's header (Link) made safe to send: bytes >= 0x80, controls, space and
  * " < > \ ^ ` { | } percent-encoded (everything else, '%' included, kept). Caller frees. */
-char *hk_url_escape_unsafe(const char *s);
+char *hk__url_escape_unsafe(const char *s);
 
 #endif

@@ -10,7 +10,7 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static hk_env *g_env; /* set once under g_lock, then read-only until the process ends */
 
-int hk_env_cached(const hk_env **out) {
+int hk__env_cached(const hk_env **out) {
     *out = NULL;
     pthread_mutex_lock(&g_lock);
     int rc = HK_OK;

@@ -13,12 +13,12 @@
 
 static const char *pick(const char *opt, const char *var, bool use_env) {
     if (opt && *opt) return opt;
-    return use_env ? hk_getenv(var) : NULL;
+    return use_env ? hk__getenv(var) : NULL;
 }
 
 HK_API int hk_env_options_init(hk_env_options *opts, unsigned int version) {
-    if (!opts) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_options_init: opts is NULL");
-    int rc = hk_check_options_version("hk_env_options", version, HK_ENV_OPTIONS_VERSION);
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_env_options_init: opts is NULL");
+    int rc = hk__check_options_version("hk_env_options", version, HK_ENV_OPTIONS_VERSION);
     if (rc) return rc;
     hk_env_options d = HK_ENV_OPTIONS_INIT;
     *opts = d;
@@ -27,11 +27,11 @@ HK_API int hk_env_options_init(hk_env_options *opts, unsigned int version) {
 }
 
 HK_API int hk_env_detect(hk_env **out, const hk_env_options *opts) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_detect: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_env_detect: out is NULL");
     *out = NULL;
     hk_env_options defaults = HK_ENV_OPTIONS_INIT;
     if (!opts) opts = &defaults;
-    int vrc = hk_check_options_version("hk_env_options", opts->version, HK_ENV_OPTIONS_VERSION);
+    int vrc = hk__check_options_version("hk_env_options", opts->version, HK_ENV_OPTIONS_VERSION);
     if (vrc) return vrc;
     bool use_env = !opts->no_env_overrides;
 
@@ -43,26 +43,26 @@ HK_API int hk_env_detect(hk_env **out, const hk_env_options *opts) {
     const char *site = pick(opts->site_packages, "HUBKERN_SITE_PACKAGES", use_env);
     const char *libtorch = pick(opts->libtorch_dir, "HUBKERN_LIBTORCH_DIR", use_env);
     const char *tvm_lib = pick(opts->tvm_ffi_lib, "HUBKERN_TVM_FFI_LIB", use_env);
-    if (!tvm_lib && use_env) tvm_lib = hk_getenv("TVM_FFI_LIB");
+    if (!tvm_lib && use_env) tvm_lib = hk__getenv("TVM_FFI_LIB");
     bool no_python = opts->no_python || (python && strcmp(python, "none") == 0) ||
-                     (use_env && hk_env_true("HUBKERN_NO_PYTHON"));
-    bool no_cuda = opts->no_cuda || (use_env && hk_env_true("HUBKERN_NO_CUDA"));
-    bool no_rocm = opts->no_rocm || (use_env && hk_env_true("HUBKERN_NO_ROCM"));
+                     (use_env && hk__env_true("HUBKERN_NO_PYTHON"));
+    bool no_cuda = opts->no_cuda || (use_env && hk__env_true("HUBKERN_NO_CUDA"));
+    bool no_rocm = opts->no_rocm || (use_env && hk__env_true("HUBKERN_NO_ROCM"));
     int timeout = opts->python_timeout_ms > 0 ? opts->python_timeout_ms : 10000;
 
-    hk_env_detect_os(env);
+    hk__env_detect_os(env);
     if (!no_python) {
         const char *exe = python ? python : "python3";
-        rc = hk_env_detect_python(env, exe, timeout, site == NULL);
+        rc = hk__env_detect_python(env, exe, timeout, site == NULL);
         if (rc == HK_ERR_NOMEM) goto oom;
         if (rc != HK_OK && python)
-            hk_log(HK_LOG_WARN, "the Python interpreter '%s' could not be queried; continuing without Python", python);
+            hk__log(HK_LOG_WARN, "the Python interpreter '%s' could not be queried; continuing without Python", python);
     }
-    if (site && hk_env_put(env, HK_K_SITE_PACKAGES, site)) goto oom;
-    hk_env_detect_torch(env, libtorch);
-    hk_env_detect_tvm_ffi(env, tvm_lib);
-    if (!no_cuda) hk_env_detect_cuda(env);
-    if (!no_rocm) hk_env_detect_rocm(env, NULL, 0);
+    if (site && hk__env_put(env, HK_K_SITE_PACKAGES, site)) goto oom;
+    hk__env_detect_torch(env, libtorch);
+    hk__env_detect_tvm_ffi(env, tvm_lib);
+    if (!no_cuda) hk__env_detect_cuda(env);
+    if (!no_rocm) hk__env_detect_rocm(env, NULL, 0);
 
     if (use_env) {
         for (int k = 0; k < HK_K_COUNT; k++) {
@@ -71,7 +71,7 @@ HK_API int hk_env_detect(hk_env **out, const hk_env_options *opts) {
                 k == HK_K_TVM_FFI_LIB)
                 continue;
             char var[64] = "HUBKERN_";
-            const char *name = hk_env_key_name((hk_env_key)k);
+            const char *name = hk__env_key_name((hk_env_key)k);
             size_t len = strlen(var);
             for (size_t i = 0; name[i] && len + 1 < sizeof var; i++)
                 var[len++] = (char)toupper((unsigned char)name[i]);
@@ -81,16 +81,16 @@ HK_API int hk_env_detect(hk_env **out, const hk_env_options *opts) {
             /* An empty variable clears the field ("no torch here"). */
             if (hk_env_set(env, name, value) != HK_OK) {
                 rc = hk_last_error_code();
-                hk_fail_context("environment variable %s", var);
+                hk__fail_context("environment variable %s", var);
                 hk_env_free(env);
                 return rc;
             }
         }
     }
-    if (hk_env_derive(env)) goto oom;
+    if (hk__env_derive(env)) goto oom;
     *out = env;
     return HK_OK;
 oom:
     hk_env_free(env);
-    return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return hk__fail(HK_ERR_NOMEM, "out of memory");
 }

@@ -23,13 +23,13 @@ static void put_cuda_int_version(hk_env *env, hk_env_key k, int v) {
     /* 12080 → 12.8, 13000 → 13.0 (same encoding for the driver and the runtime) */
     char buf[32];
     snprintf(buf, sizeof buf, "%d.%d", v / 1000, (v % 1000) / 10);
-    hk_env_put(env, k, buf);
+    hk__env_put(env, k, buf);
 }
 
 static void detect_driver(hk_env *env) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        hk_log(HK_LOG_DEBUG, "no CUDA driver: %s", dlerror());
+        hk__log(HK_LOG_DEBUG, "no CUDA driver: %s", dlerror());
         return;
     }
     /* The handle stays open: unloading libcuda after cuInit is not safe. */
@@ -58,7 +58,7 @@ static void detect_driver(hk_env *env) {
         name[sizeof name - 1] = '\0';
         gpus[got].major = ma;
         gpus[got].minor = mi;
-        gpus[got].name = hk_strdup(name);
+        gpus[got].name = hk__strdup(name);
         got++;
     }
     for (int i = 0; i < env->ngpus; i++) free(env->gpus[i].name);
@@ -85,7 +85,7 @@ static void detect_runtime(hk_env *env) {
     (void)dlerror();
 }
 
-void hk_env_detect_cuda(hk_env *env) {
+void hk__env_detect_cuda(hk_env *env) {
     detect_driver(env);
     if (!env->torch_installed) detect_runtime(env);
 }

@@ -8,7 +8,7 @@
 
 /* ---- OS / CPU ------------------------------------------------------------------------------- */
 
-void hk_env_detect_os(hk_env *env) {
+void hk__env_detect_os(hk_env *env) {
     struct utsname u;
     if (uname(&u) != 0) return;
     char os[sizeof u.sysname];
@@ -21,12 +21,12 @@ void hk_env_detect_os(hk_env *env) {
     if (hk_env_set(env, "cpu", u.machine) != HK_OK) hk_clear_error();
 
     if (strcmp(os, "darwin") == 0) {
-        char *plist = hk_env_read_text("/System/Library/CoreServices/SystemVersion.plist");
+        char *plist = hk__env_read_text("/System/Library/CoreServices/SystemVersion.plist");
         const char *k = plist ? strstr(plist, "<key>ProductVersion</key>") : NULL;
         const char *s = k ? strstr(k, "<string>") : NULL;
         const char *e = s ? strstr(s, "</string>") : NULL;
         if (e) {
-            char *v = hk_strndup(s + 8, (size_t)(e - s - 8));
+            char *v = hk__strndup(s + 8, (size_t)(e - s - 8));
             if (v && hk_env_set(env, "macos_version", v) != HK_OK) hk_clear_error();
             free(v);
         }

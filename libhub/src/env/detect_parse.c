@@ -10,26 +10,26 @@
 
 #define HK_TEXT_MAX (8u << 20) /* largest text file we read (torch/__init__.py is ~100 KiB) */
 
-char *hk_env_read_text(const char *path) {
+char *hk__env_read_text(const char *path) {
     char *text = NULL;
-    if (hk_read_file(&text, NULL, path, HK_TEXT_MAX) != HK_OK) {
+    if (hk__read_file(&text, NULL, path, HK_TEXT_MAX) != HK_OK) {
         hk_clear_error();
         return NULL;
     }
     return text;
 }
 
-bool hk_env_is_file(const char *path) {
+bool hk__env_is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-void hk_env_put_version2(hk_env *env, hk_env_key k, const char *raw) {
+void hk__env_put_version2(hk_env *env, hk_env_key k, const char *raw) {
     uint32_t ma, mi;
-    if (!raw || !hk_env_ver2(raw, &ma, &mi)) return;
+    if (!raw || !hk__env_ver2(raw, &ma, &mi)) return;
     char buf[32];
     snprintf(buf, sizeof buf, "%u.%u", ma, mi);
-    hk_env_put(env, k, buf);
+    hk__env_put(env, k, buf);
 }
 
 /* ---- parsers (exposed for tests) ------------------------------------------------------------ */
@@ -39,7 +39,7 @@ static const char *skip_blank(const char *p) {
     return p;
 }
 
-char *hk_py_assignment(const char *text, const char *name) {
+char *hk__py_assignment(const char *text, const char *name) {
     if (!text || !name) return NULL;
     size_t nlen = strlen(name);
     for (const char *line = text; line && *line;) {
@@ -60,10 +60,10 @@ char *hk_py_assignment(const char *text, const char *name) {
                         const char *end = q + 1;
                         while (end < line + llen && *end != quote && *end != '\\') end++;
                         if (end >= line + llen || *end != quote) break;
-                        return hk_strndup(q + 1, (size_t)(end - q - 1));
+                        return hk__strndup(q + 1, (size_t)(end - q - 1));
                     }
                     if (strncmp(q, "None", 4) == 0 && !isalnum((unsigned char)q[4]) && q[4] != '_')
-                        return hk_strdup("");
+                        return hk__strdup("");
                     /* an identifier followed by '=': continue the chain */
                     const char *id = q;
                     while (id < line + llen && (isalnum((unsigned char)*id) || *id == '_')) id++;
@@ -79,7 +79,7 @@ char *hk_py_assignment(const char *text, const char *name) {
     return NULL;
 }
 
-int hk_torch_cmake_cxx11(const char *text) {
+int hk__torch_cmake_cxx11(const char *text) {
     static const char needle[] = "-D_GLIBCXX_USE_CXX11_ABI=";
     const char *p = text ? strstr(text, needle) : NULL;
     for (; p; p = strstr(p + 1, needle)) {
@@ -89,7 +89,7 @@ int hk_torch_cmake_cxx11(const char *text) {
     return -1;
 }
 
-int hk_torch_init_cxx11(const char *text) {
+int hk__torch_init_cxx11(const char *text) {
     const char *p = text ? strstr(text, "def compiled_with_cxx11_abi") : NULL;
     if (!p) return -1;
     /* The body: skip the signature and an optional docstring, take the first statement. */
@@ -104,14 +104,14 @@ int hk_torch_init_cxx11(const char *text) {
     return -1; /* e.g. `return _C._GLIBCXX_USE_CXX11_ABI`: decided at run time */
 }
 
-char *hk_metadata_version(const char *text) {
+char *hk__metadata_version(const char *text) {
     for (const char *line = text; line && *line;) {
         const char *eol = strchr(line, '\n');
         if (strncmp(line, "Version:", 8) == 0) {
             const char *v = skip_blank(line + 8);
             size_t n = eol ? (size_t)(eol - v) : strlen(v);
             while (n > 0 && isspace((unsigned char)v[n - 1])) n--;
-            return n ? hk_strndup(v, n) : NULL;
+            return n ? hk__strndup(v, n) : NULL;
         }
         if (line[0] == '\n' || (line[0] == '\r' && line[1] == '\n')) break; /* end of headers */
         line = eol ? eol + 1 : NULL;
@@ -119,7 +119,7 @@ char *hk_metadata_version(const char *text) {
     return NULL;
 }
 
-void hk_torch_local_tag(const char *version, char **cuda, char **hip) {
+void hk__torch_local_tag(const char *version, char **cuda, char **hip) {
     *cuda = *hip = NULL;
     const char *plus = version ? strchr(version, '+') : NULL;
     if (!plus) return;
@@ -128,10 +128,10 @@ void hk_torch_local_tag(const char *version, char **cuda, char **hip) {
         /* cu130 → 13.0 (last digit is the minor, as in variant names) */
         size_t n = strspn(tag + 2, "0123456789");
         if (n >= 2 && n <= 4)
-            *cuda = hk_asprintf("%.*s.%c", (int)(n - 1), tag + 2, tag[2 + n - 1]);
+            *cuda = hk__asprintf("%.*s.%c", (int)(n - 1), tag + 2, tag[2 + n - 1]);
     } else if (strncmp(tag, "rocm", 4) == 0 && isdigit((unsigned char)tag[4])) {
         uint32_t ma, mi;
-        if (hk_env_ver2(tag + 4, &ma, &mi)) *hip = hk_asprintf("%u.%u", ma, mi);
+        if (hk__env_ver2(tag + 4, &ma, &mi)) *hip = hk__asprintf("%u.%u", ma, mi);
     }
 }
 

@@ -58,11 +58,11 @@ static char *run_python(const char *python, int timeout_ms) {
     close(fds[1]);
     if (rc != 0) {
         close(fds[0]);
-        hk_log(HK_LOG_DEBUG, "cannot run Python interpreter '%s': %s", python, strerror(rc));
+        hk__log(HK_LOG_DEBUG, "cannot run Python interpreter '%s': %s", python, strerror(rc));
         return NULL;
     }
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     long long deadline = now_ms() + timeout_ms;
     bool timed_out = false;
     for (;;) {
@@ -83,28 +83,28 @@ static char *run_python(const char *python, int timeout_ms) {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         if (sb.len + (size_t)n > (1u << 20)) break;
-        hk_sb_append_n(&sb, buf, (size_t)n);
+        hk__sb_append_n(&sb, buf, (size_t)n);
     }
     close(fds[0]);
     if (timed_out) {
         kill(pid, SIGKILL);
-        hk_log(HK_LOG_WARN, "Python interpreter '%s' did not answer within %d ms; ignoring it", python,
+        hk__log(HK_LOG_WARN, "Python interpreter '%s' did not answer within %d ms; ignoring it", python,
                timeout_ms);
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    char *out = hk_sb_steal(&sb);
+    char *out = hk__sb_steal(&sb);
     if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         if (!timed_out)
-            hk_log(HK_LOG_DEBUG, "Python interpreter '%s' failed (status %d)", python, status);
+            hk__log(HK_LOG_DEBUG, "Python interpreter '%s' failed (status %d)", python, status);
         free(out);
         return NULL;
     }
     return out;
 }
 
-int hk_env_detect_python(hk_env *env, const char *python, int timeout_ms, bool want_sys_path) {
+int hk__env_detect_python(hk_env *env, const char *python, int timeout_ms, bool want_sys_path) {
     char *out = run_python(python, timeout_ms);
     if (!out) return HK_ERR_NOT_FOUND;
     char *save = NULL;
@@ -118,16 +118,16 @@ int hk_env_detect_python(hk_env *env, const char *python, int timeout_ms, bool w
     char *ft = strtok_r(NULL, "\n", &save);
     int rc = HK_OK;
     if (exe && ver && ft) {
-        rc |= hk_env_put(env, HK_K_PYTHON, exe);
+        rc |= hk__env_put(env, HK_K_PYTHON, exe);
         if (hk_env_set(env, "python_version", ver) != HK_OK) hk_clear_error();
         if (hk_env_set(env, "python_free_threaded", ft) != HK_OK) hk_clear_error();
         if (want_sys_path) {
             hk_strbuf sb;
-            hk_sb_init(&sb);
+            hk__sb_init(&sb);
             for (char *p; (p = strtok_r(NULL, "\n", &save));)
-                if (!strchr(p, ':')) hk_sb_printf(&sb, "%s%s", sb.len ? ":" : "", p);
-            char *joined = hk_sb_steal(&sb);
-            rc |= joined ? hk_env_put(env, HK_K_SITE_PACKAGES, joined) : HK_ERR_NOMEM;
+                if (!strchr(p, ':')) hk__sb_printf(&sb, "%s%s", sb.len ? ":" : "", p);
+            char *joined = hk__sb_steal(&sb);
+            rc |= joined ? hk__env_put(env, HK_K_SITE_PACKAGES, joined) : HK_ERR_NOMEM;
             free(joined);
         }
     }

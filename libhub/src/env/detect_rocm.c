@@ -23,7 +23,7 @@ typedef int (*hip_props_fn)(void *, int);
 #define HK_HIP_ARCH_OFFSET_R0000 396
 #define HK_HIP_PROPS_BUF (64u << 10)
 
-void hk_env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs) {
+void hk__env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs) {
     static const char *const defaults[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6",
                                            "libamdhip64.so.5"};
     if (!libs) {
@@ -35,7 +35,7 @@ void hk_env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs) {
     for (size_t i = 0; i < nlibs && !h; i++) h = libs[i] ? dlopen(libs[i], RTLD_NOW | RTLD_LOCAL) : NULL;
     if (!h) {
         const char *e = dlerror();
-        hk_log(HK_LOG_DEBUG, "no HIP runtime (libamdhip64): %s", e ? e : "not found");
+        hk__log(HK_LOG_DEBUG, "no HIP runtime (libamdhip64): %s", e ? e : "not found");
         return;
     }
     hip_int_fn rt_version = HK_SYM(hip_int_fn, h, "hipRuntimeGetVersion");
@@ -48,7 +48,7 @@ void hk_env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs) {
     }
     if (!rt_version || !dev_count || !props) {
         /* nothing was called: unloading is safe */
-        hk_log(HK_LOG_DEBUG, "the HIP runtime found lacks hipRuntimeGetVersion / hipGetDeviceCount / "
+        hk__log(HK_LOG_DEBUG, "the HIP runtime found lacks hipRuntimeGetVersion / hipGetDeviceCount / "
                "hipGetDeviceProperties; ignoring it");
         dlclose(h);
         (void)dlerror();
@@ -58,21 +58,21 @@ void hk_env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs) {
      * libcuda, and as torch keeps it). */
     int v = 0;
     char buf[32];
-    if (rt_version(&v) == 0 && hk_hip_version_text(buf, sizeof buf, v))
-        hk_env_put(env, HK_K_HIP_RUNTIME_VERSION, buf);
+    if (rt_version(&v) == 0 && hk__hip_version_text(buf, sizeof buf, v))
+        hk__env_put(env, HK_K_HIP_RUNTIME_VERSION, buf);
     int n = 0;
     if (dev_count(&n) != 0 || n <= 0) {
-        hk_log(HK_LOG_DEBUG, "the HIP runtime reports no device");
+        hk__log(HK_LOG_DEBUG, "the HIP runtime reports no device");
         return;
     }
     unsigned char *p = calloc(1, HK_HIP_PROPS_BUF);
     if (!p) return;
     if (props(p, 0) == 0) {
         const char *name = (const char *)p + offset;
-        if (memchr(name, '\0', 256) && hk_env_gcn_arch_valid(name))
-            hk_env_put(env, HK_K_GPU_ARCH, name);
+        if (memchr(name, '\0', 256) && hk__env_gcn_arch_valid(name))
+            hk__env_put(env, HK_K_GPU_ARCH, name);
         else
-            hk_log(HK_LOG_DEBUG, "the HIP runtime's device properties hold no gcnArchName where "
+            hk__log(HK_LOG_DEBUG, "the HIP runtime's device properties hold no gcnArchName where "
                    "expected (byte %zu); GPU arch unknown", offset);
     }
     free(p);

@@ -44,34 +44,34 @@ static void detect_cxx11(hk_env *env, const char *torch_root, bool python_pkg) {
     if (!os || strcmp(os, "linux") != 0) return;
     int abi = -1;
     if (python_pkg) { /* torch >= 2.9: compiled_with_cxx11_abi() returns a literal True */
-        char *p = hk_path_join(torch_root, "__init__.py");
-        char *t = p ? hk_env_read_text(p) : NULL;
-        abi = hk_torch_init_cxx11(t);
+        char *p = hk__path_join(torch_root, "__init__.py");
+        char *t = p ? hk__env_read_text(p) : NULL;
+        abi = hk__torch_init_cxx11(t);
         free(t);
         free(p);
     }
     if (abi < 0) { /* older torch and LibTorch: TORCH_CXX_FLAGS in the CMake config */
-        char *p = hk_path_join(torch_root, "share/cmake/Torch/TorchConfig.cmake");
-        char *t = p ? hk_env_read_text(p) : NULL;
-        abi = hk_torch_cmake_cxx11(t);
+        char *p = hk__path_join(torch_root, "share/cmake/Torch/TorchConfig.cmake");
+        char *t = p ? hk__env_read_text(p) : NULL;
+        abi = hk__torch_cmake_cxx11(t);
         free(t);
         free(p);
     }
     if (abi < 0) { /* last resort: the mangled std::string symbols of libc10 */
-        char *p = hk_path_join(torch_root, "lib/libc10.so");
+        char *p = hk__path_join(torch_root, "lib/libc10.so");
         if (p) abi = scan_lib_cxx11(p);
         free(p);
     }
-    if (abi >= 0) hk_env_put(env, HK_K_TORCH_CXX11_ABI, abi ? "1" : "0");
+    if (abi >= 0) hk__env_put(env, HK_K_TORCH_CXX11_ABI, abi ? "1" : "0");
 }
 
 
 static bool detect_torch_package(hk_env *env, const char *site) {
-    char *root = hk_path_join(site, "torch");
-    char *vpath = root ? hk_path_join(root, "version.py") : NULL;
-    char *text = vpath && hk_env_is_file(vpath) ? hk_env_read_text(vpath) : NULL;
+    char *root = hk__path_join(site, "torch");
+    char *vpath = root ? hk__path_join(root, "version.py") : NULL;
+    char *text = vpath && hk__env_is_file(vpath) ? hk__env_read_text(vpath) : NULL;
     free(vpath);
-    char *full = hk_py_assignment(text, "__version__");
+    char *full = hk__py_assignment(text, "__version__");
     if (!full || !*full) {
         free(full);
         free(text);
@@ -79,23 +79,23 @@ static bool detect_torch_package(hk_env *env, const char *site) {
         return false;
     }
     env->torch_installed = true;
-    hk_env_put(env, HK_K_TORCH_DIR, root);
-    hk_env_put(env, HK_K_TORCH_FULL_VERSION, full);
-    hk_env_put_version2(env, HK_K_TORCH_VERSION, full);
-    char *cuda = hk_py_assignment(text, "cuda");
-    char *hip = hk_py_assignment(text, "hip");
-    char *xpu = hk_py_assignment(text, "xpu");
-    hk_env_put_version2(env, HK_K_TORCH_CUDA_VERSION, cuda);
+    hk__env_put(env, HK_K_TORCH_DIR, root);
+    hk__env_put(env, HK_K_TORCH_FULL_VERSION, full);
+    hk__env_put_version2(env, HK_K_TORCH_VERSION, full);
+    char *cuda = hk__py_assignment(text, "cuda");
+    char *hip = hk__py_assignment(text, "hip");
+    char *xpu = hk__py_assignment(text, "xpu");
+    hk__env_put_version2(env, HK_K_TORCH_CUDA_VERSION, cuda);
     if (hip && *hip) { /* "6.3.42131-fa1d09cbd" → text before '-' → 6.3 */
         char *dash = strchr(hip, '-');
         if (dash) *dash = '\0';
-        hk_env_put_version2(env, HK_K_TORCH_HIP_VERSION, hip);
+        hk__env_put_version2(env, HK_K_TORCH_HIP_VERSION, hip);
     }
     if (xpu && strlen(xpu) >= 6 && isdigit((unsigned char)xpu[0]) && isdigit((unsigned char)xpu[5])) {
         /* kernels: f"{xpu[0:4]}.{xpu[5:6]}" ("20250301" → 2025.3) */
         char buf[16];
         snprintf(buf, sizeof buf, "%.4s.%c", xpu, xpu[5]);
-        hk_env_put_version2(env, HK_K_TORCH_XPU_VERSION, buf);
+        hk__env_put_version2(env, HK_K_TORCH_XPU_VERSION, buf);
     }
     free(cuda);
     free(hip);
@@ -109,8 +109,8 @@ static bool detect_torch_package(hk_env *env, const char *site) {
 
 static bool dir_exists_in(const hk_env *env, const char *pkg) {
     for (size_t i = 0; i < env->nsite; i++) {
-        char *p = hk_path_join(env->site[i], pkg);
-        bool ok = p && hk_is_dir(p);
+        char *p = hk__path_join(env->site[i], pkg);
+        bool ok = p && hk__is_dir(p);
         free(p);
         if (ok) return true;
     }
@@ -119,51 +119,51 @@ static bool dir_exists_in(const hk_env *env, const char *pkg) {
 
 /* LibTorch: build-version ("2.11.0+cu130"), else the version header; the CMake config marks it. */
 static void detect_libtorch(hk_env *env, const char *dir) {
-    char *cfg = hk_path_join(dir, "share/cmake/Torch/TorchConfig.cmake");
-    bool is_libtorch = cfg && hk_env_is_file(cfg);
+    char *cfg = hk__path_join(dir, "share/cmake/Torch/TorchConfig.cmake");
+    bool is_libtorch = cfg && hk__env_is_file(cfg);
     free(cfg);
     if (!is_libtorch) {
-        hk_log(HK_LOG_WARN, "'%s' is not a LibTorch directory (no share/cmake/Torch/TorchConfig.cmake)", dir);
+        hk__log(HK_LOG_WARN, "'%s' is not a LibTorch directory (no share/cmake/Torch/TorchConfig.cmake)", dir);
         return;
     }
     char *full = NULL;
-    char *bv = hk_path_join(dir, "build-version");
-    char *text = bv ? hk_env_read_text(bv) : NULL;
+    char *bv = hk__path_join(dir, "build-version");
+    char *text = bv ? hk__env_read_text(bv) : NULL;
     free(bv);
     if (text) {
         text[strcspn(text, "\r\n")] = '\0';
-        if (*text) full = hk_strdup(text);
+        if (*text) full = hk__strdup(text);
     }
     free(text);
     if (!full) {
         static const char *const headers[] = {"include/torch/headeronly/version.h",
                                               "include/torch/csrc/api/include/torch/version.h"};
         for (size_t i = 0; i < HK_ARRAY_LEN(headers) && !full; i++) {
-            char *hp = hk_path_join(dir, headers[i]);
-            char *h = hp ? hk_env_read_text(hp) : NULL;
+            char *hp = hk__path_join(dir, headers[i]);
+            char *h = hp ? hk__env_read_text(hp) : NULL;
             const char *ma = h ? strstr(h, "#define TORCH_VERSION_MAJOR ") : NULL;
             const char *mi = h ? strstr(h, "#define TORCH_VERSION_MINOR ") : NULL;
-            if (ma && mi) full = hk_asprintf("%ld.%ld", strtol(ma + 28, NULL, 10), strtol(mi + 28, NULL, 10));
+            if (ma && mi) full = hk__asprintf("%ld.%ld", strtol(ma + 28, NULL, 10), strtol(mi + 28, NULL, 10));
             free(h);
             free(hp);
         }
     }
     if (!full) return;
     env->torch_installed = true;
-    hk_env_put(env, HK_K_TORCH_DIR, dir);
-    hk_env_put(env, HK_K_TORCH_FULL_VERSION, full);
-    hk_env_put_version2(env, HK_K_TORCH_VERSION, full);
+    hk__env_put(env, HK_K_TORCH_DIR, dir);
+    hk__env_put(env, HK_K_TORCH_FULL_VERSION, full);
+    hk__env_put_version2(env, HK_K_TORCH_VERSION, full);
     char *cuda = NULL, *hip = NULL;
-    hk_torch_local_tag(full, &cuda, &hip);
-    if (cuda) hk_env_put(env, HK_K_TORCH_CUDA_VERSION, cuda);
-    if (hip) hk_env_put(env, HK_K_TORCH_HIP_VERSION, hip);
+    hk__torch_local_tag(full, &cuda, &hip);
+    if (cuda) hk__env_put(env, HK_K_TORCH_CUDA_VERSION, cuda);
+    if (hip) hk__env_put(env, HK_K_TORCH_HIP_VERSION, hip);
     free(cuda);
     free(hip);
     free(full);
     detect_cxx11(env, dir, false);
 }
 
-void hk_env_detect_torch(hk_env *env, const char *libtorch_dir) {
+void hk__env_detect_torch(hk_env *env, const char *libtorch_dir) {
     for (size_t i = 0; i < env->nsite; i++)
         if (detect_torch_package(env, env->site[i])) break;
     if (env->torch_installed) {
@@ -174,7 +174,7 @@ void hk_env_detect_torch(hk_env *env, const char *libtorch_dir) {
         env->has_torch_neuronx = dir_exists_in(env, "torch_neuronx");
         env->has_torch_npu = dir_exists_in(env, "torch_npu");
     } else if (libtorch_dir) {
-        hk_env_put(env, HK_K_LIBTORCH_DIR, libtorch_dir);
+        hk__env_put(env, HK_K_LIBTORCH_DIR, libtorch_dir);
         detect_libtorch(env, libtorch_dir);
     }
 }

@@ -38,16 +38,16 @@ static const char *const k_key_names[HK_K_COUNT] = {
 
 static const char *const k_backends[] = {"cuda", "rocm", "xpu", "cann", "metal", "neuron", "tpu", "cpu"};
 
-const char *hk_env_key_name(hk_env_key k) { return (unsigned)k < HK_K_COUNT ? k_key_names[k] : NULL; }
+const char *hk__env_key_name(hk_env_key k) { return (unsigned)k < HK_K_COUNT ? k_key_names[k] : NULL; }
 
-int hk_env_key_lookup(const char *name) {
+int hk__env_key_lookup(const char *name) {
     if (!name) return -1;
     for (int i = 0; i < HK_K_COUNT; i++)
         if (strcmp(name, k_key_names[i]) == 0) return i;
     return -1;
 }
 
-bool hk_env_gcn_arch_valid(const char *s) {
+bool hk__env_gcn_arch_valid(const char *s) {
     if (!s || strncmp(s, "gfx", 3) != 0 || strlen(s) > 255) return false;
     const char *p = s + 3;
     size_t n = 0;
@@ -63,12 +63,12 @@ bool hk_env_gcn_arch_valid(const char *s) {
     return *p == '\0';
 }
 
-bool hk_hip_version_text(char *buf, size_t cap, int v) {
+bool hk__hip_version_text(char *buf, size_t cap, int v) {
     if (v < 10000000) return false; /* HIP_VERSION has the major in the 10^7 digits and up */
     return snprintf(buf, cap, "%d.%d", v / 10000000, (v / 100000) % 100) < (int)cap;
 }
 
-bool hk_env_ver2(const char *s, uint32_t *major, uint32_t *minor) {
+bool hk__env_ver2(const char *s, uint32_t *major, uint32_t *minor) {
     if (!s || !isdigit((unsigned char)*s)) return false;
     uint64_t ma = 0, mi = 0;
     for (; isdigit((unsigned char)*s); s++)
@@ -110,29 +110,29 @@ void hk_env_free(hk_env *env) {
 }
 
 int hk_env_new(hk_env **out) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_new: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_env_new: out is NULL");
     *out = calloc(1, sizeof **out);
-    if (!*out) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    if (hk_env_derive(*out)) {
+    if (!*out) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (hk__env_derive(*out)) {
         hk_env_free(*out);
         *out = NULL;
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     return HK_OK;
 }
 
 int hk_env_clone(hk_env **out, const hk_env *env) {
-    if (!out || !env) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_clone: NULL argument");
+    if (!out || !env) return hk__fail(HK_ERR_INVALID_ARG, "hk_env_clone: NULL argument");
     hk_env *c = calloc(1, sizeof *c);
-    if (!c) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!c) return hk__fail(HK_ERR_NOMEM, "out of memory");
     bool oom = false;
     for (int i = 0; i < HK_K_COUNT; i++)
-        if (env->f[i] && !(c->f[i] = hk_strdup(env->f[i]))) oom = true;
+        if (env->f[i] && !(c->f[i] = hk__strdup(env->f[i]))) oom = true;
     if (env->nsite) {
         c->site = calloc(env->nsite, sizeof *c->site);
         if (!c->site) oom = true;
         for (size_t i = 0; c->site && i < env->nsite; i++) {
-            c->site[i] = hk_strdup(env->site[i]);
+            c->site[i] = hk__strdup(env->site[i]);
             c->nsite++;
             if (!c->site[i]) oom = true;
         }
@@ -142,7 +142,7 @@ int hk_env_clone(hk_env **out, const hk_env *env) {
         if (!c->gpus) oom = true;
         for (int i = 0; c->gpus && i < env->ngpus; i++) {
             c->gpus[i] = env->gpus[i];
-            c->gpus[i].name = hk_strdup(env->gpus[i].name);
+            c->gpus[i].name = hk__strdup(env->gpus[i].name);
             c->ngpus++;
             if (env->gpus[i].name && !c->gpus[i].name) oom = true;
         }
@@ -151,9 +151,9 @@ int hk_env_clone(hk_env **out, const hk_env *env) {
     c->has_torch_tpu = env->has_torch_tpu;
     c->has_torch_neuronx = env->has_torch_neuronx;
     c->has_torch_npu = env->has_torch_npu;
-    if (oom || hk_env_derive(c)) {
+    if (oom || hk__env_derive(c)) {
         hk_env_free(c);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     *out = c;
     return HK_OK;
@@ -173,7 +173,7 @@ static int set_site(hk_env *env, const char *value) {
         const char *end = strchr(start, ':');
         size_t len = end ? (size_t)(end - start) : strlen(start);
         if (len > 0) {
-            char *dir = hk_strndup(start, len);
+            char *dir = hk__strndup(start, len);
             if (!dir) return HK_ERR_NOMEM;
             env->site[env->nsite++] = dir;
         }
@@ -194,11 +194,11 @@ static int set_gpus(hk_env *env, const char *value) {
     const char *p = value;
     while (*p) {
         uint32_t ma = 0, mi = 0;
-        if (hk_env_ver2(p, &ma, &mi)) {
+        if (hk__env_ver2(p, &ma, &mi)) {
             hk_gpu *g = &env->gpus[env->ngpus];
             g->major = (int)ma;
             g->minor = (int)mi;
-            g->name = hk_asprintf("GPU %d", env->ngpus);
+            g->name = hk__asprintf("GPU %d", env->ngpus);
             if (!g->name) return HK_ERR_NOMEM;
             env->ngpus++;
         }
@@ -209,9 +209,9 @@ static int set_gpus(hk_env *env, const char *value) {
     return HK_OK;
 }
 
-int hk_env_put(hk_env *env, hk_env_key k, const char *value) {
+int hk__env_put(hk_env *env, hk_env_key k, const char *value) {
     char *copy = NULL;
-    if (value && *value && !(copy = hk_strdup(value))) return HK_ERR_NOMEM;
+    if (value && *value && !(copy = hk__strdup(value))) return HK_ERR_NOMEM;
     free(env->f[k]);
     env->f[k] = copy;
     int rc = HK_OK;
@@ -259,28 +259,28 @@ static int normalise(hk_env_key k, const char *value, char **norm) {
     switch (k) {
     case HK_K_OS:
         if (!token_lower(buf, sizeof buf, value)) goto bad;
-        *norm = hk_strdup(buf);
+        *norm = hk__strdup(buf);
         break;
     case HK_K_CPU:
         if (!token_lower(buf, sizeof buf, value)) goto bad;
-        *norm = hk_strdup(normalise_cpu(buf));
+        *norm = hk__strdup(normalise_cpu(buf));
         break;
     case HK_K_PYTHON:
         if (strcmp(value, "none") == 0) return HK_OK;
-        *norm = hk_strdup(value);
+        *norm = hk__strdup(value);
         break;
     case HK_K_PYTHON_FREE_THREADED:
     case HK_K_TORCH_CXX11_ABI:
         if (!parse_bool(value, &b)) goto bad;
-        *norm = hk_strdup(b ? "1" : "0");
+        *norm = hk__strdup(b ? "1" : "0");
         break;
     case HK_K_MACOS_VERSION:
     case HK_K_PYTHON_VERSION:
         /* kept as given ("26.0.1", "3.14.0") but must start with M.m */
-        if (!hk_env_ver2(value, &ma, &mi) || !strchr(value, '.')) goto bad;
+        if (!hk__env_ver2(value, &ma, &mi) || !strchr(value, '.')) goto bad;
         for (const char *p = value; *p; p++)
             if (!isalnum((unsigned char)*p) && *p != '.' && *p != '+') goto bad;
-        *norm = hk_strdup(value);
+        *norm = hk__strdup(value);
         break;
     case HK_K_TORCH_VERSION:
     case HK_K_TORCH_CUDA_VERSION:
@@ -292,62 +292,62 @@ static int normalise(hk_env_key k, const char *value, char **norm) {
     case HK_K_CUDA_DRIVER_VERSION:
     case HK_K_HIP_RUNTIME_VERSION:
         /* major.minor of a version: "2.13.0+cu130" → "2.13" */
-        if (!hk_env_ver2(value, &ma, &mi)) goto bad;
+        if (!hk__env_ver2(value, &ma, &mi)) goto bad;
         for (const char *p = value; *p; p++)
             if (!isalnum((unsigned char)*p) && !strchr(".+-_", *p)) goto bad;
-        *norm = hk_asprintf("%u.%u", ma, mi);
+        *norm = hk__asprintf("%u.%u", ma, mi);
         break;
     case HK_K_BACKEND: {
         bool ok = false;
         for (size_t i = 0; i < HK_ARRAY_LEN(k_backends); i++) ok |= strcmp(value, k_backends[i]) == 0;
         if (!ok) goto bad;
-        *norm = hk_strdup(value);
+        *norm = hk__strdup(value);
         break;
     }
     case HK_K_GPU_ARCH:
         /* kept as given, feature flags included ("gfx90a:sramecc+:xnack-") */
-        if (!hk_env_gcn_arch_valid(value)) goto bad;
-        *norm = hk_strdup(value);
+        if (!hk__env_gcn_arch_valid(value)) goto bad;
+        *norm = hk__strdup(value);
         break;
     case HK_K_GPUS: {
         if (strcmp(value, "none") == 0) {
-            *norm = hk_strdup("none");
+            *norm = hk__strdup("none");
             break;
         }
         hk_strbuf sb;
-        hk_sb_init(&sb);
+        hk__sb_init(&sb);
         const char *p = value;
         for (;;) {
             const char *comma = strchr(p, ',');
             size_t len = comma ? (size_t)(comma - p) : strlen(p);
             char item[32];
             if (len == 0 || len >= sizeof item) {
-                hk_sb_free(&sb);
+                hk__sb_free(&sb);
                 goto bad;
             }
             memcpy(item, p, len);
             item[len] = '\0';
             char *dot = strchr(item, '.');
-            if (!dot || !hk_env_ver2(item, &ma, &mi) || ma > 99 || mi > 99 ||
+            if (!dot || !hk__env_ver2(item, &ma, &mi) || ma > 99 || mi > 99 ||
                 strspn(item, "0123456789") != (size_t)(dot - item) ||
                 strspn(dot + 1, "0123456789") != strlen(dot + 1)) {
-                hk_sb_free(&sb);
+                hk__sb_free(&sb);
                 goto bad;
             }
-            hk_sb_printf(&sb, "%s%u.%u", sb.len ? "," : "", ma, mi);
+            hk__sb_printf(&sb, "%s%u.%u", sb.len ? "," : "", ma, mi);
             if (!comma) break;
             p = comma + 1;
         }
-        *norm = hk_sb_steal(&sb);
+        *norm = hk__sb_steal(&sb);
         break;
     }
     default:
-        *norm = hk_strdup(value);
+        *norm = hk__strdup(value);
         break;
     }
-    return *norm ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+    return *norm ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
 bad:
-    return hk_fail(HK_ERR_INVALID_ARG, "invalid value '%s' for environment key '%s'%s", value,
+    return hk__fail(HK_ERR_INVALID_ARG, "invalid value '%s' for environment key '%s'%s", value,
                    k_key_names[k],
                    k == HK_K_BACKEND ? " (use cuda, rocm, xpu, cann, metal, neuron, tpu or cpu)"
                    : k == HK_K_GPUS  ? " (use compute capabilities like 9.0,8.6, or none)"
@@ -359,15 +359,15 @@ bad:
 }
 
 int hk_env_set(hk_env *env, const char *key, const char *value) {
-    if (!env) return hk_fail(HK_ERR_INVALID_ARG, "hk_env_set: env is NULL");
-    int k = hk_env_key_lookup(key);
+    if (!env) return hk__fail(HK_ERR_INVALID_ARG, "hk_env_set: env is NULL");
+    int k = hk__env_key_lookup(key);
     if (k < 0) {
         hk_strbuf sb;
-        hk_sb_init(&sb);
-        for (int i = 0; i < HK_K_COUNT; i++) hk_sb_printf(&sb, "%s%s", i ? ", " : "", k_key_names[i]);
-        int rc = hk_fail(HK_ERR_INVALID_ARG, "unknown environment key '%s' (known keys: %s)",
+        hk__sb_init(&sb);
+        for (int i = 0; i < HK_K_COUNT; i++) hk__sb_printf(&sb, "%s%s", i ? ", " : "", k_key_names[i]);
+        int rc = hk__fail(HK_ERR_INVALID_ARG, "unknown environment key '%s' (known keys: %s)",
                          key ? key : "(null)", sb.data ? sb.data : "");
-        hk_sb_free(&sb);
+        hk__sb_free(&sb);
         return rc;
     }
     char *norm = NULL;
@@ -379,16 +379,16 @@ int hk_env_set(hk_env *env, const char *key, const char *value) {
         free_gpus(env);
         free(env->f[k]);
         env->f[k] = NULL;
-        return hk_env_derive(env) ? hk_fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
+        return hk__env_derive(env) ? hk__fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
     }
     if (k == HK_K_GPUS) {
         free(env->f[k]);
         env->f[k] = NULL;
     }
-    rc = hk_env_put(env, (hk_env_key)k, norm);
+    rc = hk__env_put(env, (hk_env_key)k, norm);
     free(norm);
     if (k == HK_K_TORCH_DIR && !env->f[k]) env->torch_installed = false;
-    if (rc || hk_env_derive(env)) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (rc || hk__env_derive(env)) return hk__fail(HK_ERR_NOMEM, "out of memory");
     return HK_OK;
 }
 

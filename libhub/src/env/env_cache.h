@@ -7,6 +7,6 @@
 /* hk_env_detect(NULL) run once per process (the first successful call wins; a failed detection
  * is not kept, so the next call tries again), then shared read-only: never free *out, never
  * hk_env_set it. Thread-safe. */
-int hk_env_cached(const hk_env **out);
+int hk__env_cached(const hk_env **out);
 
 #endif

@@ -8,7 +8,7 @@
 
 /* ---- derivation ----------------------------------------------------------------------------- */
 
-int hk_env_derive(hk_env *env) {
+int hk__env_derive(hk_env *env) {
     const char *kind = NULL, *ver = NULL, *source = NULL;
     const char *const *f = (const char *const *)env->f;
     if (f[HK_K_BACKEND]) {
@@ -53,26 +53,26 @@ int hk_env_derive(hk_env *env) {
     free(env->backend_version);
     free(env->backend_variant);
     free(env->gpus_str);
-    env->backend = hk_strdup(kind);
-    env->backend_version = ver ? hk_strdup(ver) : NULL;
+    env->backend = hk__strdup(kind);
+    env->backend_version = ver ? hk__strdup(ver) : NULL;
     env->backend_variant = NULL;
     env->backend_source = source;
     bool oom = !env->backend || (ver && !env->backend_version);
     uint32_t ma = 0, mi = 0;
     if (!versioned) {
-        env->backend_variant = hk_strdup(kind);
+        env->backend_variant = hk__strdup(kind);
         oom |= !env->backend_variant;
-    } else if (ver && hk_env_ver2(ver, &ma, &mi)) {
-        env->backend_variant = hk_asprintf("%s%u%u", strcmp(kind, "cuda") == 0 ? "cu" : kind, ma, mi);
+    } else if (ver && hk__env_ver2(ver, &ma, &mi)) {
+        env->backend_variant = hk__asprintf("%s%u%u", strcmp(kind, "cuda") == 0 ? "cu" : kind, ma, mi);
         oom |= !env->backend_variant;
     }
     env->gpus_str = NULL;
     if (env->ngpus) {
         hk_strbuf sb;
-        hk_sb_init(&sb);
+        hk__sb_init(&sb);
         for (int i = 0; i < env->ngpus; i++)
-            hk_sb_printf(&sb, "%s%d.%d", i ? "," : "", env->gpus[i].major, env->gpus[i].minor);
-        env->gpus_str = hk_sb_steal(&sb);
+            hk__sb_printf(&sb, "%s%d.%d", i ? "," : "", env->gpus[i].major, env->gpus[i].minor);
+        env->gpus_str = hk__sb_steal(&sb);
         oom |= !env->gpus_str;
     }
     return oom ? HK_ERR_NOMEM : HK_OK;
@@ -91,7 +91,7 @@ const char *hk_env_get(const hk_env *env, const char *key) {
         int v = key[0] == 't' ? hk_env_torch_cxx11_abi(env) : hk_env_python_free_threaded(env);
         return v < 0 ? NULL : v ? "1" : "0";
     }
-    int k = hk_env_key_lookup(key);
+    int k = hk__env_key_lookup(key);
     return k < 0 ? NULL : env->f[k];
 }
 
@@ -132,7 +132,7 @@ int hk_env_torch_cxx11_abi(const hk_env *env) {
      * `return True` (checked in the 2.8, 2.9, 2.10 and 2.11 wheels). kernels asks only on Linux. */
     uint32_t ma = 0, mi = 0;
     if (env->f[HK_K_OS] && strcmp(env->f[HK_K_OS], "linux") == 0 &&
-        hk_env_ver2(env->f[HK_K_TORCH_VERSION], &ma, &mi) && (ma > 2 || (ma == 2 && mi >= 8)))
+        hk__env_ver2(env->f[HK_K_TORCH_VERSION], &ma, &mi) && (ma > 2 || (ma == 2 && mi >= 8)))
         return 1;
     return -1;
 }
@@ -151,7 +151,7 @@ int hk_env_gpu_count(const hk_env *env) { return env ? env->ngpus : 0; }
 
 int hk_env_gpu_capability(const hk_env *env, int i, int *major, int *minor) {
     if (!env || i < 0 || i >= env->ngpus)
-        return hk_fail(HK_ERR_INVALID_ARG, "GPU index %d out of range (%d GPUs)", i, env ? env->ngpus : 0);
+        return hk__fail(HK_ERR_INVALID_ARG, "GPU index %d out of range (%d GPUs)", i, env ? env->ngpus : 0);
     if (major) *major = env->gpus[i].major;
     if (minor) *minor = env->gpus[i].minor;
     return HK_OK;

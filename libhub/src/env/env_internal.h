@@ -59,59 +59,59 @@ struct hk_env {
     char *gpus_str;        /* canonical "9.0,8.6" */
 };
 
-const char *hk_env_key_name(hk_env_key k);
-int hk_env_key_lookup(const char *name); /* -1 if not a key */
+const char *hk__env_key_name(hk_env_key k);
+int hk__env_key_lookup(const char *name); /* -1 if not a key */
 
 /* Leading "M.m" of a version string ("2.11.0+cu130" → 2, 11; "13" → 13, 0). false if s is NULL
  * or does not start with a digit. */
-bool hk_env_ver2(const char *s, uint32_t *major, uint32_t *minor);
+bool hk__env_ver2(const char *s, uint32_t *major, uint32_t *minor);
 
 /* Recompute the derived fields (backend ...). Returns HK_ERR_NOMEM or HK_OK. */
-int hk_env_derive(hk_env *env);
+int hk__env_derive(hk_env *env);
 
 /* Store a detected value without validation (detect.c). value NULL clears. */
-int hk_env_put(hk_env *env, hk_env_key k, const char *value);
+int hk__env_put(hk_env *env, hk_env_key k, const char *value);
 
 /* Helpers of the detection pieces (detect_parse.c). */
 /* A text file of at most 8 MiB, malloc'd; NULL (no error left) when it cannot be read. */
-char *hk_env_read_text(const char *path);
-bool hk_env_is_file(const char *path);
+char *hk__env_read_text(const char *path);
+bool hk__env_is_file(const char *path);
 /* Store the "M.m" of a raw version ("2.11.0+cu130" → "2.11"); nothing when raw is not one. */
-void hk_env_put_version2(hk_env *env, hk_env_key k, const char *raw);
+void hk__env_put_version2(hk_env *env, hk_env_key k, const char *raw);
 /* dlsym as a function pointer of `type` (through uintptr_t: ISO C has no object → function
  * pointer conversion). Needs <dlfcn.h>. */
 #define HK_SYM(type, h, name) ((type)(uintptr_t)dlsym((h), (name)))
 
 /* Detection pieces (detect_os.c, detect_python.c, detect_torch.c, detect_tvm_ffi.c,
  * detect_cuda.c, detect_rocm.c). */
-void hk_env_detect_os(hk_env *env);
-int hk_env_detect_python(hk_env *env, const char *python, int timeout_ms, bool want_sys_path);
-void hk_env_detect_torch(hk_env *env, const char *libtorch_dir);
-void hk_env_detect_tvm_ffi(hk_env *env, const char *explicit_lib);
-void hk_env_detect_cuda(hk_env *env);
+void hk__env_detect_os(hk_env *env);
+int hk__env_detect_python(hk_env *env, const char *python, int timeout_ms, bool want_sys_path);
+void hk__env_detect_torch(hk_env *env, const char *libtorch_dir);
+void hk__env_detect_tvm_ffi(hk_env *env, const char *explicit_lib);
+void hk__env_detect_cuda(hk_env *env);
 /* libamdhip64 through dlopen: hip_runtime_version and gpu_arch (device 0's gcnArchName). `libs`
  * are the names tried in order (NULL: the usual sonames). Leaves the fields unset, without an
  * error, when no library loads, a symbol is missing, no device answers, or the arch read back is
  * not a gcnArchName. */
-void hk_env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs);
+void hk__env_detect_rocm(hk_env *env, const char *const *libs, size_t nlibs);
 /* Is s a gcnArchName: "gfx" + [0-9a-z]+, then ":feature+" / ":feature-" parts? (at most 255 chars) */
-bool hk_env_gcn_arch_valid(const char *s);
+bool hk__env_gcn_arch_valid(const char *s);
 /* The runtime version hipRuntimeGetVersion returns (HIP_VERSION = major * 10000000 +
  * minor * 100000 + patch) as "M.m" into buf; false when v is not of that form. */
-bool hk_hip_version_text(char *buf, size_t cap, int v);
+bool hk__hip_version_text(char *buf, size_t cap, int v);
 
 /* Parsers exposed for unit tests. */
 /* Find `name = 'value'` (optionally `name: T = …` or `name = other = …`) in Python source text.
  * Returns a malloc'd value, "" for None, NULL if the name is not assigned at line start. */
-char *hk_py_assignment(const char *text, const char *name);
+char *hk__py_assignment(const char *text, const char *name);
 /* -D_GLIBCXX_USE_CXX11_ABI=<0|1> in a TorchConfig.cmake text: 0/1, -1 if absent. */
-int hk_torch_cmake_cxx11(const char *text);
+int hk__torch_cmake_cxx11(const char *text);
 /* `def compiled_with_cxx11_abi` returning a literal True/False in torch/__init__.py: 1/0, else -1. */
-int hk_torch_init_cxx11(const char *text);
+int hk__torch_init_cxx11(const char *text);
 /* "Version: x" from a dist-info METADATA text; malloc'd or NULL. */
-char *hk_metadata_version(const char *text);
+char *hk__metadata_version(const char *text);
 /* The CUDA/ROCm version from a torch local version tag: "2.11.0+cu130" → cuda "13.0";
  * "+rocm6.3" → hip "6.3". Writes malloc'd strings (or NULL) into *cuda / *hip. */
-void hk_torch_local_tag(const char *version, char **cuda, char **hip);
+void hk__torch_local_tag(const char *version, char **cuda, char **hip);
 
 #endif

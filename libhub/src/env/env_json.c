@@ -27,7 +27,7 @@ char *hk_env_to_json(const hk_env *env) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     for (int k = 0; k < HK_K_COUNT; k++) {
-        const char *name = hk_env_key_name((hk_env_key)k);
+        const char *name = hk__env_key_name((hk_env_key)k);
         switch (k) {
         case HK_K_PYTHON_FREE_THREADED: add_tri(o, name, hk_env_python_free_threaded(env)); break;
         case HK_K_TORCH_CXX11_ABI: add_tri(o, name, hk_env_torch_cxx11_abi(env)); break;
@@ -66,7 +66,7 @@ char *hk_env_to_json(const hk_env *env) {
     cJSON_AddBoolToObject(o, "torch_installed", env->torch_installed);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
-    char *res = text ? hk_strdup(text) : NULL;
+    char *res = text ? hk__strdup(text) : NULL;
     cJSON_free(text);
     return res;
 }

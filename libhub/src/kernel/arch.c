@@ -75,18 +75,18 @@ HK_CODE_OBJECT_FIELD(hk_code_object_family, family)
 HK_CODE_OBJECT_FIELD(hk_code_object_compressed, compressed)
 #undef HK_CODE_OBJECT_FIELD
 
-char *hk_code_objects_describe(const hk_code_objects *objs) {
+char *hk__code_objects_describe(const hk_code_objects *objs) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     size_t count = objs ? objs->n : 0;
     for (size_t i = 0; i < count; i++) {
         const hk_code_object *o = &objs->v[i];
-        hk_sb_printf(&sb, "%s%s_%d%s", i ? ", " : "", o->is_ptx ? "compute" : "sm", o->sm,
+        hk__sb_printf(&sb, "%s%s_%d%s", i ? ", " : "", o->is_ptx ? "compute" : "sm", o->sm,
                      o->arch_specific ? "a" : o->family ? "f" : "");
-        if (o->is_ptx) hk_sb_append(&sb, " (PTX)");
+        if (o->is_ptx) hk__sb_append(&sb, " (PTX)");
     }
-    if (count == 0) hk_sb_append(&sb, "(none)");
-    return hk_sb_steal(&sb);
+    if (count == 0) hk__sb_append(&sb, "(none)");
+    return hk__sb_steal(&sb);
 }
 
 HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *library_path, int major,
@@ -100,11 +100,11 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
         }
         if (any_parsed && !match) {
             hk_strbuf sb;
-            hk_sb_init(&sb);
+            hk__sb_init(&sb);
             for (size_t i = 0; i < md->num_archs; i++)
-                hk_sb_printf(&sb, "%s%s", i ? ", " : "", md->archs[i]);
-            char *list = hk_sb_steal(&sb);
-            int rc = hk_fail(HK_ERR_ARCH,
+                hk__sb_printf(&sb, "%s%s", i ? ", " : "", md->archs[i]);
+            char *list = hk__sb_steal(&sb);
+            int rc = hk__fail(HK_ERR_ARCH,
                              "this GPU (compute capability %d.%d) is not supported by %s: its "
                              "metadata lists CUDA archs [%s]; use a GPU it covers, another "
                              "version of the kernel, or skip the check (skip_arch_check / "
@@ -119,8 +119,8 @@ HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *librar
         int rc = hk_library_code_objects(&objs, library_path);
         if (rc) return rc;
         if (hk_code_objects_count(objs) > 0 && !hk_code_objects_fit(objs, major, minor)) {
-            char *d = hk_code_objects_describe(objs);
-            rc = hk_fail(HK_ERR_ARCH,
+            char *d = hk__code_objects_describe(objs);
+            rc = hk__fail(HK_ERR_ARCH,
                          "this GPU (compute capability %d.%d) is not a compiled target of %s: its "
                          "CUDA code objects (%s) cannot run on sm_%d%d; use a GPU they cover or "
                          "another version of the kernel",
@@ -155,11 +155,11 @@ HK_API int hk_kernel_check_rocm_arch(const hk_kernel_metadata *md, const char *g
     for (size_t i = 0; i < md->num_archs; i++)
         if (base[0] && md->archs[i] && strcmp(md->archs[i], base) == 0) return HK_OK;
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     for (size_t i = 0; i < md->num_archs; i++)
-        hk_sb_printf(&sb, "%s%s", i ? ", " : "", md->archs[i] ? md->archs[i] : "?");
-    char *list = hk_sb_steal(&sb);
-    int rc = hk_fail(HK_ERR_ARCH,
+        hk__sb_printf(&sb, "%s%s", i ? ", " : "", md->archs[i] ? md->archs[i] : "?");
+    char *list = hk__sb_steal(&sb);
+    int rc = hk__fail(HK_ERR_ARCH,
                      "this GPU (ROCm arch %s, gcnArchName %s) is not supported by %s: its metadata "
                      "lists ROCm archs [%s]; use a GPU it covers, another version of the kernel, or "
                      "skip the check (skip_arch_check / --no-arch-check) at your own risk",
@@ -174,9 +174,9 @@ typedef int (*cu_init_fn)(unsigned);
 typedef int (*cu_count_fn)(int *);
 typedef int (*cu_attr_fn)(int *, int, int);
 
-int hk_cuda_device_capability(int *major, int *minor) {
+int hk__cuda_device_capability(int *major, int *minor) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return hk_fail(HK_ERR_NOT_FOUND, "no CUDA driver (libcuda.so.1) on this machine");
+    if (!h) return hk__fail(HK_ERR_NOT_FOUND, "no CUDA driver (libcuda.so.1) on this machine");
     cu_init_fn init;
     cu_count_fn count;
     cu_attr_fn attr;
@@ -192,6 +192,6 @@ int hk_cuda_device_capability(int *major, int *minor) {
         rc = HK_OK;
     }
     /* the driver stays loaded: unloading it after cuInit is not supported */
-    if (rc) return hk_fail(rc, "the CUDA driver reports no usable device");
+    if (rc) return hk__fail(rc, "the CUDA driver reports no usable device");
     return HK_OK;
 }

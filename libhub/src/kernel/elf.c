@@ -43,21 +43,21 @@ static Elf64_Shdr elf_shdr(const elf_file *ef, size_t i) {
 static int elf_open(elf_file *ef, const char *path) {
     memset(ef, 0, sizeof *ef);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return hk_fail(hk_errno_code(errno), "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return hk_fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(e));
+        return hk__fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(e));
     }
     if (st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
         close(fd);
-        return hk_fail(HK_ERR_LOAD, "%s is not an ELF library (too small)", path);
+        return hk__fail(HK_ERR_LOAD, "%s is not an ELF library (too small)", path);
     }
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
-    if (m == MAP_FAILED) return hk_fail(HK_ERR_IO, "cannot map %s: %s", path, strerror(e));
+    if (m == MAP_FAILED) return hk__fail(HK_ERR_IO, "cannot map %s: %s", path, strerror(e));
     ef->base = m;
     ef->size = (size_t)st.st_size;
     memcpy(&ef->eh, ef->base, sizeof ef->eh);
@@ -65,12 +65,12 @@ static int elf_open(elf_file *ef, const char *path) {
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
         eh->e_ident[EI_DATA] != ELFDATA2LSB) {
         munmap(m, ef->size);
-        return hk_fail(HK_ERR_LOAD, "%s is not a 64-bit little-endian ELF library", path);
+        return hk__fail(HK_ERR_LOAD, "%s is not a 64-bit little-endian ELF library", path);
     }
     if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > ef->size ||
         (size_t)eh->e_shnum > (ef->size - eh->e_shoff) / sizeof(Elf64_Shdr)) {
         munmap(m, ef->size);
-        return hk_fail(HK_ERR_LOAD, "%s has a malformed ELF section table", path);
+        return hk__fail(HK_ERR_LOAD, "%s has a malformed ELF section table", path);
     }
     ef->shoff = (size_t)eh->e_shoff;
     ef->shnum = eh->e_shnum;
@@ -98,7 +98,7 @@ static const char *sec_name(const elf_file *ef, const Elf64_Shdr *s) {
     return p;
 }
 
-void hk_kstrv_free(char **v, size_t n) {
+void hk__kstrv_free(char **v, size_t n) {
     if (!v) return;
     for (size_t i = 0; i < n; i++) free(v[i]);
     free(v);
@@ -111,13 +111,13 @@ static int cmp_str(const void *a, const void *b) {
 static int push_str(char ***v, size_t *n, size_t *cap, const char *s, size_t len) {
     int rc = HK_VEC_RESERVE(*v, *cap, *n + 1);
     if (rc) return rc;
-    char *c = hk_strndup(s, len);
-    if (!c) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *c = hk__strndup(s, len);
+    if (!c) return hk__fail(HK_ERR_NOMEM, "out of memory");
     (*v)[(*n)++] = c;
     return HK_OK;
 }
 
-int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, const char *prefix) {
+int hk__elf_exported_with_prefix(char ***out, size_t *count, const char *path, const char *prefix) {
     *out = NULL;
     *count = 0;
     elf_file ef;
@@ -155,7 +155,7 @@ int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, co
     }
     elf_close(&ef);
     if (rc) {
-        hk_kstrv_free(v, n);
+        hk__kstrv_free(v, n);
         return rc;
     }
     if (n > 1) {
@@ -172,7 +172,7 @@ int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, co
     return HK_OK;
 }
 
-int hk_elf_needed_libs(char ***out, size_t *count, const char *path) {
+int hk__elf_needed_libs(char ***out, size_t *count, const char *path) {
     *out = NULL;
     *count = 0;
     elf_file ef;
@@ -200,7 +200,7 @@ int hk_elf_needed_libs(char ***out, size_t *count, const char *path) {
     }
     elf_close(&ef);
     if (rc) {
-        hk_kstrv_free(v, n);
+        hk__kstrv_free(v, n);
         return rc;
     }
     *out = v;
@@ -234,14 +234,14 @@ static int parse_fatbin(hk_code_object **v, size_t *n, size_t *cap, const unsign
         uint16_t hs = rd16(p + pos + 6);
         uint64_t fs = rd64(p + pos + 8);
         if (hs < 16 || hs > size - pos || fs > size - pos - hs)
-            return hk_fail(HK_ERR_LOAD, "%s: malformed CUDA fat binary header", path);
+            return hk__fail(HK_ERR_LOAD, "%s: malformed CUDA fat binary header", path);
         size_t e = pos + hs, end = pos + hs + (size_t)fs;
         while (e + 16 <= end) {
             uint16_t kind = rd16(p + e);
             uint32_t ehs = rd32(p + e + 4);
             uint64_t psize = rd64(p + e + 8);
             if (ehs < 48 || ehs > end - e || psize > end - e - ehs)
-                return hk_fail(HK_ERR_LOAD, "%s: malformed CUDA fat binary entry", path);
+                return hk__fail(HK_ERR_LOAD, "%s: malformed CUDA fat binary entry", path);
             if (kind == 1 || kind == 2) {
                 int rc = HK_VEC_RESERVE(*v, *cap, *n + 1);
                 if (rc) return rc;
@@ -262,10 +262,10 @@ static int parse_fatbin(hk_code_object **v, size_t *n, size_t *cap, const unsign
 }
 
 HK_API int hk_library_code_objects(hk_code_objects **out, const char *path) {
-    if (!out || !path) return hk_fail(HK_ERR_INVALID_ARG, "hk_library_code_objects: NULL argument");
+    if (!out || !path) return hk__fail(HK_ERR_INVALID_ARG, "hk_library_code_objects: NULL argument");
     *out = NULL;
     hk_code_objects *list = calloc(1, sizeof *list);
-    if (!list) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!list) return hk__fail(HK_ERR_NOMEM, "out of memory");
     elf_file ef;
     int rc = elf_open(&ef, path);
     if (rc) {

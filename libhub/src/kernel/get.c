@@ -13,17 +13,17 @@
 /* ---- from the Hub --------------------------------------------------------------------------- */
 
 static int check_opts(const hk_get_kernel_options *o, const char *fn) {
-    int rc = hk_get_kernel_options_check(o, fn);
+    int rc = hk__get_kernel_options_check(o, fn);
     if (rc) return rc;
-    if (!o->repo_id) return hk_fail(HK_ERR_INVALID_ARG, "options with a repo_id are required");
+    if (!o->repo_id) return hk__fail(HK_ERR_INVALID_ARG, "options with a repo_id are required");
     if (!hk_repo_id_valid(o->repo_id))
-        return hk_fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id (org/name)", o->repo_id);
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id (org/name)", o->repo_id);
     bool has_version = o->kernel_version != HK_VERSION_UNSET;
     if (has_version && o->kernel_version < 0)
-        return hk_fail(HK_ERR_INVALID_ARG, "version must be a non-negative integer (got %d)",
+        return hk__fail(HK_ERR_INVALID_ARG, "version must be a non-negative integer (got %d)",
                        o->kernel_version);
     if (has_version == (o->revision != NULL))
-        return hk_fail(HK_ERR_INVALID_ARG, "give exactly one of version and revision for %s", o->repo_id);
+        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of version and revision for %s", o->repo_id);
     return HK_OK;
 }
 
@@ -52,10 +52,10 @@ static int resolve_target(char **out_repo, char **out_rev, char commit[65], char
     rc = hk_hub_list_variants(&names, &n, hub, *out_repo, commit);
     if (rc == HK_OK) {
         bool moved = strcmp(*out_repo, o->repo_id) != 0;
-        char *where = hk_asprintf("%s@%s%s%s%s", *out_repo, commit, moved ? " (redirected from " : "",
+        char *where = hk__asprintf("%s@%s%s%s%s", *out_repo, commit, moved ? " (redirected from " : "",
                                   moved ? o->repo_id : "", moved ? ")" : "");
-        rc = where ? hk_loader_choose(out_best, env, o, (const char *const *)names, n, where)
-                   : hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = where ? hk__loader_choose(out_best, env, o, (const char *const *)names, n, where)
+                   : hk__fail(HK_ERR_NOMEM, "out of memory");
         free(where);
     }
     if (names) hk_hub_strv_free(names);
@@ -79,67 +79,67 @@ static int precheck_arch(hk_hub *hub, const char *repo, const char *commit, cons
                          const hk_get_kernel_options *o, const hk_env *env) {
     if (o->skip_arch_check) return HK_OK;
     hk_load_request req;
-    hk_loader_fill_request(&req, o, env);
+    hk__loader_fill_request(&req, o, env);
     /* no CUDA capability and no ROCm arch known: no archs list can refuse it, nothing to fetch */
     if (req.cuda_major < 0 && !req.gpu_arch) return HK_OK;
-    char *rel = hk_asprintf("build/%s/metadata.json", variant);
-    if (!rel) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *rel = hk__asprintf("build/%s/metadata.json", variant);
+    if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *path = NULL;
-    int rc = hk_hub_fetch_file(&path, hub, repo, commit, rel);
+    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel);
     free(rel);
     if (rc == HK_ERR_OFFLINE) {
         hk_clear_error();
         return HK_OK;
     }
-    if (rc) return hk_fail_context("fetching the metadata.json of %s variant %s", repo, variant);
+    if (rc) return hk__fail_context("fetching the metadata.json of %s variant %s", repo, variant);
     char *data = NULL;
     size_t len = 0;
     hk_metadata_owned md;
-    rc = hk_read_file(&data, &len, path, 1u << 20);
-    if (rc == HK_OK) rc = hk_metadata_parse(&md, data, len, path);
+    rc = hk__read_file(&data, &len, path, 1u << 20);
+    if (rc == HK_OK) rc = hk__metadata_parse(&md, data, len, path);
     free(data);
     hk_free(path);
     if (rc == HK_ERR_NOMEM) return rc;
     if (rc) {
-        hk_log(HK_LOG_DEBUG, "%s variant %s: metadata.json unreadable before the pull (%s); the load "
+        hk__log(HK_LOG_DEBUG, "%s variant %s: metadata.json unreadable before the pull (%s); the load "
                "checks it", repo, variant, hk_last_error());
         hk_clear_error();
         return HK_OK;
     }
-    rc = hk_kernel_check_metadata_fitness(&md.pub, &req);
-    hk_metadata_free(&md);
-    if (rc) hk_fail_context("%s variant %s at %s", repo, variant, commit);
+    rc = hk__kernel_check_metadata_fitness(&md.pub, &req);
+    hk__metadata_free(&md);
+    if (rc) hk__fail_context("%s variant %s at %s", repo, variant, commit);
     return rc;
 }
 
 HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_get_kernel: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_kernel: out is NULL");
     *out = NULL;
     int rc = check_opts(o, "hk_get_kernel");
     if (rc) return rc;
     if (!o->no_local_kernels) {
         char *local = NULL;
-        rc = hk_local_kernels_lookup(&local, o->repo_id);
+        rc = hk__local_kernels_lookup(&local, o->repo_id);
         if (rc) return rc;
         if (local) {
-            hk_log(HK_LOG_INFO, "%s: loading from LOCAL_KERNELS path %s", o->repo_id, local);
-            rc = hk_local_kernel_load(out, local, o);
-            if (rc) hk_fail_context("LOCAL_KERNELS %s=%s", o->repo_id, local);
+            hk__log(HK_LOG_INFO, "%s: loading from LOCAL_KERNELS path %s", o->repo_id, local);
+            rc = hk__local_kernel_load(out, local, o);
+            if (rc) hk__fail_context("LOCAL_KERNELS %s=%s", o->repo_id, local);
             free(local);
             return rc;
         }
     }
     const hk_env *env;
     hk_env *owned;
-    rc = hk_loader_env(&env, &owned, o);
+    rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
     char commit[65];
     char *repo = NULL, *rev = NULL, *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
     uint64_t checked[2] = {0, 0};
-    rc = hk_loader_new_hub(&hub, o);
+    rc = hk__loader_new_hub(&hub, o);
     if (rc == HK_OK) rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, o->trust_remote_code);
-    if (rc == HK_OK && hk_loader_already_loaded(out, hub, repo, commit, best)) goto done;
+    if (rc == HK_OK && hk__loader_already_loaded(out, hub, repo, commit, best)) goto done;
     if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env); /* before the download */
     if (rc == HK_OK) {
         bool moved = strcmp(repo, o->repo_id) != 0;
@@ -151,21 +151,21 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         /* resolve_target checked every publisher on the way (online); offline warns again */
         s.trust_remote_code = o->trust_remote_code || !hk_hub_is_offline(hub);
         s.backend = o->backend;
-        rc = hk_loader_fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s);
+        rc = hk__loader_fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s);
     }
     if (rc == HK_OK) {
         hk_load_request req;
-        hk_loader_fill_request(&req, o, env);
+        hk__loader_fill_request(&req, o, env);
         req.variant_dir = dir;
         req.variant_name = got_variant;
         req.commit = got_commit;
         req.repo_id = repo; /* the handle reports the repo it was loaded from, after redirects */
         req.bytes_verified = checked[0];
         req.bytes_trusted = checked[1];
-        rc = hk_kernel_load_variant(out, &req);
+        rc = hk__kernel_load_variant(out, &req);
     }
 done:
-    if (rc) hk_fail_context("getting %s", o->repo_id);
+    if (rc) hk__fail_context("getting %s", o->repo_id);
     hk_free(repo);
     hk_free(rev);
     hk_free(best);
@@ -181,18 +181,18 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
                          const hk_get_kernel_options *o) {
     if (out_reason_code) *out_reason_code = HK_OK;
     if (out_reason) *out_reason = NULL;
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_has_kernel: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_has_kernel: out is NULL");
     *out = 0;
     int rc = check_opts(o, "hk_has_kernel");
     if (rc) return rc;
     const hk_env *env;
     hk_env *owned;
-    rc = hk_loader_env(&env, &owned, o);
+    rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
     char commit[65];
     char *repo = NULL, *rev = NULL, *best = NULL;
-    rc = hk_loader_new_hub(&hub, o);
+    rc = hk__loader_new_hub(&hub, o);
     /* an existence check loads no code: no publisher check, as before redirects were followed */
     if (rc == HK_OK) {
         rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, 1);
@@ -201,11 +201,11 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
         if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env);
         if (rc == HK_ERR_NO_VARIANT || rc == HK_ERR_ARCH) {
             /* "no" is an answer, not an error: the reason goes to the out-parameters */
-            hk_log(HK_LOG_INFO, "%s: no kernel for this machine: %s", o->repo_id, hk_last_error());
+            hk__log(HK_LOG_INFO, "%s: no kernel for this machine: %s", o->repo_id, hk_last_error());
             if (out_reason_code) *out_reason_code = rc;
             rc = HK_OK;
-            if (out_reason && !(*out_reason = hk_strdup(hk_last_error())))
-                rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            if (out_reason && !(*out_reason = hk__strdup(hk_last_error())))
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             else
                 hk_clear_error();
         } else if (rc == HK_OK) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hk_function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym);
+int hk__function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym);
 
 struct hk_kernel {
     int refs;                 /* guarded by g_reg_lock */
@@ -33,11 +33,11 @@ static void kernel_free(hk_kernel *k) {
     free(k->variant);
     free(k->path);
     free(k->library);
-    hk_metadata_free(&k->md);
+    hk__metadata_free(&k->md);
     if (k->fns)
         for (size_t i = 0; i < k->num_fns; i++) free(k->fns[i]);
     free(k->fns);
-    hk_kstrv_free(k->fn_names, k->num_fns);
+    hk__kstrv_free(k->fn_names, k->num_fns);
     free(k);
 }
 
@@ -82,14 +82,14 @@ HK_API const char *hk_kernel_function_name(const hk_kernel *k, size_t i) {
 }
 
 HK_API int hk_kernel_function(const hk_function **out, const hk_kernel *k, const char *name) {
-    if (!out || !k || !name) return hk_fail(HK_ERR_INVALID_ARG, "hk_kernel_function: NULL argument");
+    if (!out || !k || !name) return hk__fail(HK_ERR_INVALID_ARG, "hk_kernel_function: NULL argument");
     *out = NULL;
     if (k->kind == HK_KERNEL_NOARCH)
-        return hk_fail(HK_ERR_UNSUPPORTED,
+        return hk__fail(HK_ERR_UNSUPPORTED,
                        "%s (%s) holds no native code: it is a Python-only (noarch) variant",
                        k->variant, k->path);
     if (k->kind == HK_KERNEL_TORCH)
-        return hk_fail(HK_ERR_UNSUPPORTED,
+        return hk__fail(HK_ERR_UNSUPPORTED,
                        "%s is a torch variant: call its ops through the c10 dispatcher as "
                        "%s::%s from C++",
                        k->variant, k->md.pub.id, name);
@@ -105,11 +105,11 @@ HK_API int hk_kernel_function(const hk_function **out, const hk_kernel *k, const
         else hi = mid;
     }
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    for (size_t i = 0; i < k->num_fns; i++) hk_sb_printf(&sb, "%s%s", i ? ", " : "", k->fn_names[i]);
-    int rc = hk_fail(HK_ERR_SYMBOL, "%s exports no function '%s' (it exports: %s)", k->variant, name,
+    hk__sb_init(&sb);
+    for (size_t i = 0; i < k->num_fns; i++) hk__sb_printf(&sb, "%s%s", i ? ", " : "", k->fn_names[i]);
+    int rc = hk__fail(HK_ERR_SYMBOL, "%s exports no function '%s' (it exports: %s)", k->variant, name,
                      sb.data && sb.len ? sb.data : "nothing");
-    hk_sb_free(&sb);
+    hk__sb_free(&sb);
     return rc;
 }
 
@@ -121,17 +121,17 @@ static const char *base_name(const char *p) {
 }
 
 static hk_kernel_kind kind_of_variant(const char *variant, const char *dir, const char *id) {
-    if (hk_str_starts_with(variant, "tvm-ffi")) return HK_KERNEL_TVM_FFI;
-    if (hk_str_starts_with(variant, "torch-stable-abi")) return HK_KERNEL_TORCH;
-    if (hk_str_starts_with(variant, "torch-")) return HK_KERNEL_NOARCH;
-    if (hk_str_starts_with(variant, "torch")) return HK_KERNEL_TORCH;
+    if (hk__str_starts_with(variant, "tvm-ffi")) return HK_KERNEL_TVM_FFI;
+    if (hk__str_starts_with(variant, "torch-stable-abi")) return HK_KERNEL_TORCH;
+    if (hk__str_starts_with(variant, "torch-")) return HK_KERNEL_NOARCH;
+    if (hk__str_starts_with(variant, "torch")) return HK_KERNEL_TORCH;
     /* a directory not named like a variant (local development): look at the files */
-    char *p = hk_asprintf("%s/%s.abi3.so", dir, id);
-    bool torch = p && hk_path_exists(p);
+    char *p = hk__asprintf("%s/%s.abi3.so", dir, id);
+    bool torch = p && hk__path_exists(p);
     free(p);
     if (torch) return HK_KERNEL_TORCH;
-    p = hk_asprintf("%s/%s.so", dir, id);
-    bool tvm = p && hk_path_exists(p);
+    p = hk__asprintf("%s/%s.so", dir, id);
+    bool tvm = p && hk__path_exists(p);
     free(p);
     return tvm ? HK_KERNEL_TVM_FFI : HK_KERNEL_NOARCH;
 }
@@ -147,7 +147,7 @@ static bool tvm_ffi_variant_version(const char *variant, int *major, int *minor)
     return true;
 }
 
-bool hk_libtorch_in_process(void) {
+bool hk__libtorch_in_process(void) {
     static const char *const syms[] = {
         "_ZN3c1010Dispatcher13realSingletonEv", /* c10::Dispatcher::realSingleton() */
         "_ZN3c1010Dispatcher9singletonEv",      /* c10::Dispatcher::singleton() (older) */
@@ -163,7 +163,7 @@ static bool cuda_capability(const hk_load_request *req, int *major, int *minor) 
     *major = req->cuda_major;
     *minor = req->cuda_minor;
     if (*major == -1) {
-        if (hk_cuda_device_capability(major, minor)) *major = -2;
+        if (hk__cuda_device_capability(major, minor)) *major = -2;
         hk_clear_error();
     }
     return *major >= 0;
@@ -173,20 +173,20 @@ static int check_gpu_fitness(hk_kernel *k, const hk_load_request *req) {
     if (req->skip_arch_check) return HK_OK;
     if (strcmp(k->md.pub.backend, "rocm") == 0) {
         if (k->md.pub.num_archs > 0 && !req->gpu_arch)
-            hk_log(HK_LOG_WARN, "%s: no ROCm device visible (GPU arch unknown), GPU fitness not "
+            hk__log(HK_LOG_WARN, "%s: no ROCm device visible (GPU arch unknown), GPU fitness not "
                    "checked", k->variant);
         return hk_kernel_check_rocm_arch(&k->md.pub, req->gpu_arch);
     }
     if (strcmp(k->md.pub.backend, "cuda") != 0) return HK_OK;
     int major, minor;
     if (!cuda_capability(req, &major, &minor)) {
-        hk_log(HK_LOG_WARN, "%s: no CUDA device visible, GPU fitness not checked", k->variant);
+        hk__log(HK_LOG_WARN, "%s: no CUDA device visible, GPU fitness not checked", k->variant);
         return HK_OK;
     }
     return hk_kernel_check_arch(&k->md.pub, k->library, major, minor);
 }
 
-int hk_kernel_check_metadata_fitness(const hk_kernel_metadata *md, const hk_load_request *req) {
+int hk__kernel_check_metadata_fitness(const hk_kernel_metadata *md, const hk_load_request *req) {
     if (req->skip_arch_check || !md->backend || md->num_archs == 0) return HK_OK;
     if (strcmp(md->backend, "rocm") == 0) return hk_kernel_check_rocm_arch(md, req->gpu_arch);
     if (strcmp(md->backend, "cuda") != 0) return HK_OK;
@@ -196,10 +196,10 @@ int hk_kernel_check_metadata_fitness(const hk_kernel_metadata *md, const hk_load
 }
 
 static int find_library(hk_kernel *k, const char *suffix) {
-    k->library = hk_asprintf("%s/%s%s", k->path, k->md.pub.id, suffix);
-    if (!k->library) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    if (hk_path_exists(k->library)) return HK_OK;
-    return hk_fail(HK_ERR_LOAD, "%s has no %s%s (metadata id %s): the variant is incomplete; "
+    k->library = hk__asprintf("%s/%s%s", k->path, k->md.pub.id, suffix);
+    if (!k->library) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (hk__path_exists(k->library)) return HK_OK;
+    return hk__fail(HK_ERR_LOAD, "%s has no %s%s (metadata id %s): the variant is incomplete; "
                    "re-download it",
                    k->path, k->md.pub.id, suffix, k->md.pub.id);
 }
@@ -209,21 +209,21 @@ static int load_tvm_ffi(hk_kernel *k, const hk_load_request *req) {
     if (rc) return rc;
     rc = check_gpu_fitness(k, req);
     if (rc) return rc;
-    rc = hk_tvm_ffi_ensure(req->tvm_ffi_library, req->tvm_ffi_hint);
-    if (rc) return hk_fail_context("loading %s", k->variant);
+    rc = hk__tvm_ffi_ensure(req->tvm_ffi_library, req->tvm_ffi_hint);
+    if (rc) return hk__fail_context("loading %s", k->variant);
     int want_major, want_minor, have_major, have_minor;
-    if (hk_str_starts_with(k->variant, "tvm-ffi") &&
+    if (hk__str_starts_with(k->variant, "tvm-ffi") &&
         tvm_ffi_variant_version(k->variant, &want_major, &want_minor) &&
         hk_tvm_ffi_version(&have_major, &have_minor, NULL) == HK_OK &&
         (want_major != have_major || want_minor != have_minor))
-        return hk_fail(HK_ERR_RUNTIME_MISSING,
+        return hk__fail(HK_ERR_RUNTIME_MISSING,
                        "%s needs tvm-ffi %d.%d but the loaded libtvm_ffi is %d.%d; install "
                        "apache-tvm-ffi==%d.%d.* or point HUBKERN_TVM_FFI_LIB at a matching library",
                        k->variant, want_major, want_minor, have_major, have_minor, want_major,
                        want_minor);
     char **names = NULL;
     size_t n = 0;
-    rc = hk_elf_exported_with_prefix(&names, &n, k->library, "__tvm_ffi_");
+    rc = hk__elf_exported_with_prefix(&names, &n, k->library, "__tvm_ffi_");
     if (rc) return rc;
     /* "__tvm_ffi__<x>" are runtime-internal symbols (library context, metadata, docs) */
     size_t w = 0;
@@ -237,16 +237,16 @@ static int load_tvm_ffi(hk_kernel *k, const hk_load_request *req) {
     k->dl = dlopen(k->library, RTLD_NOW | RTLD_LOCAL);
     if (!k->dl) {
         const char *e = dlerror();
-        return hk_fail(HK_ERR_LOAD, "cannot load %s: %s", k->library, e ? e : "dlopen failed");
+        return hk__fail(HK_ERR_LOAD, "cannot load %s: %s", k->library, e ? e : "dlopen failed");
     }
     k->fns = calloc(w ? w : 1, sizeof *k->fns);
-    if (!k->fns) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!k->fns) return hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < w; i++) {
         char sym[512];
         snprintf(sym, sizeof sym, "__tvm_ffi_%s", k->fn_names[i]);
         void *p = dlsym(k->dl, sym);
-        if (!p) return hk_fail(HK_ERR_SYMBOL, "%s lists %s but dlsym cannot find it", k->library, sym);
-        rc = hk_function_make(&k->fns[i], k, k->fn_names[i], p);
+        if (!p) return hk__fail(HK_ERR_SYMBOL, "%s lists %s but dlsym cannot find it", k->library, sym);
+        rc = hk__function_make(&k->fns[i], k, k->fn_names[i], p);
         if (rc) return rc;
     }
     return HK_OK;
@@ -255,8 +255,8 @@ static int load_tvm_ffi(hk_kernel *k, const hk_load_request *req) {
 static int load_torch(hk_kernel *k, const hk_load_request *req) {
     int rc = find_library(k, ".abi3.so");
     if (rc) return rc;
-    if (!hk_libtorch_in_process())
-        return hk_fail(HK_ERR_RUNTIME_MISSING,
+    if (!hk__libtorch_in_process())
+        return hk__fail(HK_ERR_RUNTIME_MISSING,
                        "%s is a torch variant: it can only be loaded into a process that already "
                        "has libtorch (link your program with libtorch, or choose a tvm-ffi "
                        "variant); libtorch is not loaded in this process",
@@ -268,13 +268,13 @@ static int load_torch(hk_kernel *k, const hk_load_request *req) {
     k->dl = dlopen(k->library, RTLD_LAZY | RTLD_LOCAL);
     if (!k->dl) {
         const char *e = dlerror();
-        return hk_fail(HK_ERR_LOAD, "cannot load %s: %s", k->library, e ? e : "dlopen failed");
+        return hk__fail(HK_ERR_LOAD, "cannot load %s: %s", k->library, e ? e : "dlopen failed");
     }
-    hk_log(HK_LOG_INFO, "%s: torch ops registered under namespace %s", k->variant, k->md.pub.id);
+    hk__log(HK_LOG_INFO, "%s: torch ops registered under namespace %s", k->variant, k->md.pub.id);
     return HK_OK;
 }
 
-hk_kernel *hk_kernel_registry_find(const char *variant_dir) {
+hk_kernel *hk__kernel_registry_find(const char *variant_dir) {
     char real[PATH_MAX];
     if (!realpath(variant_dir, real)) return NULL;
     hk_kernel *found = NULL;
@@ -289,11 +289,11 @@ hk_kernel *hk_kernel_registry_find(const char *variant_dir) {
     return found;
 }
 
-int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req) {
+int hk__kernel_load_variant(hk_kernel **out, const hk_load_request *req) {
     *out = NULL;
     char real[PATH_MAX];
     if (!realpath(req->variant_dir, real))
-        return hk_fail(HK_ERR_NOT_FOUND, "variant directory %s does not exist", req->variant_dir);
+        return hk__fail(HK_ERR_NOT_FOUND, "variant directory %s does not exist", req->variant_dir);
     pthread_mutex_lock(&g_reg_lock);
     for (hk_kernel *k = g_registry; k; k = k->next)
         if (strcmp(k->path, real) == 0) {
@@ -305,21 +305,21 @@ int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req) {
     hk_kernel *k = calloc(1, sizeof *k);
     int rc = HK_OK;
     if (!k) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
     k->refs = 1;
-    k->path = hk_strdup(real);
-    k->variant = hk_strdup(req->variant_name ? req->variant_name : base_name(real));
-    k->repo_id = req->repo_id ? hk_strdup(req->repo_id) : NULL;
-    k->commit = req->commit ? hk_strdup(req->commit) : NULL;
+    k->path = hk__strdup(real);
+    k->variant = hk__strdup(req->variant_name ? req->variant_name : base_name(real));
+    k->repo_id = req->repo_id ? hk__strdup(req->repo_id) : NULL;
+    k->commit = req->commit ? hk__strdup(req->commit) : NULL;
     k->bytes_verified = req->bytes_verified;
     k->bytes_trusted = req->bytes_trusted;
     if (!k->path || !k->variant || (req->repo_id && !k->repo_id) || (req->commit && !k->commit)) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    rc = hk_metadata_read(&k->md, real);
+    rc = hk__metadata_read(&k->md, real);
     if (rc) goto out;
     k->kind = kind_of_variant(k->variant, real, k->md.pub.id);
     if (k->kind == HK_KERNEL_TVM_FFI) rc = load_tvm_ffi(k, req);
@@ -329,7 +329,7 @@ int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req) {
          * kernels 0.17.2 checks them from metadata alone, like any other variant's. */
         if (k->md.pub.num_archs > 0) rc = check_gpu_fitness(k, req);
         if (rc == HK_OK)
-            hk_log(HK_LOG_INFO, "%s holds no native code (Python-only variant): %s", k->variant, real);
+            hk__log(HK_LOG_INFO, "%s holds no native code (Python-only variant): %s", k->variant, real);
     }
     if (rc) goto out;
     k->next = g_registry;

@@ -12,11 +12,11 @@
 
 /* ---- elf.c -------------------------------------------------------------------------------- */
 /* Names of defined, exported dynamic symbols that start with `prefix` (prefix stripped), sorted,
- * de-duplicated. *out is an array of *count strings (free with hk_kstrv_free). */
-int hk_elf_exported_with_prefix(char ***out, size_t *count, const char *path, const char *prefix);
+ * de-duplicated. *out is an array of *count strings (free with hk__kstrv_free). */
+int hk__elf_exported_with_prefix(char ***out, size_t *count, const char *path, const char *prefix);
 /* Is `name` an undefined dynamic symbol of the library? (used to spot libtorch / Python needs) */
-int hk_elf_needed_libs(char ***out, size_t *count, const char *path);
-void hk_kstrv_free(char **v, size_t n);
+int hk__elf_needed_libs(char ***out, size_t *count, const char *path);
+void hk__kstrv_free(char **v, size_t n);
 
 /* Code objects of a fat binary (hk_code_objects, hubkern/kernel.h). */
 typedef struct hk_code_object {
@@ -37,25 +37,25 @@ typedef struct hk_metadata_owned {
     hk_kernel_metadata pub;
     char **archs;
 } hk_metadata_owned;
-int hk_metadata_read(hk_metadata_owned *md, const char *variant_dir);
-int hk_metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what);
-void hk_metadata_free(hk_metadata_owned *md);
+int hk__metadata_read(hk_metadata_owned *md, const char *variant_dir);
+int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what);
+void hk__metadata_free(hk_metadata_owned *md);
 
 /* ---- tvmffi.c ------------------------------------------------------------------------------ */
 typedef int (*hk_tvm_safe_call)(void *self, const void *args, int32_t num_args, void *result);
 /* Make sure libtvm_ffi is loaded: explicit path, HUBKERN_TVM_FFI_LIB, TVM_FFI_LIB, one already in
  * the process, `hint` (the Python package's copy that env detection found), other Python
  * environments, the system. */
-int hk_tvm_ffi_ensure(const char *explicit_path, const char *hint);
+int hk__tvm_ffi_ensure(const char *explicit_path, const char *hint);
 
 /* ---- arch.c -------------------------------------------------------------------------------- */
 /* CUDA compute capability of device 0 through the driver API (dlopen libcuda.so.1).
  * HK_ERR_NOT_FOUND when there is no driver or no device. */
-int hk_cuda_device_capability(int *major, int *minor);
+int hk__cuda_device_capability(int *major, int *minor);
 /* Is libtorch (c10 dispatcher / the stable C shim) loaded in this process? */
-bool hk_libtorch_in_process(void);
+bool hk__libtorch_in_process(void);
 /* "8.0 9.0a" style text of the code objects (caller frees). */
-char *hk_code_objects_describe(const hk_code_objects *objs);
+char *hk__code_objects_describe(const hk_code_objects *objs);
 
 /* ---- kernel.c ------------------------------------------------------------------------------ */
 typedef struct hk_load_request {
@@ -76,44 +76,44 @@ typedef struct hk_load_request {
  * against req's device (CUDA capability rules; ROCm gcnArchName base). HK_OK when skipped
  * (skip_arch_check), when md lists no archs, for other backends, or when the device is unknown
  * (the load itself then warns); HK_ERR_ARCH otherwise. The code objects are not looked at. */
-int hk_kernel_check_metadata_fitness(const hk_kernel_metadata *md, const hk_load_request *req);
+int hk__kernel_check_metadata_fitness(const hk_kernel_metadata *md, const hk_load_request *req);
 /* Load (or find in the registry) the variant in req->variant_dir. */
-int hk_kernel_load_variant(hk_kernel **out, const hk_load_request *req);
+int hk__kernel_load_variant(hk_kernel **out, const hk_load_request *req);
 /* The loaded handle of a variant directory (one more reference), or NULL. */
-hk_kernel *hk_kernel_registry_find(const char *variant_dir);
+hk_kernel *hk__kernel_registry_find(const char *variant_dir);
 
 /* ---- loader.c: what hk_get_kernel, hk_has_kernel, hk_load_locked and local loads share ---- */
 struct hk_hub;
 struct hk_pull_spec;
 
 /* The env to resolve and load with: o->env, else the process-wide detected machine
- * (hk_env_cached). When it knows no tvm-ffi version (no Python package) but a libtvm_ffi can be
+ * (hk__env_cached). When it knows no tvm-ffi version (no Python package) but a libtvm_ffi can be
  * loaded, the runtime's version is used, through a private copy in *owned (free with hk_env_free;
  * NULL when none was needed). o may be NULL. */
-int hk_loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_options *o);
+int hk__loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_options *o);
 /* A load request for env's device (capability of GPU 0, ROCm arch) and o's runtime / arch-check
  * options; the caller fills in the variant. */
-void hk_loader_fill_request(hk_load_request *req, const hk_get_kernel_options *o, const hk_env *env);
+void hk__loader_fill_request(hk_load_request *req, const hk_get_kernel_options *o, const hk_env *env);
 /* hk_choose_variant with the loader's families (tvm-ffi; torch next to libtorch; noarch last),
  * o->backend and o->variant. *out: free with hk_free. */
-int hk_loader_choose(char **out, const hk_env *env, const hk_get_kernel_options *o,
+int hk__loader_choose(char **out, const hk_env *env, const hk_get_kernel_options *o,
                      const char *const *names, size_t n, const char *where);
 /* A client for o's endpoint, token, cache, offline flag and progress callback. */
-int hk_loader_new_hub(struct hk_hub **out, const hk_get_kernel_options *o);
+int hk__loader_new_hub(struct hk_hub **out, const hk_get_kernel_options *o);
 /* hk_hub_pull of one variant: its directory, commit and name (free each with hk_free) and the
  * bytes the digest check hashed [0] and its verification receipt vouched for [1]. */
-int hk_loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
+int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
                             struct hk_hub *hub, const struct hk_pull_spec *s);
 /* 1 (and *out one more reference) when repo_id@commit's variant is loaded in this process. */
-int hk_loader_already_loaded(hk_kernel **out, struct hk_hub *hub, const char *repo_id,
+int hk__loader_already_loaded(hk_kernel **out, struct hk_hub *hub, const char *repo_id,
                              const char *commit, const char *variant);
 /* The entry checks of hk_get_kernel_options (version of the struct; what the Hub calls need). */
-int hk_get_kernel_options_check(const hk_get_kernel_options *o, const char *fn);
+int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn);
 
 /* ---- local.c -------------------------------------------------------------------------------- */
 /* LOCAL_KERNELS lookup: *out_path gets the path mapped to repo_id (caller frees) or NULL. */
-int hk_local_kernels_lookup(char **out_path, const char *repo_id);
+int hk__local_kernels_lookup(char **out_path, const char *repo_id);
 /* Load from a local checkout, directory of variants or variant directory (hk_get_local_kernel). */
-int hk_local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_options *o);
+int hk__local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_options *o);
 
 #endif

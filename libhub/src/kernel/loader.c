@@ -13,8 +13,8 @@
 #include <string.h>
 
 HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int version) {
-    if (!opts) return hk_fail(HK_ERR_INVALID_ARG, "hk_get_kernel_options_init: opts is NULL");
-    int rc = hk_check_options_version("hk_get_kernel_options", version, HK_GET_KERNEL_OPTIONS_VERSION);
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_kernel_options_init: opts is NULL");
+    int rc = hk__check_options_version("hk_get_kernel_options", version, HK_GET_KERNEL_OPTIONS_VERSION);
     if (rc) return rc;
     hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
     *opts = d;
@@ -22,20 +22,20 @@ HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int 
     return HK_OK;
 }
 
-int hk_get_kernel_options_check(const hk_get_kernel_options *o, const char *fn) {
-    if (!o) return hk_fail(HK_ERR_INVALID_ARG, "%s: options with a repo_id are required", fn);
-    return hk_check_options_version("hk_get_kernel_options", o->version, HK_GET_KERNEL_OPTIONS_VERSION);
+int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn) {
+    if (!o) return hk__fail(HK_ERR_INVALID_ARG, "%s: options with a repo_id are required", fn);
+    return hk__check_options_version("hk_get_kernel_options", o->version, HK_GET_KERNEL_OPTIONS_VERSION);
 }
 
-int hk_loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_options *o) {
+int hk__loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_options *o) {
     *owned = NULL;
     const hk_env *env = o ? o->env : NULL;
     if (!env) {
-        int rc = hk_env_cached(&env);
+        int rc = hk__env_cached(&env);
         if (rc) return rc;
     }
     if (!hk_env_tvm_ffi_version(env) &&
-        hk_tvm_ffi_ensure(o ? o->tvm_ffi_library : NULL, hk_env_tvm_ffi_lib(env)) == HK_OK) {
+        hk__tvm_ffi_ensure(o ? o->tvm_ffi_library : NULL, hk_env_tvm_ffi_lib(env)) == HK_OK) {
         int ma, mi;
         char v[32];
         if (hk_tvm_ffi_version(&ma, &mi, NULL) == HK_OK && hk_env_clone(owned, env) == HK_OK) {
@@ -49,7 +49,7 @@ int hk_loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_option
     return HK_OK;
 }
 
-void hk_loader_fill_request(hk_load_request *req, const hk_get_kernel_options *o, const hk_env *env) {
+void hk__loader_fill_request(hk_load_request *req, const hk_get_kernel_options *o, const hk_env *env) {
     memset(req, 0, sizeof *req);
     req->cuda_major = req->cuda_minor = -1;
     if (o) {
@@ -72,14 +72,14 @@ void hk_loader_fill_request(hk_load_request *req, const hk_get_kernel_options *o
 
 /* Families this process can load: tvm-ffi always; torch builds only next to libtorch. Noarch
  * variants are given back (path only) when nothing native fits. */
-int hk_loader_choose(char **out, const hk_env *env, const hk_get_kernel_options *o,
+int hk__loader_choose(char **out, const hk_env *env, const hk_get_kernel_options *o,
                      const char *const *names, size_t n, const char *where) {
     hk_choose_options co = HK_CHOOSE_OPTIONS_INIT;
     co.backend = o ? o->backend : NULL;
     co.variant = o ? o->variant : NULL;
     co.where = where;
     co.families = HK_FAMILY_BIT(HK_FAMILY_TVM_FFI);
-    if (hk_libtorch_in_process())
+    if (hk__libtorch_in_process())
         co.families |= HK_FAMILY_BIT(HK_FAMILY_TORCH) | HK_FAMILY_BIT(HK_FAMILY_TORCH_STABLE_ABI);
     else
         co.family_note = "torch variants load only into a process that has libtorch; a tvm-ffi "
@@ -90,19 +90,19 @@ int hk_loader_choose(char **out, const hk_env *env, const hk_get_kernel_options 
 
 HK_API int hk_kernel_choose_variant(char **out, const hk_get_kernel_options *opts,
                                     const char *const *names, size_t count) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_kernel_choose_variant: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_kernel_choose_variant: out is NULL");
     *out = NULL;
-    int rc = opts ? hk_get_kernel_options_check(opts, "hk_kernel_choose_variant") : HK_OK;
+    int rc = opts ? hk__get_kernel_options_check(opts, "hk_kernel_choose_variant") : HK_OK;
     if (rc) return rc;
     const hk_env *env;
     hk_env *owned;
-    rc = hk_loader_env(&env, &owned, opts);
-    if (rc == HK_OK) rc = hk_loader_choose(out, env, opts, names, count, opts ? opts->repo_id : NULL);
+    rc = hk__loader_env(&env, &owned, opts);
+    if (rc == HK_OK) rc = hk__loader_choose(out, env, opts, names, count, opts ? opts->repo_id : NULL);
     hk_env_free(owned);
     return rc;
 }
 
-int hk_loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
+int hk__loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
     hk_hub_options ho = HK_HUB_OPTIONS_INIT;
     ho.endpoint = o->endpoint;
     ho.token = o->token;
@@ -113,7 +113,7 @@ int hk_loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
     return hk_hub_new(out, &ho);
 }
 
-int hk_loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
+int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
                             hk_hub *hub, const hk_pull_spec *s) {
     *out_dir = *out_commit = *out_variant = NULL;
     out_bytes[0] = out_bytes[1] = 0;
@@ -122,23 +122,23 @@ int hk_loader_fetch_variant(char **out_dir, char **out_commit, char **out_varian
     if (rc) return rc;
     if (hk_pull_result_variant_count(r) == 0) {
         hk_pull_result_free(r);
-        return hk_fail(HK_ERR_INTERNAL, "a pull of %s returned no variant", s->repo_id);
+        return hk__fail(HK_ERR_INTERNAL, "a pull of %s returned no variant", s->repo_id);
     }
-    *out_dir = hk_strdup(hk_pull_result_variant_path(r, 0));
-    *out_commit = hk_strdup(hk_pull_result_commit(r));
-    *out_variant = hk_strdup(hk_pull_result_variant(r, 0));
+    *out_dir = hk__strdup(hk_pull_result_variant_path(r, 0));
+    *out_commit = hk__strdup(hk_pull_result_commit(r));
+    *out_variant = hk__strdup(hk_pull_result_variant(r, 0));
     out_bytes[0] = hk_pull_result_bytes_verified(r);
     out_bytes[1] = hk_pull_result_bytes_trusted(r);
     hk_pull_result_free(r);
-    if (!*out_dir || !*out_commit || !*out_variant) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!*out_dir || !*out_commit || !*out_variant) return hk__fail(HK_ERR_NOMEM, "out of memory");
     return HK_OK;
 }
 
-int hk_loader_already_loaded(hk_kernel **out, hk_hub *hub, const char *repo_id, const char *commit,
+int hk__loader_already_loaded(hk_kernel **out, hk_hub *hub, const char *repo_id, const char *commit,
                              const char *variant) {
     char *repo_dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo_id);
-    char *dir = repo_dir ? hk_asprintf("%s/snapshots/%s/build/%s", repo_dir, commit, variant) : NULL;
-    *out = dir ? hk_kernel_registry_find(dir) : NULL;
+    char *dir = repo_dir ? hk__asprintf("%s/snapshots/%s/build/%s", repo_dir, commit, variant) : NULL;
+    *out = dir ? hk__kernel_registry_find(dir) : NULL;
     free(repo_dir);
     free(dir);
     return *out != NULL;

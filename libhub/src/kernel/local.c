@@ -11,39 +11,39 @@ static int load_from_variants_dir(hk_kernel **out, const char *variants_dir, con
                                   const hk_get_kernel_options *o, const char *where) {
     char **names = NULL;
     size_t n = 0;
-    int rc = hk_list_subdirs(&names, &n, variants_dir);
+    int rc = hk__list_subdirs(&names, &n, variants_dir);
     if (rc) return rc;
     char *best = NULL;
-    rc = hk_loader_choose(&best, env, o, (const char *const *)names, n, where);
-    hk_kstrv_free(names, n);
+    rc = hk__loader_choose(&best, env, o, (const char *const *)names, n, where);
+    hk__kstrv_free(names, n);
     if (rc) return rc;
-    char *dir = hk_path_join(variants_dir, best);
+    char *dir = hk__path_join(variants_dir, best);
     hk_load_request req;
-    hk_loader_fill_request(&req, o, env);
+    hk__loader_fill_request(&req, o, env);
     req.variant_dir = dir;
     req.variant_name = best;
-    rc = dir ? hk_kernel_load_variant(out, &req) : hk_fail(HK_ERR_NOMEM, "out of memory");
+    rc = dir ? hk__kernel_load_variant(out, &req) : hk__fail(HK_ERR_NOMEM, "out of memory");
     free(dir);
     hk_free(best);
     return rc;
 }
 
-int hk_local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_options *o) {
-    if (!hk_is_dir(path)) return hk_fail(HK_ERR_NOT_FOUND, "%s is not a directory", path);
+int hk__local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_options *o) {
+    if (!hk__is_dir(path)) return hk__fail(HK_ERR_NOT_FOUND, "%s is not a directory", path);
     const hk_env *env;
     hk_env *owned;
-    int rc = hk_loader_env(&env, &owned, o);
+    int rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
-    char *md = hk_path_join(path, "metadata.json");
-    char *build = hk_path_join(path, "build");
+    char *md = hk__path_join(path, "metadata.json");
+    char *build = hk__path_join(path, "build");
     if (!md || !build) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-    } else if (hk_path_exists(md)) { /* a variant directory itself */
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    } else if (hk__path_exists(md)) { /* a variant directory itself */
         hk_load_request req;
-        hk_loader_fill_request(&req, o, env);
+        hk__loader_fill_request(&req, o, env);
         req.variant_dir = path;
-        rc = hk_kernel_load_variant(out, &req);
-    } else if (hk_is_dir(build)) { /* a repo checkout with build/ */
+        rc = hk__kernel_load_variant(out, &req);
+    } else if (hk__is_dir(build)) { /* a repo checkout with build/ */
         rc = load_from_variants_dir(out, build, env, o, path);
     } else { /* a directory of variants */
         rc = load_from_variants_dir(out, path, env, o, path);
@@ -55,31 +55,31 @@ int hk_local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_
 }
 
 HK_API int hk_get_local_kernel(hk_kernel **out, const char *path, const hk_get_kernel_options *opts) {
-    if (!out || !path) return hk_fail(HK_ERR_INVALID_ARG, "hk_get_local_kernel: NULL argument");
+    if (!out || !path) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_local_kernel: NULL argument");
     *out = NULL;
-    int rc = opts ? hk_get_kernel_options_check(opts, "hk_get_local_kernel") : HK_OK;
+    int rc = opts ? hk__get_kernel_options_check(opts, "hk_get_local_kernel") : HK_OK;
     if (rc) return rc;
-    return hk_local_kernel_load(out, path, opts);
+    return hk__local_kernel_load(out, path, opts);
 }
 
-int hk_local_kernels_lookup(char **out_path, const char *repo_id) {
+int hk__local_kernels_lookup(char **out_path, const char *repo_id) {
     *out_path = NULL;
-    const char *spec = hk_getenv("LOCAL_KERNELS");
+    const char *spec = hk__getenv("LOCAL_KERNELS");
     if (!spec) return HK_OK;
-    char *copy = hk_strdup(spec), *save = NULL;
-    if (!copy) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    char *copy = hk__strdup(spec), *save = NULL;
+    if (!copy) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;
     for (char *item = strtok_r(copy, ":", &save); item; item = strtok_r(NULL, ":", &save)) {
         char *eq = strchr(item, '=');
         if (!eq) {
-            rc = hk_fail(HK_ERR_INVALID_ARG,
+            rc = hk__fail(HK_ERR_INVALID_ARG,
                          "LOCAL_KERNELS entry '%s' has no '=': use org/name=/path[:org/other=/path]", item);
             break;
         }
         *eq = '\0';
         if (strcmp(item, repo_id) == 0 && !*out_path) {
-            *out_path = hk_strdup(eq + 1);
-            if (!*out_path) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+            *out_path = hk__strdup(eq + 1);
+            if (!*out_path) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         }
     }
     free(copy);

@@ -3,6 +3,7 @@
 #include "kernel/kernel_internal.h"
 
 #include "cache/cache.h" /* hk_repo_id_valid */
+#include "util/text.h"
 #include "util/vec.h"
 
 #include <cjson/cJSON.h>
@@ -32,8 +33,8 @@ static void entry_free(hk_lock_entry *e) {
     free(e->repo_id);
     free(e->revision);
     free(e->commit);
-    hk_kstrv_free(e->variant_names, e->num_variants);
-    hk_kstrv_free(e->variant_hashes, e->num_variants);
+    hk__kstrv_free(e->variant_names, e->num_variants);
+    hk__kstrv_free(e->variant_hashes, e->num_variants);
     memset(e, 0, sizeof *e);
 }
 
@@ -44,10 +45,6 @@ HK_API void hk_lockfile_free(hk_lockfile *lock) {
     free(lock);
 }
 
-static bool is_commit(const char *s) {
-    size_t n = strlen(s);
-    return (n == 40 || n == 64) && hk_is_hex(s, n);
-}
 
 static bool only_keys(const cJSON *obj, const char *const *keys, size_t nkeys, const char **bad) {
     const cJSON *it;
@@ -69,36 +66,36 @@ static int parse_new(hk_lock_entry *e, const cJSON *item, size_t idx) {
     static const char *const lock_keys[] = {"commit", "hash"};
     const char *bad = NULL;
     if (!only_keys(item, top, 2, &bad))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: unknown field '%s'", idx, bad);
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu: unknown field '%s'", idx, bad);
     const cJSON *dep = cJSON_GetObjectItemCaseSensitive(item, "dependency");
     const cJSON *lk = cJSON_GetObjectItemCaseSensitive(item, "lock");
     if (!cJSON_IsObject(dep) || !cJSON_IsObject(lk))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu needs 'dependency' and 'lock' objects", idx);
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu needs 'dependency' and 'lock' objects", idx);
     if (!only_keys(dep, dep_keys, 3, &bad) || !only_keys(lk, lock_keys, 2, &bad))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: unknown field '%s'", idx, bad);
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu: unknown field '%s'", idx, bad);
     const cJSON *repo = cJSON_GetObjectItemCaseSensitive(dep, "repo-id");
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(dep, "version");
     const cJSON *rev = cJSON_GetObjectItemCaseSensitive(dep, "revision");
     const cJSON *commit = cJSON_GetObjectItemCaseSensitive(lk, "commit");
     if (!cJSON_IsString(repo) || !hk_repo_id_valid(repo->valuestring))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo-id' is not a valid org/name", idx);
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo-id' is not a valid org/name", idx);
     if ((ver != NULL) == (rev != NULL))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): exactly one of 'version' and "
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): exactly one of 'version' and "
                        "'revision' is needed", idx, repo->valuestring);
     if (ver && (!cJSON_IsNumber(ver) || ver->valuedouble < 0 || ver->valuedouble != (double)ver->valueint))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'version' must be a non-negative integer",
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'version' must be a non-negative integer",
                        idx, repo->valuestring);
     if (rev && (!cJSON_IsString(rev) || !rev->valuestring[0]))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'revision' must be a string", idx,
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'revision' must be a string", idx,
                        repo->valuestring);
-    if (!cJSON_IsString(commit) || !is_commit(commit->valuestring))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'commit' must be a full 40- or "
+    if (!cJSON_IsString(commit) || !hk__is_commit_id(commit->valuestring))
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'commit' must be a full 40- or "
                        "64-hex git object id", idx, repo->valuestring);
-    e->repo_id = hk_strdup(repo->valuestring);
-    e->commit = hk_strdup(commit->valuestring);
+    e->repo_id = hk__strdup(repo->valuestring);
+    e->commit = hk__strdup(commit->valuestring);
     e->version = ver ? ver->valueint : HK_VERSION_UNSET;
-    e->revision = rev ? hk_strdup(rev->valuestring) : NULL;
-    if (!e->repo_id || !e->commit || (rev && !e->revision)) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    e->revision = rev ? hk__strdup(rev->valuestring) : NULL;
+    if (!e->repo_id || !e->commit || (rev && !e->revision)) return hk__fail(HK_ERR_NOMEM, "out of memory");
     return HK_OK;
 }
 
@@ -107,38 +104,38 @@ static int parse_old(hk_lock_entry *e, const cJSON *item, size_t idx) {
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(item, "sha");
     const cJSON *variants = cJSON_GetObjectItemCaseSensitive(item, "variants");
     if (!cJSON_IsString(repo) || !hk_repo_id_valid(repo->valuestring))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo_id' is not a valid org/name", idx);
-    if (!cJSON_IsString(sha) || !is_commit(sha->valuestring))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'sha' must be a full commit id", idx,
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo_id' is not a valid org/name", idx);
+    if (!cJSON_IsString(sha) || !hk__is_commit_id(sha->valuestring))
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'sha' must be a full commit id", idx,
                        repo->valuestring);
-    e->repo_id = hk_strdup(repo->valuestring);
-    e->commit = hk_strdup(sha->valuestring);
+    e->repo_id = hk__strdup(repo->valuestring);
+    e->commit = hk__strdup(sha->valuestring);
     e->version = HK_VERSION_UNSET;
-    if (!e->repo_id || !e->commit) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!e->repo_id || !e->commit) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (variants && !cJSON_IsObject(variants))
-        return hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'variants' must be an object", idx,
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'variants' must be an object", idx,
                        repo->valuestring);
     int n = variants ? cJSON_GetArraySize(variants) : 0;
     if (n == 0) return HK_OK;
     e->variant_names = calloc((size_t)n, sizeof(char *));
     e->variant_hashes = calloc((size_t)n, sizeof(char *));
-    if (!e->variant_names || !e->variant_hashes) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!e->variant_names || !e->variant_hashes) return hk__fail(HK_ERR_NOMEM, "out of memory");
     const cJSON *v;
     cJSON_ArrayForEach(v, variants) {
         const cJSON *hash = cJSON_GetObjectItemCaseSensitive(v, "hash");
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "hash_type");
-        if (!cJSON_IsString(hash) || !hk_str_starts_with(hash->valuestring, "sha256-") ||
-            !hk_is_hex(hash->valuestring + 7, 64))
-            return hk_fail(HK_ERR_PARSE, "kernels.lock %s variant %s: 'hash' must be sha256-<64 hex>",
+        if (!cJSON_IsString(hash) || !hk__str_starts_with(hash->valuestring, "sha256-") ||
+            !hk__is_hex(hash->valuestring + 7, 64))
+            return hk__fail(HK_ERR_PARSE, "kernels.lock %s variant %s: 'hash' must be sha256-<64 hex>",
                            repo->valuestring, v->string);
         if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "git_lfs_concat") != 0))
-            return hk_fail(HK_ERR_PARSE, "kernels.lock %s variant %s: unknown hash_type", repo->valuestring,
+            return hk__fail(HK_ERR_PARSE, "kernels.lock %s variant %s: unknown hash_type", repo->valuestring,
                            v->string);
         size_t k = e->num_variants;
-        e->variant_names[k] = hk_strdup(v->string);
-        e->variant_hashes[k] = hk_strdup(hash->valuestring);
+        e->variant_names[k] = hk__strdup(v->string);
+        e->variant_hashes[k] = hk__strdup(hash->valuestring);
         e->num_variants++;
-        if (!e->variant_names[k] || !e->variant_hashes[k]) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!e->variant_names[k] || !e->variant_hashes[k]) return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     return HK_OK;
 }
@@ -151,18 +148,18 @@ static bool same_dependency(const hk_lock_entry *a, const hk_lock_entry *b) {
 }
 
 HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len) {
-    if (!out || !json) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_parse: NULL argument");
+    if (!out || !json) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_parse: NULL argument");
     *out = NULL;
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root || !cJSON_IsArray(root)) {
         cJSON_Delete(root);
-        return hk_fail(HK_ERR_PARSE, "kernels.lock is not a JSON array");
+        return hk__fail(HK_ERR_PARSE, "kernels.lock is not a JSON array");
     }
     hk_lockfile *lock = calloc(1, sizeof *lock);
     int n = cJSON_GetArraySize(root);
     int rc = HK_OK;
     if (!lock || (n > 0 && !(lock->entries = calloc((size_t)n, sizeof *lock->entries)))) {
-        rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto done;
     }
     lock->cap = (size_t)n;
@@ -171,14 +168,14 @@ HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len) {
     size_t idx = 0;
     cJSON_ArrayForEach(item, root) {
         if (!cJSON_IsObject(item)) {
-            rc = hk_fail(HK_ERR_PARSE, "kernels.lock entry %zu is not an object", idx);
+            rc = hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu is not an object", idx);
             goto done;
         }
         bool old = cJSON_GetObjectItemCaseSensitive(item, "repo_id") != NULL;
         hk_lock_format f = old ? HK_LOCK_OLD : HK_LOCK_NEW;
         if (idx == 0) lock->format = f;
         else if (f != lock->format) {
-            rc = hk_fail(HK_ERR_PARSE, "kernels.lock mixes the old (repo_id/sha) and new "
+            rc = hk__fail(HK_ERR_PARSE, "kernels.lock mixes the old (repo_id/sha) and new "
                          "(dependency/lock) formats");
             goto done;
         }
@@ -188,7 +185,7 @@ HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len) {
         if (rc) goto done;
         for (size_t j = 0; j + 1 < idx; j++)
             if (same_dependency(&lock->entries[j], e)) {
-                rc = hk_fail(HK_ERR_PARSE, "kernels.lock locks %s twice", e->repo_id);
+                rc = hk__fail(HK_ERR_PARSE, "kernels.lock locks %s twice", e->repo_id);
                 goto done;
             }
     }
@@ -200,39 +197,39 @@ done:
 }
 
 HK_API int hk_lockfile_read(hk_lockfile **out, const char *path) {
-    if (!out || !path) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_read: NULL argument");
+    if (!out || !path) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_read: NULL argument");
     char *data = NULL;
     size_t len = 0;
-    int rc = hk_read_file(&data, &len, path, HK_LOCK_MAX);
+    int rc = hk__read_file(&data, &len, path, HK_LOCK_MAX);
     if (rc) return rc;
     rc = hk_lockfile_parse(out, data, len);
-    if (rc) hk_fail_context("%s", path);
+    if (rc) hk__fail_context("%s", path);
     free(data);
     return rc;
 }
 
 HK_API int hk_lockfile_new(hk_lockfile **out) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_new: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_new: out is NULL");
     *out = calloc(1, sizeof **out);
-    if (!*out) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!*out) return hk__fail(HK_ERR_NOMEM, "out of memory");
     (*out)->format = HK_LOCK_NEW;
     return HK_OK;
 }
 
 HK_API int hk_lockfile_add(hk_lockfile *lock, const char *repo_id, int version, const char *revision,
                            const char *commit) {
-    if (!lock) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_add: lock is NULL");
+    if (!lock) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_add: lock is NULL");
     int rc = HK_VEC_RESERVE(lock->entries, lock->cap, lock->count + 1);
     if (rc) return rc;
     hk_lock_entry *e = &lock->entries[lock->count];
     memset(e, 0, sizeof *e);
     e->version = version;
-    e->repo_id = repo_id ? hk_strdup(repo_id) : NULL;
-    e->revision = revision ? hk_strdup(revision) : NULL;
-    e->commit = commit ? hk_strdup(commit) : NULL;
+    e->repo_id = repo_id ? hk__strdup(repo_id) : NULL;
+    e->revision = revision ? hk__strdup(revision) : NULL;
+    e->commit = commit ? hk__strdup(commit) : NULL;
     if ((repo_id && !e->repo_id) || (revision && !e->revision) || (commit && !e->commit)) {
         entry_free(e);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     lock->count++;
     return HK_OK;
@@ -281,29 +278,29 @@ static char *json_quote(const char *s) {
     cJSON *j = cJSON_CreateString(s);
     char *t = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
-    char *r = hk_strdup(t);
+    char *r = hk__strdup(t);
     cJSON_free(t);
     return r;
 }
 
 HK_API int hk_lockfile_write(const char *path, const hk_lockfile *lock) {
-    if (!path || !lock) return hk_fail(HK_ERR_INVALID_ARG, "hk_lockfile_write: NULL argument");
+    if (!path || !lock) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_write: NULL argument");
     const hk_lock_entry *entries = lock->entries;
     size_t count = lock->count;
     const hk_lock_entry **order = calloc(count ? count : 1, sizeof *order);
-    if (!order) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!order) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;
     for (size_t i = 0; i < count; i++) {
         const hk_lock_entry *e = &entries[i];
-        if (!e->repo_id || !hk_repo_id_valid(e->repo_id) || !e->commit || !is_commit(e->commit) ||
+        if (!e->repo_id || !hk_repo_id_valid(e->repo_id) || !e->commit || !hk__is_commit_id(e->commit) ||
             (!e->revision && e->version < 0)) {
-            rc = hk_fail(HK_ERR_INVALID_ARG, "lock entry %zu needs a valid repo id, a version or "
+            rc = hk__fail(HK_ERR_INVALID_ARG, "lock entry %zu needs a valid repo id, a version or "
                          "revision, and a full commit id", i);
             goto done;
         }
         for (size_t j = 0; j < i; j++)
             if (same_dependency(&entries[j], e)) {
-                rc = hk_fail(HK_ERR_INVALID_ARG, "%s is listed twice", e->repo_id);
+                rc = hk__fail(HK_ERR_INVALID_ARG, "%s is listed twice", e->repo_id);
                 goto done;
             }
         order[i] = e;
@@ -311,28 +308,28 @@ HK_API int hk_lockfile_write(const char *path, const hk_lockfile *lock) {
     qsort(order, count, sizeof *order, cmp_entry);
     /* the byte format of kernels' KernelLocks.to_json: 2-space indent, no trailing newline */
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    if (count == 0) hk_sb_append(&sb, "[]");
-    else hk_sb_append(&sb, "[\n");
+    hk__sb_init(&sb);
+    if (count == 0) hk__sb_append(&sb, "[]");
+    else hk__sb_append(&sb, "[\n");
     for (size_t i = 0; i < count; i++) {
         const hk_lock_entry *e = order[i];
         char *repo = json_quote(e->repo_id);
-        hk_sb_printf(&sb, "  {\n    \"dependency\": {\n      \"repo-id\": %s,\n", repo ? repo : "\"\"");
+        hk__sb_printf(&sb, "  {\n    \"dependency\": {\n      \"repo-id\": %s,\n", repo ? repo : "\"\"");
         free(repo);
         if (e->revision) {
             char *rev = json_quote(e->revision);
-            hk_sb_printf(&sb, "      \"revision\": %s\n", rev ? rev : "\"\"");
+            hk__sb_printf(&sb, "      \"revision\": %s\n", rev ? rev : "\"\"");
             free(rev);
         } else {
-            hk_sb_printf(&sb, "      \"version\": %d\n", e->version);
+            hk__sb_printf(&sb, "      \"version\": %d\n", e->version);
         }
-        hk_sb_printf(&sb, "    },\n    \"lock\": {\n      \"commit\": \"%s\"\n    }\n  }%s\n", e->commit,
+        hk__sb_printf(&sb, "    },\n    \"lock\": {\n      \"commit\": \"%s\"\n    }\n  }%s\n", e->commit,
                      i + 1 < count ? "," : "");
     }
-    if (count) hk_sb_append(&sb, "]");
-    if (sb.oom) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
-    else rc = hk_write_file_atomic(path, sb.data, sb.len);
-    hk_sb_free(&sb);
+    if (count) hk__sb_append(&sb, "]");
+    if (sb.oom) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    else rc = hk__write_file_atomic(path, sb.data, sb.len);
+    hk__sb_free(&sb);
 done:
     free(order);
     return rc;

@@ -74,14 +74,14 @@ static int bind_runtime(void *h, const char *path) {
     *(void **)&rt.env_set_stream = dlsym(h, "TVMFFIEnvSetStream");
     *(void **)&rt.get_version = dlsym(h, "TVMFFIGetVersion");
     if (!rt.error_move_from_raised || !rt.object_dec_ref || !rt.env_set_stream)
-        return hk_fail(HK_ERR_RUNTIME_MISSING,
+        return hk__fail(HK_ERR_RUNTIME_MISSING,
                        "%s does not export the tvm-ffi C API (TVMFFIErrorMoveFromRaised, "
                        "TVMFFIObjectDecRef, TVMFFIEnvSetStream): it is not libtvm_ffi",
                        path);
     if (rt.get_version) rt.get_version(&rt.version);
     g_rt = rt;
     __atomic_store_n(&g_rt_ready, 1, __ATOMIC_RELEASE);
-    hk_log(HK_LOG_INFO, "tvm-ffi runtime %u.%u.%u from %s", rt.version.major, rt.version.minor,
+    hk__log(HK_LOG_INFO, "tvm-ffi runtime %u.%u.%u from %s", rt.version.major, rt.version.minor,
            rt.version.patch, path);
     return HK_OK;
 }
@@ -90,38 +90,38 @@ static int try_open(const char *path, hk_strbuf *tried) {
     void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
         const char *e = dlerror();
-        hk_sb_printf(tried, "\n  %s: %s", path, e ? e : "cannot load");
+        hk__sb_printf(tried, "\n  %s: %s", path, e ? e : "cannot load");
         return HK_ERR_RUNTIME_MISSING;
     }
     int rc = bind_runtime(h, path);
-    if (rc) hk_sb_printf(tried, "\n  %s: %s", path, hk_last_error());
+    if (rc) hk__sb_printf(tried, "\n  %s: %s", path, hk_last_error());
     return rc;
 }
 
 /* Python environments to look into for tvm_ffi/lib/libtvm_ffi.so. */
 static int try_python_packages(hk_strbuf *tried) {
     hk_strbuf prefixes;
-    hk_sb_init(&prefixes);
-    const char *venv = hk_getenv("VIRTUAL_ENV");
-    const char *conda = hk_getenv("CONDA_PREFIX");
-    if (venv) hk_sb_printf(&prefixes, "%s\n", venv);
-    if (conda) hk_sb_printf(&prefixes, "%s\n", conda);
-    const char *path = hk_getenv("PATH");
+    hk__sb_init(&prefixes);
+    const char *venv = hk__getenv("VIRTUAL_ENV");
+    const char *conda = hk__getenv("CONDA_PREFIX");
+    if (venv) hk__sb_printf(&prefixes, "%s\n", venv);
+    if (conda) hk__sb_printf(&prefixes, "%s\n", conda);
+    const char *path = hk__getenv("PATH");
     if (path) {
-        char *copy = hk_strdup(path), *save = NULL;
+        char *copy = hk__strdup(path), *save = NULL;
         for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
-            if (hk_str_ends_with(d, "/bin") && strlen(d) > 4)
-                hk_sb_printf(&prefixes, "%.*s\n", (int)(strlen(d) - 4), d);
+            if (hk__str_ends_with(d, "/bin") && strlen(d) > 4)
+                hk__sb_printf(&prefixes, "%.*s\n", (int)(strlen(d) - 4), d);
         free(copy);
     }
-    const char *pyenv = hk_getenv("PYENV_ROOT");
-    const char *home = hk_getenv("HOME");
-    if (pyenv) hk_sb_printf(&prefixes, "%s/versions/*\n", pyenv);
-    if (home) hk_sb_printf(&prefixes, "%s/.pyenv/versions/*\n%s/.local\n", home, home);
-    hk_sb_append(&prefixes, "/usr/local\n/usr\n");
+    const char *pyenv = hk__getenv("PYENV_ROOT");
+    const char *home = hk__getenv("HOME");
+    if (pyenv) hk__sb_printf(&prefixes, "%s/versions/*\n", pyenv);
+    if (home) hk__sb_printf(&prefixes, "%s/.pyenv/versions/*\n%s/.local\n", home, home);
+    hk__sb_append(&prefixes, "/usr/local\n/usr\n");
     if (prefixes.oom) {
-        hk_sb_free(&prefixes);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        hk__sb_free(&prefixes);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     int rc = HK_ERR_RUNTIME_MISSING;
     char *save = NULL;
@@ -139,14 +139,14 @@ static int try_python_packages(hk_strbuf *tried) {
             globfree(&g);
         }
     }
-    hk_sb_free(&prefixes);
+    hk__sb_free(&prefixes);
     return rc;
 }
 
-int hk_tvm_ffi_ensure(const char *explicit_path, const char *hint) {
+int hk__tvm_ffi_ensure(const char *explicit_path, const char *hint) {
     if (__atomic_load_n(&g_rt_ready, __ATOMIC_ACQUIRE)) {
         if (explicit_path && strcmp(explicit_path, g_rt.path) != 0)
-            hk_log(HK_LOG_WARN, "tvm-ffi runtime already loaded from %s; ignoring %s", g_rt.path,
+            hk__log(HK_LOG_WARN, "tvm-ffi runtime already loaded from %s; ignoring %s", g_rt.path,
                    explicit_path);
         return HK_OK;
     }
@@ -154,17 +154,17 @@ int hk_tvm_ffi_ensure(const char *explicit_path, const char *hint) {
     int rc = HK_OK;
     if (g_rt_ready) goto out;
     hk_strbuf tried;
-    hk_sb_init(&tried);
-    const char *env1 = hk_getenv("HUBKERN_TVM_FFI_LIB");
-    const char *env2 = hk_getenv("TVM_FFI_LIB");
+    hk__sb_init(&tried);
+    const char *env1 = hk__getenv("HUBKERN_TVM_FFI_LIB");
+    const char *env2 = hk__getenv("TVM_FFI_LIB");
     const char *chosen = explicit_path ? explicit_path : env1 ? env1 : env2;
     if (chosen) {
         rc = try_open(chosen, &tried);
         if (rc)
-            rc = hk_fail(HK_ERR_RUNTIME_MISSING, "cannot load the tvm-ffi runtime named by %s:%s",
+            rc = hk__fail(HK_ERR_RUNTIME_MISSING, "cannot load the tvm-ffi runtime named by %s:%s",
                          explicit_path ? "the caller" : env1 ? "HUBKERN_TVM_FFI_LIB" : "TVM_FFI_LIB",
                          tried.data ? tried.data : "");
-        hk_sb_free(&tried);
+        hk__sb_free(&tried);
         goto out;
     }
     /* already in the process (a host that linked it, or Python's tvm_ffi) */
@@ -182,26 +182,26 @@ int hk_tvm_ffi_ensure(const char *explicit_path, const char *hint) {
     if (rc == HK_OK) goto done;
     rc = try_open("libtvm_ffi.so", &tried);
     if (rc == HK_OK) goto done;
-    rc = hk_fail(HK_ERR_RUNTIME_MISSING,
+    rc = hk__fail(HK_ERR_RUNTIME_MISSING,
                  "libtvm_ffi (the tvm-ffi runtime) was not found; install it (pip install "
                  "apache-tvm-ffi==0.1.*) or point HUBKERN_TVM_FFI_LIB at libtvm_ffi.so. Tried:%s",
                  tried.data ? tried.data : " nothing");
 done:
-    hk_sb_free(&tried);
+    hk__sb_free(&tried);
 out:
     pthread_mutex_unlock(&g_rt_lock);
     return rc;
 }
 
 HK_API int hk_tvm_ffi_load(const char **out_path, const char *explicit_path) {
-    int rc = hk_tvm_ffi_ensure(explicit_path, NULL);
+    int rc = hk__tvm_ffi_ensure(explicit_path, NULL);
     if (out_path) *out_path = rc == HK_OK ? g_rt.path : NULL;
     return rc;
 }
 
 HK_API int hk_tvm_ffi_version(int *major, int *minor, int *patch) {
     if (!__atomic_load_n(&g_rt_ready, __ATOMIC_ACQUIRE))
-        return hk_fail(HK_ERR_RUNTIME_MISSING, "the tvm-ffi runtime is not loaded yet");
+        return hk__fail(HK_ERR_RUNTIME_MISSING, "the tvm-ffi runtime is not loaded yet");
     if (major) *major = (int)g_rt.version.major;
     if (minor) *minor = (int)g_rt.version.minor;
     if (patch) *patch = (int)g_rt.version.patch;
@@ -210,7 +210,7 @@ HK_API int hk_tvm_ffi_version(int *major, int *minor, int *patch) {
 
 HK_API int hk_set_stream(void **previous, int32_t device_type, int32_t device_id, void *stream) {
     if (!__atomic_load_n(&g_rt_ready, __ATOMIC_ACQUIRE))
-        return hk_fail(HK_ERR_RUNTIME_MISSING,
+        return hk__fail(HK_ERR_RUNTIME_MISSING,
                        "the tvm-ffi runtime is not loaded: load a tvm-ffi kernel (or call "
                        "hk_tvm_ffi_load) before setting a stream");
     void *old = NULL;
@@ -218,7 +218,7 @@ HK_API int hk_set_stream(void **previous, int32_t device_type, int32_t device_id
         void *err = NULL;
         g_rt.error_move_from_raised(&err);
         if (err) g_rt.object_dec_ref(err);
-        return hk_fail(HK_ERR_KERNEL, "TVMFFIEnvSetStream(%d, %d) failed", device_type, device_id);
+        return hk__fail(HK_ERR_KERNEL, "TVMFFIEnvSetStream(%d, %d) failed", device_type, device_id);
     }
     if (previous) *previous = old;
     return HK_OK;
@@ -235,10 +235,10 @@ struct hk_function {
 /* Defined in kernel.c: the lookup table of a loaded tvm-ffi kernel. */
 int hk_kernel_lookup_function(const hk_function **out, const hk_kernel *k, const char *name);
 
-int hk_function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym);
-int hk_function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym) {
+int hk__function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym);
+int hk__function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym) {
     hk_function *f = calloc(1, sizeof *f);
-    if (!f) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!f) return hk__fail(HK_ERR_NOMEM, "out of memory");
     f->kernel = k;
     f->name = name;
     *(void **)&f->fn = sym;
@@ -250,7 +250,7 @@ static int raised_error(const char *fname, int call_rc) {
     void *err = NULL;
     g_rt.error_move_from_raised(&err);
     if (!err)
-        return hk_fail(HK_ERR_KERNEL, "%s failed (return code %d) without raising an error", fname,
+        return hk__fail(HK_ERR_KERNEL, "%s failed (return code %d) without raising an error", fname,
                        call_rc);
     int32_t tindex;
     memcpy(&tindex, (char *)err + 8, sizeof tindex);
@@ -260,11 +260,11 @@ static int raised_error(const char *fname, int call_rc) {
         int kl = (int)(cell->kind.size > 200 ? 200 : cell->kind.size);
         int ml = (int)(cell->message.size > 3500 ? 3500 : cell->message.size);
         bool type_error = cell->kind.size == 9 && memcmp(cell->kind.data, "TypeError", 9) == 0;
-        rc = hk_fail(type_error ? HK_ERR_TYPE : HK_ERR_KERNEL, "%s raised %.*s: %.*s", fname, kl,
+        rc = hk__fail(type_error ? HK_ERR_TYPE : HK_ERR_KERNEL, "%s raised %.*s: %.*s", fname, kl,
                      cell->kind.data ? cell->kind.data : "", ml,
                      cell->message.data ? cell->message.data : "");
     } else {
-        rc = hk_fail(HK_ERR_KERNEL, "%s failed and raised an object of type index %d", fname,
+        rc = hk__fail(HK_ERR_KERNEL, "%s failed and raised an object of type index %d", fname,
                      (int)tindex);
     }
     g_rt.object_dec_ref(err);
@@ -290,8 +290,8 @@ static int convert_result(hk_value *out, tvm_any *r, const char *fname) {
     case TVM_DLTENSOR_PTR: v = hk_value_tensor((hk_dltensor *)r->v.p); break;
     case TVM_SMALL_STR:
     case TVM_SMALL_BYTES: {
-        char *s = hk_strndup(r->v.bytes, r->small_len > 8 ? 8 : r->small_len);
-        if (!s) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        char *s = hk__strndup(r->v.bytes, r->small_len > 8 ? 8 : r->small_len);
+        if (!s) return hk__fail(HK_ERR_NOMEM, "out of memory");
         v = hk_value_string(s);
         v.owner_ = s;
         break;
@@ -299,9 +299,9 @@ static int convert_result(hk_value *out, tvm_any *r, const char *fname) {
     case TVM_STR:
     case TVM_BYTES: {
         const tvm_bytes *b = (const tvm_bytes *)((char *)r->v.p + TVM_OBJECT_HEADER);
-        char *s = hk_strndup(b->data, b->size);
+        char *s = hk__strndup(b->data, b->size);
         g_rt.object_dec_ref(r->v.p);
-        if (!s) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!s) return hk__fail(HK_ERR_NOMEM, "out of memory");
         v = hk_value_string(s);
         v.owner_ = s;
         break;
@@ -312,7 +312,7 @@ static int convert_result(hk_value *out, tvm_any *r, const char *fname) {
         break;
     default:
         if (r->type_index >= TVM_STATIC_OBJECT_BEGIN) g_rt.object_dec_ref(r->v.p);
-        return hk_fail(HK_ERR_UNSUPPORTED,
+        return hk__fail(HK_ERR_UNSUPPORTED,
                        "%s returned a value of tvm-ffi type index %d, which hubkern cannot "
                        "represent (it handles none, int, float, bool, string and tensor)",
                        fname, (int)r->type_index);
@@ -325,13 +325,13 @@ static int convert_result(hk_value *out, tvm_any *r, const char *fname) {
 HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const hk_value *args,
                             size_t num_args) {
     if (out_result) *out_result = hk_value_none();
-    if (!fn) return hk_fail(HK_ERR_INVALID_ARG, "hk_function_call: NULL function");
-    if (num_args && !args) return hk_fail(HK_ERR_INVALID_ARG, "hk_function_call: NULL args");
-    if (num_args > 1024) return hk_fail(HK_ERR_INVALID_ARG, "too many arguments (%zu)", num_args);
-    if (!g_rt_ready) return hk_fail(HK_ERR_RUNTIME_MISSING, "the tvm-ffi runtime is not loaded");
+    if (!fn) return hk__fail(HK_ERR_INVALID_ARG, "hk_function_call: NULL function");
+    if (num_args && !args) return hk__fail(HK_ERR_INVALID_ARG, "hk_function_call: NULL args");
+    if (num_args > 1024) return hk__fail(HK_ERR_INVALID_ARG, "too many arguments (%zu)", num_args);
+    if (!g_rt_ready) return hk__fail(HK_ERR_RUNTIME_MISSING, "the tvm-ffi runtime is not loaded");
     tvm_any stack[16];
     tvm_any *a = num_args <= 16 ? stack : calloc(num_args, sizeof *a);
-    if (!a) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!a) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = HK_OK;
     for (size_t i = 0; i < num_args && rc == HK_OK; i++) {
         memset(&a[i], 0, sizeof a[i]);
@@ -342,7 +342,7 @@ HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const h
         case HK_VALUE_FLOAT: a[i].type_index = TVM_FLOAT; a[i].v.f = args[i].v.f; break;
         case HK_VALUE_TENSOR:
             if (!args[i].v.tensor) {
-                rc = hk_fail(HK_ERR_INVALID_ARG, "%s: argument %zu is a NULL tensor", fn->name, i);
+                rc = hk__fail(HK_ERR_INVALID_ARG, "%s: argument %zu is a NULL tensor", fn->name, i);
                 break;
             }
             a[i].type_index = TVM_DLTENSOR_PTR;
@@ -350,14 +350,14 @@ HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const h
             break;
         case HK_VALUE_STRING:
             if (!args[i].v.str) {
-                rc = hk_fail(HK_ERR_INVALID_ARG, "%s: argument %zu is a NULL string", fn->name, i);
+                rc = hk__fail(HK_ERR_INVALID_ARG, "%s: argument %zu is a NULL string", fn->name, i);
                 break;
             }
             a[i].type_index = TVM_RAW_STR;
             a[i].v.s = args[i].v.str;
             break;
         default:
-            rc = hk_fail(HK_ERR_INVALID_ARG, "%s: argument %zu has unknown kind %d", fn->name, i,
+            rc = hk__fail(HK_ERR_INVALID_ARG, "%s: argument %zu has unknown kind %d", fn->name, i,
                          (int)args[i].kind);
         }
     }

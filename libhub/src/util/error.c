@@ -35,7 +35,7 @@ HK_API void hk_clear_error(void) {
     tl_msg[0] = '\0';
 }
 
-int hk_fail(int code, const char *fmt, ...) {
+int hk__fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
@@ -44,15 +44,15 @@ int hk_fail(int code, const char *fmt, ...) {
     return code;
 }
 
-int hk_check_options_version(const char *type_name, unsigned int got, unsigned int supported) {
+int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported) {
     if (got >= 1 && got <= supported) return HK_OK;
-    return hk_fail(HK_ERR_INVALID_ARG,
+    return hk__fail(HK_ERR_INVALID_ARG,
                    "%s has version %u, but this libhubkern %s knows versions 1 to %u: initialise it with "
                    "%s_init(&opts, <its _VERSION macro>) or the _INIT macro of the headers you build with",
                    type_name, got, HK_VERSION_STRING, supported, type_name);
 }
 
-int hk_fail_context(const char *fmt, ...) {
+int hk__fail_context(const char *fmt, ...) {
     char prefix[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -71,7 +71,7 @@ int hk_fail_context(const char *fmt, ...) {
     return tl_code;
 }
 
-int hk_errno_code(int err) {
+int hk__errno_code(int err) {
     switch (err) {
     case ENOSPC:
 #ifdef EDQUOT
@@ -98,14 +98,14 @@ HK_API void hk_set_log_callback(hk_log_fn fn, void *userdata, hk_log_level max_l
     pthread_mutex_unlock(&g_log_lock);
 }
 
-bool hk_log_enabled(hk_log_level level) {
+bool hk__log_enabled(hk_log_level level) {
     pthread_mutex_lock(&g_log_lock);
     bool on = g_log_fn != NULL && level <= g_log_max;
     pthread_mutex_unlock(&g_log_lock);
     return on;
 }
 
-void hk_log(hk_log_level level, const char *fmt, ...) {
+void hk__log(hk_log_level level, const char *fmt, ...) {
     pthread_mutex_lock(&g_log_lock);
     hk_log_fn fn = g_log_fn;
     void *ud = g_log_ud;

@@ -13,19 +13,19 @@
 
 #include <openssl/rand.h>
 
-char *hk_path_join(const char *a, const char *b) {
+char *hk__path_join(const char *a, const char *b) {
     size_t la = strlen(a);
     while (la > 1 && a[la - 1] == '/') la--;
     while (*b == '/') b++;
-    return hk_asprintf("%.*s/%s", (int)la, a, b);
+    return hk__asprintf("%.*s/%s", (int)la, a, b);
 }
 
-bool hk_path_exists(const char *path) {
+bool hk__path_exists(const char *path) {
     struct stat st;
     return lstat(path, &st) == 0;
 }
 
-bool hk_is_dir(const char *path) {
+bool hk__is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
@@ -39,23 +39,23 @@ typedef struct subdirs {
 static int add_subdir(void *ud, const hk_walk_entry *e, int post) {
     subdirs *sd = ud;
     (void)post;
-    if (e->name[0] == '.' || !hk_is_dir(e->path)) return HK_WALK_SKIP; /* hk_is_dir follows symlinks */
+    if (e->name[0] == '.' || !hk__is_dir(e->path)) return HK_WALK_SKIP; /* hk__is_dir follows symlinks */
     if (HK_VEC_RESERVE(sd->v, sd->cap, sd->n + 2)) return -1; /* room for the terminating NULL */
-    if (!(sd->v[sd->n] = hk_strdup(e->name))) {
-        hk_fail(HK_ERR_NOMEM, "out of memory listing %s", sd->dir);
+    if (!(sd->v[sd->n] = hk__strdup(e->name))) {
+        hk__fail(HK_ERR_NOMEM, "out of memory listing %s", sd->dir);
         return -1;
     }
     sd->v[++sd->n] = NULL;
     return HK_WALK_SKIP;
 }
 
-int hk_list_subdirs(char ***out, size_t *count, const char *dir) {
+int hk__list_subdirs(char ***out, size_t *count, const char *dir) {
     *out = NULL;
     *count = 0;
     subdirs sd = {.dir = dir};
-    int rc = hk_walk(dir, 0, 0, add_subdir, &sd);
-    if (rc == HK_ERR_NOT_FOUND || (rc && rc != HK_ERR_NOMEM)) rc = hk_fail(HK_ERR_NOT_FOUND, "cannot list %s", dir);
-    if (rc == HK_OK && !sd.v && !(sd.v = calloc(1, sizeof *sd.v))) rc = hk_fail(HK_ERR_NOMEM, "out of memory");
+    int rc = hk__walk(dir, 0, 0, add_subdir, &sd);
+    if (rc == HK_ERR_NOT_FOUND || (rc && rc != HK_ERR_NOMEM)) rc = hk__fail(HK_ERR_NOT_FOUND, "cannot list %s", dir);
+    if (rc == HK_OK && !sd.v && !(sd.v = calloc(1, sizeof *sd.v))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc) {
         for (size_t i = 0; i < sd.n; i++) free(sd.v[i]);
         free(sd.v);
@@ -66,16 +66,16 @@ int hk_list_subdirs(char ***out, size_t *count, const char *dir) {
     return HK_OK;
 }
 
-int hk_mkdirs(const char *path, unsigned mode) {
-    char *p = hk_strdup(path);
-    if (!p) return hk_fail(HK_ERR_NOMEM, "out of memory");
+int hk__mkdirs(const char *path, unsigned mode) {
+    char *p = hk__strdup(path);
+    if (!p) return hk__fail(HK_ERR_NOMEM, "out of memory");
     for (char *s = p + 1;; s++) {
         if (*s == '/' || *s == '\0') {
             char saved = *s;
             *s = '\0';
             if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST) {
                 int e = errno;
-                int rc = hk_fail(hk_errno_code(e), "cannot create directory %s: %s", p, strerror(e));
+                int rc = hk__fail(hk__errno_code(e), "cannot create directory %s: %s", p, strerror(e));
                 free(p);
                 return rc;
             }
@@ -84,61 +84,61 @@ int hk_mkdirs(const char *path, unsigned mode) {
         }
     }
     free(p);
-    if (!hk_is_dir(path)) return hk_fail(HK_ERR_IO, "%s exists and is not a directory", path);
+    if (!hk__is_dir(path)) return hk__fail(HK_ERR_IO, "%s exists and is not a directory", path);
     return HK_OK;
 }
 
-int hk_read_file(char **out, size_t *out_len, const char *path, size_t max_len) {
+int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len) {
     *out = NULL;
     if (out_len) *out_len = 0;
     FILE *f = fopen(path, "rb");
-    if (!f) return hk_fail(hk_errno_code(errno), "cannot open %s: %s", path, strerror(errno));
+    if (!f) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     char buf[65536];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
         if (sb.len + n > max_len) {
             fclose(f);
-            hk_sb_free(&sb);
-            return hk_fail(HK_ERR_PARSE, "%s is larger than %zu bytes", path, max_len);
+            hk__sb_free(&sb);
+            return hk__fail(HK_ERR_PARSE, "%s is larger than %zu bytes", path, max_len);
         }
-        hk_sb_append_n(&sb, buf, n);
+        hk__sb_append_n(&sb, buf, n);
     }
     int err = ferror(f);
     fclose(f);
     if (err) {
-        hk_sb_free(&sb);
-        return hk_fail(HK_ERR_IO, "cannot read %s", path);
+        hk__sb_free(&sb);
+        return hk__fail(HK_ERR_IO, "cannot read %s", path);
     }
     size_t len = sb.len;
-    char *data = hk_sb_steal(&sb);
-    if (!data) return hk_fail(HK_ERR_NOMEM, "out of memory reading %s", path);
+    char *data = hk__sb_steal(&sb);
+    if (!data) return hk__fail(HK_ERR_NOMEM, "out of memory reading %s", path);
     *out = data;
     if (out_len) *out_len = len;
     return HK_OK;
 }
 
-void hk_random_hex8(char buf[9]) {
+void hk__random_hex8(char buf[9]) {
     unsigned char r[4];
     if (RAND_bytes(r, sizeof r) != 1) {
         /* fall back to something unique enough for a temp name */
         unsigned v = (unsigned)getpid() ^ (unsigned)(uintptr_t)buf;
         memcpy(r, &v, 4);
     }
-    hk_hex(buf, r, 4);
+    hk__hex(buf, r, 4);
 }
 
-int hk_write_file_atomic(const char *path, const void *data, size_t len) {
+int hk__write_file_atomic(const char *path, const void *data, size_t len) {
     char rnd[9];
-    hk_random_hex8(rnd);
-    char *tmp = hk_asprintf("%s.%s.tmp", path, rnd);
-    if (!tmp) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    hk__random_hex8(rnd);
+    char *tmp = hk__asprintf("%s.%s.tmp", path, rnd);
+    if (!tmp) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return hk_fail(hk_errno_code(e), "cannot create %s: %s", path, strerror(e));
+        return hk__fail(hk__errno_code(e), "cannot create %s: %s", path, strerror(e));
     }
     const char *p = data;
     size_t left = len;
@@ -150,7 +150,7 @@ int hk_write_file_atomic(const char *path, const void *data, size_t len) {
             close(fd);
             unlink(tmp);
             free(tmp);
-            return hk_fail(hk_errno_code(e), "cannot write %s: %s", path, strerror(e));
+            return hk__fail(hk__errno_code(e), "cannot write %s: %s", path, strerror(e));
         }
         p += w;
         left -= (size_t)w;
@@ -159,13 +159,13 @@ int hk_write_file_atomic(const char *path, const void *data, size_t len) {
         int e = errno;
         unlink(tmp);
         free(tmp);
-        return hk_fail(hk_errno_code(e), "cannot write %s: %s", path, strerror(e));
+        return hk__fail(hk__errno_code(e), "cannot write %s: %s", path, strerror(e));
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
         free(tmp);
-        return hk_fail(hk_errno_code(e), "cannot rename into %s: %s", path, strerror(e));
+        return hk__fail(hk__errno_code(e), "cannot rename into %s: %s", path, strerror(e));
     }
     free(tmp);
     return HK_OK;
@@ -175,26 +175,26 @@ static int remove_entry(void *ud, const hk_walk_entry *e, int post) {
     (void)ud;
     if (S_ISDIR(e->st.st_mode) && !post) return HK_WALK_CONTINUE; /* removed after its entries */
     if ((S_ISDIR(e->st.st_mode) ? rmdir(e->path) : unlink(e->path)) != 0 && errno != ENOENT) {
-        hk_fail(HK_ERR_IO, "cannot remove %s: %s", e->path, strerror(errno));
+        hk__fail(HK_ERR_IO, "cannot remove %s: %s", e->path, strerror(errno));
         return -1;
     }
     return HK_WALK_CONTINUE;
 }
 
-int hk_rmtree(const char *path) {
+int hk__rmtree(const char *path) {
     struct stat st;
-    if (lstat(path, &st) != 0) return errno == ENOENT ? HK_OK : hk_fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+    if (lstat(path, &st) != 0) return errno == ENOENT ? HK_OK : hk__fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
-        if (unlink(path) != 0) return hk_fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+        if (unlink(path) != 0) return hk__fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
         return HK_OK;
     }
-    int rc = hk_walk(path, -1, HK_WALK_POSTORDER, remove_entry, NULL);
-    if (rc == HK_ERR_NOT_FOUND) rc = hk_fail(HK_ERR_IO, "cannot open %s: %s", path, hk_last_error());
-    if (rc == HK_OK && rmdir(path) != 0) rc = hk_fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+    int rc = hk__walk(path, -1, HK_WALK_POSTORDER, remove_entry, NULL);
+    if (rc == HK_ERR_NOT_FOUND) rc = hk__fail(HK_ERR_IO, "cannot open %s: %s", path, hk_last_error());
+    if (rc == HK_OK && rmdir(path) != 0) rc = hk__fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
     return rc;
 }
 
-char *hk_relpath(const char *to, const char *from_dir) {
+char *hk__relpath(const char *to, const char *from_dir) {
     /* Walk both absolute paths component by component; every component of from_dir past the
      * common prefix becomes one "../". */
     const char *a = to, *b = from_dir;
@@ -210,21 +210,21 @@ char *hk_relpath(const char *to, const char *from_dir) {
         b_rest = b;
     }
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     for (const char *p = b_rest;;) {
         while (*p == '/') p++;
         size_t n = strcspn(p, "/");
         if (n == 0) break;
-        hk_sb_append(&sb, "../");
+        hk__sb_append(&sb, "../");
         p += n;
     }
     while (*a_rest == '/') a_rest++;
-    hk_sb_append(&sb, a_rest);
-    if (sb.len == 0) hk_sb_append(&sb, ".");
-    return hk_sb_steal(&sb);
+    hk__sb_append(&sb, a_rest);
+    if (sb.len == 0) hk__sb_append(&sb, ".");
+    return hk__sb_steal(&sb);
 }
 
-bool hk_path_is_safe_relative(const char *rel) {
+bool hk__path_is_safe_relative(const char *rel) {
     if (!rel || !*rel || rel[0] == '/') return false;
     if (strchr(rel, '\\')) return false;
     if (strlen(rel) >= 2 && rel[1] == ':') return false; /* drive letter */

@@ -13,7 +13,7 @@ struct hk_hasher {
     EVP_MD_CTX *ctx;
 };
 
-hk_hasher *hk_hasher_new(hk_hash_kind kind, uint64_t git_blob_size) {
+hk_hasher *hk__hasher_new(hk_hash_kind kind, uint64_t git_blob_size) {
     hk_hasher *h = calloc(1, sizeof *h);
     if (!h) return NULL;
     h->ctx = EVP_MD_CTX_new();
@@ -21,7 +21,7 @@ hk_hasher *hk_hasher_new(hk_hash_kind kind, uint64_t git_blob_size) {
                        : kind == HK_HASH_SHA512 ? EVP_sha512()
                                                  : EVP_sha1();
     if (!h->ctx || EVP_DigestInit_ex(h->ctx, md, NULL) != 1) {
-        hk_hasher_free(h);
+        hk__hasher_free(h);
         return NULL;
     }
     if (kind == HK_HASH_GIT_BLOB) {
@@ -32,24 +32,24 @@ hk_hasher *hk_hasher_new(hk_hash_kind kind, uint64_t git_blob_size) {
     return h;
 }
 
-void hk_hasher_update(hk_hasher *h, const void *data, size_t len) {
+void hk__hasher_update(hk_hasher *h, const void *data, size_t len) {
     if (len) EVP_DigestUpdate(h->ctx, data, len);
 }
 
-size_t hk_hasher_finish(hk_hasher *h, unsigned char out[64]) {
+size_t hk__hasher_finish(hk_hasher *h, unsigned char out[64]) {
     unsigned int n = 0;
     EVP_DigestFinal_ex(h->ctx, out, &n);
-    hk_hasher_free(h);
+    hk__hasher_free(h);
     return n;
 }
 
-void hk_hasher_free(hk_hasher *h) {
+void hk__hasher_free(hk_hasher *h) {
     if (!h) return;
     EVP_MD_CTX_free(h->ctx);
     free(h);
 }
 
-void hk_hex(char *out, const unsigned char *bytes, size_t n) {
+void hk__hex(char *out, const unsigned char *bytes, size_t n) {
     static const char digits[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {
         out[2 * i] = digits[bytes[i] >> 4];
@@ -58,62 +58,62 @@ void hk_hex(char *out, const unsigned char *bytes, size_t n) {
     out[2 * n] = '\0';
 }
 
-void hk_base64(char *out, const unsigned char *bytes, size_t n) {
+void hk__base64(char *out, const unsigned char *bytes, size_t n) {
     EVP_EncodeBlock((unsigned char *)out, bytes, (int)n);
 }
 
 static int hash_file(unsigned char digest[64], size_t *dlen, hk_hash_kind kind, const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f) return hk_fail(hk_errno_code(errno), "cannot open %s: %s", path, strerror(errno));
+    if (!f) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
     uint64_t size = 0;
     if (kind == HK_HASH_GIT_BLOB) {
         if (fseeko(f, 0, SEEK_END) != 0) {
             fclose(f);
-            return hk_fail(HK_ERR_IO, "cannot seek %s", path);
+            return hk__fail(HK_ERR_IO, "cannot seek %s", path);
         }
         size = (uint64_t)ftello(f);
         rewind(f);
     }
-    hk_hasher *h = hk_hasher_new(kind, size);
+    hk_hasher *h = hk__hasher_new(kind, size);
     if (!h) {
         fclose(f);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     unsigned char *buf = malloc(1 << 20);
     if (!buf) {
-        hk_hasher_free(h);
+        hk__hasher_free(h);
         fclose(f);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     size_t n;
-    while ((n = fread(buf, 1, 1 << 20, f)) > 0) hk_hasher_update(h, buf, n);
+    while ((n = fread(buf, 1, 1 << 20, f)) > 0) hk__hasher_update(h, buf, n);
     int err = ferror(f);
     free(buf);
     fclose(f);
     if (err) {
-        hk_hasher_free(h);
-        return hk_fail(HK_ERR_IO, "cannot read %s", path);
+        hk__hasher_free(h);
+        return hk__fail(HK_ERR_IO, "cannot read %s", path);
     }
-    *dlen = hk_hasher_finish(h, digest);
+    *dlen = hk__hasher_finish(h, digest);
     return HK_OK;
 }
 
-int hk_hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path) {
+int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path) {
     unsigned char d[64];
     size_t n = 0;
     int rc = hash_file(d, &n, kind, path);
     if (rc) return rc;
-    if (out_cap < 2 * n + 1) return hk_fail(HK_ERR_INTERNAL, "hash buffer too small");
-    hk_hex(out_hex, d, n);
+    if (out_cap < 2 * n + 1) return hk__fail(HK_ERR_INTERNAL, "hash buffer too small");
+    hk__hex(out_hex, d, n);
     return HK_OK;
 }
 
-int hk_hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path) {
+int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path) {
     unsigned char d[64];
     size_t n = 0;
     int rc = hash_file(d, &n, kind, path);
     if (rc) return rc;
-    if (out_cap < 4 * ((n + 2) / 3) + 1) return hk_fail(HK_ERR_INTERNAL, "hash buffer too small");
-    hk_base64(out_b64, d, n);
+    if (out_cap < 4 * ((n + 2) / 3) + 1) return hk__fail(HK_ERR_INTERNAL, "hash buffer too small");
+    hk__base64(out_b64, d, n);
     return HK_OK;
 }

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <strings.h>
 
-void hk_sb_init(hk_strbuf *sb) { memset(sb, 0, sizeof *sb); }
+void hk__sb_init(hk_strbuf *sb) { memset(sb, 0, sizeof *sb); }
 
-void hk_sb_free(hk_strbuf *sb) {
+void hk__sb_free(hk_strbuf *sb) {
     free(sb->data);
-    hk_sb_init(sb);
+    hk__sb_init(sb);
 }
 
 static bool sb_reserve(hk_strbuf *sb, size_t extra) {
@@ -30,16 +30,16 @@ static bool sb_reserve(hk_strbuf *sb, size_t extra) {
     return true;
 }
 
-void hk_sb_append_n(hk_strbuf *sb, const char *s, size_t n) {
+void hk__sb_append_n(hk_strbuf *sb, const char *s, size_t n) {
     if (!sb_reserve(sb, n)) return;
     memcpy(sb->data + sb->len, s, n);
     sb->len += n;
     sb->data[sb->len] = '\0';
 }
 
-void hk_sb_append(hk_strbuf *sb, const char *s) { hk_sb_append_n(sb, s, strlen(s)); }
+void hk__sb_append(hk_strbuf *sb, const char *s) { hk__sb_append_n(sb, s, strlen(s)); }
 
-void hk_sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap) {
+void hk__sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap) {
     va_list ap2;
     va_copy(ap2, ap);
     int n = vsnprintf(NULL, 0, fmt, ap2);
@@ -49,24 +49,24 @@ void hk_sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap) {
     sb->len += (size_t)n;
 }
 
-void hk_sb_printf(hk_strbuf *sb, const char *fmt, ...) {
+void hk__sb_printf(hk_strbuf *sb, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    hk_sb_vprintf(sb, fmt, ap);
+    hk__sb_vprintf(sb, fmt, ap);
     va_end(ap);
 }
 
-char *hk_sb_steal(hk_strbuf *sb) {
+char *hk__sb_steal(hk_strbuf *sb) {
     if (sb->oom) {
-        hk_sb_free(sb);
+        hk__sb_free(sb);
         return NULL;
     }
-    char *p = sb->data ? sb->data : hk_strdup("");
-    hk_sb_init(sb);
+    char *p = sb->data ? sb->data : hk__strdup("");
+    hk__sb_init(sb);
     return p;
 }
 
-char *hk_strdup(const char *s) {
+char *hk__strdup(const char *s) {
     if (!s) return NULL;
     size_t n = strlen(s) + 1;
     char *p = malloc(n);
@@ -74,7 +74,7 @@ char *hk_strdup(const char *s) {
     return p;
 }
 
-char *hk_strndup(const char *s, size_t n) {
+char *hk__strndup(const char *s, size_t n) {
     if (!s) return NULL;
     char *p = malloc(n + 1);
     if (!p) return NULL;
@@ -83,26 +83,26 @@ char *hk_strndup(const char *s, size_t n) {
     return p;
 }
 
-char *hk_asprintf(const char *fmt, ...) {
+char *hk__asprintf(const char *fmt, ...) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     va_list ap;
     va_start(ap, fmt);
-    hk_sb_vprintf(&sb, fmt, ap);
+    hk__sb_vprintf(&sb, fmt, ap);
     va_end(ap);
-    return hk_sb_steal(&sb);
+    return hk__sb_steal(&sb);
 }
 
-bool hk_str_starts_with(const char *s, const char *prefix) {
+bool hk__str_starts_with(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-bool hk_str_ends_with(const char *s, const char *suffix) {
+bool hk__str_ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && memcmp(s + a - b, suffix, b) == 0;
 }
 
-bool hk_is_hex(const char *s, size_t n) {
+bool hk__is_hex(const char *s, size_t n) {
     if (!s) return false;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
@@ -111,13 +111,13 @@ bool hk_is_hex(const char *s, size_t n) {
     return s[n] == '\0';
 }
 
-const char *hk_getenv(const char *name) {
+const char *hk__getenv(const char *name) {
     const char *v = getenv(name);
     return (v && *v) ? v : NULL;
 }
 
-bool hk_env_true(const char *name) {
-    const char *v = hk_getenv(name);
+bool hk__env_true(const char *name) {
+    const char *v = hk__getenv(name);
     if (!v) return false;
     return strcasecmp(v, "1") == 0 || strcasecmp(v, "on") == 0 || strcasecmp(v, "yes") == 0 ||
            strcasecmp(v, "true") == 0;

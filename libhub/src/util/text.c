@@ -3,58 +3,61 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hk_hex_digit(char c) {
+int hk__hex_digit(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
-int hk_unhex(unsigned char *out, const char *hex, size_t n) {
+int hk__unhex(unsigned char *out, const char *hex, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        int hi = hk_hex_digit(hex[2 * i]);
-        int lo = hi < 0 ? -1 : hk_hex_digit(hex[2 * i + 1]);
+        int hi = hk__hex_digit(hex[2 * i]);
+        int lo = hi < 0 ? -1 : hk__hex_digit(hex[2 * i + 1]);
         if (lo < 0) return HK_ERR_PARSE;
         out[i] = (unsigned char)(hi << 4 | lo);
     }
     return HK_OK;
 }
 
-bool hk_is_commit_id(const char *s) { return s && hk_is_hex(s, 40); }
+bool hk__is_commit_id(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    return (n == 40 || n == 64) && hk__is_hex(s, n);
+}
 
 static bool unreserved(unsigned char c, bool keep_slash) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
            c == '.' || c == '~' || (keep_slash && c == '/');
 }
 
-void hk_sb_pct_encode(hk_strbuf *sb, const char *s, bool keep_slash) {
+void hk__sb_pct_encode(hk_strbuf *sb, const char *s, bool keep_slash) {
     static const char digits[] = "0123456789ABCDEF";
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (unreserved(*p, keep_slash)) {
-            hk_sb_append_n(sb, (const char *)p, 1);
+            hk__sb_append_n(sb, (const char *)p, 1);
         } else {
             char e[3] = {'%', digits[*p >> 4], digits[*p & 15]};
-            hk_sb_append_n(sb, e, 3);
+            hk__sb_append_n(sb, e, 3);
         }
     }
 }
 
-char *hk_pct_encode(const char *s, bool keep_slash) {
+char *hk__pct_encode(const char *s, bool keep_slash) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_append(&sb, "");
-    hk_sb_pct_encode(&sb, s, keep_slash);
-    return hk_sb_steal(&sb);
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, "");
+    hk__sb_pct_encode(&sb, s, keep_slash);
+    return hk__sb_steal(&sb);
 }
 
-char *hk_pct_decode(const char *s, size_t n, bool plus_space) {
+char *hk__pct_decode(const char *s, size_t n, bool plus_space) {
     char *out = malloc(n + 1);
     if (!out) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c == '%') {
-            int hi = i + 1 < n ? hk_hex_digit(s[i + 1]) : -1, lo = i + 2 < n ? hk_hex_digit(s[i + 2]) : -1;
+            int hi = i + 1 < n ? hk__hex_digit(s[i + 1]) : -1, lo = i + 2 < n ? hk__hex_digit(s[i + 2]) : -1;
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
                 free(out);
                 return NULL;
@@ -74,13 +77,13 @@ char *hk_pct_decode(const char *s, size_t n, bool plus_space) {
     return out;
 }
 
-void hk_sb_json_str(hk_strbuf *sb, const char *s) {
-    hk_sb_append_n(sb, "\"", 1);
+void hk__sb_json_str(hk_strbuf *sb, const char *s) {
+    hk__sb_append_n(sb, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"') hk_sb_append_n(sb, "\\\"", 2);
-        else if (*p == '\\') hk_sb_append_n(sb, "\\\\", 2);
-        else if (*p < 0x20) hk_sb_printf(sb, "\\u%04x", *p);
-        else hk_sb_append_n(sb, (const char *)p, 1);
+        if (*p == '"') hk__sb_append_n(sb, "\\\"", 2);
+        else if (*p == '\\') hk__sb_append_n(sb, "\\\\", 2);
+        else if (*p < 0x20) hk__sb_printf(sb, "\\u%04x", *p);
+        else hk__sb_append_n(sb, (const char *)p, 1);
     }
-    hk_sb_append_n(sb, "\"", 1);
+    hk__sb_append_n(sb, "\"", 1);
 }

@@ -9,24 +9,24 @@
 #include <stddef.h>
 
 /* Value of one hex digit (either case), -1 otherwise. */
-int hk_hex_digit(char c);
+int hk__hex_digit(char c);
 /* Decode exactly 2n hex chars (either case) of hex into out[n]. HK_OK or HK_ERR_PARSE (nothing
  * recorded as last error: the caller says what was malformed). */
-int hk_unhex(unsigned char *out, const char *hex, size_t n);
-/* A git commit id: exactly 40 lowercase hex chars. */
-bool hk_is_commit_id(const char *s);
+int hk__unhex(unsigned char *out, const char *hex, size_t n);
+/* A git commit id: 40 (SHA-1) or 64 (SHA-256 object format) lowercase hex chars. */
+bool hk__is_commit_id(const char *s);
 
 /* Append s percent-encoded: RFC 3986 unreserved characters kept (and '/' when keep_slash), every
  * other byte as %XX (uppercase), bytes >= 0x80 included. */
-void hk_sb_pct_encode(hk_strbuf *sb, const char *s, bool keep_slash);
+void hk__sb_pct_encode(hk_strbuf *sb, const char *s, bool keep_slash);
 /* Same, as a new string (NULL: out of memory). Caller frees. */
-char *hk_pct_encode(const char *s, bool keep_slash);
+char *hk__pct_encode(const char *s, bool keep_slash);
 /* Decode s[0..n); NULL for a malformed escape, an encoded or raw NUL, or out of memory.
  * plus_space: '+' means ' ' (form bodies). Caller frees. */
-char *hk_pct_decode(const char *s, size_t n, bool plus_space);
+char *hk__pct_decode(const char *s, size_t n, bool plus_space);
 
 /* Append s as a JSON string literal (quotes included): '"', '\\' and control characters escaped;
  * other bytes (UTF-8) as they are. */
-void hk_sb_json_str(hk_strbuf *sb, const char *s);
+void hk__sb_json_str(hk_strbuf *sb, const char *s);
 
 #endif

@@ -13,7 +13,7 @@ static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const
 /* The entry names of one directory (sorted on request); HK_ERR_NOT_FOUND when it cannot be opened. */
 static int read_names(char ***out, size_t *out_n, const char *dir, int sorted) {
     DIR *d = opendir(dir);
-    if (!d) return hk_fail(errno == ENOENT ? HK_ERR_NOT_FOUND : hk_errno_code(errno), "cannot list %s: %s", dir,
+    if (!d) return hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : hk__errno_code(errno), "cannot list %s: %s", dir,
                            strerror(errno));
     char **names = NULL;
     size_t n = 0, cap = 0;
@@ -22,8 +22,8 @@ static int read_names(char ***out, size_t *out_n, const char *dir, int sorted) {
     while ((de = readdir(d)) != NULL) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
         if ((rc = HK_VEC_RESERVE(names, cap, n + 1)) != HK_OK) break;
-        if (!(names[n] = hk_strdup(de->d_name))) {
-            rc = hk_fail(HK_ERR_NOMEM, "out of memory listing %s", dir);
+        if (!(names[n] = hk__strdup(de->d_name))) {
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory listing %s", dir);
             break;
         }
         n++;
@@ -48,20 +48,20 @@ static int walk_level(const char *dir, const char *rel, int depth, int max_depth
     int rc = read_names(&names, &n, dir, (flags & HK_WALK_SORTED) != 0);
     if (rc) {
         if (depth == 0) return -1;
-        hk_log(HK_LOG_DEBUG, "walk: skipping %s: %s", dir, hk_last_error());
+        hk__log(HK_LOG_DEBUG, "walk: skipping %s: %s", dir, hk_last_error());
         hk_clear_error();
         return 0;
     }
     int result = 0;
     for (size_t i = 0; i < n && result == 0; i++) {
         hk_walk_entry e;
-        char *path = hk_path_join(dir, names[i]);
-        char *erel = rel[0] ? hk_asprintf("%s/%s", rel, names[i]) : hk_strdup(names[i]);
+        char *path = hk__path_join(dir, names[i]);
+        char *erel = rel[0] ? hk__asprintf("%s/%s", rel, names[i]) : hk__strdup(names[i]);
         if (!path || !erel) {
-            hk_fail(HK_ERR_NOMEM, "out of memory walking %s", dir);
+            hk__fail(HK_ERR_NOMEM, "out of memory walking %s", dir);
             result = -1;
         } else if (lstat(path, &e.st) != 0) {
-            if (errno != ENOENT) hk_log(HK_LOG_DEBUG, "walk: cannot stat %s: %s", path, strerror(errno));
+            if (errno != ENOENT) hk__log(HK_LOG_DEBUG, "walk: cannot stat %s: %s", path, strerror(errno));
         } else {
             e.path = path;
             e.rel = erel;
@@ -87,10 +87,10 @@ static int walk_level(const char *dir, const char *rel, int depth, int max_depth
     return result;
 }
 
-int hk_walk(const char *dir, int max_depth, unsigned flags, hk_walk_fn fn, void *ud) {
-    if (!dir || !fn) return hk_fail(HK_ERR_INVALID_ARG, "hk_walk: dir and fn are required");
+int hk__walk(const char *dir, int max_depth, unsigned flags, hk_walk_fn fn, void *ud) {
+    if (!dir || !fn) return hk__fail(HK_ERR_INVALID_ARG, "hk__walk: dir and fn are required");
     int r = walk_level(dir, "", 0, max_depth, flags, fn, ud);
     if (r >= 0) return HK_OK;
     int code = hk_last_error_code();
-    return code ? code : hk_fail(HK_ERR_INTERNAL, "walk of %s aborted without an error", dir);
+    return code ? code : hk__fail(HK_ERR_INTERNAL, "walk of %s aborted without an error", dir);
 }

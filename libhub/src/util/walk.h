@@ -17,7 +17,7 @@ typedef struct hk_walk_entry {
 enum {
     HK_WALK_CONTINUE = 0, /* go on (into a directory: after this call, its entries) */
     HK_WALK_SKIP = 1,     /* for a directory: do not descend into it */
-    HK_WALK_STOP = 2      /* end the walk; hk_walk returns HK_OK */
+    HK_WALK_STOP = 2      /* end the walk; hk__walk returns HK_OK */
 };
 
 /* Flags. */
@@ -27,13 +27,13 @@ enum {
 };
 
 /* fn returns HK_WALK_* or a negative value to abort; `post` is 1 only for the post-order call.
- * A callback that wants to fail with an hk error records it with hk_fail and returns -1. */
+ * A callback that wants to fail with an hk error records it with hk__fail and returns -1. */
 typedef int (*hk_walk_fn)(void *ud, const hk_walk_entry *e, int post);
 
 /* Walk dir depth-first (no "." / "..", symlinks not followed, max_depth < 0: unlimited).
  * HK_OK when the walk ended (completed or HK_WALK_STOP); HK_ERR_NOT_FOUND when dir cannot be
  * opened; a callback's abort gives the error it recorded (HK_ERR_INTERNAL if it recorded none).
  * Subdirectories that cannot be opened are skipped with a debug log line. */
-int hk_walk(const char *dir, int max_depth, unsigned flags, hk_walk_fn fn, void *ud);
+int hk__walk(const char *dir, int max_depth, unsigned flags, hk_walk_fn fn, void *ud);
 
 #endif

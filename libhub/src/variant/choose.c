@@ -8,8 +8,8 @@
 #include <string.h>
 
 HK_API int hk_choose_options_init(hk_choose_options *opts, unsigned int version) {
-    if (!opts) return hk_fail(HK_ERR_INVALID_ARG, "hk_choose_options_init: opts is NULL");
-    int rc = hk_check_options_version("hk_choose_options", version, HK_CHOOSE_OPTIONS_VERSION);
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_choose_options_init: opts is NULL");
+    int rc = hk__check_options_version("hk_choose_options", version, HK_CHOOSE_OPTIONS_VERSION);
     if (rc) return rc;
     hk_choose_options d = HK_CHOOSE_OPTIONS_INIT;
     *opts = d;
@@ -19,21 +19,21 @@ HK_API int hk_choose_options_init(hk_choose_options *opts, unsigned int version)
 
 static char *join_names(const char *const *names, size_t n) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    for (size_t i = 0; i < n; i++) hk_sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
-    if (n == 0) hk_sb_append(&sb, "none");
-    return hk_sb_steal(&sb);
+    hk__sb_init(&sb);
+    for (size_t i = 0; i < n; i++) hk__sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
+    if (n == 0) hk__sb_append(&sb, "none");
+    return hk__sb_steal(&sb);
 }
 
 /* The caller named the variant: it must be a candidate. */
 static int take_named(char **out, const char *const *names, size_t n, const hk_choose_options *o) {
     for (size_t i = 0; i < n; i++)
         if (names[i] && strcmp(names[i], o->variant) == 0) {
-            *out = hk_strdup(o->variant);
-            return *out ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+            *out = hk__strdup(o->variant);
+            return *out ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
         }
     char *list = join_names(names, n);
-    int rc = hk_fail(HK_ERR_NO_VARIANT, "%s has no build variant '%s' (it has: %s)",
+    int rc = hk__fail(HK_ERR_NO_VARIANT, "%s has no build variant '%s' (it has: %s)",
                      o->where ? o->where : "the repo", o->variant, list ? list : "?");
     free(list);
     return rc;
@@ -44,7 +44,7 @@ static int no_fit(const hk_resolution *r, const hk_choose_options *o) {
     char *trace = hk_resolution_to_text(r);
     const char *any = hk_resolution_best(r); /* accepted but of a family the caller cannot use */
     const char *be = hk_resolution_backend(r);
-    int rc = hk_fail(HK_ERR_NO_VARIANT,
+    int rc = hk__fail(HK_ERR_NO_VARIANT,
                      "no build variant%s%s fits this machine (backend %s)%s%s%s%s%s%s:\n%s"
                      "(use --variant or --backend)",
                      o->where ? " of " : "", o->where ? o->where : "", be ? be : "unknown",
@@ -58,25 +58,25 @@ static int no_fit(const hk_resolution *r, const hk_choose_options *o) {
 
 HK_API int hk_choose_variant(char **out, const hk_env *env, const char *const *names, size_t count,
                              const hk_choose_options *opts) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_choose_variant: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_choose_variant: out is NULL");
     *out = NULL;
     hk_choose_options defaults = HK_CHOOSE_OPTIONS_INIT;
     const hk_choose_options *o = opts ? opts : &defaults;
-    int rc = hk_check_options_version("hk_choose_options", o->version, HK_CHOOSE_OPTIONS_VERSION);
+    int rc = hk__check_options_version("hk_choose_options", o->version, HK_CHOOSE_OPTIONS_VERSION);
     if (rc) return rc;
-    if (count && !names) return hk_fail(HK_ERR_INVALID_ARG, "hk_choose_variant: names is NULL");
+    if (count && !names) return hk__fail(HK_ERR_INVALID_ARG, "hk_choose_variant: names is NULL");
     if (o->variant) return take_named(out, names, count, o);
     if (count == 0)
-        return hk_fail(HK_ERR_NO_VARIANT, "%s has no build variants", o->where ? o->where : "the repo");
-    if (!env && (rc = hk_env_cached(&env)) != HK_OK) return rc;
+        return hk__fail(HK_ERR_NO_VARIANT, "%s has no build variants", o->where ? o->where : "the repo");
+    if (!env && (rc = hk__env_cached(&env)) != HK_OK) return rc;
     hk_resolution *r = NULL;
     rc = hk_resolve_variants(&r, env, names, count, o->backend);
     if (rc) return rc;
     const char *best = o->families ? hk_resolution_best_of(r, o->families) : hk_resolution_best(r);
     if (!best && o->fallback_families) best = hk_resolution_best_of(r, o->fallback_families);
     if (best) {
-        *out = hk_strdup(best);
-        rc = *out ? HK_OK : hk_fail(HK_ERR_NOMEM, "out of memory");
+        *out = hk__strdup(best);
+        rc = *out ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     } else {
         rc = no_fit(r, o);
     }

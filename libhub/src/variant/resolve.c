@@ -72,33 +72,33 @@ static int describe_system(sysdesc *s, const hk_env *env, const char *override) 
     memset(s, 0, sizeof *s);
     s->os = hk_env_os(env);
     s->cpu = hk_env_cpu(env);
-    s->has_torch = hk_env_ver2(hk_env_torch_version(env), &s->t_major, &s->t_minor);
+    s->has_torch = hk__env_ver2(hk_env_torch_version(env), &s->t_major, &s->t_minor);
     s->cxx11 = hk_env_torch_cxx11_abi(env);
-    s->has_tvm = hk_env_ver2(hk_env_tvm_ffi_version(env), &s->f_major, &s->f_minor);
+    s->has_tvm = hk__env_ver2(hk_env_tvm_ffi_version(env), &s->f_major, &s->f_minor);
     s->macos = hk_env_macos_version(env);
     uint32_t mmaj = 0, mmin = 0;
-    s->macos_ok = hk_env_ver2(s->macos, &mmaj, &mmin) && mmaj >= 26;
+    s->macos_ok = hk__env_ver2(s->macos, &mmaj, &mmin) && mmaj >= 26;
     const char *pyv = hk_env_python_version(env);
     s->has_python = pyv != NULL;
     uint32_t pmaj = 0, pmin = 0;
-    s->ft_unsupported = hk_env_python_free_threaded(env) == 1 && hk_env_ver2(pyv, &pmaj, &pmin) &&
+    s->ft_unsupported = hk_env_python_free_threaded(env) == 1 && hk__env_ver2(pyv, &pmaj, &pmin) &&
                         (pmaj < 3 || (pmaj == 3 && pmin < 15));
 
     const char *detected = hk_env_backend(env);
     if (override && strcmp(override, "cpu") != 0 && strcmp(override, detected) != 0) {
         /* kernels: "Invalid backend 'x', system supported backends: <sorted {cpu, detected}>" */
         if (strcmp(detected, "cpu") == 0)
-            return hk_fail(HK_ERR_INVALID_ARG,
+            return hk__fail(HK_ERR_INVALID_ARG,
                            "Invalid backend '%s', system supported backends: cpu", override);
         bool cpu_first = strcmp("cpu", detected) < 0;
-        return hk_fail(HK_ERR_INVALID_ARG, "Invalid backend '%s', system supported backends: %s, %s",
+        return hk__fail(HK_ERR_INVALID_ARG, "Invalid backend '%s', system supported backends: %s, %s",
                        override, cpu_first ? "cpu" : detected, cpu_first ? detected : "cpu");
     }
     if (override && strcmp(override, "cpu") == 0) {
         s->backend = HK_BACKEND_CPU;
     } else {
         s->backend = kind_from_name(detected);
-        s->backend_has_version = hk_env_ver2(hk_env_backend_version(env), &s->b_major, &s->b_minor);
+        s->backend_has_version = hk__env_ver2(hk_env_backend_version(env), &s->b_major, &s->b_minor);
     }
     s->backend_name = hk_backend_kind_name(s->backend);
     variant_backend_str(s->backend_variant, sizeof s->backend_variant, s->backend,
@@ -111,40 +111,40 @@ static char *check(const sysdesc *s, const hk_variant *v) {
     if (v->family == HK_FAMILY_NOARCH) {
         const char *sys_name = s->backend == HK_BACKEND_CANN ? "npu" : s->backend_name;
         if (strcmp(v->noarch, sys_name) != 0 && strcmp(v->noarch, "universal") != 0)
-            return hk_asprintf("backend (%s) does not match system backend (%s) and is not universal",
+            return hk__asprintf("backend (%s) does not match system backend (%s) and is not universal",
                                v->noarch, sys_name);
         if (!s->has_python)
-            return hk_strdup("noarch variant needs Python, and the environment has no Python "
+            return hk__strdup("noarch variant needs Python, and the environment has no Python "
                              "interpreter (set HUBKERN_PYTHON or python_version)");
         return NULL;
     }
 
-    if (s->ft_unsupported) return hk_strdup("arch kernel not supported on free-threaded Python <3.15");
+    if (s->ft_unsupported) return hk__strdup("arch kernel not supported on free-threaded Python <3.15");
     if (!s->cpu || strcmp(v->cpu, s->cpu) != 0)
-        return hk_asprintf("CPU (%s) does not match system CPU (%s)", v->cpu, or_none(s->cpu));
+        return hk__asprintf("CPU (%s) does not match system CPU (%s)", v->cpu, or_none(s->cpu));
     if (!s->os || strcmp(v->os, s->os) != 0)
-        return hk_asprintf("OS (%s) does not match system OS (%s)", v->os, or_none(s->os));
+        return hk__asprintf("OS (%s) does not match system OS (%s)", v->os, or_none(s->os));
 
     char envv[32];
     if (v->family == HK_FAMILY_TORCH) {
         if (s->has_torch) snprintf(envv, sizeof envv, "%u.%u", s->t_major, s->t_minor);
         if (!s->has_torch || v->fw_major != s->t_major || v->fw_minor != s->t_minor)
-            return hk_asprintf("Torch version (%u.%u) does not match environment Torch version (%s)",
+            return hk__asprintf("Torch version (%u.%u) does not match environment Torch version (%s)",
                                v->fw_major, v->fw_minor, s->has_torch ? envv : "None");
         if (v->cxx11 >= 0 && v->cxx11 != s->cxx11)
-            return hk_asprintf("Torch CXX11 ABI (%s) does not match environment Torch CXX11 ABI (%s)",
+            return hk__asprintf("Torch CXX11 ABI (%s) does not match environment Torch CXX11 ABI (%s)",
                                py_bool(v->cxx11), py_bool(s->cxx11));
     } else if (v->family == HK_FAMILY_TORCH_STABLE_ABI) {
         if (s->has_torch) snprintf(envv, sizeof envv, "%u.%u", s->t_major, s->t_minor);
         if (!s->has_torch || v->fw_major > s->t_major ||
             (v->fw_major == s->t_major && v->fw_minor > s->t_minor))
-            return hk_asprintf("Torch stable ABI version (%u.%u) is too new for environment Torch "
+            return hk__asprintf("Torch stable ABI version (%u.%u) is too new for environment Torch "
                                "version (%s)",
                                v->fw_major, v->fw_minor, s->has_torch ? envv : "None");
     } else if (v->family == HK_FAMILY_TVM_FFI) {
         if (s->has_tvm) snprintf(envv, sizeof envv, "%u.%u", s->f_major, s->f_minor);
         if (!s->has_tvm || v->fw_major != s->f_major || v->fw_minor != s->f_minor)
-            return hk_asprintf("tvm-ffi version (%u.%u) does not match environment tvm-ffi version (%s)",
+            return hk__asprintf("tvm-ffi version (%u.%u) does not match environment tvm-ffi version (%s)",
                                v->fw_major, v->fw_minor, s->has_tvm ? envv : "None");
     }
 
@@ -154,13 +154,13 @@ static char *check(const sysdesc *s, const hk_variant *v) {
         char sysv[32] = "None";
         if (s->backend_has_version) snprintf(sysv, sizeof sysv, "%u.%u", s->b_major, s->b_minor);
         if (!s->backend_has_version || v->backend_major != s->b_major || v->backend_minor > s->b_minor)
-            return hk_asprintf("CUDA version (%u.%u) is not compatible with system CUDA version (%s)",
+            return hk__asprintf("CUDA version (%u.%u) is not compatible with system CUDA version (%s)",
                                v->backend_major, v->backend_minor, sysv);
     } else if (strcmp(vb, s->backend_variant) != 0 ||
                (is_versioned(s->backend) && !s->backend_has_version)) {
-        return hk_asprintf("backend (%s) does not match selected backend (%s)", vb, s->backend_variant);
+        return hk__asprintf("backend (%s) does not match selected backend (%s)", vb, s->backend_variant);
     } else if (v->backend == HK_BACKEND_METAL && !s->macos_ok) {
-        return hk_asprintf("Metal kernels require macOS 26.0 or later, system macOS version is %s",
+        return hk__asprintf("Metal kernels require macOS 26.0 or later, system macOS version is %s",
                            or_none(s->macos));
     }
     return NULL;
@@ -220,10 +220,10 @@ void hk_resolution_free(hk_resolution *r) {
 
 int hk_resolve_variants(hk_resolution **out, const hk_env *env, const char *const *names,
                         size_t count, const char *backend_override) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_resolve_variants: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_resolve_variants: out is NULL");
     *out = NULL;
-    if (!env) return hk_fail(HK_ERR_INVALID_ARG, "hk_resolve_variants: env is NULL (use hk_env_detect)");
-    if (count && !names) return hk_fail(HK_ERR_INVALID_ARG, "hk_resolve_variants: names is NULL");
+    if (!env) return hk__fail(HK_ERR_INVALID_ARG, "hk_resolve_variants: env is NULL (use hk_env_detect)");
+    if (count && !names) return hk__fail(HK_ERR_INVALID_ARG, "hk_resolve_variants: names is NULL");
     if (backend_override && !*backend_override) backend_override = NULL;
 
     sysdesc s;
@@ -231,35 +231,35 @@ int hk_resolve_variants(hk_resolution **out, const hk_env *env, const char *cons
     if (rc) return rc;
 
     hk_resolution *r = calloc(1, sizeof *r);
-    if (!r) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->d = calloc(count ? count : 1, sizeof *r->d);
     r->backend_variant = (is_versioned(s.backend) && !s.backend_has_version) ? NULL
-                                                                             : hk_strdup(s.backend_variant);
+                                                                             : hk__strdup(s.backend_variant);
     rc = hk_env_clone(&r->env, env);
     if (!r->d || rc) {
         hk_resolution_free(r);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     /* Resolve against the backend actually used (an explicit cpu override included). */
     if (backend_override && strcmp(backend_override, "cpu") == 0 &&
         (hk_env_set(r->env, "backend", "cpu") || hk_env_set(r->env, "backend_version", NULL))) {
         hk_resolution_free(r);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
 
     for (size_t i = 0; i < count; i++) {
         decision *d = &r->d[r->n];
         const char *name = names[i] ? names[i] : "";
-        d->name = hk_strdup(name);
+        d->name = hk__strdup(name);
         if (!d->name) goto oom;
         r->n++;
-        if (hk_variant_parse_into(&d->v, name) == HK_OK) {
+        if (hk__variant_parse_into(&d->v, name) == HK_OK) {
             d->parsed = true;
             d->reason = check(&s, &d->v);
             d->accepted = d->reason == NULL;
-            if (d->accepted) d->reason = hk_strdup("compatible");
+            if (d->accepted) d->reason = hk__strdup("compatible");
         } else {
-            d->reason = hk_asprintf("cannot parse variant name: %s", hk_last_error());
+            d->reason = hk__asprintf("cannot parse variant name: %s", hk_last_error());
         }
         if (!d->reason) goto oom;
         fill_key(d);
@@ -278,7 +278,7 @@ int hk_resolve_variants(hk_resolution **out, const hk_env *env, const char *cons
     }
     r->n = w;
     if (r->n > 0 && r->d[0].accepted) {
-        char *p = hk_strdup("compatible, preferred");
+        char *p = hk__strdup("compatible, preferred");
         if (!p) goto oom;
         free(r->d[0].reason);
         r->d[0].reason = p;
@@ -287,7 +287,7 @@ int hk_resolve_variants(hk_resolution **out, const hk_env *env, const char *cons
     return HK_OK;
 oom:
     hk_resolution_free(r);
-    return hk_fail(HK_ERR_NOMEM, "out of memory");
+    return hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 size_t hk_resolution_count(const hk_resolution *r) { return r ? r->n : 0; }
@@ -361,7 +361,7 @@ char *hk_resolution_to_json(const hk_resolution *r) {
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    char *res = text ? hk_strdup(text) : NULL;
+    char *res = text ? hk__strdup(text) : NULL;
     cJSON_free(text);
     return res;
 }
@@ -369,12 +369,12 @@ char *hk_resolution_to_json(const hk_resolution *r) {
 char *hk_resolution_to_text(const hk_resolution *r) {
     if (!r) return NULL;
     hk_strbuf sb;
-    hk_sb_init(&sb);
+    hk__sb_init(&sb);
     for (size_t i = 0; i < r->n; i++) {
         if (r->d[i].accepted)
-            hk_sb_printf(&sb, "%s %s \xe2\x9c\x85\n", r->d[i].name, r->d[i].reason);
+            hk__sb_printf(&sb, "%s %s \xe2\x9c\x85\n", r->d[i].name, r->d[i].reason);
         else
-            hk_sb_printf(&sb, "%s: %s\n", r->d[i].name, r->d[i].reason);
+            hk__sb_printf(&sb, "%s: %s\n", r->d[i].name, r->d[i].reason);
     }
-    return hk_sb_steal(&sb);
+    return hk__sb_steal(&sb);
 }

@@ -86,21 +86,21 @@ static int parse_backend(hk_variant *v, const char *s) {
         {"cu", HK_BACKEND_CUDA, "CUDA"}, {"rocm", HK_BACKEND_ROCM, "ROCm"},
         {"xpu", HK_BACKEND_XPU, "XPU"}, {"cann", HK_BACKEND_CANN, "CANN"}};
     for (size_t i = 0; i < HK_ARRAY_LEN(versioned); i++) {
-        if (!hk_str_starts_with(s, versioned[i].prefix)) continue;
+        if (!hk__str_starts_with(s, versioned[i].prefix)) continue;
         if (!split_version(s + strlen(versioned[i].prefix), false, &v->backend_major,
                            &v->backend_minor))
-            return hk_fail(HK_ERR_PARSE, "Invalid %s variant string: '%s'", versioned[i].what, s);
+            return hk__fail(HK_ERR_PARSE, "Invalid %s variant string: '%s'", versioned[i].what, s);
         v->backend = versioned[i].kind;
         return HK_OK;
     }
-    return hk_fail(HK_ERR_PARSE, "Unknown backend variant string: '%s'", s);
+    return hk__fail(HK_ERR_PARSE, "Unknown backend variant string: '%s'", s);
 }
 
 static int copy_token(char *dst, size_t cap, const char *src, const char *what) {
     size_t n = strlen(src);
-    if (n == 0) return hk_fail(HK_ERR_PARSE, "empty %s in variant name", what);
+    if (n == 0) return hk__fail(HK_ERR_PARSE, "empty %s in variant name", what);
     if (n >= cap)
-        return hk_fail(HK_ERR_PARSE, "%s '%.40s...' in variant name is too long (max %zu)", what,
+        return hk__fail(HK_ERR_PARSE, "%s '%.40s...' in variant name is too long (max %zu)", what,
                        src, cap - 1);
     memcpy(dst, src, n + 1);
     return HK_OK;
@@ -108,7 +108,7 @@ static int copy_token(char *dst, size_t cap, const char *src, const char *what) 
 
 /* Arch = exactly three parts: backend, cpu, os. */
 static int parse_arch(hk_variant *v, char **parts, size_t n) {
-    if (n != 3) return hk_fail(HK_ERR_PARSE, "Invalid arch variant parts: expected <backend>-<cpu>-<os>, got %zu part%s", n, n == 1 ? "" : "s");
+    if (n != 3) return hk__fail(HK_ERR_PARSE, "Invalid arch variant parts: expected <backend>-<cpu>-<os>, got %zu part%s", n, n == 1 ? "" : "s");
     int rc = parse_backend(v, parts[0]);
     if (rc) return rc;
     if ((rc = copy_token(v->cpu, sizeof v->cpu, parts[1], "cpu"))) return rc;
@@ -118,7 +118,7 @@ static int parse_arch(hk_variant *v, char **parts, size_t n) {
 static int parse_into(hk_variant *v, const char *name, char *buf) {
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         if (*p <= 0x20 || *p >= 0x7f || *p == '/' || *p == '\\')
-            return hk_fail(HK_ERR_PARSE,
+            return hk__fail(HK_ERR_PARSE,
                            "variant name contains a space, control, non-ASCII or path character");
 
     char *parts[HK_VARIANT_MAX_PARTS];
@@ -127,29 +127,29 @@ static int parse_into(hk_variant *v, const char *name, char *buf) {
     for (char *p = buf; *p; p++)
         if (*p == '-') {
             if (n == HK_VARIANT_MAX_PARTS)
-                return hk_fail(HK_ERR_PARSE, "variant name has too many '-' separated parts");
+                return hk__fail(HK_ERR_PARSE, "variant name has too many '-' separated parts");
             *p = '\0';
             parts[n++] = p + 1;
         }
 
     v->cxx11 = -1;
-    if (hk_str_starts_with(name, "torch-stable-abi")) {
+    if (hk__str_starts_with(name, "torch-stable-abi")) {
         /* parts: "torch" "stable" "abi<M><m…>" arch... */
         const char *ver = n >= 3 ? parts[2] + 3 : "";
-        if (n < 3 || !hk_str_starts_with(parts[2], "abi") || strlen(ver) < 2 || !all_digits(ver) ||
+        if (n < 3 || !hk__str_starts_with(parts[2], "abi") || strlen(ver) < 2 || !all_digits(ver) ||
             !split_version(ver, true, &v->fw_major, &v->fw_minor))
-            return hk_fail(HK_ERR_PARSE, "Invalid Torch stable ABI variant string in '%s'", name);
+            return hk__fail(HK_ERR_PARSE, "Invalid Torch stable ABI variant string in '%s'", name);
         v->family = HK_FAMILY_TORCH_STABLE_ABI;
         return parse_arch(v, parts + 3, n - 3);
     }
     if (strcmp(parts[0], "torch") == 0) {
         /* noarch: everything after "torch-" (upstream allows '-' inside it). */
         if (n < 2 || name[6] == '\0')
-            return hk_fail(HK_ERR_PARSE, "noarch variant '%s' has no backend name after 'torch-'", name);
+            return hk__fail(HK_ERR_PARSE, "noarch variant '%s' has no backend name after 'torch-'", name);
         v->family = HK_FAMILY_NOARCH;
         return copy_token(v->noarch, sizeof v->noarch, name + 6, "noarch backend name");
     }
-    if (hk_str_starts_with(parts[0], "torch")) {
+    if (hk__str_starts_with(parts[0], "torch")) {
         size_t arch_at = 1;
         if (n >= 2 && (strcmp(parts[1], "cxx11") == 0 || strcmp(parts[1], "cxx98") == 0)) {
             v->cxx11 = strcmp(parts[1], "cxx11") == 0;
@@ -157,26 +157,26 @@ static int parse_into(hk_variant *v, const char *name, char *buf) {
         }
         /* torch(\d)(\d+): a single-digit major, then the minor. */
         if (!split_version(parts[0] + 5, true, &v->fw_major, &v->fw_minor))
-            return hk_fail(HK_ERR_PARSE, "Invalid Torch variant string: '%s'", parts[0]);
+            return hk__fail(HK_ERR_PARSE, "Invalid Torch variant string: '%s'", parts[0]);
         v->family = HK_FAMILY_TORCH;
         return parse_arch(v, parts + arch_at, n - arch_at);
     }
-    if (strcmp(parts[0], "tvm") == 0 && n >= 2 && hk_str_starts_with(parts[1], "ffi")) {
+    if (strcmp(parts[0], "tvm") == 0 && n >= 2 && hk__str_starts_with(parts[1], "ffi")) {
         /* tvm-ffi(\d+?)(\d+): lazy major = one digit. */
         if (!split_version(parts[1] + 3, true, &v->fw_major, &v->fw_minor))
-            return hk_fail(HK_ERR_PARSE, "Invalid TvmFfi variant string: 'tvm-%s'", parts[1]);
+            return hk__fail(HK_ERR_PARSE, "Invalid TvmFfi variant string: 'tvm-%s'", parts[1]);
         v->family = HK_FAMILY_TVM_FFI;
         return parse_arch(v, parts + 2, n - 2);
     }
-    return hk_fail(HK_ERR_PARSE, "Unknown framework in variant string: '%s'", name);
+    return hk__fail(HK_ERR_PARSE, "Unknown framework in variant string: '%s'", name);
 }
 
-int hk_variant_parse_into(hk_variant *out, const char *name) {
+int hk__variant_parse_into(hk_variant *out, const char *name) {
     memset(out, 0, sizeof *out);
     out->cxx11 = -1;
-    if (!name) return hk_fail(HK_ERR_INVALID_ARG, "hk_variant_parse: name is NULL");
-    if (!*name) return hk_fail(HK_ERR_PARSE, "empty variant name");
-    if (strlen(name) > 255) return hk_fail(HK_ERR_PARSE, "variant name is longer than 255 bytes");
+    if (!name) return hk__fail(HK_ERR_INVALID_ARG, "hk_variant_parse: name is NULL");
+    if (!*name) return hk__fail(HK_ERR_PARSE, "empty variant name");
+    if (strlen(name) > 255) return hk__fail(HK_ERR_PARSE, "variant name is longer than 255 bytes");
     char buf[256];
     strcpy(buf, name);
     int rc = parse_into(out, name, buf);
@@ -189,11 +189,11 @@ int hk_variant_parse_into(hk_variant *out, const char *name) {
 }
 
 HK_API int hk_variant_parse(hk_variant **out, const char *name) {
-    if (!out) return hk_fail(HK_ERR_INVALID_ARG, "hk_variant_parse: out is NULL");
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_variant_parse: out is NULL");
     *out = NULL;
     hk_variant *v = malloc(sizeof *v);
-    if (!v) return hk_fail(HK_ERR_NOMEM, "out of memory");
-    int rc = hk_variant_parse_into(v, name);
+    if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = hk__variant_parse_into(v, name);
     if (rc) {
         free(v);
         return rc;
@@ -230,7 +230,7 @@ static bool token_ok(const char *s, size_t cap, bool allow_dash) {
 HK_API char *hk_variant_to_string(const hk_variant *v) {
     if (!v) return NULL;
     if (v->family == HK_FAMILY_NOARCH)
-        return token_ok(v->noarch, sizeof v->noarch, true) ? hk_asprintf("torch-%s", v->noarch) : NULL;
+        return token_ok(v->noarch, sizeof v->noarch, true) ? hk__asprintf("torch-%s", v->noarch) : NULL;
 
     char fw[64];
     switch (v->family) {
@@ -261,5 +261,5 @@ HK_API char *hk_variant_to_string(const hk_variant *v) {
         return NULL;
     }
     if (!token_ok(v->cpu, sizeof v->cpu, false) || !token_ok(v->os, sizeof v->os, false)) return NULL;
-    return hk_asprintf("%s-%s-%s-%s", fw, be, v->cpu, v->os);
+    return hk__asprintf("%s-%s-%s-%s", fw, be, v->cpu, v->os);
 }

@@ -21,6 +21,6 @@ struct hk_variant {
 };
 
 /* hk_variant_parse into caller storage (zeroed, family HK_FAMILY_INVALID on failure). */
-int hk_variant_parse_into(hk_variant *out, const char *name);
+int hk__variant_parse_into(hk_variant *out, const char *name);
 
 #endif
