@@ -1,7 +1,9 @@
-/* The log entry's body must describe this bundle: a hashedrekord v0.0.1 whose artifact digest,
+/* The log entry's body must describe this bundle: a hashedrekord whose artifact digest,
  * signature and certificate are the bundle's (CVE-2022-36056: a valid entry for another
  * signature must not vouch for this one). Compared field by field as sigstore-python compares its
- * models: digest as lowercase hex, signature as standard base64, certificate as base64 of its PEM. */
+ * models. v0.0.1 (Rekor v1): digest as lowercase hex, signature as standard base64, certificate as
+ * base64 of its PEM (string equality). v0.0.2 (Rekor v2): SHA2_256 digest, signature and DER
+ * certificate compared as decoded bytes, keyDetails named after the certificate's key. */
 #include "sigstore/sg_impl.h"
 
 #include <stdlib.h>
@@ -28,13 +30,68 @@ static char *leaf_pem_b64(X509 *leaf) {
     return out;
 }
 
+static bool b64_equals(const char *s, const unsigned char *want, size_t want_len) {
+    hk_sg_bytes got;
+    if (!s || !hk_sg_b64_decode(&got, s)) return false;
+    bool eq = got.len == want_len && memcmp(got.data, want, want_len) == 0;
+    free(got.data);
+    return eq;
+}
+
+/* protobuf-specs PublicKeyDetails of the certificate's key, as sigstore-python names it. */
+static char *key_details(X509 *leaf) {
+    EVP_PKEY *pk = X509_get0_pubkey(leaf);
+    int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
+    if (type == EVP_PKEY_ED25519) return hk_strdup("PKIX_ED25519");
+    if (type == EVP_PKEY_RSA) return hk_asprintf("PKIX_RSA_PKCS1V15_%d_SHA256", EVP_PKEY_get_bits(pk));
+    if (type == EVP_PKEY_EC) {
+        int bits = EVP_PKEY_get_bits(pk);
+        if (bits == 256) return hk_strdup("PKIX_ECDSA_P256_SHA_256");
+        if (bits == 384) return hk_strdup("PKIX_ECDSA_P384_SHA_384");
+        if (bits == 521) return hk_strdup("PKIX_ECDSA_P521_SHA_512");
+    }
+    return NULL;
+}
+
+static int check_v002(const hk_sg_bundle *b, const unsigned char digest[32], char **why) {
+    cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
+    unsigned char *der = NULL;
+    int der_len = i2d_X509(b->leaf, &der);
+    char *details = key_details(b->leaf);
+    const char *what = NULL;
+    const cJSON *spec = path(doc, "spec", "hashedRekordV002", NULL);
+    const cJSON *verifier = path(spec, "signature", "verifier", NULL);
+    if (!cJSON_IsObject(doc) || !hk_sg_json_str(doc, "kind") || strcmp(hk_sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
+        !hk_sg_json_str(doc, "apiVersion") || strcmp(hk_sg_json_str(doc, "apiVersion"), "0.0.2") != 0 || !spec)
+        what = "body is not a hashedrekord 0.0.2";
+    else if (!hk_sg_json_str(path(spec, "data", NULL, NULL), "algorithm") ||
+             strcmp(hk_sg_json_str(path(spec, "data", NULL, NULL), "algorithm"), "SHA2_256") != 0 ||
+             !b64_equals(hk_sg_json_str(path(spec, "data", NULL, NULL), "digest"), digest, 32))
+        what = "its artifact digest differs";
+    else if (!b64_equals(hk_sg_json_str(path(spec, "signature", NULL, NULL), "content"), b->signature.data, b->signature.len))
+        what = "its signature differs";
+    else if (der_len <= 0 ||
+             !b64_equals(hk_sg_json_str(path(verifier, "x509Certificate", NULL, NULL), "rawBytes"), der, (size_t)der_len) ||
+             !details || !hk_sg_json_str(verifier, "keyDetails") || strcmp(hk_sg_json_str(verifier, "keyDetails"), details) != 0)
+        what = "its certificate differs";
+    cJSON_Delete(doc);
+    OPENSSL_free(der);
+    free(details);
+    if (what) {
+        *why = hk_asprintf("transparency log entry is inconsistent with the bundle: %s", what);
+        return -1;
+    }
+    return 0;
+}
+
 int hk_sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char **why) {
     if (strcmp(b->kind, "hashedrekord") != 0) {
         *why = hk_asprintf("expected entry type hashedrekord, got %s", b->kind);
         return -1;
     }
+    if (strcmp(b->kind_version, "0.0.2") == 0) return check_v002(b, digest, why);
     if (strcmp(b->kind_version, "0.0.1") != 0) {
-        *why = hk_asprintf("unsupported hashedrekord version %s (Rekor v2 entries are not supported yet)", b->kind_version);
+        *why = hk_asprintf("unsupported hashedrekord version %s", b->kind_version);
         return -1;
     }
     cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
