@@ -49,7 +49,7 @@ def hubkern_verify(root_path, bundle_path, artifact_path, identity=None, issuer=
         cmd += ["--certificate-oidc-issuer", issuer, "--issuer-ext", "v1"]
     cmd += list(extra)
     cmd.append(artifact_path)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=60)
     if p.returncode not in (0, 1):
         raise RuntimeError(f"tool crashed or misused (rc {p.returncode}): {p.stderr}")
     if p.returncode == 0:

@@ -61,6 +61,7 @@ static int parse_proof(hk_sg_bundle *b, const cJSON *p) {
     if (!hk_sg_json_int64(&b->proof_index, cJSON_GetObjectItemCaseSensitive(p, "logIndex")) ||
         !hk_sg_json_int64(&b->tree_size, cJSON_GetObjectItemCaseSensitive(p, "treeSize")))
         return bad("inclusionProof logIndex/treeSize missing or not an integer");
+    if (b->proof_index < 0 || b->tree_size < 0) return bad("inclusionProof logIndex/treeSize is negative");
     int rc = field_b64(&b->root_hash, p, "rootHash", "inclusionProof.rootHash");
     if (rc != HK_OK) return rc;
     const cJSON *hs = cJSON_GetObjectItemCaseSensitive(p, "hashes");
@@ -90,6 +91,7 @@ static int parse_entry(hk_sg_bundle *b, const cJSON *e) {
     if (!cJSON_IsObject(e)) return bad("tlog entry is not an object");
     if (!hk_sg_json_int64(&b->log_index, cJSON_GetObjectItemCaseSensitive(e, "logIndex")))
         return bad("tlog entry logIndex missing");
+    if (b->log_index < 0) return bad("tlog entry logIndex is negative");
     int rc = field_b64(&b->log_id, cJSON_GetObjectItemCaseSensitive(e, "logId"), "keyId", "tlog entry logId.keyId");
     if (rc != HK_OK) return rc;
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(e, "kindVersion");
@@ -103,6 +105,7 @@ static int parse_entry(hk_sg_bundle *b, const cJSON *e) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(e, "integratedTime");
     if (it) {
         if (!hk_sg_json_int64(&b->integrated_time, it)) return bad("integratedTime is not an integer");
+        if (b->integrated_time < 0) return bad("integratedTime is negative");
         b->has_integrated_time = b->integrated_time != 0; /* proto3: 0 is "unset" */
     }
     const cJSON *promise = cJSON_GetObjectItemCaseSensitive(e, "inclusionPromise");
@@ -148,6 +151,11 @@ static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
     if (!b->version) return bad("unsupported bundle format: %s", media ? media : "(no mediaType)");
     const cJSON *vm = cJSON_GetObjectItemCaseSensitive(doc, "verificationMaterial");
     if (!cJSON_IsObject(vm)) return bad("verificationMaterial missing");
+    /* protobuf oneof: exactly one of publicKey, x509CertificateChain, certificate */
+    int materials = !!cJSON_GetObjectItemCaseSensitive(vm, "publicKey") +
+                    !!cJSON_GetObjectItemCaseSensitive(vm, "x509CertificateChain") +
+                    !!cJSON_GetObjectItemCaseSensitive(vm, "certificate");
+    if (materials != 1) return bad("exactly one of publicKey, x509CertificateChain, or certificate is required");
     int rc;
     if (b->version == 3) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(vm, "certificate");
