@@ -1,0 +1,147 @@
+/* The signing certificate: chain to a Fulcio CA of the trusted root at a signing time, the
+ * Sigstore X.509 profile (not a CA, digitalSignature, codeSigning), and the Fulcio extensions and
+ * SANs that carry the identity. The chain is built from the trusted root alone (the bundle's
+ * extra certificates are ignored, as sigstore-python does), every trusted CA certificate being an
+ * anchor (partial chains), at the signing time rather than now: Fulcio leaves live ten minutes. */
+#include "sigstore/sg_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#define OID_SIGSTORE_OTHERNAME "1.3.6.1.4.1.57264.1.7"
+
+int hk_sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
+                      STACK_OF(X509) **chain, char **why) {
+    *chain = NULL;
+    X509_STORE *store = X509_STORE_new();
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    int rc = -1;
+    size_t anchors = 0;
+    if (!store || !ctx) {
+        *why = hk_strdup("out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < root->ncas; i++) {
+        const hk_sg_ca *ca = &root->cas[i];
+        if (when < ca->start || when > ca->end) continue; /* the CA was not in service then */
+        for (size_t j = 0; j < ca->ncerts; j++)
+            if (X509_STORE_add_cert(store, ca->certs[j]) == 1) anchors++;
+    }
+    ERR_clear_error(); /* duplicates across CAs are fine */
+    if (!anchors) {
+        *why = hk_asprintf("no Fulcio CA of the trusted root was valid at %lld", (long long)when);
+        goto done;
+    }
+    if (X509_STORE_CTX_init(ctx, store, leaf, NULL) != 1) {
+        *why = hk_strdup("cannot set up certificate verification");
+        goto done;
+    }
+    X509_STORE_CTX_set_flags(ctx, X509_V_FLAG_PARTIAL_CHAIN | X509_V_FLAG_X509_STRICT);
+    X509_STORE_CTX_set_time(ctx, 0, (time_t)when);
+    if (X509_verify_cert(ctx) != 1) {
+        int err = X509_STORE_CTX_get_error(ctx);
+        *why = hk_asprintf("certificate does not chain to a Fulcio CA at time %lld: %s", (long long)when,
+                           X509_verify_cert_error_string(err));
+        goto done;
+    }
+    STACK_OF(X509) *c = X509_STORE_CTX_get1_chain(ctx);
+    if (!c || sk_X509_num(c) < 2) {
+        hk_sg_certs_free(c);
+        *why = hk_strdup("certificate chain has no issuer");
+        goto done;
+    }
+    X509_free(sk_X509_shift(c)); /* drop the leaf: callers want the issuers */
+    *chain = c;
+    rc = 0;
+done:
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    ERR_clear_error();
+    return rc;
+}
+
+int hk_sg_check_usage(X509 *leaf, char **why) {
+    if (X509_get_version(leaf) != X509_VERSION_3) {
+        *why = hk_strdup("signing certificate is not X.509 v3");
+        return -1;
+    }
+    if (X509_check_ca(leaf) != 0) {
+        *why = hk_strdup("signing certificate is a CA certificate, not a leaf");
+        return -1;
+    }
+    uint32_t ku = X509_get_key_usage(leaf);
+    if (ku == UINT32_MAX || !(ku & KU_DIGITAL_SIGNATURE)) {
+        *why = hk_strdup("key usage is not digitalSignature");
+        return -1;
+    }
+    uint32_t xku = X509_get_extended_key_usage(leaf);
+    if (xku == UINT32_MAX || !(xku & XKU_CODE_SIGN)) {
+        *why = hk_strdup("extended key usage does not contain codeSigning");
+        return -1;
+    }
+    return 0;
+}
+
+static const ASN1_OCTET_STRING *ext_data(X509 *cert, const char *oid) {
+    ASN1_OBJECT *obj = OBJ_txt2obj(oid, 1);
+    if (!obj) return NULL;
+    int idx = X509_get_ext_by_OBJ(cert, obj, -1);
+    ASN1_OBJECT_free(obj);
+    if (idx < 0) return NULL;
+    return X509_EXTENSION_get_data(X509_get_ext(cert, idx));
+}
+
+static char *text_of(const unsigned char *p, int n) {
+    if (n < 0 || memchr(p, 0, (size_t)n)) return NULL; /* an embedded NUL would truncate comparisons */
+    return hk_strndup((const char *)p, (size_t)n);
+}
+
+char *hk_sg_cert_ext_raw(X509 *cert, const char *oid) {
+    const ASN1_OCTET_STRING *d = ext_data(cert, oid);
+    return d ? text_of(ASN1_STRING_get0_data(d), ASN1_STRING_length(d)) : NULL;
+}
+
+char *hk_sg_cert_ext_utf8(X509 *cert, const char *oid) {
+    const ASN1_OCTET_STRING *d = ext_data(cert, oid);
+    if (!d) return NULL;
+    const unsigned char *p = ASN1_STRING_get0_data(d);
+    long len = ASN1_STRING_length(d);
+    const unsigned char *q = p;
+    ASN1_UTF8STRING *u = d2i_ASN1_UTF8STRING(NULL, &q, len);
+    char *out = NULL;
+    if (u && q == p + len) out = text_of(ASN1_STRING_get0_data(u), ASN1_STRING_length(u));
+    ASN1_UTF8STRING_free(u);
+    ERR_clear_error();
+    return out;
+}
+
+char **hk_sg_cert_sans(X509 *cert, size_t *count) {
+    *count = 0;
+    GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+    int n = names ? sk_GENERAL_NAME_num(names) : 0;
+    char **out = calloc((size_t)n + 1, sizeof *out);
+    if (!out) {
+        GENERAL_NAMES_free(names);
+        return NULL;
+    }
+    ASN1_OBJECT *other = OBJ_txt2obj(OID_SIGSTORE_OTHERNAME, 1);
+    for (int i = 0; i < n; i++) {
+        GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+        const ASN1_STRING *s = NULL;
+        if (g->type == GEN_URI || g->type == GEN_EMAIL) {
+            s = g->d.ia5;
+        } else if (g->type == GEN_OTHERNAME && other && OBJ_cmp(g->d.otherName->type_id, other) == 0 &&
+                   g->d.otherName->value->type == V_ASN1_UTF8STRING) {
+            s = g->d.otherName->value->value.utf8string;
+        }
+        if (!s) continue;
+        char *t = text_of(ASN1_STRING_get0_data(s), ASN1_STRING_length(s));
+        if (t) out[(*count)++] = t;
+    }
+    ASN1_OBJECT_free(other);
+    GENERAL_NAMES_free(names);
+    return out;
+}

@@ -1,0 +1,94 @@
+/* Sigstore bundle verification (the sigstore layer of libhubkern; depends on the util layer,
+ * OpenSSL libcrypto and cJSON only). Internal: pull/load and the CLI call it; not installed.
+ *
+ * hk_sigstore_verify checks a Sigstore bundle (media types v0.1, v0.2, v0.3, JSON) over an
+ * artifact the way sigstore-python 4.5.1 and sigstore-go do: signing time(s), the certificate
+ * chain to a Fulcio CA at that time, the embedded SCT, key usage, the identity policy, the
+ * transparency log entry (inclusion proof, signed checkpoint, signed entry timestamp), the entry's
+ * body against the bundle, and the signature over the artifact. docs/sigstore.md has the order and
+ * the reasons. */
+#ifndef HK_SIGSTORE_H
+#define HK_SIGSTORE_H
+
+#include "internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Placeholder until common.h gains HK_ERR_SIGNATURE (a signature that is present and fails a
+ * check). Until then failed checks report HK_ERR_INTEGRITY; a malformed bundle HK_ERR_PARSE. */
+#define HK_ERR_SIGNATURE_PENDING HK_ERR_INTEGRITY
+
+/* ---- trust root ------------------------------------------------------------------------------ */
+typedef struct hk_sigstore_trust_root hk_sigstore_trust_root;
+
+/* Load a trusted_root.json (application/vnd.dev.sigstore.trustedroot+json;version=0.1). */
+int hk_sigstore_trust_root_load(hk_sigstore_trust_root **out, const char *path);
+int hk_sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len);
+void hk_sigstore_trust_root_free(hk_sigstore_trust_root *root);
+
+/* ---- identity policies ----------------------------------------------------------------------- */
+#define HK_SIGSTORE_ISSUER_V1 1u /* 1.3.6.1.4.1.57264.1.1, raw string */
+#define HK_SIGSTORE_ISSUER_V2 2u /* 1.3.6.1.4.1.57264.1.8, DER UTF8String */
+
+/* One identity the signing certificate may carry. A NULL (or zero-count) field matches anything;
+ * every non-NULL field must match exactly. */
+typedef struct hk_sigstore_policy {
+    const char *issuer;             /* OIDC issuer */
+    unsigned issuer_exts;           /* which issuer extensions must exist and equal `issuer` */
+    const char *san;                /* a SAN (URI, email or Sigstore othername) equal to this */
+    const char *source_repo;        /* 1.3.6.1.4.1.57264.1.12 */
+    const char *const *signer_uris; /* 1.3.6.1.4.1.57264.1.9 equals one of these */
+    size_t nsigner_uris;
+} hk_sigstore_policy;
+
+/* kernels' default policy (kernels 0.17.2 verify.py DEFAULT_POLICIES): GitHub Actions issuer in
+ * both extensions, source repo huggingface/kernels-community, one of its four signing workflows
+ * at refs/heads/main. */
+const hk_sigstore_policy *hk_sigstore_default_policy(void);
+
+/* ---- verification ---------------------------------------------------------------------------- */
+/* Bits of hk_sigstore_result.checks: what ran and passed. */
+enum {
+    HK_SIGSTORE_CHECK_TSA = 1u << 0,        /* RFC 3161 timestamp(s) */
+    HK_SIGSTORE_CHECK_CHAIN = 1u << 1,      /* chain to a Fulcio CA at every signing time */
+    HK_SIGSTORE_CHECK_SCT = 1u << 2,        /* embedded SCT against a CT log key */
+    HK_SIGSTORE_CHECK_USAGE = 1u << 3,      /* digitalSignature + codeSigning */
+    HK_SIGSTORE_CHECK_POLICY = 1u << 4,     /* identity policy */
+    HK_SIGSTORE_CHECK_INCLUSION = 1u << 5,  /* RFC 6962 inclusion proof */
+    HK_SIGSTORE_CHECK_CHECKPOINT = 1u << 6, /* signed checkpoint over the proof's root */
+    HK_SIGSTORE_CHECK_SET = 1u << 7,        /* signed entry timestamp (inclusion promise) */
+    HK_SIGSTORE_CHECK_VALIDITY = 1u << 8,   /* signing times inside the cert's validity */
+    HK_SIGSTORE_CHECK_SIGNATURE = 1u << 9,  /* signature over the artifact */
+    HK_SIGSTORE_CHECK_BODY = 1u << 10       /* log entry body matches cert, signature, digest */
+};
+
+typedef struct hk_sigstore_result {
+    char *issuer;      /* v2 extension, else v1; NULL if absent */
+    char *san;         /* first SAN (URI, email or othername) */
+    char *source_repo; /* 1.3.6.1.4.1.57264.1.12 */
+    char *signer_uri;  /* 1.3.6.1.4.1.57264.1.9 */
+    int64_t integrated_time; /* log integration time (seconds), -1 if the entry has none */
+    int64_t tsa_time;        /* earliest verified RFC 3161 time, -1 if none */
+    int64_t log_index;
+    int bundle_version;      /* 1, 2 or 3 (media type v0.1 / v0.2 / v0.3) */
+    int policy_index;        /* which policy matched */
+    unsigned checks;         /* HK_SIGSTORE_CHECK_* that ran and passed */
+} hk_sigstore_result;
+
+/* Verify `bundle_json` over `artifact`. npolicies == 0 means the default policy; otherwise any
+ * one policy must match. HK_OK (no error left set), HK_ERR_PARSE for a malformed bundle,
+ * HK_ERR_SIGNATURE_PENDING for a failed check: the message names the check and the identity seen.
+ * `result` (may be NULL) is filled as far as verification got; free with hk_sigstore_result_free. */
+int hk_sigstore_verify(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
+                       const hk_sigstore_policy *policies, size_t npolicies,
+                       const void *artifact, size_t artifact_len,
+                       const char *bundle_json, size_t bundle_len);
+/* Same with the artifact given by its SHA-256 digest (conformance passes "sha256:<hex>"). */
+int hk_sigstore_verify_digest(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
+                              const hk_sigstore_policy *policies, size_t npolicies,
+                              const unsigned char sha256[32],
+                              const char *bundle_json, size_t bundle_len);
+void hk_sigstore_result_free(hk_sigstore_result *result);
+
+#endif

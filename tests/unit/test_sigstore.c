@@ -1,0 +1,153 @@
+/* The sigstore layer through its internal API: helpers, the production trusted root, sigstore-
+ * python's published bundles (tests/sigstore/python-assets), policies, and hostile input
+ * (every truncation and a few thousand byte flips of a bundle: no crash, no leak, no
+ * acceptance). The full attack matrix against a generated Sigstore is in
+ * tests/integration/test_sigstore.py. */
+#include "sigstore/sg_impl.h"
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char *src_path(const char *rel) {
+    return hk_asprintf("%s/../../%s", getenv("HK_TEST_DATA"), rel);
+}
+
+static char *slurp(const char *rel, size_t *len) {
+    char *p = src_path(rel), *out = NULL;
+    if (hk_read_file(&out, len, p, 1u << 24) != HK_OK) out = NULL;
+    free(p);
+    return out;
+}
+
+static hk_sigstore_trust_root *load_root(const char *rel) {
+    char *p = src_path(rel);
+    hk_sigstore_trust_root *r = NULL;
+    CHECK_RC(hk_sigstore_trust_root_load(&r, p), HK_OK);
+    free(p);
+    return r;
+}
+
+static void test_helpers(void) {
+    hk_sg_bytes b;
+    CHECK(hk_sg_b64_decode(&b, "aGVsbG8="));
+    CHECK(b.len == 5 && memcmp(b.data, "hello", 5) == 0);
+    free(b.data);
+    CHECK(hk_sg_b64_decode(&b, "aGVsbG8")); /* unpadded, as protobuf JSON allows */
+    CHECK(b.len == 5);
+    free(b.data);
+    CHECK(hk_sg_b64_decode(&b, "-_8="));   /* URL-safe alphabet */
+    CHECK(b.len == 2 && b.data[0] == 0xfb && b.data[1] == 0xff);
+    free(b.data);
+    CHECK(!hk_sg_b64_decode(&b, "aGVsbG9="));  /* non-zero trailing bits */
+    CHECK(!hk_sg_b64_decode(&b, "a"));
+    CHECK(!hk_sg_b64_decode(&b, "aG!s"));
+    int64_t t;
+    CHECK(hk_sg_parse_rfc3339(&t, "2021-03-07T03:20:29Z") && t == 1615087229);
+    CHECK(hk_sg_parse_rfc3339(&t, "2022-10-31T23:59:59.999Z") && t == 1667260799);
+    CHECK(hk_sg_parse_rfc3339(&t, "1970-01-01T01:00:00+01:00") && t == 0);
+    CHECK(!hk_sg_parse_rfc3339(&t, "2021-03-07 03:20:29Z"));
+    CHECK(!hk_sg_parse_rfc3339(&t, "2021-13-07T03:20:29Z"));
+}
+
+static void test_trust_root(void) {
+    hk_sigstore_trust_root *r = load_root("data/sigstore/trusted_root.json");
+    if (!r) return;
+    CHECK(r->ntlogs == 2 && r->nctlogs == 2 && r->ncas == 2 && r->ntsas == 1);
+    CHECK(r->tlogs[1].kind == HK_SG_KEY_ED25519);
+    CHECK(r->ctlogs[0].end == 1667260799);
+    hk_sigstore_trust_root_free(r);
+    hk_sigstore_trust_root *bad = NULL;
+    CHECK_RC(hk_sigstore_trust_root_parse(&bad, "{\"mediaType\":\"x\"}", 17), HK_ERR_PARSE);
+    CHECK(bad == NULL);
+    const char *empty = "{\"mediaType\":\"application/vnd.dev.sigstore.trustedroot+json;version=0.1\"}";
+    CHECK_RC(hk_sigstore_trust_root_parse(&bad, empty, strlen(empty)), HK_ERR_PARSE);
+}
+
+#define A "tests/sigstore/python-assets/"
+
+static void test_published_bundles(void) {
+    hk_sigstore_trust_root *staging = load_root("tests/sigstore/staging_trusted_root.json");
+    if (!staging) return;
+    size_t blen = 0, alen = 0;
+    char *bundle = slurp(A "bundle_v3.txt.sigstore", &blen);
+    char *art = slurp(A "bundle_v3.txt", &alen);
+    CHECK(bundle && art);
+    if (!bundle || !art) goto out;
+
+    hk_sigstore_policy any = {0};
+    hk_sigstore_result res;
+    CHECK_RC(hk_sigstore_verify(&res, staging, &any, 1, art, alen, bundle, blen), HK_OK);
+    CHECK(hk_last_error_code() == HK_OK);
+    CHECK(res.bundle_version == 3);
+    CHECK(res.integrated_time > 1700000000);
+    CHECK(res.checks == ((1u << 11) - 1 - HK_SIGSTORE_CHECK_TSA));
+    CHECK(res.issuer && res.san);
+    /* the same identity as a policy, with the issuer in either extension */
+    hk_sigstore_policy exact = {res.issuer, 0, res.san, NULL, NULL, 0};
+    hk_sigstore_result res2;
+    CHECK_RC(hk_sigstore_verify(&res2, staging, &exact, 1, art, alen, bundle, blen), HK_OK);
+    hk_sigstore_result_free(&res2);
+
+    unsigned char d[32];
+    hk_sg_sha256(d, art, alen);
+    CHECK_RC(hk_sigstore_verify_digest(NULL, staging, &any, 1, d, bundle, blen), HK_OK);
+    d[0] ^= 1;
+    CHECK_RC(hk_sigstore_verify_digest(NULL, staging, &any, 1, d, bundle, blen), HK_ERR_SIGNATURE_PENDING);
+    CHECK(strstr(hk_last_error(), "signature failed") != NULL);
+
+    /* the kernels default policy refuses a personal identity and names it */
+    CHECK_RC(hk_sigstore_verify(NULL, staging, NULL, 0, art, alen, bundle, blen), HK_ERR_SIGNATURE_PENDING);
+    CHECK(strstr(hk_last_error(), "identity policy failed") != NULL);
+    CHECK(strstr(hk_last_error(), res.san) != NULL);
+    hk_sigstore_result_free(&res);
+
+    /* the wrong root: the chain fails */
+    hk_sigstore_trust_root *prod = load_root("data/sigstore/trusted_root.json");
+    if (prod) {
+        CHECK_RC(hk_sigstore_verify(NULL, prod, &any, 1, art, alen, bundle, blen), HK_ERR_SIGNATURE_PENDING);
+        CHECK(strstr(hk_last_error(), "certificate chain failed") != NULL);
+        hk_sigstore_trust_root_free(prod);
+    }
+
+    /* CVE-2022-36056: a log entry for another signature */
+    size_t clen = 0, calen = 0;
+    char *cve = slurp(A "bundle_cve_2022_36056.txt.sigstore", &clen);
+    char *cart = slurp(A "bundle_cve_2022_36056.txt", &calen);
+    if (cve && cart) {
+        CHECK_RC(hk_sigstore_verify(NULL, staging, &any, 1, cart, calen, cve, clen), HK_ERR_SIGNATURE_PENDING);
+        CHECK(strstr(hk_last_error(), "log entry body failed") != NULL);
+    }
+    free(cve);
+    free(cart);
+
+    /* hostile input: every truncation, and byte flips across the whole bundle */
+    int accepted = 0;
+    for (size_t n = 0; n < blen; n += 7) {
+        int rc = hk_sigstore_verify(NULL, staging, &any, 1, art, alen, bundle, n);
+        if (rc == HK_OK) accepted++;
+    }
+    CHECK(accepted == 0);
+    unsigned seed = 12345;
+    char *copy = malloc(blen);
+    for (int i = 0; copy && i < 3000; i++) {
+        memcpy(copy, bundle, blen);
+        seed = seed * 1103515245u + 12345u;
+        size_t at = (seed >> 8) % blen;
+        copy[at] = (char)(copy[at] ^ (1 << ((seed >> 4) & 7)));
+        int rc = hk_sigstore_verify(NULL, staging, &any, 1, art, alen, copy, blen);
+        CHECK(rc == HK_OK || rc == HK_ERR_PARSE || rc == HK_ERR_SIGNATURE_PENDING);
+    }
+    free(copy);
+out:
+    free(bundle);
+    free(art);
+    hk_sigstore_trust_root_free(staging);
+}
+
+int main(void) {
+    test_helpers();
+    test_trust_root();
+    test_published_bundles();
+    return hk_test_finish();
+}
