@@ -27,11 +27,11 @@ static int usage(void) {
 
 static void json_field(const char *k, const char *v, int *first) {
     hk_strbuf sb;
-    hk_sb_init(&sb);
-    hk_sb_json_str(&sb, v ? v : "");
+    hk__sb_init(&sb);
+    hk__sb_json_str(&sb, v ? v : "");
     printf("%s\"%s\":%s", *first ? "" : ",", k, v ? sb.data : "null");
     *first = 0;
-    hk_sb_free(&sb);
+    hk__sb_free(&sb);
 }
 
 int main(int argc, char **argv) {
@@ -67,15 +67,15 @@ int main(int argc, char **argv) {
                             : HK_SOURCE_DIR "/data/sigstore/trusted_root.json";
 
     hk_sigstore_trust_root *root = NULL;
-    if (hk_sigstore_trust_root_load(&root, root_path) != HK_OK) {
+    if (hk__sigstore_trust_root_load(&root, root_path) != HK_OK) {
         fprintf(stderr, "%s\n", hk_last_error());
         return 1;
     }
     char *bjson = NULL, *data = NULL;
     size_t blen = 0, dlen = 0;
-    if (hk_read_file(&bjson, &blen, bundle, 64u << 20) != HK_OK) {
+    if (hk__read_file(&bjson, &blen, bundle, 64u << 20) != HK_OK) {
         fprintf(stderr, "%s\n", hk_last_error());
-        hk_sigstore_trust_root_free(root);
+        hk__sigstore_trust_root_free(root);
         return 1;
     }
     hk_sigstore_policy pol = {issuer, exts, identity, repo, signers, nsigners};
@@ -85,20 +85,20 @@ int main(int argc, char **argv) {
     int rc;
     if (strncmp(artifact, "sha256:", 7) == 0) {
         unsigned char d[32];
-        if (strlen(artifact + 7) != 64 || hk_unhex(d, artifact + 7, 32) != HK_OK) {
+        if (strlen(artifact + 7) != 64 || hk__unhex(d, artifact + 7, 32) != HK_OK) {
             fprintf(stderr, "bad digest %s\n", artifact);
             free(bjson);
-            hk_sigstore_trust_root_free(root);
+            hk__sigstore_trust_root_free(root);
             return 2;
         }
-        rc = hk_sigstore_verify_digest(&res, root, pols, npols, d, bjson, blen);
-    } else if (hk_read_file(&data, &dlen, artifact, 1u << 30) != HK_OK) {
+        rc = hk__sigstore_verify_digest(&res, root, pols, npols, d, bjson, blen);
+    } else if (hk__read_file(&data, &dlen, artifact, 1u << 30) != HK_OK) {
         fprintf(stderr, "%s\n", hk_last_error());
         free(bjson);
-        hk_sigstore_trust_root_free(root);
+        hk__sigstore_trust_root_free(root);
         return 1;
     } else {
-        rc = hk_sigstore_verify(&res, root, pols, npols, data, dlen, bjson, blen);
+        rc = hk__sigstore_verify(&res, root, pols, npols, data, dlen, bjson, blen);
     }
     if (rc != HK_OK) {
         fprintf(stderr, "%s: %s\n", hk_error_name(rc), hk_last_error());
@@ -116,9 +116,9 @@ int main(int argc, char **argv) {
     } else {
         printf("OK\n");
     }
-    hk_sigstore_result_free(&res);
+    hk__sigstore_result_free(&res);
     free(bjson);
     free(data);
-    hk_sigstore_trust_root_free(root);
+    hk__sigstore_trust_root_free(root);
     return rc == HK_OK ? 0 : 1;
 }

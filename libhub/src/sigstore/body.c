@@ -24,7 +24,7 @@ static char *leaf_pem_b64(X509 *leaf) {
     if (bio && PEM_write_bio_X509(bio, leaf) == 1) {
         char *pem = NULL;
         long n = BIO_get_mem_data(bio, &pem);
-        if (n > 0) out = hk_sg_b64_encode((const unsigned char *)pem, (size_t)n);
+        if (n > 0) out = hk__sg_b64_encode((const unsigned char *)pem, (size_t)n);
     }
     BIO_free(bio);
     return out;
@@ -32,7 +32,7 @@ static char *leaf_pem_b64(X509 *leaf) {
 
 static bool b64_equals(const char *s, const unsigned char *want, size_t want_len) {
     hk_sg_bytes got;
-    if (!s || !hk_sg_b64_decode(&got, s)) return false;
+    if (!s || !hk__sg_b64_decode(&got, s)) return false;
     bool eq = got.len == want_len && memcmp(got.data, want, want_len) == 0;
     free(got.data);
     return eq;
@@ -42,13 +42,13 @@ static bool b64_equals(const char *s, const unsigned char *want, size_t want_len
 static char *key_details(X509 *leaf) {
     EVP_PKEY *pk = X509_get0_pubkey(leaf);
     int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
-    if (type == EVP_PKEY_ED25519) return hk_strdup("PKIX_ED25519");
-    if (type == EVP_PKEY_RSA) return hk_asprintf("PKIX_RSA_PKCS1V15_%d_SHA256", EVP_PKEY_get_bits(pk));
+    if (type == EVP_PKEY_ED25519) return hk__strdup("PKIX_ED25519");
+    if (type == EVP_PKEY_RSA) return hk__asprintf("PKIX_RSA_PKCS1V15_%d_SHA256", EVP_PKEY_get_bits(pk));
     if (type == EVP_PKEY_EC) {
         int bits = EVP_PKEY_get_bits(pk);
-        if (bits == 256) return hk_strdup("PKIX_ECDSA_P256_SHA_256");
-        if (bits == 384) return hk_strdup("PKIX_ECDSA_P384_SHA_384");
-        if (bits == 521) return hk_strdup("PKIX_ECDSA_P521_SHA_512");
+        if (bits == 256) return hk__strdup("PKIX_ECDSA_P256_SHA_256");
+        if (bits == 384) return hk__strdup("PKIX_ECDSA_P384_SHA_384");
+        if (bits == 521) return hk__strdup("PKIX_ECDSA_P521_SHA_512");
     }
     return NULL;
 }
@@ -61,56 +61,56 @@ static int check_v002(const hk_sg_bundle *b, const unsigned char digest[32], cha
     const char *what = NULL;
     const cJSON *spec = path(doc, "spec", "hashedRekordV002", NULL);
     const cJSON *verifier = path(spec, "signature", "verifier", NULL);
-    if (!cJSON_IsObject(doc) || !hk_sg_json_str(doc, "kind") || strcmp(hk_sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
-        !hk_sg_json_str(doc, "apiVersion") || strcmp(hk_sg_json_str(doc, "apiVersion"), "0.0.2") != 0 || !spec)
+    if (!cJSON_IsObject(doc) || !hk__sg_json_str(doc, "kind") || strcmp(hk__sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
+        !hk__sg_json_str(doc, "apiVersion") || strcmp(hk__sg_json_str(doc, "apiVersion"), "0.0.2") != 0 || !spec)
         what = "body is not a hashedrekord 0.0.2";
-    else if (!hk_sg_json_str(path(spec, "data", NULL, NULL), "algorithm") ||
-             strcmp(hk_sg_json_str(path(spec, "data", NULL, NULL), "algorithm"), "SHA2_256") != 0 ||
-             !b64_equals(hk_sg_json_str(path(spec, "data", NULL, NULL), "digest"), digest, 32))
+    else if (!hk__sg_json_str(path(spec, "data", NULL, NULL), "algorithm") ||
+             strcmp(hk__sg_json_str(path(spec, "data", NULL, NULL), "algorithm"), "SHA2_256") != 0 ||
+             !b64_equals(hk__sg_json_str(path(spec, "data", NULL, NULL), "digest"), digest, 32))
         what = "its artifact digest differs";
-    else if (!b64_equals(hk_sg_json_str(path(spec, "signature", NULL, NULL), "content"), b->signature.data, b->signature.len))
+    else if (!b64_equals(hk__sg_json_str(path(spec, "signature", NULL, NULL), "content"), b->signature.data, b->signature.len))
         what = "its signature differs";
     else if (der_len <= 0 ||
-             !b64_equals(hk_sg_json_str(path(verifier, "x509Certificate", NULL, NULL), "rawBytes"), der, (size_t)der_len) ||
-             !details || !hk_sg_json_str(verifier, "keyDetails") || strcmp(hk_sg_json_str(verifier, "keyDetails"), details) != 0)
+             !b64_equals(hk__sg_json_str(path(verifier, "x509Certificate", NULL, NULL), "rawBytes"), der, (size_t)der_len) ||
+             !details || !hk__sg_json_str(verifier, "keyDetails") || strcmp(hk__sg_json_str(verifier, "keyDetails"), details) != 0)
         what = "its certificate differs";
     cJSON_Delete(doc);
     OPENSSL_free(der);
     free(details);
     if (what) {
-        *why = hk_asprintf("transparency log entry is inconsistent with the bundle: %s", what);
+        *why = hk__asprintf("transparency log entry is inconsistent with the bundle: %s", what);
         return -1;
     }
     return 0;
 }
 
-int hk_sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char **why) {
+int hk__sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char **why) {
     if (strcmp(b->kind, "hashedrekord") != 0) {
-        *why = hk_asprintf("expected entry type hashedrekord, got %s", b->kind);
+        *why = hk__asprintf("expected entry type hashedrekord, got %s", b->kind);
         return -1;
     }
     if (strcmp(b->kind_version, "0.0.2") == 0) return check_v002(b, digest, why);
     if (strcmp(b->kind_version, "0.0.1") != 0) {
-        *why = hk_asprintf("unsupported hashedrekord version %s", b->kind_version);
+        *why = hk__asprintf("unsupported hashedrekord version %s", b->kind_version);
         return -1;
     }
     cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
-    char *sig64 = hk_sg_b64_encode(b->signature.data, b->signature.len);
+    char *sig64 = hk__sg_b64_encode(b->signature.data, b->signature.len);
     char *cert64 = leaf_pem_b64(b->leaf);
     char hex[65];
-    hk_hex(hex, digest, 32);
+    hk__hex(hex, digest, 32);
     const char *what = NULL;
     if (!cJSON_IsObject(doc)) what = "body is not JSON";
     else if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "kind")) ||
-             strcmp(hk_sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
-             !hk_sg_json_str(doc, "apiVersion") || strcmp(hk_sg_json_str(doc, "apiVersion"), "0.0.1") != 0)
+             strcmp(hk__sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
+             !hk__sg_json_str(doc, "apiVersion") || strcmp(hk__sg_json_str(doc, "apiVersion"), "0.0.1") != 0)
         what = "body is not a hashedrekord 0.0.1";
     else {
         const cJSON *spec = cJSON_GetObjectItemCaseSensitive(doc, "spec");
-        const char *alg = hk_sg_json_str(path(spec, "data", "hash", NULL), "algorithm");
-        const char *val = hk_sg_json_str(path(spec, "data", "hash", NULL), "value");
-        const char *sc = hk_sg_json_str(path(spec, "signature", NULL, NULL), "content");
-        const char *pk = hk_sg_json_str(path(spec, "signature", "publicKey", NULL), "content");
+        const char *alg = hk__sg_json_str(path(spec, "data", "hash", NULL), "algorithm");
+        const char *val = hk__sg_json_str(path(spec, "data", "hash", NULL), "value");
+        const char *sc = hk__sg_json_str(path(spec, "signature", NULL, NULL), "content");
+        const char *pk = hk__sg_json_str(path(spec, "signature", "publicKey", NULL), "content");
         if (!alg || strcmp(alg, "sha256") != 0 || !val || strcmp(val, hex) != 0)
             what = "its artifact digest differs";
         else if (!sc || !sig64 || strcmp(sc, sig64) != 0)
@@ -122,7 +122,7 @@ int hk_sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char
     free(sig64);
     free(cert64);
     if (what) {
-        *why = hk_asprintf("transparency log entry is inconsistent with the bundle: %s", what);
+        *why = hk__asprintf("transparency log entry is inconsistent with the bundle: %s", what);
         return -1;
     }
     return 0;

@@ -30,13 +30,13 @@ static int bad(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return hk_fail(HK_ERR_PARSE, "invalid bundle: %s", msg);
+    return hk__fail(HK_ERR_PARSE, "invalid bundle: %s", msg);
 }
 
 static int field_b64(hk_sg_bytes *out, const cJSON *obj, const char *key, const char *what) {
-    const char *s = hk_sg_json_str(obj, key);
+    const char *s = hk__sg_json_str(obj, key);
     if (!s) return bad("%s missing", what);
-    if (!hk_sg_b64_decode(out, s)) return bad("%s is not base64", what);
+    if (!hk__sg_b64_decode(out, s)) return bad("%s is not base64", what);
     return HK_OK;
 }
 
@@ -58,8 +58,8 @@ static int parse_cert(X509 **out, const cJSON *obj, const char *what) {
 
 static int parse_proof(hk_sg_bundle *b, const cJSON *p) {
     b->has_proof = true;
-    if (!hk_sg_json_int64(&b->proof_index, cJSON_GetObjectItemCaseSensitive(p, "logIndex")) ||
-        !hk_sg_json_int64(&b->tree_size, cJSON_GetObjectItemCaseSensitive(p, "treeSize")))
+    if (!hk__sg_json_int64(&b->proof_index, cJSON_GetObjectItemCaseSensitive(p, "logIndex")) ||
+        !hk__sg_json_int64(&b->tree_size, cJSON_GetObjectItemCaseSensitive(p, "treeSize")))
         return bad("inclusionProof logIndex/treeSize missing or not an integer");
     if (b->proof_index < 0 || b->tree_size < 0) return bad("inclusionProof logIndex/treeSize is negative");
     int rc = field_b64(&b->root_hash, p, "rootHash", "inclusionProof.rootHash");
@@ -70,41 +70,41 @@ static int parse_proof(hk_sg_bundle *b, const cJSON *p) {
     if (n > MAX_PROOF_HASHES) return bad("inclusion proof too long");
     if (n) {
         b->hashes = calloc((size_t)n, sizeof *b->hashes);
-        if (!b->hashes) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        if (!b->hashes) return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     const cJSON *h;
     cJSON_ArrayForEach(h, hs) {
-        if (!cJSON_IsString(h) || !hk_sg_b64_decode(&b->hashes[b->nhashes], h->valuestring))
+        if (!cJSON_IsString(h) || !hk__sg_b64_decode(&b->hashes[b->nhashes], h->valuestring))
             return bad("inclusionProof.hashes entry is not base64");
         b->nhashes++;
     }
     const cJSON *cp = cJSON_GetObjectItemCaseSensitive(p, "checkpoint");
-    const char *env = hk_sg_json_str(cp, "envelope");
+    const char *env = hk__sg_json_str(cp, "envelope");
     if (env && *env) {
-        b->checkpoint = hk_strdup(env);
-        if (!b->checkpoint) return hk_fail(HK_ERR_NOMEM, "out of memory");
+        b->checkpoint = hk__strdup(env);
+        if (!b->checkpoint) return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     return HK_OK;
 }
 
 static int parse_entry(hk_sg_bundle *b, const cJSON *e) {
     if (!cJSON_IsObject(e)) return bad("tlog entry is not an object");
-    if (!hk_sg_json_int64(&b->log_index, cJSON_GetObjectItemCaseSensitive(e, "logIndex")))
+    if (!hk__sg_json_int64(&b->log_index, cJSON_GetObjectItemCaseSensitive(e, "logIndex")))
         return bad("tlog entry logIndex missing");
     if (b->log_index < 0) return bad("tlog entry logIndex is negative");
     int rc = field_b64(&b->log_id, cJSON_GetObjectItemCaseSensitive(e, "logId"), "keyId", "tlog entry logId.keyId");
     if (rc != HK_OK) return rc;
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(e, "kindVersion");
-    const char *kind = hk_sg_json_str(kv, "kind"), *ver = hk_sg_json_str(kv, "version");
+    const char *kind = hk__sg_json_str(kv, "kind"), *ver = hk__sg_json_str(kv, "version");
     if (!kind || !ver) return bad("tlog entry kindVersion missing");
-    b->kind = hk_strdup(kind);
-    b->kind_version = hk_strdup(ver);
-    if (!b->kind || !b->kind_version) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    b->kind = hk__strdup(kind);
+    b->kind_version = hk__strdup(ver);
+    if (!b->kind || !b->kind_version) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (strcmp(ver, "0.0.1") != 0 && strcmp(ver, "0.0.2") != 0)
         return bad("expected log entry version 0.0.1 - 0.0.2, got %s", ver);
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(e, "integratedTime");
     if (it) {
-        if (!hk_sg_json_int64(&b->integrated_time, it)) return bad("integratedTime is not an integer");
+        if (!hk__sg_json_int64(&b->integrated_time, it)) return bad("integratedTime is not an integer");
         if (b->integrated_time < 0) return bad("integratedTime is negative");
         b->has_integrated_time = b->integrated_time != 0; /* proto3: 0 is "unset" */
     }
@@ -134,7 +134,7 @@ static int parse_timestamps(hk_sg_bundle *b, const cJSON *tvd) {
     if (n > MAX_TIMESTAMPS) return bad("too many signed timestamps: %d > %d", n, MAX_TIMESTAMPS);
     if (n == 0) return HK_OK;
     b->tsrs = calloc((size_t)n, sizeof *b->tsrs);
-    if (!b->tsrs) return hk_fail(HK_ERR_NOMEM, "out of memory");
+    if (!b->tsrs) return hk__fail(HK_ERR_NOMEM, "out of memory");
     const cJSON *t;
     cJSON_ArrayForEach(t, arr) {
         int rc = field_b64(&b->tsrs[b->ntsrs], t, "signedTimestamp", "rfc3161Timestamps[].signedTimestamp");
@@ -145,7 +145,7 @@ static int parse_timestamps(hk_sg_bundle *b, const cJSON *tvd) {
 }
 
 static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
-    const char *media = hk_sg_json_str(doc, "mediaType");
+    const char *media = hk__sg_json_str(doc, "mediaType");
     for (size_t i = 0; media && i < HK_ARRAY_LEN(MEDIA_TYPES); i++)
         if (strcmp(media, MEDIA_TYPES[i]) == 0) b->version = i >= 2 ? 3 : (int)i + 1;
     if (!b->version) return bad("unsupported bundle format: %s", media ? media : "(no mediaType)");
@@ -191,8 +191,8 @@ static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
     if (rc != HK_OK) return rc;
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(ms, "messageDigest");
     if (md) {
-        const char *alg = hk_sg_json_str(md, "algorithm");
-        b->digest_alg = hk_strdup(alg ? alg : "");
+        const char *alg = hk__sg_json_str(md, "algorithm");
+        b->digest_alg = hk__strdup(alg ? alg : "");
         rc = field_b64(&b->digest, md, "digest", "messageSignature.messageDigest.digest");
         if (rc != HK_OK) return rc;
         b->has_digest = true;
@@ -200,7 +200,7 @@ static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
     return HK_OK;
 }
 
-int hk_sg_bundle_parse(hk_sg_bundle *b, const char *json, size_t len) {
+int hk__sg_bundle_parse(hk_sg_bundle *b, const char *json, size_t len) {
     memset(b, 0, sizeof *b);
     cJSON *doc = cJSON_ParseWithLength(json, len);
     if (!cJSON_IsObject(doc)) {
@@ -209,11 +209,11 @@ int hk_sg_bundle_parse(hk_sg_bundle *b, const char *json, size_t len) {
     }
     int rc = parse_doc(b, doc);
     cJSON_Delete(doc);
-    if (rc != HK_OK) hk_sg_bundle_clear(b);
+    if (rc != HK_OK) hk__sg_bundle_clear(b);
     return rc;
 }
 
-void hk_sg_bundle_clear(hk_sg_bundle *b) {
+void hk__sg_bundle_clear(hk_sg_bundle *b) {
     X509_free(b->leaf);
     free(b->signature.data);
     free(b->digest_alg);

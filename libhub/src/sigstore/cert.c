@@ -13,7 +13,7 @@
 
 #define OID_SIGSTORE_OTHERNAME "1.3.6.1.4.1.57264.1.7"
 
-int hk_sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
+int hk__sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
                       STACK_OF(X509) **chain, char **why) {
     *chain = NULL;
     X509_STORE *store = X509_STORE_new();
@@ -21,7 +21,7 @@ int hk_sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t wh
     int rc = -1;
     size_t anchors = 0;
     if (!store || !ctx) {
-        *why = hk_strdup("out of memory");
+        *why = hk__strdup("out of memory");
         goto done;
     }
     for (size_t i = 0; i < root->ncas; i++) {
@@ -32,25 +32,25 @@ int hk_sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t wh
     }
     ERR_clear_error(); /* duplicates across CAs are fine */
     if (!anchors) {
-        *why = hk_asprintf("no Fulcio CA of the trusted root was valid at %lld", (long long)when);
+        *why = hk__asprintf("no Fulcio CA of the trusted root was valid at %lld", (long long)when);
         goto done;
     }
     if (X509_STORE_CTX_init(ctx, store, leaf, NULL) != 1) {
-        *why = hk_strdup("cannot set up certificate verification");
+        *why = hk__strdup("cannot set up certificate verification");
         goto done;
     }
     X509_STORE_CTX_set_flags(ctx, X509_V_FLAG_PARTIAL_CHAIN | X509_V_FLAG_X509_STRICT);
     X509_STORE_CTX_set_time(ctx, 0, (time_t)when);
     if (X509_verify_cert(ctx) != 1) {
         int err = X509_STORE_CTX_get_error(ctx);
-        *why = hk_asprintf("certificate does not chain to a Fulcio CA at time %lld: %s", (long long)when,
+        *why = hk__asprintf("certificate does not chain to a Fulcio CA at time %lld: %s", (long long)when,
                            X509_verify_cert_error_string(err));
         goto done;
     }
     STACK_OF(X509) *c = X509_STORE_CTX_get1_chain(ctx);
     if (!c || sk_X509_num(c) < 2) {
-        hk_sg_certs_free(c);
-        *why = hk_strdup("certificate chain has no issuer");
+        hk__sg_certs_free(c);
+        *why = hk__strdup("certificate chain has no issuer");
         goto done;
     }
     X509_free(sk_X509_shift(c)); /* drop the leaf: callers want the issuers */
@@ -63,23 +63,23 @@ done:
     return rc;
 }
 
-int hk_sg_check_usage(X509 *leaf, char **why) {
+int hk__sg_check_usage(X509 *leaf, char **why) {
     if (X509_get_version(leaf) != X509_VERSION_3) {
-        *why = hk_strdup("signing certificate is not X.509 v3");
+        *why = hk__strdup("signing certificate is not X.509 v3");
         return -1;
     }
     if (X509_check_ca(leaf) != 0) {
-        *why = hk_strdup("signing certificate is a CA certificate, not a leaf");
+        *why = hk__strdup("signing certificate is a CA certificate, not a leaf");
         return -1;
     }
     uint32_t ku = X509_get_key_usage(leaf);
     if (ku == UINT32_MAX || !(ku & KU_DIGITAL_SIGNATURE)) {
-        *why = hk_strdup("key usage is not digitalSignature");
+        *why = hk__strdup("key usage is not digitalSignature");
         return -1;
     }
     uint32_t xku = X509_get_extended_key_usage(leaf);
     if (xku == UINT32_MAX || !(xku & XKU_CODE_SIGN)) {
-        *why = hk_strdup("extended key usage does not contain codeSigning");
+        *why = hk__strdup("extended key usage does not contain codeSigning");
         return -1;
     }
     return 0;
@@ -96,15 +96,15 @@ static const ASN1_OCTET_STRING *ext_data(X509 *cert, const char *oid) {
 
 static char *text_of(const unsigned char *p, int n) {
     if (n < 0 || memchr(p, 0, (size_t)n)) return NULL; /* an embedded NUL would truncate comparisons */
-    return hk_strndup((const char *)p, (size_t)n);
+    return hk__strndup((const char *)p, (size_t)n);
 }
 
-char *hk_sg_cert_ext_raw(X509 *cert, const char *oid) {
+char *hk__sg_cert_ext_raw(X509 *cert, const char *oid) {
     const ASN1_OCTET_STRING *d = ext_data(cert, oid);
     return d ? text_of(ASN1_STRING_get0_data(d), ASN1_STRING_length(d)) : NULL;
 }
 
-char *hk_sg_cert_ext_utf8(X509 *cert, const char *oid) {
+char *hk__sg_cert_ext_utf8(X509 *cert, const char *oid) {
     const ASN1_OCTET_STRING *d = ext_data(cert, oid);
     if (!d) return NULL;
     const unsigned char *p = ASN1_STRING_get0_data(d);
@@ -118,7 +118,7 @@ char *hk_sg_cert_ext_utf8(X509 *cert, const char *oid) {
     return out;
 }
 
-char **hk_sg_cert_sans(X509 *cert, size_t *count) {
+char **hk__sg_cert_sans(X509 *cert, size_t *count) {
     *count = 0;
     GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
     int n = names ? sk_GENERAL_NAME_num(names) : 0;

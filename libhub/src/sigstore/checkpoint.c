@@ -20,8 +20,8 @@ static int fail(char **why, char *msg) {
 
 /* Note body: lines up to the blank line. Checks origin, size, root hash. */
 static int check_note(const hk_sg_bundle *b, const char *note, size_t len, char **why) {
-    char *text = hk_strndup(note, len);
-    if (!text) return fail(why, hk_strdup("out of memory"));
+    char *text = hk__strndup(note, len);
+    if (!text) return fail(why, hk__strdup("out of memory"));
     char *lines[3] = {0};
     char *p = text;
     int n = 0;
@@ -38,24 +38,24 @@ static int check_note(const hk_sg_bundle *b, const char *note, size_t len, char 
     hk_sg_bytes root = {0};
     cJSON *num = NULL;
     if (n < 3 || !*lines[0]) {
-        *why = hk_strdup("malformed checkpoint: too few lines or empty origin");
+        *why = hk__strdup("malformed checkpoint: too few lines or empty origin");
         goto done;
     }
     num = cJSON_CreateString(lines[1]);
-    if (!num || !hk_sg_json_int64(&size, num) || size < 0 || lines[1][0] == '-') {
-        *why = hk_strdup("malformed checkpoint: invalid log size");
+    if (!num || !hk__sg_json_int64(&size, num) || size < 0 || lines[1][0] == '-') {
+        *why = hk__strdup("malformed checkpoint: invalid log size");
         goto done;
     }
-    if (!hk_sg_b64_decode(&root, lines[2]) || root.len != 32) {
-        *why = hk_strdup("malformed checkpoint: invalid root hash");
+    if (!hk__sg_b64_decode(&root, lines[2]) || root.len != 32) {
+        *why = hk__strdup("malformed checkpoint: invalid root hash");
         goto done;
     }
     if (b->root_hash.len != 32 || memcmp(root.data, b->root_hash.data, 32) != 0) {
-        *why = hk_strdup("checkpoint root hash differs from the inclusion proof's root hash");
+        *why = hk__strdup("checkpoint root hash differs from the inclusion proof's root hash");
         goto done;
     }
     if (size != b->tree_size) {
-        *why = hk_asprintf("checkpoint tree size %lld differs from the inclusion proof's %lld", (long long)size,
+        *why = hk__asprintf("checkpoint tree size %lld differs from the inclusion proof's %lld", (long long)size,
                            (long long)b->tree_size);
         goto done;
     }
@@ -67,46 +67,46 @@ done:
     return rc;
 }
 
-int hk_sg_check_checkpoint(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why) {
+int hk__sg_check_checkpoint(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why) {
     const char *env = b->checkpoint;
     const char *sep = strstr(env, "\n\n");
     if (!sep || strstr(sep + 1, "\n\n"))
-        return fail(why, hk_strdup("malformed checkpoint: must contain exactly one blank line before the signatures"));
+        return fail(why, hk__strdup("malformed checkpoint: must contain exactly one blank line before the signatures"));
     size_t note_len = (size_t)(sep - env) + 1; /* the note includes its final newline */
     const char *sigs = sep + 2;
     size_t slen = strlen(sigs);
     if (slen == 0 || sigs[slen - 1] != '\n')
-        return fail(why, hk_strdup("malformed checkpoint: signature block empty or not newline-terminated"));
-    if (b->log_id.len != 32) return fail(why, hk_strdup("log id is not 32 bytes"));
+        return fail(why, hk__strdup("malformed checkpoint: signature block empty or not newline-terminated"));
+    if (b->log_id.len != 32) return fail(why, hk__strdup("log id is not 32 bytes"));
 
     const char *p = sigs;
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t ll = (size_t)(nl - p);
         if (ll < 4 || strncmp(p, EM_DASH " ", 4) != 0)
-            return fail(why, hk_strdup("malformed checkpoint: signature line does not start with an em dash"));
+            return fail(why, hk__strdup("malformed checkpoint: signature line does not start with an em dash"));
         const char *name = p + 4, *space = memchr(name, ' ', (size_t)(nl - name));
         if (!space || space == name || space + 1 >= nl)
-            return fail(why, hk_strdup("malformed checkpoint: signature line is not '— name signature'"));
-        char *sig64 = hk_strndup(space + 1, (size_t)(nl - space - 1));
+            return fail(why, hk__strdup("malformed checkpoint: signature line is not '— name signature'"));
+        char *sig64 = hk__strndup(space + 1, (size_t)(nl - space - 1));
         hk_sg_bytes sig = {0};
-        bool ok = sig64 && !strchr(sig64, ' ') && hk_sg_b64_decode(&sig, sig64);
+        bool ok = sig64 && !strchr(sig64, ' ') && hk__sg_b64_decode(&sig, sig64);
         free(sig64);
         if (!ok || sig.len < 5) {
             free(sig.data);
-            return fail(why, hk_strdup("malformed checkpoint: signature is not base64 of hint and signature"));
+            return fail(why, hk__strdup("malformed checkpoint: signature is not base64 of hint and signature"));
         }
         if (memcmp(sig.data, b->log_id.data, 4) == 0) {
-            const hk_sg_key *k = hk_sg_keyring_verify(root->tlogs, root->ntlogs, b->log_id.data, 32, -1,
+            const hk_sg_key *k = hk__sg_keyring_verify(root->tlogs, root->ntlogs, b->log_id.data, 32, -1,
                                                       sig.data + 4, sig.len - 4, env, note_len);
             free(sig.data);
-            if (!k) return fail(why, hk_strdup("checkpoint signature does not verify with the log's key"));
+            if (!k) return fail(why, hk__strdup("checkpoint signature does not verify with the log's key"));
             return check_note(b, env, note_len, why);
         }
         free(sig.data);
         p = nl + 1;
     }
     char hex[65];
-    hk_hex(hex, b->log_id.data, 32);
-    return fail(why, hk_asprintf("checkpoint has no signature for log id %s", hex));
+    hk__hex(hex, b->log_id.data, 32);
+    return fail(why, hk__asprintf("checkpoint has no signature for log id %s", hex));
 }

@@ -27,7 +27,7 @@ static const hk_sigstore_policy KERNELS_DEFAULT = {
     .nsigner_uris = HK_ARRAY_LEN(KERNELS_SIGNERS),
 };
 
-const hk_sigstore_policy *hk_sigstore_default_policy(void) {
+const hk_sigstore_policy *hk__sigstore_default_policy(void) {
     return &KERNELS_DEFAULT;
 }
 
@@ -40,39 +40,39 @@ static char *mismatch(const hk_sigstore_policy *p, const char *iss1, const char 
                       size_t nsans, const char *repo, const char *signer) {
     if (p->issuer) {
         if ((p->issuer_exts & HK_SIGSTORE_ISSUER_V1) && !eq(iss1, p->issuer))
-            return hk_asprintf("OIDC issuer (v1) is %s, expected %s", iss1 ? iss1 : "absent", p->issuer);
+            return hk__asprintf("OIDC issuer (v1) is %s, expected %s", iss1 ? iss1 : "absent", p->issuer);
         if ((p->issuer_exts & HK_SIGSTORE_ISSUER_V2) && !eq(iss2, p->issuer))
-            return hk_asprintf("OIDC issuer (v2) is %s, expected %s", iss2 ? iss2 : "absent", p->issuer);
+            return hk__asprintf("OIDC issuer (v2) is %s, expected %s", iss2 ? iss2 : "absent", p->issuer);
         if (!p->issuer_exts && !eq(iss2 ? iss2 : iss1, p->issuer))
-            return hk_asprintf("OIDC issuer is %s, expected %s", iss2 ? iss2 : iss1 ? iss1 : "absent", p->issuer);
+            return hk__asprintf("OIDC issuer is %s, expected %s", iss2 ? iss2 : iss1 ? iss1 : "absent", p->issuer);
     }
     if (p->san) {
         bool found = false;
         for (size_t i = 0; i < nsans; i++) found = found || eq(sans[i], p->san);
-        if (!found) return hk_asprintf("no SAN equals %s", p->san);
+        if (!found) return hk__asprintf("no SAN equals %s", p->san);
     }
     if (p->source_repo && !eq(repo, p->source_repo))
-        return hk_asprintf("source repository is %s, expected %s", repo ? repo : "absent", p->source_repo);
+        return hk__asprintf("source repository is %s, expected %s", repo ? repo : "absent", p->source_repo);
     if (p->nsigner_uris) {
         bool found = false;
         for (size_t i = 0; i < p->nsigner_uris; i++) found = found || eq(signer, p->signer_uris[i]);
-        if (!found) return hk_asprintf("build signer URI %s is not an allowed workflow", signer ? signer : "absent");
+        if (!found) return hk__asprintf("build signer URI %s is not an allowed workflow", signer ? signer : "absent");
     }
     return NULL;
 }
 
-int hk_sg_check_policy(X509 *leaf, const hk_sigstore_policy *policies, size_t npolicies, int *matched,
+int hk__sg_check_policy(X509 *leaf, const hk_sigstore_policy *policies, size_t npolicies, int *matched,
                        char **why) {
     if (npolicies == 0) {
         policies = &KERNELS_DEFAULT;
         npolicies = 1;
     }
-    char *iss1 = hk_sg_cert_ext_raw(leaf, OID_ISSUER_V1);
-    char *iss2 = hk_sg_cert_ext_utf8(leaf, OID_ISSUER_V2);
-    char *repo = hk_sg_cert_ext_utf8(leaf, OID_SOURCE_REPO_URI);
-    char *signer = hk_sg_cert_ext_utf8(leaf, OID_BUILD_SIGNER_URI);
+    char *iss1 = hk__sg_cert_ext_raw(leaf, OID_ISSUER_V1);
+    char *iss2 = hk__sg_cert_ext_utf8(leaf, OID_ISSUER_V2);
+    char *repo = hk__sg_cert_ext_utf8(leaf, OID_SOURCE_REPO_URI);
+    char *signer = hk__sg_cert_ext_utf8(leaf, OID_BUILD_SIGNER_URI);
     size_t nsans = 0;
-    char **sans = hk_sg_cert_sans(leaf, &nsans);
+    char **sans = hk__sg_cert_sans(leaf, &nsans);
     int rc = -1;
     char *first = NULL;
     for (size_t i = 0; i < npolicies && rc != 0; i++) {
@@ -87,7 +87,7 @@ int hk_sg_check_policy(X509 *leaf, const hk_sigstore_policy *policies, size_t np
         }
     }
     if (rc != 0) {
-        *why = npolicies == 1 ? first : hk_asprintf("no policy matches (policy 0: %s)", first ? first : "");
+        *why = npolicies == 1 ? first : hk__asprintf("no policy matches (policy 0: %s)", first ? first : "");
         if (npolicies != 1) free(first);
     } else {
         free(first);

@@ -40,7 +40,7 @@ static int parse_single_sct(sct *s, ASN1_OCTET_STRING **holder, X509 *leaf, char
     int idx = obj ? X509_get_ext_by_OBJ(leaf, obj, -1) : -1;
     ASN1_OBJECT_free(obj);
     if (idx < 0) {
-        *why = hk_strdup("certificate does not contain a signed certificate timestamp extension");
+        *why = hk__strdup("certificate does not contain a signed certificate timestamp extension");
         return -1;
     }
     const ASN1_OCTET_STRING *outer = X509_EXTENSION_get_data(X509_get_ext(leaf, idx));
@@ -49,7 +49,7 @@ static int parse_single_sct(sct *s, ASN1_OCTET_STRING **holder, X509 *leaf, char
     const unsigned char *q0 = q;
     *holder = d2i_ASN1_OCTET_STRING(NULL, &q, olen);
     if (!*holder || q != q0 + olen) {
-        *why = hk_strdup("SCT list extension is not an OCTET STRING");
+        *why = hk__strdup("SCT list extension is not an OCTET STRING");
         return -1;
     }
     const unsigned char *p = ASN1_STRING_get0_data(*holder);
@@ -68,7 +68,7 @@ static int parse_single_sct(sct *s, ASN1_OCTET_STRING **holder, X509 *leaf, char
         count++;
     }
     if (count != 1) {
-        *why = hk_asprintf("expected one certificate timestamp, found %d", count);
+        *why = hk__asprintf("expected one certificate timestamp, found %d", count);
         return -1;
     }
     p = first;
@@ -90,12 +90,12 @@ static int parse_single_sct(sct *s, ASN1_OCTET_STRING **holder, X509 *leaf, char
     s->sig = p;
     s->sig_len = (size_t)v;
     if (s->version != 0) {
-        *why = hk_asprintf("unsupported SCT version %u", s->version);
+        *why = hk__asprintf("unsupported SCT version %u", s->version);
         return -1;
     }
     return 0;
 malformed:
-    *why = hk_strdup("malformed SCT list");
+    *why = hk__strdup("malformed SCT list");
     return -1;
 }
 
@@ -130,32 +130,32 @@ static unsigned char *precert_tbs(X509 *leaf, int *len) {
     return der;
 }
 
-int hk_sg_check_sct(const hk_sigstore_trust_root *root, X509 *leaf, STACK_OF(X509) *chain, char **why) {
+int hk__sg_check_sct(const hk_sigstore_trust_root *root, X509 *leaf, STACK_OF(X509) *chain, char **why) {
     sct s;
     ASN1_OCTET_STRING *holder = NULL;
     int rc = -1;
     unsigned char *tbs = NULL, *msg = NULL;
     if (parse_single_sct(&s, &holder, leaf, why) != 0) goto done;
     if (s.hash_alg != 4 /* sha256 */) {
-        *why = hk_asprintf("unexpected hash algorithm %u in SCT: only SHA256 is supported", s.hash_alg);
+        *why = hk__asprintf("unexpected hash algorithm %u in SCT: only SHA256 is supported", s.hash_alg);
         goto done;
     }
     int n = sk_X509_num(chain);
     X509 *issuer = n > 0 ? sk_X509_value(chain, 0) : NULL;
     if (issuer && has_precert_signer_eku(issuer)) issuer = n > 1 ? sk_X509_value(chain, 1) : NULL;
     if (!issuer || X509_check_ca(issuer) == 0) {
-        *why = hk_strdup("SCT issuer is not a CA certificate");
+        *why = hk__strdup("SCT issuer is not a CA certificate");
         goto done;
     }
     unsigned char issuer_key_hash[32];
-    if (!hk_sg_spki_id(issuer_key_hash, X509_get0_pubkey(issuer))) {
-        *why = hk_strdup("SCT issuer key unusable");
+    if (!hk__sg_spki_id(issuer_key_hash, X509_get0_pubkey(issuer))) {
+        *why = hk__strdup("SCT issuer key unusable");
         goto done;
     }
     int tbs_len = 0;
     tbs = precert_tbs(leaf, &tbs_len);
     if (!tbs || tbs_len >= (1 << 24)) {
-        *why = hk_strdup("cannot rebuild the precertificate");
+        *why = hk__strdup("cannot rebuild the precertificate");
         goto done;
     }
     /* digitally-signed struct: version, signature_type=0, timestamp, entry_type=precert(1),
@@ -163,7 +163,7 @@ int hk_sg_check_sct(const hk_sigstore_trust_root *root, X509 *leaf, STACK_OF(X50
     size_t mlen = 1 + 1 + 8 + 2 + 32 + 3 + (size_t)tbs_len + 2 + s.ext_len;
     msg = malloc(mlen);
     if (!msg) {
-        *why = hk_strdup("out of memory");
+        *why = hk__strdup("out of memory");
         goto done;
     }
     unsigned char *w = msg;
@@ -184,10 +184,10 @@ int hk_sg_check_sct(const hk_sigstore_trust_root *root, X509 *leaf, STACK_OF(X50
     memcpy(w, s.ext, s.ext_len);
     /* CT keys are looked up by id; their validity is checked at the SCT's own time */
     int64_t when = (int64_t)(s.timestamp_ms / 1000);
-    if (!hk_sg_keyring_verify(root->ctlogs, root->nctlogs, s.log_id, 32, when, s.sig, s.sig_len, msg, mlen)) {
+    if (!hk__sg_keyring_verify(root->ctlogs, root->nctlogs, s.log_id, 32, when, s.sig, s.sig_len, msg, mlen)) {
         char hex[65];
-        hk_hex(hex, s.log_id, 32);
-        *why = hk_asprintf("SCT signature does not verify with any CT log key of the trusted root (log id %s)", hex);
+        hk__hex(hex, s.log_id, 32);
+        *why = hk__asprintf("SCT signature does not verify with any CT log key of the trusted root (log id %s)", hex);
         goto done;
     }
     rc = 0;

@@ -18,17 +18,17 @@ typedef struct hk_sg_bytes {
 } hk_sg_bytes;
 
 /* Standard or URL-safe base64, padding optional (protobuf JSON accepts both). false: malformed. */
-bool hk_sg_b64_decode(hk_sg_bytes *out, const char *s);
-char *hk_sg_b64_encode(const unsigned char *data, size_t len); /* standard, padded; caller frees */
+bool hk__sg_b64_decode(hk_sg_bytes *out, const char *s);
+char *hk__sg_b64_encode(const unsigned char *data, size_t len); /* standard, padded; caller frees */
 /* A protobuf JSON int64: a decimal string or a JSON integer; false otherwise. */
-bool hk_sg_json_int64(int64_t *out, const cJSON *item);
-const char *hk_sg_json_str(const cJSON *obj, const char *key); /* NULL if absent / not a string */
-void hk_sg_sha256(unsigned char out[32], const void *data, size_t len);
+bool hk__sg_json_int64(int64_t *out, const cJSON *item);
+const char *hk__sg_json_str(const cJSON *obj, const char *key); /* NULL if absent / not a string */
+void hk__sg_sha256(unsigned char out[32], const void *data, size_t len);
 /* "2021-03-07T03:20:29Z" (RFC 3339, optional fraction, Z or ±hh:mm) → seconds since the epoch. */
-bool hk_sg_parse_rfc3339(int64_t *out, const char *s);
+bool hk__sg_parse_rfc3339(int64_t *out, const char *s);
 
 /* A stack of certificates and the certificates in it (NULL-safe; OpenSSL 3.0 lacks a helper). */
-void hk_sg_certs_free(STACK_OF(X509) *certs);
+void hk__sg_certs_free(STACK_OF(X509) *certs);
 
 /* ---- keys (sg_keys.c) ------------------------------------------------------------------------ */
 typedef enum { HK_SG_KEY_ECDSA, HK_SG_KEY_ED25519, HK_SG_KEY_RSA } hk_sg_key_kind;
@@ -43,20 +43,20 @@ typedef struct hk_sg_key {
 } hk_sg_key;
 
 /* Key of a trusted_root keyDetails string + DER SPKI. false: unsupported or malformed. */
-bool hk_sg_key_load(hk_sg_key *key, const char *details, const unsigned char *der, size_t len);
-void hk_sg_key_clear(hk_sg_key *key);
+bool hk__sg_key_load(hk_sg_key *key, const char *details, const unsigned char *der, size_t len);
+void hk__sg_key_clear(hk_sg_key *key);
 /* Verify sig over data with key (hashing with key->md; Ed25519 pure). */
-bool hk_sg_key_verify(const hk_sg_key *key, const unsigned char *sig, size_t sig_len,
+bool hk__sg_key_verify(const hk_sg_key *key, const unsigned char *sig, size_t sig_len,
                       const void *data, size_t len);
 /* sigstore-python's keyring rule: the key whose id equals key_id, else every key in turn. Keys
  * whose validFor excludes `when` (seconds, or -1: no time known) are skipped. Returns the key that
  * verified, NULL if none did. */
-const hk_sg_key *hk_sg_keyring_verify(const hk_sg_key *keys, size_t nkeys,
+const hk_sg_key *hk__sg_keyring_verify(const hk_sg_key *keys, size_t nkeys,
                                       const unsigned char *key_id, size_t key_id_len, int64_t when,
                                       const unsigned char *sig, size_t sig_len, const void *data,
                                       size_t len);
 /* SHA-256 of a key's DER SubjectPublicKeyInfo. */
-bool hk_sg_spki_id(unsigned char out[32], EVP_PKEY *pkey);
+bool hk__sg_spki_id(unsigned char out[32], EVP_PKEY *pkey);
 
 /* ---- trust root (trust_root.c) --------------------------------------------------------------- */
 typedef struct hk_sg_ca {
@@ -106,44 +106,44 @@ typedef struct hk_sg_bundle {
 } hk_sg_bundle;
 
 /* HK_OK or HK_ERR_PARSE with the reason (sigstore-python's bundle invariants included). */
-int hk_sg_bundle_parse(hk_sg_bundle *b, const char *json, size_t len);
-void hk_sg_bundle_clear(hk_sg_bundle *b);
+int hk__sg_bundle_parse(hk_sg_bundle *b, const char *json, size_t len);
+void hk__sg_bundle_clear(hk_sg_bundle *b);
 
 /* ---- checks; each returns NULL on success or a static/allocated reason in *why -------------- */
 /* Certificate (cert.c): chain to a Fulcio CA valid at `when`; fills the issuer chain (without the
  * leaf, issuer first) for the SCT check. */
-int hk_sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
+int hk__sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
                       STACK_OF(X509) **chain, char **why);
-int hk_sg_check_usage(X509 *leaf, char **why);
+int hk__sg_check_usage(X509 *leaf, char **why);
 /* Fulcio extension as text: v1 raw bytes, v2 DER UTF8String. NULL if absent/malformed. */
-char *hk_sg_cert_ext_raw(X509 *cert, const char *oid);
-char *hk_sg_cert_ext_utf8(X509 *cert, const char *oid);
+char *hk__sg_cert_ext_raw(X509 *cert, const char *oid);
+char *hk__sg_cert_ext_utf8(X509 *cert, const char *oid);
 /* SANs (URI, email, Sigstore othername 1.3.6.1.4.1.57264.1.7), NULL-terminated; free each + array. */
-char **hk_sg_cert_sans(X509 *cert, size_t *count);
+char **hk__sg_cert_sans(X509 *cert, size_t *count);
 
 /* SCT (sct.c). */
-int hk_sg_check_sct(const hk_sigstore_trust_root *root, X509 *leaf, STACK_OF(X509) *chain,
+int hk__sg_check_sct(const hk_sigstore_trust_root *root, X509 *leaf, STACK_OF(X509) *chain,
                     char **why);
 
 /* Transparency log (tlog.c, checkpoint.c). */
-int hk_sg_check_inclusion(const hk_sg_bundle *b, char **why);
-int hk_sg_check_checkpoint(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why);
-int hk_sg_check_set(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why);
+int hk__sg_check_inclusion(const hk_sg_bundle *b, char **why);
+int hk__sg_check_checkpoint(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why);
+int hk__sg_check_set(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why);
 /* hashedrekord v0.0.1 body vs leaf, signature, sha256 digest (body.c). */
-int hk_sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char **why);
+int hk__sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char **why);
 
 /* RFC 3161 (tsa.c): verifies every timestamp over the bundle signature; *times gets the gen time
  * of each one a trusted TSA vouches for (count in *ntimes). */
-int hk_sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, int64_t *times,
+int hk__sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, int64_t *times,
                     size_t *ntimes, char **why);
 
 /* Artifact signature (signature.c): over the SHA-256 digest (ECDSA, RSA) or the bytes (Ed25519,
  * NULL when only the digest is known). */
-int hk_sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned char digest[32],
+int hk__sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned char digest[32],
                           const void *artifact, size_t artifact_len, char **why);
 
 /* Identity policy (policy.c). */
-int hk_sg_check_policy(X509 *leaf, const hk_sigstore_policy *policies, size_t npolicies,
+int hk__sg_check_policy(X509 *leaf, const hk_sigstore_policy *policies, size_t npolicies,
                        int *matched, char **why);
 
 #endif

@@ -8,16 +8,16 @@
 #include <openssl/obj_mac.h>
 #include <openssl/x509.h>
 
-bool hk_sg_spki_id(unsigned char out[32], EVP_PKEY *pkey) {
+bool hk__sg_spki_id(unsigned char out[32], EVP_PKEY *pkey) {
     unsigned char *der = NULL;
     int n = i2d_PUBKEY(pkey, &der);
     if (n <= 0) return false;
-    hk_sg_sha256(out, der, (size_t)n);
+    hk__sg_sha256(out, der, (size_t)n);
     OPENSSL_free(der);
     return true;
 }
 
-bool hk_sg_key_load(hk_sg_key *key, const char *details, const unsigned char *der, size_t len) {
+bool hk__sg_key_load(hk_sg_key *key, const char *details, const unsigned char *der, size_t len) {
     memset(key, 0, sizeof *key);
     key->end = INT64_MAX;
     if (!details || !der || len == 0) return false;
@@ -48,13 +48,13 @@ bool hk_sg_key_load(hk_sg_key *key, const char *details, const unsigned char *de
         key->kind = HK_SG_KEY_ED25519;
         ok = true;
     } else if ((strcmp(details, "PKCS1_RSA_PKCS1V5") == 0 ||
-                (strncmp(details, "PKIX_RSA_PKCS1V15_", 18) == 0 && hk_str_ends_with(details, "_SHA256"))) &&
+                (strncmp(details, "PKIX_RSA_PKCS1V15_", 18) == 0 && hk__str_ends_with(details, "_SHA256"))) &&
                type == EVP_PKEY_RSA) {
         key->kind = HK_SG_KEY_RSA;
         key->md = EVP_sha256();
         ok = true;
     }
-    if (!ok || !hk_sg_spki_id(key->id, pk)) {
+    if (!ok || !hk__sg_spki_id(key->id, pk)) {
         EVP_PKEY_free(pk);
         return false;
     }
@@ -62,13 +62,13 @@ bool hk_sg_key_load(hk_sg_key *key, const char *details, const unsigned char *de
     return true;
 }
 
-void hk_sg_key_clear(hk_sg_key *key) {
+void hk__sg_key_clear(hk_sg_key *key) {
     EVP_PKEY_free(key->pkey);
     free(key->name);
     memset(key, 0, sizeof *key);
 }
 
-bool hk_sg_key_verify(const hk_sg_key *key, const unsigned char *sig, size_t sig_len,
+bool hk__sg_key_verify(const hk_sg_key *key, const unsigned char *sig, size_t sig_len,
                       const void *data, size_t len) {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx) return false;
@@ -83,7 +83,7 @@ static bool key_valid_at(const hk_sg_key *k, int64_t when) {
     return when < 0 || (k->start <= when && when <= k->end);
 }
 
-const hk_sg_key *hk_sg_keyring_verify(const hk_sg_key *keys, size_t nkeys,
+const hk_sg_key *hk__sg_keyring_verify(const hk_sg_key *keys, size_t nkeys,
                                       const unsigned char *key_id, size_t key_id_len, int64_t when,
                                       const unsigned char *sig, size_t sig_len, const void *data,
                                       size_t len) {
@@ -91,11 +91,11 @@ const hk_sg_key *hk_sg_keyring_verify(const hk_sg_key *keys, size_t nkeys,
         for (size_t i = 0; i < nkeys; i++)
             if (memcmp(keys[i].id, key_id, 32) == 0) {
                 if (!key_valid_at(&keys[i], when)) return NULL;
-                return hk_sg_key_verify(&keys[i], sig, sig_len, data, len) ? &keys[i] : NULL;
+                return hk__sg_key_verify(&keys[i], sig, sig_len, data, len) ? &keys[i] : NULL;
             }
     }
     for (size_t i = 0; i < nkeys; i++)
-        if (key_valid_at(&keys[i], when) && hk_sg_key_verify(&keys[i], sig, sig_len, data, len))
+        if (key_valid_at(&keys[i], when) && hk__sg_key_verify(&keys[i], sig, sig_len, data, len))
             return &keys[i];
     return NULL;
 }

@@ -15,7 +15,7 @@ static int b64_value(unsigned char c) {
     return -1;
 }
 
-bool hk_sg_b64_decode(hk_sg_bytes *out, const char *s) {
+bool hk__sg_b64_decode(hk_sg_bytes *out, const char *s) {
     out->data = NULL;
     out->len = 0;
     if (!s) return false;
@@ -54,14 +54,14 @@ bool hk_sg_b64_decode(hk_sg_bytes *out, const char *s) {
     return true;
 }
 
-char *hk_sg_b64_encode(const unsigned char *data, size_t len) {
+char *hk__sg_b64_encode(const unsigned char *data, size_t len) {
     char *out = malloc(4 * ((len + 2) / 3) + 1);
     if (!out) return NULL;
-    hk_base64(out, data, len);
+    hk__base64(out, data, len);
     return out;
 }
 
-bool hk_sg_json_int64(int64_t *out, const cJSON *item) {
+bool hk__sg_json_int64(int64_t *out, const cJSON *item) {
     if (!item) return false;
     if (cJSON_IsString(item)) {
         const char *s = item->valuestring;
@@ -90,12 +90,12 @@ bool hk_sg_json_int64(int64_t *out, const cJSON *item) {
     return false;
 }
 
-const char *hk_sg_json_str(const cJSON *obj, const char *key) {
+const char *hk__sg_json_str(const cJSON *obj, const char *key) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     return cJSON_IsString(it) ? it->valuestring : NULL;
 }
 
-void hk_sg_sha256(unsigned char out[32], const void *data, size_t len) {
+void hk__sg_sha256(unsigned char out[32], const void *data, size_t len) {
     unsigned int n = 32;
     EVP_Digest(data, len, out, &n, EVP_sha256(), NULL);
 }
@@ -110,7 +110,7 @@ static bool digits(const char *s, int n, int *out) {
     return true;
 }
 
-bool hk_sg_parse_rfc3339(int64_t *out, const char *s) {
+bool hk__sg_parse_rfc3339(int64_t *out, const char *s) {
     int y, mo, d, h, mi, se;
     if (!s || strlen(s) < 20) return false;
     if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
@@ -147,6 +147,6 @@ bool hk_sg_parse_rfc3339(int64_t *out, const char *s) {
     return true;
 }
 
-void hk_sg_certs_free(STACK_OF(X509) *certs) {
+void hk__sg_certs_free(STACK_OF(X509) *certs) {
     sk_X509_pop_free(certs, X509_free);
 }

@@ -6,7 +6,7 @@
 #include <openssl/err.h>
 #include <openssl/rsa.h>
 
-int hk_sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned char digest[32],
+int hk__sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned char digest[32],
                           const void *artifact, size_t artifact_len, char **why) {
     EVP_PKEY *pk = X509_get0_pubkey(leaf);
     int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
@@ -19,7 +19,7 @@ int hk_sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned cha
         EVP_PKEY_CTX_free(ctx);
     } else if (type == EVP_PKEY_ED25519) {
         if (!artifact) {
-            *why = hk_strdup("an Ed25519 signature needs the artifact itself, not its digest");
+            *why = hk__strdup("an Ed25519 signature needs the artifact itself, not its digest");
             return -1;
         }
         EVP_MD_CTX *m = EVP_MD_CTX_new();
@@ -27,12 +27,12 @@ int hk_sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned cha
              EVP_DigestVerify(m, sig->data, sig->len, artifact, artifact_len) == 1;
         EVP_MD_CTX_free(m);
     } else {
-        *why = hk_strdup("signing certificate has an unsupported key type");
+        *why = hk__strdup("signing certificate has an unsupported key type");
         return -1;
     }
     ERR_clear_error();
     if (!ok) {
-        *why = hk_strdup("signature is invalid for the artifact");
+        *why = hk__strdup("signature is invalid for the artifact");
         return -1;
     }
     return 0;

@@ -1,7 +1,7 @@
 /* Sigstore bundle verification (the sigstore layer of libhubkern; depends on the util layer,
  * OpenSSL libcrypto and cJSON only). Internal: pull/load and the CLI call it; not installed.
  *
- * hk_sigstore_verify checks a Sigstore bundle (media types v0.1, v0.2, v0.3, JSON) over an
+ * hk__sigstore_verify checks a Sigstore bundle (media types v0.1, v0.2, v0.3, JSON) over an
  * artifact the way sigstore-python 4.5.1 and sigstore-go do: signing time(s), the certificate
  * chain to a Fulcio CA at that time, the embedded SCT, key usage, the identity policy, the
  * transparency log entry (inclusion proof, signed checkpoint, signed entry timestamp), the entry's
@@ -15,17 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Placeholder until common.h gains HK_ERR_SIGNATURE (a signature that is present and fails a
- * check). Until then failed checks report HK_ERR_INTEGRITY; a malformed bundle HK_ERR_PARSE. */
-#define HK_ERR_SIGNATURE_PENDING HK_ERR_INTEGRITY
 
 /* ---- trust root ------------------------------------------------------------------------------ */
 typedef struct hk_sigstore_trust_root hk_sigstore_trust_root;
 
 /* Load a trusted_root.json (application/vnd.dev.sigstore.trustedroot+json;version=0.1). */
-int hk_sigstore_trust_root_load(hk_sigstore_trust_root **out, const char *path);
-int hk_sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len);
-void hk_sigstore_trust_root_free(hk_sigstore_trust_root *root);
+int hk__sigstore_trust_root_load(hk_sigstore_trust_root **out, const char *path);
+int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len);
+void hk__sigstore_trust_root_free(hk_sigstore_trust_root *root);
 
 /* ---- identity policies ----------------------------------------------------------------------- */
 #define HK_SIGSTORE_ISSUER_V1 1u /* 1.3.6.1.4.1.57264.1.1, raw string */
@@ -45,7 +42,7 @@ typedef struct hk_sigstore_policy {
 /* kernels' default policy (kernels 0.17.2 verify.py DEFAULT_POLICIES): GitHub Actions issuer in
  * both extensions, source repo huggingface/kernels-community, one of its four signing workflows
  * at refs/heads/main. */
-const hk_sigstore_policy *hk_sigstore_default_policy(void);
+const hk_sigstore_policy *hk__sigstore_default_policy(void);
 
 /* ---- verification ---------------------------------------------------------------------------- */
 /* Bits of hk_sigstore_result.checks: what ran and passed. */
@@ -78,17 +75,17 @@ typedef struct hk_sigstore_result {
 
 /* Verify `bundle_json` over `artifact`. npolicies == 0 means the default policy; otherwise any
  * one policy must match. HK_OK (no error left set), HK_ERR_PARSE for a malformed bundle,
- * HK_ERR_SIGNATURE_PENDING for a failed check: the message names the check and the identity seen.
- * `result` (may be NULL) is filled as far as verification got; free with hk_sigstore_result_free. */
-int hk_sigstore_verify(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
+ * HK_ERR_SIGNATURE for a failed check: the message names the check and the identity seen.
+ * `result` (may be NULL) is filled as far as verification got; free with hk__sigstore_result_free. */
+int hk__sigstore_verify(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
                        const hk_sigstore_policy *policies, size_t npolicies,
                        const void *artifact, size_t artifact_len,
                        const char *bundle_json, size_t bundle_len);
 /* Same with the artifact given by its SHA-256 digest (conformance passes "sha256:<hex>"). */
-int hk_sigstore_verify_digest(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
+int hk__sigstore_verify_digest(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
                               const hk_sigstore_policy *policies, size_t npolicies,
                               const unsigned char sha256[32],
                               const char *bundle_json, size_t bundle_len);
-void hk_sigstore_result_free(hk_sigstore_result *result);
+void hk__sigstore_result_free(hk_sigstore_result *result);
 
 #endif

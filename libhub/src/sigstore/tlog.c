@@ -22,7 +22,7 @@ static void hash_children(unsigned char out[32], const unsigned char *l, const u
     buf[0] = 1;
     memcpy(buf + 1, l, 32);
     memcpy(buf + 33, r, 32);
-    hk_sg_sha256(out, buf, sizeof buf);
+    hk__sg_sha256(out, buf, sizeof buf);
 }
 
 static int bit_length(uint64_t x) {
@@ -40,9 +40,9 @@ static int popcount(uint64_t x) {
     return n;
 }
 
-int hk_sg_check_inclusion(const hk_sg_bundle *b, char **why) {
+int hk__sg_check_inclusion(const hk_sg_bundle *b, char **why) {
     if (b->proof_index < 0 || b->tree_size <= 0 || b->proof_index >= b->tree_size) {
-        *why = hk_asprintf("inclusion proof index %lld outside a tree of size %lld", (long long)b->proof_index,
+        *why = hk__asprintf("inclusion proof index %lld outside a tree of size %lld", (long long)b->proof_index,
                            (long long)b->tree_size);
         return -1;
     }
@@ -52,12 +52,12 @@ int hk_sg_check_inclusion(const hk_sg_bundle *b, char **why) {
     int inner = bit_length(index ^ (size - 1));
     int border = popcount(index >> inner);
     if (b->nhashes != (size_t)(inner + border)) {
-        *why = hk_asprintf("inclusion proof has wrong size: expected %d hashes, got %zu", inner + border, b->nhashes);
+        *why = hk__asprintf("inclusion proof has wrong size: expected %d hashes, got %zu", inner + border, b->nhashes);
         return -1;
     }
     for (size_t i = 0; i < b->nhashes; i++)
         if (b->hashes[i].len != 32) {
-            *why = hk_strdup("inclusion proof hash is not 32 bytes");
+            *why = hk__strdup("inclusion proof hash is not 32 bytes");
             return -1;
         }
     unsigned char h[32];
@@ -69,32 +69,32 @@ int hk_sg_check_inclusion(const hk_sg_bundle *b, char **why) {
     for (size_t i = (size_t)inner; i < b->nhashes; i++) hash_children(h, b->hashes[i].data, h);
     if (b->root_hash.len != 32 || memcmp(h, b->root_hash.data, 32) != 0) {
         char hex[65];
-        hk_hex(hex, h, 32);
-        *why = hk_asprintf("inclusion proof does not lead to its root hash (calculated %s)", hex);
+        hk__hex(hex, h, 32);
+        *why = hk__asprintf("inclusion proof does not lead to its root hash (calculated %s)", hex);
         return -1;
     }
     return 0;
 }
 
-int hk_sg_check_set(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why) {
-    char *body64 = hk_sg_b64_encode(b->body.data, b->body.len);
+int hk__sg_check_set(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why) {
+    char *body64 = hk__sg_b64_encode(b->body.data, b->body.len);
     char *idhex = malloc(2 * b->log_id.len + 1);
     char *payload = NULL;
     int rc = -1;
     if (!body64 || !idhex) {
-        *why = hk_strdup("out of memory");
+        *why = hk__strdup("out of memory");
         goto done;
     }
-    hk_hex(idhex, b->log_id.data, b->log_id.len);
-    payload = hk_asprintf("{\"body\":\"%s\",\"integratedTime\":%lld,\"logID\":\"%s\",\"logIndex\":%lld}", body64,
+    hk__hex(idhex, b->log_id.data, b->log_id.len);
+    payload = hk__asprintf("{\"body\":\"%s\",\"integratedTime\":%lld,\"logID\":\"%s\",\"logIndex\":%lld}", body64,
                           (long long)b->integrated_time, idhex, (long long)b->log_index);
     if (!payload) {
-        *why = hk_strdup("out of memory");
+        *why = hk__strdup("out of memory");
         goto done;
     }
-    if (!hk_sg_keyring_verify(root->tlogs, root->ntlogs, b->log_id.data, b->log_id.len, b->integrated_time,
+    if (!hk__sg_keyring_verify(root->tlogs, root->ntlogs, b->log_id.data, b->log_id.len, b->integrated_time,
                               b->set.data, b->set.len, payload, strlen(payload))) {
-        *why = hk_asprintf("signed entry timestamp does not verify with any transparency log key (log id %s)", idhex);
+        *why = hk__asprintf("signed entry timestamp does not verify with any transparency log key (log id %s)", idhex);
         goto done;
     }
     rc = 0;

@@ -12,7 +12,7 @@
 #define TRUST_ROOT_MEDIA "application/vnd.dev.sigstore.trustedroot+json;version=0.1"
 
 static int bad(const char *what) {
-    return hk_fail(HK_ERR_PARSE, "trusted root: %s", what);
+    return hk__fail(HK_ERR_PARSE, "trusted root: %s", what);
 }
 
 static int parse_window(int64_t *start, int64_t *end, const cJSON *valid_for) {
@@ -20,9 +20,9 @@ static int parse_window(int64_t *start, int64_t *end, const cJSON *valid_for) {
     *end = INT64_MAX;
     if (!valid_for) return HK_OK;
     if (!cJSON_IsObject(valid_for)) return bad("validFor is not an object");
-    const char *s = hk_sg_json_str(valid_for, "start"), *e = hk_sg_json_str(valid_for, "end");
-    if (s && !hk_sg_parse_rfc3339(start, s)) return bad("validFor.start is not an RFC 3339 time");
-    if (e && !hk_sg_parse_rfc3339(end, e)) return bad("validFor.end is not an RFC 3339 time");
+    const char *s = hk__sg_json_str(valid_for, "start"), *e = hk__sg_json_str(valid_for, "end");
+    if (s && !hk__sg_parse_rfc3339(start, s)) return bad("validFor.start is not an RFC 3339 time");
+    if (e && !hk__sg_parse_rfc3339(end, e)) return bad("validFor.end is not an RFC 3339 time");
     return HK_OK;
 }
 
@@ -31,28 +31,28 @@ static int parse_logs(hk_sg_key **out, size_t *count, const cJSON *arr, const ch
     *out = NULL;
     *count = 0;
     if (!arr) return HK_OK;
-    if (!cJSON_IsArray(arr)) return hk_fail(HK_ERR_PARSE, "trusted root: %s is not an array", what);
+    if (!cJSON_IsArray(arr)) return hk__fail(HK_ERR_PARSE, "trusted root: %s is not an array", what);
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         const cJSON *pk = cJSON_GetObjectItemCaseSensitive(it, "publicKey");
-        const char *raw = hk_sg_json_str(pk, "rawBytes");
-        const char *details = hk_sg_json_str(pk, "keyDetails");
-        if (!raw) return hk_fail(HK_ERR_PARSE, "trusted root: %s entry without publicKey.rawBytes", what);
+        const char *raw = hk__sg_json_str(pk, "rawBytes");
+        const char *details = hk__sg_json_str(pk, "keyDetails");
+        if (!raw) return hk__fail(HK_ERR_PARSE, "trusted root: %s entry without publicKey.rawBytes", what);
         hk_sg_bytes der;
-        if (!hk_sg_b64_decode(&der, raw))
-            return hk_fail(HK_ERR_PARSE, "trusted root: %s publicKey.rawBytes is not base64", what);
+        if (!hk__sg_b64_decode(&der, raw))
+            return hk__fail(HK_ERR_PARSE, "trusted root: %s publicKey.rawBytes is not base64", what);
         hk_sg_key key;
-        bool ok = hk_sg_key_load(&key, details, der.data, der.len);
+        bool ok = hk__sg_key_load(&key, details, der.data, der.len);
         free(der.data);
         if (!ok) continue; /* unsupported key type: unusable, not fatal */
         if (parse_window(&key.start, &key.end, cJSON_GetObjectItemCaseSensitive(pk, "validFor")) != HK_OK) {
-            hk_sg_key_clear(&key);
+            hk__sg_key_clear(&key);
             return HK_ERR_PARSE;
         }
-        key.name = hk_strdup(hk_sg_json_str(it, "baseUrl"));
+        key.name = hk__strdup(hk__sg_json_str(it, "baseUrl"));
         if (HK_VEC_RESERVE(*out, cap, *count + 1) != HK_OK) {
-            hk_sg_key_clear(&key);
-            return hk_fail(HK_ERR_NOMEM, "out of memory");
+            hk__sg_key_clear(&key);
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
         }
         (*out)[(*count)++] = key;
     }
@@ -70,7 +70,7 @@ static int parse_cas(hk_sg_ca **out, size_t *count, const cJSON *arr, const char
     *out = NULL;
     *count = 0;
     if (!arr) return HK_OK;
-    if (!cJSON_IsArray(arr)) return hk_fail(HK_ERR_PARSE, "trusted root: %s is not an array", what);
+    if (!cJSON_IsArray(arr)) return hk__fail(HK_ERR_PARSE, "trusted root: %s is not an array", what);
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         hk_sg_ca ca = {0};
@@ -78,13 +78,13 @@ static int parse_cas(hk_sg_ca **out, size_t *count, const cJSON *arr, const char
         const cJSON *certs =
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "certChain"), "certificates");
         if (!cJSON_IsArray(certs) || cJSON_GetArraySize(certs) == 0)
-            return hk_fail(HK_ERR_PARSE, "trusted root: %s entry without certChain.certificates", what);
+            return hk__fail(HK_ERR_PARSE, "trusted root: %s entry without certChain.certificates", what);
         const cJSON *c;
         cJSON_ArrayForEach(c, certs) {
             hk_sg_bytes der;
-            if (!hk_sg_b64_decode(&der, hk_sg_json_str(c, "rawBytes"))) {
+            if (!hk__sg_b64_decode(&der, hk__sg_json_str(c, "rawBytes"))) {
                 ca_clear(&ca);
-                return hk_fail(HK_ERR_PARSE, "trusted root: %s certificate rawBytes is not base64", what);
+                return hk__fail(HK_ERR_PARSE, "trusted root: %s certificate rawBytes is not base64", what);
             }
             const unsigned char *p = der.data;
             X509 *x = d2i_X509(NULL, &p, (long)der.len);
@@ -93,7 +93,7 @@ static int parse_cas(hk_sg_ca **out, size_t *count, const cJSON *arr, const char
             if (!whole || HK_VEC_RESERVE(ca.certs, ccap, ca.ncerts + 1) != HK_OK) {
                 X509_free(x);
                 ca_clear(&ca);
-                return hk_fail(HK_ERR_PARSE, "trusted root: %s certificate is not DER X.509", what);
+                return hk__fail(HK_ERR_PARSE, "trusted root: %s certificate is not DER X.509", what);
             }
             ca.certs[ca.ncerts++] = x;
         }
@@ -101,20 +101,20 @@ static int parse_cas(hk_sg_ca **out, size_t *count, const cJSON *arr, const char
             ca_clear(&ca);
             return HK_ERR_PARSE;
         }
-        ca.uri = hk_strdup(hk_sg_json_str(it, "uri"));
+        ca.uri = hk__strdup(hk__sg_json_str(it, "uri"));
         if (HK_VEC_RESERVE(*out, cap, *count + 1) != HK_OK) {
             ca_clear(&ca);
-            return hk_fail(HK_ERR_NOMEM, "out of memory");
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
         }
         (*out)[(*count)++] = ca;
     }
     return HK_OK;
 }
 
-void hk_sigstore_trust_root_free(hk_sigstore_trust_root *r) {
+void hk__sigstore_trust_root_free(hk_sigstore_trust_root *r) {
     if (!r) return;
-    for (size_t i = 0; i < r->ntlogs; i++) hk_sg_key_clear(&r->tlogs[i]);
-    for (size_t i = 0; i < r->nctlogs; i++) hk_sg_key_clear(&r->ctlogs[i]);
+    for (size_t i = 0; i < r->ntlogs; i++) hk__sg_key_clear(&r->tlogs[i]);
+    for (size_t i = 0; i < r->nctlogs; i++) hk__sg_key_clear(&r->ctlogs[i]);
     for (size_t i = 0; i < r->ncas; i++) ca_clear(&r->cas[i]);
     for (size_t i = 0; i < r->ntsas; i++) ca_clear(&r->tsas[i]);
     free(r->tlogs);
@@ -124,23 +124,23 @@ void hk_sigstore_trust_root_free(hk_sigstore_trust_root *r) {
     free(r);
 }
 
-int hk_sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len) {
+int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len) {
     *out = NULL;
     cJSON *doc = cJSON_ParseWithLength(json, len);
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
         return bad("not a JSON object");
     }
-    const char *media = hk_sg_json_str(doc, "mediaType");
+    const char *media = hk__sg_json_str(doc, "mediaType");
     if (!media || strcmp(media, TRUST_ROOT_MEDIA) != 0) {
-        int rc = hk_fail(HK_ERR_PARSE, "trusted root: unsupported mediaType %s", media ? media : "(none)");
+        int rc = hk__fail(HK_ERR_PARSE, "trusted root: unsupported mediaType %s", media ? media : "(none)");
         cJSON_Delete(doc);
         return rc;
     }
     hk_sigstore_trust_root *r = calloc(1, sizeof *r);
     if (!r) {
         cJSON_Delete(doc);
-        return hk_fail(HK_ERR_NOMEM, "out of memory");
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     int rc = parse_logs(&r->tlogs, &r->ntlogs, cJSON_GetObjectItemCaseSensitive(doc, "tlogs"), "tlogs");
     if (rc == HK_OK)
@@ -155,21 +155,21 @@ int hk_sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json,
     if (rc == HK_OK && (r->ntlogs == 0 || r->ncas == 0))
         rc = bad(r->ntlogs == 0 ? "no usable transparency log key" : "no certificate authority");
     if (rc != HK_OK) {
-        hk_sigstore_trust_root_free(r);
+        hk__sigstore_trust_root_free(r);
         return rc;
     }
     *out = r;
     return HK_OK;
 }
 
-int hk_sigstore_trust_root_load(hk_sigstore_trust_root **out, const char *path) {
+int hk__sigstore_trust_root_load(hk_sigstore_trust_root **out, const char *path) {
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    int rc = hk_read_file(&text, &len, path, 16u << 20);
-    if (rc != HK_OK) return hk_fail_context("loading trusted root %s", path);
-    rc = hk_sigstore_trust_root_parse(out, text, len);
+    int rc = hk__read_file(&text, &len, path, 16u << 20);
+    if (rc != HK_OK) return hk__fail_context("loading trusted root %s", path);
+    rc = hk__sigstore_trust_root_parse(out, text, len);
     free(text);
-    if (rc != HK_OK) return hk_fail_context("%s", path);
+    if (rc != HK_OK) return hk__fail_context("%s", path);
     return HK_OK;
 }

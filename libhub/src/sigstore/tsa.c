@@ -18,7 +18,7 @@ static bool asn1_time_seconds(int64_t *out, const ASN1_GENERALIZEDTIME *t) {
     char buf[96];
     snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
              tm.tm_hour, tm.tm_min, tm.tm_sec);
-    return hk_sg_parse_rfc3339(out, buf);
+    return hk__sg_parse_rfc3339(out, buf);
 }
 
 /* The TSTInfo inside the token is decoded separately by OpenSSL; hold it to DER as well. */
@@ -82,25 +82,25 @@ static bool verify_with(const hk_sg_ca *tsa, TS_RESP *resp, int64_t gen, const h
 done:
     TS_VERIFY_CTX_free(ctx);
     X509_STORE_free(store);
-    hk_sg_certs_free(untrusted);
+    hk__sg_certs_free(untrusted);
     X509_VERIFY_PARAM_free(param);
     BIO_free(data);
     ERR_clear_error();
     return ok;
 }
 
-int hk_sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, int64_t *times, size_t *ntimes,
+int hk__sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, int64_t *times, size_t *ntimes,
                     char **why) {
     *ntimes = 0;
     if (b->ntsrs == 0) return 0;
     if (root->ntsas == 0) {
-        *why = hk_strdup("the bundle has signed timestamps but the trusted root has no timestamp authority");
+        *why = hk__strdup("the bundle has signed timestamps but the trusted root has no timestamp authority");
         return -1;
     }
     for (size_t i = 0; i < b->ntsrs; i++)
         for (size_t j = 0; j < i; j++)
             if (b->tsrs[i].len == b->tsrs[j].len && memcmp(b->tsrs[i].data, b->tsrs[j].data, b->tsrs[i].len) == 0) {
-                *why = hk_strdup("duplicate signed timestamp");
+                *why = hk__strdup("duplicate signed timestamp");
                 return -1;
             }
     for (size_t i = 0; i < b->ntsrs; i++) {
@@ -116,7 +116,7 @@ int hk_sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, i
         if (!resp || p != b->tsrs[i].data + b->tsrs[i].len || !same) {
             TS_RESP_free(resp);
             ERR_clear_error();
-            *why = hk_strdup("invalid timestamp response");
+            *why = hk__strdup("invalid timestamp response");
             return -1;
         }
         int64_t gen = 0;

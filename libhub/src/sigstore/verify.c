@@ -1,4 +1,4 @@
-/* hk_sigstore_verify: the checks of a Sigstore bundle in sigstore-python's order (docs/sigstore.md):
+/* hk__sigstore_verify: the checks of a Sigstore bundle in sigstore-python's order (docs/sigstore.md):
  *   0 parse + structural invariants      → HK_ERR_PARSE
  *   1 signing times: RFC 3161 timestamps, the log's integration time when an inclusion promise
  *     binds it; at least one
@@ -9,7 +9,7 @@
  *   6 every signing time inside the certificate's validity
  *   7 the artifact digest and signature
  *   8 the log entry body against the bundle
- * A failed check is HK_ERR_SIGNATURE_PENDING with "<check>: <reason> (identity: ...)". */
+ * A failed check is HK_ERR_SIGNATURE with "<check>: <reason> (identity: ...)". */
 #include "sigstore/sg_impl.h"
 
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 #define OID_BUILD_SIGNER_URI "1.3.6.1.4.1.57264.1.9"
 #define OID_SOURCE_REPO_URI "1.3.6.1.4.1.57264.1.12"
 
-void hk_sigstore_result_free(hk_sigstore_result *r) {
+void hk__sigstore_result_free(hk_sigstore_result *r) {
     if (!r) return;
     free(r->issuer);
     free(r->san);
@@ -32,19 +32,19 @@ void hk_sigstore_result_free(hk_sigstore_result *r) {
 }
 
 static void fill_identity(hk_sigstore_result *r, X509 *leaf) {
-    r->issuer = hk_sg_cert_ext_utf8(leaf, OID_ISSUER_V2);
-    if (!r->issuer) r->issuer = hk_sg_cert_ext_raw(leaf, OID_ISSUER_V1);
-    r->source_repo = hk_sg_cert_ext_utf8(leaf, OID_SOURCE_REPO_URI);
-    r->signer_uri = hk_sg_cert_ext_utf8(leaf, OID_BUILD_SIGNER_URI);
+    r->issuer = hk__sg_cert_ext_utf8(leaf, OID_ISSUER_V2);
+    if (!r->issuer) r->issuer = hk__sg_cert_ext_raw(leaf, OID_ISSUER_V1);
+    r->source_repo = hk__sg_cert_ext_utf8(leaf, OID_SOURCE_REPO_URI);
+    r->signer_uri = hk__sg_cert_ext_utf8(leaf, OID_BUILD_SIGNER_URI);
     size_t n = 0;
-    char **sans = hk_sg_cert_sans(leaf, &n);
+    char **sans = hk__sg_cert_sans(leaf, &n);
     if (sans && n) r->san = sans[0];
     for (size_t i = 1; sans && i < n; i++) free(sans[i]);
     free(sans);
 }
 
 static int failed(const hk_sigstore_result *r, const char *check, char *why) {
-    int rc = hk_fail(HK_ERR_SIGNATURE_PENDING,
+    int rc = hk__fail(HK_ERR_SIGNATURE,
                      "sigstore: %s failed: %s (identity seen: issuer=%s san=%s repo=%s signer=%s)", check,
                      why ? why : "out of memory", r->issuer ? r->issuer : "-", r->san ? r->san : "-",
                      r->source_repo ? r->source_repo : "-", r->signer_uri ? r->signer_uri : "-");
@@ -56,12 +56,12 @@ static int run_checks(hk_sigstore_result *r, const hk_sigstore_trust_root *root,
                       const hk_sigstore_policy *policies, size_t npolicies, const unsigned char digest[32],
                       const void *artifact, size_t artifact_len) {
     char *why = NULL;
-    if (b->is_dsse) return failed(r, "bundle", hk_strdup("DSSE envelopes are not supported; expected messageSignature"));
+    if (b->is_dsse) return failed(r, "bundle", hk__strdup("DSSE envelopes are not supported; expected messageSignature"));
 
     /* 1: signing times */
     int64_t times[33];
     size_t ntimes = 0;
-    if (hk_sg_check_tsa(root, b, times, &ntimes, &why) != 0) return failed(r, "signed timestamp", why);
+    if (hk__sg_check_tsa(root, b, times, &ntimes, &why) != 0) return failed(r, "signed timestamp", why);
     if (ntimes) {
         r->checks |= HK_SIGSTORE_CHECK_TSA;
         r->tsa_time = times[0];
@@ -70,39 +70,39 @@ static int run_checks(hk_sigstore_result *r, const hk_sigstore_trust_root *root,
     }
     if (b->has_integrated_time && b->has_promise) {
         if (strcmp(b->kind_version, "0.0.1") != 0 || (strcmp(b->kind, "hashedrekord") != 0 && strcmp(b->kind, "dsse") != 0))
-            return failed(r, "signing time", hk_strdup("integrated time only supported for dsse/hashedrekord 0.0.1 entries"));
+            return failed(r, "signing time", hk__strdup("integrated time only supported for dsse/hashedrekord 0.0.1 entries"));
         times[ntimes++] = b->integrated_time;
     }
-    if (ntimes == 0) return failed(r, "signing time", hk_strdup("not enough sources of verified time"));
+    if (ntimes == 0) return failed(r, "signing time", hk__strdup("not enough sources of verified time"));
 
     /* 2: chain at every time; the last chain feeds the SCT check */
     STACK_OF(X509) *chain = NULL;
     for (size_t i = 0; i < ntimes; i++) {
-        hk_sg_certs_free(chain);
-        if (hk_sg_check_chain(root, b->leaf, times[i], &chain, &why) != 0) return failed(r, "certificate chain", why);
+        hk__sg_certs_free(chain);
+        if (hk__sg_check_chain(root, b->leaf, times[i], &chain, &why) != 0) return failed(r, "certificate chain", why);
     }
     r->checks |= HK_SIGSTORE_CHECK_CHAIN;
 
     /* 3 */
-    int sct_rc = hk_sg_check_sct(root, b->leaf, chain, &why);
-    hk_sg_certs_free(chain);
+    int sct_rc = hk__sg_check_sct(root, b->leaf, chain, &why);
+    hk__sg_certs_free(chain);
     if (sct_rc != 0) return failed(r, "SCT", why);
     r->checks |= HK_SIGSTORE_CHECK_SCT;
 
     /* 4 */
-    if (hk_sg_check_usage(b->leaf, &why) != 0) return failed(r, "certificate profile", why);
+    if (hk__sg_check_usage(b->leaf, &why) != 0) return failed(r, "certificate profile", why);
     r->checks |= HK_SIGSTORE_CHECK_USAGE;
-    if (hk_sg_check_policy(b->leaf, policies, npolicies, &r->policy_index, &why) != 0)
+    if (hk__sg_check_policy(b->leaf, policies, npolicies, &r->policy_index, &why) != 0)
         return failed(r, "identity policy", why);
     r->checks |= HK_SIGSTORE_CHECK_POLICY;
 
     /* 5 */
-    if (hk_sg_check_inclusion(b, &why) != 0) return failed(r, "inclusion proof", why);
+    if (hk__sg_check_inclusion(b, &why) != 0) return failed(r, "inclusion proof", why);
     r->checks |= HK_SIGSTORE_CHECK_INCLUSION;
-    if (hk_sg_check_checkpoint(root, b, &why) != 0) return failed(r, "checkpoint", why);
+    if (hk__sg_check_checkpoint(root, b, &why) != 0) return failed(r, "checkpoint", why);
     r->checks |= HK_SIGSTORE_CHECK_CHECKPOINT;
     if (b->has_promise && b->has_integrated_time) {
-        if (hk_sg_check_set(root, b, &why) != 0) return failed(r, "inclusion promise", why);
+        if (hk__sg_check_set(root, b, &why) != 0) return failed(r, "inclusion promise", why);
         r->checks |= HK_SIGSTORE_CHECK_SET;
     }
 
@@ -111,19 +111,19 @@ static int run_checks(hk_sigstore_result *r, const hk_sigstore_trust_root *root,
         time_t t = (time_t)times[i];
         if (X509_cmp_time(X509_get0_notBefore(b->leaf), &t) > 0 || X509_cmp_time(X509_get0_notAfter(b->leaf), &t) < 0)
             return failed(r, "certificate validity",
-                          hk_asprintf("signing time %lld is outside the certificate's validity", (long long)times[i]));
+                          hk__asprintf("signing time %lld is outside the certificate's validity", (long long)times[i]));
     }
     r->checks |= HK_SIGSTORE_CHECK_VALIDITY;
 
     /* 7 */
     if (b->has_digest && (b->digest.len != 32 || memcmp(b->digest.data, digest, 32) != 0))
-        return failed(r, "signature", hk_strdup("bundle message digest does not match the artifact"));
-    if (hk_sg_check_signature(b->leaf, &b->signature, digest, artifact, artifact_len, &why) != 0)
+        return failed(r, "signature", hk__strdup("bundle message digest does not match the artifact"));
+    if (hk__sg_check_signature(b->leaf, &b->signature, digest, artifact, artifact_len, &why) != 0)
         return failed(r, "signature", why);
     r->checks |= HK_SIGSTORE_CHECK_SIGNATURE;
 
     /* 8 */
-    if (hk_sg_check_body(b, digest, &why) != 0) return failed(r, "log entry body", why);
+    if (hk__sg_check_body(b, digest, &why) != 0) return failed(r, "log entry body", why);
     r->checks |= HK_SIGSTORE_CHECK_BODY;
     return HK_OK;
 }
@@ -138,37 +138,37 @@ static int verify_common(hk_sigstore_result *result, const hk_sigstore_trust_roo
     r->tsa_time = -1;
     r->log_index = -1;
     r->policy_index = -1;
-    if (!root || !bundle_json) return hk_fail(HK_ERR_INVALID_ARG, "hk_sigstore_verify: root and bundle are required");
-    if (policies == NULL && npolicies) return hk_fail(HK_ERR_INVALID_ARG, "hk_sigstore_verify: policies is NULL");
+    if (!root || !bundle_json) return hk__fail(HK_ERR_INVALID_ARG, "hk__sigstore_verify: root and bundle are required");
+    if (policies == NULL && npolicies) return hk__fail(HK_ERR_INVALID_ARG, "hk__sigstore_verify: policies is NULL");
     hk_sg_bundle b;
-    int rc = hk_sg_bundle_parse(&b, bundle_json, bundle_len);
+    int rc = hk__sg_bundle_parse(&b, bundle_json, bundle_len);
     if (rc == HK_OK) {
         fill_identity(r, b.leaf);
         r->bundle_version = b.version;
         r->log_index = b.log_index;
         if (b.has_integrated_time) r->integrated_time = b.integrated_time;
         rc = run_checks(r, root, &b, policies, npolicies, digest, artifact, artifact_len);
-        hk_sg_bundle_clear(&b);
+        hk__sg_bundle_clear(&b);
     }
     ERR_clear_error();
     if (rc == HK_OK) hk_clear_error();
-    if (r == &local) hk_sigstore_result_free(&local);
+    if (r == &local) hk__sigstore_result_free(&local);
     return rc;
 }
 
-int hk_sigstore_verify(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
+int hk__sigstore_verify(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
                        const hk_sigstore_policy *policies, size_t npolicies, const void *artifact,
                        size_t artifact_len, const char *bundle_json, size_t bundle_len) {
-    if (!artifact && artifact_len) return hk_fail(HK_ERR_INVALID_ARG, "hk_sigstore_verify: artifact is NULL");
+    if (!artifact && artifact_len) return hk__fail(HK_ERR_INVALID_ARG, "hk__sigstore_verify: artifact is NULL");
     unsigned char digest[32];
-    hk_sg_sha256(digest, artifact ? artifact : "", artifact_len);
+    hk__sg_sha256(digest, artifact ? artifact : "", artifact_len);
     return verify_common(result, root, policies, npolicies, digest, artifact ? artifact : "", artifact_len,
                          bundle_json, bundle_len);
 }
 
-int hk_sigstore_verify_digest(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
+int hk__sigstore_verify_digest(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
                               const hk_sigstore_policy *policies, size_t npolicies, const unsigned char sha256[32],
                               const char *bundle_json, size_t bundle_len) {
-    if (!sha256) return hk_fail(HK_ERR_INVALID_ARG, "hk_sigstore_verify_digest: digest is NULL");
+    if (!sha256) return hk__fail(HK_ERR_INVALID_ARG, "hk__sigstore_verify_digest: digest is NULL");
     return verify_common(result, root, policies, npolicies, sha256, NULL, 0, bundle_json, bundle_len);
 }
