@@ -29,13 +29,7 @@ int hk__bundle_open_reader(struct archive **out, const char *path) {
 }
 
 int hk_bundle_options_init(hk_bundle_options *opts, unsigned int version) {
-    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_bundle_options_init: opts is NULL");
-    int rc = hk__check_options_version("hk_bundle_options", version, HK_BUNDLE_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_bundle_options d = HK_BUNDLE_OPTIONS_INIT;
-    *opts = d;
-    opts->version = version;
-    return HK_OK;
+    HK__OPTIONS_INIT_BODY(hk_bundle_options, opts, version, HK_BUNDLE_OPTIONS_VERSION, HK_BUNDLE_OPTIONS_INIT);
 }
 
 /* Check the options and resolve the cache root of a create or extract. */

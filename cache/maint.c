@@ -8,13 +8,7 @@
 #include <string.h>
 
 int hk_cache_options_init(hk_cache_options *opts, unsigned int version) {
-    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_cache_options_init: opts is NULL");
-    int rc = hk__check_options_version("hk_cache_options", version, HK_CACHE_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_cache_options d = HK_CACHE_OPTIONS_INIT;
-    *opts = d;
-    opts->version = version;
-    return HK_OK;
+    HK__OPTIONS_INIT_BODY(hk_cache_options, opts, version, HK_CACHE_OPTIONS_VERSION, HK_CACHE_OPTIONS_INIT);
 }
 
 typedef int (*run_fn)(hk_cache_report *rep, const char *root, const hk_cache_options *o);

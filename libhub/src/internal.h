@@ -20,6 +20,18 @@ int hk__errno_code(int err);
 /* The entry check of every versioned options struct (libgit2 style): HK_OK when `got` is a version
  * this library knows (1..supported), else HK_ERR_INVALID_ARG naming the struct and the init call. */
 int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported);
+/* The whole body of every public hk_<name>_init(opts, version): refuse NULL and unknown versions,
+ * fill the defaults of the _INIT macro, record the version the caller was built with. */
+#define HK__OPTIONS_INIT_BODY(type, opts, version, current_version, init_value)                        \
+    do {                                                                                               \
+        if (!(opts)) return hk__fail(HK_ERR_INVALID_ARG, #type "_init: the options pointer is NULL"); \
+        int rc_ = hk__check_options_version(#type, (version), (current_version));                     \
+        if (rc_) return rc_;                                                                           \
+        type d_ = init_value;                                                                          \
+        *(opts) = d_;                                                                                  \
+        (opts)->version = (version);                                                                   \
+        return HK_OK;                                                                                  \
+    } while (0)
 
 /* ---- logging (util/error.c) --------------------------------------------------------------- */
 void hk__log(hk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -9,21 +9,11 @@
 #include <sys/utsname.h>
 
 int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
-    if (!o) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_options_init: NULL options");
-    int rc = hk__check_options_version("hk_hub_options", version, HK_HUB_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_hub_options d = HK_HUB_OPTIONS_INIT;
-    *o = d;
-    return HK_OK;
+    HK__OPTIONS_INIT_BODY(hk_hub_options, o, version, HK_HUB_OPTIONS_VERSION, HK_HUB_OPTIONS_INIT);
 }
 
 int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
-    if (!s) return hk__fail(HK_ERR_INVALID_ARG, "hk_pull_spec_init: NULL spec");
-    int rc = hk__check_options_version("hk_pull_spec", version, HK_PULL_SPEC_VERSION);
-    if (rc) return rc;
-    hk_pull_spec d = HK_PULL_SPEC_INIT;
-    *s = d;
-    return HK_OK;
+    HK__OPTIONS_INIT_BODY(hk_pull_spec, s, version, HK_PULL_SPEC_VERSION, HK_PULL_SPEC_INIT);
 }
 
 /* A positive integer from the environment (name), else the option (opt > 0), else def. */

@@ -17,13 +17,7 @@ static const char *pick(const char *opt, const char *var, bool use_env) {
 }
 
 HK_API int hk_env_options_init(hk_env_options *opts, unsigned int version) {
-    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_env_options_init: opts is NULL");
-    int rc = hk__check_options_version("hk_env_options", version, HK_ENV_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_env_options d = HK_ENV_OPTIONS_INIT;
-    *opts = d;
-    opts->version = version;
-    return HK_OK;
+    HK__OPTIONS_INIT_BODY(hk_env_options, opts, version, HK_ENV_OPTIONS_VERSION, HK_ENV_OPTIONS_INIT);
 }
 
 HK_API int hk_env_detect(hk_env **out, const hk_env_options *opts) {

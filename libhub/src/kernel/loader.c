@@ -13,13 +13,7 @@
 #include <string.h>
 
 HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int version) {
-    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_kernel_options_init: opts is NULL");
-    int rc = hk__check_options_version("hk_get_kernel_options", version, HK_GET_KERNEL_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
-    *opts = d;
-    opts->version = version;
-    return HK_OK;
+    HK__OPTIONS_INIT_BODY(hk_get_kernel_options, opts, version, HK_GET_KERNEL_OPTIONS_VERSION, HK_GET_KERNEL_OPTIONS_INIT);
 }
 
 int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn) {

@@ -8,13 +8,7 @@
 #include <string.h>
 
 HK_API int hk_choose_options_init(hk_choose_options *opts, unsigned int version) {
-    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_choose_options_init: opts is NULL");
-    int rc = hk__check_options_version("hk_choose_options", version, HK_CHOOSE_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_choose_options d = HK_CHOOSE_OPTIONS_INIT;
-    *opts = d;
-    opts->version = version;
-    return HK_OK;
+    HK__OPTIONS_INIT_BODY(hk_choose_options, opts, version, HK_CHOOSE_OPTIONS_VERSION, HK_CHOOSE_OPTIONS_INIT);
 }
 
 static char *join_names(const char *const *names, size_t n) {
