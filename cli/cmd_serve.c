@@ -52,11 +52,19 @@ static void serve_usage(FILE *f) {
             "  --lfs-302              answer resolves of LFS files with a 302 to a signed /lfs/ URL on this\n"
             "                         mirror, carrying X-Repo-Commit / X-Linked-Etag / X-Linked-Size on the 302\n"
             "                         as the Hub does with its CDN (default: a direct 200)\n"
-            "  --access-log           log one line per request (client, request, status, bytes, time) to stderr\n"
+            "  --upstream URL         pull-through: fetch what the store lacks from URL (another hubkern mirror\n"
+            "                         or the Hub), verify it and keep it; repeatable (fallbacks, in order)\n"
+            "  --upstream-token-file FILE\n"
+            "                         token sent to the upstreams' own origins only (else HUBKERN_UPSTREAM_TOKEN)\n"
+            "  --revision-ttl SECONDS how long a branch/tag -> commit answer from upstream is used (default %u);\n"
+            "                         also the max-age of branch-addressed answers\n"
+            "  --negative-ttl SECONDS how long an upstream 404/410 is remembered (default %u)\n"
+            "  --access-log           log one line per request (client, request, status, bytes, time, and\n"
+            "                         hit/miss/coalesced/stale with --upstream) to stderr\n"
             "  -v, --verbose          more log output (repeat for debug)\n"
             "  -h, --help             this text\n",
             HK_SERVE_PER_IP_DEFAULT, HK_SERVE_HEADER_TIMEOUT_DEFAULT, HK_TREE_PAGE_SIZE_DEFAULT,
-            (unsigned long long)HK_LFS_THRESHOLD_DEFAULT);
+            (unsigned long long)HK_LFS_THRESHOLD_DEFAULT, HK_SERVE_REVISION_TTL_DEFAULT, HK_SERVE_NEGATIVE_TTL_DEFAULT);
 #ifdef HK_TEST_HOOKS
     fprintf(f,
             "\n"
@@ -126,7 +134,8 @@ static int read_token_file(strvec *sv, const char *path) {
 
 int hk_cmd_serve(int argc, char **argv) {
     enum { O_CACHE = 1000, O_HOST, O_PORT, O_THREADS, O_MAXC, O_PAGE, O_PUBLIC, O_TOKEN, O_TOKEN_FILE, O_TRUST,
-           O_LFS_T, O_LFS_302, O_ACCESS, O_PER_IP, O_HEADER_T, O_CUT, O_CUT_N };
+           O_LFS_T, O_LFS_302, O_ACCESS, O_PER_IP, O_HEADER_T, O_CUT, O_CUT_N, O_UP, O_UP_TOKEN, O_REV_TTL,
+           O_NEG_TTL };
     static const struct option opts[] = {
         {"cache", required_argument, NULL, O_CACHE},
         {"host", required_argument, NULL, O_HOST},
@@ -143,6 +152,10 @@ int hk_cmd_serve(int argc, char **argv) {
         {"access-log", no_argument, NULL, O_ACCESS},
         {"max-connections-per-ip", required_argument, NULL, O_PER_IP},
         {"header-timeout", required_argument, NULL, O_HEADER_T},
+        {"upstream", required_argument, NULL, O_UP},
+        {"upstream-token-file", required_argument, NULL, O_UP_TOKEN},
+        {"revision-ttl", required_argument, NULL, O_REV_TTL},
+        {"negative-ttl", required_argument, NULL, O_NEG_TTL},
 #ifdef HK_TEST_HOOKS
         {"fault-cut-after", required_argument, NULL, O_CUT},
         {"fault-cut-count", required_argument, NULL, O_CUT_N},
@@ -156,7 +169,7 @@ int hk_cmd_serve(int argc, char **argv) {
     cfg.host = "127.0.0.1";
     cfg.port = 8080;
     const char *cache = NULL;
-    strvec tokens = {0}, trusted = {0};
+    strvec tokens = {0}, trusted = {0}, upstreams = {0}, up_token = {0};
     int verbose = 0, rc = 2;
     uint64_t v;
     optind = 1;
@@ -219,6 +232,21 @@ int hk_cmd_serve(int argc, char **argv) {
             cfg.fault_cut_count = (unsigned)v;
             break;
 #endif
+        case O_UP:
+            if (sv_push(&upstreams, optarg)) goto oom;
+            break;
+        case O_UP_TOKEN:
+            /* the first non-comment line of the file; never echoed */
+            if (read_token_file(&up_token, optarg)) goto fail;
+            break;
+        case O_REV_TTL:
+            if (parse_u64(&v, optarg, "--revision-ttl") || v == 0 || v > 86400 * 365) goto usage;
+            cfg.revision_ttl = (unsigned)v;
+            break;
+        case O_NEG_TTL:
+            if (parse_u64(&v, optarg, "--negative-ttl") || v == 0 || v > 86400) goto usage;
+            cfg.negative_ttl = (unsigned)v;
+            break;
         case 'v': verbose++; break;
         case 'h':
             serve_usage(stdout);
@@ -248,6 +276,9 @@ int hk_cmd_serve(int argc, char **argv) {
     cfg.n_tokens = tokens.n;
     cfg.trusted_orgs = (const char *const *)trusted.v;
     cfg.n_trusted_orgs = trusted.n;
+    cfg.upstreams = (const char *const *)upstreams.v;
+    cfg.n_upstreams = upstreams.n;
+    cfg.upstream_token = up_token.n ? up_token.v[0] : getenv("HUBKERN_UPSTREAM_TOKEN");
 
     /* Block the stop signals in every thread (the workers inherit the mask), then wait for them. */
     sigset_t stop;
@@ -287,6 +318,8 @@ usage:
 out:
     sv_free(&tokens);
     sv_free(&trusted);
+    sv_free(&upstreams);
+    sv_free(&up_token);
     return rc;
 }
 

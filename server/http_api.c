@@ -230,6 +230,13 @@ enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_
         if (strcmp(srv->trusted[i], org) == 0 || strcmp(srv->trusted[i], "*") == 0) trusted = true;
     }
     bool exists = hk_store_has_namespace(srv->store, org);
+    if (!named && srv->up) { /* the upstream's own answer, memoised (--trust ORG overrides it) */
+        char *pq = hk__asprintf("/api/organizations/%s/overview", org);
+        free(org);
+        enum MHD_Result ret = pq ? hk_srv_up_json(srv, c, ctx, pq) : MHD_NO;
+        free(pq);
+        return ret;
+    }
     if (!exists && !named) {
         free(org);
         return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");

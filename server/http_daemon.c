@@ -28,6 +28,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         clock_gettime(CLOCK_MONOTONIC, &ctx->start);
         snprintf(ctx->method, sizeof ctx->method, "%s", method);
         if (srv->access_log) ctx->url = hk_srv_sanitize(url, 1024);
+        ctx->max_age = srv->rev_ttl;
+        ctx->route = MET_OTHER;
+        ctx->tokens = srv->n_tokens > 0;
         *con_cls = ctx;
         return MHD_YES;
     }
@@ -45,14 +48,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req_ctx *ctx = *con_cls;
     if (!ctx) return;
     hk_conn_guard_request_done(c);
+    hk_metrics_count(&srv->metrics, ctx->route, ctx->status, ctx->bytes);
+    hk_metrics_mark(&srv->metrics, ctx->mark);
+    static const char *const marks[] = {"", " hit", " miss", " coalesced", " stale"};
     if (srv->access_log && hk__log_enabled(HK_LOG_INFO)) {
         char ip[64];
         hk_srv_client_ip(ip, sizeof ip, c);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         double ms = (double)(now.tv_sec - ctx->start.tv_sec) * 1e3 + (double)(now.tv_nsec - ctx->start.tv_nsec) / 1e6;
-        hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s", ip, ctx->method, ctx->url ? ctx->url : "?",
-               ctx->status, (unsigned long long)ctx->bytes, ms,
+        hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s%s", ip, ctx->method, ctx->url ? ctx->url : "?",
+               ctx->status, (unsigned long long)ctx->bytes, ms, marks[ctx->mark],
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }
     hk__sb_free(&ctx->body);
@@ -117,6 +123,7 @@ static void free_server(hk_server *s) {
     if (!s) return;
     hk_conn_guard_stop(s->guard);
     hk_store_close(s->store);
+    hk_up_free(s->up);
     for (size_t i = 0; i < s->n_tokens; i++) hk_srv_token_spec_free(&s->tokens[i]);
     free(s->tokens);
     for (size_t i = 0; i < s->n_trusted; i++) free(s->trusted[i]);
@@ -131,6 +138,11 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
     s->page_size = cfg->page_size ? cfg->page_size : HK_TREE_PAGE_SIZE_DEFAULT;
     s->lfs_302 = cfg->lfs_302;
     s->access_log = cfg->access_log;
+    s->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
+    if (cfg->n_upstreams) {
+        int urc = hk_up_create(&s->up, cfg);
+        if (urc != HK_OK) return urc;
+    }
 #ifdef HK_TEST_HOOKS
     hk_srv_fault_init(&s->fault, cfg);
 #endif
@@ -169,7 +181,13 @@ static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *ho
         return rc;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-    if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) flags |= MHD_USE_EPOLL;
+    /* A pull-through miss blocks its request on the upstream (or on the request that leads the
+     * transfer), so with an upstream every connection gets a thread of its own: a wait never stalls
+     * the other connections that an epoll worker would share with it. */
+    if (s->up) {
+        flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+        threads = 0;
+    } else if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) flags |= MHD_USE_EPOLL;
     else flags |= MHD_USE_POLL;
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,                           /* */
                                  MHD_OPTION_LISTEN_SOCKET, fd,                                    /* */

@@ -115,6 +115,15 @@ static size_t resolve_repo_start(hk_server *srv, const seglist *s, hk_repo_type 
     return at;
 }
 
+/* A file the store lacks, from upstream: 0 = now in the store, else *ans says why not. */
+static int up_file(hk_server *srv, req_ctx *ctx, const repo_ref *repo, const char *commit, const char *path,
+                   up_answer *ans) {
+    up_mark mark = UP_NONE;
+    int r = hk_srv_up_file(srv, repo, commit, path, &mark, ans);
+    hk_srv_note_mark(ctx, mark);
+    return r;
+}
+
 enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                       const seglist *s, const token_spec *who) {
     static const char *const kws[] = {"resolve", NULL};
@@ -136,6 +145,8 @@ enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, 
     } else if (!hk_srv_token_allows(who, repo.id)) {
         ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
+    } else if (hk_srv_up_prepare(srv, c, ctx, &repo, s, a, false, &ret)) {
+        /* answered: upstream refused */
     } else if (!repo.dir) {
         ret = hk_srv_repo_not_found(c, ctx);
     } else if (hk_srv_resolve_rev_segs(commit, &rev, &used, &repo, s, a, false) != HK_OK) {
@@ -144,13 +155,19 @@ enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, 
         bool bad;
         char *path = hk_srv_join_path(s, a + used, &bad);
         hk_sfile f;
+        up_answer ans;
+        memset(&ans, 0, sizeof ans);
+        ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1;
         if (bad || !path) {
             ret = hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
         } else if (!*path) {
             ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
-        } else if (hk_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK) {
+        } else if (hk_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK &&
+                   (hk_clear_error(), !srv->up || up_file(srv, ctx, &repo, commit, path, &ans) ||
+                                          hk_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK)) {
             hk_clear_error();
-            ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
+            if (ans.status) ret = hk_srv_send_up_answer(c, ctx, &ans, commit);
+            else ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
         } else if (srv->lfs_302 && f.lfs) {
             ret = redirect_lfs(srv, c, ctx, &repo, &f, commit);
         } else {

@@ -3,6 +3,7 @@
 #include "server/srv_http.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,16 @@ enum MHD_Result hk_srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned st
                              uint64_t body_bytes) {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Access-Control-Expose-Headers", k_expose);
+    /* For the caches a fleet runs in front (nginx proxy_cache, Varnish, a CDN): content named by a
+     * commit never changes; by a branch, only for the revision TTL. Errors are not cached. */
+    if (ctx->cacheable && (status == 200 || status == 206 || status == 304 || status == 302)) {
+        char cc[96];
+        if (ctx->cacheable == 2)
+            snprintf(cc, sizeof cc, "%s, max-age=31536000, immutable", ctx->tokens ? "private" : "public");
+        else snprintf(cc, sizeof cc, "%s, max-age=%u", ctx->tokens ? "private" : "public", ctx->max_age);
+        MHD_add_response_header(r, "Cache-Control", cc);
+        if (ctx->tokens) MHD_add_response_header(r, "Vary", "Authorization");
+    }
     ctx->status = status;
     ctx->bytes = body_bytes;
     enum MHD_Result ret = MHD_queue_response(c, status, r);

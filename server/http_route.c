@@ -134,9 +134,12 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
     return hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision not found");
 }
 
+/* Cache-Control class of an answer addressed by `rev` (set before the answer is queued). */
+static void addressed_by(req_ctx *ctx, const char *rev) { ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1; }
+
 /* /api/T/{repo}[/...]: the repo's own routes once the token was checked against it. */
 static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
-                                      const repo_ref *repo, const char *method) {
+                                      repo_ref *repo, const char *method) {
     bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0,
          is_post = strcmp(method, "POST") == 0;
     size_t a = repo->next;
@@ -144,31 +147,53 @@ static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, 
     char *rev = NULL;
     size_t used = 0;
     enum MHD_Result ret;
+    static const seglist k_main = {{"main"}, {4}, 1};
     if (a == s->n) { /* repo info at main */
+        ctx->cacheable = 1;
         if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_srv_up_prepare(srv, c, ctx, repo, &k_main, 0, false, &ret)) {
+        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_store_resolve_rev(commit, repo->dir, "main") != HK_OK) {
             hk_clear_error();
             ret = hk_srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: main");
         } else ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
     } else if (hk_srv_seg_is(s, a, "refs") && s->n == a + 1) {
-        ret = (is_get || is_head) ? hk_srv_handle_refs(c, ctx, repo) : hk_srv_method_not_allowed(c, ctx);
+        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (srv->up) {
+            bool prs = hk_srv_query_true(c, "include_prs");
+            char *pq = hk__asprintf("/api/%s/%s/refs%s", hk_repo_type_plural(repo->type), repo->id,
+                                    prs ? "?include_prs=1" : "");
+            ret = pq ? hk_srv_up_json(srv, c, ctx, pq) : MHD_NO;
+            free(pq);
+        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
+        else ret = hk_srv_handle_refs(c, ctx, repo);
     } else if (hk_srv_seg_is(s, a, "revision") && s->n > a + 1) {
         if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_srv_up_prepare(srv, c, ctx, repo, s, a + 1, true, &ret)) {
+        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
             ret = hk_srv_rev_not_found(c, ctx, rev);
-        else ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
+        else {
+            addressed_by(ctx, rev);
+            ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
+        }
     } else if (hk_srv_seg_is(s, a, "paths-info") && s->n > a + 1) {
         if (!is_post) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_srv_up_prepare(srv, c, ctx, repo, s, a + 1, true, &ret)) {
+        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
             ret = hk_srv_rev_not_found(c, ctx, rev);
         else ret = hk_srv_handle_paths_info(srv, c, ctx, repo, commit);
     } else if (hk_srv_seg_is(s, a, "tree") && s->n > a + 1) {
         if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        else if (hk_srv_up_prepare(srv, c, ctx, repo, s, a + 1, false, &ret)) {
+        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, false) != HK_OK) {
             ret = hk_srv_rev_not_found(c, ctx, rev);
         } else {
             bool bad;
             char *path = hk_srv_join_path(s, a + 1 + used, &bad);
+            addressed_by(ctx, rev);
             if (bad || !path) ret = hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
             else ret = hk_srv_handle_tree(srv, c, ctx, repo, commit, path);
             free(path);
@@ -179,6 +204,7 @@ static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, 
     free(rev);
     return ret;
 }
+
 
 static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
                                  const char *method, const token_spec *who) {
@@ -209,7 +235,7 @@ static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_c
     if (!hk_srv_token_allows(who, repo.id))
         ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
-    else if (!repo.dir) ret = hk_srv_repo_not_found(c, ctx);
+    else if (!repo.dir && !srv->up) ret = hk_srv_repo_not_found(c, ctx);
     else ret = route_repo_api(srv, c, ctx, s, &repo, method);
     hk_srv_repo_ref_free(&repo);
     return ret;
@@ -238,8 +264,15 @@ enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
         hk__sb_printf(&sb, "{\"hubkern\":\"%s\",\"status\":\"ok\"}", hk_version());
         return hk_srv_send_json(c, ctx, 200, &sb, NULL);
     }
+    if (hk_srv_seg_is(&s, 0, "metrics") && s.n == 1) {
+        ctx->route = MET_METRICS;
+        if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
+        return hk_srv_handle_metrics(srv, c, ctx);
+    }
     /* the /lfs/ route authenticates through its signature */
     if (hk_srv_seg_is(&s, 0, "lfs")) {
+        ctx->route = MET_LFS;
+        ctx->cacheable = 2;
         if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
         return hk_srv_handle_lfs(srv, c, ctx, method, &s);
     }
@@ -250,6 +283,10 @@ enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
         return hk_srv_send_error(c, ctx, 401, "RepoNotFound", NULL, "Repository not found (this mirror needs a token)");
     if (ar == AUTH_INVALID)
         return hk_srv_send_error(c, ctx, 401, NULL, NULL, "Invalid credentials in Authorization header");
-    if (hk_srv_seg_is(&s, 0, "api")) return route_api(srv, c, ctx, &s, method, who);
+    if (hk_srv_seg_is(&s, 0, "api")) {
+        ctx->route = MET_API;
+        return route_api(srv, c, ctx, &s, method, who);
+    }
+    ctx->route = MET_RESOLVE;
     return hk_srv_handle_resolve(srv, c, ctx, method, &s, who);
 }

@@ -26,6 +26,10 @@ extern "C" {
 /* Defaults of the connection limits against slow clients (see hk_serve_config). */
 #define HK_SERVE_PER_IP_DEFAULT 64u
 #define HK_SERVE_HEADER_TIMEOUT_DEFAULT 10u
+/* Pull-through defaults: how long a branch/tag → commit answer from upstream is trusted, and how long
+ * an upstream 404/410 is remembered (seconds). */
+#define HK_SERVE_REVISION_TTL_DEFAULT 60u
+#define HK_SERVE_NEGATIVE_TTL_DEFAULT 10u
 
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct hk_serve_config {
@@ -59,6 +63,14 @@ typedef struct hk_serve_config {
      * on the 302 itself, like the Hub's CDN redirects), instead of a direct 200. */
     bool lfs_302;
     bool access_log;             /* one INFO log line per request through the log callback */
+    /* Pull-through (docs/serve.md, "Pull-through tiers"): what the store cannot answer is fetched from
+     * the first of these base URLs that answers (another hubkern mirror or the Hub), verified and
+     * kept. upstream_token is sent only to the origins of these URLs and never logged. */
+    const char *const *upstreams;
+    size_t n_upstreams;
+    const char *upstream_token;
+    unsigned revision_ttl;       /* 0 = HK_SERVE_REVISION_TTL_DEFAULT; also the max-age of branch-addressed answers */
+    unsigned negative_ttl;       /* 0 = HK_SERVE_NEGATIVE_TTL_DEFAULT */
 #ifdef HK_TEST_HOOKS
     /* Test builds only (HK_TEST_HOOKS): the first `fault_cut_count` GET responses whose body is
      * longer than `fault_cut_after` bytes are cut (connection closed) after that many bytes. 0 = off.

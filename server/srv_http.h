@@ -13,11 +13,14 @@
  *   http_file.c      resolve answers, the signed /lfs/ blob route and its 302
  *   http_api.c       /api/ JSON answers: repo info, tree pages, refs, organization overview
  *   http_paths.c     /api/.../paths-info (its own file: body parsing and the duplicate set)
- *   http_fault.c     fault injection, compiled only with HK_TEST_HOOKS */
+ *   http_fault.c     fault injection, compiled only with HK_TEST_HOOKS
+ *   http_upstream.c  the pull-through hooks the routes call (srv_upstream.h has the upstream side)
+ *   http_metrics.c   counters and /metrics */
 #ifndef HK_SRV_HTTP_H
 #define HK_SRV_HTTP_H
 
 #include "server/srv_internal.h"
+#include "server/srv_upstream.h"
 
 #include "internal.h"
 #include "util/text.h"
@@ -66,6 +69,9 @@ struct hk_server {
     bool lfs_302;
     bool access_log;
     unsigned char lfs_key[32];
+    hk_upstream *up;    /* NULL: no pull-through */
+    unsigned rev_ttl;   /* max-age of branch-addressed answers */
+    hk_metrics metrics;
 #ifdef HK_TEST_HOOKS
     hk_srv_fault fault;
 #endif
@@ -79,6 +85,11 @@ typedef struct req_ctx {
     unsigned status;
     uint64_t bytes;
     struct timespec start;
+    met_route route;
+    up_mark mark;       /* hit / miss / coalesced / stale, for the access log and /metrics */
+    int cacheable;      /* 0: no Cache-Control; 1: branch-addressed (short); 2: commit-addressed (immutable) */
+    unsigned max_age;   /* of branch-addressed answers (the revision TTL) */
+    bool tokens;        /* the mirror needs tokens: answers vary by Authorization */
 } req_ctx;
 
 /* The URL path split at '/', segments still percent-encoded. */
@@ -186,6 +197,20 @@ enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_
 /* ---- http_paths.c --------------------------------------------------------------------------- */
 enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *commit);
+
+/* ---- http_upstream.c ------------------------------------------------------------------------ */
+/* With --upstream: bring the revision in segments [at, at+1) (or [at, n) when rest_is_rev) of repo
+ * into the store before the store resolves it. false = go on; true = answered (*ret). */
+bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                       size_t at, bool rest_is_rev, enum MHD_Result *ret);
+/* Answer an upstream refusal (404 / 429 / 502 / 503, Retry-After when known). */
+enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit);
+/* The marks of one request combined: stale beats miss beats coalesced beats hit. */
+void hk_srv_note_mark(req_ctx *ctx, up_mark m);
+/* GET /metrics */
+enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx);
+/* refs / organization overview from upstream (JSON passed through). */
+enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query);
 
 /* ---- http_guard.c --------------------------------------------------------------------------- */
 /* Start the watchdog that closes connections whose request headers take longer than timeout_s. */

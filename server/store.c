@@ -5,6 +5,7 @@
  * (its git oid is the sha1 of its LFS pointer); 40 hex is a git-stored file whose etag and oid are
  * that name. Anything else (no-symlink caches, invented etags) is hashed once and remembered. */
 #include "server/srv_internal.h"
+#include "server/srv_upstream.h"
 
 #include "internal.h"
 
@@ -371,7 +372,9 @@ int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char
     struct stat st;
     walk_ctx w = {.l = out, .s = s, .repo_dir = repo_dir, .commit = commit};
     w.blobs_is_dir = lstat(blobs, &st) == 0 && S_ISDIR(st.st_mode);
-    if (lstat(snap, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(&w, snap, "", 0);
+    /* a commit fetched from upstream lists what upstream promised (manifest.c), fetched or not */
+    if (hk_manifest_exists(s->root, repo_dir, commit)) rc = hk_manifest_read(out, s->root, repo_dir, commit);
+    else if (lstat(snap, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(&w, snap, "", 0);
     free(snap);
     free(blobs);
     if (rc == HK_OK) rc = hk_listing_finish(out);

@@ -1,0 +1,101 @@
+/* The pull-through hooks the routes call (the upstream side is in upstream_*.c): revisions brought
+ * into the store before it resolves them, upstream refusals answered the Hub's way with
+ * Retry-After, refs and organization overviews passed through, the access-log mark, /metrics. */
+#include "server/srv_http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hk_srv_note_mark(req_ctx *ctx, up_mark m) {
+    static const int rank[] = {[UP_NONE] = 0, [UP_HIT] = 1, [UP_COALESCED] = 2, [UP_MISS] = 3, [UP_STALE] = 4};
+    if (rank[m] > rank[ctx->mark]) ctx->mark = m;
+}
+
+bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                       size_t at, bool rest_is_rev, enum MHD_Result *ret) {
+    if (!srv->up) return false;
+    hk_strbuf sb;
+    hk__sb_init(&sb);
+    size_t end = rest_is_rev ? s->n : at + 1;
+    for (size_t i = at; i < end && i < s->n; i++) {
+        char *d = hk_srv_seg_decode(s, i);
+        if (!d) {
+            hk__sb_free(&sb);
+            return false; /* the store's resolver answers the bad segment */
+        }
+        if (i > at) hk__sb_append(&sb, "/");
+        hk__sb_append(&sb, d);
+        free(d);
+    }
+    char *rev = hk__sb_steal(&sb);
+    if (!rev) return false;
+    up_mark mark = UP_NONE;
+    up_answer ans;
+    memset(&ans, 0, sizeof ans);
+    int r = hk_srv_up_revision(srv, repo, rev, &mark, &ans);
+    free(rev);
+    hk_srv_note_mark(ctx, mark);
+    if (!r) return false;
+    *ret = hk_srv_send_up_answer(c, ctx, &ans, NULL);
+    return true;
+}
+
+enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit) {
+    hk_strbuf body;
+    hk__sb_init(&body);
+    hk__sb_append(&body, "{\"error\":");
+    hk__sb_json_str(&body, a->msg[0] ? a->msg : "upstream error");
+    hk__sb_append(&body, "}");
+    size_t len = body.len;
+    char *data = hk__sb_steal(&body);
+    char *hmsg = hk_srv_sanitize(a->msg[0] ? a->msg : "upstream error", 512);
+    struct MHD_Response *r = data ? MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(data);
+        free(hmsg);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
+    if (a->code) MHD_add_response_header(r, "X-Error-Code", a->code);
+    if (hmsg) MHD_add_response_header(r, "X-Error-Message", hmsg);
+    if (commit && *commit) MHD_add_response_header(r, "X-Repo-Commit", commit);
+    if (a->retry_after) {
+        char ra[24];
+        snprintf(ra, sizeof ra, "%u", a->retry_after);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    free(hmsg);
+    ctx->cacheable = 0;
+    return hk_srv_queue(c, ctx, a->status ? a->status : 502, r, len);
+}
+
+enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query) {
+    char *body = NULL;
+    up_mark mark = UP_NONE;
+    up_answer ans;
+    memset(&ans, 0, sizeof ans);
+    int r = hk_srv_up_passthrough(srv, path_query, &body, &mark, &ans);
+    hk_srv_note_mark(ctx, mark);
+    if (r) return hk_srv_send_up_answer(c, ctx, &ans, NULL);
+    hk_strbuf sb;
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, body);
+    free(body);
+    ctx->cacheable = 1;
+    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+}
+
+enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx) {
+    char *text = hk_metrics_text(&srv->metrics);
+    if (!text) return MHD_NO;
+    size_t len = strlen(text);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    return hk_srv_queue(c, ctx, 200, r, len);
+}

@@ -1,0 +1,76 @@
+/* The manifest of a commit fetched from upstream: every file of the commit with the etag and size
+ * upstream promised, kept at <root>/.hubkern-upstream/<repo folder>/<commit> (outside the repo
+ * folders, so the store stays a plain huggingface_hub cache). Listings of such a commit come from
+ * it (tree, paths-info, repo info list every file, also those not downloaded yet), and every blob
+ * fetched later is checked against it. Written once (temp + rename); a commit never changes. */
+#include "server/srv_upstream.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MANIFEST_MAX (256u << 20)
+
+char *hk_manifest_path(const char *root, const char *repo_dir, const char *commit) {
+    const char *folder = strrchr(repo_dir, '/');
+    folder = folder ? folder + 1 : repo_dir;
+    if (!hk__is_commit_id(commit)) return NULL;
+    return hk__asprintf("%s/.hubkern-upstream/%s/%s", root, folder, commit);
+}
+
+bool hk_manifest_exists(const char *root, const char *repo_dir, const char *commit) {
+    char *p = hk_manifest_path(root, repo_dir, commit);
+    bool ok = p && hk__path_exists(p);
+    free(p);
+    return ok;
+}
+
+int hk_manifest_write(const char *root, const char *repo_dir, const char *commit, const hk_listing *l) {
+    char *p = hk_manifest_path(root, repo_dir, commit);
+    if (!p) return hk__fail(HK_ERR_INVALID_ARG, "bad commit id");
+    hk_strbuf sb;
+    hk__sb_init(&sb);
+    for (size_t i = 0; i < l->n; i++) {
+        const hk_sentry *e = &l->v[i];
+        if (!e->is_dir)
+            hk__sb_printf(&sb, "%s %llu %c %s\n", e->etag, (unsigned long long)e->size, e->lfs ? 'L' : 'G', e->path);
+    }
+    char *dir = hk__strndup(p, (size_t)(strrchr(p, '/') - p));
+    int rc = dir ? hk__mkdirs(dir, 0755) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__write_file_atomic(p, sb.data ? sb.data : "", sb.len);
+    free(dir);
+    free(p);
+    hk__sb_free(&sb);
+    return rc;
+}
+
+int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, const char *commit) {
+    char *p = hk_manifest_path(root, repo_dir, commit);
+    if (!p || !hk__path_exists(p)) {
+        free(p);
+        return hk__fail(HK_ERR_NOT_FOUND, "no manifest");
+    }
+    char *data = NULL;
+    size_t len = 0;
+    int rc = hk__read_file(&data, &len, p, MANIFEST_MAX);
+    free(p);
+    for (char *line = data; rc == HK_OK && line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (!nl) break;
+        *nl = '\0';
+        char etag[65];
+        unsigned long long size;
+        char kind;
+        int used = 0;
+        if (sscanf(line, "%64s %llu %c %n", etag, &size, &kind, &used) == 3 && used > 0 &&
+            hk__path_is_safe_relative(line + used) && hk__is_hex(etag, kind == 'L' ? 64 : 40)) {
+            char *path = hk__strdup(line + used);
+            rc = path ? hk_listing_add_file(l, path, size, etag, kind == 'L') : hk__fail(HK_ERR_NOMEM, "out of memory");
+            if (rc) free(path);
+        }
+        line = nl + 1;
+    }
+    free(data);
+    return rc;
+}

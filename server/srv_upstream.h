@@ -1,0 +1,130 @@
+/* The pull-through tier of the mirror (hubkern serve --upstream URL): what the HTTP side calls on a
+ * miss, and what the upstream files share.
+ *
+ * Who owns what:
+ *   upstream_http.c   one GET to an upstream: fallbacks, the token (only to that upstream's origin),
+ *                     redirects followed by hand without it, 429 back-off shared by every client
+ *   upstream_rev.c    revisions (branch/tag → commit with a TTL, stale-if-error, negative answers),
+ *                     the commit's manifest, refs and organization overviews passed through
+ *   upstream_blob.c   blobs: one transfer per blob (threads wait on a condition variable, processes on
+ *                     an flock), verified against the manifest and the headers, then renamed in
+ *   upstream_wait.c   the in-process coalescing table (key → in flight / done)
+ *   manifest.c        the per-commit file list kept beside the store (store.c lists from it)
+ *   http_metrics.c    counters and /metrics (Prometheus text) */
+#ifndef HK_SRV_UPSTREAM_H
+#define HK_SRV_UPSTREAM_H
+
+#include "server/srv_internal.h"
+
+typedef struct hk_server hk_server;
+typedef struct repo_ref repo_ref;
+
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the access log says about a request's content. */
+typedef enum { UP_NONE = 0, UP_HIT, UP_MISS, UP_COALESCED, UP_STALE } up_mark;
+
+/* An answer the mirror gives instead of the content (upstream said no, or is unwell). */
+typedef struct up_answer {
+    unsigned status;      /* 404, 429, 502, 503 */
+    const char *code;     /* X-Error-Code or NULL */
+    unsigned retry_after; /* seconds, 0 = no header */
+    char msg[200];
+} up_answer;
+
+/* ---- upstream_wait.c: coalescing inside one process ------------------------------------------ */
+typedef struct up_waitset up_waitset;
+int hk_up_waitset_new(up_waitset **out);
+void hk_up_waitset_free(up_waitset *w);
+/* true: the caller leads (does the work, then calls hk_up_leave); false: another thread did it
+ * meanwhile and the caller waited until it finished (*rc_out = the leader's result). */
+bool hk_up_enter(up_waitset *w, const char *key, int *rc_out);
+void hk_up_leave(up_waitset *w, const char *key, int rc);
+
+/* ---- upstream_http.c ------------------------------------------------------------------------ */
+typedef struct up_site {
+    char *base;    /* "http://host:port[/prefix]" without trailing '/' */
+    char *origin;  /* "scheme://host:port" the token is bound to */
+    pthread_mutex_t mu;
+    double retry_until; /* CLOCK_MONOTONIC seconds; 429 back-off shared by every client */
+} up_site;
+
+typedef struct hk_upstream {
+    up_site *sites;
+    size_t n_sites;
+    char *token; /* never logged */
+    unsigned rev_ttl, neg_ttl;
+    up_waitset *waits;
+    pthread_mutex_t mu; /* the negative cache and the pass-through memo */
+    struct up_memo *memo;
+    size_t n_memo;
+} hk_upstream;
+
+typedef struct up_resp {
+    long status;
+    hk_strbuf body;       /* when fd < 0 */
+    int fd;               /* the body goes here when >= 0 */
+    hk_hasher *h256, *hgit; /* fed with the body when set */
+    uint64_t written, max_body;
+    bool too_big;
+    char etag[80], linked_etag[80], linked_size[32], commit[72], retry_after[16], error_code[48];
+    size_t site; /* the upstream that answered */
+} up_resp;
+
+int hk_up_create(hk_upstream **out, const hk_serve_config *cfg);
+void hk_up_free(hk_upstream *u);
+void hk_up_memo_free(hk_upstream *u);
+/* flock of <root>/.locks/<repo folder>/<name>.lock (-1 when impossible); hk_up_unlock(-1) is fine. */
+int hk_up_lock(const char *root, const char *repo_dir, const char *name);
+void hk_up_unlock(int fd);
+double hk_up_now(void);
+/* GET base + path_query from the first upstream that answers (fallbacks on network errors, 5xx and
+ * 429). HK_OK with r->status set when some upstream answered; HK_ERR_NETWORK when none did;
+ * HK_ERR_RATE_LIMITED-like: *backoff_s > 0 when every upstream is inside a 429 back-off. */
+int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s);
+void hk_up_resp_init(up_resp *r);
+void hk_up_resp_free(up_resp *r);
+
+/* ---- upstream_rev.c ------------------------------------------------------------------------- */
+/* Before the store resolves `rev` of `repo`: make sure the store knows it (fetch on a miss or past
+ * the TTL), repo->dir refreshed. 0 = go on with the store (which may still say 404); 1 = answer
+ * with *ans. *mark says hit / miss / coalesced / stale. */
+int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans);
+/* Upstream's refs (or overview) JSON, memoised for the revision TTL, stale on error. 0 = *body
+ * (caller frees), 1 = answer with *ans. */
+int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans);
+
+/* ---- upstream_blob.c ------------------------------------------------------------------------ */
+/* The file `path` of `commit` (from the manifest) into blobs/ and the snapshot. 0 = now in the store;
+ * 1 = answer with *ans (404 when the manifest has no such file). */
+int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, const char *path, up_mark *mark,
+                   up_answer *ans);
+
+/* ---- manifest.c ----------------------------------------------------------------------------- */
+/* <root>/.hubkern-upstream/<repo folder>/<commit>: one line per file, "<etag> <size> <L|G> <path>". */
+char *hk_manifest_path(const char *root, const char *repo_dir, const char *commit);
+int hk_manifest_write(const char *root, const char *repo_dir, const char *commit, const hk_listing *l);
+/* Files of the manifest added to l (not finished). HK_ERR_NOT_FOUND when there is none. */
+int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, const char *commit);
+bool hk_manifest_exists(const char *root, const char *repo_dir, const char *commit);
+
+/* ---- http_metrics.c ------------------------------------------------------------------------- */
+typedef enum { MET_API, MET_RESOLVE, MET_LFS, MET_METRICS, MET_OTHER, MET_N_ROUTES } met_route;
+typedef struct hk_metrics {
+    atomic_ullong req[MET_N_ROUTES][6]; /* status class 1xx..5xx, [0] = other */
+    atomic_ullong by_status[MET_N_ROUTES][8]; /* 200 206 304 404 429 502 503 other */
+    atomic_ullong bytes;
+    atomic_ullong hits, misses, coalesced, stale;
+    atomic_ullong up_fetches, up_bytes, up_errors, up_rejected, up_rate_limited;
+} hk_metrics;
+void hk_metrics_count(hk_metrics *m, met_route route, unsigned status, uint64_t bytes);
+void hk_metrics_mark(hk_metrics *m, up_mark mark);
+char *hk_metrics_text(const hk_metrics *m);
+
+#endif

@@ -1,0 +1,320 @@
+/* One GET to an upstream (another hubkern mirror, or the Hub), on libcurl.
+ *
+ * - Fallbacks: upstreams are tried in the order given; a network error, a 5xx or a 429 moves on to
+ *   the next one. Any other answer (200, 404, ...) is final.
+ * - The token goes only to the configured upstream's own origin (scheme, host, port). Redirects are
+ *   followed here, by hand, so that a 302 to a CDN host is fetched without it.
+ * - 429: the upstream's Retry-After (default 5 s, at most 10 min) becomes a back-off shared by every
+ *   client of this mirror: no request goes to that upstream until it has passed. */
+#include "server/srv_http.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UP_MAX_REDIRECTS 5
+#define UP_MAX_JSON (64u << 20)
+#define UP_DEFAULT_RETRY_S 5
+#define UP_MAX_RETRY_S 600
+
+double hk_up_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* "scheme://host:port" of url (default ports filled in), or NULL. */
+static char *url_origin(const char *url) {
+    CURLU *u = curl_url();
+    if (!u) return NULL;
+    char *scheme = NULL, *host = NULL, *port = NULL, *out = NULL;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+        out = hk__asprintf("%s://%s:%s", scheme, host, port);
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    if (out)
+        for (char *p = out; *p; p++)
+            if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    return out;
+}
+
+int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
+    *out = NULL;
+    hk_upstream *u = calloc(1, sizeof *u);
+    if (!u || !(u->sites = calloc(cfg->n_upstreams, sizeof *u->sites))) {
+        free(u);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    pthread_mutex_init(&u->mu, NULL);
+    u->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
+    u->neg_ttl = cfg->negative_ttl ? cfg->negative_ttl : HK_SERVE_NEGATIVE_TTL_DEFAULT;
+    int rc = hk_up_waitset_new(&u->waits);
+    for (size_t i = 0; rc == HK_OK && i < cfg->n_upstreams; i++) {
+        up_site *s = &u->sites[i];
+        const char *b = cfg->upstreams[i];
+        size_t n = strlen(b);
+        while (n && b[n - 1] == '/') n--;
+        pthread_mutex_init(&s->mu, NULL);
+        u->n_sites = i + 1;
+        s->base = hk__strndup(b, n);
+        s->origin = s->base ? url_origin(s->base) : NULL;
+        if (!s->origin || (strncmp(s->base, "http://", 7) != 0 && strncmp(s->base, "https://", 8) != 0))
+            rc = hk__fail(HK_ERR_INVALID_ARG, "--upstream expects an http:// or https:// URL, got '%s'", b);
+    }
+    if (rc == HK_OK && cfg->upstream_token && *cfg->upstream_token && !(u->token = hk__strdup(cfg->upstream_token)))
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc) {
+        hk_up_free(u);
+        return rc;
+    }
+    *out = u;
+    return HK_OK;
+}
+
+void hk_up_free(hk_upstream *u) {
+    if (!u) return;
+    for (size_t i = 0; i < u->n_sites; i++) {
+        free(u->sites[i].base);
+        free(u->sites[i].origin);
+        pthread_mutex_destroy(&u->sites[i].mu);
+    }
+    free(u->sites);
+    if (u->token) {
+        memset(u->token, 0, strlen(u->token));
+        free(u->token);
+    }
+    hk_up_waitset_free(u->waits);
+    hk_up_memo_free(u);
+    pthread_mutex_destroy(&u->mu);
+    free(u);
+}
+
+void hk_up_resp_init(up_resp *r) {
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    hk__sb_init(&r->body);
+}
+
+void hk_up_resp_free(up_resp *r) { hk__sb_free(&r->body); }
+
+typedef struct xfer {
+    up_resp *r;
+    CURL *curl;
+    int io_error;
+} xfer;
+
+static void copy_header(char *dst, size_t cap, const char *v, size_t n) {
+    while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ')) n--;
+    while (n && *v == ' ') {
+        v++;
+        n--;
+    }
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *p) {
+    xfer *x = p;
+    size_t n = size * nitems;
+    static const struct {
+        const char *name;
+        size_t off, cap;
+    } want[] = {
+        {"etag:", offsetof(up_resp, etag), sizeof ((up_resp *)0)->etag},
+        {"x-linked-etag:", offsetof(up_resp, linked_etag), sizeof ((up_resp *)0)->linked_etag},
+        {"x-linked-size:", offsetof(up_resp, linked_size), sizeof ((up_resp *)0)->linked_size},
+        {"x-repo-commit:", offsetof(up_resp, commit), sizeof ((up_resp *)0)->commit},
+        {"retry-after:", offsetof(up_resp, retry_after), sizeof ((up_resp *)0)->retry_after},
+        {"x-error-code:", offsetof(up_resp, error_code), sizeof ((up_resp *)0)->error_code},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        size_t l = strlen(want[i].name);
+        if (n > l && strncasecmp(buf, want[i].name, l) == 0)
+            copy_header((char *)x->r + want[i].off, want[i].cap, buf + l, n - l);
+    }
+    return n;
+}
+
+static size_t on_body(char *buf, size_t size, size_t nitems, void *p) {
+    xfer *x = p;
+    up_resp *r = x->r;
+    size_t n = size * nitems;
+    long st = 0;
+    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &st);
+    if (r->fd >= 0 && st == 200) {
+        if (r->max_body && r->written + n > r->max_body) {
+            r->too_big = true;
+            return 0; /* more than promised: stop now */
+        }
+        for (size_t off = 0; off < n;) {
+            ssize_t w = write(r->fd, buf + off, n - off);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                x->io_error = errno ? errno : EIO;
+                return 0;
+            }
+            off += (size_t)w;
+        }
+        if (r->h256) hk__hasher_update(r->h256, buf, n);
+        if (r->hgit) hk__hasher_update(r->hgit, buf, n);
+        r->written += n;
+        return n;
+    }
+    if (r->body.len + n > UP_MAX_JSON) {
+        r->too_big = true;
+        return 0;
+    }
+    hk__sb_append_n(&r->body, buf, n);
+    return n;
+}
+
+/* One request, no redirects followed. *next_url = the Location of a 3xx (caller frees). */
+static int one_request(const char *url, bool with_token, const char *token, up_resp *r, char **next_url) {
+    *next_url = NULL;
+    CURL *c = curl_easy_init();
+    if (!c) return hk__fail(HK_ERR_NOMEM, "curl_easy_init failed");
+    xfer x = {.r = r, .curl = c};
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Accept-Encoding: identity");
+    char *auth = NULL;
+    if (with_token && token) {
+        auth = hk__asprintf("Authorization: Bearer %s", token);
+        if (auth) hdrs = curl_slist_append(hdrs, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "hubkern-mirror");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stalled upstream: give up after 30 s */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+    CURLcode cc = curl_easy_perform(c);
+    long st = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+    r->status = st;
+    int rc = HK_OK;
+    if (x.io_error) rc = hk__fail(hk__errno_code(x.io_error), "writing the upstream body: %s", strerror(x.io_error));
+    else if (r->too_big) rc = hk__fail(HK_ERR_INTEGRITY, "upstream sent more than it promised");
+    else if (cc != CURLE_OK) rc = hk__fail(HK_ERR_NETWORK, "upstream: %s", curl_easy_strerror(cc));
+    else if (st >= 300 && st < 400) {
+        char *loc = NULL;
+        curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc);
+        if (loc) *next_url = hk__strdup(loc);
+    }
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
+    if (auth) {
+        memset(auth, 0, strlen(auth));
+        free(auth);
+    }
+    return rc;
+}
+
+/* GET from one site, following up to UP_MAX_REDIRECTS redirects; the token only on the site's origin. */
+static int site_get(hk_upstream *u, up_site *s, const char *path_query, up_resp *r) {
+    char *url = hk__asprintf("%s%s", s->base, path_query);
+    int rc = url ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
+    for (int hop = 0; rc == HK_OK; hop++) {
+        char *origin = url_origin(url);
+        bool same = origin && strcmp(origin, s->origin) == 0;
+        free(origin);
+        char *next = NULL;
+        /* a redirect's earlier body and headers are not the answer */
+        hk__sb_free(&r->body);
+        hk__sb_init(&r->body);
+        char keep_commit[72], keep_linked[80], keep_size[32];
+        snprintf(keep_commit, sizeof keep_commit, "%s", r->commit);
+        snprintf(keep_linked, sizeof keep_linked, "%s", r->linked_etag);
+        snprintf(keep_size, sizeof keep_size, "%s", r->linked_size);
+        r->etag[0] = r->linked_etag[0] = r->linked_size[0] = r->commit[0] = r->retry_after[0] = r->error_code[0] = 0;
+        rc = one_request(url, same, u->token, r, &next);
+        /* the Hub puts the metadata on its 302 to the CDN; the CDN's answer lacks it */
+        if (!r->commit[0]) snprintf(r->commit, sizeof r->commit, "%s", keep_commit);
+        if (!r->linked_etag[0]) snprintf(r->linked_etag, sizeof r->linked_etag, "%s", keep_linked);
+        if (!r->linked_size[0]) snprintf(r->linked_size, sizeof r->linked_size, "%s", keep_size);
+        if (rc != HK_OK || !next) {
+            free(next);
+            break;
+        }
+        if (hop == UP_MAX_REDIRECTS) {
+            free(next);
+            rc = hk__fail(HK_ERR_PROTOCOL, "upstream: too many redirects");
+            break;
+        }
+        free(url);
+        url = next;
+    }
+    free(url);
+    return rc;
+}
+
+int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s) {
+    *backoff_s = 0;
+    double now = hk_up_now(), soonest = 0;
+    bool answered = false;
+    int rc = hk__fail(HK_ERR_NETWORK, "no upstream answered");
+    for (size_t i = 0; i < u->n_sites; i++) {
+        up_site *s = &u->sites[i];
+        pthread_mutex_lock(&s->mu);
+        double until = s->retry_until;
+        pthread_mutex_unlock(&s->mu);
+        if (until > now) {
+            if (!soonest || until < soonest) soonest = until;
+            continue;
+        }
+        if (r->fd >= 0 && (ftruncate(r->fd, 0) != 0 || lseek(r->fd, 0, SEEK_SET) != 0)) {
+            rc = hk__fail(HK_ERR_IO, "cannot reset the temporary file: %s", strerror(errno));
+            break;
+        }
+        r->written = 0;
+        r->site = i;
+        rc = site_get(u, s, path_query, r);
+        if (rc == HK_OK && r->status == 429) {
+            unsigned ra = (unsigned)strtoul(r->retry_after, NULL, 10);
+            if (!ra) ra = UP_DEFAULT_RETRY_S;
+            if (ra > UP_MAX_RETRY_S) ra = UP_MAX_RETRY_S;
+            pthread_mutex_lock(&s->mu);
+            s->retry_until = hk_up_now() + ra;
+            until = s->retry_until;
+            pthread_mutex_unlock(&s->mu);
+            if (!soonest || until < soonest) soonest = until;
+            hk__log(HK_LOG_WARN, "upstream %s: 429, backing off %u s", s->base, ra);
+            answered = true;
+            continue;
+        }
+        if (rc == HK_OK && r->status < 500) {
+            hk_clear_error();
+            return HK_OK;
+        }
+        answered = rc == HK_OK;
+        if (rc == HK_OK) hk__log(HK_LOG_WARN, "upstream %s: HTTP %ld", s->base, r->status);
+        else hk__log(HK_LOG_WARN, "upstream %s: %s", s->base, hk_last_error_message());
+        if (rc == HK_ERR_IO || rc == HK_ERR_DISK_FULL || rc == HK_ERR_INTEGRITY) break; /* ours, or a liar */
+    }
+    if (soonest > 0 && (!answered || r->status == 429)) {
+        double left = soonest - hk_up_now();
+        *backoff_s = left < 1 ? 1 : (unsigned)(left + 0.999);
+        return hk__fail(HK_ERR_RATE_LIMITED, "upstream rate limit: retry in %u s", *backoff_s);
+    }
+    if (answered && rc == HK_OK) {
+        hk_clear_error();
+        return HK_OK; /* the last 5xx, passed on */
+    }
+    return rc;
+}
