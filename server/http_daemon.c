@@ -186,20 +186,20 @@ static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *ho
      * the other connections that an epoll worker would share with it. */
     if (s->up) {
         flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
-        threads = 0;
     } else if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) flags |= MHD_USE_EPOLL;
     else flags |= MHD_USE_POLL;
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,                           /* */
-                                 MHD_OPTION_LISTEN_SOCKET, fd,                                    /* */
-                                 MHD_OPTION_THREAD_POOL_SIZE, threads,                            /* */
-                                 MHD_OPTION_CONNECTION_LIMIT, maxc,                               /* */
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,                      /* */
-                                 MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT,              /* */
-                                 MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL,         /* */
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s,            /* */
-                                 MHD_OPTION_NOTIFY_CONNECTION, hk_conn_guard_notify, (void *)s->guard, /* */
-                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL,               /* */
-                                 MHD_OPTION_END);
+    /* (a thread per connection takes no pool size: libmicrohttpd warns when one is given) */
+#define HK_MHD_COMMON_OPTIONS                                                                         \
+    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, \
+        MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL, \
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s, MHD_OPTION_NOTIFY_CONNECTION, hk_conn_guard_notify, \
+        (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL
+    if (s->up)
+        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS, MHD_OPTION_END);
+    else
+        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS,
+                                     MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_END);
+#undef HK_MHD_COMMON_OPTIONS
     if (!s->daemon) {
         close(fd);
         return hk__fail(HK_ERR_NETWORK, "cannot start the HTTP server on %s:%u", host, s->port);

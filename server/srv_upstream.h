@@ -20,6 +20,7 @@ typedef struct hk_server hk_server;
 typedef struct repo_ref repo_ref;
 
 #include "internal.h"
+#include "util/text.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

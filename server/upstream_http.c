@@ -304,7 +304,7 @@ int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *back
         }
         answered = rc == HK_OK;
         if (rc == HK_OK) hk__log(HK_LOG_WARN, "upstream %s: HTTP %ld", s->base, r->status);
-        else hk__log(HK_LOG_WARN, "upstream %s: %s", s->base, hk_last_error_message());
+        else hk__log(HK_LOG_WARN, "upstream %s: %s", s->base, hk_last_error());
         if (rc == HK_ERR_IO || rc == HK_ERR_DISK_FULL || rc == HK_ERR_INTEGRITY) break; /* ours, or a liar */
     }
     if (soonest > 0 && (!answered || r->status == 429)) {

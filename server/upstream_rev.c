@@ -94,11 +94,11 @@ static void memo_put(hk_upstream *u, const char *key, const char *body, unsigned
     pthread_mutex_unlock(&u->mu);
 }
 
-static void answer(up_answer *a, unsigned status, const char *code, unsigned retry, const char *fmt, const char *arg) {
+static void answer(up_answer *a, unsigned status, const char *code, unsigned retry, const char *msg) {
     a->status = status;
     a->code = code;
     a->retry_after = retry;
-    snprintf(a->msg, sizeof a->msg, fmt, arg);
+    snprintf(a->msg, sizeof a->msg, "%s", msg);
 }
 
 /* The error code of a remembered 404 as a static string. */
@@ -214,7 +214,7 @@ static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigne
     unsigned st = 0;
     char code[48];
     if (memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
-        answer(ans, st, known_code(code), 0, "%s", "Not found upstream");
+        answer(ans, st, known_code(code), 0, "Not found upstream");
         return 1;
     }
     if (known) {
@@ -223,11 +223,12 @@ static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigne
         return 0;
     }
     if (backoff) {
-        answer(ans, 429, NULL, backoff, "%s", "Upstream rate limit: retry later");
+        answer(ans, 429, NULL, backoff, "Upstream rate limit: retry later");
         return 1;
     }
-    answer(ans, status == 503 ? 503 : 502, NULL, status == 503 ? 5 : 0, "Upstream unavailable: %s",
-           hk_last_error_code() ? hk_last_error() : "bad answer");
+    char msg[200];
+    snprintf(msg, sizeof msg, "Upstream unavailable: %s", hk_last_error_code() ? hk_last_error() : "bad answer");
+    answer(ans, status == 503 ? 503 : 502, NULL, status == 503 ? 5 : 0, msg);
     return 1;
 }
 
@@ -256,7 +257,7 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
     unsigned st;
     char code[48];
     if (memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
-        answer(ans, st, known_code(code), 0, "%s", "Not found upstream");
+        answer(ans, st, known_code(code), 0, "Not found upstream");
         out = 1;
         goto done;
     }
@@ -326,7 +327,7 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
         free(*body);
         *body = NULL;
         if (memo_get(u, path_query, u->neg_ttl, NULL, &st, code)) {
-            answer(ans, st, known_code(code), 0, "%s", "Not found upstream");
+            answer(ans, st, known_code(code), 0, "Not found upstream");
             return 1;
         }
     }
@@ -352,8 +353,8 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
             if (!memo_get(u, path_query, -1, body, &st, code) || st != 200 || !*body) {
                 free(*body);
                 *body = NULL;
-                if (backoff) answer(ans, 429, NULL, backoff, "%s", "Upstream rate limit: retry later");
-                else answer(ans, 502, NULL, 0, "%s", "Upstream unavailable");
+                if (backoff) answer(ans, 429, NULL, backoff, "Upstream rate limit: retry later");
+                else answer(ans, 502, NULL, 0, "Upstream unavailable");
                 hk_up_resp_free(&r);
                 hk_up_leave(u->waits, path_query, HK_ERR_NETWORK);
                 return 1;
@@ -370,7 +371,7 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
     if (memo_get(u, path_query, -1, body, &st, code) && st == 200 && *body) return 0;
     free(*body);
     *body = NULL;
-    if (st == 404) answer(ans, 404, known_code(code), 0, "%s", "Not found upstream");
-    else answer(ans, 502, NULL, 0, "%s", "Upstream unavailable");
+    if (st == 404) answer(ans, 404, known_code(code), 0, "Not found upstream");
+    else answer(ans, 502, NULL, 0, "Upstream unavailable");
     return 1;
 }
