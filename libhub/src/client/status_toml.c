@@ -31,6 +31,16 @@ static char *toml_string(const char *text, const char *key) {
 /* *out_dest / *out_rev set when the repo redirects. */
 int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit) {
     *out_dest = *out_rev = NULL;
+    /* A commit never changes: its recorded absence (below, and huggingface_hub's own marker) answers
+     * without a request, which is what keeps a warm pull to one request. */
+    if (hk__is_commit_id(commit)) {
+        char *dir0 = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
+        char *known = dir0 ? hk__asprintf("%s/.no_exist/%s/kernel-status.toml", dir0, commit) : NULL;
+        bool absent = known && hk__path_exists(known);
+        free(known);
+        free(dir0);
+        if (absent) return HK_OK;
+    }
     char *url = hk__asprintf("%s/kernels/%s/resolve/%s/kernel-status.toml", hub->endpoint, repo_id, commit);
     if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk_http_resp r;
