@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "attn_device.cuh"
+#include "attn_knobs.h"
 #include "decode.cuh"
 #include "hk_attention_cuda.h"
 #include "prefill_sm80.h"
@@ -35,6 +36,29 @@ int sm_count_cached() {
     if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) return 1;
     if (dev >= 0 && dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
     return n;
+}
+
+// The workspace: the arrival counters first (at the same place in both plans, so that calls
+// with either plan can share one workspace), then the partial O rows, then their LSEs.
+size_t counter_bytes(int batch, int q_len, int hq) { return (((size_t)batch * q_len * hq * 4) + 15) & ~(size_t)15; }
+
+// The balanced plan's grid (decode_plan.cuh): one CTA per SM. Two hid segment changes better
+// on ragged batches (results/v12b_ragged.txt: +1-8 points of copy) but cost uniform batches
+// 4-7 % (the aligned pairs then share SMs with idle CTAs' slots); the workspace is sized for two
+// (HK_ATTN_DECODE_CPS=2 in test builds).
+constexpr int kBalancedCtasPerSm = 1, kBalancedCtasPerSmMax = 2;
+// From this many pairs per SM on, one CTA per pair in hardware-scheduled waves (the uniform plan
+// with one split) measured better than the balanced plan (B64 x 8 heads: 0.94-1.0x, B128 x 8:
+// 0.93x; results/v12b_ragged.txt).
+constexpr int kBalancedMaxPairsPerSm = 3;
+
+// Row chunks of a kv head, and the rows of a chunk's partial slot.
+int decode_nchunks(int rows) { return (rows + 16 * decode_mt_for(rows) - 1) / (16 * decode_mt_for(rows)); }
+int decode_rows_chunk(int rows) { return rows < 16 * decode_mt_for(rows) ? rows : 16 * decode_mt_for(rows); }
+
+// Partial rows the balanced plan needs with g CTAs: one slot per segment, at most g + pairs.
+size_t balanced_rows(int batch, int hkv, int rows, int g) {
+    return ((size_t)g + (size_t)batch * hkv * decode_nchunks(rows)) * decode_rows_chunk(rows);
 }
 
 }  // namespace
@@ -75,9 +99,8 @@ extern "C" const char *hk_attn_decode_cuda_kernel(const hk_attn_kv_cache *kv, in
 extern "C" int hk_attn_decode_cuda_num_splits(int batch, int q_len, int hq, int hkv, int d,
                                               int max_seqlen_k, int paged) {
     if (batch <= 0 || hkv <= 0 || q_len <= 0 || max_seqlen_k <= 0) return 1;
-    const int rows = (hq / hkv) * q_len, mt = decode_mt_for(rows);
-    const int nchunks = (rows + 16 * mt - 1) / (16 * mt);
-    const long base = (long)batch * hkv * nchunks;
+    const int rows = (hq / hkv) * q_len;
+    const long base = (long)batch * hkv * decode_nchunks(rows);
     const int bn = 64, tiles = (max_seqlen_k + bn - 1) / bn;
     // One wave. Contiguous caches, and paged ones read through the TMA, stream well with one CTA
     // per SM; paged caches on the cp.async path (a head's rows 2 KB apart, addresses computed by
@@ -89,6 +112,15 @@ extern "C" int hk_attn_decode_cuda_num_splits(int batch, int q_len, int hq, int 
     if (splits < 1) splits = 1;
     if (splits > tiles / 4) splits = tiles / 4 > 0 ? tiles / 4 : 1;
     if (splits > 256) splits = 256;
+    // The balanced plan (any batch with more than one key tile) needs room for a partial per
+    // segment: at most (its grid + pairs) slots; num_splits sizes the workspace in rows of
+    // batch * q_len * hq (ragged batches cannot be told from max_seqlen_k alone)
+    if (tiles >= 2 && base < (long)kBalancedMaxPairsPerSm * sm_count_cached()) {
+        const size_t need = balanced_rows(batch, hkv, rows, kBalancedCtasPerSmMax * sm_count_cached());
+        const size_t per = (size_t)batch * q_len * hq;
+        const long bal = (long)((need + per - 1) / per);
+        if (bal > splits) splits = bal;
+    }
     return (int)splits;
 }
 
@@ -96,7 +128,7 @@ extern "C" size_t hk_attn_decode_cuda_workspace_size(int batch, int q_len, int h
                                                      int num_splits) {
     if (num_splits <= 1) return 0;
     const size_t rows = (size_t)num_splits * batch * q_len * hq;
-    return rows * (size_t)d * 4 + rows * 4 + (size_t)batch * q_len * hq * 4;  // O, LSE, counters
+    return counter_bytes(batch, q_len, hq) + rows * (size_t)d * 4 + rows * 4;  // counters, O, LSE
 }
 
 extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const hk_attn_kv_cache *kv,
@@ -118,25 +150,42 @@ extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const h
         num_splits = hk_attn_decode_cuda_num_splits(batch, q_len, hq, hkv, d, max_seqlen_k,
                                                     kv->block_table ? kv->block_size : 0);
     const int bn = 64, tiles = (max_seqlen_k + bn - 1) / bn;
-    if (num_splits > tiles) num_splits = tiles > 0 ? tiles : 1;
-    const int split_keys = ((tiles + num_splits - 1) / num_splits) * bn;
-    num_splits = tiles > 0 ? (tiles * bn + split_keys - 1) / split_keys : 1;
-    if (num_splits > 1 &&
-        (!workspace || workspace_bytes < hk_attn_decode_cuda_workspace_size(batch, q_len, hq, d, num_splits) ||
-         !aligned16(workspace)))
-        return HK_ATTN_EINVAL;
     const int group = hq / hkv, rows = group * q_len, mt = decode_mt_for(rows);
     DecodeParams p{};
     hk_attn_decode_set_cache(p, kv);
+    p.batch = batch;
+    const int mode = hk_attn_decode_tma_maps(p, hkv, d, max_seqlen_k) ? kPagedTma : p.block_table ? kPaged : kContiguous;
+    // The balanced plan when splits are allowed and the workspace holds its partials; else
+    // uniform splits of max_seqlen_k
+    const int sms = sm_count_cached(), cps = hk_attn_knob_decode_cps();
+    const int ctas = sms * (cps ? cps : kBalancedCtasPerSm);
+    const size_t cbytes = counter_bytes(batch, q_len, hq);
+    const size_t bal_rows = balanced_rows(batch, hkv, rows, ctas);
+    const long pairs = (long)batch * hkv * decode_nchunks(rows);
+    p.balanced = num_splits > 1 && tiles >= 1 && hk_attn_knob_decode_balanced() && workspace &&
+                 (pairs < (long)kBalancedMaxPairsPerSm * sms || cps) &&
+                 aligned16(workspace) && workspace_bytes >= cbytes + bal_rows * (size_t)(d + 1) * 4;
+    if (p.balanced) {
+        // a uniform batch that fits one CTA per pair in the one wave the uniform plan gives it
+        // (NOTES.md v3/v10: one per SM for contiguous and TMA caches, two for cp.async pages)
+        p.ctas = ctas, p.ctas_aligned = sms * (mode == kPaged ? 2 : 1);
+        p.rows_chunk = decode_rows_chunk(rows);
+    }
+    if (num_splits > tiles) num_splits = tiles > 0 ? tiles : 1;
+    const int split_keys = ((tiles + num_splits - 1) / num_splits) * bn;
+    num_splits = tiles > 0 ? (tiles * bn + split_keys - 1) / split_keys : 1;
+    if (!p.balanced && num_splits > 1 &&
+        (!workspace || workspace_bytes < hk_attn_decode_cuda_workspace_size(batch, q_len, hq, d, num_splits) ||
+         !aligned16(workspace)))
+        return HK_ATTN_EINVAL;
     p.out = out, p.lse = lse, p.q = q;
     p.seqlens = seqlens_k, p.batch = batch, p.q_len = q_len, p.hq = hq, p.hkv = hkv, p.group = group;
     p.rows = rows, p.nchunks = (rows + 16 * mt - 1) / (16 * mt);
     p.split_keys = split_keys, p.nsplits = num_splits, p.scale = scale, p.scale_log2 = scale * hk_attn_dev::kLog2e;
-    const size_t nr = (size_t)num_splits * batch * q_len * hq;
-    p.ws_o = static_cast<float *>(workspace);
+    const size_t nr = p.balanced ? bal_rows : (size_t)num_splits * batch * q_len * hq;
+    p.counters = static_cast<int *>(workspace);
+    p.ws_o = workspace ? reinterpret_cast<float *>(static_cast<char *>(workspace) + cbytes) : nullptr;
     p.ws_lse = workspace ? p.ws_o + nr * d : nullptr;
-    p.counters = workspace ? reinterpret_cast<int *>(p.ws_lse + nr) : nullptr;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    const int mode = hk_attn_decode_tma_maps(p, hkv, d, max_seqlen_k) ? kPagedTma : p.block_table ? kPaged : kContiguous;
     return hk_attn_decode_launch(p, dtype == HK_ATTN_BF16, d, mt, mode, st);
 }

@@ -4,6 +4,8 @@
 //   HK_ATTN_PREFILL_CFG=<n>       portable D=128 prefill tile configuration (prefill_sm80.cu)
 //   HK_ATTN_PREFILL_IMPL=portable the mma.sync prefill also on sm_90 (the fallback's tests)
 //   HK_ATTN_DECODE_TMA=0|all      paged decode on cp.async / contiguous caches through the TMA too
+//   HK_ATTN_DECODE_PLAN=uniform   decode splits of max_seqlen_k instead of the balanced plan
+//   HK_ATTN_DECODE_CPS=1|2        CTAs per SM of the balanced plan's grid
 #ifndef HK_ATTN_KNOBS_H
 #define HK_ATTN_KNOBS_H
 
@@ -48,6 +50,30 @@ inline int hk_attn_knob_decode_tma() {
     return v;
 #else
     return 1;
+#endif
+}
+
+// 1: the decode's balanced plan (decode_plan.cuh) where the workspace allows it; 0: uniform
+// splits of max_seqlen_k (HK_ATTN_DECODE_PLAN=uniform). Read at every call in test builds, so a
+// benchmark can compare both plans in one process.
+inline int hk_attn_knob_decode_balanced() {
+#ifdef HK_TEST_HOOKS
+    const char *e = getenv("HK_ATTN_DECODE_PLAN");
+    return e && strcmp(e, "uniform") == 0 ? 0 : 1;
+#else
+    return 1;
+#endif
+}
+
+// CTAs per SM of the balanced plan's grid (HK_ATTN_DECODE_CPS=1|2); 0: the default (1). Read at
+// every call in test builds.
+inline int hk_attn_knob_decode_cps() {
+#ifdef HK_TEST_HOOKS
+    const char *e = getenv("HK_ATTN_DECODE_CPS");
+    const int v = e ? atoi(e) : 0;
+    return v >= 1 && v <= 2 ? v : 0;
+#else
+    return 0;
 #endif
 }
 

@@ -26,6 +26,9 @@ struct DecodeParams {
     float scale, scale_log2;
     float *ws_o, *ws_lse;  // [nsplits][batch][q_len][hq]([D])
     int *counters;         // [batch][hkv][nchunks] arrivals per CTA group (zero between calls)
+    // the balanced plan (decode_plan.cuh): grid of ctas CTAs; a uniform batch with at most
+    // ctas_aligned pairs runs one CTA per pair; partial slots of rows_chunk rows
+    int balanced, ctas, ctas_aligned, rows_chunk;
 };
 
 // How a decode CTA fetches K/V tiles: cp.async from a contiguous cache, cp.async through the

@@ -15,6 +15,7 @@
 
 #include "attn_device.cuh"
 #include "decode.cuh"
+#include "decode_plan.cuh"
 #include "hk_attention_cuda.h"
 #include "mma_sm80.cuh"
 #include "sm90_ptx.cuh"
@@ -55,11 +56,25 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         else return swz<D>(r, c);
     };
 
-    const int split = blockIdx.x, hk = blockIdx.y / p.nchunks, chunk = blockIdx.y % p.nchunks;
-    const int b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    __shared__ int s_last;
+    int gt = 0;  // key tiles this CTA has consumed in earlier segments (TMA stage and phase)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (TMA) {
+        if (tid == 0) {
+            for (int s = 0; s < STAGES; s++) hk_sm90::mbar_init(smem_u32(&full_bar[s]), 1);
+            hk_sm90::mbar_init_fence();
+        }
+    }
+#endif
+
+    // One segment: keys [sg.ks, sg.ke) of one (sequence, kv head, row chunk).
+    auto segment = [&](const DecodeSeg &sg) {  // sg: in shared memory
+    __syncthreads();  // the previous segment's shared memory (and the barrier init) is done with
+    const int hk = sg.hk, chunk = sg.chunk, b = sg.b;
     const int r0 = chunk * R, nrows = min(R, p.rows - r0);
-    const int seqlen = p.seqlens[b];
-    const int ks0 = split * p.split_keys, ke = min(ks0 + p.split_keys, seqlen);
+    const int seqlen = sg.seqlen;
+    const int ks0 = sg.ks, ke = sg.ke;
     const int ntiles = ke > ks0 ? (ke - ks0 + BN - 1) / BN : 0;
     const int causal_base = seqlen - p.q_len;  // row of token t sees keys <= causal_base + t
 
@@ -95,7 +110,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
     };
     fetch_blocks(0);
     auto load_tile = [&](int j) {
-        const int st = j % STAGES;
+        const int st = (gt + j) % STAGES;
         const uint32_t kdst = kv_base + st * 2 * BN * D * 2, vdst = kdst + BN * D * 2;
 #pragma unroll
         for (int it = 0; it < RPT; it++) {
@@ -133,7 +148,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
     };
     auto load_tile_tma = [&](int j) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        const int st = j % STAGES;
+        const int st = (gt + j) % STAGES;
         const uint32_t kdst = kv_base + st * 2 * BN * D * 2, vdst = kdst + BN * D * 2;
         const uint32_t bar = smem_u32(&full_bar[st]);
         hk_sm90::mbar_arrive_expect_tx(bar, 2 * BN * D * 2);
@@ -155,8 +170,6 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         cp_async_commit();  // Q
         if (tid == 0) {
-            for (int s = 0; s < STAGES; s++) hk_sm90::mbar_init(smem_u32(&full_bar[s]), 1);
-            hk_sm90::mbar_init_fence();
             read_blocks(0);
             for (int j = 0; j < STAGES - 1 && j < ntiles; j++) load_tile_tma(j);
         }
@@ -185,13 +198,13 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
             if (j == 0) cp_async_wait<0>();  // Q
             __syncthreads();  // Q visible; stage (j-1)%STAGES free (and the barriers initialised)
             if (tid == 0 && j + STAGES - 1 < ntiles) load_tile_tma(j + STAGES - 1);
-            hk_sm90::mbar_wait(smem_u32(&full_bar[j % STAGES]), (j / STAGES) & 1);
+            hk_sm90::mbar_wait(smem_u32(&full_bar[(gt + j) % STAGES]), ((gt + j) / STAGES) & 1);
             const int key0 = ks0 + j * BN;
             if (key0 + BN > ke) {
                 // V rows of keys past the end hold whatever the page held: zero this warp's
                 // (P is 0 there, but 0 * NaN is not); the fence orders these generic writes
                 // before the TMA's next write to the stage
-                const uint32_t vz = kv_base + (j % STAGES) * 2 * BN * D * 2 + BN * D * 2;
+                const uint32_t vz = kv_base + ((gt + j) % STAGES) * 2 * BN * D * 2 + BN * D * 2;
                 for (int i = lane; i < 16 * CH; i += 32) {
                     const int r = warp * 16 + i / CH, c = i % CH;
                     if (key0 + r >= ke)
@@ -214,7 +227,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
                 for (int ks = 0; ks < KS; ks++)
                     ldsm_x4(qf[mt][ks], smem_u32(sQ) + swz<D>(mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
         }
-        const int st = j % STAGES;
+        const int st = (gt + j) % STAGES;
         const uint32_t kb = kv_base + st * 2 * BN * D * 2, vb = kb + BN * D * 2;
         const int wkey = warp * 16;  // this warp's 16 keys of the tile
         float s[MT][2][4];
@@ -267,6 +280,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         }
     }
     cp_async_wait<0>();
+    gt += ntiles;
     __syncthreads();  // pipeline drained: reuse its shared memory
 
     // per-warp state -> shared: sO[warp][row][D], sM/sL[warp][row]
@@ -308,45 +322,46 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         const float lse = lsum > 0.f ? mx * p.scale + __logf(lsum) : -INFINITY;
         const int rr = r0 + row, t = rr / p.group, h = hk * p.group + rr % p.group;
         const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
-        if (p.nsplits == 1) {
+        if (sg.nseg == 1) {
             uint2 pk;
             pk.x = Ty<BF16>::pack(acc[0] * inv, acc[1] * inv);
             pk.y = Ty<BF16>::pack(acc[2] * inv, acc[3] * inv);
             *reinterpret_cast<uint2 *>(outp + orow * D + d4) = pk;
             if (p.lse && d4 == 0) p.lse[orow] = lse;
         } else {
-            const size_t wrow = (size_t)split * p.batch * p.q_len * p.hq + orow;
+            const size_t wrow = sg.wbase + (size_t)sg.sp * sg.wstride + (sg.local_rows ? row : orow);
             *reinterpret_cast<float4 *>(p.ws_o + wrow * D + d4) =
                 make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
             if (d4 == 0) p.ws_lse[wrow] = lse;
         }
     }
-    if (p.nsplits == 1) return;
+    if (sg.nseg == 1) return;
 
     // Split-KV combine, fused: the last CTA of this (sequence, kv head, row chunk) to finish
     // merges every split's (normalised O, LSE) for its rows. No second launch, no launch gap.
-    __shared__ int s_last;
+    // (the pair's segments count themselves on its counter; the last one merges their partials)
     __threadfence();  // this CTA's partials are visible device-wide before it counts itself
     __syncthreads();
-    int *cnt = p.counters + (size_t)blockIdx.z * gridDim.y + blockIdx.y;
-    if (tid == 0) s_last = atomicAdd(cnt, 1) == p.nsplits - 1;
+    int *cnt = p.counters + sg.pair;
+    if (tid == 0) s_last = atomicAdd(cnt, 1) == sg.nseg - 1;
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    const size_t sstride = (size_t)p.batch * p.q_len * p.hq;
     for (int i = tid; i < nrows * (D / 4); i += NTH) {
         const int row = i / (D / 4), d4 = (i % (D / 4)) * 4;
         const int rr = r0 + row, t = rr / p.group, h = hk * p.group + rr % p.group;
         const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
+        const size_t w0 = sg.wbase + (sg.local_rows ? row : orow);
         float mx = -INFINITY;
-        for (int sp = 0; sp < p.nsplits; sp++) mx = fmaxf(mx, __ldcg(p.ws_lse + sp * sstride + orow));
+        for (int sp = 0; sp < sg.nseg; sp++) mx = fmaxf(mx, __ldcg(p.ws_lse + w0 + (size_t)sp * sg.wstride));
         float wsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
         if (mx != -INFINITY) {
-            for (int sp = 0; sp < p.nsplits; sp++) {
-                const float ls = __ldcg(p.ws_lse + sp * sstride + orow);
+            for (int sp = 0; sp < sg.nseg; sp++) {
+                const size_t wr = w0 + (size_t)sp * sg.wstride;
+                const float ls = __ldcg(p.ws_lse + wr);
                 if (ls == -INFINITY) continue;  // split saw no key: its O is not needed
                 const float w = __expf(ls - mx);
-                const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.ws_o + (sp * sstride + orow) * D + d4));
+                const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.ws_o + wr * D + d4));
                 wsum += w, acc[0] += w * v.x, acc[1] += w * v.y, acc[2] += w * v.z, acc[3] += w * v.w;
             }
         }
@@ -358,6 +373,11 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         if (p.lse && d4 == 0) p.lse[orow] = wsum > 0.f ? mx + __logf(wsum) : -INFINITY;
     }
     if (tid == 0) *cnt = 0;  // leave the workspace ready for the next call
+    };  // segment
+
+    __shared__ DecodePlanState plan;
+    decode_plan_init<BN, NTH>(p, plan);
+    while (decode_plan_next<BN>(p, plan)) segment(plan.seg);
 }
 
 template <bool BF16, int D, int MT, int KV>
@@ -367,7 +387,7 @@ int decode_dispatch(const DecodeParams &p, cudaStream_t st) {
     auto kern = decode_kernel<BF16, D, MT, NW, STAGES, KV>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return HK_ATTN_ECUDA;
-    dim3 grid(p.nsplits, p.hkv * p.nchunks, p.batch);
+    dim3 grid = p.balanced ? dim3(p.ctas, 1, 1) : dim3(p.nsplits, p.hkv * p.nchunks, p.batch);
     kern<<<grid, NW * 32, smem, st>>>(p);
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }

@@ -47,7 +47,11 @@ int hk_attn_decode_cuda_num_splits(int batch, int q_len, int num_heads_q, int nu
 size_t hk_attn_decode_cuda_workspace_size(int batch, int q_len, int num_heads_q, int head_dim,
                                           int num_splits);
 /* max_seqlen_k: an upper bound of seqlens_k (sizes the split grid).
- * num_splits: 0 = heuristic above; 1 = no combine step. workspace: device scratch of at least
+ * num_splits: 0 = heuristic above; 1 = no combine step. With num_splits > 1 and a workspace
+ * that holds the balanced plan's partials (the heuristic sizes it so; fewer than 3 (sequence,
+ * kv head) pairs per SM), the kernel plans the splits itself from seqlens_k: every CTA gets the
+ * same number of key tiles of the whole batch, whatever the lengths (ragged batches); otherwise
+ * num_splits equal splits of max_seqlen_k. workspace: device scratch of at least
  * hk_attn_decode_cuda_workspace_size(...) bytes (may be NULL when 1 split). */
 int hk_attn_decode_cuda(void *out, float *lse, const void *q, const hk_attn_kv_cache *kv,
                         const int32_t *seqlens_k, int batch, int q_len, int num_heads_q,

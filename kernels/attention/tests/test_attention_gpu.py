@@ -236,6 +236,28 @@ def main():
     test_decode("bf16 D128 paged16 q2 32/8 forced 7 splits", sl, 2, 32, 8, 128, torch.bfloat16, "paged", 16, 7)
     test_decode("bf16 D128 paged48 q1 32/8 (pages not a power of two)", sl, 1, 32, 8, 128, torch.bfloat16, "paged", 48)
     test_decode("bf16 D128 bshd q1 B16 ctx 32768", [32768] * 16, 1, 32, 8, 128, torch.bfloat16, "bshd")
+    # ragged batches: the balanced plan (stream-K over all sequences' key tiles; pairs cut into
+    # several segments merged through the workspace), with empty and 1-token sequences in them
+    g = torch.Generator().manual_seed(int(time.time()))
+    def ragged(B, lo, hi):
+        x = torch.rand(B, generator=g) * (math.log(hi) - math.log(lo)) + math.log(lo)
+        return [0, 1] + [int(v) for v in x.exp().round()]
+    for bs in (16, 32, 256):
+        test_decode(f"bf16 D128 paged{bs} q1 32/8 ragged B66 log[16,20k]", ragged(64, 16, 20000), 1, 32, 8, 128, torch.bfloat16, "paged", bs)
+    test_decode("bf16 D128 bshd q1 32/8 ragged B34 log[64,30k]", ragged(32, 64, 30000), 1, 32, 8, 128, torch.bfloat16, "bshd")
+    test_decode("bf16 D128 bhsd q1 32/8 ragged B10 log[1k,60k]", ragged(8, 1000, 60000), 1, 32, 8, 128, torch.bfloat16, "bhsd")
+    test_decode("fp16 D64 paged128 q1 32/8 ragged B130 log[16,5k]", ragged(128, 16, 5000), 1, 32, 8, 64, torch.float16, "paged", 128)
+    test_decode("bf16 D128 paged64 q4 32/8 ragged B18 log[8,16k]", ragged(16, 8, 16000), 4, 32, 8, 128, torch.bfloat16, "paged", 64)
+    test_decode("bf16 D128 paged16 q8 8/1 ragged B10 (2 chunks)", ragged(8, 8, 9000), 8, 8, 1, 128, torch.bfloat16, "paged", 16)
+    test_decode("bf16 D128 paged48 q1 32/8 ragged B20 (cp.async)", ragged(18, 16, 12000), 1, 32, 8, 128, torch.bfloat16, "paged", 48)
+    test_decode("bf16 D128 paged16 q1 ragged B3 one long (128k)", [131072, 5, 700], 1, 32, 8, 128, torch.bfloat16, "paged", 16)
+    os.environ["HK_ATTN_DECODE_CPS"] = "1"
+    test_decode("bf16 D128 paged32 q1 ragged B66, 1 CTA per SM", ragged(64, 16, 20000), 1, 32, 8, 128, torch.bfloat16, "paged", 32)
+    del os.environ["HK_ATTN_DECODE_CPS"]
+    os.environ["HK_ATTN_DECODE_PLAN"] = "uniform"
+    test_decode("bf16 D128 paged32 q1 ragged B66, uniform plan", ragged(64, 16, 20000), 1, 32, 8, 128, torch.bfloat16, "paged", 32)
+    test_decode("bf16 D128 paged16 q2 32/8 forced 7 splits, uniform plan", sl, 2, 32, 8, 128, torch.bfloat16, "paged", 16, 7)
+    del os.environ["HK_ATTN_DECODE_PLAN"]
     print("FAILED:" if FAIL else "ALL GPU CHECKS PASSED", *FAIL, sep="\n  ")
     return 1 if FAIL else 0
 
