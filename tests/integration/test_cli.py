@@ -282,3 +282,28 @@ def test_man_page_and_completions_cover_every_option(tmp_path):
     if build and os.path.exists(os.path.join(build, "cli", "generated", "hubkern.1")):
         with open(os.path.join(build, "cli", "generated", "hubkern.1")) as fh:
             assert fh.read() == man
+
+
+# ---- a token-protected mirror, a load's warning, offline info --------------------------------------
+
+
+def test_token_protected_mirror_says_so(tmp_path):
+    store, src = str(tmp_path / "store"), str(tmp_path / "src")
+    make_variant(src, V, {"__init__.py": b"a = 1\n"})
+    publish(src, "org/tokkern", "v1", store)
+    with Server(store, ["--trust", "org", "--token", "sekrit"]) as srv:
+        env = {"HF_TOKEN_PATH": str(tmp_path / "none"), "HF_TOKEN": ""}
+        args = ["pull", "org/tokkern", "--version", "1", "--variant", V, "--endpoint", srv.url,
+                "--cache-dir", str(tmp_path / "c")]
+        r = run(args, env={**env, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"})
+        assert r.returncode == 1 and "[HK_ERR_AUTH]" in r.stderr and "requires a token" in r.stderr, r.stderr
+        assert "repository not found" not in r.stderr
+        r = run([*args, "--token", "sekrit"], env={**env, "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"})
+        assert r.returncode == 0, r.stderr
+
+
+def test_offline_info_says_offline(tmp_path):
+    r = run(["info", "org/none", "--offline", "--cache-dir", str(tmp_path / "empty"), "--json"])
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and "offline" in doc["error"]["message"], doc
+    assert "https://" not in r.stderr
