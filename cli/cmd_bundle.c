@@ -3,89 +3,124 @@
 
 #include <hubkern.h>
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern bundle create OUT.tar[.gz|.zst] REPO [REPO...] [--cache DIR] [--repo-type T]\n"
-            "       hubkern bundle extract IN.tar[.gz|.zst] [--cache DIR]\n"
-            "       hubkern bundle list IN.tar[.gz|.zst]\n"
-            "\n"
-            "Moves cached repos (blobs, snapshots, refs) between machines, e.g. from a node that can\n"
-            "reach the Hub to an air-gapped fleet. REPO is org/name (of --repo-type, default kernel) or a\n"
-            "cache folder name such as kernels--org--name. extract verifies every blob against its\n"
-            "name (sha256 or git sha1), accepts nothing outside the cache layout, and writes refs last.\n"
-            "\n"
-            "options:\n"
-            "  --cache DIR       cache root (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)\n"
-            "  --repo-type T     model, dataset, space or kernel (default kernel)\n"
-            "  -h, --help        this help\n");
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_VALUE, "cache-dir", 0, "DIR", "cache root (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)", "cache",
+     NULL},
+    {HK_OPT_VALUE, "repo-type", 0, "T", "model, dataset, space or kernel (default kernel)", NULL,
+     "kernel|model|dataset|space"},
+    {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as JSON on stdout", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+const hk_cli_spec hk_spec_bundle = {
+    .name = "bundle",
+    .summary = "move cached repos to air-gapped machines as one tar file",
+    .synopsis = "hubkern bundle create OUT.tar[.gz|.zst] REPO [REPO...] [--cache-dir DIR] [--repo-type T] [--json]\n"
+                "hubkern bundle extract IN.tar[.gz|.zst] [--cache-dir DIR] [--json]\n"
+                "hubkern bundle list IN.tar[.gz|.zst] [--json]",
+    .description =
+        "Moves cached repos (blobs, snapshots, refs) between machines, e.g. from a node that can\n"
+        "reach the Hub to an air-gapped fleet. REPO is org/name (of --repo-type, default kernel) or a\n"
+        "cache folder name such as kernels--org--name. extract verifies every blob against its\n"
+        "name (sha256 or git sha1), accepts nothing outside the cache layout, and writes refs last.\n",
+    .tables = {k_opts},
+    .subcommands = "create extract list",
+    .json = 1,
+};
 
 static void print_entry(void *ud, const char *path, char kind, uint64_t size, const char *target) {
-    if (kind == 'l') printf("l %12s %s -> %s\n", "", path, target ? target : "?");
-    else printf("%c %12llu %s\n", kind, (unsigned long long)size, path);
+    cJSON *arr = ud;
+    if (arr) {
+        cJSON *e = cJSON_CreateObject();
+        char k[2] = {kind, 0};
+        cJSON_AddStringToObject(e, "kind", k);
+        cJSON_AddStringToObject(e, "path", path);
+        if (kind == 'l') cJSON_AddStringToObject(e, "target", target ? target : "");
+        else cJSON_AddNumberToObject(e, "size", (double)size);
+        cJSON_AddItemToArray(arr, e);
+    } else if (kind == 'l') {
+        printf("l %12s %s -> %s\n", "", path, target ? target : "?");
+    } else {
+        printf("%c %12llu %s\n", kind, (unsigned long long)size, path);
+    }
 }
 
-int hk_cmd_bundle(int argc, char **argv); /* called through the table in main.c */
-int hk_cmd_bundle(int argc, char **argv) {
-    const char *cache = NULL, *type_s = "kernel";
-    static const struct option opts[] = {{"cache", required_argument, 0, 'c'},
-                                         {"repo-type", required_argument, 0, 't'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': cache = optarg; break;
-        case 't': type_s = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+static cJSON *report_json(const hk_bundle_report *st, const char *file, const char *root) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "file", file);
+    cJSON_AddStringToObject(j, "cache", root);
+    cJSON_AddNumberToObject(j, "repos", hk_bundle_report_repos(st));
+    cJSON_AddNumberToObject(j, "blobs_added", hk_bundle_report_blobs_added(st));
+    cJSON_AddNumberToObject(j, "blobs_present", hk_bundle_report_blobs_present(st));
+    cJSON_AddNumberToObject(j, "bytes", (double)hk_bundle_report_bytes(st));
+    cJSON_AddNumberToObject(j, "snapshot_files", hk_bundle_report_links(st));
+    cJSON_AddNumberToObject(j, "refs", hk_bundle_report_refs(st));
+    return j;
+}
+
+static int run(const hk_cli_args *a) {
+    if (a->npos == 0) return hk_cli_usage_error("missing subcommand (create, extract or list)");
+    const char *verb = a->pos[0];
+    bool create = !strcmp(verb, "create"), extract = !strcmp(verb, "extract"), list = !strcmp(verb, "list");
+    if (!create && !extract && !list) return hk_cli_usage_error("unknown subcommand '%s' (create, extract or list)", verb);
+    if (a->npos < 2) return hk_cli_usage_error("missing the %s file", create ? "OUT.tar" : "IN.tar");
+    if (create && a->npos < 3) return hk_cli_usage_error("missing REPO (at least one repo to bundle)");
+    if (!create && a->npos > 2) return hk_cli_usage_error("unexpected argument '%s'", a->pos[2]);
+    const char *file = a->pos[1];
+    hk_repo_type type = HK_REPO_KERNEL;
+    const char *ts = hk_cli_str(a, "repo-type");
+    if (ts && hk_repo_type_parse(&type, ts)) return hk_cli_usage_error("%s", hk_last_error());
+    if (list) {
+        cJSON *arr = hk_cli_json() ? cJSON_CreateArray() : NULL;
+        if (hk_bundle_list(file, print_entry, arr)) {
+            cJSON_Delete(arr);
+            return hk_cli_report_error(NULL);
         }
-    }
-    int nargs = argc - optind;
-    char **args = argv + optind;
-    if (nargs < 2) {
-        usage(stderr);
-        return 2;
-    }
-    hk_repo_type type;
-    if (hk_repo_type_parse(&type, type_s)) return hk_cli_report_error("bundle");
-    const char *verb = args[0], *file = args[1];
-    if (strcmp(verb, "list") == 0) {
-        return hk_bundle_list(file, print_entry, NULL) ? hk_cli_report_error("bundle list") : 0;
+        if (arr) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "file", file);
+            cJSON_AddItemToObject(j, "entries", arr);
+            hk_cli_print_json(j);
+        }
+        return 0;
     }
     char *root = NULL;
-    if (hk_cache_root(&root, cache, type)) return hk_cli_report_error("bundle");
+    if (hk_cache_root(&root, hk_cli_str(a, "cache-dir"), type)) return hk_cli_report_error(NULL);
     hk_bundle_options o = HK_BUNDLE_OPTIONS_INIT;
     o.cache_dir = root;
     o.repo_type = type;
     hk_bundle_report *st = NULL;
-    int rc;
-    if (strcmp(verb, "create") == 0 && nargs >= 3) {
-        rc = hk_bundle_create(&st, file, (const char *const *)(args + 2), (size_t)(nargs - 2), &o);
-        if (rc == HK_OK)
-            printf("bundled %u repo(s): %u blobs (%llu bytes), %u snapshot files, %u refs into %s\n",
-                   hk_bundle_report_repos(st), hk_bundle_report_blobs_added(st),
-                   (unsigned long long)hk_bundle_report_bytes(st), hk_bundle_report_links(st), hk_bundle_report_refs(st),
-                   file);
-    } else if (strcmp(verb, "extract") == 0 && nargs == 2) {
-        rc = hk_bundle_extract(&st, file, &o);
-        if (rc == HK_OK)
-            printf("imported %u repo(s) into %s: %u new blobs, %u already present (%llu bytes verified), "
-                   "%u snapshot files, %u refs\n",
-                   hk_bundle_report_repos(st), root, hk_bundle_report_blobs_added(st), hk_bundle_report_blobs_present(st),
-                   (unsigned long long)hk_bundle_report_bytes(st), hk_bundle_report_links(st), hk_bundle_report_refs(st));
+    int rc = create ? hk_bundle_create(&st, file, (const char *const *)(a->pos + 2), a->npos - 2, &o)
+                    : hk_bundle_extract(&st, file, &o);
+    if (rc) {
+        rc = hk_cli_report_error(NULL);
+    } else if (hk_cli_json()) {
+        hk_cli_print_json(report_json(st, file, root));
+    } else if (create) {
+        printf("bundled %u repo(s): %u blobs (%llu bytes), %u snapshot files, %u refs into %s\n",
+               hk_bundle_report_repos(st), hk_bundle_report_blobs_added(st),
+               (unsigned long long)hk_bundle_report_bytes(st), hk_bundle_report_links(st), hk_bundle_report_refs(st),
+               file);
     } else {
-        free(root);
-        usage(stderr);
-        return 2;
+        printf("imported %u repo(s) into %s: %u new blobs, %u already present (%llu bytes verified), "
+               "%u snapshot files, %u refs\n",
+               hk_bundle_report_repos(st), root, hk_bundle_report_blobs_added(st), hk_bundle_report_blobs_present(st),
+               (unsigned long long)hk_bundle_report_bytes(st), hk_bundle_report_links(st), hk_bundle_report_refs(st));
     }
     hk_bundle_report_free(st);
     free(root);
-    return rc ? hk_cli_report_error("bundle") : 0;
+    return rc;
+}
+
+int hk_cmd_bundle(int argc, char **argv) {
+    hk_cli_args a;
+    int rc = hk_cli_parse(&a, &hk_spec_bundle, argc, argv);
+    if (!rc && a.help) rc = hk_cli_print_help(&hk_spec_bundle);
+    else if (!rc) rc = run(&a);
+    hk_cli_args_free(&a);
+    return rc;
 }

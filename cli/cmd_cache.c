@@ -7,106 +7,217 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern cache ls [ORG/NAME] [--json] [--cache DIR]\n"
-            "       hubkern cache verify [ORG/NAME] [--cache DIR]\n"
-            "       hubkern cache prune [--detached] [--dry-run] [--cache DIR]\n"
-            "       hubkern cache rm ORG/NAME [--revision REV] [--dry-run] [--cache DIR]\n\n"
-            "ls      repos in the cache with their refs, snapshots and size\n"
-            "verify  re-hash every blob against its name (sha256 / git blob sha1), check every snapshot link,\n"
-            "        every ref and the metadata.json digest of complete variants; exit 1 on any problem\n"
-            "prune   remove temp files (*.incomplete, *.tmp) no live download holds, broken links, blobs no\n"
-            "        snapshot uses, empty directories and verification receipts of snapshots, variants or\n"
-            "        repos no longer cached; --detached also removes snapshots no ref names (and their receipts)\n"
-            "rm      remove a whole repo, or with --revision one snapshot, the refs naming it and the blobs\n"
-            "        left unused; with either, the verification receipts of what goes (in .locks/<repo\n"
-            "        folder>/hubkern-receipts/ or HUBKERN_RECEIPTS_DIR; lock files stay)\n"
-            "The cache is --cache DIR, else KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub.\n");
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_VALUE, "revision", 0, "REV", "rm: one snapshot (a ref or commit) instead of the whole repo", NULL, NULL},
+    {HK_OPT_FLAG, "dry-run", 0, NULL, "prune, rm: say what would be removed, remove nothing", NULL, NULL},
+    {HK_OPT_FLAG, "detached", 0, NULL, "prune: also snapshots no ref names (and their receipts)", NULL, NULL},
+    {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as one JSON object on stdout", NULL, NULL},
+    {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the cache (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)", "cache",
+     NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+const hk_cli_spec hk_spec_cache = {
+    .name = "cache",
+    .summary = "inspect, verify, prune or remove entries of the local cache",
+    .synopsis = "hubkern cache ls [REPO] [--json] [--cache-dir DIR]\n"
+                "hubkern cache verify [REPO] [--json] [--cache-dir DIR]\n"
+                "hubkern cache prune [--detached] [--dry-run] [--json] [--cache-dir DIR]\n"
+                "hubkern cache rm REPO [--revision REV] [--dry-run] [--json] [--cache-dir DIR]",
+    .description =
+        "ls      repos in the cache with their size, refs and snapshots\n"
+        "verify  re-hash every blob against its name (sha256 / git blob sha1), check every snapshot link,\n"
+        "        every ref and the metadata.json digest of complete variants; exit 1 on any problem\n"
+        "prune   remove temp files (*.incomplete, *.tmp) no live download holds, broken links, blobs no\n"
+        "        snapshot uses, empty directories and verification receipts of snapshots, variants or\n"
+        "        repos no longer cached; --detached also removes snapshots no ref names (and their receipts)\n"
+        "rm      remove a whole repo, or with --revision one snapshot, the refs naming it and the blobs\n"
+        "        left unused; with either, the verification receipts of what goes (in .locks/<repo\n"
+        "        folder>/hubkern-receipts/ or HUBKERN_RECEIPTS_DIR; lock files stay)\n"
+        "REPO is org/name, or kernel/org/name as `cache ls` (and `hf cache ls`) print it.\n"
+        "The cache is --cache-dir DIR, else KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub.\n",
+    .tables = {k_opts},
+    .subcommands = "ls verify prune rm",
+    .json = 1,
+};
+
+/* the library's report lines: printed (text) or collected (JSON) */
+typedef struct lines {
+    cJSON *arr;
+    char *doc; /* ls --json: the one document */
+} lines;
+
+static void on_line(void *ud, const char *line) {
+    lines *l = ud;
+    if (l->arr) cJSON_AddItemToArray(l->arr, cJSON_CreateString(line));
+    else printf("%s\n", line);
 }
 
-static void print_line(void *ud, const char *line) {
-    FILE *f = ud;
-    fprintf(f, "%s\n", line);
+static void on_ls_doc(void *ud, const char *doc) {
+    lines *l = ud;
+    free(l->doc);
+    l->doc = strdup(doc);
 }
 
-int hk_cmd_cache(int argc, char **argv);
-int hk_cmd_cache(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    const char *sub = argv[1];
-    const char *cache = NULL, *repo = NULL, *revision = NULL;
-    bool json = false, dry = false, detached = false;
-    for (int i = 2; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(o, "--cache") == 0 && i + 1 < argc) cache = argv[++i];
-        else if (strcmp(o, "--revision") == 0 && i + 1 < argc) revision = argv[++i];
-        else if (strcmp(o, "--json") == 0) json = true;
-        else if (strcmp(o, "--dry-run") == 0) dry = true;
-        else if (strcmp(o, "--detached") == 0) detached = true;
-        else if (o[0] != '-' && !repo) repo = o;
-        else {
-            usage(stderr);
-            return 2;
+/* "kernels" → "kernel": the singular form `hf cache ls` prints (model/…, dataset/…) */
+static void singular(char *buf, size_t cap, const char *plural) {
+    size_t n = strlen(plural);
+    snprintf(buf, cap, "%.*s", (int)(n && plural[n - 1] == 's' ? n - 1 : n), plural);
+}
+
+static void print_ls_table(const cJSON *doc) {
+    const cJSON *repos = cJSON_GetObjectItem(doc, "repos"), *r;
+    size_t w_id = 4, w_refs = 4;
+    char id[400], refs[1024];
+    if (cJSON_GetArraySize(repos) == 0) return;
+    /* two passes: widths, then rows (aligned columns, as `hf cache ls`) */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) printf("%-*s  %9s  %-*s  %s\n", (int)w_id, "REPO", "SIZE", (int)w_refs, "REFS", "SNAPSHOTS");
+        cJSON_ArrayForEach(r, repos) {
+            char type[32];
+            singular(type, sizeof type, cJSON_GetStringValue(cJSON_GetObjectItem(r, "type")));
+            snprintf(id, sizeof id, "%s/%s", type, cJSON_GetStringValue(cJSON_GetObjectItem(r, "repo_id")));
+            refs[0] = '\0';
+            const cJSON *ref;
+            cJSON_ArrayForEach(ref, cJSON_GetObjectItem(r, "refs")) {
+                size_t n = strlen(refs);
+                snprintf(refs + n, sizeof refs - n, "%s%s=%.8s", n ? " " : "", ref->string, ref->valuestring);
+            }
+            if (!refs[0]) snprintf(refs, sizeof refs, "-");
+            if (pass == 0) {
+                if (strlen(id) > w_id) w_id = strlen(id);
+                if (strlen(refs) > w_refs) w_refs = strlen(refs);
+                continue;
+            }
+            char size[32], snaps[600] = "";
+            snprintf(size, sizeof size, "%.1f MB", cJSON_GetNumberValue(cJSON_GetObjectItem(r, "size")) / 1e6);
+            const cJSON *s;
+            cJSON_ArrayForEach(s, cJSON_GetObjectItem(r, "snapshots")) {
+                size_t n = strlen(snaps);
+                snprintf(snaps + n, sizeof snaps - n, "%s%.8s", n ? " " : "",
+                         cJSON_GetStringValue(cJSON_GetObjectItem(s, "commit")));
+            }
+            printf("%-*s  %9s  %-*s  %s\n", (int)w_id, id, size, (int)w_refs, refs, snaps[0] ? snaps : "-");
         }
     }
+}
+
+static int run_sub(const char *sub, const hk_cli_args *a) {
+    bool json = hk_cli_json(), dry = hk_cli_count(a, "dry-run") > 0, detached = hk_cli_count(a, "detached") > 0;
+    const char *revision = hk_cli_str(a, "revision");
+    bool ls = !strcmp(sub, "ls"), verify = !strcmp(sub, "verify"), prune = !strcmp(sub, "prune"), rm = !strcmp(sub, "rm");
+    if (revision && !rm) return hk_cli_usage_error("--revision is an option of 'cache rm'");
+    if (detached && !prune) return hk_cli_usage_error("--detached is an option of 'cache prune'");
+    if (dry && !prune && !rm) return hk_cli_usage_error("--dry-run is an option of 'cache prune' and 'cache rm'");
+    if (a->npos > (prune ? 0u : 1u)) return hk_cli_usage_error("unexpected argument '%s'", a->pos[prune ? 0 : 1]);
+    if (rm && a->npos == 0) return hk_cli_usage_error("missing REPO (org/name or kernel/org/name) to remove");
+    char repo[512];
+    if (a->npos) hk_cli_repo_arg(repo, sizeof repo, a->pos[0]);
     char *root = NULL;
-    if (hk_cache_root(&root, cache, HK_REPO_KERNEL)) return hk_cli_report_error("cache");
+    if (hk_cache_root(&root, hk_cli_str(a, "cache-dir"), HK_REPO_KERNEL)) return hk_cli_report_error(NULL);
+    lines l = {json ? cJSON_CreateArray() : NULL, NULL};
     hk_cache_options o = HK_CACHE_OPTIONS_INIT;
     o.cache_dir = root;
-    o.repo_id = repo;
+    o.repo_id = a->npos ? repo : NULL;
     o.revision = revision;
     o.dry_run = dry;
     o.detached = detached;
-    o.json = json;
-    o.line_fn = print_line;
-    o.line_userdata = stdout;
+    o.json = ls; /* ls: the CLI formats the table itself */
+    o.line_fn = ls ? on_ls_doc : on_line;
+    o.line_userdata = &l;
     hk_cache_report *rep = NULL;
-    int rc;
-    if (strcmp(sub, "ls") == 0) {
-        rc = hk_cache_ls(&rep, &o);
-        size_t repos = hk_cache_report_repos(rep);
-        if (rc == 0 && !json)
+    int rc = ls ? hk_cache_ls(&rep, &o) : verify ? hk_cache_verify(&rep, &o) : prune ? hk_cache_prune(&rep, &o)
+                                                                               : hk_cache_rm(&rep, &o);
+    int status = 0;
+    if (rc) {
+        status = hk_cli_report_error(NULL);
+    } else if (ls) {
+        cJSON *doc = l.doc ? cJSON_Parse(l.doc) : NULL;
+        if (!doc) {
+            status = hk_cli_fail(1, "HK_ERR_INTERNAL", "the cache listing was not JSON");
+        } else if (json) {
+            hk_cli_print_json(doc);
+            doc = NULL;
+        } else {
+            size_t repos = hk_cache_report_repos(rep);
+            print_ls_table(doc);
             printf("%zu repo%s, %.1f MB in %s\n", repos, repos == 1 ? "" : "s", hk_cache_report_bytes(rep) / 1e6, root);
-    } else if (strcmp(sub, "verify") == 0) {
-        rc = hk_cache_verify(&rep, &o);
-        if (rc == 0) {
-            size_t repos = hk_cache_report_repos(rep), blobs = hk_cache_report_blobs(rep);
-            size_t snaps = hk_cache_report_snapshots(rep), refs = hk_cache_report_refs(rep);
-            size_t problems = hk_cache_report_problems(rep);
+        }
+        cJSON_Delete(doc);
+    } else if (verify) {
+        size_t repos = hk_cache_report_repos(rep), blobs = hk_cache_report_blobs(rep);
+        size_t snaps = hk_cache_report_snapshots(rep), refs = hk_cache_report_refs(rep);
+        size_t problems = hk_cache_report_problems(rep);
+        if (json) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "cache", root);
+            cJSON_AddBoolToObject(j, "clean", problems == 0);
+            cJSON_AddNumberToObject(j, "repos", (double)repos);
+            cJSON_AddNumberToObject(j, "blobs", (double)blobs);
+            cJSON_AddNumberToObject(j, "bytes", (double)hk_cache_report_bytes(rep));
+            cJSON_AddNumberToObject(j, "snapshots", (double)snaps);
+            cJSON_AddNumberToObject(j, "refs", (double)refs);
+            cJSON_AddNumberToObject(j, "problems", (double)problems);
+            cJSON_AddItemToObject(j, "findings", l.arr);
+            l.arr = NULL;
+            hk_cli_print_json(j);
+        } else {
             printf("%s: %zu repo%s, %zu blob%s (%.1f MB), %zu snapshot%s, %zu ref%s: %zu problem%s\n",
                    problems ? "NOT CLEAN" : "clean", repos, repos == 1 ? "" : "s", blobs, blobs == 1 ? "" : "s",
                    hk_cache_report_bytes(rep) / 1e6, snaps, snaps == 1 ? "" : "s", refs, refs == 1 ? "" : "s",
                    problems, problems == 1 ? "" : "s");
-            if (problems) {
-                hk_cache_report_free(rep);
-                free(root);
-                return 1;
-            }
         }
-    } else if (strcmp(sub, "prune") == 0 || strcmp(sub, "rm") == 0) {
-        if (sub[0] == 'r' && !repo) {
-            usage(stderr);
-            free(root);
-            return 2;
-        }
-        rc = sub[0] == 'p' ? hk_cache_prune(&rep, &o) : hk_cache_rm(&rep, &o);
+        status = problems ? 1 : 0;
+    } else {
         size_t removed = hk_cache_report_removed(rep);
-        if (rc == 0)
+        if (json) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "cache", root);
+            cJSON_AddBoolToObject(j, "dry_run", dry);
+            cJSON_AddNumberToObject(j, "removed", (double)removed);
+            cJSON_AddNumberToObject(j, "removed_bytes", (double)hk_cache_report_removed_bytes(rep));
+            cJSON_AddItemToObject(j, "entries", l.arr);
+            l.arr = NULL;
+            hk_cli_print_json(j);
+        } else {
             printf("%s %zu entr%s (%.1f MB)\n", dry ? "would remove" : "removed", removed, removed == 1 ? "y" : "ies",
                    hk_cache_report_removed_bytes(rep) / 1e6);
-    } else {
-        fprintf(stderr, "hubkern cache: unknown subcommand '%s'\n\n", sub);
-        usage(stderr);
-        free(root);
-        return 2;
+        }
     }
+    cJSON_Delete(l.arr);
+    free(l.doc);
     hk_cache_report_free(rep);
     free(root);
-    return rc ? hk_cli_report_error("cache") : 0;
+    return status;
+}
+
+int hk_cmd_cache(int argc, char **argv) {
+    static const char *const subs[] = {"ls", "verify", "prune", "rm"};
+    if (argc < 2 || argv[1][0] == '-') { /* options before the subcommand: only --help makes sense */
+        hk_cli_args a;
+        int rc = hk_cli_parse(&a, &hk_spec_cache, argc, argv);
+        if (!rc && a.help) rc = hk_cli_print_help(&hk_spec_cache);
+        else if (!rc) rc = hk_cli_usage_error("missing subcommand (ls, verify, prune or rm)");
+        hk_cli_args_free(&a);
+        return rc;
+    }
+    const char *sub = NULL;
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (strcmp(argv[1], subs[i]) == 0) sub = subs[i];
+    if (!sub) {
+        const char *best = NULL;
+        for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+            if (hk_cli_edit_distance(argv[1], subs[i]) <= (strlen(subs[i]) > 2 ? 2u : 1u)) best = subs[i];
+        if (best) return hk_cli_usage_error("unknown subcommand '%s' (did you mean '%s'?)", argv[1], best);
+        return hk_cli_usage_error("unknown subcommand '%s' (ls, verify, prune or rm)", argv[1]);
+    }
+    static char name[32];
+    snprintf(name, sizeof name, "cache %s", sub);
+    hk_cli_set_command(name);
+    hk_cli_args a;
+    int rc = hk_cli_parse(&a, &hk_spec_cache, argc - 1, argv + 1);
+    if (!rc && a.help) rc = hk_cli_print_help(&hk_spec_cache);
+    else if (!rc) rc = run_sub(sub, &a);
+    hk_cli_args_free(&a);
+    return rc;
 }

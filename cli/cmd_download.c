@@ -1,6 +1,7 @@
 /* hubkern download --lock FILE: prefetch every kernel pinned in a kernels.lock (either format) at
  * its locked commit into the cache, verified, so that hk_load_locked works offline. */
 #include "cli/cli.h"
+#include "cli/progress.h"
 
 #include <hubkern.h>
 
@@ -10,17 +11,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern download --lock kernels.lock [--all-variants] [--backend B]\n"
-            "                        [--endpoint URL] [--cache DIR] [--trust-remote-code]\n\n"
-            "Downloads each locked kernel at its locked commit: the variant this machine's C loader\n"
-            "would load (tvm-ffi, or torch builds next to libtorch), or every variant with\n"
-            "--all-variants. Old-format locks (per-variant sha256 hashes) are checked against the\n"
-            "downloaded files. Afterwards hk_load_locked / `hubkern load --lock` need no network.\n"
-            "A locked commit whose kernel-status.toml redirects elsewhere is refused (HK_ERR_LOCKFILE):\n"
-            "`hubkern lock` pins the destination, which is what gets downloaded and loaded.\n");
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_VALUE, "lock", 0, "FILE", "the kernels.lock to prefetch (required)", NULL, NULL},
+    {HK_OPT_FLAG, "all-variants", 0, NULL, "every variant instead of the one this machine's loader would load", NULL, NULL},
+    {HK_OPT_VALUE, "backend", 0, "B", "choose the variants for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
+    {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
+    {HK_OPT_FLAG, "json", 0, NULL, "print what was downloaded (or the error) as JSON on stdout", NULL, NULL},
+    {HK_OPT_VALUE, "progress", 0, "MODE", "auto (a bar on a terminal), bar, plain (a line every 2 s) or none", NULL,
+     "auto|bar|plain|none"},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+static const char *const k_titles[] = {"options", "hub options"};
+
+const hk_cli_spec hk_spec_download = {
+    .name = "download",
+    .summary = "prefetch the kernels pinned in a kernels.lock",
+    .synopsis = "hubkern download --lock kernels.lock [--all-variants] [--backend B] [--json] [hub options]",
+    .description =
+        "Downloads each locked kernel at its locked commit: the variant this machine's C loader\n"
+        "would load (tvm-ffi, or torch builds next to libtorch), or every variant with\n"
+        "--all-variants. Old-format locks (per-variant sha256 hashes) are checked against the\n"
+        "downloaded files. Afterwards hk_load_locked / `hubkern load --lock` need no network.\n"
+        "A locked commit whose kernel-status.toml redirects elsewhere is refused (HK_ERR_LOCKFILE):\n"
+        "`hubkern lock` pins the destination, which is what gets downloaded and loaded.\n"
+        "HF_HUB_OFFLINE=1 checks that everything is in the cache instead.\n",
+    .tables = {k_opts, hk_cli_hub_opts_online},
+    .table_titles = k_titles,
+    .json = 1,
+};
 
 /* A lock pins what is loaded: `hubkern lock` pins the end of a kernel-status.toml redirect chain,
  * and hk_load_locked reads only the pinned repo's snapshot. If the pinned commit itself redirects
@@ -62,40 +80,38 @@ static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lo
     return rc;
 }
 
-int hk_cmd_download(int argc, char **argv);
 int hk_cmd_download(int argc, char **argv) {
-    hk_cli_hub_args ha = {0}; /* --endpoint, --cache; never --offline (HF_HUB_OFFLINE decides) */
-    const char *lockpath = NULL, *backend = NULL;
-    int all = 0, trust = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--lock") == 0 && i + 1 < argc) lockpath = argv[++i];
-        else if (strcmp(a, "--endpoint") == 0 && i + 1 < argc) ha.endpoint = argv[++i];
-        else if (strcmp(a, "--cache") == 0 && i + 1 < argc) ha.cache = argv[++i];
-        else if (strcmp(a, "--backend") == 0 && i + 1 < argc) backend = argv[++i];
-        else if (strcmp(a, "--all-variants") == 0) all = 1;
-        else if (strcmp(a, "--trust-remote-code") == 0) trust = 1;
-        else {
-            fprintf(stderr, "hubkern download: unexpected argument '%s'\n\n", a);
-            usage(stderr);
-            return 2;
-        }
+    hk_cli_args a;
+    int rc = hk_cli_parse(&a, &hk_spec_download, argc, argv);
+    if (rc || a.help) {
+        if (!rc) hk_cli_print_help(&hk_spec_download);
+        hk_cli_args_free(&a);
+        return rc;
     }
-    if (!lockpath) {
-        usage(stderr);
-        return 2;
-    }
+    hk_cli_hub_args ha; /* --endpoint, --cache-dir, --token; never --offline (HF_HUB_OFFLINE decides) */
+    hk_cli_hub_args_get(&ha, &a);
+    const char *lockpath = hk_cli_str(&a, "lock"), *backend = hk_cli_str(&a, "backend");
+    int all = hk_cli_count(&a, "all-variants") > 0, trust = hk_cli_count(&a, "trust-remote-code") > 0;
+    hk_cli_progress prog;
+    if (a.npos) rc = hk_cli_usage_error("unexpected argument '%s' (the lock file goes after --lock)", a.pos[0]);
+    else if (!lockpath) rc = hk_cli_usage_error("--lock FILE is required");
+    else if (!(rc = hk_cli_check_backend(backend))) rc = hk_cli_progress_init(&prog, hk_cli_str(&a, "progress"));
+    hk_cli_args_free(&a); /* the strings above live in argv */
+    if (rc) return rc;
     hk_lockfile *lock = NULL;
-    if (hk_lockfile_read(&lock, lockpath)) return hk_cli_report_error("download");
+    if (hk_lockfile_read(&lock, lockpath)) return hk_cli_report_error(NULL);
+    hk_cli_catch_interrupt();
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &ha, NULL, NULL)) {
+    if (hk_cli_hub_open(&hub, &ha, hk_cli_progress_cb, &prog)) {
         hk_lockfile_free(lock);
-        return hk_cli_report_error("download");
+        return hk_cli_report_error(NULL);
     }
-    int rc = 0;
+    cJSON *j = hk_cli_json() ? cJSON_CreateObject() : NULL, *jk = NULL;
+    if (j) {
+        cJSON_AddStringToObject(j, "lock", lockpath);
+        cJSON_AddStringToObject(j, "cache", hk_hub_cache_root(hub));
+        jk = cJSON_AddArrayToObject(j, "kernels");
+    }
     for (size_t i = 0; i < hk_lockfile_count(lock) && rc == 0; i++) {
         const hk_lock_entry *e = hk_lockfile_entry(lock, i);
         const char *repo_id = hk_lock_entry_repo_id(e), *commit = hk_lock_entry_commit(e);
@@ -116,7 +132,9 @@ int hk_cmd_download(int argc, char **argv) {
         s.trust_remote_code = trust;
         s.backend = backend;
         hk_pull_result *r = NULL;
-        if (hk_hub_pull(&r, hub, &s) != HK_OK) {
+        int prc = hk_hub_pull(&r, hub, &s);
+        hk_cli_progress_done(&prog);
+        if (prc != HK_OK) {
             rc = hk_cli_report_error(repo_id);
             hk_free(variant);
             break;
@@ -130,18 +148,27 @@ int hk_cmd_download(int argc, char **argv) {
                 if (hk_variant_hash_from_cache(&got, hk_pull_result_variant_path(r, v)) != HK_OK) {
                     rc = hk_cli_report_error(name);
                 } else if (strcmp(got, want) != 0) {
-                    fprintf(stderr, "hubkern download: %s %s hashes to %s but the lock says %s\n",
-                            repo_id, name, got, want);
-                    rc = 1;
+                    rc = hk_cli_fail(1, "HK_ERR_LOCKFILE", "%s %s hashes to %s but the lock says %s", repo_id, name,
+                                     got, want);
                 }
                 hk_free(got);
             }
-            if (rc == 0)
+            if (rc == 0 && jk) {
+                cJSON *k = cJSON_CreateObject();
+                cJSON_AddStringToObject(k, "repo_id", repo_id);
+                cJSON_AddStringToObject(k, "commit", commit);
+                cJSON_AddStringToObject(k, "variant", name);
+                cJSON_AddStringToObject(k, "path", hk_pull_result_variant_path(r, v));
+                cJSON_AddItemToArray(jk, k);
+            } else if (rc == 0) {
                 printf("%s %.12s %s %s\n", repo_id, commit, name, hk_pull_result_variant_path(r, v));
+            }
         }
         hk_pull_result_free(r);
         hk_free(variant);
     }
+    if (rc == 0) hk_cli_print_json(j);
+    else cJSON_Delete(j);
     hk_hub_free(hub);
     hk_lockfile_free(lock);
     return rc;

@@ -7,66 +7,123 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern env [--json] [detection options] [system options]\n"
-            "\n"
-            "Detect the machine: OS, CPU, Python, PyTorch, tvm-ffi, CUDA, ROCm and GPUs, and the\n"
-            "compute backend as the Python `kernels` package would see it. Nothing is imported; at most one\n"
-            "short Python call is made.\n"
-            "\n"
-            "  --json               print one JSON object (for programs)\n"
-            "%s",
-            hk_cli_env_flags_help());
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_FLAG, "json", 0, NULL, "print one JSON object (for programs)", NULL, NULL},
+    {HK_OPT_VALUE, "endpoint", 0, "URL", "report this endpoint instead of HF_ENDPOINT's", NULL, NULL},
+    {HK_OPT_VALUE, "cache-dir", 0, "DIR", "report this cache instead of the environment's", "cache", NULL},
+    {HK_OPT_FLAG, "offline", 0, NULL, "report offline mode as --offline would set it", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+static const char *const k_titles[] = {"options", "detection options", "system options (override what was detected)"};
+
+const hk_cli_spec hk_spec_env = {
+    .name = "env",
+    .summary = "show the machine (OS, CPU, Python, torch, tvm-ffi, CUDA, backend) and the Hub settings",
+    .synopsis = "hubkern env [--json] [detection options] [system options]",
+    .description =
+        "Detect the machine: OS, CPU, Python, PyTorch, tvm-ffi, CUDA, ROCm and GPUs, and the\n"
+        "compute backend as the Python `kernels` package would see it. Nothing is imported; at most one\n"
+        "short Python call is made. Also the Hub settings as `hf env` shows them: endpoint, cache\n"
+        "directories, where the token comes from and whether there is one (never the token), offline mode,\n"
+        "and the CLI and library versions. No network call is made.\n",
+    .tables = {k_opts, hk_cli_env_detect_opts, hk_cli_env_system_opts},
+    .table_titles = k_titles,
+    .json = 1,
+};
 
 static void line(const char *key, const char *value) {
     printf("  %-22s %s\n", key, value ? value : "-");
 }
 
+/* The token's state: where it comes from, never its value. */
+static const char *token_state(const hk_hub *hub) {
+    return hk_hub_token_source(hub) ? "set" : getenv("HF_HUB_DISABLE_IMPLICIT_TOKEN") ? "disabled" : "not set";
+}
+
+static cJSON *hub_json(const hk_hub *hub) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "endpoint", hk_hub_endpoint(hub));
+    cJSON_AddStringToObject(j, "kernels_cache", hk_hub_cache_root(hub));
+    char *models = NULL;
+    if (hk_cache_root(&models, NULL, HK_REPO_MODEL) == HK_OK) cJSON_AddStringToObject(j, "hub_cache", models);
+    hk_free(models);
+    hk_clear_error();
+    cJSON_AddStringToObject(j, "token", token_state(hub));
+    if (hk_hub_token_source(hub)) cJSON_AddStringToObject(j, "token_source", hk_hub_token_source(hub));
+    else cJSON_AddNullToObject(j, "token_source");
+    cJSON_AddBoolToObject(j, "offline", hk_hub_is_offline(hub));
+    return j;
+}
+
+static void print_hub(const hk_hub *hub) {
+    printf("hub\n");
+    line("endpoint", hk_hub_endpoint(hub));
+    line("kernels cache", hk_hub_cache_root(hub));
+    char *models = NULL;
+    if (hk_cache_root(&models, NULL, HK_REPO_MODEL) == HK_OK) line("hub cache", models);
+    hk_free(models);
+    hk_clear_error();
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s%s%s%s", token_state(hub), hk_hub_token_source(hub) ? " (from " : "",
+             hk_hub_token_source(hub) ? hk_hub_token_source(hub) : "", hk_hub_token_source(hub) ? ")" : "");
+    line("token", buf);
+    line("offline", hk_hub_is_offline(hub) ? "yes" : "no");
+    printf("versions\n");
+    line("hubkern", HK_CLI_VERSION);
+    line("libhubkern", hk_version());
+}
+
 static const char *tri(int v) { return v < 0 ? "-" : v ? "yes" : "no"; }
 
-int hk_cmd_env(int argc, char **argv); /* called through the table in main.c */
 int hk_cmd_env(int argc, char **argv) {
-    bool json = false;
+    hk_cli_args a;
+    int rc = hk_cli_parse(&a, &hk_spec_env, argc, argv);
+    if (rc || a.help) {
+        if (!rc) hk_cli_print_help(&hk_spec_env);
+        hk_cli_args_free(&a);
+        return rc;
+    }
     hk_cli_env_flags fl;
     hk_cli_env_flags_init(&fl);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            hk_cli_env_flags_free(&fl);
-            return 0;
-        }
-        if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-            continue;
-        }
-        int used = hk_cli_env_flags_parse(&fl, argc, argv, i);
-        if (used < 0) {
-            hk_cli_env_flags_free(&fl);
-            usage(stderr);
-            return 2;
-        }
-        if (used == 0) {
-            fprintf(stderr, "hubkern env: unknown argument '%s'\n", argv[i]);
-            hk_cli_env_flags_free(&fl);
-            usage(stderr);
-            return 2;
-        }
-        i += used - 1;
+    if (a.npos) rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[0]);
+    else rc = hk_cli_env_flags_get(&fl, &a);
+    if (rc) {
+        hk_cli_env_flags_free(&fl);
+        hk_cli_args_free(&a);
+        return rc;
     }
+    bool json = hk_cli_json();
+    hk_cli_hub_args h;
+    hk_cli_hub_args_get(&h, &a);
     hk_env *env = NULL;
-    int rc = hk_cli_env_flags_build(&env, &fl);
+    rc = hk_cli_env_flags_build(&env, &fl);
     hk_cli_env_flags_free(&fl);
-    if (rc) return hk_cli_report_error("detecting the machine");
-
+    hk_hub *hub = NULL;
+    if (rc) {
+        rc = hk_cli_report_error("detecting the machine");
+        goto out;
+    }
+    hk_hub_options ho = HK_HUB_OPTIONS_INIT;
+    ho.endpoint = h.endpoint;
+    ho.cache_dir = h.cache;
+    if (h.offline) ho.offline = 1;
+    if (hk_hub_new(&hub, &ho)) { /* e.g. an endpoint without http(s)://: say so, keep the rest */
+        rc = hk_cli_report_error("hub settings");
+        goto out;
+    }
     if (json) {
         char *text = hk_env_to_json(env);
-        hk_env_free(env);
-        if (!text) return hk_cli_report_error("formatting JSON");
-        printf("%s\n", text);
+        cJSON *j = text ? cJSON_Parse(text) : NULL;
         hk_free(text);
-        return 0;
+        if (!j) {
+            rc = hk_cli_fail(1, "HK_ERR_INTERNAL", "formatting JSON failed");
+            goto out;
+        }
+        cJSON_AddItemToObject(j, "hub", hub_json(hub));
+        cJSON_AddStringToObject(j, "hubkern_version", HK_CLI_VERSION);
+        cJSON_AddStringToObject(j, "library_version", hk_version());
+        hk_cli_print_json(j);
+        goto out;
     }
 
     char buf[512];
@@ -122,6 +179,10 @@ int hk_cmd_env(int argc, char **argv) {
              hk_env_backend_variant(env) ? hk_env_backend_variant(env) : "unknown",
              hk_env_get(env, "backend_source"));
     line("backend", buf);
+    print_hub(hub);
+out:
+    hk_hub_free(hub);
     hk_env_free(env);
-    return 0;
+    hk_cli_args_free(&a);
+    return rc;
 }

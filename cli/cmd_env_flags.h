@@ -3,9 +3,15 @@
 #ifndef HK_CLI_ENV_FLAGS_H
 #define HK_CLI_ENV_FLAGS_H
 
+#include "cli/args.h"
+
 #include <hubkern.h>
 
 #include <stdbool.h>
+
+/* option tables: "detection options" and "system options" */
+extern const hk_cli_opt hk_cli_env_detect_opts[];
+extern const hk_cli_opt hk_cli_env_system_opts[];
 
 typedef struct hk_cli_env_flags {
     hk_env_options opts;
@@ -16,11 +22,10 @@ typedef struct hk_cli_env_flags {
 
 void hk_cli_env_flags_init(hk_cli_env_flags *fl);
 void hk_cli_env_flags_free(hk_cli_env_flags *fl);
-/* Try to consume argv[i] (and its value). Returns the number of arguments used, 0 if argv[i] is
- * not an environment flag, -1 on a usage error (printed). */
-int hk_cli_env_flags_parse(hk_cli_env_flags *fl, int argc, char **argv, int i);
+/* Read the detection and system options out of parsed arguments, in the order given. Returns 0,
+ * or 2 after a usage error. */
+int hk_cli_env_flags_get(hk_cli_env_flags *fl, const hk_cli_args *a);
 /* Detect (or start blank), then apply the flags. */
 int hk_cli_env_flags_build(hk_env **out, const hk_cli_env_flags *fl);
-const char *hk_cli_env_flags_help(void);
 
 #endif

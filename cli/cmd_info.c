@@ -11,50 +11,60 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: hubkern info ORG/NAME [--version N | --revision REV] [--backend B] [--json]\n"
-               "                    [--endpoint URL] [--cache DIR] [--offline]\n\n"
-               "Shows the publisher trust status, the versions, and for one version (default: the newest) its\n"
-               "commit, build variants and the variant this machine would pull. When that version's\n"
-               "kernel-status.toml redirects (online), commit, variants and cache state are those of the\n"
-               "destination, which `pull`/`load` would use: redirects_to, redirect_revision and\n"
-               "redirect_trusted_publisher name it, and a note on stderr says so.\n");
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_VALUE, "version", 0, "N", "show version N (default: the newest)", NULL, NULL},
+    {HK_OPT_VALUE, "revision", 0, "REV", "show a branch, tag or commit instead", NULL, NULL},
+    {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
+    {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as JSON on stdout", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+static const char *const k_titles[] = {"options", "hub options"};
 
-int hk_cmd_info(int argc, char **argv);
+const hk_cli_spec hk_spec_info = {
+    .name = "info",
+    .summary = "show a kernel's publisher trust, versions and variants",
+    .synopsis = "hubkern info ORG/NAME [--version N | --revision REV] [--backend B] [--json] [hub options]",
+    .description =
+        "Shows the publisher trust status, the versions, and for one version (default: the newest) its\n"
+        "commit, build variants and the variant this machine would pull. When that version's\n"
+        "kernel-status.toml redirects (online), commit, variants and cache state are those of the\n"
+        "destination, which `pull`/`load` would use: redirects_to, redirect_revision and\n"
+        "redirect_trusted_publisher name it, and a note on stderr says so. Offline, everything comes\n"
+        "from the cache and the endpoint shows as offline.\n",
+    .tables = {k_opts, hk_cli_hub_opts},
+    .table_titles = k_titles,
+    .conflicts = "version,revision",
+    .json = 1,
+};
+
 int hk_cmd_info(int argc, char **argv) {
-    hk_cli_hub_args a = {0};
-    const char *repo = NULL, *revision = NULL, *backend = NULL;
-    int version = -1, json = 0;
-    for (int i = 1; i < argc; i++) {
-        int c = hk_cli_hub_opt(&a, argc, argv, &i);
-        if (c < 0) return 2;
-        if (c) continue;
-        const char *o = argv[i];
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(o, "--json") == 0) json = 1;
-        else if (strcmp(o, "--version") == 0 && i + 1 < argc) version = atoi(argv[++i]);
-        else if (strcmp(o, "--revision") == 0 && i + 1 < argc) revision = argv[++i];
-        else if (strcmp(o, "--backend") == 0 && i + 1 < argc) backend = argv[++i];
-        else if (o[0] != '-' && !repo) repo = o;
-        else {
-            usage(stderr);
-            return 2;
-        }
+    hk_cli_args a;
+    int prc = hk_cli_parse(&a, &hk_spec_info, argc, argv);
+    if (prc || a.help) {
+        if (!prc) hk_cli_print_help(&hk_spec_info);
+        hk_cli_args_free(&a);
+        return prc;
     }
-    if (!repo || (version >= 0 && revision)) {
-        usage(stderr);
-        return 2;
-    }
+    hk_cli_hub_args h;
+    hk_cli_hub_args_get(&h, &a);
+    int json = hk_cli_json(), version = -1;
+    const char *repo = a.npos ? a.pos[0] : NULL, *revision = hk_cli_str(&a, "revision");
+    const char *backend = hk_cli_str(&a, "backend");
+    if (!repo) prc = hk_cli_usage_error("missing ORG/NAME (the kernel repo)");
+    else if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    else if (!(prc = hk_cli_int(&a, "version", 1000000, &version))) prc = hk_cli_check_backend(backend);
+    hk_cli_args_free(&a); /* the strings above live in argv */
+    if (prc) return prc;
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &a, NULL, NULL)) return hk_cli_report_error("info");
+    if (hk_cli_hub_open(&hub, &h, NULL, NULL)) return hk_cli_report_error(NULL);
     int rc = 0;
     char *dest = NULL, *dest_rev = NULL;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "repo", repo);
-    cJSON_AddStringToObject(j, "endpoint", hk_hub_endpoint(hub));
+    /* offline, no endpoint is asked: say so instead of naming the one that would be */
+    if (hk_hub_is_offline(hub)) cJSON_AddStringToObject(j, "endpoint", "(offline: the cache only)");
+    else cJSON_AddStringToObject(j, "endpoint", hk_hub_endpoint(hub));
+    cJSON_AddBoolToObject(j, "offline", hk_hub_is_offline(hub));
     if (!hk_hub_is_offline(hub)) {
         char org[128];
         const char *slash = strchr(repo, '/');
@@ -65,7 +75,7 @@ int hk_cmd_info(int argc, char **argv) {
     }
     hk_hub_version_list *v = NULL;
     if (hk_hub_list_versions(&v, hub, repo)) {
-        rc = hk_cli_report_error(NULL);
+        rc = hk_cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
         goto out;
     }
     size_t n = hk_hub_version_list_count(v);
@@ -79,8 +89,8 @@ int hk_cmd_info(int argc, char **argv) {
     if (version < 0 && !revision) {
         if (n == 0) {
             hk_hub_version_list_free(v);
-            fprintf(stderr, "hubkern: %s has no versions (vN branches); use --revision\n", repo);
-            rc = 1;
+            rc = hk_cli_fail(1, "HK_ERR_VERSION_NOT_FOUND", "%s has no versions (vN branches)%s; use --revision", repo,
+                             hk_hub_is_offline(hub) ? " in the cache (offline: no refs/vN there)" : "");
             goto out;
         }
         version = hk_hub_version_list_number(v, n - 1);
@@ -95,7 +105,7 @@ int hk_cmd_info(int argc, char **argv) {
     s.trust_remote_code = 1;
     char commit[65], *resolved = NULL;
     if (hk_hub_resolve_spec(&dest, &dest_rev, &resolved, hub, &s)) {
-        rc = hk_cli_report_error(NULL);
+        rc = hk_cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
         goto out;
     }
     snprintf(commit, sizeof commit, "%s", resolved);
@@ -118,7 +128,7 @@ int hk_cmd_info(int argc, char **argv) {
     char **names = NULL;
     size_t nn = 0;
     if (hk_hub_list_variants(&names, &nn, hub, dest, commit)) {
-        rc = hk_cli_report_error(NULL);
+        rc = hk_cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
         goto out;
     }
     cJSON *jn = cJSON_AddArrayToObject(j, "variants");
@@ -138,9 +148,8 @@ int hk_cmd_info(int argc, char **argv) {
     free(snap);
     hk_hub_strv_free(names);
     if (json) {
-        char *txt = cJSON_Print(j);
-        if (txt) printf("%s\n", txt);
-        free(txt);
+        hk_cli_print_json(j);
+        j = NULL;
     } else {
         cJSON *it;
         cJSON_ArrayForEach(it, j) {

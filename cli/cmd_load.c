@@ -12,25 +12,45 @@
 #include <string.h>
 #include <time.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern load ORG/NAME (--version N | --revision REV) [--call] [--json]\n"
-            "                    [--backend cpu|cuda|...] [--endpoint URL] [--cache DIR] [--offline]\n"
-            "                    [--trust-remote-code] [--tvm-ffi-lib PATH] [--no-arch-check] [--variant V]\n"
-            "       hubkern load --local DIR [--call] [--json] [--backend B] ...\n"
-            "       hubkern load ORG/NAME --lock kernels.lock [--call] [--json] ...\n\n"
-            "Resolves, pulls (or finds in the cache), verifies and loads the variant this process can run\n"
-            "(tvm-ffi; torch builds need libtorch in the process), then prints repo, commit, variant,\n"
-            "metadata and the exported functions (--json adds bytes_verified: bytes hashed against the\n"
-            "metadata.json digest before the load, and bytes_trusted: cached bytes its verification receipt\n"
-            "vouched for; the text form prints both on its `verified` line, in kB/MB).\n"
-            "LOCAL_KERNELS=org/name=/path is honoured.\n"
-            "--call runs a smoke check when the kernel is one of ours (rmsnorm: rms_norm and\n"
-            "fused_add_rms_norm on random CPU data, checked against a float64 reference).\n"
-            "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n"
-            "Online, kernel-status.toml redirects are followed: the repo shown is the destination, and a\n"
-            "note on stderr says so. A lock written by `hubkern lock` names the destination: load that name.\n");
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_VALUE, "version", 0, "N", "the kernel's major version N (branch vN)", NULL, NULL},
+    {HK_OPT_VALUE, "revision", 0, "REV", "a branch, tag or commit instead of --version", NULL, NULL},
+    {HK_OPT_VALUE, "variant", 0, "V", "this exact build variant", NULL, NULL},
+    {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
+    {HK_OPT_VALUE, "local", 0, "DIR", "load a local kernel directory instead (hk_get_local_kernel)", NULL, NULL},
+    {HK_OPT_VALUE, "lock", 0, "FILE", "load the commit a kernels.lock pins, from the cache only", NULL, NULL},
+    {HK_OPT_FLAG, "call", 0, NULL, "run the built-in smoke check (rmsnorm's tvm-ffi builds)", NULL, NULL},
+    {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
+    {HK_OPT_VALUE, "tvm-ffi-lib", 0, "PATH", "libtvm_ffi to load tvm-ffi kernels with", NULL, NULL},
+    {HK_OPT_FLAG, "no-arch-check", 0, NULL, "skip the ELF architecture check", NULL, NULL},
+    {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as JSON on stdout", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+static const char *const k_titles[] = {"options", "hub options"};
+
+const hk_cli_spec hk_spec_load = {
+    .name = "load",
+    .summary = "get, load and list a kernel as a C program would; --call smoke-tests it",
+    .synopsis = "hubkern load ORG/NAME (--version N | --revision REV) [--call] [--json] [options]\n"
+                "hubkern load --local DIR [--call] [--json] [--backend B] ...\n"
+                "hubkern load ORG/NAME --lock kernels.lock [--call] [--json] ...",
+    .description =
+        "Resolves, pulls (or finds in the cache), verifies and loads the variant this process can run\n"
+        "(tvm-ffi; torch builds need libtorch in the process), then prints repo, commit, variant,\n"
+        "metadata and the exported functions (--json adds bytes_verified: bytes hashed against the\n"
+        "metadata.json digest before the load, and bytes_trusted: cached bytes its verification receipt\n"
+        "vouched for; the text form prints both on its `verified` line, in kB/MB).\n"
+        "LOCAL_KERNELS=org/name=/path is honoured.\n"
+        "--call runs a smoke check when the kernel is one of ours (rmsnorm: rms_norm and\n"
+        "fused_add_rms_norm on random CPU data, checked against a float64 reference).\n"
+        "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n"
+        "Online, kernel-status.toml redirects are followed: the repo shown is the destination, and a\n"
+        "note on stderr says so. A lock written by `hubkern lock` names the destination: load that name.\n",
+    .tables = {k_opts, hk_cli_hub_opts},
+    .table_titles = k_titles,
+    .conflicts = "version,revision;local,lock;version,local;revision,local;version,lock;revision,lock",
+    .json = 1,
+};
 
 static const char *kind_name(hk_kernel_kind k) {
     return k == HK_KERNEL_TVM_FFI ? "tvm-ffi" : k == HK_KERNEL_TORCH ? "torch" : "noarch";
@@ -103,8 +123,7 @@ static int smoke_rmsnorm(const hk_kernel *k, cJSON *json) {
     double *ref = malloc(sizeof(double) * ROWS * HIDDEN);
     int rc = 0;
     if (!x || !out || !res || !ref) {
-        fprintf(stderr, "hubkern load: out of memory\n");
-        rc = 1;
+        rc = hk_cli_fail(1, "HK_ERR_NOMEM", "out of memory");
         goto done;
     }
     for (int i = 0; i < ROWS * HIDDEN; i++) {
@@ -164,70 +183,49 @@ done:
     return rc;
 }
 
-static int parse_int(int *out, const char *v, const char *opt) {
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (!*v || *end || n < 0 || n > 1000000) {
-        fprintf(stderr, "hubkern: %s takes a non-negative integer, got '%s'\n", opt, v);
-        return -1;
-    }
-    *out = (int)n;
-    return 0;
-}
-
-int hk_cmd_load(int argc, char **argv);
 int hk_cmd_load(int argc, char **argv) {
+    hk_cli_args a;
+    int prc = hk_cli_parse(&a, &hk_spec_load, argc, argv);
+    if (prc || a.help) {
+        if (!prc) hk_cli_print_help(&hk_spec_load);
+        hk_cli_args_free(&a);
+        return prc;
+    }
     hk_get_kernel_options o;
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
-    const char *local = NULL, *lock = NULL;
-    int call = 0, json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--call") == 0) call = 1;
-        else if (strcmp(a, "--json") == 0) json = 1;
-        else if (strcmp(a, "--offline") == 0) o.offline = 1;
-        else if (strcmp(a, "--trust-remote-code") == 0) o.trust_remote_code = 1;
-        else if (strcmp(a, "--no-arch-check") == 0) o.skip_arch_check = 1;
-        else if (strcmp(a, "--version") == 0 && has_val) {
-            if (parse_int(&o.kernel_version, argv[++i], a)) return 2;
-        } else if (strcmp(a, "--revision") == 0 && has_val) o.revision = argv[++i];
-        else if (strcmp(a, "--backend") == 0 && has_val) o.backend = argv[++i];
-        else if (strcmp(a, "--variant") == 0 && has_val) o.variant = argv[++i];
-        else if (strcmp(a, "--endpoint") == 0 && has_val) o.endpoint = argv[++i];
-        else if (strcmp(a, "--cache") == 0 && has_val) o.cache_dir = argv[++i];
-        else if (strcmp(a, "--tvm-ffi-lib") == 0 && has_val) o.tvm_ffi_library = argv[++i];
-        else if (strcmp(a, "--local") == 0 && has_val) local = argv[++i];
-        else if (strcmp(a, "--lock") == 0 && has_val) lock = argv[++i];
-        else if (a[0] != '-' && !o.repo_id) o.repo_id = a;
-        else {
-            fprintf(stderr, "hubkern load: unexpected argument '%s'\n\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    hk_cli_hub_args h;
+    hk_cli_hub_args_get(&h, &a);
+    o.endpoint = h.endpoint;
+    o.cache_dir = h.cache;
+    o.token = h.token;
+    if (h.offline) o.offline = 1;
+    o.trust_remote_code = hk_cli_count(&a, "trust-remote-code") > 0;
+    o.skip_arch_check = hk_cli_count(&a, "no-arch-check") > 0;
+    o.revision = hk_cli_str(&a, "revision");
+    o.backend = hk_cli_str(&a, "backend");
+    o.variant = hk_cli_str(&a, "variant");
+    o.tvm_ffi_library = hk_cli_str(&a, "tvm-ffi-lib");
+    const char *local = hk_cli_str(&a, "local"), *lock = hk_cli_str(&a, "lock");
+    int call = hk_cli_count(&a, "call") > 0, json = hk_cli_json();
+    o.repo_id = a.npos ? a.pos[0] : NULL;
+    if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    else if (!(prc = hk_cli_int(&a, "version", 1000000, &o.kernel_version))) prc = hk_cli_check_backend(o.backend);
+    if (!prc && !local && !o.repo_id) prc = hk_cli_usage_error("missing ORG/NAME (or --local DIR)");
+    if (!prc && !local && !lock && (o.kernel_version == HK_VERSION_UNSET) == (o.revision == NULL))
+        prc = hk_cli_usage_error("--version N or --revision REV is required");
+    hk_cli_args_free(&a); /* the strings above live in argv */
+    if (prc) return prc;
     hk_kernel *k = NULL;
     int rc;
     if (local) {
         rc = hk_get_local_kernel(&k, local, &o);
     } else if (lock) {
-        if (!o.repo_id) {
-            usage(stderr);
-            return 2;
-        }
         rc = hk_load_locked(&k, lock, o.repo_id, &o);
     } else {
-        if (!o.repo_id || (o.kernel_version == HK_VERSION_UNSET) == (o.revision == NULL)) {
-            usage(stderr);
-            return 2;
-        }
         rc = hk_get_kernel(&k, &o);
         if (rc == HK_OK) hk_cli_note_redirect(o.repo_id, hk_kernel_repo_id(k), "loaded from there");
     }
-    if (rc) return hk_cli_report_error("load");
+    if (rc) return hk_cli_report_error(NULL);
 
     const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
     cJSON *j = json ? cJSON_CreateObject() : NULL;
@@ -271,9 +269,9 @@ int hk_cmd_load(int argc, char **argv) {
             printf("verified  nothing: no digest check ran before this load (local directories are not "
                    "checked)\n");
         } else {
-            char a[32], b[32];
+            char sa[32], sb[32];
             printf("verified  %s hashed against the metadata.json digest, %s trusted by its verification "
-                   "receipt\n", human_size(a, sizeof a, hashed), human_size(b, sizeof b, trusted));
+                   "receipt\n", human_size(sa, sizeof sa, hashed), human_size(sb, sizeof sb, trusted));
         }
         if (hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI) {
             printf("functions");
@@ -291,17 +289,11 @@ int hk_cmd_load(int argc, char **argv) {
         if (strcmp(md->name, "rmsnorm") == 0 && hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI) {
             out = smoke_rmsnorm(k, j ? cJSON_AddObjectToObject(j, "call") : NULL);
         } else {
-            fprintf(stderr, "hubkern load: --call has no built-in smoke check for '%s' (%s variant); "
-                    "it knows the tvm-ffi builds of rmsnorm\n", md->name, kind_name(hk_kernel_get_kind(k)));
-            out = 1;
+            out = hk_cli_fail(1, "HK_ERR_UNSUPPORTED", "--call has no built-in smoke check for '%s' (%s variant); "
+                              "it knows the tvm-ffi builds of rmsnorm", md->name, kind_name(hk_kernel_get_kind(k)));
         }
     }
-    if (j) {
-        char *t = cJSON_Print(j);
-        if (t) printf("%s\n", t);
-        free(t);
-        cJSON_Delete(j);
-    }
+    if (j) hk_cli_print_json(j);
     hk_kernel_unref(k);
     return out;
 }

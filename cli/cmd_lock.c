@@ -10,19 +10,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern lock [-o kernels.lock] [--endpoint URL] [--cache DIR] [--trust-remote-code]\n"
-            "                    ORG/NAME=N | ORG/NAME@REVISION ...\n\n"
-            "Resolves each kernel's version N (branch vN) or revision to a commit on the Hub and writes\n"
-            "them, sorted, to a kernels.lock in the format of kernels 0.17:\n"
-            "  [{\"dependency\": {\"repo-id\": ..., \"version\": N}, \"lock\": {\"commit\": ...}}, ...]\n"
-            "kernel-status.toml redirects are followed as `hubkern load` follows them: the lock pins what\n"
-            "would be loaded, the destination repo at the redirect's revision and its commit (a note on\n"
-            "stderr says so; load it by the destination's name). Publisher trust is checked at every\n"
-            "hop unless --trust-remote-code. Prefetch with\n"
-            "`hubkern download --lock FILE`; load with hk_load_locked or `hubkern load --lock FILE`.\n");
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_VALUE, "output", 'o', "FILE", "the lock file to write (default kernels.lock)", NULL, NULL},
+    {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
+    {HK_OPT_FLAG, "json", 0, NULL, "print the lock written (or the error) as JSON on stdout", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+static const char *const k_titles[] = {"options", "hub options"};
+
+const hk_cli_spec hk_spec_lock = {
+    .name = "lock",
+    .summary = "pin kernels (org/name=N) to commits in a kernels.lock",
+    .synopsis = "hubkern lock [-o kernels.lock] [--json] [hub options] ORG/NAME=N | ORG/NAME@REVISION ...",
+    .description =
+        "Resolves each kernel's version N (branch vN) or revision to a commit on the Hub and writes\n"
+        "them, sorted, to a kernels.lock in the format of kernels 0.17:\n"
+        "  [{\"dependency\": {\"repo-id\": ..., \"version\": N}, \"lock\": {\"commit\": ...}}, ...]\n"
+        "kernel-status.toml redirects are followed as `hubkern load` follows them: the lock pins what\n"
+        "would be loaded, the destination repo at the redirect's revision and its commit (a note on\n"
+        "stderr says so; load it by the destination's name). Publisher trust is checked at every\n"
+        "hop unless --trust-remote-code. Prefetch with\n"
+        "`hubkern download --lock FILE`; load with hk_load_locked or `hubkern load --lock FILE`.\n",
+    .tables = {k_opts, hk_cli_hub_opts_online},
+    .table_titles = k_titles,
+    .json = 1,
+};
 
 /* One kernel to pin, as asked and then as resolved. */
 typedef struct pin {
@@ -43,71 +55,66 @@ static int write_lock(const char *path, const pin *e, size_t n) {
     return rc;
 }
 
-int hk_cmd_lock(int argc, char **argv);
 int hk_cmd_lock(int argc, char **argv) {
-    const char *out = "kernels.lock", *endpoint = NULL, *cache = NULL;
-    int trust = 0;
+    hk_cli_args a;
+    int rc = hk_cli_parse(&a, &hk_spec_lock, argc, argv);
+    if (rc || a.help) {
+        if (!rc) hk_cli_print_help(&hk_spec_lock);
+        hk_cli_args_free(&a);
+        return rc;
+    }
+    hk_cli_hub_args h;
+    hk_cli_hub_args_get(&h, &a);
+    const char *out = hk_cli_str(&a, "output") ? hk_cli_str(&a, "output") : "kernels.lock";
+    int trust = hk_cli_count(&a, "trust-remote-code") > 0;
     size_t n = 0;
-    pin *e = calloc((size_t)argc, sizeof *e);
-    char **owned = calloc((size_t)argc * 4, sizeof *owned);
+    pin *e = calloc(a.npos + 1, sizeof *e);
+    char **owned = calloc(a.npos * 4 + 1, sizeof *owned);
     size_t nowned = 0;
-    int rc = 2;
+    rc = 2;
     if (!e || !owned) goto done;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            rc = 0;
-            goto done;
-        } else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < argc) out = argv[++i];
-        else if (strcmp(a, "--endpoint") == 0 && i + 1 < argc) endpoint = argv[++i];
-        else if (strcmp(a, "--cache") == 0 && i + 1 < argc) cache = argv[++i];
-        else if (strcmp(a, "--trust-remote-code") == 0) trust = 1;
-        else if (a[0] != '-') {
-            char *spec = strdup(a);
-            owned[nowned++] = spec;
-            char *eq = strchr(spec, '='), *at = strchr(spec, '@');
-            pin *x = &e[n];
-            x->version = HK_VERSION_UNSET;
-            if (eq && !at) {
-                *eq = '\0';
-                char *end;
-                long v = strtol(eq + 1, &end, 10);
-                if (!eq[1] || *end || v < 0 || v > 1000000) {
-                    fprintf(stderr, "hubkern lock: '%s': the version must be a non-negative integer\n", a);
-                    goto done;
-                }
-                x->version = (int)v;
-            } else if (at && !eq && at[1]) {
-                *at = '\0';
-                x->revision = at + 1;
-            } else {
-                fprintf(stderr, "hubkern lock: '%s' is not ORG/NAME=N or ORG/NAME@REVISION\n", a);
+    for (size_t i = 0; i < a.npos; i++) {
+        const char *arg = a.pos[i];
+        char *spec = strdup(arg);
+        owned[nowned++] = spec;
+        char *eq = strchr(spec, '='), *at = strchr(spec, '@');
+        pin *x = &e[n];
+        x->version = HK_VERSION_UNSET;
+        if (eq && !at) {
+            *eq = '\0';
+            char *end;
+            long v = strtol(eq + 1, &end, 10);
+            if (!eq[1] || *end || v < 0 || v > 1000000) {
+                rc = hk_cli_usage_error("'%s': the version must be a non-negative integer", arg);
                 goto done;
             }
-            if (!hk_repo_id_valid(spec)) {
-                fprintf(stderr, "hubkern lock: '%s' is not a valid repo id\n", spec);
-                goto done;
-            }
-            x->repo_id = spec;
-            n++;
+            x->version = (int)v;
+        } else if (at && !eq && at[1]) {
+            *at = '\0';
+            x->revision = at + 1;
         } else {
-            fprintf(stderr, "hubkern lock: unexpected argument '%s'\n\n", a);
-            usage(stderr);
+            rc = hk_cli_usage_error("'%s' is not ORG/NAME=N or ORG/NAME@REVISION", arg);
             goto done;
         }
+        if (!hk_repo_id_valid(spec)) {
+            rc = hk_cli_usage_error("'%s' is not a valid repo id", spec);
+            goto done;
+        }
+        x->repo_id = spec;
+        n++;
     }
     if (n == 0) {
-        usage(stderr);
+        rc = hk_cli_usage_error("missing ORG/NAME=N or ORG/NAME@REVISION (the kernels to pin)");
         goto done;
     }
     hk_hub_options ho = HK_HUB_OPTIONS_INIT;
-    ho.endpoint = endpoint;
-    ho.cache_dir = cache;
+    ho.endpoint = h.endpoint;
+    ho.cache_dir = h.cache;
+    ho.token = h.token;
     ho.offline = 0;
     hk_hub *hub = NULL;
     if (hk_hub_new(&hub, &ho)) {
-        rc = hk_cli_report_error("lock");
+        rc = hk_cli_report_error(NULL);
         goto done;
     }
     rc = 0;
@@ -141,8 +148,8 @@ int hk_cmd_lock(int argc, char **argv) {
             size_t nd = strspn(d, "0123456789");
             if (nd > 0 && nd < 8 && d[nd] == '\0' && (nd == 1 || d[0] != '0')) e[i].version = atoi(d);
             else e[i].revision = owned[nowned++] = strdup(rev);
-            fprintf(stderr, "%s -> %s@%s -> %s\n", asked, repo, rev, commit);
-        } else {
+            if (!hk_cli_quiet()) fprintf(stderr, "%s -> %s@%s -> %s\n", asked, repo, rev, commit);
+        } else if (!hk_cli_quiet()) {
             fprintf(stderr, "%s -> %s\n", asked, commit);
         }
         hk_free(repo);
@@ -161,11 +168,27 @@ int hk_cmd_lock(int argc, char **argv) {
     }
     if (rc == 0) n = kept;
     hk_hub_free(hub);
-    if (rc == 0 && write_lock(out, e, n) != HK_OK) rc = hk_cli_report_error("lock");
-    if (rc == 0) printf("%s\n", out);
+    if (rc == 0 && write_lock(out, e, n) != HK_OK) rc = hk_cli_report_error(NULL);
+    if (rc == 0 && hk_cli_json()) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "lock", out);
+        cJSON *ks = cJSON_AddArrayToObject(j, "kernels");
+        for (size_t i = 0; i < n; i++) {
+            cJSON *k = cJSON_CreateObject();
+            cJSON_AddStringToObject(k, "repo_id", e[i].repo_id);
+            if (e[i].revision) cJSON_AddStringToObject(k, "revision", e[i].revision);
+            else cJSON_AddNumberToObject(k, "version", e[i].version);
+            cJSON_AddStringToObject(k, "commit", e[i].commit);
+            cJSON_AddItemToArray(ks, k);
+        }
+        hk_cli_print_json(j);
+    } else if (rc == 0) {
+        printf("%s\n", out);
+    }
 done:
     for (size_t i = 0; i < nowned; i++) free(owned[i]);
     free(owned);
     free(e);
+    hk_cli_args_free(&a);
     return rc;
 }

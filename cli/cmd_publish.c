@@ -5,93 +5,93 @@
 #include "server/server.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-int hk_cmd_publish(int argc, char **argv);
-
 #ifdef HK_HAVE_SERVER
-static void publish_usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern publish SRC_DIR ORG/NAME --branch BRANCH [options]\n"
-            "\n"
-            "Record SRC_DIR as a new commit on BRANCH of repo ORG/NAME in a huggingface_hub-layout store,\n"
-            "ready for `hubkern serve`. SRC_DIR becomes the repo root: publishing a kernel's build output\n"
-            "directory SRC (holding build/<variant>/...) stores build/<variant>/... in the repo.\n"
-            "Prints the branch's commit id on stdout (and a summary on stderr).\n"
-            "\n"
-            "  - every file becomes a blob named by its etag: the git blob sha1 for text files smaller than\n"
-            "    the LFS threshold, the sha256 for binary files (a NUL byte in the first 8000 bytes, git's\n"
-            "    rule) and large files, which the Hub keeps in LFS;\n"
-            "  - the commit id is the git commit object id of (tree, parent = the branch's previous head,\n"
-            "    message) with a fixed author and date: the same tree on the same parent gives the same id;\n"
-            "  - publishing the tree the branch already holds changes nothing; older commits stay servable;\n"
-            "  - __pycache__/, *.pyc and .git/ are skipped; symlinks must stay inside SRC_DIR.\n"
-            "\n"
-            "options:\n"
-            "  --branch BRANCH        branch to create or move, e.g. v1 or main (required)\n"
-            "  -m, --message TEXT     commit message (default \"Publish BRANCH\")\n"
-            "  --cache DIR            the store (default: the hub cache, as HF_HUB_CACHE/HF_HOME resolve it)\n"
-            "  --repo-type TYPE       kernel (default), model, dataset or space\n"
-            "  --lfs-threshold BYTES  files at least this large are stored as LFS files (default %llu)\n"
-            "  -v, --verbose          more log output\n"
-            "  -h, --help             this text\n",
-            (unsigned long long)HK_LFS_THRESHOLD_DEFAULT);
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_VALUE, "branch", 0, "BRANCH", "branch to create or move, e.g. v1 or main (required)", NULL, NULL},
+    {HK_OPT_VALUE, "message", 'm', "TEXT", "commit message (default \"Publish BRANCH\")", NULL, NULL},
+    {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the store (default: the hub cache, as HF_HUB_CACHE/HF_HOME resolve it)", "cache",
+     NULL},
+    {HK_OPT_VALUE, "repo-type", 0, "TYPE", "kernel (default), model, dataset or space", NULL, "kernel|model|dataset|space"},
+    {HK_OPT_VALUE, "lfs-threshold", 0, "BYTES", "files at least this large are stored as LFS files (default 10000000)",
+     NULL, NULL},
+    {HK_OPT_FLAG, "json", 0, NULL, "print the commit and counts (or the error) as JSON on stdout", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+const hk_cli_spec hk_spec_publish = {
+    .name = "publish",
+    .summary = "record a directory as a commit on a branch of a repo in a store",
+    .synopsis = "hubkern publish SRC_DIR ORG/NAME --branch BRANCH [options]",
+    .description =
+        "Record SRC_DIR as a new commit on BRANCH of repo ORG/NAME in a huggingface_hub-layout store,\n"
+        "ready for `hubkern serve`. SRC_DIR becomes the repo root: publishing a kernel's build output\n"
+        "directory SRC (holding build/<variant>/...) stores build/<variant>/... in the repo.\n"
+        "Prints the branch's commit id on stdout (and a summary on stderr).\n"
+        "\n"
+        "  - every file becomes a blob named by its etag: the git blob sha1 for text files smaller than\n"
+        "    the LFS threshold, the sha256 for binary files (a NUL byte in the first 8000 bytes, git's\n"
+        "    rule) and large files, which the Hub keeps in LFS;\n"
+        "  - the commit id is the git commit object id of (tree, parent = the branch's previous head,\n"
+        "    message) with a fixed author and date: the same tree on the same parent gives the same id;\n"
+        "  - publishing the tree the branch already holds changes nothing; older commits stay servable;\n"
+        "  - __pycache__/, *.pyc and .git/ are skipped; symlinks must stay inside SRC_DIR.\n",
+    .tables = {k_opts},
+    .json = 1,
+};
 
 int hk_cmd_publish(int argc, char **argv) {
-    enum { O_BRANCH = 1000, O_CACHE, O_TYPE, O_LFS_T };
-    static const struct option opts[] = {
-        {"branch", required_argument, NULL, O_BRANCH},
-        {"message", required_argument, NULL, 'm'},
-        {"cache", required_argument, NULL, O_CACHE},
-        {"repo-type", required_argument, NULL, O_TYPE},
-        {"lfs-threshold", required_argument, NULL, O_LFS_T},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    hk_cli_args a;
+    int rc = hk_cli_parse(&a, &hk_spec_publish, argc, argv);
+    if (rc || a.help) {
+        if (!rc) hk_cli_print_help(&hk_spec_publish);
+        hk_cli_args_free(&a);
+        return rc;
+    }
     hk_publish_options o;
     memset(&o, 0, sizeof o);
     o.repo_type = HK_REPO_KERNEL;
-    int verbose = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "m:vh", opts, NULL)) != -1) {
-        switch (c) {
-        case O_BRANCH: o.branch = optarg; break;
-        case 'm': o.message = optarg; break;
-        case O_CACHE: o.cache_dir = optarg; break;
-        case O_TYPE:
-            if (hk_repo_type_parse(&o.repo_type, optarg) != HK_OK) return hk_cli_report_error("publish");
-            break;
-        case O_LFS_T: {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || v == 0 || optarg[0] == '-') {
-                fprintf(stderr, "hubkern publish: --lfs-threshold expects a positive integer\n");
-                return 2;
-            }
-            o.lfs_threshold = v;
-            break;
-        }
-        case 'v': verbose++; break;
-        case 'h': publish_usage(stdout); return 0;
-        default: fprintf(stderr, "see 'hubkern publish --help'\n"); return 2;
-        }
+    o.branch = hk_cli_str(&a, "branch");
+    o.message = hk_cli_str(&a, "message");
+    o.cache_dir = hk_cli_str(&a, "cache-dir");
+    const char *t = hk_cli_str(&a, "repo-type"), *lfs = hk_cli_str(&a, "lfs-threshold");
+    if (t && hk_repo_type_parse(&o.repo_type, t) != HK_OK) rc = hk_cli_usage_error("%s", hk_last_error());
+    if (!rc && lfs) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(lfs, &end, 10);
+        if (errno || end == lfs || *end || v == 0 || lfs[0] == '-')
+            rc = hk_cli_usage_error("--lfs-threshold expects a positive integer, got '%s'", lfs);
+        o.lfs_threshold = v;
     }
-    if (argc - optind != 2 || !o.branch) {
-        fprintf(stderr, "hubkern publish: expected SRC_DIR ORG/NAME and --branch BRANCH\nsee 'hubkern publish --help'\n");
-        return 2;
-    }
-    if (verbose) hk_cli_install_logger(verbose);
-    o.src_dir = argv[optind];
-    o.repo_id = argv[optind + 1];
+    if (!rc && a.npos < 2) rc = hk_cli_usage_error("missing %s", a.npos ? "ORG/NAME" : "SRC_DIR and ORG/NAME");
+    else if (!rc && a.npos > 2) rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[2]);
+    else if (!rc && !o.branch) rc = hk_cli_usage_error("--branch BRANCH is required");
+    char *src = a.npos > 0 ? a.pos[0] : NULL, *repo = a.npos > 1 ? a.pos[1] : NULL;
+    hk_cli_args_free(&a); /* the strings above live in argv */
+    if (rc) return rc;
+    o.src_dir = src;
+    o.repo_id = repo;
     hk_publish_result r;
-    if (hk_publish(&r, &o) != HK_OK) return hk_cli_report_error("publish");
-    printf("%s\n", r.commit);
+    if (hk_publish(&r, &o) != HK_OK) return hk_cli_report_error(NULL);
+    if (hk_cli_json()) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "repo", o.repo_id);
+        cJSON_AddStringToObject(j, "branch", o.branch);
+        cJSON_AddStringToObject(j, "commit", r.commit);
+        if (r.parent[0]) cJSON_AddStringToObject(j, "parent", r.parent);
+        else cJSON_AddNullToObject(j, "parent");
+        cJSON_AddBoolToObject(j, "changed", r.changed);
+        cJSON_AddNumberToObject(j, "files", (double)r.files);
+        cJSON_AddNumberToObject(j, "lfs_files", (double)r.lfs_files);
+        cJSON_AddNumberToObject(j, "bytes", (double)r.bytes);
+        hk_cli_print_json(j);
+    } else {
+        printf("%s\n", r.commit);
+    }
+    if (hk_cli_quiet()) return 0;
     if (r.changed)
         fprintf(stderr, "published %s@%s: commit %s (%s%s), %zu files (%zu LFS), %llu bytes\n", o.repo_id, o.branch,
                 r.commit, r.parent[0] ? "parent " : "new branch", r.parent, r.files, r.lfs_files,
@@ -102,6 +102,8 @@ int hk_cmd_publish(int argc, char **argv) {
 }
 
 #else
+const hk_cli_spec hk_spec_publish = {.name = "publish", .summary = "record a directory as a commit (not in this build)",
+                                     .synopsis = "hubkern publish SRC_DIR ORG/NAME --branch BRANCH"};
 int hk_cmd_publish(int argc, char **argv) {
     fprintf(stderr, "hubkern publish: this hubkern was built without the server (HK_BUILD_SERVER=OFF)\n");
     return 1;

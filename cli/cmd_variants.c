@@ -10,20 +10,29 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hubkern variants DIR [--json] [--backend cpu|<detected>] [options]\n"
-            "\n"
-            "Resolve the build variants in DIR/build/* (or DIR/* when DIR has no build/) for this\n"
-            "machine, or for one described with the system options, exactly as the Python\n"
-            "`kernels` package 0.17 would, and print every candidate, preferred first, with the\n"
-            "reason it was accepted or rejected. Exit status: 0 if a variant fits, 1 if none does.\n"
-            "\n"
-            "  --json               print the decision trace as JSON\n"
-            "  --backend NAME       an explicit backend: cpu, or the detected backend's name\n"
-            "%s",
-            hk_cli_env_flags_help());
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_FLAG, "json", 0, NULL, "print the decision trace as JSON", NULL, NULL},
+    {HK_OPT_VALUE, "backend", 0, "NAME", "an explicit backend: cpu, or the detected backend's name", NULL,
+     "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+static const char *const k_titles[] = {"options", "detection options", "system options (override what was detected)"};
+
+const hk_cli_spec hk_spec_variants = {
+    .name = "variants",
+    .summary = "resolve a local kernel's build variants for this (or a described) machine",
+    .synopsis = "hubkern variants DIR [--json] [--backend cpu|<detected>] [options]",
+    .description =
+        "Resolve the build variants in DIR/build/* (or DIR/* when DIR has no build/) for this\n"
+        "machine, or for one described with the system options, exactly as the Python\n"
+        "`kernels` package 0.17 would, and print every candidate, preferred first, with the\n"
+        "reason it was accepted or rejected.\n"
+        "Exit status (as grep's): 0 a variant fits, 1 none does, 2 no answer: a usage error, an\n"
+        "unreadable DIR, an invalid machine description or backend.\n",
+    .tables = {k_opts, hk_cli_env_detect_opts, hk_cli_env_system_opts},
+    .table_titles = k_titles,
+    .json = 1,
+};
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -59,68 +68,44 @@ static int list_dirs(char ***out, size_t *n, const char *dir) {
     return 0;
 }
 
-int hk_cmd_variants(int argc, char **argv); /* called through the table in main.c */
 int hk_cmd_variants(int argc, char **argv) {
-    bool json = false;
-    const char *dir = NULL, *backend = NULL;
+    hk_cli_args a;
+    int prc = hk_cli_parse(&a, &hk_spec_variants, argc, argv);
+    if (prc || a.help) {
+        if (!prc) hk_cli_print_help(&hk_spec_variants);
+        hk_cli_args_free(&a);
+        return prc;
+    }
+    bool json = hk_cli_json();
+    const char *dir = a.npos ? a.pos[0] : NULL, *backend = hk_cli_str(&a, "backend");
     hk_cli_env_flags fl;
     hk_cli_env_flags_init(&fl);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            hk_cli_env_flags_free(&fl);
-            return 0;
-        }
-        if (strcmp(a, "--json") == 0) {
-            json = true;
-            continue;
-        }
-        if (strcmp(a, "--backend") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "hubkern variants: --backend needs a value\n");
-                hk_cli_env_flags_free(&fl);
-                return 2;
-            }
-            backend = argv[++i];
-            continue;
-        }
-        int used = hk_cli_env_flags_parse(&fl, argc, argv, i);
-        if (used < 0) {
-            hk_cli_env_flags_free(&fl);
-            return 2;
-        }
-        if (used > 0) {
-            i += used - 1;
-            continue;
-        }
-        if (a[0] == '-' || dir) {
-            fprintf(stderr, "hubkern variants: unexpected argument '%s'\n", a);
-            hk_cli_env_flags_free(&fl);
-            usage(stderr);
-            return 2;
-        }
-        dir = a;
-    }
-    if (!dir) {
-        usage(stderr);
+    if (!dir) prc = hk_cli_usage_error("missing DIR (a kernel directory, or its build/)");
+    else if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    else prc = hk_cli_env_flags_get(&fl, &a);
+    if (prc) {
         hk_cli_env_flags_free(&fl);
-        return 2;
+        hk_cli_args_free(&a);
+        return prc;
     }
-
     size_t blen = strlen(dir) + 8;
     char *build = malloc(blen);
-    if (!build) return 1;
+    if (!build) {
+        hk_cli_env_flags_free(&fl);
+        hk_cli_args_free(&a);
+        return 2;
+    }
     snprintf(build, blen, "%s/build", dir);
     struct stat st;
     const char *scan = stat(build, &st) == 0 && S_ISDIR(st.st_mode) ? build : dir;
     char **names = NULL;
     size_t n = 0;
     if (list_dirs(&names, &n, scan) != 0) {
-        fprintf(stderr, "hubkern variants: cannot read directory '%s'\n", scan);
+        int bad = hk_cli_fail(2, "HK_ERR_IO", "cannot read directory '%s'", scan);
         free(build);
         hk_cli_env_flags_free(&fl);
-        return 1;
+        hk_cli_args_free(&a);
+        return bad;
     }
 
     hk_env *env = NULL;
@@ -128,23 +113,24 @@ int hk_cmd_variants(int argc, char **argv) {
     int status = 0;
     int rc = hk_cli_env_flags_build(&env, &fl);
     if (rc) {
-        status = hk_cli_report_error("describing the machine");
+        status = hk_cli_report_error("describing the machine") ? 2 : 0;
         goto done;
     }
     rc = hk_resolve_variants(&r, env, (const char *const *)names, n, backend);
     if (rc) {
-        status = hk_cli_report_error("resolving variants");
+        status = hk_cli_report_error("resolving variants") ? 2 : 0;
         goto done;
     }
     const char *best = hk_resolution_best(r);
     if (json) {
         char *text = hk_resolution_to_json(r);
         if (!text) {
-            status = hk_cli_report_error("formatting JSON");
+            status = hk_cli_report_error("formatting JSON") ? 2 : 0;
             goto done;
         }
-        printf("%s\n", text);
+        cJSON *j = cJSON_Parse(text);
         hk_free(text);
+        hk_cli_print_json(j);
     } else {
         const char *tv = hk_env_torch_version(env), *fv = hk_env_tvm_ffi_version(env);
         int abi = hk_env_torch_cxx11_abi(env);
@@ -178,5 +164,6 @@ done:
     free(names);
     free(build);
     hk_cli_env_flags_free(&fl);
+    hk_cli_args_free(&a);
     return status;
 }

@@ -10,43 +10,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: hubkern versions ORG/NAME [--json] [--endpoint URL] [--cache DIR] [--offline]\n\n"
-               "Lists the versions (vN branches) of a kernel with their commits; 'cached' marks versions whose\n"
-               "refs/vN is in the local cache. Offline, lists the cached versions only. Online, a version whose\n"
-               "kernel-status.toml redirects is marked '-> ORG/NAME@REV' (JSON: redirects_to, redirect_revision;\n"
-               "a chain that cannot be followed: redirect_error): pull, load, lock and info of that version\n"
-               "act on the destination.\n");
-}
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as JSON on stdout", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+static const char *const k_titles[] = {"options", "hub options"};
 
-int hk_cmd_versions(int argc, char **argv);
+const hk_cli_spec hk_spec_versions = {
+    .name = "versions",
+    .summary = "list the versions (vN branches) of a kernel",
+    .synopsis = "hubkern versions ORG/NAME [--json] [--endpoint URL] [--cache-dir DIR] [--offline]",
+    .description =
+        "Lists the versions (vN branches) of a kernel with their commits; 'cached' marks versions whose\n"
+        "refs/vN is in the local cache. Offline, lists the cached versions only. Online, a version whose\n"
+        "kernel-status.toml redirects is marked '-> ORG/NAME@REV' (JSON: redirects_to, redirect_revision;\n"
+        "a chain that cannot be followed: redirect_error): pull, load, lock and info of that version\n"
+        "act on the destination.\n",
+    .tables = {k_opts, hk_cli_hub_opts},
+    .table_titles = k_titles,
+    .json = 1,
+};
+
 int hk_cmd_versions(int argc, char **argv) {
-    hk_cli_hub_args a = {0};
-    const char *repo = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        int c = hk_cli_hub_opt(&a, argc, argv, &i);
-        if (c < 0) return 2;
-        if (c) continue;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (argv[i][0] != '-' && !repo) repo = argv[i];
-        else {
-            usage(stderr);
-            return 2;
-        }
+    hk_cli_args a;
+    int prc = hk_cli_parse(&a, &hk_spec_versions, argc, argv);
+    if (prc || a.help) {
+        if (!prc) hk_cli_print_help(&hk_spec_versions);
+        hk_cli_args_free(&a);
+        return prc;
     }
-    if (!repo) {
-        usage(stderr);
-        return 2;
+    hk_cli_hub_args h;
+    hk_cli_hub_args_get(&h, &a);
+    int json = hk_cli_json();
+    const char *repo = a.npos ? a.pos[0] : NULL;
+    if (!repo) prc = hk_cli_usage_error("missing ORG/NAME (the kernel repo)");
+    else if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    if (prc) {
+        hk_cli_args_free(&a);
+        return prc;
     }
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &a, NULL, NULL)) return hk_cli_report_error("versions");
     hk_hub_version_list *v = NULL;
-    if (hk_hub_list_versions(&v, hub, repo)) {
+    if (hk_cli_hub_open(&hub, &h, NULL, NULL) || hk_hub_list_versions(&v, hub, repo)) {
         hk_hub_free(hub);
+        hk_cli_args_free(&a);
         return hk_cli_report_error(NULL);
     }
     size_t n = hk_hub_version_list_count(v);
@@ -99,15 +106,13 @@ int hk_cmd_versions(int argc, char **argv) {
     }
     hk_clear_error();
     if (j) {
-        char *s = cJSON_Print(j);
-        if (s) printf("%s\n", s);
-        free(s);
-        cJSON_Delete(j);
+        hk_cli_print_json(j);
     } else if (n == 0) {
         fprintf(stderr, "%s has no versions%s\n", repo, hk_hub_is_offline(hub) ? " in the cache" : "");
     }
     free(dir);
     hk_hub_version_list_free(v);
     hk_hub_free(hub);
+    hk_cli_args_free(&a);
     return 0;
 }

@@ -1,5 +1,5 @@
-/* Option parsing and hub construction shared by the Hub commands (pull, versions, info, download),
- * and the one-line note they print when kernel-status.toml redirects: see cli/cli.h. */
+/* Options and checks shared by the Hub commands (pull, versions, info, load, lock, download), and
+ * the one-line note they print when kernel-status.toml redirects: see cli/cli.h. */
 #include "cli/cli.h"
 
 #include <hubkern.h>
@@ -7,32 +7,79 @@
 #include <stdio.h>
 #include <string.h>
 
-int hk_cli_hub_opt(hk_cli_hub_args *a, int argc, char **argv, int *i) {
-    const char *o = argv[*i];
-    const char **slot = strcmp(o, "--endpoint") == 0 ? &a->endpoint : strcmp(o, "--cache") == 0 ? &a->cache : NULL;
-    if (slot) {
-        if (*i + 1 >= argc) {
-            fprintf(stderr, "hubkern: %s needs a value\n", o);
-            return -1;
-        }
-        *slot = argv[++*i];
-        return 1;
-    }
-    if (strcmp(o, "--offline") == 0) {
-        a->offline = 1;
-        return 1;
-    }
-    return 0;
+#define HK_HUB_ENDPOINT_OPT \
+    {HK_OPT_VALUE, "endpoint", 0, "URL", "the Hub or mirror (default: HF_ENDPOINT, else https://huggingface.co)", NULL, NULL}
+#define HK_HUB_CACHE_OPT                                                                                           \
+    {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the cache (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)", \
+     "cache", NULL}
+
+const hk_cli_opt hk_cli_hub_opts[] = {
+    HK_HUB_ENDPOINT_OPT,
+    HK_HUB_CACHE_OPT,
+    {HK_OPT_VALUE, "token", 0, "TOKEN", "the Hub token (default: HF_TOKEN, then the token file); never printed", NULL,
+     NULL},
+    {HK_OPT_FLAG, "offline", 0, NULL, "no network: the cache only (also HF_HUB_OFFLINE=1)", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+const hk_cli_opt hk_cli_hub_opts_online[] = {
+    HK_HUB_ENDPOINT_OPT,
+    HK_HUB_CACHE_OPT,
+    {HK_OPT_VALUE, "token", 0, "TOKEN", "the Hub token (default: HF_TOKEN, then the token file); never printed", NULL,
+     NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+static bool spec_has(const hk_cli_spec *s, const char *name) {
+    for (int t = 0; t < HK_CLI_MAX_TABLES && s->tables[t]; t++)
+        for (const hk_cli_opt *o = s->tables[t]; o->kind != HK_OPT_END; o++)
+            if (strcmp(o->name, name) == 0) return true;
+    return false;
+}
+
+void hk_cli_hub_args_get(hk_cli_hub_args *h, const hk_cli_args *a) {
+    memset(h, 0, sizeof *h);
+    if (spec_has(a->spec, "endpoint")) h->endpoint = hk_cli_str(a, "endpoint");
+    if (spec_has(a->spec, "cache-dir")) h->cache = hk_cli_str(a, "cache-dir");
+    if (spec_has(a->spec, "token")) h->token = hk_cli_str(a, "token");
+    if (spec_has(a->spec, "offline")) h->offline = hk_cli_count(a, "offline") > 0;
 }
 
 int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud) {
     hk_hub_options o = HK_HUB_OPTIONS_INIT;
     o.endpoint = a->endpoint;
     o.cache_dir = a->cache;
+    o.token = a->token;
     if (a->offline) o.offline = 1;
     o.progress = progress;
     o.progress_userdata = ud;
     return hk_hub_new(out, &o);
+}
+
+int hk_cli_check_backend(const char *backend) {
+    if (!backend) return 0;
+    char known[160] = "";
+    for (int k = HK_BACKEND_CUDA; k <= HK_BACKEND_TPU; k++) {
+        const char *n = hk_backend_kind_name((hk_backend_kind)k);
+        if (strcmp(n, backend) == 0) return 0;
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", *known ? ", " : "", n);
+    }
+    return hk_cli_usage_error("--backend '%s' is not a backend (one of: %s)", backend, known);
+}
+
+const char *hk_cli_repo_arg(char *buf, size_t cap, const char *arg) {
+    static const char *const prefixes[] = {"kernel/", "kernels/", "kernels--"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        size_t n = strlen(prefixes[i]);
+        if (strncmp(arg, prefixes[i], n) != 0) continue;
+        const char *rest = arg + n, *sep = strstr(rest, i == 2 ? "--" : "/");
+        if (!sep || sep == rest) break;
+        if (i == 2) snprintf(buf, cap, "%.*s/%s", (int)(sep - rest), rest, sep + 2);
+        else snprintf(buf, cap, "%s", rest);
+        return buf;
+    }
+    snprintf(buf, cap, "%s", arg);
+    return buf;
 }
 
 bool hk_cli_note_redirect(const char *asked, const char *repo, const char *what) {

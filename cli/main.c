@@ -1,83 +1,119 @@
-/* hubkern: entry point and subcommand dispatch. */
+/* hubkern: entry point, subcommand dispatch, `hubkern help [CMD]`, -V/--version and the
+ * "did you mean" for a mistyped command. */
 #include "cli/cli.h"
+#include "cli/help.h"
 
 #include <hubkern.h>
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Subcommands register here; keep the list sorted by name. */
-#define HK_COMMANDS(X) \
-    X(bundle, "move cached repos to air-gapped machines as one tar file") \
-    X(cache, "inspect, verify, prune or remove entries of the local cache") \
-    X(download, "prefetch the kernels pinned in a kernels.lock") \
-    X(env, "show the detected machine: OS, CPU, Python, torch, tvm-ffi, CUDA, backend") \
-    X(info, "show a kernel's publisher trust, versions and variants") \
-    X(load, "get, load and list a kernel as a C program would; --call smoke-tests it") \
-    X(lock, "pin kernels (org/name=N) to commits in a kernels.lock") \
-    X(publish, "record a directory as a commit on a branch of a repo in a store") \
-    X(pull, "download a kernel variant into the cache, verified") \
-    X(serve, "run a Hub-compatible mirror over a store") \
-    X(variants, "resolve a local kernel's build variants for this (or a described) machine") \
-    X(version, "print the hubkern version") \
-    X(versions, "list the versions (vN branches) of a kernel")
-
-#define HK_DECLARE(name, summary) int hk_cmd_##name(int argc, char **argv);
-HK_COMMANDS(HK_DECLARE)
-
-int hk_cmd_version(int argc, char **argv) {
-    printf("hubkern %s\n", hk_version());
-    return 0;
-}
-
-static const hk_command k_commands[] = {
-#define HK_ENTRY(name, summary) {#name, hk_cmd_##name, summary},
+const hk_command hk_cli_commands[] = {
+#define HK_ENTRY(name) {#name, hk_cmd_##name, &hk_spec_##name},
     HK_COMMANDS(HK_ENTRY)
 };
+const size_t hk_cli_ncommands = sizeof hk_cli_commands / sizeof hk_cli_commands[0];
+
+static const hk_cli_opt k_version_opts[] = {
+    {HK_OPT_FLAG, "json", 0, NULL, "print {\"hubkern\": CLI version, \"library\": libhubkern version}", NULL, NULL},
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+const hk_cli_spec hk_spec_version = {
+    .name = "version",
+    .summary = "print the hubkern version (also hubkern -V / --version)",
+    .synopsis = "hubkern version [--json]",
+    .tables = {k_version_opts},
+    .json = 1,
+};
+
+int hk_cmd_version(int argc, char **argv) {
+    hk_cli_args a;
+    int rc = hk_cli_parse(&a, &hk_spec_version, argc, argv);
+    if (rc || a.help) {
+        if (!rc) hk_cli_print_help(&hk_spec_version);
+        hk_cli_args_free(&a);
+        return rc;
+    }
+    if (a.npos) rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[0]);
+    else if (hk_cli_json()) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "hubkern", HK_CLI_VERSION);
+        cJSON_AddStringToObject(j, "library", hk_version());
+        hk_cli_print_json(j);
+    } else {
+        printf("hubkern %s (libhubkern %s)\n", HK_CLI_VERSION, hk_version());
+    }
+    hk_cli_args_free(&a);
+    return rc;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
-    fprintf(f, "\n'hubkern <command> --help' describes each command's options.\n");
+    for (size_t i = 0; i < hk_cli_ncommands; i++)
+        fprintf(f, "  %-10s %s\n", hk_cli_commands[i].name, hk_cli_commands[i].spec->summary);
+    fprintf(f, "  %-10s %s\n", "help", "describe a command (hubkern help CMD = hubkern CMD --help)");
+    fprintf(f, "\n'hubkern <command> --help' describes each command's options; -V prints the version.\n");
 }
 
-static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
-    static const char *const names[] = {"error", "warning", "info", "debug"};
-    fprintf(stderr, "hubkern: %s: %s\n", names[level], msg);
+static const hk_command *find(const char *name) {
+    for (size_t i = 0; i < hk_cli_ncommands; i++)
+        if (strcmp(name, hk_cli_commands[i].name) == 0) return &hk_cli_commands[i];
+    return NULL;
 }
 
-void hk_cli_install_logger(int verbosity) {
-    hk_log_level lvl = verbosity >= 2 ? HK_LOG_DEBUG : verbosity == 1 ? HK_LOG_INFO : HK_LOG_WARN;
-    hk_set_log_callback(log_to_stderr, NULL, lvl);
+static int unknown_command(const char *name) {
+    const char *best = NULL;
+    size_t bestd = 3;
+    for (size_t i = 0; i < hk_cli_ncommands; i++) {
+        size_t d = hk_cli_edit_distance(name, hk_cli_commands[i].name);
+        /* a prefix of one command counts as close too ("ver" -> versions is not: two match) */
+        if (d < bestd) bestd = d, best = hk_cli_commands[i].name;
+    }
+    if (best) fprintf(stderr, "hubkern: unknown command '%s' (did you mean '%s'?)\n", name, best);
+    else fprintf(stderr, "hubkern: unknown command '%s'\n", name);
+    fprintf(stderr, "try 'hubkern --help'\n");
+    return 2;
 }
 
-int hk_cli_report_error(const char *what) {
-    fprintf(stderr, "hubkern: %s%s%s [%s]\n", what ? what : "", what ? ": " : "", hk_last_error(),
-            hk_error_name(hk_last_error_code()));
-    return 1;
+static int help(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stdout);
+        return 0;
+    }
+    if (argv[1][0] == '-') return hk_cli_help_generate(argc, argv);
+    const hk_command *c = find(argv[1]);
+    if (!c) return unknown_command(argv[1]);
+    hk_cli_set_command(c->name);
+    return hk_cli_print_help(c->spec);
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    if (strcmp(argv[1], "--version") == 0) return hk_cmd_version(argc - 1, argv + 1);
-    hk_cli_install_logger(getenv("HUBKERN_VERBOSE") ? atoi(getenv("HUBKERN_VERBOSE")) : 0);
-    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
-        if (strcmp(argv[1], k_commands[i].name) != 0) continue;
-        /* libcurl's global state, set up before any thread starts (the server's included) */
-        if (hk_init() != HK_OK) {
-            fprintf(stderr, "hubkern: %s\n", hk_last_error());
-            return 1;
-        }
-        int rc = k_commands[i].run(argc - 1, argv + 1);
-        hk_shutdown();
-        return rc;
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        usage(stdout);
+        return 0;
     }
-    fprintf(stderr, "hubkern: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    if (strcmp(name, "help") == 0) return help(argc - 1, argv + 1);
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+        hk_cli_set_command("version");
+        return hk_cmd_version(argc - 1, argv + 1);
+    }
+    if (name[0] == '-') {
+        fprintf(stderr, "hubkern: unrecognized option '%s' before the command\ntry 'hubkern --help'\n", name);
+        return 2;
+    }
+    const hk_command *c = find(name);
+    if (!c) return unknown_command(name);
+    hk_cli_set_command(c->name);
+    hk_cli_set_verbosity(0, 0); /* HUBKERN_VERBOSE until the command's -v/-q are parsed */
+    /* libcurl's global state, set up before any thread starts (the server's included) */
+    if (hk_init() != HK_OK) return hk_cli_report_error(NULL);
+    int rc = c->run(argc - 1, argv + 1);
+    fflush(stdout);
+    hk_shutdown();
+    return rc;
 }

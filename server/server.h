@@ -21,15 +21,15 @@ extern "C" {
 #define HK_LFS_THRESHOLD_DEFAULT 10000000ULL
 /* Tree listing page size (entries per page) unless configured. The Hub pages at 1000 per page for
  * expand=false listings [inferred]. */
-#define HK_TREE_PAGE_SIZE_DEFAULT 1000u
+#define HK_TREE_PAGE_SIZE_DEFAULT 1000 /* plain: also printed in hubkern serve --help */
 
 /* Defaults of the connection limits against slow clients (see hk_serve_config). */
-#define HK_SERVE_PER_IP_DEFAULT 64u
-#define HK_SERVE_HEADER_TIMEOUT_DEFAULT 10u
+#define HK_SERVE_PER_IP_DEFAULT 64 /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_HEADER_TIMEOUT_DEFAULT 10 /* plain: also printed in hubkern serve --help */
 /* Pull-through defaults: how long a branch/tag → commit answer from upstream is trusted, and how long
  * an upstream 404/410 is remembered (seconds). */
-#define HK_SERVE_REVISION_TTL_DEFAULT 60u
-#define HK_SERVE_NEGATIVE_TTL_DEFAULT 10u
+#define HK_SERVE_REVISION_TTL_DEFAULT 60 /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_NEGATIVE_TTL_DEFAULT 10 /* plain: also printed in hubkern serve --help */
 
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct hk_serve_config {

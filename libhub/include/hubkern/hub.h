@@ -76,6 +76,10 @@ HK_API const char *hk_hub_endpoint(const hk_hub *hub);
 HK_API const char *hk_hub_cache_root(const hk_hub *hub);
 /* Whether the client is offline (option or environment). */
 HK_API int hk_hub_is_offline(const hk_hub *hub);
+/* Where the client's token came from, never the token itself: "option" (hk_hub_options.token),
+ * "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", or the path of the token file read; NULL when the client
+ * has no token. Valid while the handle lives. */
+HK_API const char *hk_hub_token_source(const hk_hub *hub);
 
 /* What to pull. Exactly one of kernel_version (>= 0) or revision must be given. */
 #define HK_PULL_SPEC_VERSION 1

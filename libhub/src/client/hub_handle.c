@@ -40,11 +40,17 @@ static long env_timeout_ms(const char *name, double opt_s) {
     return 10000;
 }
 
-static char *read_token(const hk_hub_options *o) {
-    if (o->token) return o->token[0] ? hk__strdup(o->token) : NULL;
+/* The token and where it came from (*src: "option", the variable's name or the file's path). */
+static char *read_token(const hk_hub_options *o, char **src) {
+    *src = NULL;
+    if (o->token) {
+        if (o->token[0]) *src = hk__strdup("option");
+        return o->token[0] ? hk__strdup(o->token) : NULL;
+    }
     if (hk__env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) return NULL;
     const char *v;
-    if ((v = hk__getenv("HF_TOKEN")) || (v = hk__getenv("HUGGING_FACE_HUB_TOKEN"))) return hk__strdup(v);
+    if ((v = hk__getenv("HF_TOKEN"))) return *src = hk__strdup("HF_TOKEN"), hk__strdup(v);
+    if ((v = hk__getenv("HUGGING_FACE_HUB_TOKEN"))) return *src = hk__strdup("HUGGING_FACE_HUB_TOKEN"), hk__strdup(v);
     char *path = NULL;
     if ((v = hk__getenv("HF_TOKEN_PATH"))) path = hk__strdup(v);
     else if ((v = hk__getenv("HF_HOME"))) path = hk__asprintf("%s/token", v);
@@ -57,12 +63,13 @@ static char *read_token(const hk_hub_options *o) {
         free(path);
         return NULL;
     }
-    free(path);
     char *s = data;
     while (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t') s++;
     size_t n = strcspn(s, " \r\n\t");
     char *tok = n ? hk__strndup(s, n) : NULL;
     free(data);
+    if (tok) *src = path;
+    else free(path);
     return tok;
 }
 
@@ -98,7 +105,7 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
         hk_hub_free(h);
         return rc;
     }
-    h->token = read_token(opts);
+    h->token = read_token(opts, &h->token_source);
     int rc = hk_cache_root(&h->cache_root, opts->cache_dir, HK_REPO_KERNEL);
     if (rc) {
         hk_hub_free(h);
@@ -134,6 +141,8 @@ void hk_hub_free(hk_hub *h) {
     free(h->endpoint);
     if (h->token) memset(h->token, 0, strlen(h->token));
     free(h->token);
+    free(h->token_source);
+    free(h->newer_warned);
     free(h->cache_root);
     free(h->user_agent);
     free(h);
@@ -142,6 +151,7 @@ void hk_hub_free(hk_hub *h) {
 const char *hk_hub_endpoint(const hk_hub *h) { return h->endpoint; }
 const char *hk_hub_cache_root(const hk_hub *h) { return h->cache_root; }
 int hk_hub_is_offline(const hk_hub *h) { return h->offline; }
+const char *hk_hub_token_source(const hk_hub *h) { return h && h->token ? h->token_source : NULL; }
 
 void hk_hub_strv_free(char **v) {
     if (!v) return;

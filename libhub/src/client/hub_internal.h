@@ -17,6 +17,8 @@
 struct hk_hub {
     char *endpoint;       /* no trailing '/' */
     char *token;          /* NULL: none. Never logged. */
+    char *newer_warned;   /* "repo_id vN" last warned about: the newer-version warning once per handle */
+    char *token_source;   /* where token came from (hk_hub_token_source); NULL with no token */
     char *cache_root;     /* absolute */
     bool offline;
     char *user_agent;     /* NULL: send none */

@@ -283,8 +283,15 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
             rc = version_not_found(v, n, repo_id, version, false);
         } else {
             snprintf(out_commit, 65, "%s", found);
-            if (newest > version)
+            /* a load resolves twice (choose the variant, then pull it): warn once per handle */
+            char *key = newest > version ? hk__asprintf("%s v%d", repo_id, version) : NULL;
+            if (key && (!hub->newer_warned || strcmp(hub->newer_warned, key) != 0)) {
                 hk__log(HK_LOG_WARN, "You are using version %d of %s, but version %d is available.", version, repo_id, newest);
+                free(hub->newer_warned);
+                hub->newer_warned = key;
+                key = NULL;
+            }
+            free(key);
         }
         free(v);
         ref_list_free(&refs);

@@ -79,6 +79,12 @@ int hk_hub_check_trust(int *out_trusted, hk_hub *hub, const char *org) {
             if (!j) rc = hk__fail(HK_ERR_PROTOCOL, "organization overview of %s is not JSON", org);
             else *out_trusted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "trustedKernelPublisher"));
             cJSON_Delete(j);
+        } else if (r.status == 401 && !hub->token) {
+            /* an organisation is not a repository (the mirror says RepoNotFound, as the Hub does on a 401):
+             * say that the endpoint wants a token */
+            rc = hk__fail(HK_ERR_AUTH,
+                         "checking publisher trust of %s: %s requires a token (HTTP 401); set HF_TOKEN or pass one",
+                         org, hub->endpoint);
         } else if (r.status != 404) {
             char *what = hk__asprintf("checking publisher trust of %s", org);
             rc = hk__http_fail(&r, what ? what : "trust check");

@@ -1,0 +1,227 @@
+/* The man page, the shell completions and a JSON dump of every command's spec, all printed from
+ * the specs the parser reads (cli/args.h), so that none of them can drift from the real options. */
+#include "cli/help.h"
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const hk_cli_opt *table_at(const hk_cli_spec *s, int t) {
+    int n = 0;
+    while (n < HK_CLI_MAX_TABLES && s->tables[n]) n++;
+    return t < n ? s->tables[t] : t == n ? hk_cli_common_opts : NULL;
+}
+
+static const char *kind_name(hk_cli_opt_kind k) {
+    return k == HK_OPT_FLAG ? "flag" : k == HK_OPT_COUNT ? "count" : k == HK_OPT_VALUE ? "value" : "list";
+}
+
+static int all_json(void) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "program", "hubkern");
+    cJSON_AddStringToObject(root, "version", HK_CLI_VERSION);
+    cJSON *cmds = cJSON_AddArrayToObject(root, "commands");
+    for (size_t i = 0; i < hk_cli_ncommands; i++) {
+        const hk_cli_spec *s = hk_cli_commands[i].spec;
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "name", s->name);
+        cJSON_AddStringToObject(c, "summary", s->summary);
+        cJSON_AddStringToObject(c, "synopsis", s->synopsis);
+        if (s->description) cJSON_AddStringToObject(c, "description", s->description);
+        if (s->subcommands) cJSON_AddStringToObject(c, "subcommands", s->subcommands);
+        cJSON_AddBoolToObject(c, "json", s->json);
+        cJSON *opts = cJSON_AddArrayToObject(c, "options");
+        for (int t = 0; table_at(s, t); t++)
+            for (const hk_cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++) {
+                cJSON *jo = cJSON_CreateObject();
+                cJSON_AddStringToObject(jo, "name", o->name);
+                if (o->short_name) {
+                    char sh[3] = {'-', o->short_name, 0};
+                    cJSON_AddStringToObject(jo, "short", sh);
+                }
+                if (o->alias) cJSON_AddStringToObject(jo, "alias", o->alias);
+                cJSON_AddStringToObject(jo, "kind", kind_name(o->kind));
+                if (o->metavar) cJSON_AddStringToObject(jo, "metavar", o->metavar);
+                if (o->choices) cJSON_AddStringToObject(jo, "choices", o->choices);
+                cJSON_AddStringToObject(jo, "help", o->help);
+                cJSON_AddItemToArray(opts, jo);
+            }
+        cJSON_AddItemToArray(cmds, c);
+    }
+    hk_cli_print_json(root);
+    return 0;
+}
+
+/* roff text: a leading '.' or '\'' would be a request, '\' an escape, '-' a hyphen */
+static void roff(const char *s) {
+    int bol = 1;
+    for (; *s; s++) {
+        if (bol && (*s == '.' || *s == '\'')) fputs("\\&", stdout);
+        if (*s == '\\') fputs("\\e", stdout);
+        else if (*s == '-') fputs("\\-", stdout);
+        else putchar(*s);
+        bol = *s == '\n';
+    }
+}
+
+static int man(void) {
+    printf(".TH HUBKERN 1 \"\" \"hubkern %s\" \"User Commands\"\n", HK_CLI_VERSION);
+    printf(".SH NAME\nhubkern \\- a native client for the Hugging Face Kernel Hub\n");
+    printf(".SH SYNOPSIS\n.B hubkern\n.I command\n[\\fIoptions\\fR]\n");
+    printf(".SH DESCRIPTION\nDownloads, verifies, loads, locks and serves compute kernels in the layout of the "
+           "huggingface_hub cache. \\fBhubkern help\\fR \\fIcommand\\fR prints what this page says about one "
+           "command. Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.\n");
+    printf(".SH COMMANDS\n");
+    for (size_t i = 0; i < hk_cli_ncommands; i++) {
+        const hk_cli_spec *s = hk_cli_commands[i].spec;
+        printf(".SS hubkern %s\n", s->name);
+        const char *syn = s->synopsis;
+        while (*syn) {
+            size_t n = strcspn(syn, "\n");
+            printf(".nf\n.B ");
+            char *line = strndup(syn, n);
+            if (line) roff(line);
+            free(line);
+            printf("\n.fi\n");
+            syn += n;
+            if (*syn) syn++;
+        }
+        printf(".PP\n");
+        roff(s->summary);
+        printf(".\n");
+        if (s->description) {
+            printf(".PP\n.nf\n");
+            roff(s->description);
+            printf(".fi\n");
+        }
+        for (int t = 0; table_at(s, t); t++)
+            for (const hk_cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++) {
+                printf(".TP\n");
+                if (o->short_name) printf("\\fB\\-%c\\fR, ", o->short_name);
+                printf("\\fB\\-\\-");
+                roff(o->name);
+                printf("\\fR");
+                if (o->alias) {
+                    printf(", \\fB\\-\\-");
+                    roff(o->alias);
+                    printf("\\fR");
+                }
+                if (o->metavar) {
+                    printf(" \\fI");
+                    roff(o->metavar);
+                    printf("\\fR");
+                }
+                printf("\n");
+                roff(o->help);
+                printf("\n");
+            }
+    }
+    printf(".SH ENVIRONMENT\nHF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_CACHE, HF_HOME, KERNELS_CACHE, "
+           "HF_HUB_DISABLE_PROGRESS_BARS, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT, HUBKERN_VERBOSE.\n");
+    printf(".SH SEE ALSO\n\\fBhf\\fR(1), \\fBkernels\\fR(1)\n");
+    return 0;
+}
+
+/* the words a shell may offer after `hubkern CMD`: long options, short options, subcommands */
+static void words(const hk_cli_spec *s, int with_subs) {
+    for (int t = 0; table_at(s, t); t++)
+        for (const hk_cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++) {
+            printf(" --%s", o->name);
+            if (o->alias) printf(" --%s", o->alias);
+            if (o->short_name) printf(" -%c", o->short_name);
+        }
+    if (with_subs && s->subcommands) printf(" %s", s->subcommands);
+}
+
+static void value_cases(const char *indent, int zsh) {
+    /* options taking a value: offer their choices, else files */
+    for (size_t i = 0; i < hk_cli_ncommands; i++) {
+        const hk_cli_spec *s = hk_cli_commands[i].spec;
+        for (int t = 0; table_at(s, t); t++)
+            for (const hk_cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++) {
+                if (o->kind != HK_OPT_VALUE && o->kind != HK_OPT_LIST) continue;
+                printf("%s%s:--%s", indent, s->name, o->name);
+                if (o->alias) printf("|%s:--%s", s->name, o->alias);
+                if (o->short_name) printf("|%s:-%c", s->name, o->short_name);
+                if (o->choices) {
+                    char ch[256];
+                    snprintf(ch, sizeof ch, "%s", o->choices);
+                    for (char *p = ch; *p; p++)
+                        if (*p == '|') *p = ' ';
+                    if (zsh) printf(") compadd -- %s; return ;;\n", ch);
+                    else printf(") COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n", ch);
+                } else {
+                    if (zsh) printf(") _files; return ;;\n");
+                    else printf(") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n");
+                }
+            }
+    }
+}
+
+static int completion(const char *shell) {
+    if (strcmp(shell, "bash") == 0) {
+        printf("# bash completion for hubkern (generated by `hubkern help --completion bash`)\n");
+        printf("_hubkern() {\n    local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n");
+        printf("    COMPREPLY=()\n    if [ \"$COMP_CWORD\" -eq 1 ]; then\n        COMPREPLY=($(compgen -W \"");
+        for (size_t i = 0; i < hk_cli_ncommands; i++) printf("%s ", hk_cli_commands[i].name);
+        printf("help --help --version -V\" -- \"$cur\"))\n        return\n    fi\n");
+        printf("    local cmd=\"${COMP_WORDS[1]}\"\n    case \"$cmd:$prev\" in\n");
+        value_cases("        ", 0);
+        printf("    esac\n    local words=\"\"\n    case \"$cmd\" in\n");
+        for (size_t i = 0; i < hk_cli_ncommands; i++) {
+            printf("        %s) words=\"", hk_cli_commands[i].name);
+            words(hk_cli_commands[i].spec, 1);
+            printf("\" ;;\n");
+        }
+        printf("        help) words=\"");
+        for (size_t i = 0; i < hk_cli_ncommands; i++) printf(" %s", hk_cli_commands[i].name);
+        printf("\" ;;\n    esac\n");
+        printf("    if [[ \"$cur\" == -* || \"$cmd\" == help ]]; then\n");
+        printf("        COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n");
+        printf("    else\n        COMPREPLY=($(compgen -W \"$words\" -f -- \"$cur\"))\n    fi\n}\n");
+        printf("complete -o filenames -F _hubkern hubkern\n");
+        return 0;
+    }
+    if (strcmp(shell, "zsh") == 0) {
+        printf("#compdef hubkern\n# zsh completion for hubkern (generated by `hubkern help --completion zsh`)\n");
+        printf("_hubkern() {\n    local -a cmds\n    cmds=(\n");
+        for (size_t i = 0; i < hk_cli_ncommands; i++) {
+            printf("        '%s:", hk_cli_commands[i].name);
+            for (const char *p = hk_cli_commands[i].spec->summary; *p; p++)
+                fputs(*p == '\'' ? "'\\''" : *p == ':' ? "\\:" : (char[]){*p, 0}, stdout);
+            printf("'\n");
+        }
+        printf("        'help:describe a command'\n    )\n");
+        printf("    if (( CURRENT == 2 )); then\n        _describe 'command' cmds\n        return\n    fi\n");
+        printf("    local cmd=${words[2]} prev=${words[CURRENT-1]}\n    case \"$cmd:$prev\" in\n");
+        value_cases("        ", 1);
+        printf("    esac\n    local -a w\n    case $cmd in\n");
+        for (size_t i = 0; i < hk_cli_ncommands; i++) {
+            printf("        %s) w=(", hk_cli_commands[i].name);
+            words(hk_cli_commands[i].spec, 1);
+            printf(" ) ;;\n");
+        }
+        printf("        help) w=(");
+        for (size_t i = 0; i < hk_cli_ncommands; i++) printf(" %s", hk_cli_commands[i].name);
+        printf(" ) ;;\n    esac\n    compadd -- $w\n    _files\n}\n_hubkern \"$@\"\n");
+        return 0;
+    }
+    fprintf(stderr, "hubkern help: --completion takes bash or zsh, got '%s'\ntry 'hubkern help --help'\n", shell);
+    return 2;
+}
+
+int hk_cli_help_generate(int argc, char **argv) {
+    const char *o = argv[1];
+    if (strcmp(o, "--all-json") == 0) return all_json();
+    if (strcmp(o, "--man") == 0) return man();
+    if (strncmp(o, "--completion=", 13) == 0) return completion(o + 13);
+    if (strcmp(o, "--completion") == 0 && argc > 2) return completion(argv[2]);
+    if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+        printf("usage: hubkern help [COMMAND]\n       hubkern help --all-json | --man | --completion bash|zsh\n\n"
+               "hubkern help COMMAND is hubkern COMMAND --help. The other forms print every command's options as\n"
+               "JSON, the hubkern(1) man page, or a completion script; the build installs the last two.\n");
+        return 0;
+    }
+    fprintf(stderr, "hubkern help: unrecognized option '%s'\ntry 'hubkern help --help'\n", o);
+    return 2;
+}

@@ -1,0 +1,86 @@
+/* The command line's process-wide state (command name, --json, -v/-q) and the one way it reports
+ * errors: "hubkern CMD: ..." on stderr and, under --json, a JSON error object on stdout. */
+#include "cli/cli.h"
+#include "cli/progress.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *g_command = "";
+static int g_json, g_json_printed, g_quiet, g_verbose;
+
+void hk_cli_set_command(const char *name) { g_command = name ? name : ""; }
+const char *hk_cli_command(void) { return g_command; }
+void hk_cli_set_json(int on) { g_json = on; }
+int hk_cli_json(void) { return g_json; }
+int hk_cli_quiet(void) { return g_quiet; }
+int hk_cli_verbose(void) { return g_verbose; }
+
+void hk_cli_set_verbosity(int verbose, int quiet) {
+    const char *env = getenv("HUBKERN_VERBOSE");
+    int lvl = verbose;
+    if (env && atoi(env) > lvl) lvl = atoi(env);
+    g_verbose = lvl;
+    g_quiet = quiet && lvl == 0;
+    hk_cli_install_logger(lvl);
+}
+
+static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    hk_cli_progress_clear(); /* a message never lands in the middle of a progress line */
+    fprintf(stderr, "hubkern: %s: %s\n", names[level], msg);
+}
+
+void hk_cli_install_logger(int verbosity) {
+    hk_log_level lvl = verbosity >= 2 ? HK_LOG_DEBUG : verbosity == 1 ? HK_LOG_INFO : HK_LOG_WARN;
+    hk_set_log_callback(log_to_stderr, NULL, lvl);
+}
+
+void hk_cli_print_json(cJSON *j) {
+    char *txt = j && !g_json_printed ? cJSON_Print(j) : NULL; /* one document on stdout, never two */
+    if (txt) {
+        printf("%s\n", txt);
+        g_json_printed = 1;
+    }
+    free(txt);
+    cJSON_Delete(j);
+}
+
+void hk_cli_json_error(const char *code_name, const char *message) {
+    if (!g_json || g_json_printed) return;
+    cJSON *j = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "code", code_name);
+    cJSON_AddStringToObject(e, "message", message);
+    if (*g_command) cJSON_AddStringToObject(e, "command", g_command);
+    hk_cli_print_json(j);
+    fflush(stdout);
+}
+
+int hk_cli_report_error(const char *what) {
+    hk_cli_progress_clear();
+    const char *code = hk_error_name(hk_last_error_code());
+    fprintf(stderr, "hubkern%s%s: %s%s%s [%s]\n", *g_command ? " " : "", g_command, what ? what : "", what ? ": " : "",
+            hk_last_error(), code);
+    if (g_json) {
+        size_t n = strlen(hk_last_error()) + (what ? strlen(what) : 0) + 3;
+        char *msg = malloc(n);
+        if (msg) snprintf(msg, n, "%s%s%s", what ? what : "", what ? ": " : "", hk_last_error());
+        hk_cli_json_error(code, msg ? msg : hk_last_error());
+        free(msg);
+    }
+    return hk_last_error_code() == HK_ERR_CANCELLED ? 130 : 1;
+}
+
+int hk_cli_fail(int status, const char *code_name, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    hk_cli_progress_clear();
+    fprintf(stderr, "hubkern%s%s: %s\n", *g_command ? " " : "", g_command, msg);
+    hk_cli_json_error(code_name, msg);
+    return status;
+}
