@@ -1,10 +1,13 @@
 /* Parallel blob downloads over one curl multi handle: bounded transfers, per-blob locks shared
- * with other processes, streaming hash and size checks, Range resume after a cut, clean restart
- * when a Range request is answered 200, back-off on 408/429/5xx, redirects followed by hand so
- * that the token never leaves the endpoint's origin. Memory stays flat: bytes go straight from
- * libcurl's buffer to the temp file. */
+ * with other processes, streaming hash and size checks, Range resume after a cut and from the
+ * blobs/<etag>.incomplete an earlier attempt or process left (partial.c; its bytes are re-hashed
+ * first), clean restart when a Range request is answered 200, back-off on 408/429/5xx, quick
+ * failure on a refused connection, the pull's deadline, redirects followed by hand so that the
+ * token never leaves the endpoint's origin. Memory stays flat: bytes go straight from libcurl's
+ * buffer to the temp file. */
 #include "cache/cache.h"
 #include "client/client.h"
+#include "client/partial.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +44,11 @@ typedef struct xfer {
     int err;                 /* fatal error recorded by a callback (hk__fail already called) */
     int status_retries;      /* 408/429/5xx answers so far */
     int stalls;              /* consecutive failures without progress */
+    int fast_fails;          /* connection refused / unknown host so far */
+    uint64_t kept;           /* bytes taken over from an earlier attempt's .incomplete */
+    bool resumable;          /* tmp is blobs/<etag>.incomplete: kept for the next attempt on failure */
+    bool refetched;          /* kept bytes were discarded once (the server's file changed) */
+    bool bad;                /* the temp file's content is suspect: never kept */
     char errbody[256];
     size_t errbody_len;
     char errbuf[CURL_ERROR_SIZE]; /* libcurl's text for the current attempt's failure */
@@ -62,6 +70,7 @@ typedef struct dl_ctx {
     uint64_t last_progress;
     bool cancelled;
     bool link; /* make the snapshot links (else blobs only) */
+    uint64_t deadline; /* the pull's deadline (hk__now_ms clock), 0: none */
 } dl_ctx;
 
 static void xfer_drop_temp(xfer *x) {
@@ -77,44 +86,89 @@ static void xfer_drop_temp(xfer *x) {
     x->hasher = NULL;
 }
 
-static void xfer_release(xfer *x) {
-    xfer_drop_temp(x);
-    hk__cache_unlock(x->lock_fd);
-    x->lock_fd = -1;
-}
-
 static hk_hash_kind kind_of(const char *etag) { return strlen(etag) == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB; }
 
-/* Write the buffered bytes to the temp file. */
-static int flush_buf(xfer *x) {
+/* Write the buffered bytes to the temp file: 0 or an errno (no error recorded). */
+static int flush_raw(xfer *x) {
     const unsigned char *q = x->buf;
     size_t left = x->buf_len;
     while (left > 0) {
         ssize_t w = write(x->fd, q, left);
         if (w < 0) {
             if (errno == EINTR) continue;
-            int e = errno;
-            return hk__fail(hk__errno_code(e), "cannot write %s: %s%s", x->tmp, strerror(e),
-                           hk__errno_code(e) == HK_ERR_DISK_FULL ? " (free some space or point HF_HUB_CACHE elsewhere)" : "");
+            return errno;
         }
         q += w;
         left -= (size_t)w;
     }
     x->buf_len = 0;
-    return HK_OK;
+    return 0;
+}
+
+static int flush_buf(xfer *x) {
+    int e = flush_raw(x);
+    if (!e) return HK_OK;
+    x->bad = true;
+    return hk__fail(hk__errno_code(e), "cannot write %s: %s%s", x->tmp, strerror(e),
+                   hk__errno_code(e) == HK_ERR_DISK_FULL ? " (free some space or point HF_HUB_CACHE elsewhere)" : "");
+}
+
+/* A call that failed this way leaves partial files worth resuming: the link or the server had a
+ * passing problem, or the caller stopped. Not after a lie (size, hash, protocol: the server's other
+ * bytes are suspect too) nor on a full disk. */
+static bool keeps_partials(int rc) {
+    return rc == HK_ERR_NETWORK || rc == HK_ERR_TIMEOUT || rc == HK_ERR_CANCELLED || rc == HK_ERR_HTTP ||
+           rc == HK_ERR_RATE_LIMITED;
+}
+
+/* At the end of a failed call: keep a resumable temp file holding a correct prefix (flushed), so
+ * that the next attempt continues there; drop anything else. */
+static void xfer_keep_or_drop(xfer *x, int rc) {
+    if (x->fd >= 0 && x->tmp && x->resumable && !x->bad && x->written > 0 && keeps_partials(rc) &&
+        flush_raw(x) == 0) {
+        hk__log(HK_LOG_INFO, "kept %llu of %llu bytes of %s in %s; the next pull resumes there",
+                (unsigned long long)x->written, (unsigned long long)x->item->size, x->item->paths[0], x->tmp);
+        close(x->fd);
+        x->fd = -1;
+        free(x->tmp);
+        x->tmp = NULL;
+    }
+    xfer_drop_temp(x);
+}
+
+static int new_hasher(xfer *x) {
+    hk__hasher_free(x->hasher);
+    x->hasher = hk__hasher_new(kind_of(x->item->etag), x->item->size);
+    return x->hasher ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 static int reset_content(xfer *x) {
     x->buf_len = 0;
     if (x->fd >= 0) {
-        if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0)
+        if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0) {
+            x->bad = true;
             return hk__fail(hk__errno_code(errno), "cannot truncate %s: %s", x->tmp, strerror(errno));
+        }
     }
-    hk__hasher_free(x->hasher);
-    x->hasher = hk__hasher_new(kind_of(x->item->etag), x->item->size);
     x->written = 0;
-    if (!x->hasher) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    return HK_OK;
+    x->kept = 0;
+    return new_hasher(x);
+}
+
+/* The kept bytes are not a prefix of what the server has now (hash mismatch, 416): discard them
+ * and fetch the blob again from byte 0, once. */
+static int discard_kept(dl_ctx *c, xfer *x, const char *why) {
+    hk__log(HK_LOG_INFO, "%s of %s: discarding the %llu bytes kept from an earlier attempt and downloading it again",
+            why, x->item->paths[0], (unsigned long long)x->kept);
+    free(x->buf);
+    x->buf = NULL;
+    x->buf_len = 0;
+    x->refetched = true;
+    x->kept = 0;
+    x->written = 0;
+    x->written_at_attempt = 0;
+    int rc = hk__partial_discard(&x->fd, &x->tmp, &x->resumable, c->repo_dir, x->item->etag);
+    return rc ? rc : new_hasher(x);
 }
 
 /* ---- libcurl callbacks ------------------------------------------------------------------------ */
@@ -205,6 +259,12 @@ static int link_all(dl_ctx *c, xfer *x) {
     return HK_OK;
 }
 
+static int pull_deadline_fail(const dl_ctx *c, const xfer *x) {
+    return hk__fail(HK_ERR_TIMEOUT, "the pull's deadline of %.0f s passed while downloading %s (%llu of %llu bytes); "
+                    "HUBKERN_PULL_TIMEOUT (option pull_timeout_s) sets it", (double)c->hub->pull_timeout_ms / 1000.0,
+                    x->item->paths[0], (unsigned long long)x->written, (unsigned long long)x->item->size);
+}
+
 static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
     hk__http_headers_free(&x->h);
     x->status = 0;
@@ -217,6 +277,11 @@ static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
     x->hdrs = NULL;
     int rc = hk__http_setup(x->easy, &x->hdrs, c->hub, x->url, true);
     if (rc) return rc;
+    if (c->deadline) { /* the transfer may not outlive the pull */
+        uint64_t now = hk__now_ms();
+        if (now >= c->deadline) return pull_deadline_fail(c, x);
+        curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)(c->deadline - now));
+    }
     char range[64];
     if (x->written > 0) {
         snprintf(range, sizeof range, "%llu-", (unsigned long long)x->written);
@@ -236,7 +301,11 @@ static int start_attempt(dl_ctx *c, CURLM *multi, xfer *x) {
     return HK_OK;
 }
 
-static int finish_file(dl_ctx *c, xfer *x) {
+/* The whole blob is in the temp file: check its hash and move it into blobs/. *again: the kept
+ * bytes of an earlier attempt made the hash fail; they were discarded and the blob is to be
+ * fetched again from byte 0 (x is X_READY material). */
+static int finish_file(dl_ctx *c, xfer *x, bool *again) {
+    *again = false;
     int frc = flush_buf(x);
     if (frc) return frc;
     free(x->buf);
@@ -253,11 +322,19 @@ static int finish_file(dl_ctx *c, xfer *x) {
     char actual[129];
     hk__hex(actual, d, dn);
     if (strcmp(actual, x->item->etag) != 0) {
+        if (x->kept > 0 && !x->refetched) {
+            *again = true;
+            return discard_kept(c, x, "hash mismatch");
+        }
+        x->bad = true;
         return hk__fail(HK_ERR_INTEGRITY, "hash mismatch for %s: expected %s %s, got %s (the download was discarded)",
                        x->item->paths[0], dn == 32 ? "sha256" : "git-blob-sha1", x->item->etag, actual);
     }
     int rc = hk__cache_blob_commit(x->tmp, c->repo_dir, x->item->etag);
-    if (rc) return rc;
+    if (rc) {
+        x->bad = true;
+        return rc;
+    }
     free(x->tmp);
     x->tmp = NULL;
     c->stats->bytes_downloaded += x->item->size;
@@ -279,15 +356,32 @@ static void report(dl_ctx *c, const char *item, bool force, const xfer *xs, size
     if (c->hub->progress(c->hub->progress_ud, &p) != 0) c->cancelled = true;
 }
 
+/* The next attempt starts at the resolve URL again, after delay ms. */
+static int reschedule(xfer *x, long delay) {
+    x->written_at_attempt = x->written;
+    free(x->url);
+    x->url = hk__strdup(x->resolve_url);
+    x->hops = 0;
+    if (!x->url) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    x->state = X_READY;
+    x->ready_at = hk__now_ms() + (uint64_t)(delay > 0 ? delay : 0);
+    return HK_OK;
+}
+
 /* Handle a finished attempt. Returns a fatal error code, or HK_OK (file done or rescheduled). */
 static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
     hk_hub *hub = c->hub;
-    if (x->err) return x->err;
+    if (x->err) {
+        x->bad = true;
+        return x->err;
+    }
     long st = x->status;
     if (cc == CURLE_OK && (st == 200 || st == 206)) {
         if (x->written == x->item->size) {
-            int rc = finish_file(c, x);
+            bool again = false;
+            int rc = finish_file(c, x, &again);
             if (rc) return rc;
+            if (again) return reschedule(x, 0);
             x->state = X_DONE;
             return HK_OK;
         }
@@ -305,9 +399,16 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         x->ready_at = 0;
         return HK_OK;
     }
-    if (cc == CURLE_OK && st == 416 && x->range_from > 0)
+    if (cc == CURLE_OK && st == 416 && x->range_from > 0) {
+        if (x->kept > 0 && !x->refetched) { /* the file the kept bytes came from is gone or shorter */
+            int rc = discard_kept(c, x, "HTTP 416 (range not satisfiable)");
+            return rc ? rc : reschedule(x, 0);
+        }
         return hk__fail(HK_ERR_INTEGRITY, "size mismatch for %s (blob %s): the server has fewer than the %llu bytes promised",
                        x->item->paths[0], x->item->etag, (unsigned long long)x->item->size);
+    }
+    if (cc == CURLE_OPERATION_TIMEDOUT && c->deadline && hk__now_ms() + 50 >= c->deadline)
+        return pull_deadline_fail(c, x);
     if (cc == CURLE_OK && !hk__http_status_transient(st)) {
         hk_http_resp r = {.status = st, .h = x->h};
         char *what = hk__asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
@@ -340,6 +441,19 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         delay = hk__retry_delay_ms(hub, x->status_retries, st, &x->h);
         x->status_retries++;
         hk__log(HK_LOG_INFO, "HTTP %ld for %s; retrying in %ld ms", st, x->item->paths[0], delay);
+    } else if (hk__curl_connect_failed(cc)) {
+        /* refused / unknown host: a few quick tries, not the patient back-off of a cut */
+        long oserr = 0;
+        curl_easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &oserr);
+        if (x->fast_fails >= HK_CONNECT_RETRIES || hub->max_retries == 0) {
+            char *what = hk__asprintf("downloading %s from %s", x->item->paths[0], c->repo_id);
+            int rc = hk__connect_fail(hub, cc, oserr, what ? what : "download", x->url, x->errbuf, x->fast_fails + 1);
+            free(what);
+            return rc;
+        }
+        delay = hk__connect_retry_delay_ms(hub, x->fast_fails++);
+        hk__log(HK_LOG_INFO, "retrying in %ld ms: %s for %s (%d/%d)", delay, hk__connect_cause(cc, oserr), x->url,
+                x->fast_fails, HK_CONNECT_RETRIES);
     } else {
         bool progressed = x->written > x->written_at_attempt;
         x->stalls = progressed ? 0 : x->stalls + 1;
@@ -354,14 +468,7 @@ static int on_done(dl_ctx *c, xfer *x, CURLcode cc) {
         hk__log(HK_LOG_INFO, "%s while downloading %s at byte %llu; resuming in %ld ms", x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc),
                x->item->paths[0], (unsigned long long)x->written, delay);
     }
-    x->written_at_attempt = x->written;
-    free(x->url);
-    x->url = hk__strdup(x->resolve_url);
-    x->hops = 0;
-    if (!x->url) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    x->state = X_READY;
-    x->ready_at = hk__now_ms() + (uint64_t)delay;
-    return HK_OK;
+    return reschedule(x, delay);
 }
 
 /* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
@@ -387,14 +494,33 @@ static int try_acquire(dl_ctx *c, xfer *x, const char *lock_path) {
     }
     /* re-check under the lock: the holder we waited for may have finished it */
     if (hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+        hk__partial_forget(c->repo_dir, x->item->etag);
         hk__cache_unlock(x->lock_fd);
         x->lock_fd = -1;
         if ((rc = link_all(c, x))) return rc;
         x->state = X_DONE;
         return HK_OK;
     }
-    if ((rc = hk__cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
-    if ((rc = reset_content(x))) return rc;
+    uint64_t kept = 0;
+    if ((rc = hk__partial_open(&x->fd, &x->tmp, &kept, &x->resumable, c->repo_dir, x->item->etag, x->item->size)))
+        return rc;
+    if ((rc = new_hasher(x))) return rc;
+    if (kept > 0) { /* the hash covers the whole file: the kept bytes first */
+        if ((rc = hk__partial_rehash(x->hasher, x->fd, kept, x->tmp))) return rc;
+        x->kept = x->written = x->written_at_attempt = kept;
+        hk__log(HK_LOG_INFO, "resuming %s at byte %llu of %llu (kept in %s)", x->item->paths[0],
+                (unsigned long long)kept, (unsigned long long)x->item->size, x->tmp);
+    }
+    if (kept == x->item->size) { /* all there: no request at all, unless the hash says otherwise */
+        bool again = false;
+        if ((rc = finish_file(c, x, &again))) return rc;
+        if (!again) {
+            hk__cache_unlock(x->lock_fd);
+            x->lock_fd = -1;
+            x->state = X_DONE;
+            return HK_OK;
+        }
+    }
     x->state = X_READY;
     x->ready_at = 0;
     return HK_OK;
@@ -411,7 +537,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link};
+    dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at};
     int maxp = hub->max_parallel > 0 ? hub->max_parallel : 8;
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)maxp);
@@ -446,6 +572,13 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
     report(&c, NULL, true, xs, n);
     while (remaining > 0) {
         uint64_t now = hk__now_ms();
+        if (c.deadline && now >= c.deadline) { /* waiting for a lock or a retry counts too */
+            for (size_t i = 0; i < n; i++)
+                if (xs[i].state != X_DONE) {
+                    rc = pull_deadline_fail(&c, &xs[i]);
+                    goto out;
+                }
+        }
         int active = 0;
         for (size_t i = 0; i < n; i++) active += xs[i].state == X_ACTIVE;
         /* fill free slots: files that already hold their lock first, then new locks */
@@ -525,7 +658,9 @@ out:
                 curl_easy_cleanup(x->easy);
             }
             curl_slist_free_all(x->hdrs);
-            xfer_release(x);
+            xfer_keep_or_drop(x, rc);
+            hk__cache_unlock(x->lock_fd);
+            x->lock_fd = -1;
             hk__http_headers_free(&x->h);
             free(x->url);
             free(x->resolve_url);
