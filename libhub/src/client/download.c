@@ -260,6 +260,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
     if ((rc = hk_cache_ensure_tag(hub->cache_root))) goto out;
     for (size_t i = 0; i < n; i++) {
         xs[i].item = &items[i];
+        xs[i].repo_dir = repo_dir;
         xs[i].fd = -1;
         xs[i].lock_fd = -1;
         hk__http_headers_init(&xs[i].h);

@@ -266,7 +266,7 @@ int hk__connect_fail(const hk_hub *hub, CURLcode cc, long os_errno, const char *
                      const char *detail, int attempts) {
     const char *d = detail && *detail ? detail : curl_easy_strerror(cc);
     bool proxy = cc == CURLE_COULDNT_RESOLVE_PROXY;
-    return hk__fail(HK_ERR_NETWORK, "%s%s%s: %s (%s; %d attempt%s); check that the endpoint %s is right (HF_ENDPOINT or "
+    return hk__fail(HK_ERR_NETWORK, "%s%scannot connect to %s: %s (%s; %d attempt%s); check that the endpoint %s is right (HF_ENDPOINT or "
                     "--endpoint) and that this machine can reach it (network, %s)", what ? what : "", what ? ": " : "",
                     url, hk__connect_cause(cc, os_errno), d, attempts, attempts == 1 ? "" : "s", hub->endpoint,
                     proxy ? "the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY"

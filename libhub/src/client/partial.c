@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -113,6 +114,33 @@ int hk__partial_discard(int *io_fd, char **io_path, bool *out_resumable, const c
     free(*io_path);
     *io_path = NULL;
     return open_fresh(io_fd, io_path, out_resumable, repo_dir, etag);
+}
+
+int hk__partial_claim(bool *out_gone, int fd, char **io_path, const char *repo_dir, const char *etag) {
+    *out_gone = false;
+    char rnd[9];
+    hk__random_hex8(rnd);
+    char *mine = hk__asprintf("%s/blobs/%s.%s.incomplete", repo_dir, etag, rnd);
+    if (!mine) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rename(*io_path, mine) != 0) {
+        int e = errno;
+        free(mine);
+        if (e == ENOENT) {
+            *out_gone = true;
+            return HK_OK;
+        }
+        return hk__fail(hk__errno_code(e), "cannot rename %s: %s", *io_path, strerror(e));
+    }
+    struct stat a, b;
+    if (fstat(fd, &a) != 0 || stat(mine, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        (void)rename(mine, *io_path); /* not ours: give it back */
+        free(mine);
+        return hk__fail(HK_ERR_LOCK, "another process replaced %s while this one downloaded it: the blob lock does "
+                        "not exclude other writers on this filesystem (flock not enforced); pull again", *io_path);
+    }
+    free(*io_path);
+    *io_path = mine;
+    return HK_OK;
 }
 
 void hk__partial_forget(const char *repo_dir, const char *etag) {

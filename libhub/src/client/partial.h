@@ -25,6 +25,13 @@ int hk__partial_rehash(hk_hasher *h, int fd, uint64_t kept, const char *path);
  * hk__partial_open does (kept 0). */
 int hk__partial_discard(int *io_fd, char **io_path, bool *out_resumable, const char *repo_dir, const char *etag);
 
+/* Before the rename into blobs/: move the deterministic name of the finished file open as fd to a
+ * unique blobs/<etag>.<rand8>.incomplete (*io_path replaced) and check that it is fd's file, so
+ * that no other writer's file (a filesystem whose locks do not exclude) gets the blob's name.
+ * *out_gone: the name was gone (another writer of the same bytes committed it already). A name
+ * that held another file is put back and HK_ERR_LOCK returned. */
+int hk__partial_claim(bool *out_gone, int fd, char **io_path, const char *repo_dir, const char *etag);
+
 /* Remove a stale blobs/<etag>.incomplete once the blob itself is present (under the blob's lock). */
 void hk__partial_forget(const char *repo_dir, const char *etag);
 

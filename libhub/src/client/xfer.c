@@ -84,14 +84,16 @@ int hk__xfer_new_hasher(hk_xfer *x) {
 
 int hk__xfer_reset_content(hk_xfer *x) {
     x->buf_len = 0;
-    if (x->fd >= 0) {
-        if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0) {
-            x->bad = true;
-            return hk__fail(hk__errno_code(errno), "cannot truncate %s: %s", x->tmp, strerror(errno));
-        }
-    }
     x->written = 0;
     x->kept = 0;
+    /* a new file, not a truncated one: a writer that the lock failed to exclude keeps its own */
+    if (x->fd >= 0) {
+        int rc = hk__partial_discard(&x->fd, &x->tmp, &x->resumable, x->repo_dir, x->item->etag);
+        if (rc) {
+            x->bad = true;
+            return rc;
+        }
+    }
     return hk__xfer_new_hasher(x);
 }
 
@@ -212,8 +214,6 @@ int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again) {
         int e = errno;
         return hk__fail(hk__errno_code(e), "cannot write %s: %s", x->tmp, strerror(e));
     }
-    close(x->fd);
-    x->fd = -1;
     unsigned char d[64];
     size_t dn = hk__hasher_finish(x->hasher, d);
     x->hasher = NULL;
@@ -228,8 +228,24 @@ int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again) {
         return hk__fail(HK_ERR_INTEGRITY, "hash mismatch for %s: expected %s %s, got %s (the download was discarded)",
                        x->item->paths[0], dn == 32 ? "sha256" : "git-blob-sha1", x->item->etag, actual);
     }
-    int rc = hk__cache_blob_commit(x->tmp, c->repo_dir, x->item->etag);
+    bool gone = false;
+    int rc = x->resumable ? hk__partial_claim(&gone, x->fd, &x->tmp, c->repo_dir, x->item->etag) : HK_OK;
+    close(x->fd);
+    x->fd = -1;
     if (rc) {
+        free(x->tmp); /* the name is another writer's: leave it */
+        x->tmp = NULL;
+        return rc;
+    }
+    if (gone && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+        free(x->tmp); /* another writer of the same bytes committed it */
+        x->tmp = NULL;
+    } else if (gone) {
+        free(x->tmp);
+        x->tmp = NULL;
+        return hk__fail(HK_ERR_LOCK, "the temp file of %s disappeared before it was complete: another process "
+                        "removed it (cache prune, or a lock the filesystem does not enforce); pull again", x->item->paths[0]);
+    } else if ((rc = hk__cache_blob_commit(x->tmp, c->repo_dir, x->item->etag))) {
         x->bad = true;
         return rc;
     }

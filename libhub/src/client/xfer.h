@@ -13,6 +13,7 @@ enum hk_xstate { X_CHECK, X_LOCK, X_READY, X_ACTIVE, X_DONE };
 
 typedef struct hk_xfer {
     hk_dl_item *item;
+    const char *repo_dir;
     enum hk_xstate state;
     uint64_t ready_at;       /* X_LOCK / X_READY: not before this time */
     uint64_t lock_since;
