@@ -21,7 +21,9 @@ int hk__errno_code(int err);
  * this library knows (1..supported), else HK_ERR_INVALID_ARG naming the struct and the init call. */
 int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported);
 /* The whole body of every public hk_<name>_init(opts, version): refuse NULL and unknown versions,
- * fill the defaults of the _INIT macro, record the version the caller was built with. */
+ * fill the defaults of the _INIT macro, record the version the caller was built with. Only for a
+ * struct still at version 1: once a struct grows (version 2+), its init writes only the fields of
+ * the caller's version, as hk_hub_options_init does, and readers check opts->version first. */
 #define HK__OPTIONS_INIT_BODY(type, opts, version, current_version, init_value)                        \
     do {                                                                                               \
         if (!(opts)) return hk__fail(HK_ERR_INVALID_ARG, #type "_init: the options pointer is NULL"); \

@@ -2,10 +2,11 @@
 
 The proxy sits on loopback in front of the real mirror (`hubkern serve`) and forwards every request,
 except that rules can, for the first N matching requests: cut the body after K bytes, answer with a
-status (429 + Retry-After, 503, ...), stall, send a body of the wrong size, flip a byte, redirect to
-another origin, ignore Range, or rewrite a JSON listing (and set headers on it, e.g. a lying Link).
-Every request is logged (method, path, status, whether an Authorization header came, Range, arrival
-time) so that tests can count GETs, check where the token went and time the client.
+status (429 + Retry-After, 503, ...), stall, drip the body at a few bytes per second, send a body of
+the wrong size, flip a byte, redirect to another origin, ignore Range, or rewrite a JSON listing (and
+set headers on it, e.g. a lying Link). Every request is logged (method, path, status, whether an
+Authorization header came, Range, arrival time, body bytes sent) so that tests can count GETs and
+bytes, check where the token went and time the client.
 
 Usage as a module (tests) or as a script: python3 faultproxy.py --upstream http://127.0.0.1:PORT
 """
@@ -26,7 +27,9 @@ HOP_HEADERS = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriz
 
 class Rule:
     """One fault. `match` is a regex searched in the request path; `count` requests are affected
-    (None = all). kind: cut | status | stall | resize | corrupt | redirect | ignore_range | json | answer."""
+    (None = all). kind: cut | status | stall | drip | resize | corrupt | redirect | ignore_range | json | answer.
+    drip: the body is sent `chunk` bytes (default 1) at a time, `rate` bytes per second (default 4);
+    with `after`, only the bytes past that offset drip (the first `after` go at full speed)."""
 
     def __init__(self, kind, match, count=1, method="GET", **params):
         self.kind, self.match, self.count, self.method, self.params = kind, re.compile(match), count, method, params
@@ -102,7 +105,7 @@ class FaultProxy:
     def _handle(self, h, method):
         path = h.path
         entry = {"method": method, "path": path, "auth": h.headers.get("Authorization"),
-                 "range": h.headers.get("Range"), "status": None, "fault": None, "t": time.monotonic()}
+                 "range": h.headers.get("Range"), "status": None, "fault": None, "t": time.monotonic(), "sent": 0}
         with self.lock:
             self.log.append(entry)
         body = b""
@@ -178,6 +181,7 @@ class FaultProxy:
                 return
             # streamed pass-through (optionally cut)
             cut = rule.params.get("after", 1 << 20) if rule and rule.kind == "cut" else None
+            drip = rule if rule and rule.kind == "drip" else None
             h.send_response(resp.status)
             for k, v in out_headers:
                 h.send_header(k, v)
@@ -189,9 +193,26 @@ class FaultProxy:
                 chunk = resp.read(65536)
                 if not chunk:
                     break
+                if drip is not None:
+                    fast = max(0, drip.params.get("after", 0) - sent)
+                    if fast:
+                        h.wfile.write(chunk[:fast])
+                        h.wfile.flush()
+                        sent += len(chunk[:fast])
+                        entry["sent"] = sent
+                        chunk = chunk[fast:]
+                    step = drip.params.get("chunk", 1)
+                    for i in range(0, len(chunk), step):
+                        time.sleep(step / drip.params.get("rate", 4))
+                        h.wfile.write(chunk[i:i + step])
+                        h.wfile.flush()
+                        sent += len(chunk[i:i + step])
+                        entry["sent"] = sent
+                    continue
                 if cut is not None and sent + len(chunk) >= cut:
                     h.wfile.write(chunk[: cut - sent])
                     h.wfile.flush()
+                    entry["sent"] = cut
                     entry["cut_at"] = cut
                     h.close_connection = True
                     try:
@@ -201,10 +222,15 @@ class FaultProxy:
                     return
                 h.wfile.write(chunk)
                 sent += len(chunk)
+                entry["sent"] = sent
         except (BrokenPipeError, ConnectionResetError):
             h.close_connection = True
         finally:
             conn.close()
+
+    def sent(self, method=None, pattern=None):
+        """Body bytes sent for the matching requests, in all."""
+        return sum(e["sent"] for e in self.requests(method, pattern))
 
     @staticmethod
     def _send(h, status, headers, data, method):

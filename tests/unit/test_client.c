@@ -341,13 +341,17 @@ static void test_init_and_abi(void) {
     CHECK(hk_shutdown() == 0);
     CHECK(hk_shutdown() == 0); /* unpaired: nothing happens */
     hk_hub_options o;
-    CHECK_RC(hk_hub_options_init(&o, 2), HK_ERR_INVALID_ARG);
+    CHECK_RC(hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION + 1), HK_ERR_INVALID_ARG);
     CHECK(strstr(hk_last_error(), "hk_hub_options") != NULL);
     CHECK_RC(hk_hub_options_init(&o, HK_HUB_OPTIONS_VERSION), HK_OK);
     CHECK(o.version == HK_HUB_OPTIONS_VERSION && o.offline == -1 && o.max_retries == -1 && !o.endpoint);
     hk_hub_options lit = HK_HUB_OPTIONS_INIT;
     CHECK(lit.version == o.version && lit.offline == o.offline && lit.max_retries == o.max_retries &&
-          lit.max_parallel == 0 && !lit.token && lit.max_listing_entries == 0 && lit.max_listing_bytes == 0);
+          lit.max_parallel == 0 && !lit.token && lit.max_listing_entries == 0 && lit.max_listing_bytes == 0 &&
+          lit.request_timeout_s == 0 && lit.pull_timeout_s == 0);
+    /* a program built against version 1 (no deadline fields) is still accepted */
+    CHECK_RC(hk_hub_options_init(&o, 1), HK_OK);
+    CHECK(o.version == 1);
     hk_hub *h = NULL;
     o.version = 0;
     CHECK_RC(hk_hub_new(&h, &o), HK_ERR_INVALID_ARG);

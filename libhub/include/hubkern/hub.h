@@ -37,7 +37,7 @@ extern "C" {
 typedef struct hk_hub hk_hub;
 struct hk_env; /* hubkern/env.h */
 
-#define HK_HUB_OPTIONS_VERSION 1
+#define HK_HUB_OPTIONS_VERSION 2 /* 2: request_timeout_s, pull_timeout_s */
 
 typedef struct hk_hub_options {
     unsigned int version;   /* HK_HUB_OPTIONS_VERSION */
@@ -58,9 +58,20 @@ typedef struct hk_hub_options {
      * of JSON. Past either: HK_ERR_PROTOCOL naming the bound. */
     uint64_t max_listing_entries;
     uint64_t max_listing_bytes;
+    /* ---- version 2 ---- */
+    /* Overall deadline of one API request (refs, listings, trust, ...: every retry, redirect and
+     * byte of its answer), in seconds: > 0: this; 0: HUBKERN_REQUEST_TIMEOUT, else 300 s; < 0 (or
+     * the variable set to 0): none. Past it: HK_ERR_TIMEOUT naming the deadline. The connect and
+     * stall limits (etag_timeout_s, download_timeout_s) apply as well. */
+    double request_timeout_s;
+    /* Overall deadline of one hk_hub_pull / hk_hub_fetch_variant (every request, download, retry
+     * and lock wait of it), in seconds: > 0: this; 0: HUBKERN_PULL_TIMEOUT, else none; < 0 (or the
+     * variable set to 0): none. Past it: HK_ERR_TIMEOUT naming the deadline; a partial download is
+     * kept and resumed by the next pull. */
+    double pull_timeout_s;
 } hk_hub_options;
 
-#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0}
+#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0, 0, 0}
 
 /* Fill with defaults (everything NULL/0, offline = -1, max_retries = -1) and set opts->version.
  * HK_ERR_INVALID_ARG for a version this library does not know. */

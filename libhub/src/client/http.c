@@ -243,6 +243,57 @@ int hk__net_fail(CURLcode cc, const char *what, const char *url, const char *det
     return hk__fail(HK_ERR_NETWORK, "%s%scannot reach %s: %s (check the network, HF_ENDPOINT and proxy settings)", what, sep, url, d);
 }
 
+/* ---- quick failure on an unreachable endpoint -------------------------------------------------- */
+bool hk__curl_connect_failed(CURLcode cc) {
+    return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_RESOLVE_PROXY;
+}
+
+long hk__connect_retry_delay_ms(const hk_hub *hub, int n) { return (long)(n + 1) * hub->retry_base_ms / 4; }
+
+const char *hk__connect_cause(CURLcode cc, long os_errno) {
+    if (cc == CURLE_COULDNT_RESOLVE_HOST) return "unknown host";
+    if (cc == CURLE_COULDNT_RESOLVE_PROXY) return "unknown proxy host";
+    switch (os_errno) {
+    case ECONNREFUSED: return "connection refused";
+    case EHOSTUNREACH: return "host unreachable";
+    case ENETUNREACH: return "network unreachable";
+    case ETIMEDOUT: return "connection timed out";
+    default: return "cannot connect";
+    }
+}
+
+int hk__connect_fail(const hk_hub *hub, CURLcode cc, long os_errno, const char *what, const char *url,
+                     const char *detail, int attempts) {
+    const char *d = detail && *detail ? detail : curl_easy_strerror(cc);
+    bool proxy = cc == CURLE_COULDNT_RESOLVE_PROXY;
+    return hk__fail(HK_ERR_NETWORK, "%s%scannot connect to %s: %s (%s; %d attempt%s); check that the endpoint %s is right (HF_ENDPOINT or "
+                    "--endpoint) and that this machine can reach it (network, %s)", what ? what : "", what ? ": " : "",
+                    url, hk__connect_cause(cc, os_errno), d, attempts, attempts == 1 ? "" : "s", hub->endpoint,
+                    proxy ? "the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY"
+                          : "proxy settings HTTPS_PROXY / HTTP_PROXY / NO_PROXY");
+}
+
+/* ---- deadlines --------------------------------------------------------------------------------- */
+bool hk__pull_deadline_begin(hk_hub *hub) {
+    if (!hub || hub->pull_deadline_at || hub->pull_timeout_ms <= 0) return false;
+    hub->pull_deadline_at = hk__now_ms() + (uint64_t)hub->pull_timeout_ms;
+    return true;
+}
+
+void hk__pull_deadline_end(hk_hub *hub, bool started) {
+    if (hub && started) hub->pull_deadline_at = 0;
+}
+
+static int api_deadline_fail(const hk_hub *hub, bool pull_bound, const char *url, size_t got) {
+    if (pull_bound)
+        return hk__fail(HK_ERR_TIMEOUT, "request to %s did not finish within the pull's deadline of %.0f s (%zu bytes "
+                        "received); HUBKERN_PULL_TIMEOUT (option pull_timeout_s) sets it", url,
+                        (double)hub->pull_timeout_ms / 1000.0, got);
+    return hk__fail(HK_ERR_TIMEOUT, "request to %s did not finish within its deadline of %.0f s (%zu bytes received); "
+                    "HUBKERN_REQUEST_TIMEOUT (option request_timeout_s) sets it", url,
+                    (double)hub->request_timeout_ms / 1000.0, got);
+}
+
 int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body) {
     memset(out, 0, sizeof *out);
     hk__http_headers_init(&out->h);
@@ -251,7 +302,15 @@ int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_bod
     if (!hub->api && !(hub->api = curl_easy_init())) return hk__fail(HK_ERR_NOMEM, "cannot create a curl handle");
     int rc = HK_OK;
     char errbuf[CURL_ERROR_SIZE];
-    for (int attempt = 0;; attempt++) {
+    /* one deadline for every attempt, redirect and byte of this request; the pull's if sooner */
+    uint64_t deadline = hub->request_timeout_ms > 0 ? hk__now_ms() + (uint64_t)hub->request_timeout_ms : 0;
+    bool pull_bound = false;
+    if (hub->pull_deadline_at && (!deadline || hub->pull_deadline_at < deadline)) {
+        deadline = hub->pull_deadline_at;
+        pull_bound = true;
+    }
+    int fast_fails = 0;
+    for (int attempt = 0;;) {
         char *cur = hk__strdup(url);
         int hops = 0;
         CURLcode cc = CURLE_OK;
@@ -266,6 +325,16 @@ int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_bod
             if ((rc = hk__http_setup(e, &hdrs, hub, cur, false))) {
                 free(cur);
                 return rc;
+            }
+            if (deadline) {
+                uint64_t now = hk__now_ms();
+                if (now >= deadline) {
+                    curl_slist_free_all(hdrs);
+                    rc = api_deadline_fail(hub, pull_bound, cur, 0);
+                    free(cur);
+                    return rc;
+                }
+                curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(deadline - now));
             }
             api_ctx ctx = {out, max_body, false, false};
             errbuf[0] = '\0';
@@ -285,6 +354,11 @@ int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_bod
             }
             if (hk__curl_header_too_large(cc, ctx.headers_seen)) { /* stays too large: no retry */
                 rc = hk__header_too_large_fail(NULL, cur, errbuf);
+                free(cur);
+                return rc;
+            }
+            if (cc == CURLE_OPERATION_TIMEDOUT && deadline && hk__now_ms() + 50 >= deadline) {
+                rc = api_deadline_fail(hub, pull_bound, cur, out->body.len);
                 free(cur);
                 return rc;
             }
@@ -308,21 +382,42 @@ int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_bod
             }
             break;
         }
-        /* a certificate that does not verify will not verify on the next try either */
-        bool transient = (cc != CURLE_OK && !hk__curl_tls_fatal(cc)) || hk__http_status_transient(out->status);
-        if (!transient || attempt >= hub->max_retries) {
-            if (cc != CURLE_OK) {
-                rc = hk__net_fail(cc, NULL, cur, errbuf);
+        long delay;
+        if (cc != CURLE_OK && hk__curl_connect_failed(cc)) {
+            /* refused / unknown host: a few quick tries, then a message that says what to check */
+            long oserr = 0;
+            curl_easy_getinfo(hub->api, CURLINFO_OS_ERRNO, &oserr);
+            if (fast_fails >= HK_CONNECT_RETRIES || hub->max_retries == 0) {
+                rc = hk__connect_fail(hub, cc, oserr, NULL, cur, errbuf, fast_fails + 1);
                 free(cur);
                 return rc;
             }
-            out->url = cur;
-            return HK_OK;
+            delay = hk__connect_retry_delay_ms(hub, fast_fails++);
+            hk__log(HK_LOG_INFO, "retrying in %ld ms: %s for %s (%d/%d)", delay, hk__connect_cause(cc, oserr), cur,
+                    fast_fails, HK_CONNECT_RETRIES);
+        } else {
+            /* a certificate that does not verify will not verify on the next try either */
+            bool transient = (cc != CURLE_OK && !hk__curl_tls_fatal(cc)) || hk__http_status_transient(out->status);
+            if (!transient || attempt >= hub->max_retries) {
+                if (cc != CURLE_OK) {
+                    rc = hk__net_fail(cc, NULL, cur, errbuf);
+                    free(cur);
+                    return rc;
+                }
+                out->url = cur;
+                return HK_OK;
+            }
+            delay = hk__retry_delay_ms(hub, attempt, cc == CURLE_OK ? out->status : 0, &out->h);
+            hk__log(HK_LOG_INFO, "%s from %s; retrying in %ld ms (%d/%d)",
+                   cc != CURLE_OK ? curl_easy_strerror(cc) : "transient HTTP status", cur, delay,
+                   attempt + 1, hub->max_retries);
+            attempt++;
         }
-        long delay = hk__retry_delay_ms(hub, attempt, cc == CURLE_OK ? out->status : 0, &out->h);
-        hk__log(HK_LOG_INFO, "%s from %s; retrying in %ld ms (%d/%d)",
-               cc != CURLE_OK ? curl_easy_strerror(cc) : "transient HTTP status", cur, delay,
-               attempt + 1, hub->max_retries);
+        if (deadline && hk__now_ms() + (uint64_t)delay >= deadline) { /* the retry would come too late */
+            rc = api_deadline_fail(hub, pull_bound, cur, out->body.len);
+            free(cur);
+            return rc;
+        }
         free(cur);
         hk__sleep_ms(delay);
     }

@@ -71,6 +71,27 @@ bool hk__http_status_transient(long status);
 uint64_t hk__now_ms(void);
 void hk__sleep_ms(long ms);
 
+/* ---- quick failure on an unreachable endpoint ---- */
+/* Retries after a refused connection or an unknown host: few and quick (the patient back-off is
+ * for 429/503/cuts/timeouts), so that a wrong endpoint fails within about a second. */
+#define HK_CONNECT_RETRIES 2
+/* Could not connect at all: refused, unreachable, unknown host or proxy. */
+bool hk__curl_connect_failed(CURLcode cc);
+/* Delay before quick retry n (0-based): n+1 quarters of HUBKERN_RETRY_BASE_MS (250, 500 ms). */
+long hk__connect_retry_delay_ms(const hk_hub *hub, int n);
+/* "connection refused", "unknown host", ... from the curl code and CURLINFO_OS_ERRNO. */
+const char *hk__connect_cause(CURLcode cc, long os_errno);
+/* HK_ERR_NETWORK naming the endpoint, the cause, the attempts and what to check (HF_ENDPOINT,
+ * network, proxy). what (or NULL) starts the message. */
+int hk__connect_fail(const hk_hub *hub, CURLcode cc, long os_errno, const char *what, const char *url,
+                     const char *detail, int attempts);
+
+/* ---- deadlines ---- */
+/* Start the pull deadline of hub (pull_timeout_ms from now) unless one runs already; returns
+ * whether it was started here (then pass true to hk__pull_deadline_end). */
+bool hk__pull_deadline_begin(hk_hub *hub);
+void hk__pull_deadline_end(hk_hub *hub, bool started);
+
 /* A curl result that means "a response header line or the header block was too large" (libcurl
  * reports it as out of memory before 8.6; headers_seen: the response had begun): answered as such
  * (hk__header_too_large_fail: HK_ERR_PROTOCOL), never retried. */

@@ -3,13 +3,22 @@
 #include "cache/cache.h"
 #include "client/client.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 
 int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
-    HK__OPTIONS_INIT_BODY(hk_hub_options, o, version, HK_HUB_OPTIONS_VERSION, HK_HUB_OPTIONS_INIT);
+    /* not HK__OPTIONS_INIT_BODY: a version-1 struct ends before the version-2 fields, so only
+     * that much is written */
+    if (!o) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_options_init: the options pointer is NULL");
+    int rc = hk__check_options_version("hk_hub_options", version, HK_HUB_OPTIONS_VERSION);
+    if (rc) return rc;
+    hk_hub_options d = HK_HUB_OPTIONS_INIT;
+    d.version = version;
+    memcpy(o, &d, version >= 2 ? sizeof d : offsetof(hk_hub_options, request_timeout_s));
+    return HK_OK;
 }
 
 int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
@@ -38,6 +47,21 @@ static long env_timeout_ms(const char *name, double opt_s) {
     }
     if (opt_s > 0) return (long)(opt_s * 1000.0 + 0.5);
     return 10000;
+}
+
+/* A deadline in ms: the option when non-zero (< 0: none), else the variable (seconds; 0: none),
+ * else def_ms (0: none). */
+static long deadline_ms(const char *name, double opt_s, long def_ms) {
+    if (opt_s < 0) return 0;
+    if (opt_s > 0) return (long)(opt_s * 1000.0 + 0.5);
+    const char *v = hk__getenv(name);
+    if (v) {
+        char *end;
+        double d = strtod(v, &end);
+        if (end != v && *end == '\0' && d >= 0 && d < 1e9) return (long)(d * 1000.0 + 0.5);
+        hk__log(HK_LOG_WARN, "ignoring %s=%s (not a number of seconds)", name, v);
+    }
+    return def_ms;
 }
 
 /* The token and where it came from (*src: "option", the variable's name or the file's path). */
@@ -121,6 +145,10 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     h->etag_timeout_ms = env_timeout_ms("HF_HUB_ETAG_TIMEOUT", opts->etag_timeout_s);
     h->download_timeout_ms = env_timeout_ms("HF_HUB_DOWNLOAD_TIMEOUT", opts->download_timeout_s);
     h->max_retries = opts->max_retries >= 0 ? opts->max_retries : 5;
+    /* fields of version 2: absent from a version-1 struct */
+    double req_s = opts->version >= 2 ? opts->request_timeout_s : 0, pull_s = opts->version >= 2 ? opts->pull_timeout_s : 0;
+    h->request_timeout_ms = deadline_ms("HUBKERN_REQUEST_TIMEOUT", req_s, 300000);
+    h->pull_timeout_ms = deadline_ms("HUBKERN_PULL_TIMEOUT", pull_s, 0);
     const char *rb = hk__getenv("HUBKERN_RETRY_BASE_MS");
     h->retry_base_ms = rb ? strtol(rb, NULL, 10) : 1000;
     if (h->retry_base_ms < 0) h->retry_base_ms = 0;

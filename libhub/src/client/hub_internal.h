@@ -25,6 +25,9 @@ struct hk_hub {
     int max_parallel;
     long etag_timeout_ms;
     long download_timeout_ms;
+    long request_timeout_ms; /* whole API request incl. retries and body; 0: none */
+    long pull_timeout_ms;    /* whole hk_hub_pull; 0: none */
+    uint64_t pull_deadline_at; /* hk__now_ms() value the running pull must end by; 0: none */
     int max_retries;
     long retry_base_ms;   /* HUBKERN_RETRY_BASE_MS, default 1000: scales every back-off delay */
     uint64_t max_listing_entries; /* bound of one listing over all its pages */

@@ -335,7 +335,9 @@ int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
     hk_pull_result *r = calloc(1, sizeof *r);
     if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->offline = hub->offline;
+    bool deadline = hk__pull_deadline_begin(hub); /* HUBKERN_PULL_TIMEOUT / pull_timeout_s (http.c) */
     rc = hub->offline ? pull_offline(r, hub, spec) : pull_online(r, hub, spec);
+    hk__pull_deadline_end(hub, deadline);
     if (rc) {
         hk_pull_result_free(r);
         return hk__fail_context("pulling %s", spec->repo_id);

@@ -1,0 +1,292 @@
+"""Interrupted downloads resume, deadlines end dripping answers, an unreachable endpoint fails fast
+(issue 17 items 9 and 10, issue 15 "unreachable endpoint"), through the fault proxy in front of a
+real `hubkern serve`.
+
+- Resume: a blob's partial bytes live in blobs/<etag>.incomplete (one per blob, the name
+  huggingface_hub <= 1.17 resumed), kept when a pull fails on the network, a deadline or a kill -9,
+  and continued with `Range: bytes=<kept>-` by the next pull after the kept bytes are re-hashed.
+  Kept bytes that are no prefix of the blob (hash mismatch, 416), longer than the blob, or answered
+  200 are discarded and the blob fetched again once.
+- Deadlines: HUBKERN_REQUEST_TIMEOUT (an API request, every byte of its answer) and
+  HUBKERN_PULL_TIMEOUT (the whole pull) end a body dripping at 4 B/s with HK_ERR_TIMEOUT naming them.
+- Unreachable: a refused connection fails within about a second (two quick retries, logged), while
+  a burst of 503 answers still gets the patient back-off and recovers."""
+import glob
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish, run_cli
+
+V = "tvm-ffi01-cpu-x86_64-linux"
+BIG = os.urandom(8_000_000)
+SHA = hashlib.sha256(BIG).hexdigest()
+BIG_RE = f"/resolve/[0-9a-f]+/build/{V}/big.bin"
+REFS_RE = "/api/kernels/org/resume/refs"
+
+
+def run(args, env=None, check=True, timeout=120):
+    return run_cli(args, env=env, check=check, unset=("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"),
+                   base_env={"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hub")
+    store, src = str(base / "store"), str(base / "src")
+    make_variant(src, V, {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n", "big.bin": BIG})
+    publish(src, "org/resume", "v1", store, ["--lfs-threshold", "1000000"])
+    with Server(store, ["--trust", "org"]) as srv:
+        yield srv
+
+
+def pull_args(url, cache):
+    return ["pull", "org/resume", "--version", "1", "--variant", V, "--json", "--endpoint", url, "--cache", cache]
+
+
+def pull(url, cache, env=None, check=True, timeout=120):
+    return run(pull_args(url, cache), env=env, check=check, timeout=timeout)
+
+
+def blobs_dir(cache):
+    return os.path.join(cache, "kernels--org--resume", "blobs")
+
+
+def partials(cache):
+    """Every temp file of the big blob (the deterministic name and any unique ones)."""
+    return sorted(glob.glob(os.path.join(blobs_dir(cache), SHA + "*.incomplete")))
+
+
+def plant(cache, data):
+    os.makedirs(blobs_dir(cache), exist_ok=True)
+    with open(os.path.join(blobs_dir(cache), SHA + ".incomplete"), "wb") as fh:
+        fh.write(data)
+
+
+def big_content(out):
+    with open(os.path.join(out["snapshot"], "build", V, "big.bin"), "rb") as fh:
+        return fh.read()
+
+
+def assert_clean(cache):
+    v = run(["cache", "verify", "--cache", cache], check=False)
+    assert v.returncode == 0 and v.stdout.strip().splitlines()[-1].startswith("clean"), v.stdout
+    assert "leftover" not in v.stdout, v.stdout
+    assert partials(cache) == []
+
+
+# ---- resume -----------------------------------------------------------------------------------
+def test_kill9_mid_download_then_the_next_pull_resumes(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    env = dict(os.environ, HUBKERN_RETRY_BASE_MS="20", HF_HUB_DISABLE_IMPLICIT_TOKEN="1")
+    env.pop("HF_HUB_OFFLINE", None)
+    drip = Rule("drip", BIG_RE, count=None, rate=1_500_000, chunk=32768)
+    with FaultProxy(hub.url, rules=[drip]) as px:
+        kept = []
+        for threshold in (1_500_000, 3_500_000, 5_500_000):
+            p = subprocess.Popen([hubkern_bin(), *pull_args(px.url, cache)], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 30:
+                got = partials(cache)
+                if got and os.path.getsize(got[0]) >= threshold:
+                    break
+                time.sleep(0.02)
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            got = partials(cache)
+            assert got == [os.path.join(blobs_dir(cache), SHA + ".incomplete")], got  # one temp file, not one per try
+            kept.append(os.path.getsize(got[0]))
+        assert kept[0] >= 1_500_000 and kept[1] > kept[0] and kept[2] > kept[1], kept
+        before = len(px.requests("GET", BIG_RE))
+        px.rules = []
+        out = json.loads(pull(px.url, cache).stdout)
+        last = px.requests("GET", BIG_RE)[before:]
+        total = px.sent("GET", BIG_RE)
+    assert big_content(out) == BIG
+    assert len(last) == 1 and last[0]["range"] == f"bytes={kept[2]}-", last
+    assert last[0]["sent"] == len(BIG) - kept[2]
+    # 3 kills and a finish: about the blob's size in all, not size x attempts (each kill loses at
+    # most what was in flight: the 1 MiB write-behind buffer and the socket buffers)
+    assert total < len(BIG) + 3 * 2_500_000, total
+    assert_clean(cache)
+
+
+def test_a_pull_that_runs_out_of_time_keeps_its_bytes_for_the_next(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    rules = [Rule("drip", BIG_RE, count=None, after=3_000_000, rate=2000, chunk=200)]
+    with FaultProxy(hub.url, rules=rules) as px:
+        t0 = time.monotonic()
+        r = pull(px.url, cache, env={"HUBKERN_PULL_TIMEOUT": "3"}, check=False, timeout=60)
+        took = time.monotonic() - t0
+        assert r.returncode == 1 and "HK_ERR_TIMEOUT" in r.stderr and "HUBKERN_PULL_TIMEOUT" in r.stderr, r.stderr
+        assert "deadline of 3 s" in r.stderr and "big.bin" in r.stderr
+        assert 2.5 < took < 10, took
+        got = partials(cache)
+        assert len(got) == 1 and os.path.getsize(got[0]) > 3_000_000, got
+        kept = os.path.getsize(got[0])
+        first = px.sent("GET", BIG_RE)
+        px.rules = []
+        out = json.loads(pull(px.url, cache).stdout)
+        gets = px.requests("GET", BIG_RE)
+    assert big_content(out) == BIG
+    assert gets[-1]["range"] == f"bytes={kept}-"
+    assert first + gets[-1]["sent"] <= len(BIG) + 300_000  # what was sent: once, plus what was in flight
+    assert_clean(cache)
+
+
+def test_cuts_within_one_pull_use_one_temp_file(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    seen = set()
+    rules = [Rule("cut", BIG_RE, count=4, after=1_500_000)]
+    with FaultProxy(hub.url, rules=rules) as px:
+        p = subprocess.Popen([hubkern_bin(), *pull_args(px.url, cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, HUBKERN_RETRY_BASE_MS="20", HF_HUB_DISABLE_IMPLICIT_TOKEN="1"))
+        while p.poll() is None:
+            seen.update(partials(cache))
+            time.sleep(0.005)
+        assert p.returncode == 0, p.stderr.read()
+        gets = px.requests("GET", BIG_RE)
+        total = px.sent("GET", BIG_RE)
+    assert len(gets) == 5 and [g["range"] is not None for g in gets] == [False, True, True, True, True]
+    assert seen <= {os.path.join(blobs_dir(cache), SHA + ".incomplete")}, seen
+    assert total == len(BIG)  # every byte once
+    assert_clean(cache)
+
+
+def test_kept_bytes_that_are_no_prefix_are_discarded_and_fetched_again(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    plant(cache, os.urandom(1_000_000))  # what a server that changed the file would leave
+    with FaultProxy(hub.url) as px:
+        r = pull(px.url, cache, env={"HUBKERN_VERBOSE": "1"})
+        gets = px.requests("GET", BIG_RE)
+    assert [g["range"] for g in gets] == ["bytes=1000000-", None], gets
+    assert "hash mismatch" in r.stderr and "downloading it again" in r.stderr
+    assert big_content(json.loads(r.stdout)) == BIG
+    assert_clean(cache)
+
+
+def test_kept_part_longer_than_the_blob_is_discarded(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    plant(cache, BIG + b"tail")
+    with FaultProxy(hub.url) as px:
+        out = json.loads(pull(px.url, cache).stdout)
+        gets = px.requests("GET", BIG_RE)
+    assert [g["range"] for g in gets] == [None]
+    assert big_content(out) == BIG
+    assert_clean(cache)
+
+
+def test_a_complete_kept_part_needs_no_request(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    plant(cache, BIG)
+    with FaultProxy(hub.url) as px:
+        out = json.loads(pull(px.url, cache).stdout)
+        assert px.requests("GET", BIG_RE) == []
+    assert big_content(out) == BIG
+    assert_clean(cache)
+
+
+def test_200_to_a_resume_restarts_from_zero(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    plant(cache, BIG[:2_000_000])
+    with FaultProxy(hub.url, rules=[Rule("ignore_range", BIG_RE, count=1)]) as px:
+        out = json.loads(pull(px.url, cache).stdout)
+        gets = px.requests("GET", BIG_RE)
+    assert len(gets) == 1 and gets[0]["range"] == "bytes=2000000-" and gets[0]["status"] == 200
+    assert big_content(out) == BIG
+    assert_clean(cache)
+
+
+def test_416_to_a_resume_discards_the_kept_bytes_once(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    plant(cache, BIG[:2_000_000])
+    with FaultProxy(hub.url, rules=[Rule("answer", BIG_RE, count=1, status=416, body=b"")]) as px:
+        out = json.loads(pull(px.url, cache).stdout)
+        gets = px.requests("GET", BIG_RE)
+    assert [g["range"] for g in gets] == ["bytes=2000000-", None]
+    assert big_content(out) == BIG
+    assert_clean(cache)
+
+
+def test_huggingface_hub_next_to_a_hubkern_partial(hub, tmp_path):
+    """huggingface_hub 2.x downloads to a unique <etag>.<rand8>.incomplete and never resumes: it
+    fetches the whole file, leaves hubkern's partial alone and the blob it writes is correct."""
+    hf = pytest.importorskip("huggingface_hub")
+    cache = str(tmp_path / "c")
+    plant(cache, BIG[:3_000_000])
+    with FaultProxy(hub.url) as px:
+        env = {"HF_ENDPOINT": px.url, "HF_HUB_DISABLE_XET": "1", "HF_HUB_OFFLINE": "0"}
+        code = ("import huggingface_hub as h,sys;print(h.hf_hub_download('org/resume','build/%s/big.bin',"
+                "repo_type='kernel',revision='v1',cache_dir=sys.argv[1]))" % V)
+        r = subprocess.run(["python3", "-c", code, cache], capture_output=True, text=True,
+                           env=dict(os.environ, **env), timeout=120)
+        assert r.returncode == 0, r.stderr
+        gets = px.requests("GET", f"/resolve/[^/]+/build/{V}/big.bin")
+    assert [g["range"] for g in gets] == [None], gets  # no resume of the kept 3 MB
+    with open(r.stdout.strip(), "rb") as fh:
+        assert fh.read() == BIG
+    assert os.path.getsize(os.path.join(blobs_dir(cache), SHA + ".incomplete")) == 3_000_000
+    del hf
+
+
+# ---- deadlines --------------------------------------------------------------------------------
+def test_an_api_answer_dripping_at_4_bytes_per_second_hits_the_request_deadline(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    with FaultProxy(hub.url, rules=[Rule("drip", REFS_RE, count=None, rate=4)]) as px:
+        t0 = time.monotonic()
+        r = pull(px.url, cache, env={"HUBKERN_REQUEST_TIMEOUT": "2"}, check=False, timeout=60)
+        took = time.monotonic() - t0
+    assert r.returncode == 1 and "HK_ERR_TIMEOUT" in r.stderr, r.stderr
+    assert "deadline of 2 s" in r.stderr and "HUBKERN_REQUEST_TIMEOUT" in r.stderr, r.stderr
+    assert 1.5 < took < 6, took
+
+
+def test_a_download_dripping_at_4_bytes_per_second_hits_the_pull_deadline(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    with FaultProxy(hub.url, rules=[Rule("drip", BIG_RE, count=None, rate=4)]) as px:
+        t0 = time.monotonic()
+        r = pull(px.url, cache, env={"HUBKERN_PULL_TIMEOUT": "3"}, check=False, timeout=60)
+        took = time.monotonic() - t0
+    assert r.returncode == 1 and "HK_ERR_TIMEOUT" in r.stderr, r.stderr
+    assert "pull's deadline of 3 s" in r.stderr and "HUBKERN_PULL_TIMEOUT" in r.stderr, r.stderr
+    assert 2.5 < took < 7, took
+
+
+# ---- unreachable endpoint -----------------------------------------------------------------------
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_a_refused_connection_fails_fast_with_what_to_check(tmp_path):
+    url = f"http://127.0.0.1:{closed_port()}"
+    t0 = time.monotonic()
+    # the default back-off (HUBKERN_RETRY_BASE_MS unset): the quick retries are what keeps it short
+    r = run_cli(["pull", "org/none", "--version", "1", "--endpoint", url, "--cache", str(tmp_path / "c")], check=False,
+                unset=("HF_HUB_OFFLINE", "HUBKERN_RETRY_BASE_MS"), env={"HUBKERN_VERBOSE": "1"}, timeout=60)
+    took = time.monotonic() - t0
+    assert r.returncode == 1 and "HK_ERR_NETWORK" in r.stderr, r.stderr
+    assert took < 3, took
+    assert "connection refused" in r.stderr and "HF_ENDPOINT" in r.stderr and url in r.stderr, r.stderr
+    assert r.stderr.count("retrying in") == 2, r.stderr  # each quick retry is logged
+
+
+def test_a_503_burst_still_gets_the_patient_back_off(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    with FaultProxy(hub.url, rules=[Rule("status", REFS_RE, count=3, status=503)]) as px:
+        t0 = time.monotonic()
+        out = json.loads(pull(px.url, cache, env={"HUBKERN_RETRY_BASE_MS": "200"}).stdout)
+        took = time.monotonic() - t0
+        assert len(px.requests("GET", REFS_RE)) == 4
+    assert took >= 0.2 + 0.4 + 0.8  # 1, 2, 4 x base
+    assert big_content(out) == BIG
