@@ -13,7 +13,9 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hubkern download --lock kernels.lock [--all-variants] [--backend B]\n"
-            "                        [--endpoint URL] [--cache DIR] [--trust-remote-code]\n\n"
+            "                        [--endpoint URL] [--cache DIR] [--trust-remote-code]\n"
+            "       hubkern download PROJECT_DIR [--all-variants] [...]   (PROJECT_DIR/kernels.lock,\n"
+            "                        as `kernels download PROJECT_DIR`)\n\n"
             "Downloads each locked kernel at its locked commit: the variant this machine's C loader\n"
             "would load (tvm-ffi, or torch builds next to libtorch), or every variant with\n"
             "--all-variants. Old-format locks (per-variant sha256 hashes) are checked against the\n"
@@ -62,11 +64,46 @@ static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lo
     return rc;
 }
 
+/* Every kernel-depends of a downloaded variant must be pinned by the lock too (a lock written before
+ * the dependency existed would leave the locked load without it): HK_ERR_LOCKFILE saying to
+ * re-lock. */
+static int check_deps_locked(const hk_lockfile *lock, const char *variant_dir, const char *repo_id,
+                             const char *lockpath) {
+    hk_kernel_metadata *md = NULL;
+    if (hk_kernel_metadata_read(&md, variant_dir) != HK_OK) {
+        hk_clear_error(); /* a damaged variant is the load's to report */
+        return HK_OK;
+    }
+    int rc = HK_OK;
+    for (size_t d = 0; d < hk_kernel_metadata_dependency_count(md) && rc == HK_OK; d++) {
+        const char *dep = NULL, *rev = NULL;
+        int ver = HK_VERSION_UNSET;
+        hk_kernel_metadata_dependency(md, d, &dep, &ver, &rev);
+        bool found = false;
+        for (size_t i = 0; i < hk_lockfile_count(lock) && !found; i++) {
+            const hk_lock_entry *e = hk_lockfile_entry(lock, i);
+            const char *er = hk_lock_entry_revision(e);
+            found = strcmp(hk_lock_entry_repo_id(e), dep) == 0 &&
+                    (rev ? er && strcmp(er, rev) == 0 : !er && hk_lock_entry_version(e) == ver);
+        }
+        char want[80];
+        if (rev) snprintf(want, sizeof want, "revision %.60s", rev);
+        else snprintf(want, sizeof want, "version %d", ver);
+        if (!found)
+            rc = hk__fail(HK_ERR_LOCKFILE, "%s -> %s: dependency %s (%s) is not locked in %s; re-lock with "
+                         "`hubkern lock` (or `kernels lock`)", repo_id, dep, dep, want, lockpath);
+    }
+    hk_kernel_metadata_free(md);
+    return rc;
+}
+
 int hk_cmd_download(int argc, char **argv);
 int hk_cmd_download(int argc, char **argv) {
     hk_cli_hub_args ha = {0}; /* --endpoint, --cache; never --offline (HF_HUB_OFFLINE decides) */
     const char *lockpath = NULL, *backend = NULL;
     int all = 0, trust = 0;
+    const char *project = NULL;
+    char *project_lock = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -78,21 +115,35 @@ int hk_cmd_download(int argc, char **argv) {
         else if (strcmp(a, "--backend") == 0 && i + 1 < argc) backend = argv[++i];
         else if (strcmp(a, "--all-variants") == 0) all = 1;
         else if (strcmp(a, "--trust-remote-code") == 0) trust = 1;
+        else if (a[0] != '-' && !project && !lockpath) project = a;
         else {
             fprintf(stderr, "hubkern download: unexpected argument '%s'\n\n", a);
             usage(stderr);
             return 2;
         }
     }
-    if (!lockpath) {
+    if (project && !lockpath) {
+        project_lock = hk__path_join(project, "kernels.lock");
+        if (!project_lock || !hk__path_exists(project_lock)) {
+            fprintf(stderr, "No kernels.lock file found in: %s\n", project);
+            free(project_lock);
+            return 1;
+        }
+        lockpath = project_lock;
+    }
+    if (!lockpath || (project && !project_lock)) {
         usage(stderr);
         return 2;
     }
     hk_lockfile *lock = NULL;
-    if (hk_lockfile_read(&lock, lockpath)) return hk_cli_report_error("download");
+    if (hk_lockfile_read(&lock, lockpath)) {
+        free(project_lock);
+        return hk_cli_report_error("download");
+    }
     hk_hub *hub = NULL;
     if (hk_cli_hub_open(&hub, &ha, NULL, NULL)) {
         hk_lockfile_free(lock);
+        free(project_lock);
         return hk_cli_report_error("download");
     }
     int rc = 0;
@@ -136,6 +187,9 @@ int hk_cmd_download(int argc, char **argv) {
                 }
                 hk_free(got);
             }
+            if (rc == 0 && hk_lockfile_format(lock) == HK_LOCK_NEW &&
+                check_deps_locked(lock, hk_pull_result_variant_path(r, v), repo_id, lockpath) != HK_OK)
+                rc = hk_cli_report_error(repo_id);
             if (rc == 0)
                 printf("%s %.12s %s %s\n", repo_id, commit, name, hk_pull_result_variant_path(r, v));
         }
@@ -144,5 +198,6 @@ int hk_cmd_download(int argc, char **argv) {
     }
     hk_hub_free(hub);
     hk_lockfile_free(lock);
+    free(project_lock);
     return rc;
 }

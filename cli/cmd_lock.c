@@ -5,6 +5,7 @@
 #include <hubkern.h>
 
 #include "internal.h"
+#include "util/toml.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,11 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hubkern lock [-o kernels.lock] [--endpoint URL] [--cache DIR] [--trust-remote-code]\n"
-            "                    ORG/NAME=N | ORG/NAME@REVISION ...\n\n"
+            "                    ORG/NAME=N | ORG/NAME@REVISION ...\n"
+            "       hubkern lock PROJECT_DIR [--endpoint URL] [--cache DIR] [--trust-remote-code]\n\n"
+            "PROJECT_DIR: reads pyproject.toml [tool.kernels.dependencies] (\"org/name\" = N) and writes\n"
+            "PROJECT_DIR/kernels.lock exactly as `kernels lock PROJECT_DIR` does: every kernel of each\n"
+            "dependency tree (kernel-depends of every variant), no redirects followed.\n\n"
             "Resolves each kernel's version N (branch vN) or revision to a commit on the Hub and writes\n"
             "them, sorted, to a kernels.lock in the format of kernels 0.17:\n"
             "  [{\"dependency\": {\"repo-id\": ..., \"version\": N}, \"lock\": {\"commit\": ...}}, ...]\n"
@@ -43,10 +48,59 @@ static int write_lock(const char *path, const pin *e, size_t n) {
     return rc;
 }
 
+/* `hubkern lock PROJECT_DIR`: kernels 0.17.2 cli/lock.py. */
+static int lock_project(const char *dir, const char *endpoint, const char *cache, int trust) {
+    char *py = hk__path_join(dir, "pyproject.toml");
+    char *text = NULL;
+    size_t len = 0;
+    hk_toml *doc = NULL;
+    hk_lockfile *lf = NULL;
+    int rc = py ? hk__read_file(&text, &len, py, 4u << 20) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__toml_parse(&doc, text, len, py);
+    const hk_toml *deps = hk__toml_get(hk__toml_get(hk__toml_get(doc, "tool"), "kernels"), "dependencies");
+    if (rc == HK_OK && (!deps || deps->kind != HK_TOML_TABLE || deps->n == 0))
+        rc = hk__fail(HK_ERR_PARSE, "%s has no [tool.kernels.dependencies]: no kernels found to lock", py);
+    for (size_t i = 0; rc == HK_OK && i < deps->n; i++) {
+        const hk_toml *v = deps->items[i];
+        if (v->kind != HK_TOML_INT || v->i < 0 || v->i > 1000000)
+            rc = hk__fail(HK_ERR_PARSE, "%s: [tool.kernels.dependencies] \"%s\" must be a version number", py,
+                         v->key);
+        else if (!hk_repo_id_valid(v->key))
+            rc = hk__fail(HK_ERR_PARSE, "%s: '%s' is not a valid repo id (org/name)", py, v->key);
+    }
+    if (rc == HK_OK) rc = hk_lockfile_new(&lf);
+    for (size_t i = 0; rc == HK_OK && i < deps->n; i++) {
+        hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+        o.repo_id = deps->items[i]->key;
+        o.kernel_version = (int)deps->items[i]->i;
+        o.endpoint = endpoint;
+        o.cache_dir = cache;
+        o.trust_remote_code = trust;
+        rc = hk_lockfile_add_tree(lf, &o);
+    }
+    char *out = NULL;
+    if (rc == HK_OK && !(out = hk__path_join(dir, "kernels.lock"))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk_lockfile_write(out, lf);
+    if (rc == HK_OK) {
+        for (size_t i = 0; i < hk_lockfile_count(lf); i++) {
+            const hk_lock_entry *e = hk_lockfile_entry(lf, i);
+            fprintf(stderr, "%s -> %s\n", hk_lock_entry_repo_id(e), hk_lock_entry_commit(e));
+        }
+        printf("%s\n", out);
+    }
+    free(out);
+    hk_lockfile_free(lf);
+    hk__toml_free(doc);
+    free(text);
+    free(py);
+    return rc == HK_OK ? 0 : hk_cli_report_error("lock");
+}
+
 int hk_cmd_lock(int argc, char **argv);
 int hk_cmd_lock(int argc, char **argv) {
     const char *out = "kernels.lock", *endpoint = NULL, *cache = NULL;
     int trust = 0;
+    const char *project = NULL;
     size_t n = 0;
     pin *e = calloc((size_t)argc, sizeof *e);
     char **owned = calloc((size_t)argc * 4, sizeof *owned);
@@ -63,6 +117,7 @@ int hk_cmd_lock(int argc, char **argv) {
         else if (strcmp(a, "--endpoint") == 0 && i + 1 < argc) endpoint = argv[++i];
         else if (strcmp(a, "--cache") == 0 && i + 1 < argc) cache = argv[++i];
         else if (strcmp(a, "--trust-remote-code") == 0) trust = 1;
+        else if (a[0] != '-' && !strchr(a, '=') && !strchr(a, '@') && hk__is_dir(a)) project = a;
         else if (a[0] != '-') {
             char *spec = strdup(a);
             owned[nowned++] = spec;
@@ -97,7 +152,11 @@ int hk_cmd_lock(int argc, char **argv) {
             goto done;
         }
     }
-    if (n == 0) {
+    if (project && n == 0) {
+        rc = lock_project(project, endpoint, cache, trust);
+        goto done;
+    }
+    if (n == 0 || project) {
         usage(stderr);
         goto done;
     }
