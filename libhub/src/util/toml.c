@@ -1,6 +1,6 @@
 /* TOML 1.0 reader: keys (bare, quoted, dotted), [tables], [[arrays of tables]], basic / literal /
  * multi-line strings with every escape, integers (decimal, 0x, 0o, 0b, underscores), floats (inf,
- * nan, exponents), booleans, offset / local date-times (kept as text), arrays and inline tables;
+ * nan, exponents), booleans, offset / local date-times (kept as text), arrays and inline tables; Kept in one file (about 600 lines) because the grammar is one recursive unit.
  * redefinitions refused as the spec says. Recursive descent over a bounded nesting depth. */
 #include "util/toml.h"
 
