@@ -7,6 +7,7 @@
 
 #include "internal.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,9 @@ static const char *const k_titles[] = {"options", "hub options"};
 const hk_cli_spec hk_spec_download = {
     .name = "download",
     .summary = "prefetch the kernels pinned in a kernels.lock",
-    .synopsis = "hubkern download --lock kernels.lock [--all-variants] [--backend B] [--json] [hub options]",
+    .synopsis = "hubkern download --lock kernels.lock [--all-variants] [--backend B] [--json] [hub options]\n"
+                "       hubkern download PROJECT_DIR [--all-variants] [...]   (PROJECT_DIR/kernels.lock, as\n"
+                "                        `kernels download PROJECT_DIR`)",
     .description =
         "Downloads each locked kernel at its locked commit: the variant this machine's C loader\n"
         "would load (tvm-ffi, or torch builds next to libtorch), or every variant with\n"
@@ -80,6 +83,39 @@ static int refuse_redirected(hk_hub *hub, const hk_lock_entry *e, const char *lo
     return rc;
 }
 
+/* Every kernel-depends of a downloaded variant must be pinned by the lock too (a lock written before
+ * the dependency existed would leave the locked load without it): HK_ERR_LOCKFILE saying to
+ * re-lock. */
+static int check_deps_locked(const hk_lockfile *lock, const char *variant_dir, const char *repo_id,
+                             const char *lockpath) {
+    hk_kernel_metadata *md = NULL;
+    if (hk_kernel_metadata_read(&md, variant_dir) != HK_OK) {
+        hk_clear_error(); /* a damaged variant is the load's to report */
+        return HK_OK;
+    }
+    int rc = HK_OK;
+    for (size_t d = 0; d < hk_kernel_metadata_dependency_count(md) && rc == HK_OK; d++) {
+        const char *dep = NULL, *rev = NULL;
+        int ver = HK_VERSION_UNSET;
+        hk_kernel_metadata_dependency(md, d, &dep, &ver, &rev);
+        bool found = false;
+        for (size_t i = 0; i < hk_lockfile_count(lock) && !found; i++) {
+            const hk_lock_entry *e = hk_lockfile_entry(lock, i);
+            const char *er = hk_lock_entry_revision(e);
+            found = strcmp(hk_lock_entry_repo_id(e), dep) == 0 &&
+                    (rev ? er && strcmp(er, rev) == 0 : !er && hk_lock_entry_version(e) == ver);
+        }
+        char want[80];
+        if (rev) snprintf(want, sizeof want, "revision %.60s", rev);
+        else snprintf(want, sizeof want, "version %d", ver);
+        if (!found)
+            rc = hk__fail(HK_ERR_LOCKFILE, "%s -> %s: dependency %s (%s) is not locked in %s; re-lock with "
+                         "`hubkern lock` (or `kernels lock`)", repo_id, dep, dep, want, lockpath);
+    }
+    hk_kernel_metadata_free(md);
+    return rc;
+}
+
 int hk_cmd_download(int argc, char **argv) {
     hk_cli_args a;
     int rc = hk_cli_parse(&a, &hk_spec_download, argc, argv);
@@ -93,18 +129,35 @@ int hk_cmd_download(int argc, char **argv) {
     const char *lockpath = hk_cli_str(&a, "lock"), *backend = hk_cli_str(&a, "backend");
     int all = hk_cli_count(&a, "all-variants") > 0, trust = hk_cli_count(&a, "trust-remote-code") > 0;
     hk_cli_progress prog;
-    if (a.npos) rc = hk_cli_usage_error("unexpected argument '%s' (the lock file goes after --lock)", a.pos[0]);
-    else if (!lockpath) rc = hk_cli_usage_error("--lock FILE is required");
+    const char *project = a.npos == 1 && !lockpath ? a.pos[0] : NULL;
+    if (a.npos > 1 || (a.npos && lockpath))
+        rc = hk_cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
+    else if (!lockpath && !project) rc = hk_cli_usage_error("--lock FILE or PROJECT_DIR is required");
     else if (!(rc = hk_cli_check_backend(backend))) rc = hk_cli_progress_init(&prog, hk_cli_str(&a, "progress"));
     hk_cli_args_free(&a); /* the strings above live in argv */
     if (rc) return rc;
+    char *project_lock = NULL;
+    if (project) { /* kernels download PROJECT_DIR: its kernels.lock */
+        project_lock = hk__path_join(project, "kernels.lock");
+        if (!project_lock || !hk__path_exists(project_lock)) {
+            free(project_lock);
+            return hk_cli_fail(1, "HK_ERR_NOT_FOUND", "No kernels.lock file found in: %s", project);
+        }
+        lockpath = project_lock;
+    }
     hk_lockfile *lock = NULL;
-    if (hk_lockfile_read(&lock, lockpath)) return hk_cli_report_error(NULL);
+    if (hk_lockfile_read(&lock, lockpath)) {
+        rc = hk_cli_report_error(NULL);
+        free(project_lock);
+        return rc;
+    }
     hk_cli_catch_interrupt();
     hk_hub *hub = NULL;
     if (hk_cli_hub_open(&hub, &ha, hk_cli_progress_cb, &prog)) {
         hk_lockfile_free(lock);
-        return hk_cli_report_error(NULL);
+        rc = hk_cli_report_error(NULL);
+        free(project_lock);
+        return rc;
     }
     cJSON *j = hk_cli_json() ? cJSON_CreateObject() : NULL, *jk = NULL;
     if (j) {
@@ -153,6 +206,9 @@ int hk_cmd_download(int argc, char **argv) {
                 }
                 hk_free(got);
             }
+            if (rc == 0 && hk_lockfile_format(lock) == HK_LOCK_NEW &&
+                check_deps_locked(lock, hk_pull_result_variant_path(r, v), repo_id, lockpath) != HK_OK)
+                rc = hk_cli_report_error(repo_id);
             if (rc == 0 && jk) {
                 cJSON *k = cJSON_CreateObject();
                 cJSON_AddStringToObject(k, "repo_id", repo_id);
@@ -171,5 +227,6 @@ int hk_cmd_download(int argc, char **argv) {
     else cJSON_Delete(j);
     hk_hub_free(hub);
     hk_lockfile_free(lock);
+    free(project_lock);
     return rc;
 }

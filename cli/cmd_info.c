@@ -37,6 +37,63 @@ const hk_cli_spec hk_spec_info = {
     .json = 1,
 };
 
+/* What `kernels info` shows from metadata.json (name, version, minimum kernels version, license,
+ * upstream, source), its provenance, and the dependency tree this machine would load (resolved as
+ * hk_get_kernel would, publisher and arch checks included; nothing but metadata.json files is
+ * downloaded). A tree hk_get_kernel would refuse is reported in dependency_tree_error; the rest of
+ * the information is still shown. */
+static void add_tree(cJSON *j, const char *repo, int version, const char *revision, const char *backend,
+                     const hk_cli_hub_args *a) {
+    hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+    o.repo_id = repo;
+    o.kernel_version = revision ? HK_VERSION_UNSET : version;
+    o.revision = revision;
+    o.backend = backend;
+    o.endpoint = a->endpoint;
+    o.cache_dir = a->cache;
+    o.offline = a->offline;
+    o.no_local_kernels = 1;
+    hk_kernel_tree *t = NULL;
+    if (hk_kernel_tree_resolve(&t, &o, NULL) != HK_OK) {
+        cJSON_AddStringToObject(j, "dependency_tree_error", hk_last_error());
+        hk_clear_error();
+        return;
+    }
+    const hk_kernel_metadata *md = hk_kernel_tree_metadata(t, 0);
+    if (md) {
+        cJSON_AddStringToObject(j, "name", md->name);
+        cJSON_AddNumberToObject(j, "metadata_version", md->version);
+        const char *minver = hk_kernel_metadata_kernels_minver(md);
+        cJSON_AddStringToObject(j, "kernels_minver", minver ? minver : "-");
+        cJSON_AddStringToObject(j, "license", md->license);
+        cJSON_AddStringToObject(j, "upstream", md->upstream ? md->upstream : "-");
+        cJSON_AddStringToObject(j, "source", md->source ? md->source : "-");
+        const char *bv, *bc, *kc;
+        int bd, kd;
+        if (hk_kernel_metadata_provenance(md, &bv, &bc, &bd, &kc, &kd)) {
+            cJSON *p = cJSON_AddObjectToObject(j, "provenance");
+            cJSON_AddStringToObject(p, "kernel_builder_version", bv);
+            if (bc) cJSON_AddStringToObject(p, "kernel_builder_commit", bc);
+            if (bd >= 0) cJSON_AddBoolToObject(p, "kernel_builder_dirty", bd);
+            if (kc) cJSON_AddStringToObject(p, "kernel_commit", kc);
+            if (kd >= 0) cJSON_AddBoolToObject(p, "kernel_dirty", kd);
+            cJSON_AddBoolToObject(p, "dirty", bd == 1 || kd == 1);
+        }
+    }
+    cJSON *arr = cJSON_AddArrayToObject(j, "dependency_tree");
+    for (size_t i = 0; i < hk_kernel_tree_count(t); i++) {
+        cJSON *n = cJSON_CreateObject();
+        cJSON_AddStringToObject(n, "repo_id", hk_kernel_tree_repo_id(t, i));
+        if (hk_kernel_tree_revision(t, i)) cJSON_AddStringToObject(n, "revision", hk_kernel_tree_revision(t, i));
+        else cJSON_AddNumberToObject(n, "version", hk_kernel_tree_version(t, i));
+        cJSON_AddStringToObject(n, "commit", hk_kernel_tree_commit(t, i));
+        cJSON_AddStringToObject(n, "variant", hk_kernel_tree_variant(t, i));
+        cJSON_AddNumberToObject(n, "depth", hk_kernel_tree_depth(t, i));
+        cJSON_AddItemToArray(arr, n);
+    }
+    hk_kernel_tree_free(t);
+}
+
 int hk_cmd_info(int argc, char **argv) {
     hk_cli_args a;
     int prc = hk_cli_parse(&a, &hk_spec_info, argc, argv);
@@ -147,13 +204,27 @@ int hk_cmd_info(int argc, char **argv) {
     free(dir);
     free(snap);
     hk_hub_strv_free(names);
+    add_tree(j, repo, version, revision, backend, &h);
     if (json) {
         hk_cli_print_json(j);
         j = NULL;
     } else {
         cJSON *it;
         cJSON_ArrayForEach(it, j) {
-            if (cJSON_IsArray(it)) {
+            if (cJSON_IsArray(it) && strcmp(it->string, "dependency_tree") == 0) {
+                printf("%-23s\n", it->string);
+                cJSON *e;
+                cJSON_ArrayForEach(e, it) {
+                    int d = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "depth"));
+                    cJSON *r = cJSON_GetObjectItem(e, "revision");
+                    char at[96];
+                    if (r) snprintf(at, sizeof at, "@%.80s", cJSON_GetStringValue(r));
+                    else snprintf(at, sizeof at, "v%d", (int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "version")));
+                    printf("  %*s%s %s %.12s %s\n", 2 * d, "", cJSON_GetStringValue(cJSON_GetObjectItem(e, "repo_id")),
+                           at, cJSON_GetStringValue(cJSON_GetObjectItem(e, "commit")),
+                           cJSON_GetStringValue(cJSON_GetObjectItem(e, "variant")));
+                }
+            } else if (cJSON_IsArray(it)) {
                 printf("%-23s ", it->string);
                 cJSON *e;
                 int first = 1;
@@ -165,6 +236,12 @@ int hk_cmd_info(int argc, char **argv) {
                     first = 0;
                 }
                 printf("%s\n", first ? "(none)" : "");
+            } else if (cJSON_IsObject(it)) {
+                cJSON *e;
+                cJSON_ArrayForEach(e, it) {
+                    if (cJSON_IsString(e)) printf("%-23s %s\n", e->string, e->valuestring);
+                    else printf("%-23s %s\n", e->string, cJSON_IsTrue(e) ? "yes" : "no");
+                }
             } else if (cJSON_IsString(it)) printf("%-23s %s\n", it->string, it->valuestring);
             else if (cJSON_IsBool(it)) printf("%-23s %s\n", it->string, cJSON_IsTrue(it) ? "yes" : "no");
             else if (cJSON_IsNumber(it)) printf("%-23s %d\n", it->string, (int)it->valuedouble);

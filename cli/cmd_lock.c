@@ -5,6 +5,7 @@
 #include <hubkern.h>
 
 #include "internal.h"
+#include "util/toml.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +22,12 @@ static const char *const k_titles[] = {"options", "hub options"};
 const hk_cli_spec hk_spec_lock = {
     .name = "lock",
     .summary = "pin kernels (org/name=N) to commits in a kernels.lock",
-    .synopsis = "hubkern lock [-o kernels.lock] [--json] [hub options] ORG/NAME=N | ORG/NAME@REVISION ...",
+    .synopsis = "hubkern lock [-o kernels.lock] [--json] [hub options] ORG/NAME=N | ORG/NAME@REVISION ...\n"
+                "       hubkern lock [hub options] PROJECT_DIR",
     .description =
+        "PROJECT_DIR: reads pyproject.toml [tool.kernels.dependencies] (\"org/name\" = N) and writes\n"
+        "PROJECT_DIR/kernels.lock exactly as `kernels lock PROJECT_DIR` does: every kernel of each\n"
+        "dependency tree (kernel-depends of every variant), no redirects followed.\n\n"
         "Resolves each kernel's version N (branch vN) or revision to a commit on the Hub and writes\n"
         "them, sorted, to a kernels.lock in the format of kernels 0.17:\n"
         "  [{\"dependency\": {\"repo-id\": ..., \"version\": N}, \"lock\": {\"commit\": ...}}, ...]\n"
@@ -55,6 +60,66 @@ static int write_lock(const char *path, const pin *e, size_t n) {
     return rc;
 }
 
+/* `hubkern lock PROJECT_DIR`: kernels 0.17.2 cli/lock.py. */
+static int lock_project(const char *dir, const char *endpoint, const char *cache, int trust) {
+    char *py = hk__path_join(dir, "pyproject.toml");
+    char *text = NULL;
+    size_t len = 0;
+    hk_toml *doc = NULL;
+    hk_lockfile *lf = NULL;
+    int rc = py ? hk__read_file(&text, &len, py, 4u << 20) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__toml_parse(&doc, text, len, py);
+    const hk_toml *deps = hk__toml_get(hk__toml_get(hk__toml_get(doc, "tool"), "kernels"), "dependencies");
+    if (rc == HK_OK && (!deps || deps->kind != HK_TOML_TABLE || deps->n == 0))
+        rc = hk__fail(HK_ERR_PARSE, "%s has no [tool.kernels.dependencies]: no kernels found to lock", py);
+    for (size_t i = 0; rc == HK_OK && i < deps->n; i++) {
+        const hk_toml *v = deps->items[i];
+        if (v->kind != HK_TOML_INT || v->i < 0 || v->i > 1000000)
+            rc = hk__fail(HK_ERR_PARSE, "%s: [tool.kernels.dependencies] \"%s\" must be a version number", py,
+                         v->key);
+        else if (!hk_repo_id_valid(v->key))
+            rc = hk__fail(HK_ERR_PARSE, "%s: '%s' is not a valid repo id (org/name)", py, v->key);
+    }
+    if (rc == HK_OK) rc = hk_lockfile_new(&lf);
+    for (size_t i = 0; rc == HK_OK && i < deps->n; i++) {
+        hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+        o.repo_id = deps->items[i]->key;
+        o.kernel_version = (int)deps->items[i]->i;
+        o.endpoint = endpoint;
+        o.cache_dir = cache;
+        o.trust_remote_code = trust;
+        rc = hk_lockfile_add_tree(lf, &o);
+    }
+    char *out = NULL;
+    if (rc == HK_OK && !(out = hk__path_join(dir, "kernels.lock"))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk_lockfile_write(out, lf);
+    if (rc == HK_OK && hk_cli_json()) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "lock", out);
+        cJSON *ks = cJSON_AddArrayToObject(j, "kernels");
+        for (size_t i = 0; i < hk_lockfile_count(lf); i++) {
+            const hk_lock_entry *e = hk_lockfile_entry(lf, i);
+            cJSON *k = cJSON_CreateObject();
+            cJSON_AddStringToObject(k, "repo_id", hk_lock_entry_repo_id(e));
+            cJSON_AddStringToObject(k, "commit", hk_lock_entry_commit(e));
+            cJSON_AddItemToArray(ks, k);
+        }
+        hk_cli_print_json(j);
+    } else if (rc == HK_OK) {
+        for (size_t i = 0; i < hk_lockfile_count(lf); i++) {
+            const hk_lock_entry *e = hk_lockfile_entry(lf, i);
+            fprintf(stderr, "%s -> %s\n", hk_lock_entry_repo_id(e), hk_lock_entry_commit(e));
+        }
+        printf("%s\n", out);
+    }
+    free(out);
+    hk_lockfile_free(lf);
+    hk__toml_free(doc);
+    free(text);
+    free(py);
+    return rc == HK_OK ? 0 : hk_cli_report_error("lock");
+}
+
 int hk_cmd_lock(int argc, char **argv) {
     hk_cli_args a;
     int rc = hk_cli_parse(&a, &hk_spec_lock, argc, argv);
@@ -73,8 +138,17 @@ int hk_cmd_lock(int argc, char **argv) {
     size_t nowned = 0;
     rc = 2;
     if (!e || !owned) goto done;
+    const char *project = NULL;
     for (size_t i = 0; i < a.npos; i++) {
         const char *arg = a.pos[i];
+        if (!strchr(arg, '=') && !strchr(arg, '@') && hk__is_dir(arg)) {
+            if (project) {
+                rc = hk_cli_usage_error("only one PROJECT_DIR can be locked at a time");
+                goto done;
+            }
+            project = arg;
+            continue;
+        }
         char *spec = strdup(arg);
         owned[nowned++] = spec;
         char *eq = strchr(spec, '='), *at = strchr(spec, '@');
@@ -102,6 +176,14 @@ int hk_cmd_lock(int argc, char **argv) {
         }
         x->repo_id = spec;
         n++;
+    }
+    if (project && n > 0) {
+        rc = hk_cli_usage_error("PROJECT_DIR and ORG/NAME=N arguments cannot be mixed");
+        goto done;
+    }
+    if (project) {
+        rc = lock_project(project, h.endpoint, h.cache, trust);
+        goto done;
     }
     if (n == 0) {
         rc = hk_cli_usage_error("missing ORG/NAME=N or ORG/NAME@REVISION (the kernels to pin)");

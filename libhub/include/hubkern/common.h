@@ -64,8 +64,9 @@ typedef enum hk_error {
     HK_ERR_LOCKFILE = 32,        /* kernels.lock does not match what is cached or on the Hub */
     HK_ERR_CANCELLED = 33,       /* a progress callback asked to stop */
     HK_ERR_INTERNAL = 34,        /* a bug in hubkern: please report it */
-    HK_ERR_SIGNATURE = 35        /* a Sigstore signature is present and fails a check (which check and the
+    HK_ERR_SIGNATURE = 35,       /* a Sigstore signature is present and fails a check (which check and the
                                     identity seen are in the message), or is required and missing */
+    HK_ERR_DEPENDENCY = 36       /* a kernel dependency tree is unusable: a cycle, or deeper / wider than the bounds */
 } hk_error;
 
 /* Short stable name of a code, e.g. "HK_ERR_INTEGRITY". Never NULL. */

@@ -46,6 +46,7 @@ struct hk_env; /* hubkern/env.h: a detected (or caller-built) description of the
 
 typedef struct hk_kernel hk_kernel;
 typedef struct hk_function hk_function;
+typedef struct hk_kernel_metadata hk_kernel_metadata; /* defined below (C11 allows the repeat) */
 
 /* ---- getting a kernel --------------------------------------------------------------------- */
 
@@ -132,6 +133,44 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
 HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *repo_id,
                           const hk_get_kernel_options *opts);
 
+/* ---- kernel dependency trees (metadata.json kernel-depends; see docs/loading.md) -------------- */
+
+/* Bounds on a tree: a deeper chain, a node with more kernel-depends, or more nodes in all fail with
+ * HK_ERR_DEPENDENCY naming the path from the root (kernels itself sets none). */
+#define HK_DEP_MAX_DEPTH 8
+#define HK_DEP_MAX_NODES 256
+
+/* The resolved tree of a kernel and its dependencies (opaque). Nodes are in pre-order, the root at
+ * index 0; a dependency shared by two dependents appears under each (it is loaded once). */
+typedef struct hk_kernel_tree hk_kernel_tree;
+
+/* Resolve opts->repo_id's tree as hk_get_kernel would, downloading nothing but each node's
+ * metadata.json: per node the publisher check (unless opts->trust_remote_code), version / revision
+ * to commit, the variant for this machine (opts->variant applies to the root only), the metadata
+ * archs against the device (unless opts->skip_arch_check). Dependencies are resolved at the repo
+ * and version or revision they are declared with (no kernel-status.toml redirects, as kernels);
+ * the root follows redirects as hk_get_kernel does. With a lockfile, every node's commit comes from
+ * it (the root by repo id, a dependency by its exact declaration) and the cache alone is read.
+ * Errors name the path from the root ("org/a -> org/b: ..."): HK_ERR_DEPENDENCY (a cycle, or past
+ * the bounds), HK_ERR_REPO_NOT_FOUND, HK_ERR_NO_VARIANT, HK_ERR_ARCH, HK_ERR_UNTRUSTED,
+ * HK_ERR_LOCKFILE (a node missing from the lock: re-lock), HK_ERR_OFFLINE. Free with
+ * hk_kernel_tree_free. */
+HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_options *opts,
+                                  const char *lockfile);
+HK_API void hk_kernel_tree_free(hk_kernel_tree *tree); /* NULL-safe */
+HK_API size_t hk_kernel_tree_count(const hk_kernel_tree *tree);
+/* Node i (NULL / -1 / HK_VERSION_UNSET when i is out of range). Strings live as long as the tree. */
+HK_API const char *hk_kernel_tree_repo_id(const hk_kernel_tree *tree, size_t i); /* resolved repo */
+HK_API int hk_kernel_tree_version(const hk_kernel_tree *tree, size_t i);  /* as declared / asked */
+HK_API const char *hk_kernel_tree_revision(const hk_kernel_tree *tree, size_t i); /* NULL: by version */
+HK_API const char *hk_kernel_tree_commit(const hk_kernel_tree *tree, size_t i);
+HK_API const char *hk_kernel_tree_variant(const hk_kernel_tree *tree, size_t i);
+HK_API int hk_kernel_tree_depth(const hk_kernel_tree *tree, size_t i);  /* root 0 */
+HK_API int hk_kernel_tree_parent(const hk_kernel_tree *tree, size_t i); /* index; -1 for the root */
+/* The node's metadata.json (NULL when it could not be read before the download). */
+HK_API const hk_kernel_metadata *hk_kernel_tree_metadata(const hk_kernel_tree *tree, size_t i);
+
+
 /* ---- the handle --------------------------------------------------------------------------- */
 
 typedef enum hk_kernel_kind {
@@ -151,6 +190,28 @@ typedef struct hk_kernel_metadata {
     const char *upstream;      /* NULL when absent */
     const char *source;        /* NULL when absent */
 } hk_kernel_metadata;
+
+/* What metadata.json carries beyond the struct above, for a metadata the library produced
+ * (hk_kernel_metadata_get, hk_kernel_tree_metadata, hk_kernel_metadata_read; not one a caller
+ * filled in: the struct stays caller-constructible for hk_kernel_check_arch).
+ * kernel-depends: the count, and entry i: *repo_id and exactly one of *version (>= 0;
+ * HK_VERSION_UNSET when by revision) and *revision (NULL when by version); any out-parameter may be
+ * NULL; strings live as long as md; HK_ERR_INVALID_ARG when i is out of range. */
+HK_API size_t hk_kernel_metadata_dependency_count(const hk_kernel_metadata *md);
+HK_API int hk_kernel_metadata_dependency(const hk_kernel_metadata *md, size_t i, const char **repo_id,
+                                         int *version, const char **revision);
+/* "kernels-minver", NULL when absent. */
+HK_API const char *hk_kernel_metadata_kernels_minver(const hk_kernel_metadata *md);
+/* "provenance": 1 when the build records it, else 0 (outputs NULL / -1). *builder_version: the
+ * kernel-builder version; commits NULL when unknown; dirty flags 0/1, -1 when unknown. Any
+ * out-parameter may be NULL. */
+HK_API int hk_kernel_metadata_provenance(const hk_kernel_metadata *md, const char **builder_version,
+                                         const char **builder_commit, int *builder_dirty,
+                                         const char **source_commit, int *source_dirty);
+/* Parse a metadata.json (a file, or a variant directory holding one). Free with
+ * hk_kernel_metadata_free. HK_ERR_PARSE / HK_ERR_NOT_FOUND. */
+HK_API int hk_kernel_metadata_read(hk_kernel_metadata **out, const char *path);
+HK_API void hk_kernel_metadata_free(hk_kernel_metadata *md); /* NULL-safe; only for _read results */
 
 HK_API hk_kernel *hk_kernel_ref(hk_kernel *k);  /* returns k; NULL-safe */
 HK_API void hk_kernel_unref(hk_kernel *k);      /* NULL-safe */
@@ -177,6 +238,16 @@ HK_API uint64_t hk_kernel_bytes_trusted(const hk_kernel *k);
 /* Torch variants: the ops namespace (metadata id), e.g. for c10::Dispatcher "<ns>::rms_norm".
  * NULL for other kinds. */
 HK_API const char *hk_kernel_torch_namespace(const hk_kernel *k);
+
+/* The kernels this handle's metadata declares in kernel-depends, loaded before it (each loaded once
+ * per process, shared by every dependent): by repo id ("org/name" as declared), or by index in
+ * declaration order. The returned handle is borrowed: it lives as long as k (hk_kernel_ref it to
+ * keep it longer). NULL when k declares no such dependency. A dependent's native code reaches its
+ * dependency's through these handles (hk_kernel_function on them) or, for torch variants, through
+ * the dispatcher under the dependency's namespace; see docs/loading.md. */
+HK_API size_t hk_kernel_dependency_count(const hk_kernel *k);
+HK_API hk_kernel *hk_kernel_dependency_at(const hk_kernel *k, size_t i);
+HK_API hk_kernel *hk_kernel_dependency(const hk_kernel *k, const char *repo_id);
 
 /* Exported functions (tvm-ffi: the names behind `__tvm_ffi_<name>`, sorted; 0 for other kinds). */
 HK_API size_t hk_kernel_num_functions(const hk_kernel *k);
@@ -362,6 +433,13 @@ HK_API int hk_lockfile_add(hk_lockfile *lock, const char *repo_id, int version, 
  * atomically. An entry without a valid repo id, version or revision and full commit id, and
  * duplicate dependencies, are refused (HK_ERR_INVALID_ARG). */
 HK_API int hk_lockfile_write(const char *path, const hk_lockfile *lock);
+
+/* Add every node of opts->repo_id's tree to lock as `kernels lock` does (lock_kernel_tree): the
+ * publisher of each node checked (unless opts->trust_remote_code), its version / revision resolved
+ * to a commit, and the kernel-depends of *every* variant at that commit followed (not only this
+ * machine's), cycles refused (HK_ERR_DEPENDENCY). The root is locked as asked (no redirects, as
+ * kernels). Nodes already in lock are kept. Online only. */
+HK_API int hk_lockfile_add_tree(hk_lockfile *lock, const hk_get_kernel_options *opts);
 
 /* git_lfs_concat hash of a cached variant directory (snapshots/<commit>/build/<variant>): each file
  * is a symlink to blobs/<id>; a 64-char id is sha256 of the content (LFS), a 40-char id the git

@@ -112,6 +112,75 @@ static int precheck_arch(hk_hub *hub, const char *repo, const char *commit, cons
     return rc;
 }
 
+/* The ktree below the root o leads to (repo@commit, variant best): the root's metadata.json (from
+ * the cache, else fetched alone; when it cannot be read before the pull the root has no known
+ * dependencies and the pull and load report the problem), then every dependency, resolved. */
+static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, const hk_get_kernel_options *o,
+                      const char *repo, const char *commit, const char *best, bool trust_deps,
+                      bool store) {
+    hk_kernel_tree *t = NULL;
+    size_t root = 0;
+    int rc = hk__tree_new(&t);
+    if (rc == HK_OK) rc = hk__tree_push(&root, t, o->repo_id, o->kernel_version, o->revision, -1);
+    if (rc == HK_OK) {
+        hk__tnode *n = &t->v[root];
+        n->repo_id = hk__strdup(repo);
+        n->commit = hk__strdup(commit);
+        n->variant = hk__strdup(best);
+        if (!n->repo_id || !n->commit || !n->variant) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    if (rc == HK_OK) {
+        rc = hk__tree_fetch_metadata(&t->v[root].md, hub, repo, commit, best, store);
+        if (rc == HK_OK) t->v[root].has_md = true;
+        else if (rc != HK_ERR_NOMEM) {
+            hk__log(HK_LOG_DEBUG, "%s variant %s: metadata.json unreadable before the pull (%s); no "
+                   "dependencies known", repo, best, hk_last_error());
+            hk_clear_error();
+            rc = HK_OK;
+        }
+    }
+    if (rc == HK_OK) {
+        hk__tree_ctx c = {hub, env, o, NULL, NULL, trust_deps, store};
+        rc = hk__tree_expand(t, root, &c);
+    }
+    if (rc) hk_kernel_tree_free(t);
+    else *out = t;
+    return rc;
+}
+
+int hk__tree_resolve_hub(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, const hk_get_kernel_options *o,
+                         bool trust_root, bool trust_deps, bool store) {
+    *out = NULL;
+    char commit[65];
+    char *repo = NULL, *rev = NULL, *best = NULL;
+    int rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, trust_root);
+    if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env);
+    if (rc == HK_OK) rc = build_tree(out, hub, env, o, repo, commit, best, trust_deps, store);
+    hk_free(repo);
+    hk_free(rev);
+    hk_free(best);
+    return rc;
+}
+
+HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_options *o, const char *lockfile) {
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_kernel_tree_resolve: out is NULL");
+    *out = NULL;
+    if (lockfile) return hk__locked_tree(out, NULL, o, lockfile);
+    int rc = check_opts(o, "hk_kernel_tree_resolve");
+    if (rc) return rc;
+    const hk_env *env;
+    hk_env *owned;
+    rc = hk__loader_env(&env, &owned, o);
+    if (rc) return rc;
+    hk_hub *hub = NULL;
+    rc = hk__loader_new_hub(&hub, o);
+    if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, true);
+    if (rc == HK_OK) hk_clear_error();
+    hk_hub_free(hub);
+    hk_env_free(owned);
+    return rc;
+}
+
 HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_kernel: out is NULL");
     *out = NULL;
@@ -137,10 +206,19 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     char commit[65];
     char *repo = NULL, *rev = NULL, *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
     uint64_t checked[2] = {0, 0};
+    hk_kernel_tree *ktree = NULL;
+    hk_kernel **deps = NULL;
+    size_t ndeps = 0;
     rc = hk__loader_new_hub(&hub, o);
     if (rc == HK_OK) rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, o->trust_remote_code);
     if (rc == HK_OK && hk__loader_already_loaded(out, hub, repo, commit, best)) goto done;
     if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env); /* before the download */
+    /* the whole ktree is resolved (and checked) before anything of it is installed, as kernels does */
+    if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, repo, commit, best, o->trust_remote_code, true);
+    if (rc == HK_OK) {
+        hk__tree_ctx c = {hub, env, o, NULL, NULL, o->trust_remote_code, true};
+        rc = hk__tree_load_root_deps(&deps, &ndeps, ktree, &c); /* dependencies load first */
+    }
     if (rc == HK_OK) {
         bool moved = strcmp(repo, o->repo_id) != 0;
         hk_pull_spec s = HK_PULL_SPEC_INIT;
@@ -164,7 +242,14 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         req.bytes_trusted = checked[1];
         rc = hk__kernel_load_variant(out, &req);
     }
+    if (rc == HK_OK && ktree) {
+        hk__kernel_set_deps(*out, deps, ndeps);
+        deps = NULL;
+        ndeps = 0;
+    }
 done:
+    hk__kernel_unref_all(deps, ndeps);
+    hk_kernel_tree_free(ktree);
     if (rc) hk__fail_context("getting %s", o->repo_id);
     hk_free(repo);
     hk_free(rev);
@@ -199,6 +284,11 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
         /* kernels has_kernel(check_arch=True): the chosen variant's metadata archs must admit the
          * device (skip_arch_check skips it, as check_arch=False) */
         if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env);
+        /* and so must every dependency's, each with a variant for this machine (kernels resolves
+         * the tree in has_kernel too) */
+        hk_kernel_tree *ktree = NULL;
+        if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, repo, commit, best, true, false);
+        hk_kernel_tree_free(ktree);
         if (rc == HK_ERR_NO_VARIANT || rc == HK_ERR_ARCH) {
             /* "no" is an answer, not an error: the reason goes to the out-parameters */
             hk__log(HK_LOG_INFO, "%s: no kernel for this machine: %s", o->repo_id, hk_last_error());

@@ -21,13 +21,21 @@ struct hk_kernel {
     hk_function **fns;
     void *dl;                 /* never closed: native code stays for the process lifetime */
     uint64_t bytes_verified, bytes_trusted; /* the digest check before the load */
+    hk_kernel **deps;         /* kernel-depends, loaded first; one reference each */
+    size_t num_deps;
 };
 
 static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static hk_kernel *g_registry;
 
+void hk__kernel_unref_all(hk_kernel **deps, size_t n) {
+    for (size_t i = 0; i < n; i++) hk_kernel_unref(deps[i]);
+    free(deps);
+}
+
 static void kernel_free(hk_kernel *k) {
     if (!k) return;
+    hk__kernel_unref_all(k->deps, k->num_deps);
     free(k->repo_id);
     free(k->commit);
     free(k->variant);
@@ -76,6 +84,28 @@ HK_API uint64_t hk_kernel_bytes_trusted(const hk_kernel *k) { return k ? k->byte
 HK_API const char *hk_kernel_torch_namespace(const hk_kernel *k) {
     return k && k->kind == HK_KERNEL_TORCH ? k->md.pub.id : NULL;
 }
+void hk__kernel_set_deps(hk_kernel *k, hk_kernel **deps, size_t n) {
+    pthread_mutex_lock(&g_reg_lock);
+    bool take = k->num_deps == 0 && !k->deps;
+    if (take) {
+        k->deps = deps;
+        k->num_deps = n;
+    }
+    pthread_mutex_unlock(&g_reg_lock);
+    if (!take) hk__kernel_unref_all(deps, n);
+}
+
+HK_API size_t hk_kernel_dependency_count(const hk_kernel *k) { return k ? k->num_deps : 0; }
+HK_API hk_kernel *hk_kernel_dependency_at(const hk_kernel *k, size_t i) {
+    return k && i < k->num_deps ? k->deps[i] : NULL;
+}
+HK_API hk_kernel *hk_kernel_dependency(const hk_kernel *k, const char *repo_id) {
+    if (!k || !repo_id) return NULL;
+    for (size_t i = 0; i < k->num_deps; i++)
+        if (k->deps[i]->repo_id && strcmp(k->deps[i]->repo_id, repo_id) == 0) return k->deps[i];
+    return NULL;
+}
+
 HK_API size_t hk_kernel_num_functions(const hk_kernel *k) { return k ? k->num_fns : 0; }
 HK_API const char *hk_kernel_function_name(const hk_kernel *k, size_t i) {
     return k && i < k->num_fns ? k->fn_names[i] : NULL;

@@ -33,10 +33,24 @@ struct hk_code_objects {
 };
 
 /* ---- metadata.c --------------------------------------------------------------------------- */
+/* One kernel-depends entry: exactly one of version (>= 0) and revision. */
+typedef struct hk_dep_spec {
+    char *repo_id;
+    int version;    /* HK_VERSION_UNSET when by revision */
+    char *revision; /* NULL when by version */
+} hk_dep_spec;
+
 typedef struct hk_metadata_owned {
-    hk_kernel_metadata pub;
+    hk_kernel_metadata pub; /* first: a hk_kernel_metadata * of ours casts back */
     char **archs;
+    hk_dep_spec *deps;
+    size_t num_deps;
+    char *kernels_minver;
+    char *builder_version, *builder_commit, *source_commit; /* provenance; NULL when absent */
+    int builder_dirty, source_dirty;                        /* -1 when unknown */
 } hk_metadata_owned;
+/* Bound on kernel-depends entries of one variant (a fan-out bomb is refused while parsing). */
+#define HK_DEP_MAX_FANOUT 32
 int hk__metadata_read(hk_metadata_owned *md, const char *variant_dir);
 int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what);
 void hk__metadata_free(hk_metadata_owned *md);
@@ -115,5 +129,59 @@ int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn)
 int hk__local_kernels_lookup(char **out_path, const char *repo_id);
 /* Load from a local checkout, directory of variants or variant directory (hk_get_local_kernel). */
 int hk__local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_options *o);
+
+/* ---- deps.c: dependency trees -------------------------------------------------------------- */
+struct hk_hub;
+typedef struct hk__tnode {
+    char *decl_repo;  /* as declared by the parent (the root: as asked) */
+    char *repo_id;    /* where it resolved (the root after redirects) */
+    int version;      /* as declared; HK_VERSION_UNSET when by revision */
+    char *revision;
+    char *commit, *variant;
+    hk_metadata_owned md;
+    bool has_md;
+    int parent, depth;
+    char *dir;        /* the installed variant directory (set by the caller for the root) */
+} hk__tnode;
+
+struct hk_kernel_tree {
+    hk__tnode *v;
+    size_t n, cap;
+};
+
+typedef struct hk__tree_ctx {
+    struct hk_hub *hub;
+    const hk_env *env;
+    const hk_get_kernel_options *o;
+    const hk_lockfile *lock; /* pins every node (NULL: resolve on the Hub / in the cache) */
+    const char *lockpath;
+    bool trust;              /* no publisher checks */
+    bool store;              /* metadata.json fetched into the cache (false: read, nothing stored) */
+} hk__tree_ctx;
+
+int hk__tree_new(hk_kernel_tree **out);
+int hk__tree_push(size_t *out_idx, hk_kernel_tree *t, const char *decl_repo, int version, const char *revision,
+                  int parent);
+char *hk__tree_path(const hk_kernel_tree *t, size_t i);
+int hk__tree_fetch_metadata(hk_metadata_owned *md, struct hk_hub *hub, const char *repo, const char *commit,
+                            const char *variant, bool store);
+/* Resolve the dependencies of node i (its metadata read) recursively, with the bounds and checks. */
+int hk__tree_expand(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c);
+/* Install and load every dependency of the root (depth-first, dependencies first); *out_deps: the
+ * root's direct dependencies, one reference each (hand them to hk__kernel_set_deps). */
+int hk__tree_load_root_deps(hk_kernel ***out_deps, size_t *out_n, hk_kernel_tree *t, const hk__tree_ctx *c);
+/* get.c: the root of a tree for hk_get_kernel / hk_has_kernel / hk_kernel_tree_resolve (online or
+ * offline; redirects followed) with its metadata and the whole tree below it. */
+int hk__tree_resolve_hub(hk_kernel_tree **out, struct hk_hub *hub, const hk_env *env,
+                         const hk_get_kernel_options *o, bool trust_root, bool trust_deps, bool store);
+
+/* locked.c: the tree of repo_id (NULL: o->repo_id) pinned by lockfile, from the cache. */
+int hk__locked_tree(hk_kernel_tree **out, const char *repo_id, const hk_get_kernel_options *o,
+                    const char *lockfile);
+
+/* kernel.c: a loaded handle's dependencies (takes the references; a handle that has them already,
+ * loaded earlier in this process, keeps its own and these are released). */
+void hk__kernel_set_deps(hk_kernel *k, hk_kernel **deps, size_t n);
+void hk__kernel_unref_all(hk_kernel **deps, size_t n); /* and frees the array */
 
 #endif

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #define HK_METADATA_MAX (1u << 20)
+/* A parse-time sanity bound; the tree resolver applies the real fan-out bound (HK_DEP_MAX_FANOUT)
+ * so that its error can name the path from the root. */
+#define HK_METADATA_MAX_DEPS 4096
 
 static char *dup_str_field(const cJSON *obj, const char *key) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -20,12 +23,98 @@ void hk__metadata_free(hk_metadata_owned *md) {
     free((char *)md->pub.backend);
     free((char *)md->pub.upstream);
     free((char *)md->pub.source);
+    free(md->kernels_minver);
+    free(md->builder_version);
+    free(md->builder_commit);
+    free(md->source_commit);
+    for (size_t i = 0; i < md->num_deps; i++) {
+        free(md->deps[i].repo_id);
+        free(md->deps[i].revision);
+    }
+    free(md->deps);
     hk__kstrv_free(md->archs, md->pub.num_archs);
     memset(md, 0, sizeof *md);
 }
 
+/* kernel-depends: [{"repo-id", "version"} | {"repo-id", "revision"}] (kernels' KernelDependency:
+ * exactly one of the two). */
+static int parse_kernel_depends(hk_metadata_owned *md, const cJSON *list, const char *what) {
+    if (!list) return HK_OK;
+    if (!cJSON_IsArray(list)) return hk__fail(HK_ERR_PARSE, "%s: 'kernel-depends' must be a list", what);
+    int n = cJSON_GetArraySize(list);
+    if (n == 0) return HK_OK;
+    if (n > HK_METADATA_MAX_DEPS)
+        return hk__fail(HK_ERR_PARSE, "%s: 'kernel-depends' lists %d kernels (at most %d)", what, n,
+                       HK_METADATA_MAX_DEPS);
+    md->deps = calloc((size_t)n, sizeof *md->deps);
+    if (!md->deps) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    const cJSON *d;
+    cJSON_ArrayForEach(d, list) {
+        size_t i = md->num_deps;
+        const cJSON *repo = cJSON_GetObjectItemCaseSensitive(d, "repo-id");
+        const cJSON *ver = cJSON_GetObjectItemCaseSensitive(d, "version");
+        const cJSON *rev = cJSON_GetObjectItemCaseSensitive(d, "revision");
+        if (!cJSON_IsString(repo) || !repo->valuestring[0])
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu has no 'repo-id'", what, i);
+        if (ver && rev)
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu (%s): `version` and `revision` "
+                           "are mutually exclusive", what, i, repo->valuestring);
+        if (!ver && !rev)
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu (%s): either `version` or "
+                           "`revision` must be specified", what, i, repo->valuestring);
+        if (ver && (!cJSON_IsNumber(ver) || ver->valuedouble < 0 || ver->valuedouble > 1e9 ||
+                    ver->valuedouble != (double)ver->valueint))
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu (%s): 'version' must be a "
+                           "non-negative integer", what, i, repo->valuestring);
+        if (rev && (!cJSON_IsString(rev) || !rev->valuestring[0]))
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu (%s): 'revision' must be a "
+                           "non-empty string", what, i, repo->valuestring);
+        hk_dep_spec *e = &md->deps[i];
+        e->repo_id = hk__strdup(repo->valuestring);
+        e->version = ver ? ver->valueint : HK_VERSION_UNSET;
+        e->revision = rev ? hk__strdup(rev->valuestring) : NULL;
+        md->num_deps = i + 1;
+        if (!e->repo_id || (rev && !e->revision)) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    return HK_OK;
+}
+
+/* {"commit" | "sha", "dirty"}: kernels requires both or neither of the git fields. */
+static int parse_git(char **commit, int *dirty, const cJSON *o, const char *what, const char *part) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "commit");
+    if (!c) c = cJSON_GetObjectItemCaseSensitive(o, "sha");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dirty");
+    if ((c != NULL) != (d != NULL) || (c && !cJSON_IsString(c)) || (d && !cJSON_IsBool(d)))
+        return hk__fail(HK_ERR_PARSE, "%s: provenance.%s: git commit and dirty must be specified "
+                       "together", what, part);
+    if (!c) return HK_OK;
+    if (!(*commit = hk__strdup(c->valuestring))) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    *dirty = cJSON_IsTrue(d) ? 1 : 0;
+    return HK_OK;
+}
+
+static int parse_provenance(hk_metadata_owned *md, const cJSON *p, const char *what) {
+    md->builder_dirty = md->source_dirty = -1;
+    if (!p || cJSON_IsNull(p)) return HK_OK;
+    const cJSON *kb = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "kernel-builder") : NULL;
+    const cJSON *kv = kb ? cJSON_GetObjectItemCaseSensitive(kb, "version") : NULL;
+    if (!cJSON_IsObject(kb) || !cJSON_IsString(kv))
+        return hk__fail(HK_ERR_PARSE, "%s: provenance needs kernel-builder.version", what);
+    if (!(md->builder_version = hk__strdup(kv->valuestring))) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = parse_git(&md->builder_commit, &md->builder_dirty, kb, what, "kernel-builder");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(p, "kernel");
+    if (rc == HK_OK && k && !cJSON_IsNull(k)) {
+        if (!cJSON_IsObject(k)) return hk__fail(HK_ERR_PARSE, "%s: provenance.kernel must be an object", what);
+        rc = parse_git(&md->source_commit, &md->source_dirty, k, what, "kernel");
+        if (rc == HK_OK && !md->source_commit)
+            rc = hk__fail(HK_ERR_PARSE, "%s: provenance.kernel needs commit and dirty", what);
+    }
+    return rc;
+}
+
 int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what) {
     memset(md, 0, sizeof *md);
+    md->builder_dirty = md->source_dirty = -1;
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -85,6 +174,13 @@ int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, cons
         }
     }
     md->pub.archs = (const char *const *)md->archs;
+    const cJSON *minver = cJSON_GetObjectItemCaseSensitive(root, "kernels-minver");
+    if (cJSON_IsString(minver) && !(md->kernels_minver = hk__strdup(minver->valuestring))) {
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    rc = parse_kernel_depends(md, cJSON_GetObjectItemCaseSensitive(root, "kernel-depends"), what);
+    if (rc == HK_OK) rc = parse_provenance(md, cJSON_GetObjectItemCaseSensitive(root, "provenance"), what);
 done:
     cJSON_Delete(root);
     if (rc) hk__metadata_free(md);
@@ -104,4 +200,68 @@ int hk__metadata_read(hk_metadata_owned *md, const char *variant_dir) {
     free(data);
     free(path);
     return rc;
+}
+
+/* ---- public: metadata.json on its own (hubkern info, tools) ------------------------------- */
+
+HK_API size_t hk_kernel_metadata_dependency_count(const hk_kernel_metadata *md) {
+    return md ? ((const hk_metadata_owned *)md)->num_deps : 0;
+}
+
+HK_API const char *hk_kernel_metadata_kernels_minver(const hk_kernel_metadata *md) {
+    return md ? ((const hk_metadata_owned *)md)->kernels_minver : NULL;
+}
+
+HK_API int hk_kernel_metadata_provenance(const hk_kernel_metadata *md, const char **builder_version,
+                                         const char **builder_commit, int *builder_dirty,
+                                         const char **source_commit, int *source_dirty) {
+    const hk_metadata_owned *o = (const hk_metadata_owned *)md;
+    bool has = o && o->builder_version;
+    if (builder_version) *builder_version = has ? o->builder_version : NULL;
+    if (builder_commit) *builder_commit = has ? o->builder_commit : NULL;
+    if (builder_dirty) *builder_dirty = has ? o->builder_dirty : -1;
+    if (source_commit) *source_commit = has ? o->source_commit : NULL;
+    if (source_dirty) *source_dirty = has ? o->source_dirty : -1;
+    return has ? 1 : 0;
+}
+
+HK_API int hk_kernel_metadata_dependency(const hk_kernel_metadata *md, size_t i, const char **repo_id,
+                                         int *version, const char **revision) {
+    if (!md || i >= ((const hk_metadata_owned *)md)->num_deps)
+        return hk__fail(HK_ERR_INVALID_ARG, "hk_kernel_metadata_dependency: no dependency %zu", i);
+    const hk_dep_spec *d = &((const hk_metadata_owned *)md)->deps[i];
+    if (repo_id) *repo_id = d->repo_id;
+    if (version) *version = d->version;
+    if (revision) *revision = d->revision;
+    return HK_OK;
+}
+
+HK_API int hk_kernel_metadata_read(hk_kernel_metadata **out, const char *path) {
+    if (!out || !path) return hk__fail(HK_ERR_INVALID_ARG, "hk_kernel_metadata_read: NULL argument");
+    *out = NULL;
+    hk_metadata_owned *md = calloc(1, sizeof *md);
+    if (!md) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc;
+    if (hk__is_dir(path)) {
+        rc = hk__metadata_read(md, path);
+    } else {
+        char *data = NULL;
+        size_t len = 0;
+        rc = hk__read_file(&data, &len, path, HK_METADATA_MAX);
+        if (rc == HK_OK) rc = hk__metadata_parse(md, data, len, path);
+        free(data);
+    }
+    if (rc) {
+        free(md);
+        return rc;
+    }
+    *out = &md->pub;
+    return HK_OK;
+}
+
+HK_API void hk_kernel_metadata_free(hk_kernel_metadata *md) {
+    if (!md) return;
+    hk_metadata_owned *o = (hk_metadata_owned *)md;
+    hk__metadata_free(o);
+    free(o);
 }
