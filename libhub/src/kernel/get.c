@@ -151,6 +151,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         /* resolve_target checked every publisher on the way (online); offline warns again */
         s.trust_remote_code = o->trust_remote_code || !hk_hub_is_offline(hub);
         s.backend = o->backend;
+        s.signature = o->signature; /* checked by the pull, cold or warm (client/signature.c) */
         rc = hk__loader_fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s);
     }
     if (rc == HK_OK) {
