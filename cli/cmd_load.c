@@ -29,7 +29,9 @@ static void usage(FILE *f) {
             "fused_add_rms_norm on random CPU data, checked against a float64 reference).\n"
             "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n"
             "Online, kernel-status.toml redirects are followed: the repo shown is the destination, and a\n"
-            "note on stderr says so. A lock written by `hubkern lock` names the destination: load that name.\n");
+            "note on stderr says so. A lock written by `hubkern lock` names the destination: load that name.\n"
+            "--signature require|warn|off: the metadata.json.sigstore check (docs/sigstore.md; default: require\n"
+            "for orgs a policy covers, warn for others; HUBKERN_SIGNATURE, HUBKERN_SIGSTORE_TRUST_ROOT).\n");
 }
 
 static const char *kind_name(hk_kernel_kind k) {
@@ -200,6 +202,9 @@ int hk_cmd_load(int argc, char **argv) {
         else if (strcmp(a, "--endpoint") == 0 && has_val) o.endpoint = argv[++i];
         else if (strcmp(a, "--cache") == 0 && has_val) o.cache_dir = argv[++i];
         else if (strcmp(a, "--tvm-ffi-lib") == 0 && has_val) o.tvm_ffi_library = argv[++i];
+        else if (strcmp(a, "--signature") == 0 && has_val) { /* require|warn|off (hubkern/signature.h) */
+            if (hk_signature_mode_parse(&o.signature, argv[++i])) return hk_cli_report_error("load") + 1;
+        }
         else if (strcmp(a, "--local") == 0 && has_val) local = argv[++i];
         else if (strcmp(a, "--lock") == 0 && has_val) lock = argv[++i];
         else if (a[0] != '-' && !o.repo_id) o.repo_id = a;

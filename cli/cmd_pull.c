@@ -44,7 +44,9 @@ static void usage(FILE *f) {
             "receipt shows unchanged since they were hashed (same inode, size, mtime, ctime) are not read\n"
             "again (HUBKERN_VERIFY=always: hash everything).\n"
             "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT,\n"
-            "HUBKERN_VERIFY, HUBKERN_RECEIPTS_DIR.\n");
+            "HUBKERN_VERIFY, HUBKERN_RECEIPTS_DIR.\n"
+            "--signature require|warn|off: the metadata.json.sigstore check (docs/sigstore.md; default: require\n"
+            "for orgs a policy covers, warn for others; HUBKERN_SIGNATURE, HUBKERN_SIGSTORE_TRUST_ROOT).\n");
 }
 
 int hk_cmd_pull(int argc, char **argv);
@@ -64,7 +66,7 @@ int hk_cmd_pull(int argc, char **argv) {
         else if (strcmp(o, "--all-variants") == 0) s.all_variants = 1;
         else if (strcmp(o, "--trust-remote-code") == 0) s.trust_remote_code = 1;
         else if ((strcmp(o, "--version") == 0 || strcmp(o, "--revision") == 0 || strcmp(o, "--variant") == 0 ||
-                  strcmp(o, "--backend") == 0) && i + 1 < argc) {
+                  strcmp(o, "--backend") == 0 || strcmp(o, "--signature") == 0) && i + 1 < argc) {
             const char *v = argv[++i];
             if (strcmp(o, "--version") == 0) {
                 char *end;
@@ -74,6 +76,8 @@ int hk_cmd_pull(int argc, char **argv) {
                     return 2;
                 }
                 s.kernel_version = (int)n;
+            } else if (strcmp(o, "--signature") == 0) { /* require|warn|off (hubkern/signature.h) */
+                if (hk_signature_mode_parse(&s.signature, v)) return hk_cli_report_error("pull") + 1;
             } else if (strcmp(o, "--revision") == 0) s.revision = v;
             else if (strcmp(o, "--variant") == 0) s.variant = v;
             else s.backend = v;

@@ -18,7 +18,9 @@
     X(publish, "record a directory as a commit on a branch of a repo in a store") \
     X(pull, "download a kernel variant into the cache, verified") \
     X(serve, "run a Hub-compatible mirror over a store") \
+    X(trust_root, "show, locate or install the Sigstore trusted_root.json") \
     X(variants, "resolve a local kernel's build variants for this (or a described) machine") \
+    X(verify_signature, "verify a kernel's Sigstore signatures as `kernels verify-signature` does") \
     X(version, "print the hubkern version") \
     X(versions, "list the versions (vN branches) of a kernel")
 
@@ -35,10 +37,22 @@ static const hk_command k_commands[] = {
     HK_COMMANDS(HK_ENTRY)
 };
 
+/* "trust_root" is typed "trust-root" */
+static bool command_is(const char *name, const char *typed) {
+    for (; *name && *typed; name++, typed++)
+        if (*name != *typed && !(*name == '_' && *typed == '-')) return false;
+    return *name == *typed;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s", k_commands[i].name);
+        for (char *c = name; *c; c++)
+            if (*c == '_') *c = '-';
+        fprintf(f, "  %-16s %s\n", name, k_commands[i].summary);
+    }
     fprintf(f, "\n'hubkern <command> --help' describes each command's options.\n");
 }
 
@@ -67,7 +81,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0) return hk_cmd_version(argc - 1, argv + 1);
     hk_cli_install_logger(getenv("HUBKERN_VERBOSE") ? atoi(getenv("HUBKERN_VERBOSE")) : 0);
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
-        if (strcmp(argv[1], k_commands[i].name) != 0) continue;
+        if (!command_is(k_commands[i].name, argv[1])) continue;
         /* libcurl's global state, set up before any thread starts (the server's included) */
         if (hk_init() != HK_OK) {
             fprintf(stderr, "hubkern: %s\n", hk_last_error());
