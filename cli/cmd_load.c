@@ -16,6 +16,8 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_VALUE, "version", 0, "N", "the kernel's major version N (branch vN)", NULL, NULL},
     {HK_OPT_VALUE, "revision", 0, "REV", "a branch, tag or commit instead of --version", NULL, NULL},
     {HK_OPT_VALUE, "variant", 0, "V", "this exact build variant", NULL, NULL},
+    {HK_OPT_VALUE, "signature", 0, "MODE", "the metadata.json.sigstore check (docs/sigstore.md); default: require for "
+     "orgs a signing policy covers, warn for others (HUBKERN_SIGNATURE)", NULL, "require|warn|off"},
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
     {HK_OPT_VALUE, "local", 0, "DIR", "load a local kernel directory instead (hk_get_local_kernel)", NULL, NULL},
     {HK_OPT_VALUE, "lock", 0, "FILE", "load the commit a kernels.lock pins, from the cache only", NULL, NULL},
@@ -210,6 +212,9 @@ int hk_cmd_load(int argc, char **argv) {
     o.repo_id = a.npos ? a.pos[0] : NULL;
     if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
     else if (!(prc = hk_cli_int(&a, "version", 1000000, &o.kernel_version))) prc = hk_cli_check_backend(o.backend);
+    const char *sig = hk_cli_str(&a, "signature");
+    if (!prc && sig && hk_signature_mode_parse(&o.signature, sig))
+        prc = hk_cli_usage_error("--signature: %s", hk_last_error());
     if (!prc && !local && !o.repo_id) prc = hk_cli_usage_error("missing ORG/NAME (or --local DIR)");
     if (!prc && !local && !lock && (o.kernel_version == HK_VERSION_UNSET) == (o.revision == NULL))
         prc = hk_cli_usage_error("--version N or --revision REV is required");

@@ -14,6 +14,8 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_VALUE, "revision", 0, "REV", "a branch, tag or commit instead of --version", NULL, NULL},
     {HK_OPT_VALUE, "variant", 0, "V", "this exact build variant instead of the one chosen for this machine", NULL, NULL},
     {HK_OPT_FLAG, "all-variants", 0, NULL, "every variant under build/", NULL, NULL},
+    {HK_OPT_VALUE, "signature", 0, "MODE", "the metadata.json.sigstore check (docs/sigstore.md); default: require for "
+     "orgs a signing policy covers, warn for others (HUBKERN_SIGNATURE)", NULL, "require|warn|off"},
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend (cpu, cuda, rocm, ...)", NULL,
      "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
     {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
@@ -90,6 +92,11 @@ int hk_cmd_pull(int argc, char **argv) {
     s.trust_remote_code = hk_cli_count(&a, "trust-remote-code") > 0;
     hk_cli_progress prog;
     if ((rc = hk_cli_int(&a, "version", 1000000, &s.kernel_version))) goto out;
+    const char *sig = hk_cli_str(&a, "signature");
+    if (sig && hk_signature_mode_parse(&s.signature, sig)) {
+        rc = hk_cli_usage_error("--signature: %s", hk_last_error());
+        goto out;
+    }
     if (a.npos == 0) {
         rc = hk_cli_usage_error("missing ORG/NAME (the kernel repo to pull)");
         goto out;

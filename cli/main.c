@@ -50,14 +50,14 @@ int hk_cmd_version(int argc, char **argv) {
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < hk_cli_ncommands; i++)
-        fprintf(f, "  %-10s %s\n", hk_cli_commands[i].name, hk_cli_commands[i].spec->summary);
-    fprintf(f, "  %-10s %s\n", "help", "describe a command (hubkern help CMD = hubkern CMD --help)");
+        fprintf(f, "  %-16s %s\n", hk_cli_commands[i].spec->name, hk_cli_commands[i].spec->summary);
+    fprintf(f, "  %-16s %s\n", "help", "describe a command (hubkern help CMD = hubkern CMD --help)");
     fprintf(f, "\n'hubkern <command> --help' describes each command's options; -V prints the version.\n");
 }
 
 static const hk_command *find(const char *name) {
     for (size_t i = 0; i < hk_cli_ncommands; i++)
-        if (strcmp(name, hk_cli_commands[i].name) == 0) return &hk_cli_commands[i];
+        if (strcmp(name, hk_cli_commands[i].spec->name) == 0) return &hk_cli_commands[i]; /* "trust-root" */
     return NULL;
 }
 
@@ -65,9 +65,9 @@ static int unknown_command(const char *name) {
     const char *best = NULL;
     size_t bestd = 3;
     for (size_t i = 0; i < hk_cli_ncommands; i++) {
-        size_t d = hk_cli_edit_distance(name, hk_cli_commands[i].name);
+        size_t d = hk_cli_edit_distance(name, hk_cli_commands[i].spec->name);
         /* a prefix of one command counts as close too ("ver" -> versions is not: two match) */
-        if (d < bestd) bestd = d, best = hk_cli_commands[i].name;
+        if (d < bestd) bestd = d, best = hk_cli_commands[i].spec->name;
     }
     if (best) fprintf(stderr, "hubkern: unknown command '%s' (did you mean '%s'?)\n", name, best);
     else fprintf(stderr, "hubkern: unknown command '%s'\n", name);
@@ -83,7 +83,7 @@ static int help(int argc, char **argv) {
     if (argv[1][0] == '-') return hk_cli_help_generate(argc, argv);
     const hk_command *c = find(argv[1]);
     if (!c) return unknown_command(argv[1]);
-    hk_cli_set_command(c->name);
+    hk_cli_set_command(c->spec->name);
     return hk_cli_print_help(c->spec);
 }
 
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     }
     const hk_command *c = find(name);
     if (!c) return unknown_command(name);
-    hk_cli_set_command(c->name);
+    hk_cli_set_command(c->spec->name);
     hk_cli_set_verbosity(0, 0); /* HUBKERN_VERBOSE until the command's -v/-q are parsed */
     /* libcurl's global state, set up before any thread starts (the server's included) */
     if (hk_init() != HK_OK) return hk_cli_report_error(NULL);

@@ -18,5 +18,8 @@
 #if __has_include("hubkern/kernel.h")
 #include "hubkern/kernel.h"
 #endif
+#if __has_include("hubkern/signature.h")
+#include "hubkern/signature.h"
+#endif
 
 #endif

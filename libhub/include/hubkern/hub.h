@@ -36,8 +36,9 @@ extern "C" {
 
 typedef struct hk_hub hk_hub;
 struct hk_env; /* hubkern/env.h */
+struct hk_signature_policies; /* hubkern/signature.h */
 
-#define HK_HUB_OPTIONS_VERSION 2 /* 2: request_timeout_s, pull_timeout_s */
+#define HK_HUB_OPTIONS_VERSION 2 /* 2: request_timeout_s, pull_timeout_s, the signature fields */
 
 typedef struct hk_hub_options {
     unsigned int version;   /* HK_HUB_OPTIONS_VERSION */
@@ -69,9 +70,15 @@ typedef struct hk_hub_options {
      * variable set to 0): none. Past it: HK_ERR_TIMEOUT naming the deadline; a partial download is
      * kept and resumed by the next pull. */
     double pull_timeout_s;
+    /* Signatures (hubkern/signature.h): the trusted_root.json (NULL: HUBKERN_SIGSTORE_TRUST_ROOT,
+     * installed, shipped), a policy file (NULL: HUBKERN_SIGNATURE_POLICIES, if set) and policies
+     * (NULL: none; copied), each in addition to kernels' built-in default policy. */
+    const char *sigstore_trust_root;
+    const char *signature_policy_file;
+    const struct hk_signature_policies *signature_policies;
 } hk_hub_options;
 
-#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0, 0, 0}
+#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL}
 
 /* Fill with defaults (everything NULL/0, offline = -1, max_retries = -1) and set opts->version.
  * HK_ERR_INVALID_ARG for a version this library does not know. */
@@ -108,9 +115,11 @@ typedef struct hk_pull_spec {
                                   load, for the choice when variant is NULL; 0 (default): any */
     const struct hk_env *env;  /* the machine to choose for (hubkern/env.h); NULL (default): this
                                   process's detected machine, detected once and cached */
+    int signature;             /* HK_SIGNATURE_DEFAULT / _REQUIRE / _WARN / _OFF (hubkern/signature.h):
+                                  the metadata.json.sigstore check of each pulled or cached variant */
 } hk_pull_spec;
 
-#define HK_PULL_SPEC_INIT {HK_PULL_SPEC_VERSION, NULL, -1, NULL, NULL, 0, 0, NULL, 0u, NULL}
+#define HK_PULL_SPEC_INIT {HK_PULL_SPEC_VERSION, NULL, -1, NULL, NULL, 0, 0, NULL, 0u, NULL, 0}
 
 /* Defaults (kernel_version = -1, everything else NULL/0) and spec->version set; HK_ERR_INVALID_ARG
  * for a version this library does not know. */

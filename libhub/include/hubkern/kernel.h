@@ -43,6 +43,7 @@ extern "C" {
 #endif
 
 struct hk_env; /* hubkern/env.h: a detected (or caller-built) description of the machine */
+struct hk_signature_policies; /* hubkern/signature.h */
 
 typedef struct hk_kernel hk_kernel;
 typedef struct hk_function hk_function;
@@ -73,13 +74,17 @@ typedef struct hk_get_kernel_options {
     int no_local_kernels;        /* 1: ignore LOCAL_KERNELS */
     const char *variant;         /* NULL: choose for this machine; else exactly this build variant
                                     (HK_ERR_NO_VARIANT, listing the variants, if the repo lacks it) */
+    int signature;               /* HK_SIGNATURE_DEFAULT / _REQUIRE / _WARN / _OFF (hubkern/signature.h) */
+    const char *sigstore_trust_root;     /* NULL: HUBKERN_SIGSTORE_TRUST_ROOT, installed, shipped */
+    const char *signature_policy_file;   /* NULL: HUBKERN_SIGNATURE_POLICIES (if set) */
+    const struct hk_signature_policies *signature_policies; /* extra policies (NULL: none) */
 } hk_get_kernel_options;
 
 #define HK_GET_KERNEL_OPTIONS_VERSION 1
 /* Defaults: kernel version unset, nothing overridden, trust check on, arch check on. */
 #define HK_GET_KERNEL_OPTIONS_INIT                                                              \
     {HK_GET_KERNEL_OPTIONS_VERSION, NULL, HK_VERSION_UNSET, NULL, NULL, 0, 0, NULL, NULL, NULL, \
-     NULL, NULL, NULL, NULL, 0, 0, NULL}
+     NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, NULL, NULL}
 
 /* The defaults into *opts; HK_ERR_INVALID_ARG for a version this library does not know. Every
  * function taking the options checks opts->version on entry (HK_ERR_INVALID_ARG). */

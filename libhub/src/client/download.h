@@ -32,8 +32,11 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
 /* One file of a kernel repo at a commit (path "build/<variant>/metadata.json"), as hf_hub_download
  * would fetch it: when its snapshot link resolves it is used as it is (no network); else, online,
  * its directory is listed (one level), its blob downloaded and checked against the listed hash,
- * and the snapshot link made; nothing else of the directory is fetched. Offline and absent:
+ * and the snapshot link made; nothing else of the directory is fetched. A variant's metadata.json
+ * comes with its metadata.json.sigstore, checked (signature_mode: hubkern/signature.h) before
+ * either is linked. Offline and absent:
  * HK_ERR_OFFLINE. *out_path (the snapshot path) is freed with hk_free. */
-int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path);
+int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
+                       int signature_mode);
 
 #endif

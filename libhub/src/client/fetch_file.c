@@ -1,14 +1,67 @@
-/* One verified file of a kernel repo at a commit (the arch check reads metadata.json before a
- * pull): listed, downloaded, hash-checked and linked into the snapshot, nothing else fetched. */
+/* One verified file of a kernel repo at a commit (the arch check and the dependency tree read
+ * metadata.json before a pull): listed, downloaded, hash-checked and linked into the snapshot,
+ * nothing else fetched. A variant's metadata.json comes with its metadata.json.sigstore, and both
+ * are linked only after the signature check passed (nothing unverified enters the snapshot). */
 #include "cache/cache.h"
 #include "client/client.h"
+#include "client/signature.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+static const tree_entry *find_entry(const tree *t, const char *path) {
+    for (size_t i = 0; i < t->n; i++)
+        if (!t->e[i].dir && strcmp(t->e[i].path, path) == 0) return &t->e[i];
+    return NULL;
+}
+
+static const char *entry_etag(const tree_entry *e) { return e->lfs_oid ? e->lfs_oid : e->oid; }
+
+/* "build/<variant>/metadata.json" → "<variant>" (malloc'd), else NULL. */
+static char *metadata_variant(const char *path) {
+    const char *tail = "/metadata.json";
+    size_t n = strlen(path), nt = strlen(tail);
+    if (strncmp(path, "build/", 6) != 0 || n <= 6 + nt || strcmp(path + n - nt, tail) != 0) return NULL;
+    char *v = hk__strndup(path + 6, n - 6 - nt);
+    if (v && strchr(v, '/')) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Check the downloaded metadata.json (and bundle, when listed) of variant in a private folder of
+ * links to their blobs, before anything is linked into the snapshot. */
+static int check_staged_signature(hk_hub *hub, int mode, const char *repo_id, const char *repo_dir,
+                                  const char *commit, const char *variant, const char *meta_etag,
+                                  const char *bundle_etag) {
+    char rnd[9];
+    hk__random_hex8(rnd);
+    char *stage = hk__asprintf("%s/.hk-staging/sig-%.12s.%s", repo_dir, commit, rnd);
+    char *m_link = stage ? hk__path_join(stage, "metadata.json") : NULL;
+    char *b_link = stage ? hk__path_join(stage, "metadata.json.sigstore") : NULL;
+    char *m_blob = hk__asprintf("%s/blobs/%s", repo_dir, meta_etag);
+    char *b_blob = bundle_etag ? hk__asprintf("%s/blobs/%s", repo_dir, bundle_etag) : NULL;
+    int rc = HK_OK;
+    if (!stage || !m_link || !b_link || !m_blob || (bundle_etag && !b_blob)) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__mkdirs(stage, 0777);
+    if (rc == HK_OK && (symlink(m_blob, m_link) != 0 || (b_blob && symlink(b_blob, b_link) != 0)))
+        rc = hk__fail(HK_ERR_IO, "cannot stage the signature check in %s", stage);
+    if (rc == HK_OK) rc = hk__client_check_signature(hub, mode, repo_id, repo_dir, commit, variant, stage);
+    if (stage) hk__rmtree(stage);
+    free(stage);
+    free(m_link);
+    free(b_link);
+    free(m_blob);
+    free(b_blob);
+    return rc;
+}
 
 /* ---- one file ---------------------------------------------------------------------------------- */
 
-int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path) {
+int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
+                       int signature_mode) {
     *out_path = NULL;
     int rc = hk__client_check_repo_id(repo_id);
     if (rc) return rc;
@@ -33,27 +86,42 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
     else strcpy(dir, "");
     tree t;
     if ((rc = hk__client_list_tree(&t, hub, repo_id, commit, dir, false))) goto out;
-    const tree_entry *e = NULL;
-    for (size_t i = 0; i < t.n && !e; i++)
-        if (!t.e[i].dir && strcmp(t.e[i].path, path) == 0) e = &t.e[i];
-    const char *etag = e ? (e->lfs_oid ? e->lfs_oid : e->oid) : NULL;
-    size_t el = etag ? strlen(etag) : 0;
+    char *variant = metadata_variant(path);
+    char *bundle_path = variant ? hk__asprintf("%s.sigstore", path) : NULL;
+    const tree_entry *e = find_entry(&t, path), *b = bundle_path ? find_entry(&t, bundle_path) : NULL;
+    const char *etag = e ? entry_etag(e) : NULL;
     if (!e) {
         rc = hk__fail(HK_ERR_NOT_FOUND, "%s has no file %s at %s", repo_id, path, commit);
-    } else if (!((el == 64 && e->lfs_oid) || (el == 40 && !e->lfs_oid)) || !hk__is_hex(etag, el)) {
-        rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", path,
-                     etag ? etag : "(none)");
+    } else if (variant && !bundle_path) {
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     } else {
-        char *paths[1] = {(char *)path};
-        hk_dl_item item;
-        memset(&item, 0, sizeof item);
-        item.etag = (char *)etag;
-        item.size = e->size;
-        item.paths = paths;
-        item.npaths = 1;
+        const tree_entry *want[2] = {e, b};
+        hk_dl_item items[2];
+        char *paths[2] = {(char *)path, bundle_path};
+        size_t n = b ? 2 : 1;
+        memset(items, 0, sizeof items);
+        for (size_t i = 0; i < n && rc == HK_OK; i++) {
+            const char *et = entry_etag(want[i]);
+            size_t el = et ? strlen(et) : 0;
+            if (!((el == 64 && want[i]->lfs_oid) || (el == 40 && !want[i]->lfs_oid)) || !hk__is_hex(et, el))
+                rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", paths[i],
+                             et ? et : "(none)");
+            items[i].etag = (char *)et;
+            items[i].size = want[i]->size;
+            items[i].paths = &paths[i];
+            items[i].npaths = 1;
+        }
         hk_dl_stats st = {0, 0, 0};
-        rc = hk__download_blobs(&st, hub, repo_id, repo_dir, commit, &item, 1, true);
+        /* a variant's metadata.json: blobs first, links only after its signature check */
+        if (rc == HK_OK) rc = hk__download_blobs(&st, hub, repo_id, repo_dir, commit, items, n, variant == NULL);
+        if (rc == HK_OK && variant)
+            rc = check_staged_signature(hub, signature_mode, repo_id, repo_dir, commit, variant, etag,
+                                        b ? entry_etag(b) : NULL);
+        for (size_t i = 0; rc == HK_OK && variant && i < n; i++)
+            rc = hk_cache_link_snapshot(repo_dir, commit, paths[i], items[i].etag);
     }
+    free(variant);
+    free(bundle_path);
     hk__client_tree_free(&t);
 out:
     free(dir);

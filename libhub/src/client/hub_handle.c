@@ -1,5 +1,6 @@
 /* The Hub client handle: options (versioned), the pull spec's defaults, the token, User-Agent,
  * timeouts and listing bounds from options and the environment; accessors. */
+#include "client/signature.h"
 #include "cache/cache.h"
 #include "client/client.h"
 
@@ -156,6 +157,10 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     h->max_listing_bytes = env_bound("HUBKERN_MAX_LISTING_BYTES", opts->max_listing_bytes, (uint64_t)256 << 20);
     h->progress = opts->progress;
     h->progress_ud = opts->progress_userdata;
+    if ((rc = hk__sig_config_new(&h->sig, opts))) { /* signatures (client/sig_config.c) */
+        hk_hub_free(h);
+        return rc;
+    }
     *out = h;
     return HK_OK;
 oom:
@@ -173,6 +178,7 @@ void hk_hub_free(hk_hub *h) {
     free(h->newer_warned);
     free(h->cache_root);
     free(h->user_agent);
+    hk__sig_config_free(h->sig);
     free(h);
 }
 

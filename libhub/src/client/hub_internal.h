@@ -36,6 +36,7 @@ struct hk_hub {
     void *progress_ud;
     CURL *api;            /* reused for API requests (keeps the connection alive) */
     uint64_t requests;    /* HTTP requests sent by this handle (API + files) */
+    struct hk_sig_config *sig; /* signatures: trust root, policies (client/signature.h) */
 };
 
 /* 40 or 64 lowercase hex characters. */

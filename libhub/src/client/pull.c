@@ -4,6 +4,7 @@
 #include "cache/cache.h"
 #include "client/client.h"
 #include "client/pull_internal.h"
+#include "client/signature.h"
 #include "client/stage.h"
 #include "client/strmap.h"
 
@@ -70,6 +71,10 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         rc = hk__client_collect_local_files(r, &cap, r->snapshot, rel);
         free(rel);
         if (rc) return rc;
+        char *rd = hk__client_local_repo_dir(hub, spec->repo_id, r->revision); /* signature: client/signature.c */
+        rc = hk__client_check_signature(hub, spec->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
+        free(rd);
+        if (rc) return rc;
     }
     return verify_variants(r, hub, NULL, NULL, 0);
 }
@@ -103,8 +108,9 @@ static bool published_complete(const char *variant_dir, void *ud) {
  * A failure leaves the snapshot as it was. After publishing, the snapshot's copy is checked once
  * more through the verification receipts so that the receipt is written for it (the sha256 blobs,
  * hashed at download or by the staged check, are not read again). */
-static int stage_verify_publish(hk_pull_result *r, const hk_hub *hub, const char *repo, const char *repo_dir,
-                                const char *commit, const bool *checked, const hk_dl_item *items, size_t nitems) {
+static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo, const char *repo_dir,
+                                const char *commit, const bool *checked, const hk_dl_item *items, size_t nitems,
+                                int sigmode) {
     bool any = false;
     for (size_t v = 0; v < r->nvariants; v++) any |= !checked[v];
     if (!any) return HK_OK;
@@ -128,6 +134,9 @@ static int stage_verify_publish(hk_pull_result *r, const hk_hub *hub, const char
             break;
         }
         if (!hk__is_dir(sdir) && hk__mkdirs(sdir, 0777) != HK_OK) rc = hk_last_error_code();
+        /* the signature first: a forged metadata.json never reaches the JSON parser (client/signature.c) */
+        if (rc == HK_OK && (rc = hk__client_check_signature(hub, sigmode, repo, repo_dir, commit, r->variants[v], sdir)))
+            hk__fail_context("nothing of it was published to the snapshot");
         bool has = false;
         hk_verify_stats st;
         if (rc == HK_OK && (rc = hk__verify_variant_cached(&has, &st, sdir, NULL, false, fresh, nfresh)))
@@ -228,6 +237,9 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             r->bytes_trusted += vs.bytes_trusted;
             checked[v] = true;
             free(prefix);
+            if (rc == HK_OK) /* a cached variant is checked again (its signature receipt may vouch) */
+                rc = hk__client_check_signature(hub, spec.signature, repo, repo_dir, commit, r->variants[v],
+                                                r->variant_paths[v]);
             continue;
         }
         rc = hk__client_list_tree(&t, hub, repo, commit, prefix, true);
@@ -304,7 +316,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
             hub->progress(hub->progress_ud, &p);
         }
-        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, items, nitems);
+        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, items, nitems, spec.signature);
     }
     free(checked);
     for (size_t i = 0; i < nitems; i++) {

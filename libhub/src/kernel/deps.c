@@ -3,6 +3,7 @@
  * anything is installed, refuse cycles; then install and load depth-first, dependencies before
  * their dependents, each variant once per process (the handle registry in kernel.c). */
 #include "kernel/kernel_internal.h"
+#include "hubkern/signature.h"
 
 #include "cache/cache.h"
 #include "client/client.h"
@@ -120,7 +121,7 @@ int hk__tree_fetch_metadata(hk_metadata_owned *md, hk_hub *hub, const char *repo
         return rc;
     }
     char *path = NULL;
-    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel);
+    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, HK_SIGNATURE_DEFAULT);
     free(rel);
     char *data = NULL;
     size_t len = 0;

@@ -85,7 +85,7 @@ static int precheck_arch(hk_hub *hub, const char *repo, const char *commit, cons
     char *rel = hk__asprintf("build/%s/metadata.json", variant);
     if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *path = NULL;
-    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel);
+    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, o->signature);
     free(rel);
     if (rc == HK_ERR_OFFLINE) {
         hk_clear_error();
@@ -229,6 +229,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         /* resolve_target checked every publisher on the way (online); offline warns again */
         s.trust_remote_code = o->trust_remote_code || !hk_hub_is_offline(hub);
         s.backend = o->backend;
+        s.signature = o->signature; /* checked by the pull, cold or warm (client/signature.c) */
         rc = hk__loader_fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s);
     }
     if (rc == HK_OK) {

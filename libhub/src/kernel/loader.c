@@ -104,6 +104,9 @@ int hk__loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
     ho.offline = o->offline ? 1 : -1;
     ho.progress = o->progress;
     ho.progress_userdata = o->progress_userdata;
+    ho.sigstore_trust_root = o->sigstore_trust_root; /* signatures (hubkern/signature.h) */
+    ho.signature_policy_file = o->signature_policy_file;
+    ho.signature_policies = o->signature_policies;
     return hk_hub_new(out, &ho);
 }
 

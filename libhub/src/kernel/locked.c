@@ -155,6 +155,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
         s.revision = commit;
         s.variant = L.best;
         s.trust_remote_code = 1;
+        s.signature = L.lo.signature; /* checked again from the cache unless its receipt vouches */
         rc = hk__loader_fetch_variant(&dir, &c2, &v2, checked, L.hub, &s);
     }
     if (rc == HK_OK) {

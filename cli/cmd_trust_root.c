@@ -1,0 +1,75 @@
+/* hubkern trust-root: which Sigstore trusted_root.json pulls and loads use (path), what is in it
+ * (show), and replacing it for this user (install FILE), e.g. by a fleet that mirrors the root. */
+#include "cli/cli.h"
+
+#include <hubkern.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const hk_cli_opt k_opts[] = {
+    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+const hk_cli_spec hk_spec_trust_root = {
+    .name = "trust-root",
+    .summary = "show, locate or install the Sigstore trusted_root.json",
+    .synopsis = "hubkern trust-root path | show [FILE] | install FILE",
+    .description =
+        "path     print the trusted_root.json in use and where it comes from (HUBKERN_SIGSTORE_TRUST_ROOT,\n"
+        "         installed, shipped with hubkern, build tree)\n"
+        "show     summarise it (or FILE) as JSON: sha256, Fulcio CAs, transparency logs, CT logs, TSAs\n"
+        "install  check that FILE loads as a trust root and install it for this user\n"
+        "         ($XDG_CONFIG_HOME or ~/.config, /hubkern/sigstore/trusted_root.json); it then wins over\n"
+        "         the shipped one (HUBKERN_SIGSTORE_TRUST_ROOT still wins over it)\n",
+    .tables = {k_opts},
+    .subcommands = "path show install",
+};
+
+int hk_cmd_trust_root(int argc, char **argv) {
+    hk_cli_args args;
+    int prc = hk_cli_parse(&args, &hk_spec_trust_root, argc, argv);
+    if (prc || args.help) {
+        if (!prc) hk_cli_print_help(&hk_spec_trust_root);
+        hk_cli_args_free(&args);
+        return prc;
+    }
+    /* the subcommand and its argument, as positionals (strings live in argv) */
+    size_t npos = args.npos;
+    char *pos[3] = {NULL, NULL, NULL};
+    for (size_t i = 0; i < npos && i < 3; i++) pos[i] = args.pos[i];
+    hk_cli_args_free(&args);
+    if (npos == 0) return hk_cli_usage_error("missing the subcommand: path, show or install");
+    argc = (int)npos + 1;
+    char *sub_argv[4] = {NULL, pos[0], pos[1], pos[2]};
+    argv = sub_argv;
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "install") == 0) {
+        if (argc != 3) return hk_cli_usage_error("install takes one FILE");
+        char *dest = NULL;
+        if (hk_signature_trust_root_install(&dest, argv[2])) return hk_cli_report_error(NULL);
+        printf("%s\n", dest);
+        hk_free(dest);
+        return 0;
+    }
+    if (strcmp(cmd, "path") != 0 && strcmp(cmd, "show") != 0)
+        return hk_cli_usage_error("unknown subcommand '%s' (path, show or install)", cmd);
+    if (argc > 3 || (argc == 3 && cmd[0] == 'p')) return hk_cli_usage_error("unexpected argument '%s'", argv[argc - 1]);
+    char *path = NULL;
+    const char *source = "argument";
+    if (argc == 3) path = strdup(argv[2]);
+    else if (hk_signature_trust_root_path(&path, &source, NULL)) return hk_cli_report_error(NULL);
+    if (cmd[0] == 'p') {
+        printf("%s\t%s\n", path, source);
+        hk_free(path);
+        return 0;
+    }
+    char *json = NULL;
+    int rc = hk_signature_trust_root_describe(&json, path);
+    if (rc == HK_OK) printf("%s\n", json);
+    hk_free(json);
+    if (argc == 3) free(path);
+    else hk_free(path);
+    return rc ? hk_cli_report_error(NULL) : 0;
+}
