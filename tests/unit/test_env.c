@@ -1,5 +1,7 @@
 /* Machine detection: fake site-packages / LibTorch trees, fake interpreters, overrides, setters,
- * the backend derivation, and the on-disk parsers fed malformed input. */
+ * the backend derivation, and the on-disk parsers fed malformed input.
+ * Over 600 lines on purpose: one test program per layer, the cases share the fake trees.
+ */
 #include "support.h"
 
 #include "env/env_internal.h"

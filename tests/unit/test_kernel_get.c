@@ -1,7 +1,9 @@
 /* hk_get_kernel end to end against an in-process mirror (hubkern_server on loopback) holding the
  * real RMSNorm CPU tvm-ffi variant staged by kernels/rmsnorm: resolve, pull, verify, load, call;
  * the registry across versions; hk_has_kernel; trust; offline; LOCAL_KERNELS; hk_load_locked;
- * and each bad input as its specific error. */
+ * and each bad input as its specific error.
+ * Over 600 lines on purpose: every case shares one published mirror and its fixtures (one process).
+ */
 #include "support.h"
 
 #include "cache/cache.h"

@@ -1,4 +1,6 @@
-/* Variant names (parse / format) and resolution: kernel-hub-format.md §3-§5 and kernels 0.17. */
+/* Variant names (parse / format) and resolution: kernel-hub-format.md §3-§5 and kernels 0.17.
+ * Over 600 lines on purpose: one test program per layer; mostly tables of names and expected results.
+ */
 #include "support.h"
 
 #include <hubkern.h>
