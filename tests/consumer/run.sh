@@ -31,4 +31,10 @@ flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs hubkern)
 case "$flags" in *"$prefix"*) ;; *) echo "pkg-config flags do not point at the install: $flags" >&2; exit 1;; esac
 cc -std=c11 -Wall -Werror "$here/main.c" $flags -o "$tmp/consumer_pc"
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/consumer_pc"
+
+echo "-- pkg-config --static: libhubkern.a and what it needs, no LD_LIBRARY_PATH"
+static_libs=$(PKG_CONFIG_PATH="$pcdir" pkg-config --static --libs-only-l hubkern | sed 's/-lhubkern//')
+cc -std=c11 -Wall -Werror "$here/main.c" $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags hubkern) \
+  "$libdir/libhubkern.a" $static_libs -o "$tmp/consumer_pc_static"
+"$tmp/consumer_pc_static"
 echo "-- consumer project: ok"
