@@ -176,7 +176,22 @@ static void test_hash(void) {
     free(vd);
 }
 
+/* A truncated or hand-broken lock says where (issue 15: the message had no position). */
+static void test_parse_error_position(void) {
+    hk_lockfile *l = NULL;
+    const char *cut = "[{\"repo-id\": \"a/b\", \"sha\": \"";
+    CHECK_RC(hk_lockfile_parse(&l, cut, strlen(cut)), HK_ERR_PARSE);
+    CHECK(strstr(hk_last_error(), "line 1, column") != NULL);
+    CHECK(strstr(hk_last_error(), "truncated") != NULL);
+    const char *broken = "[{\"repo-id\": \"a/b\",\n  x }]";
+    CHECK_RC(hk_lockfile_parse(&l, broken, strlen(broken)), HK_ERR_PARSE);
+    CHECK(strstr(hk_last_error(), "line 2, column 4") != NULL);
+    CHECK(strstr(hk_last_error(), "truncated") == NULL);
+    CHECK(l == NULL);
+}
+
 int main(void) {
+    test_parse_error_position();
     test_parse_new();
     test_parse_old();
     test_write();

@@ -150,8 +150,23 @@ static bool same_dependency(const hk_lock_entry *a, const hk_lock_entry *b) {
 HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len) {
     if (!out || !json) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_parse: NULL argument");
     *out = NULL;
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root || !cJSON_IsArray(root)) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!root) { /* cJSON leaves end at the failure: say where, as a truncated or hand-edited lock needs */
+        size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : len, line = 1, col = 1;
+        for (size_t i = 0; i < at; i++) {
+            if (json[i] == '\n') line++, col = 1;
+            else col++;
+        }
+        size_t used = len;
+        while (used > 0 && (json[used - 1] == ' ' || json[used - 1] == '\n' || json[used - 1] == '\r' || json[used - 1] == '\t'))
+            used--;
+        int truncated = at + 1 >= used; /* cJSON stops at (or just before) the end of what is there */
+        return hk__fail(HK_ERR_PARSE, "kernels.lock is not valid JSON: %s at line %zu, column %zu (byte %zu of %zu)%s",
+                        truncated ? "it ends early" : "unexpected text", line, col, at, len,
+                        truncated ? "; the file looks truncated: re-run `hubkern lock`" : "");
+    }
+    if (!cJSON_IsArray(root)) {
         cJSON_Delete(root);
         return hk__fail(HK_ERR_PARSE, "kernels.lock is not a JSON array");
     }
