@@ -7,6 +7,7 @@
  * corrupt, other format, other cache root, other metadata.json) makes it void, and the caller then
  * hashes everything as it would without receipts. */
 #include "cache/cache.h"
+#include "util/vec.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -110,13 +111,7 @@ void hk__receipt_free(hk_receipt *r) {
 }
 
 static rfile *add_entry(hk_receipt *r, const char *rel) {
-    if (r->n == r->cap) {
-        size_t nc = r->cap ? r->cap * 2 : 32;
-        rfile *t = realloc(r->files, nc * sizeof *t);
-        if (!t) return NULL;
-        r->files = t;
-        r->cap = nc;
-    }
+    if (HK_VEC_RESERVE(r->files, r->cap, r->n + 1) != HK_OK) return NULL;
     rfile *f = &r->files[r->n];
     memset(f, 0, sizeof *f);
     if (!(f->path = hk__strdup(rel))) return NULL;

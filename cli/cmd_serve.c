@@ -1,5 +1,6 @@
 /* hubkern serve: run a Hub-compatible mirror over a cache directory. */
 #include "cli/cli.h"
+#include "util/vec.h"
 
 #include "internal.h"
 #include "server/server.h"
@@ -98,13 +99,7 @@ typedef struct strvec {
 } strvec;
 
 static int sv_push(strvec *sv, const char *s) {
-    if (sv->n == sv->cap) {
-        size_t cap = sv->cap ? sv->cap * 2 : 8;
-        char **nv = realloc(sv->v, cap * sizeof *nv);
-        if (!nv) return -1;
-        sv->v = nv;
-        sv->cap = cap;
-    }
+    if (HK_VEC_RESERVE(sv->v, sv->cap, sv->n + 1) != HK_OK) return -1;
     if (!(sv->v[sv->n] = hk__strdup(s))) return -1;
     sv->n++;
     return 0;

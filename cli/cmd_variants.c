@@ -1,6 +1,7 @@
 /* hubkern variants DIR: resolve the build variants of a local kernel directory and show the
  * decision for each one. */
 #include "cli/cli.h"
+#include "util/vec.h"
 #include "cli/cmd_env_flags.h"
 
 #include <hubkern.h>
@@ -55,12 +56,7 @@ static int list_dirs(char ***out, size_t *n, const char *dir) {
         bool is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
         free(p);
         if (!is_dir) continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **g = realloc(*out, cap * sizeof *g);
-            if (!g) break;
-            *out = g;
-        }
+        if (hk__vec_reserve((void **)out, &cap, *n + 1, sizeof **out) != HK_OK) break;
         (*out)[(*n)++] = strdup(e->d_name);
     }
     closedir(d);

@@ -1,6 +1,7 @@
 /* Git object ids for snapshot listings: LFS pointer blobs, trees and commits, hashed exactly as git
  * does, so the mirror's oids are the ones a git clone of the same content would show. */
 #include "server/srv_internal.h"
+#include "util/vec.h"
 
 #include "internal.h"
 
@@ -82,13 +83,7 @@ void hk_listing_free(hk_listing *l) {
 }
 
 static hk_sentry *listing_push(hk_listing *l) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        hk_sentry *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return NULL;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (HK_VEC_RESERVE(l->v, l->cap, l->n + 1) != HK_OK) return NULL;
     hk_sentry *e = &l->v[l->n++];
     memset(e, 0, sizeof *e);
     return e;

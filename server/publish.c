@@ -11,6 +11,7 @@
  * when they stay inside the source directory. */
 #define _GNU_SOURCE /* syncfs */
 #include "server/srv_internal.h"
+#include "util/vec.h"
 
 /* The cache layer's writers (refs, snapshot links, CACHEDIR.TAG) have no public API yet: publish is
  * the one part of server/ that still uses the cache internals. */
@@ -135,13 +136,8 @@ static void src_list_free(src_list *l) {
 }
 
 static int src_add(src_list *l, const char *rel, const char *abs) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        src_file *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
-        l->v = v;
-        l->cap = cap;
-    }
+    int rc = HK_VEC_RESERVE(l->v, l->cap, l->n + 1);
+    if (rc) return rc;
     src_file *f = &l->v[l->n];
     f->rel = hk__strdup(rel);
     f->abs = hk__strdup(abs);

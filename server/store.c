@@ -5,6 +5,7 @@
  * (its git oid is the sha1 of its LFS pointer); 40 hex is a git-stored file whose etag and oid are
  * that name. Anything else (no-symlink caches, invented etags) is hashed once and remembered. */
 #include "server/srv_internal.h"
+#include "util/vec.h"
 #include "server/srv_upstream.h"
 
 #include "internal.h"
@@ -401,16 +402,7 @@ static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, c
         } else if (lstat(child_abs, &st) == 0 && S_ISREG(st.st_mode)) {
             char commit[65];
             if (read_ref(commit, repo_dir, child_rel) == HK_OK) {
-                if (*n == *cap) {
-                    size_t nc = *cap ? *cap * 2 : 16;
-                    hk_ref *nv = realloc(*v, nc * sizeof *nv);
-                    if (!nv) {
-                        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                    } else {
-                        *v = nv;
-                        *cap = nc;
-                    }
-                }
+                rc = hk__vec_reserve((void **)v, cap, *n + 1, sizeof **v);
                 if (rc == HK_OK) {
                     (*v)[*n].name = child_rel;
                     memcpy((*v)[*n].commit, commit, 65);

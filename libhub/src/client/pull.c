@@ -2,6 +2,7 @@
  * variant, verify it against its metadata.json digest and only then publish it into
  * snapshots/<commit>/ and write refs/. Offline: the same answers from the cache. */
 #include "cache/cache.h"
+#include "util/vec.h"
 #include "client/client.h"
 #include "client/pull_internal.h"
 #include "client/signature.h"
@@ -268,15 +269,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                 break;
             }
             if (k == nitems) {
-                if (nitems == icap) {
-                    icap = icap ? icap * 2 : 32;
-                    hk_dl_item *ni = realloc(items, icap * sizeof *ni);
-                    if (!ni) {
-                        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                        break;
-                    }
-                    items = ni;
-                }
+                if ((rc = HK_VEC_RESERVE(items, icap, nitems + 1)) != HK_OK) break;
                 memset(&items[nitems], 0, sizeof *items);
                 items[nitems].etag = hk__strdup(etag);
                 items[nitems].size = e->size;

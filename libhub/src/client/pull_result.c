@@ -1,5 +1,6 @@
 /* The pull result handle and what fills it: variant choice among names, the file list. */
 #include "client/client.h"
+#include "util/vec.h"
 #include "client/pull_internal.h"
 #include "env/env_cache.h"
 #include "hubkern/variant.h"
@@ -91,12 +92,8 @@ int hk__client_choose_variants(hk_pull_result *r, char **names, size_t n, const 
 }
 
 int hk__client_add_file(hk_pull_result *r, size_t *cap, const char *path) {
-    if (r->nfiles == *cap) {
-        *cap = *cap ? *cap * 2 : 32;
-        char **nf = realloc(r->files, *cap * sizeof *nf);
-        if (!nf) return hk__fail(HK_ERR_NOMEM, "out of memory");
-        r->files = nf;
-    }
+    int rc = HK_VEC_RESERVE(r->files, *cap, r->nfiles + 1);
+    if (rc) return rc;
     if (!(r->files[r->nfiles] = hk__strdup(path))) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->nfiles++;
     return HK_OK;

@@ -1,6 +1,7 @@
 /* Versions and revisions: the refs API (branches vN and tags), the revision endpoint, and the same
  * answers offline from refs/ of the cache (hub-protocol.md §13, kernel-hub-format.md §2). */
 #include "cache/cache.h"
+#include "util/vec.h"
 #include "client/client.h"
 
 #include <cjson/cJSON.h>
@@ -163,12 +164,7 @@ static int list_versions_offline(version_entry **out, size_t *out_n, hk_hub *hub
             for (size_t i = 0; i < n; i++) dup |= v[i].version == num;
             char commit[65];
             if (dup || hk__cache_read_ref(commit, dir, de->d_name) != HK_OK) continue;
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                version_entry *nv = realloc(v, cap * sizeof *v);
-                if (!nv) break;
-                v = nv;
-            }
+            if (HK_VEC_RESERVE(v, cap, n + 1) != HK_OK) break;
             v[n].version = num;
             memcpy(v[n].commit, commit, sizeof commit);
             n++;

@@ -130,16 +130,7 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
                              what, hub->max_listing_entries);
                 break;
             }
-            if (out->n == out->cap) {
-                size_t nc = out->cap ? out->cap * 2 : 64;
-                tree_entry *ne = realloc(out->e, nc * sizeof *ne);
-                if (!ne) {
-                    rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                out->e = ne;
-                out->cap = nc;
-            }
+            if ((rc = HK_VEC_RESERVE(out->e, out->cap, out->n + 1)) != HK_OK) break;
             tree_entry *e = &out->e[out->n++];
             memset(e, 0, sizeof *e);
             e->path = hk__strdup(p);
