@@ -3,6 +3,7 @@
 #include "alloc_fail.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 
 void *__real_malloc(size_t n);
@@ -30,11 +31,16 @@ size_t hk_alloc_fail_disarm(void) {
 
 int hk_alloc_fail_fired(void) { return fired; }
 
+void hk_alloc_fail_pause(int paused) { armed = !paused; }
+
 static int should_fail(void) {
     if (!armed) return 0;
     if (++count != target) return 0;
     fired = 1;
     errno = ENOMEM;
+    /* debugging aid: HK_ALLOC_TRAP=N stops a debugger at each injected failure number N */
+    const char *trap = getenv("HK_ALLOC_TRAP");
+    if (trap && (size_t)strtoul(trap, NULL, 10) == target) raise(SIGTRAP);
     return 1;
 }
 

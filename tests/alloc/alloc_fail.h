@@ -13,6 +13,8 @@
 void hk_alloc_fail_arm(size_t nth);
 /* Stop counting; returns how many allocations the calling thread made while armed. */
 size_t hk_alloc_fail_disarm(void);
+/* Pause (1) or resume (0) counting on the calling thread: the test's own bookkeeping. */
+void hk_alloc_fail_pause(int paused);
 /* Did the armed run reach its nth allocation (so a failure was injected)? */
 int hk_alloc_fail_fired(void);
 
