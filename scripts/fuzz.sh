@@ -3,7 +3,8 @@
 #
 #   scripts/fuzz.sh [SECONDS] [NAME...]   a campaign: build build-fuzz (clang, -DHK_FUZZ=ON) if
 #                                         needed, run each harness (all, or the NAMEs) for SECONDS
-#                                         (default 600), HK_FUZZ_JOBS at a time (default: nproc),
+#                                         (default 600), HK_FUZZ_JOBS at a time (default: nproc;
+#                                         HK_FUZZ_NICE: their nice level),
 #                                         and print executions, cov and ft of each. New inputs go
 #                                         to build-fuzz/fuzz-corpus/<name>, logs and crashes to
 #                                         build-fuzz/fuzz-logs/.
@@ -25,17 +26,17 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_FUZZ=ON -DHK_WERROR=ON \
     -DHK_BUILD_KERNELS=OFF -DHK_BUILD_SHARED=OFF -DHK_TEST_HOOKS=ON >/dev/null
 fi
-cmake --build "$build" -j "$(nproc)" >/dev/null
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-  for f in "$build"/tests/fuzz/fuzz_*; do [ -x "$f" ] && names+=("$(basename "$f" | sed 's/^fuzz_//')"); done
+  for f in "$root"/tests/fuzz/fuzz_*.c; do names+=("$(basename "$f" .c | sed 's/^fuzz_//')"); done
 fi
+cmake --build "$build" -j "$(nproc)" --target "${names[@]/#/fuzz_}" >/dev/null
 jobs=${HK_FUZZ_JOBS:-$(nproc)}
 mkdir -p "$build/fuzz-logs"
 run_one() {
   local n=$1 corpus="$build/fuzz-corpus/$1"
   mkdir -p "$corpus" "$build/fuzz-logs/$n"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$build/tests/fuzz/fuzz_$n" "${common[@]}" \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 nice -n "${HK_FUZZ_NICE:-0}" "$build/tests/fuzz/fuzz_$n" "${common[@]}" \
     -max_total_time="$secs" -artifact_prefix="$build/fuzz-logs/$n/" \
     "$corpus" "$root/tests/fuzz/corpus/$n" >"$build/fuzz-logs/$n.log" 2>&1
   echo "$n rc=$?"
