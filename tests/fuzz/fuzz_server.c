@@ -1,8 +1,9 @@
 /* The mirror server's request handling (server/http_*.c) against a real store: libmicrohttpd runs
  * in-process on loopback and each input becomes one HTTP/1.1 request. Input: line 1 = method and
  * target ("GET /api/kernels/org/k/tree/main/build"), the next lines up to an empty one = headers,
- * the rest = body. Host, Connection: close and Content-Length are set by the harness so that every
- * request ends; a request that gets no answer within 10 s is a hang and aborts. */
+ * the rest = body. Host, Connection: close and Content-Length are set by the harness (and header
+ * lines lose leading blanks, so none folds into them) so that every request ends; a request that
+ * gets no answer within 10 s is a hang and aborts. */
 #include "fuzz_util.h"
 #include "server/server.h"
 
@@ -82,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hk_strbuf req;
     hk__sb_init(&req);
     append_clean(&req, s, (size_t)(line_end - s));
-    hk__sb_append(&req, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    hk__sb_append(&req, " HTTP/1.1\r\nHost: 127.0.0.1\r\n");
     const char *p = nl ? nl + 1 : end;
     while (p < end) { /* headers until an empty line */
         const char *e = memchr(p, '\n', (size_t)(end - p));
@@ -93,6 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         size_t n = (size_t)(e - p);
         if (n && p[n - 1] == '\r') n--;
+        /* no leading blanks: a folded line would continue the harness's own headers */
+        while (n && (*p == ' ' || *p == '\t')) p++, n--;
         if (memchr(p, ':', n) && strncasecmp(p, "content-length", 14) && strncasecmp(p, "transfer-encoding", 17) &&
             strncasecmp(p, "connection", 10) && strncasecmp(p, "host:", 5) && strncasecmp(p, "expect", 6)) {
             append_clean(&req, p, n);
@@ -101,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         p = e + 1;
     }
     size_t body = p < end ? (size_t)(end - p) : 0;
-    hk__sb_printf(&req, "Content-Length: %zu\r\n\r\n", body);
+    hk__sb_printf(&req, "Connection: close\r\nContent-Length: %zu\r\n\r\n", body);
     hk__sb_append_n(&req, p, body);
     if (req.oom) abort();
 
