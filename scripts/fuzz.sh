@@ -47,10 +47,10 @@ fail=0
 printf '%-14s %14s %8s %8s %s\n' harness execs cov ft result
 for n in "${names[@]}"; do
   log="$build/fuzz-logs/$n.log"
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  last=$(grep -E '^#[0-9]+' "$log" | tail -1)
-  cov=$(echo "$last" | grep -o 'cov: [0-9]*' | awk '{print $2}')
-  ft=$(echo "$last" | grep -o 'ft: [0-9]*' | awk '{print $2}')
+  execs=$(grep -o 'Done [0-9]* runs' "$log" | awk '{print $2}' | tail -1 || true)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  cov=$(echo "$last" | grep -o 'cov: [0-9]*' | awk '{print $2}' || true)
+  ft=$(echo "$last" | grep -o 'ft: [0-9]*' | awk '{print $2}' || true)
   res=ok
   if ls "$build/fuzz-logs/$n"/crash-* "$build/fuzz-logs/$n"/leak-* "$build/fuzz-logs/$n"/timeout-* \
        "$build/fuzz-logs/$n"/oom-* >/dev/null 2>&1; then res="FINDINGS in $build/fuzz-logs/$n"; fail=1; fi

@@ -30,7 +30,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 stage_start "ThreadSanitizer build + the concurrent tests"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   BUILD_TARGETS="test_threads test_kernel test_server hk_tvmffi_fixture rmsnorm_hub_variants" CTEST_SELECT="-R ^unit\.test_(threads|kernel|server)$" \
-  run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_TSAN=ON
+  run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_TSAN=ON -DHK_KERNELS_CUDA=OFF
 stage_end
 # libFuzzer harnesses (tests/fuzz): each runs HK_FUZZ_SMOKE_S seconds on its seed corpus.
 stage_start "fuzz smoke (libFuzzer + ASan + UBSan, clang)"

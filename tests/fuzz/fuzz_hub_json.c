@@ -42,7 +42,8 @@ static void answer(hk_strbuf *out, unsigned index, const char *request_line) {
     int status = 200;
     const char *nl = memchr(p, '\n', (size_t)(a_end - p));
     if (nl) {
-        int v = atoi(p);
+        int v = 0; /* the input is not NUL-terminated: no atoi */
+        for (const char *d = p; d < nl && d < p + 3 && *d >= '0' && *d <= '9'; d++) v = v * 10 + (*d - '0');
         if (v >= 100 && v <= 599) status = v;
         p = nl + 1;
     }

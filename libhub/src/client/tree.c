@@ -11,6 +11,11 @@
 
 /* ---- tree listing --------------------------------------------------------------------------- */
 
+/* The longest next-page URL followed. A relative Link that keeps growing the path ("x/..." against
+ * ".../x/...") escapes the loop check (every page URL is new) and made the client hold and send
+ * ever longer URLs, quadratic in the page count (found by tests/fuzz/fuzz_hub_json). */
+#define HK_LINK_URL_MAX 8192
+
 void hk__client_tree_free(tree *t) {
     for (size_t i = 0; i < t->n; i++) {
         free(t->e[i].path);
@@ -184,6 +189,9 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
             free(abs);
             free(safe);
             if (!url) rc = hk__fail(HK_ERR_PROTOCOL, "%s: bad Link header '%s'", what, next);
+            else if (strlen(url) > HK_LINK_URL_MAX)
+                rc = hk__fail(HK_ERR_PROTOCOL, "%s: the Link header of page %d leads to a URL of %zu bytes (at most %d)",
+                             what, page + 1, strlen(url), HK_LINK_URL_MAX);
             else if (hk__strmap_get(&seen.index, url, NULL))
                 rc = hk__fail(HK_ERR_PROTOCOL, "%s: the Link header of page %d points back at a page already listed "
                              "(%s): a pagination loop", what, page + 1, url);
