@@ -52,8 +52,9 @@ for n in "${names[@]}"; do
   cov=$(echo "$last" | grep -o 'cov: [0-9]*' | awk '{print $2}' || true)
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | awk '{print $2}' || true)
   res=ok
-  if ls "$build/fuzz-logs/$n"/crash-* "$build/fuzz-logs/$n"/leak-* "$build/fuzz-logs/$n"/timeout-* \
-       "$build/fuzz-logs/$n"/oom-* >/dev/null 2>&1; then res="FINDINGS in $build/fuzz-logs/$n"; fail=1; fi
+  for f in "$build/fuzz-logs/$n"/{crash,leak,timeout,oom,slow-unit}-*; do
+    if [ -e "$f" ]; then res="FINDINGS in $build/fuzz-logs/$n"; fail=1; break; fi
+  done
   printf '%-14s %14s %8s %8s %s\n' "$n" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$res"
 done
 exit $fail
