@@ -197,6 +197,7 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
     hk_strbuf msg;
     hk__sb_init(&msg);
     size_t violations = 0;
+    bool oom = false; /* a file that could not be checked for want of memory is no violation */
     if (w.rc) rc = w.rc;
     bool *seen = rc ? NULL : calloc(w.n + 1, sizeof *seen);
     if (!rc && !seen) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -250,7 +251,9 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
                     hk__receipt_add(now, w.rel[i], &st0);
             }
             free(path);
-            if (hrc != HK_OK) {
+            if (hrc == HK_ERR_NOMEM) {
+                oom = true;
+            } else if (hrc != HK_OK) {
                 hk__sb_printf(&msg, "\n  MissingFile: %s (%s)", f->string, hk_last_error());
                 violations++;
             } else if (!ok) {
@@ -266,7 +269,9 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
                 violations++;
             }
         }
-        if (violations)
+        if (oom)
+            rc = hk__fail(HK_ERR_NOMEM, "%s: out of memory while checking its metadata.json digest", variant_dir);
+        else if (violations)
             rc = hk__fail(HK_ERR_DIGEST, "%s does not match its metadata.json digest (%zu violation%s):%s", variant_dir,
                          violations, violations == 1 ? "" : "s", msg.data ? msg.data : "");
     }

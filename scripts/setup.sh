@@ -6,7 +6,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 debs=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev
       libarchive-dev libmicrohttpd-dev python3 python3-pip valgrind
-      nginx-light openssl)  # nginx + openssl CLI: the TLS/HTTP/2 reverse proxy of test_http2_tls.py
+      nginx-light openssl   # nginx + openssl CLI: the TLS/HTTP/2 reverse proxy of test_http2_tls.py
+      clang libclang-rt-14-dev)  # libFuzzer + sanitizer runtimes: tests/fuzz (HK_FUZZ)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,18 +7,37 @@ cd "$root"
 "$root/scripts/setup.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# CTEST_SELECT (optional): ctest arguments that pick the tests of a stage (-R, -L, -LE).
 run_suite() { # name, extra cmake args...
   local dir="$root/build-$1"; shift
   cmake -S "$root" -B "$dir" -DHK_WERROR=ON -DHK_TEST_HOOKS=ON "$@" >/dev/null
-  cmake --build "$dir" -j "$jobs"
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600)
+  cmake --build "$dir" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
+  # shellcheck disable=SC2086
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600 ${CTEST_SELECT:-})
 }
+stage_start() { echo "== $1"; stage_t0=$(date +%s); }
+stage_end() { echo "   ($(( $(date +%s) - stage_t0 )) s)"; }
 
+# The allocation-failure sweep (label alloc) runs once, in the ASan build, where LeakSanitizer
+# checks that every failure path frees what it took.
 echo "== release build + tests"
-run_suite ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
-echo "== sanitizer build (ASan + UBSan) + tests"
+CTEST_SELECT="-LE alloc" run_suite ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== sanitizer build (ASan + UBSan) + tests, allocation-failure injection included"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_suite asan -DCMAKE_BUILD_TYPE=Debug -DHK_SANITIZE=ON
+# ThreadSanitizer over the concurrent tests only: the env cache, hk_get_kernel and the mirror from
+# many threads (test_threads), the kernel registry (test_kernel), the server (test_server).
+stage_start "ThreadSanitizer build + the concurrent tests"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  BUILD_TARGETS="test_threads test_kernel test_server hk_tvmffi_fixture rmsnorm_hub_variants" CTEST_SELECT="-R ^unit\.test_(threads|kernel|server)$" \
+  run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_TSAN=ON -DHK_KERNELS_CUDA=OFF
+stage_end
+# libFuzzer harnesses (tests/fuzz): each runs HK_FUZZ_SMOKE_S seconds on its seed corpus.
+stage_start "fuzz smoke (libFuzzer + ASan + UBSan, clang)"
+CC=clang BUILD_TARGETS="$(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/\.c$//' | tr '\n' ' ')" \
+  CTEST_SELECT="-L ^fuzz$" run_suite fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_FUZZ=ON \
+  -DHK_BUILD_SHARED=OFF -DHK_BUILD_KERNELS=OFF -DHK_FUZZ_SMOKE_S="${HK_FUZZ_SMOKE_S:-10}"
+stage_end
 # The option matrix: each optional part switched off in turn, and a static-only library. Tests
 # that need a part that is off are reported as skipped (tests/CMakeLists.txt says why). The
 # static-only build is also the product configuration: no test hooks compiled in.
@@ -26,7 +45,7 @@ for cfg in "server-off -DHK_BUILD_SERVER=OFF" "kernels-off -DHK_BUILD_KERNELS=OF
            "static-only -DHK_BUILD_SHARED=OFF -DHK_TEST_HOOKS=OFF"; do
   set -- $cfg
   echo "== option matrix: $1 (${*:2})"
-  run_suite "$1" -DCMAKE_BUILD_TYPE=Release "${@:2}"
+  CTEST_SELECT="-LE alloc" run_suite "$1" -DCMAKE_BUILD_TYPE=Release "${@:2}"
 done
 if [ -x "$root/tests/consumer/run.sh" ]; then
   echo "== install + consumer project (find_package and pkg-config)"

@@ -88,6 +88,11 @@ static int fetch_refs(ref_list *out, hk_hub *hub, const char *repo_id) {
             out->commits[out->n] = hk__strdup(c);
             out->is_tag[out->n] = k == 1;
             out->n++;
+            if (!out->names[out->n - 1] || !out->commits[out->n - 1]) {
+                cJSON_Delete(j);
+                ref_list_free(out);
+                return hk__fail(HK_ERR_NOMEM, "out of memory");
+            }
         }
     }
     cJSON_Delete(j);

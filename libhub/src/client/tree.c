@@ -11,6 +11,11 @@
 
 /* ---- tree listing --------------------------------------------------------------------------- */
 
+/* The longest next-page URL followed. A relative Link that keeps growing the path ("x/..." against
+ * ".../x/...") escapes the loop check (every page URL is new) and made the client hold and send
+ * ever longer URLs, quadratic in the page count (found by tests/fuzz/fuzz_hub_json). */
+#define HK_LINK_URL_MAX 8192
+
 void hk__client_tree_free(tree *t) {
     for (size_t i = 0; i < t->n; i++) {
         free(t->e[i].path);
@@ -108,6 +113,12 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
         hk__http_resp_free(&r);
         free(url);
         url = NULL;
+        if (!base) {
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            cJSON_Delete(j);
+            free(next);
+            break;
+        }
         if (!cJSON_IsArray(j)) {
             rc = hk__fail(HK_ERR_PROTOCOL, "%s: the answer is not a JSON list", what);
             cJSON_Delete(j);
@@ -134,19 +145,31 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
             tree_entry *e = &out->e[out->n++];
             memset(e, 0, sizeof *e);
             e->path = hk__strdup(p);
+            if (!e->path) { /* before anything else can overwrite rc */
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
             e->dir = strcmp(type, "directory") == 0;
             cJSON *sz = cJSON_GetObjectItemCaseSensitive(it, "size");
             if (cJSON_IsNumber(sz) && (rc = entry_size(&e->size, sz, what, p, "size"))) break;
-            e->oid = hk__strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid")));
+            const char *oid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid"));
+            e->oid = hk__strdup(oid);
+            if (oid && !e->oid) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
             cJSON *lfs = cJSON_GetObjectItemCaseSensitive(it, "lfs");
             if (cJSON_IsObject(lfs)) {
                 const char *lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "oid"));
                 if (!lo) lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "sha256"));
                 e->lfs_oid = hk__strdup(lo);
+                if (lo && !e->lfs_oid) {
+                    rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                    break;
+                }
                 cJSON *ls = cJSON_GetObjectItemCaseSensitive(lfs, "size");
                 if (cJSON_IsNumber(ls) && (rc = entry_size(&e->size, ls, what, p, "lfs.size"))) break;
             }
-            if (!e->path) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         }
         cJSON_Delete(j);
         if (rc == HK_OK && next) {
@@ -157,6 +180,9 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
             free(abs);
             free(safe);
             if (!url) rc = hk__fail(HK_ERR_PROTOCOL, "%s: bad Link header '%s'", what, next);
+            else if (strlen(url) > HK_LINK_URL_MAX)
+                rc = hk__fail(HK_ERR_PROTOCOL, "%s: the Link header of page %d leads to a URL of %zu bytes (at most %d)",
+                             what, page + 1, strlen(url), HK_LINK_URL_MAX);
             else if (hk__strmap_get(&seen.index, url, NULL))
                 rc = hk__fail(HK_ERR_PROTOCOL, "%s: the Link header of page %d points back at a page already listed "
                              "(%s): a pagination loop", what, page + 1, url);

@@ -81,7 +81,7 @@ HK_API int hk_env_detect(hk_env **out, const hk_env_options *opts) {
             }
         }
     }
-    if (hk__env_derive(env)) goto oom;
+    if (env->oom || hk__env_derive(env)) goto oom;
     *out = env;
     return HK_OK;
 oom:

@@ -40,8 +40,10 @@ static long long now_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Run `python -c script`, collect stdout (≤ 1 MiB) within timeout_ms. */
-static char *run_python(const char *python, int timeout_ms) {
+/* Run `python -c script`, collect stdout (≤ 1 MiB) within timeout_ms. NULL with *oom set when
+ * the answer could not be stored (not the same as "no interpreter"). */
+static char *run_python(const char *python, int timeout_ms, bool *oom) {
+    *oom = false;
     int fds[2];
     if (pipe(fds) != 0) return NULL;
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
@@ -95,6 +97,10 @@ static char *run_python(const char *python, int timeout_ms) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     char *out = hk__sb_steal(&sb);
+    if (!out) {
+        *oom = true;
+        return NULL;
+    }
     if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         if (!timed_out)
             hk__log(HK_LOG_DEBUG, "Python interpreter '%s' failed (status %d)", python, status);
@@ -105,8 +111,9 @@ static char *run_python(const char *python, int timeout_ms) {
 }
 
 int hk__env_detect_python(hk_env *env, const char *python, int timeout_ms, bool want_sys_path) {
-    char *out = run_python(python, timeout_ms);
-    if (!out) return HK_ERR_NOT_FOUND;
+    bool oom;
+    char *out = run_python(python, timeout_ms, &oom);
+    if (!out) return oom ? HK_ERR_NOMEM : HK_ERR_NOT_FOUND;
     char *save = NULL;
     char *line = strtok_r(out, "\n", &save);
     if (!line || strcmp(line, "hubkern-env-1") != 0) {

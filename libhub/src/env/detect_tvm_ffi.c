@@ -34,6 +34,7 @@ void hk__env_detect_tvm_ffi(hk_env *env, const char *explicit_lib) {
     if (explicit_lib) hk__env_put(env, HK_K_TVM_FFI_LIB, explicit_lib);
     for (size_t i = 0; i < env->nsite; i++) {
         char *pkg = hk__path_join(env->site[i], "tvm_ffi");
+        if (!pkg) env->oom = true; /* hk_env_detect fails rather than report no tvm-ffi */
         bool found = pkg && hk__is_dir(pkg);
         if (!found) {
             free(pkg);
@@ -42,6 +43,7 @@ void hk__env_detect_tvm_ffi(hk_env *env, const char *explicit_lib) {
         /* tvm_ffi.__version__ comes from tvm_ffi/_version.py; the wheel's METADATA agrees. */
         char *vp = hk__path_join(pkg, "_version.py");
         char *text = vp ? hk__env_read_text(vp) : NULL;
+        if (!vp) env->oom = true;
         char *full = hk__py_assignment(text, "__version__");
         free(text);
         free(vp);
@@ -56,6 +58,7 @@ void hk__env_detect_tvm_ffi(hk_env *env, const char *explicit_lib) {
         free(full);
         if (!explicit_lib) {
             char *lib = hk__path_join(env->site[i], libname);
+            if (!lib) env->oom = true;
             if (lib && hk__env_is_file(lib)) hk__env_put(env, HK_K_TVM_FFI_LIB, lib);
             free(lib);
         }

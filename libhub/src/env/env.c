@@ -209,7 +209,7 @@ static int set_gpus(hk_env *env, const char *value) {
     return HK_OK;
 }
 
-int hk__env_put(hk_env *env, hk_env_key k, const char *value) {
+static int env_put(hk_env *env, hk_env_key k, const char *value) {
     char *copy = NULL;
     if (value && *value && !(copy = hk__strdup(value))) return HK_ERR_NOMEM;
     free(env->f[k]);
@@ -217,6 +217,12 @@ int hk__env_put(hk_env *env, hk_env_key k, const char *value) {
     int rc = HK_OK;
     if (k == HK_K_SITE_PACKAGES) rc = set_site(env, copy);
     if (k == HK_K_GPUS) rc = set_gpus(env, copy);
+    return rc;
+}
+
+int hk__env_put(hk_env *env, hk_env_key k, const char *value) {
+    int rc = env_put(env, k, value);
+    if (rc == HK_ERR_NOMEM) env->oom = true;
     return rc;
 }
 
@@ -358,8 +364,16 @@ bad:
                                                       : " (use a version like 2.13)");
 }
 
+static int env_set(hk_env *env, const char *key, const char *value);
+
 int hk_env_set(hk_env *env, const char *key, const char *value) {
     if (!env) return hk__fail(HK_ERR_INVALID_ARG, "hk_env_set: env is NULL");
+    int rc = env_set(env, key, value);
+    if (rc == HK_ERR_NOMEM) env->oom = true;
+    return rc;
+}
+
+static int env_set(hk_env *env, const char *key, const char *value) {
     int k = hk__env_key_lookup(key);
     if (k < 0) {
         hk_strbuf sb;

@@ -57,6 +57,9 @@ struct hk_env {
     char *backend_variant; /* "cu130" */
     const char *backend_source;
     char *gpus_str;        /* canonical "9.0,8.6" */
+    /* sticky: storing a value ran out of memory (the detectors carry on; hk_env_detect then fails
+     * with HK_ERR_NOMEM instead of returning a machine with fields silently missing) */
+    bool oom;
 };
 
 const char *hk__env_key_name(hk_env_key k);

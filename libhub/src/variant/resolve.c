@@ -106,46 +106,51 @@ static int describe_system(sysdesc *s, const hk_env *env, const char *override) 
     return HK_OK;
 }
 
-/* Returns NULL when accepted, else a malloc'd reason (kernels' wording). */
+/* The reason of a rejection whose text could not be allocated: never freed, never shown; the
+ * caller fails with HK_ERR_NOMEM (a NULL reason would read as "accepted"). */
+static char k_reason_oom[] = "out of memory";
+static char *rejected(char *reason) { return reason ? reason : k_reason_oom; }
+
+/* Returns NULL when accepted, else a malloc'd reason (kernels' wording), or k_reason_oom. */
 static char *check(const sysdesc *s, const hk_variant *v) {
     if (v->family == HK_FAMILY_NOARCH) {
         const char *sys_name = s->backend == HK_BACKEND_CANN ? "npu" : s->backend_name;
         if (strcmp(v->noarch, sys_name) != 0 && strcmp(v->noarch, "universal") != 0)
-            return hk__asprintf("backend (%s) does not match system backend (%s) and is not universal",
-                               v->noarch, sys_name);
+            return rejected(hk__asprintf("backend (%s) does not match system backend (%s) and is not universal",
+                               v->noarch, sys_name));
         if (!s->has_python)
-            return hk__strdup("noarch variant needs Python, and the environment has no Python "
-                             "interpreter (set HUBKERN_PYTHON or python_version)");
+            return rejected(hk__strdup("noarch variant needs Python, and the environment has no Python "
+                             "interpreter (set HUBKERN_PYTHON or python_version)"));
         return NULL;
     }
 
-    if (s->ft_unsupported) return hk__strdup("arch kernel not supported on free-threaded Python <3.15");
+    if (s->ft_unsupported) return rejected(hk__strdup("arch kernel not supported on free-threaded Python <3.15"));
     if (!s->cpu || strcmp(v->cpu, s->cpu) != 0)
-        return hk__asprintf("CPU (%s) does not match system CPU (%s)", v->cpu, or_none(s->cpu));
+        return rejected(hk__asprintf("CPU (%s) does not match system CPU (%s)", v->cpu, or_none(s->cpu)));
     if (!s->os || strcmp(v->os, s->os) != 0)
-        return hk__asprintf("OS (%s) does not match system OS (%s)", v->os, or_none(s->os));
+        return rejected(hk__asprintf("OS (%s) does not match system OS (%s)", v->os, or_none(s->os)));
 
     char envv[32];
     if (v->family == HK_FAMILY_TORCH) {
         if (s->has_torch) snprintf(envv, sizeof envv, "%u.%u", s->t_major, s->t_minor);
         if (!s->has_torch || v->fw_major != s->t_major || v->fw_minor != s->t_minor)
-            return hk__asprintf("Torch version (%u.%u) does not match environment Torch version (%s)",
-                               v->fw_major, v->fw_minor, s->has_torch ? envv : "None");
+            return rejected(hk__asprintf("Torch version (%u.%u) does not match environment Torch version (%s)",
+                               v->fw_major, v->fw_minor, s->has_torch ? envv : "None"));
         if (v->cxx11 >= 0 && v->cxx11 != s->cxx11)
-            return hk__asprintf("Torch CXX11 ABI (%s) does not match environment Torch CXX11 ABI (%s)",
-                               py_bool(v->cxx11), py_bool(s->cxx11));
+            return rejected(hk__asprintf("Torch CXX11 ABI (%s) does not match environment Torch CXX11 ABI (%s)",
+                               py_bool(v->cxx11), py_bool(s->cxx11)));
     } else if (v->family == HK_FAMILY_TORCH_STABLE_ABI) {
         if (s->has_torch) snprintf(envv, sizeof envv, "%u.%u", s->t_major, s->t_minor);
         if (!s->has_torch || v->fw_major > s->t_major ||
             (v->fw_major == s->t_major && v->fw_minor > s->t_minor))
-            return hk__asprintf("Torch stable ABI version (%u.%u) is too new for environment Torch "
+            return rejected(hk__asprintf("Torch stable ABI version (%u.%u) is too new for environment Torch "
                                "version (%s)",
-                               v->fw_major, v->fw_minor, s->has_torch ? envv : "None");
+                               v->fw_major, v->fw_minor, s->has_torch ? envv : "None"));
     } else if (v->family == HK_FAMILY_TVM_FFI) {
         if (s->has_tvm) snprintf(envv, sizeof envv, "%u.%u", s->f_major, s->f_minor);
         if (!s->has_tvm || v->fw_major != s->f_major || v->fw_minor != s->f_minor)
-            return hk__asprintf("tvm-ffi version (%u.%u) does not match environment tvm-ffi version (%s)",
-                               v->fw_major, v->fw_minor, s->has_tvm ? envv : "None");
+            return rejected(hk__asprintf("tvm-ffi version (%u.%u) does not match environment tvm-ffi version (%s)",
+                               v->fw_major, v->fw_minor, s->has_tvm ? envv : "None"));
     }
 
     char vb[48];
@@ -154,14 +159,14 @@ static char *check(const sysdesc *s, const hk_variant *v) {
         char sysv[32] = "None";
         if (s->backend_has_version) snprintf(sysv, sizeof sysv, "%u.%u", s->b_major, s->b_minor);
         if (!s->backend_has_version || v->backend_major != s->b_major || v->backend_minor > s->b_minor)
-            return hk__asprintf("CUDA version (%u.%u) is not compatible with system CUDA version (%s)",
-                               v->backend_major, v->backend_minor, sysv);
+            return rejected(hk__asprintf("CUDA version (%u.%u) is not compatible with system CUDA version (%s)",
+                               v->backend_major, v->backend_minor, sysv));
     } else if (strcmp(vb, s->backend_variant) != 0 ||
                (is_versioned(s->backend) && !s->backend_has_version)) {
-        return hk__asprintf("backend (%s) does not match selected backend (%s)", vb, s->backend_variant);
+        return rejected(hk__asprintf("backend (%s) does not match selected backend (%s)", vb, s->backend_variant));
     } else if (v->backend == HK_BACKEND_METAL && !s->macos_ok) {
-        return hk__asprintf("Metal kernels require macOS 26.0 or later, system macOS version is %s",
-                           or_none(s->macos));
+        return rejected(hk__asprintf("Metal kernels require macOS 26.0 or later, system macOS version is %s",
+                           or_none(s->macos)));
     }
     return NULL;
 }
@@ -233,10 +238,10 @@ int hk_resolve_variants(hk_resolution **out, const hk_env *env, const char *cons
     hk_resolution *r = calloc(1, sizeof *r);
     if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->d = calloc(count ? count : 1, sizeof *r->d);
-    r->backend_variant = (is_versioned(s.backend) && !s.backend_has_version) ? NULL
-                                                                             : hk__strdup(s.backend_variant);
+    bool want_bv = !(is_versioned(s.backend) && !s.backend_has_version);
+    r->backend_variant = want_bv ? hk__strdup(s.backend_variant) : NULL;
     rc = hk_env_clone(&r->env, env);
-    if (!r->d || rc) {
+    if (!r->d || rc || (want_bv && !r->backend_variant)) {
         hk_resolution_free(r);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
@@ -256,6 +261,10 @@ int hk_resolve_variants(hk_resolution **out, const hk_env *env, const char *cons
         if (hk__variant_parse_into(&d->v, name) == HK_OK) {
             d->parsed = true;
             d->reason = check(&s, &d->v);
+            if (d->reason == k_reason_oom) {
+                d->reason = NULL;
+                goto oom;
+            }
             d->accepted = d->reason == NULL;
             if (d->accepted) d->reason = hk__strdup("compatible");
         } else {

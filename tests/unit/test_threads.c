@@ -1,0 +1,167 @@
+/* Concurrency (the ThreadSanitizer stage of scripts/test.sh runs this with test_kernel and
+ * test_server): the process-wide env cache from many threads, hk_get_kernel from many threads
+ * (one registry entry and one handle per variant, shared and separate caches), and the in-process
+ * mirror under load from many clients at once. */
+#include "support.h"
+
+#include "env/env_cache.h"
+#include "hubkern/hub.h"
+#include "hubkern/kernel.h"
+#include "internal.h"
+#include "mirror.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+enum { N = 8 };
+static char g_endpoint[128];
+static char *g_cache_shared;
+
+/* ---- hk__env_cached ----------------------------------------------------------------------- */
+typedef struct env_arg {
+    const hk_env *got;
+    int rc;
+} env_arg;
+
+static void *env_thread(void *p) {
+    env_arg *a = p;
+    a->rc = hk__env_cached(&a->got);
+    return NULL;
+}
+
+static void test_env_cached(void) {
+    pthread_t t[N];
+    env_arg a[N];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < N; i++) pthread_create(&t[i], NULL, env_thread, &a[i]);
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) {
+        CHECK_RC(a[i].rc, HK_OK);
+        CHECK(a[i].got != NULL && a[i].got == a[0].got); /* detected once, shared */
+    }
+    if (a[0].got) CHECK(hk_env_os(a[0].got) != NULL);
+}
+
+/* ---- hk_get_kernel -------------------------------------------------------------------------- */
+typedef struct get_arg {
+    const char *cache;
+    int version;
+    hk_kernel *k;
+    int rc;
+} get_arg;
+
+static void *get_thread(void *p) {
+    get_arg *a = p;
+    hk_get_kernel_options o;
+    hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
+    o.repo_id = "hubkern/rmsnorm";
+    o.kernel_version = a->version;
+    o.endpoint = g_endpoint;
+    o.cache_dir = a->cache;
+    o.backend = "cpu";
+    o.token = "";
+    a->rc = hk_get_kernel(&a->k, &o);
+    return NULL;
+}
+
+static void test_get_kernel_threads(void) {
+    pthread_t t[N];
+    get_arg a[N];
+    char *own[N];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < N; i++) {
+        /* half share one cache (pull locks, one download), half have their own */
+        own[i] = hk__asprintf("%s/cache-%d", hk_test_tmpdir(), i);
+        a[i].cache = i % 2 ? g_cache_shared : own[i];
+        a[i].version = i % 4 == 3 ? 2 : 1;
+        pthread_create(&t[i], NULL, get_thread, &a[i]);
+    }
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) {
+        CHECK_RC(a[i].rc, HK_OK);
+        /* one handle per variant directory, whichever thread loaded it */
+        for (int j = 0; j < i; j++) {
+            if (a[i].k && a[j].k && a[i].cache == a[j].cache && a[i].version == a[j].version) CHECK(a[i].k == a[j].k);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        hk_kernel_unref(a[i].k);
+        free(own[i]);
+    }
+}
+
+/* ---- the mirror under load ---------------------------------------------------------------- */
+static void *client_thread(void *p) {
+    int *fails = p;
+    hk_hub_options ho;
+    hk_hub_options_init(&ho, HK_HUB_OPTIONS_VERSION);
+    ho.endpoint = g_endpoint;
+    ho.cache_dir = g_cache_shared;
+    ho.token = "";
+    hk_hub *hub = NULL;
+    if (hk_hub_new(&hub, &ho) != HK_OK) {
+        (*fails)++;
+        return NULL;
+    }
+    for (int r = 0; r < 10; r++) {
+        hk_hub_version_list *l = NULL;
+        if (hk_hub_list_versions(&l, hub, "hubkern/small") != HK_OK || hk_hub_version_list_count(l) != 2) (*fails)++;
+        char *c = NULL;
+        char **v = NULL;
+        size_t n = 0;
+        if (l && (hk_hub_list_variants(&v, &n, hub, "hubkern/small", hk_hub_version_list_commit(l, 0)) != HK_OK || n != 2))
+            (*fails)++;
+        if (hk_hub_resolve(&c, hub, "hubkern/small", 1, NULL) != HK_OK) (*fails)++;
+        hk_hub_strv_free(v);
+        hk_free(c);
+        hk_hub_version_list_free(l);
+    }
+    hk_hub_free(hub);
+    return NULL;
+}
+
+static void test_server_load(void) {
+    pthread_t t[N];
+    int fails[N] = {0};
+    for (int i = 0; i < N; i++) pthread_create(&t[i], NULL, client_thread, &fails[i]);
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) CHECK(fails[i] == 0);
+}
+
+int main(void) {
+    test_env_cached();
+    const char *b = getenv("HK_BUILD_DIR");
+    char *src = hk__asprintf("%s/kernels/rmsnorm/hub", b ? b : ".");
+    char *variant = hk__asprintf("%s/build/tvm-ffi01-cpu-x86_64-linux", src);
+    char *store = hk__asprintf("%s/store", hk_test_tmpdir());
+    /* a small repo for the load test: two variants, two versions */
+    char *small = hk__asprintf("%s/small", hk_test_tmpdir());
+    char *f = hk__asprintf("%s/build/torch-universal/small/__init__.py", small);
+    hk_test_write(f, "x = 1\n");
+    free(f);
+    f = hk__asprintf("%s/build/tvm-ffi01-cpu-x86_64-linux/metadata.json", small);
+    hk_test_write(f, "{\"version\": 1}\n");
+    free(f);
+    hk_test_publish(store, small, "hubkern/small", "v1", NULL, NULL);
+    hk_publish_options second = {.message = "second major version"};
+    hk_test_publish(store, small, "hubkern/small", "v2", &second, NULL);
+    bool have_kernel = hk__is_dir(variant);
+    if (have_kernel) {
+        hk_test_publish(store, src, "hubkern/rmsnorm", "v1", NULL, NULL);
+        hk_test_publish(store, src, "hubkern/rmsnorm", "v2", &second, NULL);
+    }
+    hk_server *srv = hk_test_start_mirror(store, "hubkern", g_endpoint, sizeof g_endpoint);
+    if (!srv) return hk_test_finish();
+    unsetenv("HF_HUB_OFFLINE");
+    g_cache_shared = hk__asprintf("%s/cache-shared", hk_test_tmpdir());
+    if (have_kernel) test_get_kernel_threads();
+    else fprintf(stderr, "hk_get_kernel threads skipped: no staged RMSNorm variant %s (HK_BUILD_KERNELS=OFF)\n", variant);
+    test_server_load();
+    hk_server_stop(srv);
+    free(g_cache_shared);
+    free(small);
+    free(store);
+    free(variant);
+    free(src);
+    return hk_test_finish();
+}
