@@ -30,6 +30,15 @@
 #ifndef RMSNORM_TUNE_BLOCK
 #define RMSNORM_TUNE_BLOCK 2
 #endif
+// Few 128-wide rows (rows < 16 x SMs, H <= 128 bf16): 0 = 128 threads, 16 lanes x 1 vector a row;
+// 1 = 64 threads, 16 x 1; 2 = 64 threads, 8 lanes x 2 vectors; 3 = 32 threads, 16 x 1 (NOTES v4).
+#ifndef RMSNORM_TUNE_Q
+#define RMSNORM_TUNE_Q 0
+#endif
+// Rows per SM under which 128-wide rows take that few-row kernel (16: up to 2111 rows on 132 SMs).
+#ifndef RMSNORM_FEW_Q_ROWS_PER_SM
+#define RMSNORM_FEW_Q_ROWS_PER_SM 16
+#endif
 
 namespace {
 
@@ -62,6 +71,16 @@ __device__ __forceinline__ uint4 load_ro(const void *p) {
     return __ldg(reinterpret_cast<const uint4 *>(p));
 }
 __device__ __forceinline__ void store_vec(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+
+// Programmatic dependent launch (sm_90+): wait until the grid this one depends on has finished and
+// its writes are visible (a no-op when the launch was not programmatic), then let the next grid
+// start its launch while this one runs. Before sm_90 both are left out.
+__device__ __forceinline__ void pdl_wait_then_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // Weight elements [j*VEC, (j+1)*VEC) as floats (VEC = elements of T in 16 bytes).
 template <typename T, typename W>
@@ -111,10 +130,17 @@ __device__ __forceinline__ void load_rows(Pack<T> (&v)[RPI][VPT], const T *p, in
 //   FUSED: dst = x, src = x, res = residual; else dst = out, src = x, res unused
 // Every load of x (and residual) is issued first, then the weight's (kept packed), so one memory
 // latency covers them all; the weight is re-read per row through the read-only path (L1 hits).
+// Same-type weight, unfused, <= 4 vectors a thread: ask for >= half occupancy (<= 64 registers),
+// which fits without spilling. Other unfused kernels of <= 512 threads: >= 16 warps a SM (<= 128
+// registers): without it the f16-x/f32-weight 256-thread kernel took 133 and ran one block a SM at
+// 65 % of copy (NOTES v4). Fused variants need more registers and keep the default.
+template <typename T, typename W, int BLOCK, bool FUSED, int VPT, int RPI> constexpr int min_blocks() {
+    if (FUSED) return 1;
+    if (sizeof(W) == sizeof(T) && VPT * RPI <= 4) return 1024 / BLOCK;
+    return BLOCK <= 512 ? 512 / BLOCK : 1;
+}
 template <typename T, typename W, int BLOCK, int TPR, int VPT, int RPI, bool FUSED>
-// Same-type weight, unfused: ask for >= half occupancy (<= 64 registers), which fits without
-// spilling; the fp32-weight and fused variants need more registers and keep the default.
-__global__ void __launch_bounds__(BLOCK, (sizeof(W) == sizeof(T) && !FUSED && VPT * RPI <= 4) ? 1024 / BLOCK : 1)
+__global__ void __launch_bounds__(BLOCK, (min_blocks<T, W, BLOCK, FUSED, VPT, RPI>()))
 rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t rows, int nvec,
                float inv_hidden, float eps) {
     constexpr int VEC = 16 / sizeof(T);
@@ -128,6 +154,7 @@ rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t ro
 
     __shared__ float red[TPR > 32 ? 2 : 1][TPR > 32 ? RPI : 1][TPR > 32 ? NWARPS : 1];
     int parity = 0;
+    pdl_wait_then_release();
 
     for (int64_t base = (int64_t)blockIdx.x * rows_per_iter; base < rows;
          base += (int64_t)gridDim.x * rows_per_iter) {
@@ -225,6 +252,7 @@ rms_loop_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t r
     constexpr int NWARPS = BLOCK / 32;
     __shared__ float red[2][NWARPS];
     int parity = 0;
+    pdl_wait_then_release();
     const int64_t nvec = hidden / VEC;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const T *xs = src + row * hidden;
@@ -330,7 +358,38 @@ struct Args {
     float eps;
     int device;
     cudaStream_t stream;
+    unsigned flags;  // RMSNORM_CUDA_PDL
 };
+
+// Compute capability major of a device, cached (0 = unknown: treated as no PDL).
+int cc_major(int device) {
+    static int cache[kMaxDevices];
+    if (device >= 0 && device < kMaxDevices && cache[device] > 0) return cache[device];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || n <= 0)
+        return 0;
+    if (device >= 0 && device < kMaxDevices) cache[device] = n;
+    return n;
+}
+
+// One launch; programmatic stream serialization when asked for and the device has it (sm_90+),
+// so that this grid's launch overlaps the previous kernel's tail (the kernels wait for it).
+template <typename... P, typename... A>
+cudaError_t launch(void (*kernel)(P...), int grid, int block, const Args &a, A... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3((unsigned)block);
+    cfg.stream = a.stream;
+    cudaLaunchAttribute attr[1];
+    if ((a.flags & RMSNORM_CUDA_PDL) && cc_major(a.device) >= 9) {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
 
 template <typename T, typename W, int BLOCK, int TPR, int VPT, int RPI, bool FUSED>
 cudaError_t launch_reg(const Args &a) {
@@ -339,10 +398,9 @@ cudaError_t launch_reg(const Args &a) {
     const int64_t needed = (a.rows + per_iter - 1) / per_iter;
     const int grid = (int)(needed < 0x7fffffff ? needed : 0x7fffffff);
     const int nvec = (int)(a.hidden / (16 / sizeof(T)));
-    kernel<<<grid, BLOCK, 0, a.stream>>>(static_cast<T *>(a.dst), static_cast<const T *>(a.src),
-                                         static_cast<T *>(a.res), static_cast<const W *>(a.w),
-                                         a.rows, nvec, 1.0f / (float)a.hidden, a.eps);
-    return cudaGetLastError();
+    return launch(kernel, grid, BLOCK, a, static_cast<T *>(a.dst), static_cast<const T *>(a.src),
+                  static_cast<T *>(a.res), static_cast<const W *>(a.w), a.rows, nvec,
+                  1.0f / (float)a.hidden, a.eps);
 }
 
 template <typename T, typename W, bool FUSED, bool VECT> cudaError_t launch_loop(const Args &a) {
@@ -350,10 +408,9 @@ template <typename T, typename W, bool FUSED, bool VECT> cudaError_t launch_loop
     auto kernel = rms_loop_kernel<T, W, BLOCK, FUSED, VECT>;
     const int64_t resident = (int64_t)blocks_per_sm(kernel, BLOCK) * sm_count(a.device);
     const int grid = (int)(a.rows < resident ? a.rows : resident);
-    kernel<<<grid, BLOCK, 0, a.stream>>>(static_cast<T *>(a.dst), static_cast<const T *>(a.src),
-                                         static_cast<T *>(a.res), static_cast<const W *>(a.w),
-                                         a.rows, a.hidden, 1.0f / (float)a.hidden, a.eps);
-    return cudaGetLastError();
+    return launch(kernel, grid, BLOCK, a, static_cast<T *>(a.dst), static_cast<const T *>(a.src),
+                  static_cast<T *>(a.res), static_cast<const W *>(a.w), a.rows, a.hidden,
+                  1.0f / (float)a.hidden, a.eps);
 }
 
 bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -367,8 +424,16 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
     // Few rows (the tables below would give the grid about one block per SM or less): fewer rows
     // per block, so that the rows spread over more SMs (NOTES.md, v2/v3).
     const int64_t sms = sm_count(a.device);
-    if (nvec > 4 && nvec <= 128 && a.rows < 16 * sms) {
+    if (nvec > 4 && nvec <= 128 && a.rows < (nvec <= 16 ? RMSNORM_FEW_Q_ROWS_PER_SM : 16) * sms) {
+#if RMSNORM_TUNE_Q == 1
+        if (nvec <= 16) return launch_reg<T, W, 64, 16, 1, 1, FUSED>(a);
+#elif RMSNORM_TUNE_Q == 2
+        if (nvec <= 16) return launch_reg<T, W, 64, 8, 2, 1, FUSED>(a);
+#elif RMSNORM_TUNE_Q == 3
+        if (nvec <= 16) return launch_reg<T, W, 32, 16, 1, 1, FUSED>(a);
+#else
         if (nvec <= 16) return launch_reg<T, W, 128, 16, 1, 1, FUSED>(a);
+#endif
         if (nvec <= 32) return launch_reg<T, W, 128, 32, 1, 1, FUSED>(a);
         if (nvec <= 64) return launch_reg<T, W, 128, 32, 2, 1, FUSED>(a);
         return launch_reg<T, W, 128, 32, 4, 1, FUSED>(a);
@@ -439,19 +504,34 @@ template <bool FUSED> int run(const Args &a, rmsnorm_dtype dt, rmsnorm_dtype wdt
 
 }  // namespace
 
+extern "C" int rmsnorm_cuda_rms_norm_ex(void *out, const void *x, const void *weight,
+                                        rmsnorm_dtype dt, rmsnorm_dtype weight_dt, int64_t rows,
+                                        int64_t hidden, float eps, int device, void *stream,
+                                        unsigned flags) {
+    Args a{out, x, nullptr, weight, rows, hidden, eps, device, static_cast<cudaStream_t>(stream), flags};
+    return run<false>(a, dt, weight_dt);
+}
+
+extern "C" int rmsnorm_cuda_fused_add_rms_norm_ex(void *x, void *residual, const void *weight,
+                                                  rmsnorm_dtype dt, rmsnorm_dtype weight_dt,
+                                                  int64_t rows, int64_t hidden, float eps,
+                                                  int device, void *stream, unsigned flags) {
+    Args a{x, x, residual, weight, rows, hidden, eps, device, static_cast<cudaStream_t>(stream), flags};
+    return run<true>(a, dt, weight_dt);
+}
+
 extern "C" int rmsnorm_cuda_rms_norm(void *out, const void *x, const void *weight, rmsnorm_dtype dt,
                                      rmsnorm_dtype weight_dt, int64_t rows, int64_t hidden,
                                      float eps, int device, void *stream) {
-    Args a{out, x, nullptr, weight, rows, hidden, eps, device, static_cast<cudaStream_t>(stream)};
-    return run<false>(a, dt, weight_dt);
+    return rmsnorm_cuda_rms_norm_ex(out, x, weight, dt, weight_dt, rows, hidden, eps, device, stream, 0);
 }
 
 extern "C" int rmsnorm_cuda_fused_add_rms_norm(void *x, void *residual, const void *weight,
                                                rmsnorm_dtype dt, rmsnorm_dtype weight_dt,
                                                int64_t rows, int64_t hidden, float eps, int device,
                                                void *stream) {
-    Args a{x, x, residual, weight, rows, hidden, eps, device, static_cast<cudaStream_t>(stream)};
-    return run<true>(a, dt, weight_dt);
+    return rmsnorm_cuda_fused_add_rms_norm_ex(x, residual, weight, dt, weight_dt, rows, hidden, eps,
+                                              device, stream, 0);
 }
 
 extern "C" const char *rmsnorm_cuda_error_string(int err) {
