@@ -311,3 +311,20 @@ def test_offline_info_says_offline(tmp_path):
     doc = json.loads(r.stdout)
     assert r.returncode == 1 and "offline" in doc["error"]["message"], doc
     assert "https://" not in r.stderr
+
+
+# ---- one "newer version" warning per command ----------------------------------------------------
+
+
+def test_load_warns_once_about_a_newer_version(tmp_path):
+    store, src = str(tmp_path / "store"), str(tmp_path / "src")
+    make_variant(src, V, {"__init__.py": b"a = 1\n"})
+    publish(src, "org/warnkern", "v1", store)
+    publish(src, "org/warnkern", "v2", store)
+    with Server(store, ["--trust", "org"]) as srv:
+        r = run(["load", "org/warnkern", "--version", "1", "--backend", "cpu", f"--endpoint={srv.url}",
+                 f"--cache-dir={tmp_path / 'c'}"])
+    # load resolves the version twice (to choose the variant, then to pull it): one warning only,
+    # whether the load itself succeeds here or not
+    assert r.stderr.count("but version 2 is available") == 1, r.stderr
+    assert "getting org/warnkern: no build variant" not in r.stderr, r.stderr  # it got past the choice
