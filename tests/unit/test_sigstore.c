@@ -62,6 +62,22 @@ static void test_trust_root(void) {
     CHECK(bad == NULL);
     const char *empty = "{\"mediaType\":\"application/vnd.dev.sigstore.trustedroot+json;version=0.1\"}";
     CHECK_RC(hk__sigstore_trust_root_parse(&bad, empty, strlen(empty)), HK_ERR_PARSE);
+    /* a validity range without a start (sigstore-conformance trust-root-tlog-missing-validity-start_fail) */
+    char *text = NULL;
+    size_t len = 0;
+    char *path = src_path("tests/sigstore/staging_trusted_root.json");
+    if (path && hk__read_file(&text, &len, path, 1u << 20) == HK_OK) {
+        char *start = strstr(text, "\"start\"");
+        CHECK(start != NULL);
+        if (start) {
+            memcpy(start + 1, "xtart", 5); /* the first validFor now has no start */
+            CHECK_RC(hk__sigstore_trust_root_parse(&bad, text, len), HK_ERR_PARSE);
+            CHECK(strstr(hk_last_error(), "validFor has no start") != NULL);
+            CHECK(bad == NULL);
+        }
+    }
+    free(text);
+    free(path);
 }
 
 #define A "tests/sigstore/python-assets/"

@@ -21,7 +21,10 @@ static int parse_window(int64_t *start, int64_t *end, const cJSON *valid_for) {
     if (!valid_for) return HK_OK;
     if (!cJSON_IsObject(valid_for)) return bad("validFor is not an object");
     const char *s = hk__sg_json_str(valid_for, "start"), *e = hk__sg_json_str(valid_for, "end");
-    if (s && !hk__sg_parse_rfc3339(start, s)) return bad("validFor.start is not an RFC 3339 time");
+    /* a validity range must say when it starts (the protobuf-specs TimeRange; sigstore-conformance
+     * trust-root-tlog-missing-validity-start_fail): an open start would trust the key for all past time */
+    if (!s) return bad("validFor has no start");
+    if (!hk__sg_parse_rfc3339(start, s)) return bad("validFor.start is not an RFC 3339 time");
     if (e && !hk__sg_parse_rfc3339(end, e)) return bad("validFor.end is not an RFC 3339 time");
     return HK_OK;
 }

@@ -124,7 +124,7 @@ int hk__sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, 
         if (info && asn1_time_seconds(&gen, TS_TST_INFO_get_time(info))) {
             for (size_t k = 0; k < root->ntsas; k++) {
                 const hk_sg_ca *tsa = &root->tsas[k];
-                if (gen < tsa->start || gen >= tsa->end) continue;
+                if (gen < tsa->start || gen > tsa->end) continue; /* both ends inclusive (conformance) */
                 if (verify_with(tsa, resp, gen, &b->signature)) {
                     times[(*ntimes)++] = gen;
                     break;
