@@ -88,6 +88,10 @@ void hk__receipt_settle(struct stat *st, struct timespec *taken_before, const ch
 int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
                     const char *variant);
 /* Delete (missing is fine; other failures are logged as warnings). */
+/* Write a receipt document to path (its folder made as needed) atomically, temp file + rename;
+ * takes ownership of doc. Shared by the digest receipts and the signature receipts. */
+struct cJSON;
+int hk__receipt_write_json(const char *path, struct cJSON *doc);
 void hk__receipt_remove(const char *path);
 void hk__receipt_free(hk_receipt *r);
 

@@ -293,8 +293,16 @@ int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, co
         ok = o && cJSON_AddItemToArray(files, o) && cJSON_AddStringToObject(o, "path", f->path) &&
              cJSON_AddStringToObject(o, "stat", st);
     }
-    char *text = ok ? cJSON_PrintUnformatted(j) : NULL;
-    cJSON_Delete(j);
+    if (!ok) {
+        cJSON_Delete(j);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    return hk__receipt_write_json(path, j);
+}
+
+int hk__receipt_write_json(const char *path, cJSON *doc) {
+    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
     if (!text) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *dir = hk__strdup(path);
     int rc = dir ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");

@@ -45,17 +45,9 @@ int hk__sig_receipt_save(const char *path, const char *key, const char *identity
     cJSON *j = cJSON_CreateObject();
     bool ok = j && cJSON_AddStringToObject(j, "format", SIG_RECEIPT_FORMAT) && cJSON_AddStringToObject(j, "key", key) &&
               cJSON_AddStringToObject(j, "identity", identity ? identity : "");
-    char *text = ok ? cJSON_PrintUnformatted(j) : NULL;
-    cJSON_Delete(j);
-    if (!text) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    char *dir = hk__strdup(path);
-    int rc = dir ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
-    if (rc == HK_OK) {
-        *strrchr(dir, '/') = '\0';
-        rc = hk__mkdirs(dir, 0777);
+    if (!ok) {
+        cJSON_Delete(j);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    if (rc == HK_OK) rc = hk__write_file_atomic(path, text, strlen(text));
-    free(dir);
-    free(text);
-    return rc;
+    return hk__receipt_write_json(path, j);
 }
