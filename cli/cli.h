@@ -22,7 +22,7 @@ typedef struct hk_command {
 /* Subcommands register here; keep the list sorted by name. Each cmd_<name>.c defines
  * hk_cmd_<name> and its spec hk_spec_<name>. */
 #define HK_COMMANDS(X) \
-    X(bundle) X(cache) X(download) X(env) X(info) X(load) X(lock) X(publish) X(pull) X(serve) X(trust_root) \
+    X(benchmarks) X(bundle) X(cache) X(download) X(env) X(info) X(load) X(lock) X(publish) X(pull) X(serve) X(trust_root) \
     X(variants) X(verify_signature) X(version) X(versions)
 
 #define HK_DECLARE(name) int hk_cmd_##name(int argc, char **argv); extern const hk_cli_spec hk_spec_##name;

@@ -48,6 +48,9 @@ static const hk_cli_opt k_opts[] = {
      HK_STR(HK_SERVE_REVISION_TTL_DEFAULT) "); also the max-age of branch-addressed answers", NULL, NULL},
     {HK_OPT_VALUE, "negative-ttl", 0, "SECONDS", "how long an upstream 404/410 is remembered (default "
      HK_STR(HK_SERVE_NEGATIVE_TTL_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "benchmark-max-bytes", 0, "BYTES", "largest benchmark submission accepted by POST "
+     "/api/kernels/ORG/NAME/benchmarks (default " HK_STR(HK_SERVE_BENCHMARK_MAX_DEFAULT) "; uploads need --token)",
+     NULL, NULL},
     {HK_OPT_FLAG, "access-log", 0, NULL, "log one line per request (client, request, status, bytes, time, and "
      "hit/miss/coalesced/stale with --upstream) to stderr", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
@@ -193,6 +196,10 @@ int hk_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "revision-ttl")) {
             if (parse_u64(&v, optarg, "--revision-ttl") || v == 0 || v > 86400 * 365) goto usage;
             cfg.revision_ttl = (unsigned)v;
+        } else if (!strcmp(n, "benchmark-max-bytes")) {
+            if (parse_u64(&v, optarg, "--benchmark-max-bytes") || v == 0 || v > HK_SERVE_BENCHMARK_MAX_LIMIT)
+                goto usage;
+            cfg.benchmark_max_bytes = v;
         } else if (!strcmp(n, "negative-ttl")) {
             if (parse_u64(&v, optarg, "--negative-ttl") || v == 0 || v > 86400) goto usage;
             cfg.negative_ttl = (unsigned)v;

@@ -35,7 +35,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_data_size) {
-        if (ctx->body.len + *upload_data_size > HK_SRV_MAX_BODY) ctx->body_too_big = true;
+        if (ctx->body.len + *upload_data_size > srv->max_body) ctx->body_too_big = true;
         else hk__sb_append_n(&ctx->body, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
@@ -139,6 +139,11 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
     s->lfs_302 = cfg->lfs_302;
     s->access_log = cfg->access_log;
     s->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
+    s->bench_max = cfg->benchmark_max_bytes ? cfg->benchmark_max_bytes : HK_SERVE_BENCHMARK_MAX_DEFAULT;
+    if (s->bench_max > HK_SERVE_BENCHMARK_MAX_LIMIT)
+        return hk__fail(HK_ERR_INVALID_ARG, "benchmark_max_bytes: at most %llu",
+                        (unsigned long long)HK_SERVE_BENCHMARK_MAX_LIMIT);
+    s->max_body = s->bench_max > HK_SRV_MAX_BODY ? (size_t)s->bench_max : HK_SRV_MAX_BODY;
     if (cfg->n_upstreams) {
         int urc = hk_up_create(&s->up, cfg);
         if (urc != HK_OK) return urc;

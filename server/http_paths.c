@@ -106,7 +106,7 @@ static int parse_paths_body(path_vec *pv, const req_ctx *ctx, struct MHD_Connect
 
 enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *commit) {
-    if (ctx->body_too_big) return hk_srv_send_error(c, ctx, 413, NULL, NULL, "Request body too large");
+    if (ctx->body_too_big || ctx->body.len > HK_SRV_MAX_BODY) return hk_srv_send_error(c, ctx, 413, NULL, NULL, "Request body too large");
     path_vec paths;
     path_set seen = {0};
     if (parse_paths_body(&paths, ctx, c) != HK_OK || path_set_init(&seen, paths.n) != HK_OK) {

@@ -9,6 +9,8 @@
  *   POST /api/T/{repo}/paths-info/{rev}        entries for paths=... (form) or {"paths": [...]} (JSON)
  *   GET  /api/T/{repo}/refs                    branches, tags (?include_prs=1 adds pullRequests)
  *   GET  /api/organizations/{org}/overview     trustedKernelPublisher from configuration
+ *   POST /api/kernels/{repo}/benchmarks        store a benchmark submission (http_benchmarks.c)
+ *   GET  /api/kernels/{repo}/benchmarks        the submissions, newest first (?limit=&cursor=)
  *   HEAD/GET /[datasets/|spaces/|kernels/]{repo}/resolve/{rev}/{path}   file content and metadata
  *   HEAD/GET /lfs/T/{repo}/{sha256}?commit=&sig=                         blob route behind --lfs-302 */
 #include "server/srv_http.h"
@@ -225,14 +227,16 @@ static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_c
     for (int i = 0; i < 4; i++)
         if (hk_srv_seg_is(s, 1, types[i])) ti = i;
     if (ti < 0 || s->n < 3) return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
-    static const char *const kws[] = {"revision", "tree", "refs", "paths-info", "commits", NULL};
+    static const char *const kws[] = {"revision", "tree", "refs", "paths-info", "commits", "benchmarks", NULL};
     repo_ref repo;
     if (!hk_srv_parse_repo(&repo, srv, s, 2, (hk_repo_type)ti, kws)) {
         hk_srv_repo_ref_free(&repo);
         return hk_srv_repo_not_found(c, ctx);
     }
     enum MHD_Result ret;
-    if (!hk_srv_token_allows(who, repo.id))
+    if (repo.type == HK_REPO_KERNEL && hk_srv_seg_is(s, repo.next, "benchmarks") && s->n == repo.next + 1)
+        ret = hk_srv_handle_benchmarks(srv, c, ctx, &repo, method, who); /* checks id and scope itself */
+    else if (!hk_srv_token_allows(who, repo.id))
         ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
     else if (!repo.dir && !srv->up) ret = hk_srv_repo_not_found(c, ctx);
@@ -279,6 +283,9 @@ enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
     const token_spec *who = NULL;
     auth_result ar = hk_srv_check_token(srv, c, &who);
     /* As the Hub answers private repos to anonymous clients: 401 + RepoNotFound (existence not revealed) */
+    if (ar == AUTH_MISSING && hk_srv_is_bench_post(&s, method))
+        return hk_srv_send_error(c, ctx, 401, "Unauthorized", NULL, "Benchmark uploads need a token "
+                                 "(Authorization: Bearer <token>; kernels sends HF_TOKEN)");
     if (ar == AUTH_MISSING)
         return hk_srv_send_error(c, ctx, 401, "RepoNotFound", NULL, "Repository not found (this mirror needs a token)");
     if (ar == AUTH_INVALID)

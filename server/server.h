@@ -30,6 +30,10 @@ extern "C" {
  * an upstream 404/410 is remembered (seconds). */
 #define HK_SERVE_REVISION_TTL_DEFAULT 60 /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_NEGATIVE_TTL_DEFAULT 10 /* plain: also printed in hubkern serve --help */
+/* Largest benchmark submission (POST /api/kernels/{repo}/benchmarks) accepted, bytes, and the most
+ * that benchmark_max_bytes may ask for. */
+#define HK_SERVE_BENCHMARK_MAX_DEFAULT 1048576 /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_BENCHMARK_MAX_LIMIT (64ull << 20)
 
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct hk_serve_config {
@@ -71,6 +75,9 @@ typedef struct hk_serve_config {
     const char *upstream_token;
     unsigned revision_ttl;       /* 0 = HK_SERVE_REVISION_TTL_DEFAULT; also the max-age of branch-addressed answers */
     unsigned negative_ttl;       /* 0 = HK_SERVE_NEGATIVE_TTL_DEFAULT */
+    /* Benchmark submissions (docs/serve.md, "Benchmarks"): bodies larger than this are refused with
+     * 413. 0 = HK_SERVE_BENCHMARK_MAX_DEFAULT; at most HK_SERVE_BENCHMARK_MAX_LIMIT. */
+    uint64_t benchmark_max_bytes;
 #ifdef HK_TEST_HOOKS
     /* Test builds only (HK_TEST_HOOKS): the first `fault_cut_count` GET responses whose body is
      * longer than `fault_cut_after` bytes are cut (connection closed) after that many bytes. 0 = off.

@@ -13,6 +13,7 @@
  *   http_file.c      resolve answers, the signed /lfs/ blob route and its 302
  *   http_api.c       /api/ JSON answers: repo info, tree pages, refs, organization overview
  *   http_paths.c     /api/.../paths-info (its own file: body parsing and the duplicate set)
+ *   http_benchmarks.c  /api/kernels/{repo}/benchmarks: submissions stored and listed (srv_bench.h)
  *   http_fault.c     fault injection, compiled only with HK_TEST_HOOKS
  *   http_upstream.c  the pull-through hooks the routes call (srv_upstream.h has the upstream side)
  *   http_metrics.c   counters and /metrics */
@@ -71,6 +72,8 @@ struct hk_server {
     unsigned char lfs_key[32];
     hk_upstream *up;    /* NULL: no pull-through */
     unsigned rev_ttl;   /* max-age of branch-addressed answers */
+    uint64_t bench_max; /* largest benchmark submission accepted, bytes */
+    size_t max_body;    /* request bodies are collected up to this many bytes */
     hk_metrics metrics;
 #ifdef HK_TEST_HOOKS
     hk_srv_fault fault;
@@ -197,6 +200,13 @@ enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_
 /* ---- http_paths.c --------------------------------------------------------------------------- */
 enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *commit);
+
+/* ---- http_benchmarks.c --------------------------------------------------------------------- */
+/* POST /api/kernels/.../benchmarks (answered with its own 401 when no token was sent). */
+bool hk_srv_is_bench_post(const seglist *s, const char *method);
+/* /api/kernels/{repo}/benchmarks: POST stores a submission, GET/HEAD lists them (?limit=&cursor=). */
+enum MHD_Result hk_srv_handle_benchmarks(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+                                         const repo_ref *repo, const char *method, const token_spec *who);
 
 /* ---- http_upstream.c ------------------------------------------------------------------------ */
 /* With --upstream: bring the revision in segments [at, at+1) (or [at, n) when rest_is_rev) of repo

@@ -95,6 +95,7 @@ def json_cases(hub, tmp_path):
     ok = {
         "pull": ["pull", "org/clikern", "--version", "1", "--variant", V, *hubopts],
         "versions": ["versions", "org/clikern", *hubopts],
+        "benchmarks": ["benchmarks", "org/clikern", f"--endpoint={hub.url}"],
         "info": ["info", "org/clikern", *hubopts],
         "lock": ["lock", "-o", lock, "org/clikern=1", *hubopts],
         "download": ["download", "--lock", lock, "--backend", "cpu", *hubopts],
@@ -111,6 +112,7 @@ def json_cases(hub, tmp_path):
     bad = {
         "pull": ["pull", "org/nope", "--version", "1", *hubopts],
         "versions": ["versions", "org/nope", *hubopts],
+        "benchmarks": ["benchmarks", "org/nope", f"--endpoint={hub.url}"],
         "info": ["info", "org/nope", *hubopts],
         "lock": ["lock", "-o", lock, "org/nope=1", *hubopts],
         "download": ["download", "--lock", str(tmp_path / "missing.lock"), *hubopts],

@@ -164,6 +164,16 @@ HK_API void hk_hub_strv_free(char **v);
  * trustedKernelPublisher is true. A 404 (user namespace) gives 0 and HK_OK. */
 HK_API int hk_hub_check_trust(int *out_trusted, hk_hub *hub, const char *org);
 
+/* Benchmark submissions that a hubkern mirror keeps for a kernel repo (GET
+ * /api/kernels/<repo_id>/benchmarks; what `kernels benchmark --upload` posted, see docs/serve.md):
+ * *out_json is the page as the mirror answers it, a JSON array of records newest first; at most
+ * `limit` of them (0: the mirror's default, 100), older than `cursor` (NULL: from the newest).
+ * *out_next_cursor (may be NULL) gets the cursor of the next page, or NULL on the last one. Both
+ * allocated: free with hk_free. A repo id that is not org/name is HK_ERR_INVALID_ARG; offline,
+ * HK_ERR_OFFLINE; an unknown repo, HK_ERR_REPO_NOT_FOUND. */
+HK_API int hk_hub_list_benchmarks(char **out_json, char **out_next_cursor, hk_hub *hub, const char *repo_id,
+                                  unsigned limit, const char *cursor);
+
 /* ---- pull --------------------------------------------------------------------------------- */
 typedef struct hk_pull_result hk_pull_result;
 
