@@ -1,5 +1,6 @@
 /* hubkern pull: resolve a kernel version or revision, choose the variant for this machine and
- * download it into the shared cache, verified. */
+ * download it into the shared cache, verified; then every kernel of its dependency tree
+ * (metadata.json kernel-depends), each node pulled with the same checks. */
 #include "cli/cli.h"
 #include "cli/progress.h"
 
@@ -39,6 +40,11 @@ const hk_cli_spec hk_spec_pull = {
         "A cached variant is re-checked against its digest on every use; files that its verification\n"
         "receipt shows unchanged since they were hashed (same inode, size, mtime, ctime) are not read\n"
         "again (HUBKERN_VERIFY=always: hash everything).\n"
+        "The kernels the pulled variant depends on (kernel-depends, followed to the leaves) are pulled\n"
+        "too, each resolved, publisher-checked and verified the same way (the variant this machine\n"
+        "would load; with --all-variants every variant of every node, following every variant's\n"
+        "kernel-depends as `kernels lock` does); a failure names the path from the root\n"
+        "(org/root -> org/dep: ...). --json lists the nodes under \"dependency_tree\".\n"
         "Ctrl-C stops the download at once; the files completed so far stay in the cache (exit 130).\n"
         "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT,\n"
         "HF_HUB_DISABLE_PROGRESS_BARS, HUBKERN_VERIFY, HUBKERN_RECEIPTS_DIR.\n",
@@ -48,7 +54,7 @@ const hk_cli_spec hk_spec_pull = {
     .json = 1,
 };
 
-static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool moved) {
+static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool moved, cJSON *tree) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "repo", hk_pull_result_repo(r));
     if (moved) cJSON_AddStringToObject(j, "redirected_from", asked);
@@ -71,7 +77,160 @@ static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool m
     cJSON_AddNumberToObject(j, "bytes_downloaded", (double)hk_pull_result_bytes_downloaded(r));
     cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_pull_result_bytes_verified(r));
     cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_pull_result_bytes_trusted(r));
+    cJSON_AddItemToObject(j, "dependency_tree", tree);
     hk_cli_print_json(j);
+}
+
+/* Does the variant's metadata.json list kernel-depends? (An unreadable one: the load reports it.) */
+static bool declares_deps(const char *variant_dir) {
+    hk_kernel_metadata *md = NULL;
+    bool yes = hk_kernel_metadata_read(&md, variant_dir) == HK_OK && hk_kernel_metadata_dependency_count(md) > 0;
+    hk_kernel_metadata_free(md);
+    hk_clear_error();
+    return yes;
+}
+
+/* "org/root -> org/a -> org/b" for node i of the tree. */
+static void node_path(char *buf, size_t cap, const hk_kernel_tree *t, size_t i) {
+    int chain[HK_DEP_MAX_DEPTH + 2];
+    size_t n = 0;
+    for (int j = (int)i; j >= 0 && n < sizeof chain / sizeof *chain; j = hk_kernel_tree_parent(t, (size_t)j))
+        chain[n++] = j;
+    size_t len = 0;
+    buf[0] = '\0';
+    while (n-- > 0 && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? " -> " : "", hk_kernel_tree_repo_id(t, (size_t)chain[n]));
+}
+
+static cJSON *tree_node_json(const char *repo, int version, const char *revision, const char *commit,
+                             const char *variant, int depth, int parent, const char *path) {
+    cJSON *n = cJSON_CreateObject();
+    cJSON_AddStringToObject(n, "repo_id", repo);
+    if (revision) cJSON_AddStringToObject(n, "revision", revision);
+    else if (version >= 0) cJSON_AddNumberToObject(n, "version", version);
+    cJSON_AddStringToObject(n, "commit", commit);
+    cJSON_AddStringToObject(n, "variant", variant);
+    if (depth >= 0) cJSON_AddNumberToObject(n, "depth", depth);
+    if (depth >= 0) cJSON_AddNumberToObject(n, "parent", parent);
+    if (path) cJSON_AddStringToObject(n, "path", path);
+    return n;
+}
+
+/* Pull one dependency node (repo at commit, one variant or all); prints its variant paths, adds
+ * them to `arr`. Errors are prefixed with `where` (the path from the root). */
+static int pull_node(hk_hub *hub, const hk_pull_spec *root, const char *repo, const char *commit, const char *variant,
+                     const char *where, cJSON *arr, cJSON *(*mk)(void *, const char *, const char *), void *ud) {
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
+    s.repo_id = repo;
+    s.revision = commit;
+    s.variant = variant;
+    s.all_variants = variant == NULL;
+    s.backend = root->backend;
+    s.signature = root->signature;
+    s.trust_remote_code = 1; /* the publisher was checked while resolving the tree */
+    hk_pull_result *r = NULL;
+    if (hk_hub_pull(&r, hub, &s) != HK_OK) return hk_cli_report_error(where);
+    for (size_t v = 0; v < hk_pull_result_variant_count(r); v++) {
+        if (arr) cJSON_AddItemToArray(arr, mk(ud, hk_pull_result_variant(r, v), hk_pull_result_variant_path(r, v)));
+        else printf("%s\n", hk_pull_result_variant_path(r, v));
+    }
+    if (!hk_cli_quiet() && !arr)
+        fprintf(stderr, "%s: %s -> %.12s: %zu file%s, %zu downloaded, all verified\n", where, repo, commit,
+                hk_pull_result_file_count(r), hk_pull_result_file_count(r) == 1 ? "" : "s",
+                hk_pull_result_files_downloaded(r));
+    hk_pull_result_free(r);
+    return 0;
+}
+
+typedef struct tree_mk {
+    const hk_kernel_tree *t;
+    size_t i;
+} tree_mk;
+
+static cJSON *mk_tree_node(void *ud, const char *variant, const char *path) {
+    const tree_mk *m = ud;
+    return tree_node_json(hk_kernel_tree_repo_id(m->t, m->i), hk_kernel_tree_version(m->t, m->i),
+                          hk_kernel_tree_revision(m->t, m->i), hk_kernel_tree_commit(m->t, m->i), variant,
+                          hk_kernel_tree_depth(m->t, m->i), hk_kernel_tree_parent(m->t, m->i), path);
+}
+
+static cJSON *mk_lock_node(void *ud, const char *variant, const char *path) {
+    const hk_lock_entry *e = ud;
+    return tree_node_json(hk_lock_entry_repo_id(e), hk_lock_entry_version(e), hk_lock_entry_revision(e),
+                          hk_lock_entry_commit(e), variant, -1, -1, path);
+}
+
+/* The dependencies of the pulled root (repo at commit, variant `root_variant`): the tree this
+ * machine would load, resolved by the library (per node: publisher, commit, variant, archs), each
+ * node pulled once. */
+static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
+                     const char *commit, const char *root_variant, const char *root_path, cJSON *arr) {
+    hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+    o.repo_id = repo;
+    o.revision = commit;
+    o.variant = root_variant;
+    o.backend = spec->backend;
+    o.trust_remote_code = spec->trust_remote_code;
+    o.signature = spec->signature;
+    o.endpoint = h->endpoint;
+    o.cache_dir = h->cache;
+    o.token = h->token;
+    o.offline = h->offline;
+    /* archs are the load's check when a variant was named (it may be for another machine) */
+    o.skip_arch_check = spec->variant != NULL;
+    hk_kernel_tree *t = NULL;
+    if (hk_kernel_tree_resolve(&t, &o, NULL) != HK_OK) return hk_cli_report_error(NULL);
+    int rc = 0;
+    if (arr) {
+        tree_mk m = {t, 0};
+        cJSON_AddItemToArray(arr, mk_tree_node(&m, root_variant, root_path));
+    }
+    for (size_t i = 1; i < hk_kernel_tree_count(t) && rc == 0; i++) {
+        bool seen = false; /* a node shared by two dependents is pulled once */
+        for (size_t j = 1; j < i && !seen; j++)
+            seen = strcmp(hk_kernel_tree_repo_id(t, i), hk_kernel_tree_repo_id(t, j)) == 0 &&
+                   strcmp(hk_kernel_tree_commit(t, i), hk_kernel_tree_commit(t, j)) == 0 &&
+                   strcmp(hk_kernel_tree_variant(t, i), hk_kernel_tree_variant(t, j)) == 0;
+        char where[1024];
+        node_path(where, sizeof where, t, i);
+        tree_mk m = {t, i};
+        if (seen && arr) cJSON_AddItemToArray(arr, mk_tree_node(&m, hk_kernel_tree_variant(t, i), NULL));
+        else if (!seen)
+            rc = pull_node(hub, spec, hk_kernel_tree_repo_id(t, i), hk_kernel_tree_commit(t, i),
+                           hk_kernel_tree_variant(t, i), where, arr, mk_tree_node, &m);
+    }
+    hk_kernel_tree_free(t);
+    return rc;
+}
+
+/* --all-variants: every node that any variant's kernel-depends reaches (kernels' lock_kernel_tree),
+ * each with all of its variants. */
+static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
+                         const char *commit, cJSON *arr) {
+    hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+    o.repo_id = repo;
+    o.revision = commit;
+    o.trust_remote_code = spec->trust_remote_code;
+    o.endpoint = h->endpoint;
+    o.cache_dir = h->cache;
+    o.token = h->token;
+    hk_lockfile *lf = NULL;
+    int rc = hk_lockfile_new(&lf);
+    if (rc == HK_OK) rc = hk_lockfile_add_tree(lf, &o);
+    if (rc != HK_OK) {
+        hk_lockfile_free(lf);
+        return hk_cli_report_error(NULL);
+    }
+    for (size_t i = 0; i < hk_lockfile_count(lf) && rc == 0; i++) {
+        const hk_lock_entry *e = hk_lockfile_entry(lf, i);
+        if (strcmp(hk_lock_entry_repo_id(e), repo) == 0 && strcmp(hk_lock_entry_commit(e), commit) == 0) continue;
+        char where[512];
+        snprintf(where, sizeof where, "%s -> ... -> %s", repo, hk_lock_entry_repo_id(e));
+        rc = pull_node(hub, spec, hk_lock_entry_repo_id(e), hk_lock_entry_commit(e), NULL, where, arr, mk_lock_node,
+                       (void *)e);
+    }
+    hk_lockfile_free(lf);
+    return rc;
 }
 
 int hk_cmd_pull(int argc, char **argv) {
@@ -136,9 +295,7 @@ int hk_cmd_pull(int argc, char **argv) {
         goto out;
     }
     bool moved = hk_cli_note_redirect(s.repo_id, hk_pull_result_repo(r), NULL);
-    if (hk_cli_json()) {
-        print_json(r, hub, s.repo_id, moved);
-    } else {
+    if (!hk_cli_json()) {
         if (!hk_cli_quiet())
             fprintf(stderr, "%s %s -> %.12s: %zu file%s, %zu downloaded (%.1f MB), all verified\n",
                     hk_pull_result_repo(r), hk_pull_result_revision(r), hk_pull_result_commit(r),
@@ -146,6 +303,26 @@ int hk_cmd_pull(int argc, char **argv) {
                     hk_pull_result_files_downloaded(r), hk_pull_result_bytes_downloaded(r) / 1e6);
         for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) printf("%s\n", hk_pull_result_variant_path(r, i));
     }
+    /* the dependency tree: of each pulled variant, or every node and variant with --all-variants;
+     * a variant without kernel-depends costs no request */
+    cJSON *tree = hk_cli_json() ? cJSON_CreateArray() : NULL;
+    bool any_deps = false;
+    for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) {
+        bool d = declares_deps(hk_pull_result_variant_path(r, i));
+        any_deps = any_deps || d;
+        if (tree && (!d || s.all_variants))
+            cJSON_AddItemToArray(tree, tree_node_json(hk_pull_result_repo(r), s.revision ? -1 : s.kernel_version,
+                                                      s.revision, hk_pull_result_commit(r), hk_pull_result_variant(r, i),
+                                                      0, -1, hk_pull_result_variant_path(r, i)));
+    }
+    if (s.all_variants && any_deps && !hk_hub_is_offline(hub))
+        rc = pull_all_tree(hub, &s, &h, hk_pull_result_repo(r), hk_pull_result_commit(r), tree);
+    for (size_t i = 0; !s.all_variants && rc == 0 && i < hk_pull_result_variant_count(r); i++)
+        if (declares_deps(hk_pull_result_variant_path(r, i)))
+            rc = pull_tree(hub, &s, &h, hk_pull_result_repo(r), hk_pull_result_commit(r), hk_pull_result_variant(r, i),
+                           hk_pull_result_variant_path(r, i), tree);
+    if (rc == 0 && tree) print_json(r, hub, s.repo_id, moved, tree);
+    else cJSON_Delete(tree);
     hk_pull_result_free(r);
     hk_hub_free(hub);
 out:

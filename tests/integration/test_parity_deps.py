@@ -252,3 +252,47 @@ def test_no_lockfile(env):
     d.mkdir()
     p = hk(env, "download", d)
     assert p.returncode == 1 and "No kernels.lock file found in:" in p.stderr
+
+
+# ---- hubkern pull: the whole tree --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("root", ["root", "d0", "pinned"])
+def test_pull_pulls_the_tree(env, root):
+    want = py_tree(env, f"{ORG}/{root}")
+    home = f"hf_hk_pull_{root}"
+    p = hk(env, "pull", f"{ORG}/{root}", "--version", "1", "--backend", "cpu", "--json", home=home)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)["dependency_tree"]
+    pyset = {(r, c if len(c) == 40 else COMMITS[(r, c)], v) for r, c, v in want["nodes"]}
+    assert {(n["repo_id"], n["commit"], n["variant"]) for n in got} == pyset
+    assert len(got) == len(want["nodes"]) and got[0]["depth"] == 0 and got[0]["parent"] == -1
+    hub = env["tmp"] / home / "hub"
+    for r, c, v in pyset:  # every node is in the cache, digest-checked
+        d = hub / f"kernels--{r.replace('/', '--')}" / "snapshots" / c / "build" / v
+        assert (d / "metadata.json").is_file() and (d / "__init__.py").is_file(), d
+    # text mode prints every node's variant directory
+    p = hk(env, "pull", f"{ORG}/{root}", "--version", "1", "--backend", "cpu", home=home)
+    assert p.returncode == 0 and len(set(p.stdout.split())) == len(pyset), p.stdout
+
+
+@pytest.mark.parametrize("root", sorted(ROOTS_BAD))
+def test_pull_bad_tree_names_the_path(env, root):
+    home = f"hf_hk_pullbad_{root}"
+    p = hk(env, "pull", f"{ORG}/{root}", "--version", "1", "--backend", "cpu", home=home)
+    assert p.returncode == 1, p.stdout
+    assert reason(p.stderr) == ROOTS_BAD[root], p.stderr
+    assert f"{ORG}/{root} -> " in p.stderr, p.stderr
+    # the tree failed before any dependency was downloaded
+    hub = env["tmp"] / home / "hub"
+    pulled = {d.name for d in hub.glob("kernels--*") if list(d.glob("snapshots/*/build/*/__init__.py"))}
+    assert pulled == {f"kernels--{ORG}--{root}"}, pulled
+
+
+def test_pull_all_variants_follows_every_variant(env):
+    p = hk(env, "pull", f"{ORG}/root", "--version", "1", "--all-variants", "--json", home="hf_hk_pull_all")
+    assert p.returncode == 0, p.stderr
+    got = {(n["repo_id"], n["variant"]) for n in json.loads(p.stdout)["dependency_tree"]}
+    # the torch-cuda variant's own dependency comes too, with every variant of every node
+    assert (f"{ORG}/cudaonly", "torch-cuda") in got and (f"{ORG}/root", "torch-cuda") in got
+    assert {r for r, _ in got} == {f"{ORG}/{n}" for n in ("root", "mid", "leaf-a", "leaf-b", "cudaonly")}
