@@ -126,6 +126,8 @@ def main():
     ap.add_argument("--library", required=True, help="the compiled library to ship")
     ap.add_argument("--archs", default="", help="comma-separated backend archs (CUDA: 8.0,9.0+PTX)")
     ap.add_argument("--unique", default=None, help="override the id's unique part")
+    ap.add_argument("--kernel-depends", action="append", default=[], metavar="ORG/NAME=VERSION",
+                    help="a kernel this variant depends on (metadata.json kernel-depends); repeatable")
     args = ap.parse_args()
 
     general = read_general(args.source)
@@ -159,7 +161,8 @@ def main():
         "version": int(general["version"]),
         "license": general["license"],
         "python-depends": depends,
-        "kernel-depends": [],
+        "kernel-depends": [{"repo-id": d.split("=", 1)[0], "version": int(d.split("=", 1)[1])}
+                           for d in args.kernel_depends],
         "backend": backend,
         "digest": {"algorithm": "sha256", "files": digest_files(dest)},
     }

@@ -303,7 +303,9 @@ typedef enum hk_value_kind {
     HK_VALUE_FLOAT = 2,
     HK_VALUE_BOOL = 3,
     HK_VALUE_TENSOR = 4,  /* argument: a caller-owned DLTensor; result: one owned by the value */
-    HK_VALUE_STRING = 5   /* argument: caller-owned C string; result: owned by the value */
+    HK_VALUE_STRING = 5,  /* argument: caller-owned C string; result: owned by the value */
+    HK_VALUE_FUNCTION = 6 /* argument only: a tvm-ffi function (e.g. a dependency's, see
+                             hk_kernel_dependency), passed as a tvm-ffi Function object */
 } hk_value_kind;
 
 typedef struct hk_value {
@@ -314,6 +316,7 @@ typedef struct hk_value {
         int b; /* 0 / 1 */
         hk_dltensor *tensor;
         const char *str;
+        const struct hk_function *fn;
     } v;
     void *owner_; /* internal: set on results that own runtime objects; release with hk_value_clear */
 } hk_value;
@@ -324,6 +327,9 @@ static inline hk_value hk_value_float(double f) { hk_value x = {HK_VALUE_FLOAT, 
 static inline hk_value hk_value_bool(int b) { hk_value x = {HK_VALUE_BOOL, {0}, 0}; x.v.b = b != 0; return x; }
 static inline hk_value hk_value_tensor(hk_dltensor *t) { hk_value x = {HK_VALUE_TENSOR, {0}, 0}; x.v.tensor = t; return x; }
 static inline hk_value hk_value_string(const char *s) { hk_value x = {HK_VALUE_STRING, {0}, 0}; x.v.str = s; return x; }
+/* A function of a loaded tvm-ffi kernel as an argument: how a caller hands a dependent kernel its
+ * dependency's code, as the dependent's Python wrapper does with get_kernel_dep (docs/loading.md). */
+static inline hk_value hk_value_function(const struct hk_function *f) { hk_value x = {HK_VALUE_FUNCTION, {0}, 0}; x.v.fn = f; return x; }
 
 /* Release what a call result owns (a returned tensor or string) and reset it to none. Safe on
  * argument values and on none. */

@@ -43,7 +43,7 @@ typedef struct tvm_error_cell {
 enum {
     TVM_NONE = 0, TVM_INT = 1, TVM_BOOL = 2, TVM_FLOAT = 3, TVM_OPAQUE_PTR = 4,
     TVM_DLTENSOR_PTR = 7, TVM_RAW_STR = 8, TVM_SMALL_STR = 11, TVM_SMALL_BYTES = 12,
-    TVM_STATIC_OBJECT_BEGIN = 64, TVM_STR = 65, TVM_BYTES = 66, TVM_ERROR = 67, TVM_TENSOR = 70
+    TVM_STATIC_OBJECT_BEGIN = 64, TVM_STR = 65, TVM_BYTES = 66, TVM_ERROR = 67, TVM_FUNCTION = 68, TVM_TENSOR = 70
 };
 
 typedef struct tvm_version {
@@ -57,6 +57,8 @@ typedef struct tvm_runtime {
     int (*object_dec_ref)(void *obj);
     int (*env_set_stream)(int32_t, int32_t, void *, void **);
     void (*get_version)(tvm_version *);
+    /* TVMFFIFunctionCreate(self, safe_call, deleter, out): wraps a function passed as an argument */
+    int (*function_create)(void *, void *, void (*)(void *), void **);
     tvm_version version;
 } tvm_runtime;
 
@@ -73,6 +75,7 @@ static int bind_runtime(void *h, const char *path) {
     *(void **)&rt.object_dec_ref = dlsym(h, "TVMFFIObjectDecRef");
     *(void **)&rt.env_set_stream = dlsym(h, "TVMFFIEnvSetStream");
     *(void **)&rt.get_version = dlsym(h, "TVMFFIGetVersion");
+    *(void **)&rt.function_create = dlsym(h, "TVMFFIFunctionCreate"); /* only HK_VALUE_FUNCTION needs it */
     if (!rt.error_move_from_raised || !rt.object_dec_ref || !rt.env_set_stream)
         return hk__fail(HK_ERR_RUNTIME_MISSING,
                        "%s does not export the tvm-ffi C API (TVMFFIErrorMoveFromRaised, "
@@ -356,6 +359,24 @@ HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const h
             a[i].type_index = TVM_RAW_STR;
             a[i].v.s = args[i].v.str;
             break;
+        case HK_VALUE_FUNCTION:
+            /* a Function object around the other kernel's exported safe call (no self, nothing to
+             * free but the object): the callee may keep it, so it is reference counted */
+            if (!args[i].v.fn) {
+                rc = hk__fail(HK_ERR_INVALID_ARG, "%s: argument %zu is a NULL function", fn->name, i);
+            } else if (!g_rt.function_create) {
+                rc = hk__fail(HK_ERR_UNSUPPORTED, "%s: this tvm-ffi runtime has no TVMFFIFunctionCreate", fn->name);
+            } else {
+                void *safe_call;
+                memcpy(&safe_call, &args[i].v.fn->fn, sizeof safe_call);
+                if (g_rt.function_create(NULL, safe_call, NULL, &a[i].v.p) != 0 || !a[i].v.p) {
+                    a[i].v.p = NULL;
+                    rc = raised_error("TVMFFIFunctionCreate", -1);
+                } else {
+                    a[i].type_index = TVM_FUNCTION;
+                }
+            }
+            break;
         default:
             rc = hk__fail(HK_ERR_INVALID_ARG, "%s: argument %zu has unknown kind %d", fn->name, i,
                          (int)args[i].kind);
@@ -369,6 +390,8 @@ HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const h
         if (crc != 0) rc = raised_error(fn->name, crc);
         else rc = convert_result(out_result, &result, fn->name);
     }
+    for (size_t i = 0; i < num_args; i++) /* the Function objects made for the call */
+        if (a[i].type_index == TVM_FUNCTION && a[i].v.p) g_rt.object_dec_ref(a[i].v.p);
     if (a != stack) free(a);
     return rc;
 }
