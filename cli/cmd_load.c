@@ -256,6 +256,16 @@ int hk_cmd_load(int argc, char **argv) {
         /* the digest check before the load (0 and 0 for --local and LOCAL_KERNELS: nothing checked) */
         cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_kernel_bytes_verified(k));
         cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_kernel_bytes_trusted(k));
+        /* the kernels it depends on, loaded before it (kernel-depends) */
+        cJSON *ds = cJSON_AddArrayToObject(j, "dependencies");
+        for (size_t i = 0; i < hk_kernel_dependency_count(k); i++) {
+            const hk_kernel *d = hk_kernel_dependency_at(k, i);
+            cJSON *dj = cJSON_CreateObject();
+            cJSON_AddStringToObject(dj, "repo", hk_kernel_repo_id(d));
+            cJSON_AddStringToObject(dj, "commit", hk_kernel_commit(d));
+            cJSON_AddStringToObject(dj, "variant", hk_kernel_variant(d));
+            cJSON_AddItemToArray(ds, dj);
+        }
     } else {
         printf("repo      %s\n", *hk_kernel_repo_id(k) ? hk_kernel_repo_id(k) : "(local)");
         if (*hk_kernel_commit(k)) printf("commit    %s\n", hk_kernel_commit(k));
@@ -277,6 +287,10 @@ int hk_cmd_load(int argc, char **argv) {
             char sa[32], sb[32];
             printf("verified  %s hashed against the metadata.json digest, %s trusted by its verification "
                    "receipt\n", human_size(sa, sizeof sa, hashed), human_size(sb, sizeof sb, trusted));
+        }
+        for (size_t i = 0; i < hk_kernel_dependency_count(k); i++) {
+            const hk_kernel *d = hk_kernel_dependency_at(k, i);
+            printf("depends   %s %.12s %s\n", hk_kernel_repo_id(d), hk_kernel_commit(d), hk_kernel_variant(d));
         }
         if (hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI) {
             printf("functions");
