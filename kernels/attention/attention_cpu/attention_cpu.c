@@ -53,7 +53,8 @@ uint16_t hk_attn_from_float(float f, hk_attn_dtype dtype) {
 
 /* One query row against the first `nkeys` rows of kf/vf (float, [n][d]). */
 static void attend_row(uint16_t *o, float *lse, const float *qf, const float *kf, const float *vf,
-                       int nkeys, int d, hk_attn_dtype dtype, float scale, float *s, float *acc) {
+                       int nkeys, int d, hk_attn_dtype dtype, float scale, float oscale, float *s,
+                       float *acc) {
     if (nkeys <= 0) {
         for (int c = 0; c < d; c++) o[c] = 0; /* +0 in both bf16 and fp16 */
         if (lse) *lse = -INFINITY;
@@ -76,7 +77,7 @@ static void attend_row(uint16_t *o, float *lse, const float *qf, const float *kf
         for (int c = 0; c < d; c++) acc[c] += p * vr[c];
     }
     float inv = 1.f / sum;
-    for (int c = 0; c < d; c++) o[c] = hk_attn_from_float(acc[c] * inv, dtype);
+    for (int c = 0; c < d; c++) o[c] = hk_attn_from_float(acc[c] * inv * oscale, dtype);
     if (lse) *lse = mx + logf(sum);
 }
 
@@ -147,7 +148,7 @@ int hk_attn_prefill_cpu(uint16_t *out, float *lse, const uint16_t *q, const uint
                         nvis = lim < 0 ? 0 : (lim < lk ? lim : lk);
                     }
                     attend_row(out + row, lse ? lse + (size_t)h * total_q + cu_q[b] + i : NULL,
-                               qf, kf, vf, nvis, d, dtype, scale, s, acc);
+                               qf, kf, vf, nvis, d, dtype, scale, 1.f, s, acc);
                 }
             }
         }
@@ -156,19 +157,33 @@ int hk_attn_prefill_cpu(uint16_t *out, float *lse, const uint16_t *q, const uint
     return HK_ATTN_OK;
 }
 
-int hk_attn_decode_cpu(uint16_t *out, float *lse, const uint16_t *q, const hk_attn_kv_cache *kv,
-                       const int32_t *seqlens_k, int batch, int q_len, int hq, int hkv, int d,
-                       hk_attn_dtype dtype, float scale) {
-    if (!out || !q || !kv || !kv->k || !kv->v || !seqlens_k || batch < 0) return HK_ATTN_EINVAL;
+float hk_attn_e4m3_to_float(uint8_t code) {
+    const int e = (code >> 3) & 0xf, m = code & 7;
+    float f;
+    if (e == 15 && m == 7) return NAN;  /* e4m3fn: no infinity; S.1111.111 is NaN */
+    f = e == 0 ? ldexpf((float)m, -9) : ldexpf(1.f + (float)m / 8.f, e - 7);
+    return (code & 0x80) ? -f : f;
+}
+
+/* The cache of one decode call: 16-bit (kv16) or FP8 (kv8, with its scales). */
+typedef struct decode_cache {
+    const hk_attn_kv_cache *kv16;
+    const hk_attn_kv_cache_fp8 *kv8;
+    const int32_t *block_table;
+    int block_size, max_blocks;
+    int64_t stride_block, stride_token, stride_head;
+} decode_cache;
+
+static int decode_run(uint16_t *out, float *lse, const uint16_t *q, const decode_cache *kv,
+                      const int32_t *seqlens_k, int batch, int q_len, int hq, int hkv, int d,
+                      hk_attn_dtype dtype, float scale) {
     if (q_len < 1 || q_len > 8) return HK_ATTN_EINVAL;
     if (check_common(hq, hkv, d, dtype) != HK_ATTN_OK) return HK_ATTN_EINVAL;
-    if (kv->block_table && (kv->block_size <= 0 || kv->max_blocks_per_seq <= 0))
-        return HK_ATTN_EINVAL;
+    if (kv->block_table && (kv->block_size <= 0 || kv->max_blocks <= 0)) return HK_ATTN_EINVAL;
     int max_k = 0;
     for (int b = 0; b < batch; b++) {
         if (seqlens_k[b] < 0) return HK_ATTN_EINVAL;
-        if (kv->block_table &&
-            seqlens_k[b] > (int64_t)kv->block_size * kv->max_blocks_per_seq)
+        if (kv->block_table && seqlens_k[b] > (int64_t)kv->block_size * kv->max_blocks)
             return HK_ATTN_EINVAL;
         if (seqlens_k[b] > max_k) max_k = seqlens_k[b];
     }
@@ -176,24 +191,29 @@ int hk_attn_decode_cpu(uint16_t *out, float *lse, const uint16_t *q, const hk_at
     attn_scratch w;
     if (scratch_alloc(&w, max_k, d) != HK_ATTN_OK) return HK_ATTN_ENOMEM;
     float *kf = w.k, *vf = w.v, *s = w.s, *acc = w.acc, *qf = w.q;
+    const hk_attn_kv_cache_fp8 *k8 = kv->kv8;
     for (int b = 0; b < batch; b++) {
         const int lk = seqlens_k[b];
         for (int hk = 0; hk < hkv; hk++) {
             for (int j = 0; j < lk; j++) {
                 int64_t off;
                 if (kv->block_table) {
-                    int32_t blk = kv->block_table[(size_t)b * kv->max_blocks_per_seq +
-                                                  j / kv->block_size];
+                    int32_t blk = kv->block_table[(size_t)b * kv->max_blocks + j / kv->block_size];
                     off = blk * kv->stride_block + (int64_t)(j % kv->block_size) * kv->stride_token;
                 } else {
                     off = (int64_t)b * kv->stride_block + (int64_t)j * kv->stride_token;
                 }
                 off += (int64_t)hk * kv->stride_head;
                 for (int c = 0; c < d; c++) {
-                    kf[(size_t)j * d + c] = hk_attn_to_float(kv->k[off + c], dtype);
-                    vf[(size_t)j * d + c] = hk_attn_to_float(kv->v[off + c], dtype);
+                    /* FP8: the codes' values; the scales are applied to scores and output */
+                    kf[(size_t)j * d + c] = k8 ? hk_attn_e4m3_to_float(k8->k[off + c])
+                                               : hk_attn_to_float(kv->kv16->k[off + c], dtype);
+                    vf[(size_t)j * d + c] = k8 ? hk_attn_e4m3_to_float(k8->v[off + c])
+                                               : hk_attn_to_float(kv->kv16->v[off + c], dtype);
                 }
             }
+            const int sh = k8 && k8->scale_per_head ? hk : 0;
+            const float ks = k8 ? k8->k_scale[sh] : 1.f, vs = k8 ? k8->v_scale[sh] : 1.f;
             for (int g = 0; g < group; g++) {
                 const int h = hk * group + g;
                 for (int t = 0; t < q_len; t++) {
@@ -202,11 +222,31 @@ int hk_attn_decode_cpu(uint16_t *out, float *lse, const uint16_t *q, const hk_at
                     int lim = lk - q_len + t + 1;
                     int nvis = lim < 0 ? 0 : (lim < lk ? lim : lk);
                     attend_row(out + row, lse ? lse + ((size_t)b * q_len + t) * hq + h : NULL, qf,
-                               kf, vf, nvis, d, dtype, scale, s, acc);
+                               kf, vf, nvis, d, dtype, k8 ? scale * ks : scale, vs, s, acc);
                 }
             }
         }
     }
     scratch_free(&w);
     return HK_ATTN_OK;
+}
+
+int hk_attn_decode_fp8_cpu(uint16_t *out, float *lse, const uint16_t *q,
+                           const hk_attn_kv_cache_fp8 *kv, const int32_t *seqlens_k, int batch,
+                           int q_len, int hq, int hkv, int d, hk_attn_dtype dtype, float scale) {
+    if (!out || !q || !kv || !kv->k || !kv->v || !kv->k_scale || !kv->v_scale || !seqlens_k ||
+        batch < 0 || (kv->scale_per_head != 0 && kv->scale_per_head != 1))
+        return HK_ATTN_EINVAL;
+    const decode_cache c = {NULL, kv, kv->block_table, kv->block_size, kv->max_blocks_per_seq,
+                            kv->stride_block, kv->stride_token, kv->stride_head};
+    return decode_run(out, lse, q, &c, seqlens_k, batch, q_len, hq, hkv, d, dtype, scale);
+}
+
+int hk_attn_decode_cpu(uint16_t *out, float *lse, const uint16_t *q, const hk_attn_kv_cache *kv,
+                       const int32_t *seqlens_k, int batch, int q_len, int hq, int hkv, int d,
+                       hk_attn_dtype dtype, float scale) {
+    if (!out || !q || !kv || !kv->k || !kv->v || !seqlens_k || batch < 0) return HK_ATTN_EINVAL;
+    const decode_cache c = {kv, NULL, kv->block_table, kv->block_size, kv->max_blocks_per_seq,
+                            kv->stride_block, kv->stride_token, kv->stride_head};
+    return decode_run(out, lse, q, &c, seqlens_k, batch, q_len, hq, hkv, d, dtype, scale);
 }

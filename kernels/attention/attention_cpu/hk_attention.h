@@ -75,6 +75,47 @@ int hk_attn_decode_cpu(uint16_t *out, float *lse, const uint16_t *q,
                        int q_len, int num_heads_q, int num_heads_kv, int head_dim,
                        hk_attn_dtype dtype, float softmax_scale);
 
+/* FP8 KV cache (decode only). K and V hold float8 e4m3fn codes (torch.float8_e4m3fn, the format
+ * vLLM and FlashInfer store: 1 sign, 4 exponent bits with bias 7, 3 mantissa bits, no infinity,
+ * codes 0x7F/0xFF NaN, largest finite 448), one byte per element, in the layouts and strides of
+ * hk_attn_kv_cache above (strides in elements = bytes; contiguous or paged through block_table).
+ * Dequantised value = e4m3 value * scale, with float32 scales:
+ *   scale_per_head == 0: k_scale[0] / v_scale[0] for every kv head (per-tensor scales);
+ *   scale_per_head == 1: k_scale[h] / v_scale[h] for kv head h ([num_heads_kv] each).
+ * Queries and the output stay bf16/fp16 (dtype). The result is attention on the dequantised
+ * cache, computed without materialising it: every e4m3 code converts exactly to the query's
+ * 16-bit type, K's scale is folded into the softmax scale (scores = softmax_scale * k_scale *
+ * q . k_code, in float32) and V's scale multiplies the normalised float32 output before its one
+ * rounding to dtype (round to nearest even); the LSE is that of the scaled scores.
+ * NaN codes decode to NaN and poison every row that sees such a key (as a NaN in a 16-bit cache
+ * would); keys past a sequence's length are never read into a result, whatever their bytes.
+ * Scales are used as given (0 gives zeros; NaN or inf propagate). The CPU scales are host
+ * pointers, the CUDA ones device pointers (read by the kernel, so a CUDA graph may replay with
+ * new scale values). */
+typedef struct {
+    const uint8_t *k;
+    const uint8_t *v;
+    int64_t stride_block;
+    int64_t stride_token;
+    int64_t stride_head;
+    const int32_t *block_table; /* NULL: contiguous */
+    int block_size;             /* paged only: tokens per block */
+    int max_blocks_per_seq;     /* paged only: row stride of block_table */
+    const float *k_scale;       /* [1] or [num_heads_kv] (scale_per_head) */
+    const float *v_scale;
+    int scale_per_head;         /* 0: per-tensor scales; 1: one per kv head */
+} hk_attn_kv_cache_fp8;
+
+/* Decode over an FP8 cache: the arguments and semantics of hk_attn_decode_cpu, with kv an FP8
+ * cache. HK_ATTN_EINVAL also for a null scale pointer or scale_per_head outside {0, 1}. */
+int hk_attn_decode_fp8_cpu(uint16_t *out, float *lse, const uint16_t *q,
+                           const hk_attn_kv_cache_fp8 *kv, const int32_t *seqlens_k, int batch,
+                           int q_len, int num_heads_q, int num_heads_kv, int head_dim,
+                           hk_attn_dtype dtype, float softmax_scale);
+
+/* The exact value of an e4m3fn code (NaN for 0x7F and 0xFF). */
+float hk_attn_e4m3_to_float(uint8_t code);
+
 /* Scalar conversions used by the CPU path (exposed for tests and tools). Round to nearest even. */
 float hk_attn_to_float(uint16_t bits, hk_attn_dtype dtype);
 uint16_t hk_attn_from_float(float x, hk_attn_dtype dtype);

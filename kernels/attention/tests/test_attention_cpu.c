@@ -201,6 +201,130 @@ static void test_decode(const char *name, int batch, const int *seqlens, int q_l
     free(bt), free(kc), free(vc), free(q), free(o), free(lse), free(kr), free(vr), free(ref);
 }
 
+/* ---- decode over an FP8 (e4m3fn) cache: float64 reference on the dequantised values ---- */
+static uint8_t rand_e4m3(void) { /* mostly |x| in [2^-4, 2^3), some subnormals and zeros */
+    const uint8_t sign = urand() < 0.5 ? 0x80 : 0, m = (uint8_t)(urand() * 8);
+    if (urand() < 0.06) return (uint8_t)(sign | m); /* e = 0: zero or subnormal */
+    return (uint8_t)(sign | ((3 + (int)(urand() * 7)) << 3) | m);
+}
+static void test_decode_fp8(const char *name, int batch, const int *seqlens, int q_len, int hq,
+                            int hkv, int d, hk_attn_dtype dt, int layout, int block_size,
+                            int per_head) {
+    int smax = 1;
+    for (int b = 0; b < batch; b++) smax = seqlens[b] > smax ? seqlens[b] : smax;
+    hk_attn_kv_cache_fp8 kv = {0};
+    int32_t *bt = NULL, mb = 0;
+    size_t cache_elems = (size_t)batch * smax * hkv * d;
+    if (layout == LAYOUT_PAGED) {
+        mb = (smax + block_size - 1) / block_size;
+        const int nblk = batch * mb + 2;
+        bt = malloc((size_t)batch * mb * 4);
+        for (int i = 0; i < batch * mb; i++) bt[i] = nblk - 1 - i; /* reversed: not the identity */
+        kv.stride_block = (int64_t)block_size * hkv * d, kv.stride_token = (int64_t)hkv * d;
+        kv.stride_head = d, kv.block_table = bt, kv.block_size = block_size, kv.max_blocks_per_seq = mb;
+        cache_elems = (size_t)nblk * block_size * hkv * d;
+    } else if (layout == LAYOUT_BSHD) {
+        kv.stride_block = (int64_t)smax * hkv * d, kv.stride_token = (int64_t)hkv * d, kv.stride_head = d;
+    } else {
+        kv.stride_block = (int64_t)hkv * smax * d, kv.stride_token = d, kv.stride_head = (int64_t)smax * d;
+    }
+    uint8_t *kc = malloc(cache_elems), *vc = malloc(cache_elems);
+    for (size_t i = 0; i < cache_elems; i++) kc[i] = rand_e4m3(), vc[i] = rand_e4m3();
+    float ks[16], vs[16];
+    for (int h = 0; h < 16; h++) ks[h] = (float)(0.02 + 0.2 * urand()), vs[h] = (float)(0.5 + 2 * urand());
+    kv.k = kc, kv.v = vc, kv.k_scale = ks, kv.v_scale = vs, kv.scale_per_head = per_head;
+    size_t nq = (size_t)batch * q_len * hq;
+    uint16_t *q = rand_tensor(nq * d, dt), *o = malloc(nq * d * 2);
+    float *lse = malloc(nq * 4);
+    poison(o, nq * d, lse, nq);
+    const double scale = 1.0 / sqrt((double)d);
+    CHECK(hk_attn_decode_fp8_cpu(o, lse, q, &kv, seqlens, batch, q_len, hq, hkv, d, dt, (float)scale) ==
+          HK_ATTN_OK);
+    double *kd = malloc((size_t)smax * d * sizeof *kd), *vd = malloc((size_t)smax * d * sizeof *vd);
+    double *ref = malloc((size_t)d * sizeof *ref), *sc = malloc((size_t)smax * sizeof *sc);
+    int bad_rows = 0, masked = 0;
+    for (int b = 0; b < batch; b++)
+        for (int t = 0; t < q_len; t++)
+            for (int h = 0; h < hq; h++) {
+                const int hk = h / (hq / hkv), n0 = seqlens[b] - q_len + t + 1;
+                const int n = n0 < 0 ? 0 : n0;
+                const double kscale = ks[per_head ? hk : 0], vscale = vs[per_head ? hk : 0];
+                for (int j = 0; j < n; j++) {
+                    size_t off;
+                    if (layout == LAYOUT_PAGED)
+                        off = (((size_t)bt[b * mb + j / block_size] * block_size + j % block_size) * hkv + hk) * d;
+                    else if (layout == LAYOUT_BSHD)
+                        off = (((size_t)b * smax + j) * hkv + hk) * d;
+                    else
+                        off = (((size_t)b * hkv + hk) * smax + j) * d;
+                    for (int c = 0; c < d; c++) { /* dequantised, float64 */
+                        kd[(size_t)j * d + c] = (double)hk_attn_e4m3_to_float(kc[off + c]) * kscale;
+                        vd[(size_t)j * d + c] = (double)hk_attn_e4m3_to_float(vc[off + c]) * vscale;
+                    }
+                }
+                const size_t r = ((size_t)b * q_len + t) * hq + h;
+                double mx = -INFINITY, sum = 0, rl = -INFINITY;
+                for (int j = 0; j < n; j++) {
+                    double dot = 0;
+                    for (int c = 0; c < d; c++) dot += f(q[r * d + c], dt) * kd[(size_t)j * d + c];
+                    sc[j] = dot * scale, mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int c = 0; c < d; c++) ref[c] = 0;
+                for (int j = 0; j < n; j++) {
+                    const double p = exp(sc[j] - mx);
+                    sum += p;
+                    for (int c = 0; c < d; c++) ref[c] += p * vd[(size_t)j * d + c];
+                }
+                if (n > 0) {
+                    for (int c = 0; c < d; c++) ref[c] /= sum;
+                    rl = mx + log(sum);
+                }
+                masked += n == 0;
+                bad_rows += check_row(o + r * d, lse[r], ref, rl, d, dt, 1);
+            }
+    CHECK(bad_rows == 0);
+    printf("decode fp8 %-25s rows=%zu masked=%d bad=%d\n", name, nq, masked, bad_rows);
+    free(bt), free(kc), free(vc), free(q), free(o), free(lse), free(kd), free(vd), free(ref), free(sc);
+}
+
+/* e4m3fn decoding (independent of the table: the format's definition) and NaN codes: rows that
+ * see a NaN key are NaN, the others are not touched by it, and a bad scale kind is rejected */
+static void test_fp8_codes(void) {
+    CHECK(hk_attn_e4m3_to_float(0x7e) == 448.f && hk_attn_e4m3_to_float(0xfe) == -448.f);
+    CHECK(hk_attn_e4m3_to_float(0x38) == 1.f && hk_attn_e4m3_to_float(0x01) == 0x1p-9f);
+    CHECK(hk_attn_e4m3_to_float(0x08) == 0x1p-6f && hk_attn_e4m3_to_float(0x07) == 7 * 0x1p-9f);
+    CHECK(isnan(hk_attn_e4m3_to_float(0x7f)) && isnan(hk_attn_e4m3_to_float(0xff)));
+    CHECK(hk_attn_e4m3_to_float(0x80) == 0.f && signbit(hk_attn_e4m3_to_float(0x80)));
+    int mono = 1;
+    for (int c = 1; c < 0x7f; c++) mono &= hk_attn_e4m3_to_float((uint8_t)c) > hk_attn_e4m3_to_float((uint8_t)(c - 1));
+    CHECK(mono);
+    enum { D = 64, S = 6 };
+    uint8_t kc[2 * S * D], vc[2 * S * D]; /* [B=2][S][Hkv=1][D] */
+    for (int i = 0; i < 2 * S * D; i++) kc[i] = rand_e4m3(), vc[i] = rand_e4m3();
+    kc[2 * D + 5] = 0x7f; /* sequence 0, key 2 */
+    vc[S * D + 4 * D + 1] = 0xff; /* sequence 1, key 4: seen by query 1 only (q_len 2, length 5) */
+    const float one = 1.f;
+    hk_attn_kv_cache_fp8 kv = {kc, vc, S * D, D, D, NULL, 0, 0, &one, &one, 0};
+    const int32_t sl[2] = {S, 5};
+    uint16_t q[2 * 2 * D], o[2 * 2 * D];
+    for (int i = 0; i < 2 * 2 * D; i++) q[i] = hk_attn_from_float((float)nrand(), HK_ATTN_BF16);
+    CHECK(hk_attn_decode_fp8_cpu(o, NULL, q, &kv, sl, 2, 2, 1, 1, D, HK_ATTN_BF16, 0.125f) == HK_ATTN_OK);
+    int nan_rows = 0, finite_rows = 0;
+    for (int r = 0; r < 4; r++) {
+        int all_nan = 1, all_fin = 1;
+        for (int c = 0; c < D; c++) {
+            const float x = hk_attn_to_float(o[r * D + c], HK_ATTN_BF16);
+            all_nan &= isnan(x) != 0, all_fin &= isfinite(x) != 0;
+        }
+        nan_rows += all_nan, finite_rows += all_fin;
+    }
+    CHECK(nan_rows == 2 && finite_rows == 1); /* seq 0 both rows NaN; seq 1 row 0 finite */
+    kv.scale_per_head = 2;
+    CHECK(hk_attn_decode_fp8_cpu(o, NULL, q, &kv, sl, 2, 2, 1, 1, D, HK_ATTN_BF16, 0.125f) == HK_ATTN_EINVAL);
+    kv.scale_per_head = 0, kv.v_scale = NULL;
+    CHECK(hk_attn_decode_fp8_cpu(o, NULL, q, &kv, sl, 2, 2, 1, 1, D, HK_ATTN_BF16, 0.125f) == HK_ATTN_EINVAL);
+}
+
 static void test_conversions(void) {
     int bad = 0;
     for (uint32_t i = 0; i < 65536; i++) {
@@ -274,6 +398,12 @@ int main(void) {
     test_decode("paged16 q4 bf16", 5, sl2, 4, 8, 2, 128, B, LAYOUT_PAGED, 16);
     test_decode("paged128 q8 fp16 d64", 5, sl2, 8, 4, 1, 64, H, LAYOUT_PAGED, 128);
     test_decode("paged256 q1 bf16 MQA", 5, sl2, 1, 4, 1, 128, B, LAYOUT_PAGED, 256);
+    test_fp8_codes();
+    test_decode_fp8("bshd q1 GQA 8/2 bf16 tensor", 4, sl, 1, 8, 2, 128, B, LAYOUT_BSHD, 0, 0);
+    test_decode_fp8("bhsd q4 GQA 8/2 fp16 head", 4, sl, 4, 8, 2, 128, H, LAYOUT_BHSD, 0, 1);
+    test_decode_fp8("paged16 q8 GQA 8/1 bf16 head", 5, sl2, 8, 8, 1, 128, B, LAYOUT_PAGED, 16, 1);
+    test_decode_fp8("paged64 q2 fp16 d64 tensor", 5, sl2, 2, 4, 4, 64, H, LAYOUT_PAGED, 64, 0);
+    test_decode_fp8("paged256 q1 MQA bf16 head", 5, sl2, 1, 4, 1, 64, B, LAYOUT_PAGED, 256, 1);
     printf("worst normalised error %.3g; %d checks, %d failures\n", worst_err, checks, failures);
     return failures ? 1 : 0;
 }
