@@ -1,7 +1,8 @@
 // hubkern reference attention for NVIDIA GPUs (sm_80+; tuned on H200 / sm_90): the C API of
 // hk_attention_cuda.h. Checks the arguments, picks the kernel and plans the decode's splits; the
 // kernels live in prefill_sm90.cu (Hopper prefill), prefill_sm80.cu (portable prefill),
-// decode_kernel.cu (split-KV decode with a fused combine) and decode_cache.cu (the cache's
+// decode_kernel.cuh (split-KV decode with a fused combine; instantiated for 16-bit caches in
+// decode_kernel.cu and for FP8 ones in decode_fp8.cu) and decode_cache.cu (the cache's
 // parameters and TMA descriptors). Test builds (-DHK_TEST_HOOKS) read the tuning knobs of
 // attn_knobs.h from the environment; the shipped build reads none.
 #include <atomic>
@@ -131,28 +132,28 @@ extern "C" size_t hk_attn_decode_cuda_workspace_size(int batch, int q_len, int h
     return counter_bytes(batch, q_len, hq) + rows * (size_t)d * 4 + rows * 4;  // counters, O, LSE
 }
 
-extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const hk_attn_kv_cache *kv,
-                                   const int32_t *seqlens_k, int batch, int q_len, int hq, int hkv,
-                                   int d, int max_seqlen_k, hk_attn_dtype dtype, float scale,
-                                   int num_splits, void *workspace, size_t workspace_bytes,
-                                   void *stream) {
-    if (!out || !q || !kv || !kv->k || !kv->v || !seqlens_k || batch < 0 || max_seqlen_k < 0)
+namespace {
+
+// The checks and the launch shared by the 16-bit and FP8 decodes; p holds the cache's part.
+int decode_run(DecodeParams &p, void *out, float *lse, const void *q, const int32_t *seqlens_k,
+               int batch, int q_len, int hq, int hkv, int d, int max_seqlen_k, hk_attn_dtype dtype,
+               float scale, int num_splits, void *workspace, size_t workspace_bytes, void *stream) {
+    if (!out || !q || !p.kc || !p.vc || !seqlens_k || batch < 0 || max_seqlen_k < 0)
         return HK_ATTN_EINVAL;
     if (q_len < 1 || q_len > 8 || hq <= 0 || hkv <= 0 || hq % hkv || (d != 64 && d != 128))
         return HK_ATTN_EINVAL;
     if (dtype != HK_ATTN_BF16 && dtype != HK_ATTN_FP16) return HK_ATTN_EINVAL;
-    if (!aligned16(out) || !aligned16(q) || !aligned16(kv->k) || !aligned16(kv->v))
+    if (!aligned16(out) || !aligned16(q) || !aligned16(p.kc) || !aligned16(p.vc))
         return HK_ATTN_EINVAL;
-    if ((kv->stride_block | kv->stride_token | kv->stride_head) & 7) return HK_ATTN_EINVAL;
-    if (kv->block_table && (kv->block_size <= 0 || kv->max_blocks_per_seq <= 0)) return HK_ATTN_EINVAL;
+    // 16-byte copies: strides of 8 16-bit elements, or 16 FP8 ones
+    if ((p.stride_block | p.stride_token | p.stride_head) & (p.kv_fp8 ? 15 : 7)) return HK_ATTN_EINVAL;
+    if (p.block_table && (p.block_size <= 0 || p.max_blocks <= 0)) return HK_ATTN_EINVAL;
     if (batch == 0) return HK_ATTN_OK;
     if (num_splits <= 0)
         num_splits = hk_attn_decode_cuda_num_splits(batch, q_len, hq, hkv, d, max_seqlen_k,
-                                                    kv->block_table ? kv->block_size : 0);
+                                                    p.block_table ? p.block_size : 0);
     const int bn = 64, tiles = (max_seqlen_k + bn - 1) / bn;
     const int group = hq / hkv, rows = group * q_len, mt = decode_mt_for(rows);
-    DecodeParams p{};
-    hk_attn_decode_set_cache(p, kv);
     p.batch = batch;
     const int mode = hk_attn_decode_tma_maps(p, hkv, d, max_seqlen_k) ? kPagedTma : p.block_table ? kPaged : kContiguous;
     // The balanced plan when splits are allowed and the workspace holds its partials; else
@@ -187,5 +188,43 @@ extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const h
     p.ws_o = workspace ? reinterpret_cast<float *>(static_cast<char *>(workspace) + cbytes) : nullptr;
     p.ws_lse = workspace ? p.ws_o + nr * d : nullptr;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    return hk_attn_decode_launch(p, dtype == HK_ATTN_BF16, d, mt, mode, st);
+    return p.kv_fp8 ? hk_attn_decode_fp8_launch(p, dtype == HK_ATTN_BF16, d, mt, mode, st)
+                    : hk_attn_decode_launch(p, dtype == HK_ATTN_BF16, d, mt, mode, st);
+}
+
+}  // namespace
+
+extern "C" int hk_attn_decode_cuda(void *out, float *lse, const void *q, const hk_attn_kv_cache *kv,
+                                   const int32_t *seqlens_k, int batch, int q_len, int hq, int hkv,
+                                   int d, int max_seqlen_k, hk_attn_dtype dtype, float scale,
+                                   int num_splits, void *workspace, size_t workspace_bytes,
+                                   void *stream) {
+    if (!kv) return HK_ATTN_EINVAL;
+    DecodeParams p{};
+    hk_attn_decode_set_cache(p, kv);
+    return decode_run(p, out, lse, q, seqlens_k, batch, q_len, hq, hkv, d, max_seqlen_k, dtype, scale,
+                      num_splits, workspace, workspace_bytes, stream);
+}
+
+extern "C" int hk_attn_decode_fp8_cuda(void *out, float *lse, const void *q,
+                                       const hk_attn_kv_cache_fp8 *kv, const int32_t *seqlens_k,
+                                       int batch, int q_len, int hq, int hkv, int d, int max_seqlen_k,
+                                       hk_attn_dtype dtype, float scale, int num_splits,
+                                       void *workspace, size_t workspace_bytes, void *stream) {
+    if (!kv || !kv->k_scale || !kv->v_scale || (kv->scale_per_head != 0 && kv->scale_per_head != 1))
+        return HK_ATTN_EINVAL;
+    DecodeParams p{};
+    hk_attn_decode_set_cache_fp8(p, kv);
+    return decode_run(p, out, lse, q, seqlens_k, batch, q_len, hq, hkv, d, max_seqlen_k, dtype, scale,
+                      num_splits, workspace, workspace_bytes, stream);
+}
+
+extern "C" const char *hk_attn_decode_fp8_cuda_kernel(const hk_attn_kv_cache_fp8 *kv, int batch, int hkv,
+                                                      int d, int max_seqlen_k) {
+    if (!kv) return "invalid";
+    DecodeParams p{};
+    hk_attn_decode_set_cache_fp8(p, kv);
+    p.batch = batch;
+    if (hk_attn_decode_tma_maps(p, hkv, d, max_seqlen_k)) return kv->block_table ? "paged-tma" : "contiguous-tma";
+    return kv->block_table ? "paged" : "contiguous";
 }

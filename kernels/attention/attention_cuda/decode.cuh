@@ -29,6 +29,10 @@ struct DecodeParams {
     // the balanced plan (decode_plan.cuh): grid of ctas CTAs; a uniform batch with at most
     // ctas_aligned pairs runs one CTA per pair; partial slots of rows_chunk rows
     int balanced, ctas, ctas_aligned, rows_chunk;
+    // FP8 caches (kv_fp8 = 1; kc/vc hold e4m3fn codes, strides in bytes): the scales, device
+    // pointers, [1] or [hkv] (scale_per_head)
+    int kv_fp8, scale_per_head;
+    const float *k_scale, *v_scale;
 };
 
 // How a decode CTA fetches K/V tiles: cp.async from a contiguous cache, cp.async through the
@@ -38,13 +42,17 @@ enum KvMode { kContiguous = 0, kPaged = 1, kPagedTma = 2 };
 // Fills the cache's part of p: pointers, strides, block table, page size and its log2 (-1 when
 // not a power of two).
 void hk_attn_decode_set_cache(DecodeParams &p, const hk_attn_kv_cache *kv);
+// The same for an FP8 cache (kv_fp8 and the scales too).
+void hk_attn_decode_set_cache_fp8(DecodeParams &p, const hk_attn_kv_cache_fp8 *kv);
 // Whether paged caches with this page size go through the TMA on this device.
 bool hk_attn_paged_tma_possible(int block_size);
 // Encodes p's TMA descriptors (p.batch, the cache and its strides set) when the TMA path applies
 // to this cache here; false means the cp.async path.
 bool hk_attn_decode_tma_maps(DecodeParams &p, int hkv, int d, int max_seqlen_k);
 // Launches the decode kernel for p (every field set), mt 16-row MMA tiles per CTA (1 or 2), kv
-// a KvMode. HK_ATTN_OK or HK_ATTN_ECUDA.
+// a KvMode; 16-bit caches (decode_kernel.cu) or, with p.kv_fp8, e4m3 ones (decode_fp8.cu).
+// HK_ATTN_OK or HK_ATTN_ECUDA.
 int hk_attn_decode_launch(const DecodeParams &p, bool bf16, int d, int mt, int kv, cudaStream_t st);
+int hk_attn_decode_fp8_launch(const DecodeParams &p, bool bf16, int d, int mt, int kv, cudaStream_t st);
 
 #endif

@@ -59,6 +59,21 @@ int hk_attn_decode_cuda(void *out, float *lse, const void *q, const hk_attn_kv_c
                         float softmax_scale, int num_splits, void *workspace,
                         size_t workspace_bytes, void *stream);
 
+/* Decode over an FP8 (e4m3fn) cache (hk_attention.h: layout, scales, semantics): the arguments of
+ * hk_attn_decode_cuda, with kv an FP8 cache whose k/v, block_table, k_scale and v_scale are device
+ * pointers (the struct itself on the host). Strides must be multiples of 16 elements (bytes).
+ * The split heuristic and the workspace are those of the 16-bit decode
+ * (hk_attn_decode_cuda_num_splits, hk_attn_decode_cuda_workspace_size: the partials are float32
+ * either way), and so is the kernel choice (TMA boxes for paged caches on sm_90a). */
+int hk_attn_decode_fp8_cuda(void *out, float *lse, const void *q, const hk_attn_kv_cache_fp8 *kv,
+                            const int32_t *seqlens_k, int batch, int q_len, int num_heads_q,
+                            int num_heads_kv, int head_dim, int max_seqlen_k, hk_attn_dtype dtype,
+                            float softmax_scale, int num_splits, void *workspace,
+                            size_t workspace_bytes, void *stream);
+/* Which kernel hk_attn_decode_fp8_cuda would run: the names of hk_attn_decode_cuda_kernel. */
+const char *hk_attn_decode_fp8_cuda_kernel(const hk_attn_kv_cache_fp8 *kv, int batch, int num_heads_kv,
+                                           int head_dim, int max_seqlen_k);
+
 #ifdef __cplusplus
 }
 #endif

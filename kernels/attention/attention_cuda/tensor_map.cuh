@@ -27,18 +27,26 @@ inline EncodeTiled encoder() {
     return fn;
 }
 
+// A tensor of rank 1 to 5 of `type` elements (dims innermost first, strides in bytes for dims
+// 1..rank-1), copied in boxes with the given swizzle. False when the encoder is missing or refuses.
+inline bool map_tiled(CUtensorMap *map, CUtensorMapDataType type, const void *ptr, int rank,
+                      const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+                      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promo) {
+    const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+    const EncodeTiled enc = encoder();
+    return enc && rank >= 1 && rank <= 5 &&
+           enc(map, type, rank, const_cast<void *>(ptr), dims, strides, box, elem_strides,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // A 16-bit tensor of rank 3 to 5 (dims innermost first, strides in bytes for dims 1..rank-1),
 // copied in boxes whose inner extent is 64 elements = one 128-byte swizzle row. Elements outside
 // the dims arrive as zeros. False when the encoder is missing or refuses the layout.
 inline bool map_16bit(CUtensorMap *map, const void *ptr, int rank, const cuuint64_t *dims,
                       const cuuint64_t *strides, const cuuint32_t *box,
                       CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
-    const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
-    const EncodeTiled enc = encoder();
-    return enc && rank >= 1 && rank <= 5 &&
-           enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, const_cast<void *>(ptr), dims, strides,
-               box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return map_tiled(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, ptr, rank, dims, strides, box,
+                     CU_TENSOR_MAP_SWIZZLE_128B, promo);
 }
 
 inline bool is_sm90_device() {

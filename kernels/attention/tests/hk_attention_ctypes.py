@@ -9,7 +9,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..")
 # every CUDA source of the library (the tvm-ffi and torch builds list the same files)
-CUDA_SOURCES = ["attention_cuda.cu", "prefill_sm80.cu", "decode_kernel.cu", "decode_cache.cu", "prefill_sm90.cu"]
+CUDA_SOURCES = ["attention_cuda.cu", "prefill_sm80.cu", "decode_kernel.cu", "decode_fp8.cu", "decode_cache.cu",
+                "prefill_sm90.cu"]
 
 
 class KV(ctypes.Structure):

@@ -1,0 +1,498 @@
+// Decode kernels: flash-decoding. One CTA = one (sequence, kv head, split of the context) and ALL
+// query rows that read this kv head (group size x q_len, padded to 16-row MMA tiles), so each K/V
+// byte is read from DRAM once for the whole group. A multi-stage cp.async pipeline (16-byte
+// copies, paged or contiguous addressing; on sm_90a paged caches are fetched instead by one thread
+// as TMA boxes of whole pages) keeps enough bytes in flight; the 4 warps split each key tile,
+// merge their softmax states through shared memory, and write either the final output (1 split)
+// or a partial (normalised O, LSE); the last CTA of each group to finish merges the partials.
+//
+// FP8 (e4m3fn) caches run the same kernel with F8: tiles of 1-byte codes (half the bytes),
+// converted to the query's type in registers (decode_fp8.cuh); K's scale folded into the softmax
+// scale, V's applied to the normalised output.
+//
+// Semantics (masking, fully masked rows, LSE) are those of attention_cpu/hk_attention.h.
+// Included by decode_kernel.cu (16-bit caches) and decode_fp8.cu (FP8 caches): one kernel
+// template, instantiated in two translation units that compile in parallel.
+#ifndef HK_ATTN_DECODE_KERNEL_CUH
+#define HK_ATTN_DECODE_KERNEL_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attn_device.cuh"
+#include "decode.cuh"
+#include "decode_fp8.cuh"
+#include "decode_plan.cuh"
+#include "hk_attention_cuda.h"
+#include "mma_sm80.cuh"
+#include "sm90_ptx.cuh"
+
+namespace hk_attn_decode {
+
+using namespace hk_attn_dev;
+
+// EB: bytes per K/V element (2, or 1 for FP8)
+template <int D, int MT, int NW, int STAGES, int KV, int EB>
+constexpr int decode_smem_bytes() {
+    constexpr int pipe = STAGES * (16 * NW) * D * EB * 2 + (KV == kPagedTma ? 1024 : 0);
+    constexpr int comb = NW * 16 * MT * (D + 2) * 4;
+    return 16 * MT * D * 2 + (pipe > comb ? pipe : comb);
+}
+
+template <bool BF16, bool F8, int D, int MT, int NW, int STAGES, int KV>
+__global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__ DecodeParams p) {
+    using T = typename Ty<BF16>::T;
+    constexpr bool PAGED = KV != kContiguous, TMA = KV == kPagedTma;
+    constexpr int BN = 16 * NW, CH = D / 8, KS = D / 16, DT = D / 8, NTH = NW * 32, R = 16 * MT;
+    // K/V: bytes per element, per tile (one of K or V), 16-byte chunks per key row
+    constexpr int EB = F8 ? 1 : 2, TB = BN * D * EB, KCH = D * EB / 16;
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (TMA) __trap();  // only launched on sm_90a (the host checks)
+#endif
+    extern __shared__ __align__(128) uint8_t smem[];
+    uint8_t *sQ = smem;             // [R][D]
+    uint8_t *sKV = sQ + R * D * 2;  // [STAGES][K|V][BN][D] (EB bytes each); reused for the warp merge
+    // TMA tiles are [BN keys][D/64 column blocks][128 B] with the TMA's 128-byte swizzle, whose
+    // 8-unit atoms must be 1024-aligned (the dynamic base is not guaranteed to be: 1 KB of slack)
+    const uint32_t kv_base = TMA ? (smem_u32(sKV) + 1023u) & ~1023u : smem_u32(sKV);
+    __shared__ __align__(8) uint64_t full_bar[TMA ? STAGES : 1];  // TMA: bytes of a tile landed
+    (void)full_bar;
+    // byte offset of 16-byte chunk c of key row r in a K or V tile
+    // (TMA: the swizzle phase is the index of the 128-byte unit, so at D=128 8 consecutive rows
+    // see only 4 phases and an ldmatrix phase has 2-way bank conflicts: cheap next to DRAM)
+    auto kv_off = [](int r, int c) -> uint32_t {
+        if constexpr (F8) return swz8<D>(r, c);  // the same for the TMA and cp.async
+        else if constexpr (TMA)
+            return r * (D * 2) + (c >> 3) * 128 + (((c & 7) ^ ((r * (D / 64) + (c >> 3)) & 7)) << 4);
+        else return swz<D>(r, c);
+    };
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    __shared__ int s_last;
+    int gt = 0;  // key tiles this CTA has consumed in earlier segments (TMA stage and phase)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (TMA) {
+        if (tid == 0) {
+            for (int s = 0; s < STAGES; s++) hk_sm90::mbar_init(smem_u32(&full_bar[s]), 1);
+            hk_sm90::mbar_init_fence();
+        }
+    }
+#endif
+
+    // One segment: keys [sg.ks, sg.ke) of one (sequence, kv head, row chunk).
+    auto segment = [&](const DecodeSeg &sg) {  // sg: in shared memory
+    __syncthreads();  // the previous segment's shared memory (and the barrier init) is done with
+    const int hk = sg.hk, chunk = sg.chunk, b = sg.b;
+    const int r0 = chunk * R, nrows = min(R, p.rows - r0);
+    const int seqlen = sg.seqlen;
+    const int ks0 = sg.ks, ke = sg.ke;
+    const int ntiles = ke > ks0 ? (ke - ks0 + BN - 1) / BN : 0;
+    const int causal_base = seqlen - p.q_len;  // row of token t sees keys <= causal_base + t
+    // FP8: K's scale folded into the softmax scale, V's onto the normalised output
+    float sc = p.scale, sc_log2 = p.scale_log2, osc = 1.f;
+    if constexpr (F8) {
+        const int sh = p.scale_per_head ? hk : 0;
+        const float ks = __ldg(p.k_scale + sh);
+        sc *= ks, sc_log2 *= ks, osc = __ldg(p.v_scale + sh);
+    }
+
+    // Q rows of this CTA: row rr = t*group + g  ->  token t, head hk*group + g
+    const T *qg = static_cast<const T *>(p.q);
+#pragma unroll
+    for (int it = 0; it < (R * CH + NTH - 1) / NTH; it++) {
+        int i = tid + it * NTH;
+        if (i < R * CH) {
+            int r = i / CH, c = i % CH, rr = r0 + r;
+            bool ok = r < nrows;
+            int t = rr / p.group, g = rr % p.group;
+            const T *src = ok ? qg + (((size_t)b * p.q_len + t) * p.hq + hk * p.group + g) * D + c * 8 : qg;
+            cp_async16(smem_u32(sQ) + swz<D>(r, c), src, ok);
+        }
+    }
+    const char *kc = static_cast<const char *>(p.kc), *vc = static_cast<const char *>(p.vc);
+    const int64_t head_off = (int64_t)hk * p.stride_head;
+    // Paged: the physical block of each row a thread copies is fetched one tile ahead, so the
+    // block-table read never stalls the issue of the copies.
+    constexpr int RPT = BN * KCH / NTH;
+    int blk[RPT];
+    const int32_t *btab = PAGED && p.block_table ? p.block_table + (size_t)b * p.max_blocks : nullptr;
+    auto fetch_blocks = [&](int j) {
+        if constexpr (PAGED && !TMA) {
+#pragma unroll
+            for (int it = 0; it < RPT; it++) {
+                int key = ks0 + j * BN + (tid + it * NTH) / KCH;
+                int bi = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
+                blk[it] = key < ke ? __ldg(btab + bi) : 0;
+            }
+        }
+    };
+    fetch_blocks(0);
+    auto load_tile = [&](int j) {
+        const int st = (gt + j) % STAGES;
+        const uint32_t kdst = kv_base + st * 2 * TB, vdst = kdst + TB;
+#pragma unroll
+        for (int it = 0; it < RPT; it++) {
+            int i = tid + it * NTH, r = i / KCH, c = i % KCH;
+            int key = ks0 + j * BN + r;
+            bool ok = key < ke;
+            int64_t off = 0;
+            if (ok) {
+                if constexpr (PAGED) {
+                    int in_blk = p.bs_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
+                    off = (int64_t)blk[it] * p.stride_block + (int64_t)in_blk * p.stride_token;
+                } else {
+                    off = (int64_t)b * p.stride_block + (int64_t)key * p.stride_token;
+                }
+                off += head_off + c * (16 / EB);
+            }
+            cp_async16(kdst + kv_off(r, c), kc + off * EB, ok);
+            cp_async16(vdst + kv_off(r, c), vc + off * EB, ok);
+        }
+        fetch_blocks(j + 1);
+    };
+    // TMA: thread 0 copies whole pages, one box of whole rows per page piece for K and for V.
+    // Keys past the split's end re-read the split's first page (rows that exist; masked, and
+    // their V rows zeroed before use) instead of trusting the block table past the sequence.
+    // The block ids of the next tile to issue are read one tile ahead (at most BN / 16 = 4 pages
+    // per tile), so the table read does not stall the issue.
+    int tile_blk[4];
+    auto read_blocks = [&](int j) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int key = ks0 + j * BN + q * p.box_rows;
+            const int bi = (key < ke ? key : ks0) >> p.bs_shift;
+            if (q * p.box_rows < BN) tile_blk[q] = p.tma_contig ? b : __ldg(btab + bi);
+        }
+    };
+    auto load_tile_tma = [&](int j) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        const int st = (gt + j) % STAGES;
+        const uint32_t kdst = kv_base + st * 2 * TB, vdst = kdst + TB;
+        const uint32_t bar = smem_u32(&full_bar[st]);
+        hk_sm90::mbar_arrive_expect_tx(bar, 2 * TB);
+        const int key0 = ks0 + j * BN;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int r = q * p.box_rows;
+            if (r >= BN) break;
+            // one box = box_rows whole rows (both 64-column halves) of one kv head
+            const int tok = p.tma_contig ? key0 + r : (key0 + r) & (p.block_size - 1);
+            hk_sm90::tma_load_5d(kdst + r * D * EB, &p.tm_k, bar, 0, 0, hk, tok, tile_blk[q]);
+            hk_sm90::tma_load_5d(vdst + r * D * EB, &p.tm_v, bar, 0, 0, hk, tok, tile_blk[q]);
+        }
+        read_blocks(j + 1);
+#endif
+    };
+    // prologue: Q and the first STAGES-1 tiles, one commit group each (Q rides with tile 0)
+    if constexpr (TMA) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        cp_async_commit();  // Q
+        if (tid == 0) {
+            read_blocks(0);
+            for (int j = 0; j < STAGES - 1 && j < ntiles; j++) load_tile_tma(j);
+        }
+#endif
+    } else {
+#pragma unroll
+        for (int j = 0; j < STAGES - 1; j++) {
+            if (j < ntiles) load_tile(j);
+            cp_async_commit();
+        }
+    }
+
+    uint32_t qf[MT][KS][4];
+    float o[MT][DT][4], m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+    }
+
+    for (int j = 0; j < ntiles; j++) {
+        if constexpr (TMA) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            if (j == 0) cp_async_wait<0>();  // Q
+            __syncthreads();  // Q visible; stage (j-1)%STAGES free (and the barriers initialised)
+            if (tid == 0 && j + STAGES - 1 < ntiles) load_tile_tma(j + STAGES - 1);
+            hk_sm90::mbar_wait(smem_u32(&full_bar[(gt + j) % STAGES]), ((gt + j) / STAGES) & 1);
+            const int key0 = ks0 + j * BN;
+            if (key0 + BN > ke) {
+                // V rows of keys past the end hold whatever the page held: zero this warp's
+                // (P is 0 there, but 0 * NaN is not); the fence orders these generic writes
+                // before the TMA's next write to the stage
+                const uint32_t vz = kv_base + ((gt + j) % STAGES) * 2 * TB + TB;
+                for (int i = lane; i < 16 * KCH; i += 32) {
+                    const int r = warp * 16 + i / KCH, c = i % KCH;
+                    if (key0 + r >= ke)
+                        asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vz + kv_off(r, c)), "r"(0));
+                }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                __syncwarp();
+            }
+#endif
+        } else {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();  // tile j visible to all; stage (j-1)%STAGES free
+            if (j + STAGES - 1 < ntiles) load_tile(j + STAGES - 1);
+            cp_async_commit();
+        }
+        if (j == 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int ks = 0; ks < KS; ks++) {
+                    if constexpr (F8) {
+                        // the K fragments' order of the sum index: dims (4c, 4c+2) as k (2c, 2c+1),
+                        // (4c+1, 4c+3) as (2c+8, 2c+9) (decode_fp8.cuh)
+#pragma unroll
+                        for (int hr = 0; hr < 2; hr++) {
+                            const int c = lane & 3;
+                            uint32_t lo, hi;
+                            asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(lo), "=r"(hi)
+                                         : "r"(smem_u32(sQ) + swz<D>(mt * 16 + (lane >> 2) + hr * 8, ks * 2 + (c >> 1)) + (c & 1) * 8));
+                            qf[mt][ks][hr] = prmt(lo, hi, 0x5410u);
+                            qf[mt][ks][2 + hr] = prmt(lo, hi, 0x7632u);
+                        }
+                    } else {
+                        ldsm_x4(qf[mt][ks], smem_u32(sQ) + swz<D>(mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+                    }
+                }
+        }
+        const int st = (gt + j) % STAGES;
+        const uint32_t kb = kv_base + st * 2 * TB, vb = kb + TB;
+        const int wkey = warp * 16;  // this warp's 16 keys of the tile
+        float s[MT][2][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+        if constexpr (F8) {
+            // one 8x8 b16 matrix = 8 keys x 16 dims: matrix i = (keys (i & 1) * 8.., chunk ks + (i >> 1))
+#pragma unroll
+            for (int ks = 0; ks < KS; ks += 2) {
+                uint32_t kr[4];
+                ldsm_x4(kr, kb + kv_off(wkey + ((lane >> 3) & 1) * 8 + (lane & 7), ks + (lane >> 4)));
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    uint32_t b0, b1;
+                    e4m3x4_to_16<BF16>(kr[i], b0, b1);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) Ty<BF16>::mma(s[mt][i & 1], qf[mt][ks + (i >> 1)], b0, b1);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                uint32_t kr[4];
+                ldsm_x4(kr, kb + kv_off(wkey + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    Ty<BF16>::mma(s[mt][0], qf[mt][ks], kr[0], kr[1]);
+                    Ty<BF16>::mma(s[mt][1], qf[mt][ks], kr[2], kr[3]);
+                }
+            }
+        }
+        const int tile_key0 = ks0 + j * BN;
+        if (tile_key0 + BN > min(ke, causal_base + 1)) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int rr = r0 + mt * 16 + (lane >> 2) + ((e >> 1) << 3);
+                        int t = rr / p.group;
+                        int key = tile_key0 + wkey + nt * 8 + ((lane & 3) << 1) + (e & 1);
+                        if (!(key < ke && key <= causal_base + t)) s[mt][nt][e] = -INFINITY;
+                    }
+        }
+        softmax_step<MT, 2, DT>(s, m, l, o, sc_log2);
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            a[mt][0] = Ty<BF16>::pack(s[mt][0][0], s[mt][0][1]);
+            a[mt][1] = Ty<BF16>::pack(s[mt][0][2], s[mt][0][3]);
+            a[mt][2] = Ty<BF16>::pack(s[mt][1][0], s[mt][1][1]);
+            a[mt][3] = Ty<BF16>::pack(s[mt][1][2], s[mt][1][3]);
+        }
+        if constexpr (F8) {
+            // transposed: a thread gets dims (2g, 2g+1) of keys (2c, 2c+1); matrix i = (keys
+            // (i & 1) * 8.., chunk jp + (i >> 1)); o[2j] accumulates the even dims of chunk j, o[2j+1]
+            // the odd ones
+#pragma unroll
+            for (int jp = 0; jp < D / 16; jp += 2) {
+                uint32_t vr[4];
+                ldsm_x4_t(vr, vb + kv_off(wkey + ((lane >> 3) & 1) * 8 + (lane & 7), jp + (lane >> 4)));
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) {
+                    uint32_t e0, o0, e1, o1;
+                    e4m3x4_to_16<BF16>(vr[2 * jj], e0, o0);
+                    e4m3x4_to_16<BF16>(vr[2 * jj + 1], e1, o1);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        Ty<BF16>::mma(o[mt][2 * (jp + jj)], a[mt], e0, e1);
+                        Ty<BF16>::mma(o[mt][2 * (jp + jj) + 1], a[mt], o0, o1);
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int dp = 0; dp < D / 16; dp++) {
+                uint32_t vr[4];
+                ldsm_x4_t(vr, vb + kv_off(wkey + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    Ty<BF16>::mma(o[mt][2 * dp], a[mt], vr[0], vr[1]);
+                    Ty<BF16>::mma(o[mt][2 * dp + 1], a[mt], vr[2], vr[3]);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    gt += ntiles;
+    __syncthreads();  // pipeline drained: reuse its shared memory
+
+    // per-warp state -> shared: sO[warp][row][D], sM/sL[warp][row]
+    float *sO = reinterpret_cast<float *>(sKV);
+    float *sM = sO + NW * R * D, *sL = sM + NW * R;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = mt * 16 + (lane >> 2) + hr * 8;
+            const float lsum = quad_sum(l[mt][hr]);
+            float *orow = sO + ((size_t)warp * R + row) * D;
+            if constexpr (F8) {  // dims 16j + 4c + {0, 1, 2, 3} (decode_fp8.cuh)
+#pragma unroll
+                for (int jd = 0; jd < D / 16; jd++)
+                    *reinterpret_cast<float4 *>(orow + jd * 16 + ((lane & 3) << 2)) =
+                        make_float4(o[mt][2 * jd][2 * hr], o[mt][2 * jd + 1][2 * hr], o[mt][2 * jd][2 * hr + 1],
+                                    o[mt][2 * jd + 1][2 * hr + 1]);
+            } else {
+#pragma unroll
+                for (int dt = 0; dt < DT; dt++)
+                    *reinterpret_cast<float2 *>(orow + dt * 8 + ((lane & 3) << 1)) =
+                        make_float2(o[mt][dt][2 * hr], o[mt][dt][2 * hr + 1]);
+            }
+            if ((lane & 3) == 0) sM[warp * R + row] = m[mt][hr], sL[warp * R + row] = lsum;
+        }
+    __syncthreads();
+
+    // merge the NW warps; thread -> (row, 4 dims)
+    T *outp = static_cast<T *>(p.out);
+    for (int i = tid; i < R * (D / 4); i += NTH) {
+        const int row = i / (D / 4), d4 = (i % (D / 4)) * 4;
+        if (row >= nrows) continue;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++) mx = fmaxf(mx, sM[w * R + row]);
+        const float base = mx == -INFINITY ? 0.f : mx * sc_log2;
+        float lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float f = exp2f(sM[w * R + row] * sc_log2 - base);
+            lsum += f * sL[w * R + row];
+            const float4 ov = *reinterpret_cast<const float4 *>(sO + ((size_t)w * R + row) * D + d4);
+            acc[0] += f * ov.x, acc[1] += f * ov.y, acc[2] += f * ov.z, acc[3] += f * ov.w;
+        }
+        const float inv = lsum > 0.f ? osc / lsum : 0.f;  // osc: V's scale (1 for 16-bit caches)
+        const float lse = lsum > 0.f ? mx * sc + __logf(lsum) : -INFINITY;
+        const int rr = r0 + row, t = rr / p.group, h = hk * p.group + rr % p.group;
+        const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
+        if (sg.nseg == 1) {
+            uint2 pk;
+            pk.x = Ty<BF16>::pack(acc[0] * inv, acc[1] * inv);
+            pk.y = Ty<BF16>::pack(acc[2] * inv, acc[3] * inv);
+            *reinterpret_cast<uint2 *>(outp + orow * D + d4) = pk;
+            if (p.lse && d4 == 0) p.lse[orow] = lse;
+        } else {
+            const size_t wrow = sg.wbase + (size_t)sg.sp * sg.wstride + (sg.local_rows ? row : orow);
+            *reinterpret_cast<float4 *>(p.ws_o + wrow * D + d4) =
+                make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+            if (d4 == 0) p.ws_lse[wrow] = lse;
+        }
+    }
+    if (sg.nseg == 1) return;
+
+    // Split-KV combine, fused: the last CTA of this (sequence, kv head, row chunk) to finish
+    // merges every split's (normalised O, LSE) for its rows. No second launch, no launch gap.
+    // (the pair's segments count themselves on its counter; the last one merges their partials)
+    __threadfence();  // this CTA's partials are visible device-wide before it counts itself
+    __syncthreads();
+    int *cnt = p.counters + sg.pair;
+    if (tid == 0) s_last = atomicAdd(cnt, 1) == sg.nseg - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int i = tid; i < nrows * (D / 4); i += NTH) {
+        const int row = i / (D / 4), d4 = (i % (D / 4)) * 4;
+        const int rr = r0 + row, t = rr / p.group, h = hk * p.group + rr % p.group;
+        const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
+        const size_t w0 = sg.wbase + (sg.local_rows ? row : orow);
+        float mx = -INFINITY;
+        for (int sp = 0; sp < sg.nseg; sp++) mx = fmaxf(mx, __ldcg(p.ws_lse + w0 + (size_t)sp * sg.wstride));
+        float wsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+        if (mx != -INFINITY) {
+            for (int sp = 0; sp < sg.nseg; sp++) {
+                const size_t wr = w0 + (size_t)sp * sg.wstride;
+                const float ls = __ldcg(p.ws_lse + wr);
+                if (ls == -INFINITY) continue;  // split saw no key: its O is not needed
+                const float w = __expf(ls - mx);
+                const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.ws_o + wr * D + d4));
+                wsum += w, acc[0] += w * v.x, acc[1] += w * v.y, acc[2] += w * v.z, acc[3] += w * v.w;
+            }
+        }
+        const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+        uint2 pk;
+        pk.x = Ty<BF16>::pack(acc[0] * inv, acc[1] * inv);
+        pk.y = Ty<BF16>::pack(acc[2] * inv, acc[3] * inv);
+        *reinterpret_cast<uint2 *>(outp + orow * D + d4) = pk;
+        if (p.lse && d4 == 0) p.lse[orow] = wsum > 0.f ? mx + __logf(wsum) : -INFINITY;
+    }
+    if (tid == 0) *cnt = 0;  // leave the workspace ready for the next call
+    };  // segment
+
+    __shared__ DecodePlanState plan;
+    decode_plan_init<BN, NTH>(p, plan);
+    while (decode_plan_next<BN>(p, plan)) segment(plan.seg);
+}
+
+template <bool BF16, bool F8, int D, int MT, int KV>
+int decode_dispatch(const DecodeParams &p, cudaStream_t st) {
+    // FP8 tiles are half the bytes: twice the stages keep as many bytes in flight
+    constexpr int NW = 4, STAGES = ((D == 128) ? 3 : 4) * (F8 ? 2 : 1);
+    constexpr int smem = decode_smem_bytes<D, MT, NW, STAGES, KV, F8 ? 1 : 2>();
+    auto kern = decode_kernel<BF16, F8, D, MT, NW, STAGES, KV>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+        return HK_ATTN_ECUDA;
+    dim3 grid = p.balanced ? dim3(p.ctas, 1, 1) : dim3(p.nsplits, p.hkv * p.nchunks, p.batch);
+    kern<<<grid, NW * 32, smem, st>>>(p);
+    return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
+}
+
+template <bool BF16, bool F8, int D, int MT>
+int decode_kv(const DecodeParams &p, int kv, cudaStream_t st) {
+    if (kv == kPagedTma) return decode_dispatch<BF16, F8, D, MT, kPagedTma>(p, st);
+    if (kv == kPaged) return decode_dispatch<BF16, F8, D, MT, kPaged>(p, st);
+    return decode_dispatch<BF16, F8, D, MT, kContiguous>(p, st);
+}
+template <bool BF16, bool F8, int D>
+int decode_mt(const DecodeParams &p, int mt, int kv, cudaStream_t st) {
+    return mt == 1 ? decode_kv<BF16, F8, D, 1>(p, kv, st) : decode_kv<BF16, F8, D, 2>(p, kv, st);
+}
+
+// Every instantiation of one cache element type (F8 or not).
+template <bool F8>
+int decode_launch(const DecodeParams &p, bool bf16, int d, int mt, int kv, cudaStream_t st) {
+    if (bf16) return d == 128 ? decode_mt<true, F8, 128>(p, mt, kv, st) : decode_mt<true, F8, 64>(p, mt, kv, st);
+    return d == 128 ? decode_mt<false, F8, 128>(p, mt, kv, st) : decode_mt<false, F8, 64>(p, mt, kv, st);
+}
+
+}  // namespace hk_attn_decode
+
+#endif
