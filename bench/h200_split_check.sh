@@ -16,7 +16,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/b
 export PYTHONUNBUFFERED=1
 A=kernels/attention; O=.dev/old/kernels
 NV=(nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 -Xcompiler -fPIC -shared)
-NEW=(attention_cuda/attention_cuda.cu attention_cuda/prefill_sm80.cu attention_cuda/decode_kernel.cu attention_cuda/decode_cache.cu attention_cuda/prefill_sm90.cu)
+NEW=(attention_cuda/attention_cuda.cu attention_cuda/prefill_sm80.cu attention_cuda/decode_kernel.cu attention_cuda/decode_fp8.cu attention_cuda/decode_cache.cu attention_cuda/prefill_sm90.cu)
 (cd $A && "${NV[@]}" -DHK_TEST_HOOKS -Iattention_cpu -Iattention_cuda "${NEW[@]}" -o /tmp/b/attn_new_hooks.so) &
 (cd $A && "${NV[@]}" -Iattention_cpu -Iattention_cuda "${NEW[@]}" -o /tmp/b/attn_new_ship.so) &
 (cd $O/attention && "${NV[@]}" -Iattention_cpu -Iattention_cuda attention_cuda/attention_cuda.cu attention_cuda/prefill_sm90.cu -o /tmp/b/attn_old.so) &

@@ -400,8 +400,10 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
             const float4 ov = *reinterpret_cast<const float4 *>(sO + ((size_t)w * R + row) * D + d4);
             acc[0] += f * ov.x, acc[1] += f * ov.y, acc[2] += f * ov.z, acc[3] += f * ov.w;
         }
-        const float inv = lsum > 0.f ? osc / lsum : 0.f;  // osc: V's scale (1 for 16-bit caches)
-        const float lse = lsum > 0.f ? mx * sc + __logf(lsum) : -INFINITY;
+        // osc: V's scale (1 for 16-bit caches); lsum is 0 only when no key was seen, NaN when a
+        // NaN reached the scores (then the output and the LSE are NaN, also through the combine)
+        const float inv = lsum != 0.f ? osc / lsum : 0.f;
+        const float lse = lsum != 0.f ? mx * sc + __logf(lsum) : -INFINITY;
         const int rr = r0 + row, t = rr / p.group, h = hk * p.group + rr % p.group;
         const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
         if (sg.nseg == 1) {
@@ -435,8 +437,12 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
         const size_t w0 = sg.wbase + (sg.local_rows ? row : orow);
         float mx = -INFINITY;
-        for (int sp = 0; sp < sg.nseg; sp++) mx = fmaxf(mx, __ldcg(p.ws_lse + w0 + (size_t)sp * sg.wstride));
-        float wsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+        bool nan = false;  // a split with a NaN LSE (NaN scores) poisons the row
+        for (int sp = 0; sp < sg.nseg; sp++) {
+            const float ls = __ldcg(p.ws_lse + w0 + (size_t)sp * sg.wstride);
+            mx = fmaxf(mx, ls), nan |= ls != ls;
+        }
+        float wsum = nan ? NAN : 0.f, acc[4] = {wsum, wsum, wsum, wsum};
         if (mx != -INFINITY) {
             for (int sp = 0; sp < sg.nseg; sp++) {
                 const size_t wr = w0 + (size_t)sp * sg.wstride;
@@ -447,12 +453,12 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
                 wsum += w, acc[0] += w * v.x, acc[1] += w * v.y, acc[2] += w * v.z, acc[3] += w * v.w;
             }
         }
-        const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+        const float inv = wsum != 0.f ? 1.f / wsum : 0.f;
         uint2 pk;
         pk.x = Ty<BF16>::pack(acc[0] * inv, acc[1] * inv);
         pk.y = Ty<BF16>::pack(acc[2] * inv, acc[3] * inv);
         *reinterpret_cast<uint2 *>(outp + orow * D + d4) = pk;
-        if (p.lse && d4 == 0) p.lse[orow] = wsum > 0.f ? mx + __logf(wsum) : -INFINITY;
+        if (p.lse && d4 == 0) p.lse[orow] = wsum != 0.f ? mx + __logf(wsum) : -INFINITY;
     }
     if (tid == 0) *cnt = 0;  // leave the workspace ready for the next call
     };  // segment

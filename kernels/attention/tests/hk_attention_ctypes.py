@@ -20,6 +20,12 @@ class KV(ctypes.Structure):
                 ("max_blocks_per_seq", ctypes.c_int)]
 
 
+class KV8(ctypes.Structure):
+    """hk_attn_kv_cache_fp8: KV's fields, then the scales (device float32 pointers)."""
+    _fields_ = KV._fields_ + [("k_scale", ctypes.c_void_p), ("v_scale", ctypes.c_void_p),
+                              ("scale_per_head", ctypes.c_int)]
+
+
 def build(out_dir=None, hooks=True):
     out_dir = out_dir or os.environ.get("HK_ATTN_BUILD", "/tmp/hk_attn_build")
     os.makedirs(out_dir, exist_ok=True)
@@ -54,6 +60,10 @@ def lib():
         _lib.hk_attn_prefill_cuda_kernel.restype = ctypes.c_char_p
         _lib.hk_attn_decode_cuda_kernel.argtypes = [ctypes.POINTER(KV), i, i, i, i]
         _lib.hk_attn_decode_cuda_kernel.restype = ctypes.c_char_p
+        _lib.hk_attn_decode_fp8_cuda.argtypes = [vp, vp, vp, ctypes.POINTER(KV8), vp, i, i, i, i, i, i, i,
+                                                 f, i, vp, ctypes.c_size_t, vp]
+        _lib.hk_attn_decode_fp8_cuda_kernel.argtypes = [ctypes.POINTER(KV8), i, i, i, i]
+        _lib.hk_attn_decode_fp8_cuda_kernel.restype = ctypes.c_char_p
         _lib.hk_attn_decode_cuda_workspace_size.argtypes = [i] * 5
         _lib.hk_attn_decode_cuda_workspace_size.restype = ctypes.c_size_t
     return _lib
@@ -82,10 +92,12 @@ def prefill(q, k, v, cu_q, cu_k, max_q, causal, scale=None, out=None, lse=None):
 
 
 class Decode:
-    """Prepared decode call (workspace allocated once) so timing covers only the launches."""
+    """Prepared decode call (workspace allocated once) so timing covers only the launches.
+    An FP8 cache (kcache/vcache of dtype float8_e4m3fn) takes k_scale/v_scale: float32 device
+    tensors of 1 (per tensor) or Hkv (per kv head) entries."""
 
     def __init__(self, q, kcache, vcache, strides, seqlens, max_seqlen, block_table=None,
-                 block_size=0, scale=None, num_splits=0, out=None, lse=None):
+                 block_size=0, scale=None, num_splits=0, out=None, lse=None, k_scale=None, v_scale=None):
         self.B, self.qlen, self.Hq, self.D = q.shape
         self.q, self.kc, self.vc, self.seqlens, self.bt = q, kcache, vcache, seqlens, block_table
         self.Hkv = None
@@ -93,9 +105,15 @@ class Decode:
         self.scale = self.D ** -0.5 if scale is None else scale
         self.out = torch.empty_like(q) if out is None else out
         self.lse = torch.empty(self.B, self.qlen, self.Hq, device=q.device, dtype=torch.float32) if lse is None else lse
-        self.kv = KV(kcache.data_ptr(), vcache.data_ptr(), strides[0], strides[1], strides[2],
-                     block_table.data_ptr() if block_table is not None else None, block_size,
-                     block_table.shape[1] if block_table is not None else 0)
+        self.fp8 = kcache.dtype == torch.float8_e4m3fn
+        args = (kcache.data_ptr(), vcache.data_ptr(), strides[0], strides[1], strides[2],
+                block_table.data_ptr() if block_table is not None else None, block_size,
+                block_table.shape[1] if block_table is not None else 0)
+        if self.fp8:
+            self.scales = (k_scale, v_scale)
+            self.kv = KV8(*args, k_scale.data_ptr(), v_scale.data_ptr(), int(k_scale.numel() > 1))
+        else:
+            self.kv = KV(*args)
         self.num_splits = num_splits
 
     def set_hkv(self, hkv):
@@ -110,14 +128,14 @@ class Decode:
 
     def kernel(self):
         """Which decode kernel this call runs ("paged-tma", "paged", "contiguous", ...)."""
-        return lib().hk_attn_decode_cuda_kernel(ctypes.byref(self.kv), self.B, self.Hkv, self.D,
-                                                self.max_seqlen).decode()
+        fn = lib().hk_attn_decode_fp8_cuda_kernel if self.fp8 else lib().hk_attn_decode_cuda_kernel
+        return fn(ctypes.byref(self.kv), self.B, self.Hkv, self.D, self.max_seqlen).decode()
 
     def __call__(self):
-        rc = lib().hk_attn_decode_cuda(self.out.data_ptr(), self.lse.data_ptr(), self.q.data_ptr(),
-                                       ctypes.byref(self.kv), self.seqlens.data_ptr(), self.B, self.qlen,
-                                       self.Hq, self.Hkv, self.D, self.max_seqlen, _dt(self.q), self.scale,
-                                       self.num_splits, self.ws.data_ptr(), self.ws.numel(), _stream())
+        fn = lib().hk_attn_decode_fp8_cuda if self.fp8 else lib().hk_attn_decode_cuda
+        rc = fn(self.out.data_ptr(), self.lse.data_ptr(), self.q.data_ptr(), ctypes.byref(self.kv),
+                self.seqlens.data_ptr(), self.B, self.qlen, self.Hq, self.Hkv, self.D, self.max_seqlen,
+                _dt(self.q), self.scale, self.num_splits, self.ws.data_ptr(), self.ws.numel(), _stream())
         assert rc == 0, rc
         return self.out, self.lse
 

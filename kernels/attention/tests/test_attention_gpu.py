@@ -7,7 +7,9 @@ Criterion per element, R = max|ref| over the row:
         mantissa bits, as in FlashAttention-2 and cuDNN; near-zero outputs then carry ~2^-9*R of
         absolute error. For fixed-length cases SDPA's flash backend is scored the same way.)
   every row: relative L2 error < 1e-2; LSE within 1e-3*max(1,|ref|); fully masked rows exactly 0
-  with LSE -inf. Usage: python3 test_attention_gpu.py"""
+  with LSE -inf. FP8 (e4m3fn) caches: the same criteria against float64 on the DEQUANTISED cache
+  (codes * scales), which is what the kernel promises (hk_attention.h).
+  Usage: python3 test_attention_gpu.py [--prefill-only | --only fp8]"""
 import math, os, sys, time
 import torch
 
@@ -197,11 +199,146 @@ def test_decode(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, nu
     check(f"decode {name} [{kernel}] splits={call.num_splits}", torch.cat(outs), torch.cat(lses), torch.cat(ros), torch.cat(rls))
 
 
+def fp8_cache(shape, kind):
+    """Random e4m3fn codes: normal values (the quantised N(0, 2^2)), or (kind "sub") only
+    subnormal ones (|x| < 2^-6), which a conversion that flushes them would zero."""
+    x = torch.randn(*shape, device=dev) * 2
+    if kind == "sub":
+        x = (torch.randint(-7, 8, shape, device=dev).float()) * 2.0 ** -9
+    return x.to(torch.float8_e4m3fn)
+
+
+def test_decode_fp8(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, per_head=False,
+                    num_splits=0, v_kind="normal", nan_key=None):
+    """nan_key (b, t, hk): a NaN code in K there; rows that see it must be NaN, all others exact."""
+    B, smax = len(seqlens), max(max(seqlens), 1)
+    bt = None
+    if layout == "paged":
+        mb = (smax + block_size - 1) // block_size
+        nblk = B * mb + 5
+        shape = (nblk, block_size, Hkv, D)
+        bt = torch.randperm(nblk, device=dev)[:B * mb].to(torch.int32).view(B, mb).contiguous()
+        strides = (block_size * Hkv * D, Hkv * D, D)
+    elif layout == "bshd":
+        shape, strides = (B, smax, Hkv, D), (smax * Hkv * D, Hkv * D, D)
+    else:
+        shape, strides = (B, Hkv, smax, D), (Hkv * smax * D, D, smax * D)
+    kc, vc = fp8_cache(shape, "normal"), fp8_cache(shape, v_kind)
+    ns = Hkv if per_head else 1
+    ks = (torch.rand(ns, device=dev) * 0.1 + 0.02).float()
+    vs = (torch.rand(ns, device=dev) * 2 + 0.5).float()
+    q = rnd(B, qlen, Hq, D, dtype=dtype)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((B, qlen, Hq), float("nan"), device=dev)
+    sl = torch.tensor(seqlens, dtype=torch.int32, device=dev)
+    kc_ref, vc_ref = kc.clone(), vc.clone()
+    k8, v8 = kc.view(torch.uint8), vc.view(torch.uint8)  # NaN codes past every sequence's end
+    for b in range(B):
+        L = seqlens[b]
+        if layout == "paged":
+            tail = torch.arange(L, mb * block_size, device=dev)
+            if tail.numel():
+                k8[bt[b, tail // block_size].long(), tail % block_size] = 0x7F
+                v8[bt[b, tail // block_size].long(), tail % block_size] = 0xFF
+        elif layout == "bshd":
+            k8[b, L:] = 0x7F; v8[b, L:] = 0xFF
+        else:
+            k8[b, :, L:] = 0x7F; v8[b, :, L:] = 0xFF
+    if nan_key is not None:
+        nb, nt, nh = nan_key
+        if layout == "paged":
+            k8[bt[nb, nt // block_size].long(), nt % block_size, nh, 3] = 0x7F
+        elif layout == "bshd":
+            k8[nb, nt, nh, 3] = 0x7F
+        else:
+            k8[nb, nh, nt, 3] = 0x7F
+    if layout == "paged":
+        bt_ref = bt.clone()
+        for b in range(B):
+            bt[b, (seqlens[b] + block_size - 1) // block_size:] = 1 << 30
+    call = hk.Decode(q, kc, vc, strides, sl, smax, bt, block_size, None, num_splits, out, lse, ks, vs).set_hkv(Hkv)
+    kernel = call.kernel()
+    expect_kernel(f"decode fp8 {name}", kernel, expected_decode_kernel(layout, block_size))
+    call()
+    torch.cuda.synchronize()
+    kc, vc = kc_ref, vc_ref
+    if layout == "paged":
+        bt = bt_ref
+    ksh = ks.view(1, -1, 1).double(); vsh = vs.view(1, -1, 1).double()
+    outs, lses, ros, rls, nan_ok = [], [], [], [], True
+    for b in range(B):
+        L = seqlens[b]
+        idx = torch.arange(L, device=dev)
+        if layout == "paged":
+            kk, vv = kc[bt[b, idx // block_size].long(), idx % block_size], vc[bt[b, idx // block_size].long(), idx % block_size]
+        elif layout == "bshd":
+            kk, vv = kc[b, :L], vc[b, :L]
+        else:
+            kk, vv = kc[b, :, :L].transpose(0, 1), vc[b, :, :L].transpose(0, 1)
+        ro, rl = ref_attn(q[b], kk.double() * ksh, vv.double() * vsh, qlen, L, True, D ** -0.5)
+        o_b, l_b = out[b], lse[b]
+        if nan_key is not None and b == nan_key[0]:
+            g = Hq // Hkv
+            sees = torch.zeros(qlen, Hq, dtype=torch.bool, device=dev)
+            for t in range(qlen):
+                if nan_key[1] <= L - qlen + t:
+                    sees[t, nan_key[2] * g:(nan_key[2] + 1) * g] = True
+            nan_ok = bool(torch.isnan(o_b[sees]).all()) and bool(sees.any())
+            keep = ~sees
+            ro, rl, o_b, l_b = ro[keep], rl.transpose(0, 1)[keep].transpose(0, -1), o_b[keep], l_b[keep]
+            ros.append(ro.reshape(-1, D)); rls.append(rl.reshape(-1)); outs.append(o_b.reshape(-1, D)); lses.append(l_b.reshape(-1))
+            continue
+        ros.append(ro.reshape(-1, D)); rls.append(rl.transpose(0, 1).reshape(-1))
+        outs.append(o_b.reshape(-1, D)); lses.append(l_b.reshape(-1))
+    label = f"decode fp8 {name} [{kernel}] splits={call.num_splits}"
+    if not nan_ok:
+        print(f"FAIL {label}: rows that see the NaN code are not all NaN", flush=True)
+        FAIL.append(label + " NaN")
+    check(label, torch.cat(outs), torch.cat(lses), torch.cat(ros), torch.cat(rls))
+
+
+def fp8_cases():
+    g = torch.Generator().manual_seed(int(time.time()) + 1)
+    def ragged(B, lo, hi):
+        x = torch.rand(B, generator=g) * (math.log(hi) - math.log(lo)) + math.log(lo)
+        return [0, 1] + [int(v) for v in x.exp().round()]
+    sl = [1, 7, 129, 1000, 3, 0, 4097]
+    bf, hf = torch.bfloat16, torch.float16
+    for dtype in (bf, hf):
+        dn = "bf16" if dtype == bf else "fp16"
+        for D in (128, 64):
+            for ph in (False, True):
+                sk = "head" if ph else "tensor"
+                test_decode_fp8(f"{dn} D{D} bshd q1 32/8 {sk}", sl, 1, 32, 8, D, dtype, "bshd", 0, ph)
+                test_decode_fp8(f"{dn} D{D} bhsd q4 32/8 {sk}", sl, 4, 32, 8, D, dtype, "bhsd", 0, ph)
+                for bs in (16, 64, 256):
+                    test_decode_fp8(f"{dn} D{D} paged{bs} q1 32/32 {sk}", sl, 1, 32, 32, D, dtype, "paged", bs, ph)
+                test_decode_fp8(f"{dn} D{D} paged32 q8 32/8 {sk} (2 chunks)", sl, 8, 32, 8, D, dtype, "paged", 32, ph)
+                test_decode_fp8(f"{dn} D{D} paged128 q4 8/1 {sk}", sl, 4, 8, 1, D, dtype, "paged", 128, ph)
+    test_decode_fp8("bf16 D128 paged48 q1 32/8 head (cp.async pages)", sl, 1, 32, 8, 128, bf, "paged", 48, True)
+    test_decode_fp8("bf16 D128 bshd q2 32/8 forced 7 splits", sl, 2, 32, 8, 128, bf, "bshd", 0, True, 7)
+    test_decode_fp8("bf16 D128 bshd q1 B16 ctx 32768", [32768] * 16, 1, 32, 8, 128, bf, "bshd", 0, True)
+    for bs in (16, 64, 256):
+        test_decode_fp8(f"bf16 D128 paged{bs} q1 32/8 ragged B66 log[16,20k] head", ragged(64, 16, 20000), 1, 32, 8, 128, bf, "paged", bs, True)
+    test_decode_fp8("fp16 D64 bhsd q1 32/4 ragged B34 log[64,30k] tensor", ragged(32, 64, 30000), 1, 32, 4, 64, hf, "bhsd", 0, False)
+    test_decode_fp8("bf16 D128 paged16 q8 8/1 ragged B10 tensor (2 chunks)", ragged(8, 8, 9000), 8, 8, 1, 128, bf, "paged", 16)
+    test_decode_fp8("bf16 D128 paged16 q1 ragged B3 one long (128k) head", [131072, 5, 700], 1, 32, 8, 128, bf, "paged", 16, True)
+    for dtype, dn in ((bf, "bf16"), (hf, "fp16")):
+        test_decode_fp8(f"{dn} D128 bshd q1 32/8 V subnormal codes only", sl, 1, 32, 8, 128, dtype, "bshd", 0, True, 0, "sub")
+        test_decode_fp8(f"{dn} D128 paged64 q1 32/8 V subnormal codes only", sl, 1, 32, 8, 128, dtype, "paged", 64, False, 0, "sub")
+        test_decode_fp8(f"{dn} D128 paged16 q4 32/8 NaN code in K (seq 3 key 500)", sl, 4, 32, 8, 128, dtype, "paged", 16, True, 0, "normal", (3, 500, 2))
+        test_decode_fp8(f"{dn} D64 bshd q2 32/8 NaN code in K (seq 2 key 128)", sl, 2, 32, 8, 64, dtype, "bshd", 0, False, 0, "normal", (2, 128, 7))
+
+
 def main():
     torch.manual_seed(int(time.time()))
     print(torch.cuda.get_device_name(), torch.__version__, "| prefill kernel:", hk.prefill_kernel(), flush=True)
     want = "sm90a" if hopper() and os.environ.get("HK_ATTN_PREFILL_IMPL") != "portable" else "portable"
     expect_kernel("prefill", hk.prefill_kernel(), want)
+    if "--only" in sys.argv and sys.argv[sys.argv.index("--only") + 1] == "fp8":
+        fp8_cases()
+        print("FAILED:" if FAIL else "ALL GPU CHECKS PASSED", *FAIL, sep="\n  ")
+        return 1 if FAIL else 0
     odd = [1, 7, 129, 1000]
     uq, uk = [1, 7, 129, 40, 0, 3, 300], [1, 20, 129, 10, 5, 0, 1000]
     for dtype in (torch.bfloat16, torch.float16):
@@ -258,6 +395,7 @@ def main():
     test_decode("bf16 D128 paged32 q1 ragged B66, uniform plan", ragged(64, 16, 20000), 1, 32, 8, 128, torch.bfloat16, "paged", 32)
     test_decode("bf16 D128 paged16 q2 32/8 forced 7 splits, uniform plan", sl, 2, 32, 8, 128, torch.bfloat16, "paged", 16, 7)
     del os.environ["HK_ATTN_DECODE_PLAN"]
+    fp8_cases()
     print("FAILED:" if FAIL else "ALL GPU CHECKS PASSED", *FAIL, sep="\n  ")
     return 1 if FAIL else 0
 

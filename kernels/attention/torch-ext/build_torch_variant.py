@@ -55,7 +55,7 @@ def main():
     kinc = [f"-I{os.path.join(KERNEL, 'attention_cpu')}", f"-I{os.path.join(KERNEL, 'attention_cuda')}"]
     pyinc = sysconfig.get_paths()["include"]
     pyinit = os.path.isfile(os.path.join(pyinc, "Python.h"))
-    cuda_srcs = ["attention_cuda", "prefill_sm80", "decode_kernel", "decode_cache", "prefill_sm90"]
+    cuda_srcs = ["attention_cuda", "prefill_sm80", "decode_kernel", "decode_fp8", "decode_cache", "prefill_sm90"]
     obj = {n: os.path.join(work, n + ".o") for n in (*cuda_srcs, "cpu", "binding")}
     nvcc = [os.path.join(cuda_home, "bin", "nvcc"), "-O3", "-std=c++17", "--threads", "2", "-Xcompiler", "-fPIC",
             "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a", *kinc]

@@ -11,6 +11,12 @@
 //       or, with block_table int32 [B,max_blocks], paged [num_blocks,block_size,Hkv,D];
 //       workspace uint8, zero-filled once, >= decode_workspace_bytes(...) bytes, or empty (then
 //       one split is used)
+//   decode_fp8_fwd(Tensor(a!) out, Tensor(b!) lse, Tensor q, Tensor k_cache, Tensor v_cache,
+//              Tensor k_scale, Tensor v_scale, Tensor seqlens_k, Tensor? block_table,
+//              int max_seqlen_k, float scale, Tensor(c!) workspace) -> ()
+//       decode_fwd over an FP8 cache: k/v_cache torch.float8_e4m3fn, same shapes and strides;
+//       k_scale / v_scale float32 on q's device with 1 (per tensor) or Hkv (per kv head)
+//       elements; dequantised value = code * scale
 //   decode_workspace_bytes(int batch, int q_len, int num_heads_q, int num_heads_kv, int head_dim,
 //              int max_seqlen_k) -> int
 // The argument order is the tvm-ffi binding's (tvm-ffi-ext/tvm_ffi_binding.cpp). Semantics in
@@ -151,19 +157,31 @@ struct Decode {
     hk_attn_kv_cache kv;
 };
 
+// ks/vs: the FP8 scales (k/v_cache then float8_e4m3fn), or null for a 16-bit cache.
 Decode check_decode(const at::Tensor &out, const at::Tensor &lse, const at::Tensor &q,
                     const at::Tensor &kc, const at::Tensor &vc, const at::Tensor &seqlens,
                     const std::optional<at::Tensor> &block_table, int64_t max_seqlen_k,
-                    double scale, const at::Tensor &workspace) {
-    const char *op = "decode_fwd";
+                    double scale, const at::Tensor &workspace, const at::Tensor *ks = nullptr,
+                    const at::Tensor *vs = nullptr) {
+    const char *op = ks ? "decode_fp8_fwd" : "decode_fwd";
     check_device(op, q);
     Decode p{};
     p.dt = act_dtype(op, q);
     want(op, "q", q, 4, q, q.scalar_type());
     want(op, "out", out, 4, q, q.scalar_type());
     want(op, "lse", lse, 3, q, at::kFloat);
-    want(op, "k_cache", kc, 4, q, q.scalar_type(), false);
-    want(op, "v_cache", vc, 4, q, q.scalar_type(), false);
+    const at::ScalarType cache_type = ks ? at::kFloat8_e4m3fn : q.scalar_type();
+    want(op, "k_cache", kc, 4, q, cache_type, false);
+    want(op, "v_cache", vc, 4, q, cache_type, false);
+    if (ks) {
+        TORCH_CHECK(ks->dim() <= 1 && vs->dim() <= 1, op, ": k_scale / v_scale must be 0-d or 1-d, got ",
+                    ks->sizes(), " / ", vs->sizes());
+        want(op, "k_scale", *ks, ks->dim(), q, at::kFloat);
+        want(op, "v_scale", *vs, vs->dim(), q, at::kFloat);
+        TORCH_CHECK(ks->numel() == vs->numel() && (ks->numel() == 1 || ks->numel() == kc.size(2)), op,
+                    ": k_scale (", ks->numel(), " elements) and v_scale (", vs->numel(),
+                    ") must both have 1 (per tensor) or Hkv = ", kc.size(2), " (per kv head) elements");
+    }
     want(op, "seqlens_k", seqlens, 1, q, at::kInt);
     p.paged = block_table.has_value() && block_table->numel() > 0;
     if (p.paged) want(op, "block_table", *block_table, 2, q, at::kInt);
@@ -195,6 +213,8 @@ Decode check_decode(const at::Tensor &out, const at::Tensor &lse, const at::Tens
                 op, ": `workspace` must be a contiguous tensor on q's device (or empty)");
     p.kv.stride_block = kc.stride(0), p.kv.stride_token = kc.stride(1),
     p.kv.stride_head = kc.stride(2);
+    TORCH_CHECK(!ks || ((p.kv.stride_block | p.kv.stride_token | p.kv.stride_head) & 15) == 0 || !q.is_cuda(),
+                op, ": FP8 cache strides ", kc.strides(), " must be multiples of 16 elements on CUDA");
     if (p.paged) {
         p.kv.block_size = (int)kc.size(1);
         p.kv.max_blocks_per_seq = (int)block_table->size(1);
@@ -202,15 +222,25 @@ Decode check_decode(const at::Tensor &out, const at::Tensor &lse, const at::Tens
     return p;
 }
 
-void decode_fwd(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at::Tensor &kc,
-                const at::Tensor &vc, const at::Tensor &seqlens,
+// decode_fwd and decode_fp8_fwd (ks/vs non-null: an FP8 cache and its scales).
+void decode_any(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at::Tensor &kc,
+                const at::Tensor &vc, const at::Tensor *ks, const at::Tensor *vs, const at::Tensor &seqlens,
                 const std::optional<at::Tensor> &block_table, int64_t max_seqlen_k, double scale,
                 at::Tensor &workspace) {
-    const char *op = "decode_fwd";
-    Decode p = check_decode(out, lse, q, kc, vc, seqlens, block_table, max_seqlen_k, scale, workspace);
+    Decode p = check_decode(out, lse, q, kc, vc, seqlens, block_table, max_seqlen_k, scale, workspace, ks, vs);
+    const char *op = ks ? "decode_fp8_fwd" : "decode_fwd";
     p.kv.k = static_cast<const uint16_t *>(kc.data_ptr());
     p.kv.v = static_cast<const uint16_t *>(vc.data_ptr());
     if (p.paged) p.kv.block_table = block_table->data_ptr<int32_t>();
+    hk_attn_kv_cache_fp8 kv8{};
+    if (ks) {
+        kv8.k = static_cast<const uint8_t *>(kc.data_ptr()), kv8.v = static_cast<const uint8_t *>(vc.data_ptr());
+        kv8.stride_block = p.kv.stride_block, kv8.stride_token = p.kv.stride_token, kv8.stride_head = p.kv.stride_head;
+        kv8.block_table = p.kv.block_table, kv8.block_size = p.kv.block_size;
+        kv8.max_blocks_per_seq = p.kv.max_blocks_per_seq;
+        kv8.k_scale = ks->data_ptr<float>(), kv8.v_scale = vs->data_ptr<float>();
+        kv8.scale_per_head = ks->numel() > 1 ? 1 : 0;
+    }
     if (q.is_cuda()) {
         const c10::cuda::CUDAGuard guard(q.device());
         int splits = hk_attn_decode_cuda_num_splits((int)p.b, (int)p.ql, (int)p.hq, (int)p.hkv,
@@ -220,12 +250,16 @@ void decode_fwd(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at:
                                                                (int)p.d, splits);
         const size_t have = (size_t)workspace.numel() * workspace.element_size();
         if (have < need) splits = 1;
-        check_rc(op, hk_attn_decode_cuda(out.data_ptr(), lse.data_ptr<float>(), q.data_ptr(), &p.kv,
-                                         seqlens.data_ptr<int32_t>(), (int)p.b, (int)p.ql,
-                                         (int)p.hq, (int)p.hkv, (int)p.d, (int)max_seqlen_k, p.dt,
-                                         (float)scale, splits,
-                                         splits > 1 ? workspace.data_ptr() : nullptr, have,
-                                         at::cuda::getCurrentCUDAStream(q.get_device()).stream()));
+        void *ws = splits > 1 ? workspace.data_ptr() : nullptr;
+        void *st = at::cuda::getCurrentCUDAStream(q.get_device()).stream();
+        check_rc(op, ks ? hk_attn_decode_fp8_cuda(out.data_ptr(), lse.data_ptr<float>(), q.data_ptr(), &kv8,
+                                                  seqlens.data_ptr<int32_t>(), (int)p.b, (int)p.ql, (int)p.hq,
+                                                  (int)p.hkv, (int)p.d, (int)max_seqlen_k, p.dt, (float)scale,
+                                                  splits, ws, have, st)
+                        : hk_attn_decode_cuda(out.data_ptr(), lse.data_ptr<float>(), q.data_ptr(), &p.kv,
+                                              seqlens.data_ptr<int32_t>(), (int)p.b, (int)p.ql, (int)p.hq,
+                                              (int)p.hkv, (int)p.d, (int)max_seqlen_k, p.dt, (float)scale,
+                                              splits, ws, have, st));
         return;
     }
     const int32_t *sl = seqlens.data_ptr<int32_t>();
@@ -239,10 +273,26 @@ void decode_fwd(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at:
             TORCH_CHECK(bt[i] >= 0 && bt[i] < kc.size(0), op, ": block_table entry ", bt[i],
                         " is out of range [0, ", kc.size(0), ")");
     }
-    check_rc(op, hk_attn_decode_cpu(static_cast<uint16_t *>(out.data_ptr()), lse.data_ptr<float>(),
-                                    static_cast<const uint16_t *>(q.data_ptr()), &p.kv, sl,
-                                    (int)p.b, (int)p.ql, (int)p.hq, (int)p.hkv, (int)p.d, p.dt,
-                                    (float)scale));
+    uint16_t *o16 = static_cast<uint16_t *>(out.data_ptr());
+    const uint16_t *q16 = static_cast<const uint16_t *>(q.data_ptr());
+    check_rc(op, ks ? hk_attn_decode_fp8_cpu(o16, lse.data_ptr<float>(), q16, &kv8, sl, (int)p.b, (int)p.ql,
+                                             (int)p.hq, (int)p.hkv, (int)p.d, p.dt, (float)scale)
+                    : hk_attn_decode_cpu(o16, lse.data_ptr<float>(), q16, &p.kv, sl, (int)p.b, (int)p.ql,
+                                         (int)p.hq, (int)p.hkv, (int)p.d, p.dt, (float)scale));
+}
+
+void decode_fwd(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at::Tensor &kc,
+                const at::Tensor &vc, const at::Tensor &seqlens,
+                const std::optional<at::Tensor> &block_table, int64_t max_seqlen_k, double scale,
+                at::Tensor &workspace) {
+    decode_any(out, lse, q, kc, vc, nullptr, nullptr, seqlens, block_table, max_seqlen_k, scale, workspace);
+}
+
+void decode_fp8_fwd(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at::Tensor &kc,
+                    const at::Tensor &vc, const at::Tensor &ks, const at::Tensor &vs, const at::Tensor &seqlens,
+                    const std::optional<at::Tensor> &block_table, int64_t max_seqlen_k, double scale,
+                    at::Tensor &workspace) {
+    decode_any(out, lse, q, kc, vc, &ks, &vs, seqlens, block_table, max_seqlen_k, scale, workspace);
 }
 
 void decode_fwd_meta(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at::Tensor &kc,
@@ -250,6 +300,13 @@ void decode_fwd_meta(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, cons
                      const std::optional<at::Tensor> &block_table, int64_t max_seqlen_k,
                      double scale, at::Tensor &workspace) {
     check_decode(out, lse, q, kc, vc, seqlens, block_table, max_seqlen_k, scale, workspace);
+}
+
+void decode_fp8_fwd_meta(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at::Tensor &kc,
+                         const at::Tensor &vc, const at::Tensor &ks, const at::Tensor &vs,
+                         const at::Tensor &seqlens, const std::optional<at::Tensor> &block_table,
+                         int64_t max_seqlen_k, double scale, at::Tensor &workspace) {
+    check_decode(out, lse, q, kc, vc, seqlens, block_table, max_seqlen_k, scale, workspace, &ks, &vs);
 }
 
 int64_t decode_workspace_bytes(int64_t b, int64_t ql, int64_t hq, int64_t hkv, int64_t d,
@@ -276,6 +333,9 @@ ATTN_LIBRARY(ATTN_OPS_NAMESPACE, m) {
     m.def("decode_fwd(Tensor(a!) out, Tensor(b!) lse, Tensor q, Tensor k_cache, Tensor v_cache, "
           "Tensor seqlens_k, Tensor? block_table, int max_seqlen_k, float scale, "
           "Tensor(c!) workspace) -> ()");
+    m.def("decode_fp8_fwd(Tensor(a!) out, Tensor(b!) lse, Tensor q, Tensor k_cache, Tensor v_cache, "
+          "Tensor k_scale, Tensor v_scale, Tensor seqlens_k, Tensor? block_table, int max_seqlen_k, "
+          "float scale, Tensor(c!) workspace) -> ()");
     m.def("decode_workspace_bytes(int batch, int q_len, int num_heads_q, int num_heads_kv, "
           "int head_dim, int max_seqlen_k) -> int",
           &decode_workspace_bytes);
@@ -284,16 +344,19 @@ ATTN_LIBRARY(ATTN_OPS_NAMESPACE, m) {
 ATTN_LIBRARY_IMPL(ATTN_OPS_NAMESPACE, CUDA, m) {
     m.impl("varlen_fwd", &varlen_fwd);
     m.impl("decode_fwd", &decode_fwd);
+    m.impl("decode_fp8_fwd", &decode_fp8_fwd);
 }
 
 ATTN_LIBRARY_IMPL(ATTN_OPS_NAMESPACE, CPU, m) {
     m.impl("varlen_fwd", &varlen_fwd);
     m.impl("decode_fwd", &decode_fwd);
+    m.impl("decode_fp8_fwd", &decode_fp8_fwd);
 }
 
 ATTN_LIBRARY_IMPL(ATTN_OPS_NAMESPACE, Meta, m) {
     m.impl("varlen_fwd", &varlen_fwd_meta);
     m.impl("decode_fwd", &decode_fwd_meta);
+    m.impl("decode_fp8_fwd", &decode_fp8_fwd_meta);
 }
 
 #ifdef ATTN_PYINIT

@@ -8,6 +8,11 @@
 //       [num_blocks,block_size,Hkv,D] with block_table int32 [B,max_blocks];
 //       workspace: uint8, zero-filled once, >= workspace_bytes(...) (CUDA only; may be empty:
 //       then one split is used)
+//   decode_fp8_fwd(out, lse, q, k_cache, v_cache, k_scale, v_scale, seqlens_k, block_table,
+//                  max_seqlen_k, scale, workspace)
+//       decode_fwd over an FP8 cache: k/v_cache float8_e4m3fn (or uint8 holding e4m3fn codes, for
+//       producers without an FP8 dtype, e.g. numpy), same shapes; k_scale / v_scale float32 on
+//       q's device, 1 element (per tensor) or Hkv (per kv head); dequantised = code * scale
 //   decode_workspace_bytes(batch, q_len, Hq, Hkv, D, max_seqlen_k) -> int
 // Semantics in attention_cpu/hk_attention.h (bottom-right causal, fully masked rows -> 0/-inf).
 // Every argument is checked before anything runs; errors raise ValueError/TypeError naming the
@@ -20,6 +25,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../attention_cpu/hk_attention.h"
@@ -155,17 +161,32 @@ void varlen_fwd(TensorView out, TensorView lse, TensorView q, TensorView k, Tens
                                      (int)d, dt, causal, (float)scale));
 }
 
-void decode_fwd(TensorView out, TensorView lse, TensorView q, TensorView kc, TensorView vc,
-                TensorView seqlens, TensorView block_table, int64_t max_seqlen_k, double scale,
-                TensorView workspace) {
-    const char *op = "decode_fwd";
+// The checks and the call of decode_fwd and decode_fp8_fwd (ks/vs: the FP8 scales, else null).
+void decode_any(const char *op, TensorView out, TensorView lse, TensorView q, TensorView kc, TensorView vc,
+                const TensorView *ks, const TensorView *vs, TensorView seqlens, TensorView block_table,
+                int64_t max_seqlen_k, double scale, TensorView workspace) {
+    const bool fp8 = ks != nullptr;
     check_tensor(op, "q", q, 4), check_tensor(op, "out", out, 4), check_tensor(op, "lse", lse, 3);
     check_tensor(op, "k_cache", kc, 4), check_tensor(op, "v_cache", vc, 4);
     check_tensor(op, "seqlens_k", seqlens, 1);
     const bool paged = block_table.numel() > 0;
     if (paged) check_tensor(op, "block_table", block_table, 2);
     const hk_attn_dtype dt = act_dtype(op, q);
-    same_as(op, "k_cache", kc, q), same_as(op, "v_cache", vc, q), same_as(op, "out", out, q);
+    if (fp8) {
+        for (const auto &[name, t] : {std::pair<const char *, const TensorView &>{"k_cache", kc}, {"v_cache", vc}}) {
+            if (!is_dtype(t, kDLFloat8_e4m3fn, 8) && !is_dtype(t, kDLUInt, 8))
+                TVM_FFI_THROW(TypeError) << op << ": `" << name << "` must be float8_e4m3fn (or uint8 e4m3fn codes)";
+            if (!same_device(t, q)) TVM_FFI_THROW(ValueError) << op << ": `" << name << "` is not on q's device";
+        }
+        check_tensor(op, "k_scale", *ks, 1), check_tensor(op, "v_scale", *vs, 1);
+        want_float32(op, "k_scale", *ks, q), want_float32(op, "v_scale", *vs, q);
+        if (ks->size(0) != vs->size(0) || (ks->size(0) != 1 && ks->size(0) != kc.size(2)))
+            TVM_FFI_THROW(ValueError) << op << ": k_scale " << shape_str(*ks) << " / v_scale " << shape_str(*vs)
+                                      << " must both have 1 (per tensor) or Hkv = " << kc.size(2) << " (per head) entries";
+    } else {
+        same_as(op, "k_cache", kc, q), same_as(op, "v_cache", vc, q);
+    }
+    same_as(op, "out", out, q);
     want_float32(op, "lse", lse, q), want_int32(op, "seqlens_k", seqlens, q);
     if (paged) want_int32(op, "block_table", block_table, q);
     const int64_t b = q.size(0), ql = q.size(1), hq = q.size(2), d = q.size(3);
@@ -195,6 +216,14 @@ void decode_fwd(TensorView out, TensorView lse, TensorView q, TensorView kc, Ten
         kv.block_table = static_cast<const int32_t *>(data_of(block_table));
         kv.block_size = (int)s_or_bs, kv.max_blocks_per_seq = (int)block_table.size(1);
     }
+    hk_attn_kv_cache_fp8 kv8{};
+    if (fp8) {
+        kv8.k = static_cast<const uint8_t *>(data_of(kc)), kv8.v = static_cast<const uint8_t *>(data_of(vc));
+        kv8.stride_block = kv.stride_block, kv8.stride_token = kv.stride_token, kv8.stride_head = kv.stride_head;
+        kv8.block_table = kv.block_table, kv8.block_size = kv.block_size, kv8.max_blocks_per_seq = kv.max_blocks_per_seq;
+        kv8.k_scale = static_cast<const float *>(data_of(*ks)), kv8.v_scale = static_cast<const float *>(data_of(*vs));
+        kv8.scale_per_head = ks->size(0) > 1 ? 1 : 0;
+    }
 #ifdef ATTN_WITH_CUDA
     if (q.device().device_type == kDLCUDA) {
         void *stream = TVMFFIEnvGetStream(q.device().device_type, q.device().device_id);
@@ -203,10 +232,15 @@ void decode_fwd(TensorView out, TensorView lse, TensorView q, TensorView kc, Ten
         size_t need = hk_attn_decode_cuda_workspace_size((int)b, (int)ql, (int)hq, (int)d, splits);
         size_t have = (size_t)workspace.numel() * (workspace.dtype().bits / 8);
         if (have < need || (have > 0 && !same_device(workspace, q))) splits = 1;
-        check_rc(op, hk_attn_decode_cuda(data_of(out), static_cast<float *>(data_of(lse)), data_of(q), &kv,
-                                         static_cast<const int32_t *>(data_of(seqlens)), (int)b, (int)ql, (int)hq,
-                                         (int)hkv, (int)d, (int)max_seqlen_k, dt, (float)scale, splits,
-                                         splits > 1 ? data_of(workspace) : nullptr, have, stream));
+        void *ws = splits > 1 ? data_of(workspace) : nullptr;
+        const int32_t *slp = static_cast<const int32_t *>(data_of(seqlens));
+        float *lsep = static_cast<float *>(data_of(lse));
+        check_rc(op, fp8 ? hk_attn_decode_fp8_cuda(data_of(out), lsep, data_of(q), &kv8, slp, (int)b, (int)ql, (int)hq,
+                                                   (int)hkv, (int)d, (int)max_seqlen_k, dt, (float)scale, splits, ws,
+                                                   have, stream)
+                         : hk_attn_decode_cuda(data_of(out), lsep, data_of(q), &kv, slp, (int)b, (int)ql, (int)hq,
+                                               (int)hkv, (int)d, (int)max_seqlen_k, dt, (float)scale, splits, ws,
+                                               have, stream));
         return;
     }
 #endif
@@ -225,9 +259,27 @@ void decode_fwd(TensorView out, TensorView lse, TensorView q, TensorView kc, Ten
             if (bt[i] < 0 || bt[i] >= kc.size(0))
                 TVM_FFI_THROW(ValueError) << op << ": block_table entry " << bt[i] << " is out of range [0, " << kc.size(0) << ")";
     }
-    check_rc(op, hk_attn_decode_cpu(static_cast<uint16_t *>(data_of(out)), static_cast<float *>(data_of(lse)),
-                                    static_cast<const uint16_t *>(data_of(q)), &kv, sl, (int)b, (int)ql, (int)hq,
-                                    (int)hkv, (int)d, dt, (float)scale));
+    uint16_t *outp = static_cast<uint16_t *>(data_of(out));
+    const uint16_t *qp = static_cast<const uint16_t *>(data_of(q));
+    float *lsep = static_cast<float *>(data_of(lse));
+    check_rc(op, fp8 ? hk_attn_decode_fp8_cpu(outp, lsep, qp, &kv8, sl, (int)b, (int)ql, (int)hq, (int)hkv, (int)d, dt,
+                                              (float)scale)
+                     : hk_attn_decode_cpu(outp, lsep, qp, &kv, sl, (int)b, (int)ql, (int)hq, (int)hkv, (int)d, dt,
+                                          (float)scale));
+}
+
+void decode_fwd(TensorView out, TensorView lse, TensorView q, TensorView kc, TensorView vc,
+                TensorView seqlens, TensorView block_table, int64_t max_seqlen_k, double scale,
+                TensorView workspace) {
+    decode_any("decode_fwd", out, lse, q, kc, vc, nullptr, nullptr, seqlens, block_table, max_seqlen_k, scale,
+               workspace);
+}
+
+void decode_fp8_fwd(TensorView out, TensorView lse, TensorView q, TensorView kc, TensorView vc, TensorView k_scale,
+                    TensorView v_scale, TensorView seqlens, TensorView block_table, int64_t max_seqlen_k,
+                    double scale, TensorView workspace) {
+    decode_any("decode_fp8_fwd", out, lse, q, kc, vc, &k_scale, &v_scale, seqlens, block_table, max_seqlen_k,
+               scale, workspace);
 }
 
 int64_t decode_workspace_bytes(int64_t b, int64_t ql, int64_t hq, int64_t hkv, int64_t d, int64_t max_seqlen_k) {
@@ -245,4 +297,5 @@ int64_t decode_workspace_bytes(int64_t b, int64_t ql, int64_t hq, int64_t hkv, i
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(varlen_fwd, varlen_fwd);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(decode_fwd, decode_fwd);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(decode_fp8_fwd, decode_fp8_fwd);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(decode_workspace_bytes, decode_workspace_bytes);

@@ -12,6 +12,10 @@ metadata id (torch.ops.<id>.varlen_fwd / decode_fwd / decode_workspace_bytes).
         [num_blocks,block_size,Hkv,D] with block_table int32 [B,max_blocks]; seqlens_k counts
         the q_len new tokens too. workspace (CUDA): uint8, zero-filled once, of
         decode_workspace_bytes(...) bytes; without it one split is used.
+    decode_fp8_attention(out, lse, q, k_cache, v_cache, k_scale, v_scale, seqlens_k, max_seqlen_k,
+                         block_table=None, softmax_scale=None, workspace=None)
+        decode_attention over an FP8 cache: k/v_cache float8_e4m3fn (same shapes), k_scale / v_scale
+        float32 with 1 (per tensor) or Hkv (per kv head) elements; dequantised value = code * scale.
 
 dtype bfloat16 or float16 (CUDA: head_dim 64 or 128); float32 accumulation. Causal masking is
 bottom-right aligned (query i of Lq sees key j <= i + Lk - Lq); rows that see no key give 0 and
@@ -47,4 +51,16 @@ def decode_attention(out: torch.Tensor, lse: torch.Tensor, q: torch.Tensor, k_ca
     return out
 
 
-__all__ = ["decode_attention", "decode_workspace_bytes", "varlen_attention"]
+def decode_fp8_attention(out: torch.Tensor, lse: torch.Tensor, q: torch.Tensor, k_cache: torch.Tensor,
+                         v_cache: torch.Tensor, k_scale: torch.Tensor, v_scale: torch.Tensor,
+                         seqlens_k: torch.Tensor, max_seqlen_k: int, block_table=None, softmax_scale=None,
+                         workspace=None) -> torch.Tensor:
+    scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else float(softmax_scale)
+    if workspace is None:
+        workspace = torch.empty(0, dtype=torch.uint8, device=q.device)
+    ops.decode_fp8_fwd(out, lse, q, k_cache, v_cache, k_scale, v_scale, seqlens_k, block_table, int(max_seqlen_k),
+                       scale, workspace)
+    return out
+
+
+__all__ = ["decode_attention", "decode_fp8_attention", "decode_workspace_bytes", "varlen_attention"]
