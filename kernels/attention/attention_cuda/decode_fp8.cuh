@@ -36,6 +36,10 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 #ifndef HK_ATTN_FP8_CVT
 #define HK_ATTN_FP8_CVT 1
 #endif
+// Warps per CTA of the FP8 decode (8: tiles of 128 keys; 4: of 64 keys, as the 16-bit decode)
+#ifndef HK_ATTN_FP8_NW
+#define HK_ATTN_FP8_NW 8
+#endif
 
 // Four e4m3 codes x = [c0 c1 c2 c3] (byte 0 first) -> the 16-bit pairs ev = (c0, c2) and
 // od = (c1, c3) of the query's type (BF16 or fp16), exactly; NaN codes become NaN.

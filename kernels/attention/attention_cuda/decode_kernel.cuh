@@ -158,10 +158,11 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
     // their V rows zeroed before use) instead of trusting the block table past the sequence.
     // The block ids of the next tile to issue are read one tile ahead (at most BN / 16 = 4 pages
     // per tile), so the table read does not stall the issue.
-    int tile_blk[4];
+    constexpr int NBOX = BN / 16;  // at most one box per 16 keys (the smallest TMA page)
+    int tile_blk[NBOX];
     auto read_blocks = [&](int j) {
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < NBOX; q++) {
             const int key = ks0 + j * BN + q * p.box_rows;
             const int bi = (key < ke ? key : ks0) >> p.bs_shift;
             if (q * p.box_rows < BN) tile_blk[q] = p.tma_contig ? b : __ldg(btab + bi);
@@ -175,7 +176,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         hk_sm90::mbar_arrive_expect_tx(bar, 2 * TB);
         const int key0 = ks0 + j * BN;
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < NBOX; q++) {
             const int r = q * p.box_rows;
             if (r >= BN) break;
             // one box = box_rows whole rows (both 64-column halves) of one kv head
@@ -470,8 +471,9 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
 
 template <bool BF16, bool F8, int D, int MT, int KV>
 int decode_dispatch(const DecodeParams &p, cudaStream_t st) {
-    // FP8 tiles are half the bytes: twice the stages keep as many bytes in flight
-    constexpr int NW = 4, STAGES = ((D == 128) ? 3 : 4) * (F8 ? 2 : 1);
+    // FP8: 8 warps of 16 keys (tiles of 128 keys, the bytes of a 16-bit tile of 64; two warps
+    // per scheduler hide the conversions' latency), or 4 with twice the stages
+    constexpr int NW = F8 ? HK_ATTN_FP8_NW : 4, STAGES = ((D == 128) ? 3 : 4) * (F8 && NW == 4 ? 2 : 1);
     constexpr int smem = decode_smem_bytes<D, MT, NW, STAGES, KV, F8 ? 1 : 2>();
     auto kern = decode_kernel<BF16, F8, D, MT, NW, STAGES, KV>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)

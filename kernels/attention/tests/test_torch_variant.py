@@ -122,6 +122,38 @@ def expect_error(name, fn, words):
     g.FAIL.append(f"error {name}")
 
 
+def decode_fp8(A, name, seqlens, qlen, Hq, Hkv, D, dtype, paged_bs=0, per_head=True, device=g.dev):
+    """decode_fp8_attention through the dispatcher vs float64 on the dequantised cache."""
+    B, smax = len(seqlens), max(max(seqlens), 1)
+    if paged_bs:
+        mb = (smax + paged_bs - 1) // paged_bs
+        shape = (B * mb + 3, paged_bs, Hkv, D)
+        bt = torch.randperm(B * mb + 3, device=device)[:B * mb].to(torch.int32).view(B, mb).contiguous()
+    else:
+        shape, bt = (B, smax, Hkv, D), None
+    kc, vc = ((torch.randn(*shape, device=device) * 2).to(torch.float8_e4m3fn) for _ in range(2))
+    ns = Hkv if per_head else 1
+    ks, vs = torch.rand(ns, device=device) * 0.1 + 0.02, torch.rand(ns, device=device) + 0.5
+    q = torch.randn(B, qlen, Hq, D, device=device).to(dtype)
+    out, lse = torch.full_like(q, float("nan")), torch.full((B, qlen, Hq), float("nan"), device=device)
+    sl = torch.tensor(seqlens, dtype=torch.int32, device=device)
+    ws = None
+    if device.type == "cuda":
+        ws = torch.zeros(max(A.decode_workspace_bytes(B, qlen, Hq, Hkv, D, smax), 16), dtype=torch.uint8, device=device)
+    A.decode_fp8_attention(out, lse, q, kc, vc, ks, vs, sl, smax, block_table=bt, workspace=ws)
+    outs, lses, ros, rls = [], [], [], []
+    for b in range(B):
+        L = seqlens[b]
+        idx = torch.arange(L, device=device)
+        kk, vv = (kc[b, :L], vc[b, :L]) if bt is None else (kc[bt[b, idx // paged_bs].long(), idx % paged_bs],
+                                                            vc[bt[b, idx // paged_bs].long(), idx % paged_bs])
+        ro, rl = g.ref_attn(q[b], kk.double() * ks.view(1, -1, 1).double(), vv.double() * vs.view(1, -1, 1).double(),
+                            qlen, L, True, D ** -0.5)
+        ros.append(ro.reshape(-1, D)); rls.append(rl.transpose(0, 1).reshape(-1))
+        outs.append(out[b].reshape(-1, D)); lses.append(lse[b].reshape(-1))
+    g.check(f"torch-variant decode_fp8 {name}", torch.cat(outs), torch.cat(lses), torch.cat(ros), torch.cat(rls))
+
+
 def op_checks(A):
     """torch.library.opcheck (the schema's declared mutations, the Meta kernel under fake
     tensors, autograd registration, AOT dispatch) on CUDA and CPU inputs, and torch.compile
@@ -142,6 +174,10 @@ def op_checks(A):
         ("decode_fwd cuda", A._ops.ops.decode_fwd.default,
          (torch.empty_like(dq), torch.empty(B, 1, 8, device=dev), dq, kc, vc, sl, None, S, 0.125,
           torch.empty(0, dtype=torch.uint8, device=dev))),
+        ("decode_fp8_fwd cuda", A._ops.ops.decode_fp8_fwd.default,
+         (torch.empty_like(dq), torch.empty(B, 1, 8, device=dev), dq, kc.to(torch.float8_e4m3fn),
+          vc.to(torch.float8_e4m3fn), torch.full((Hkv,), 0.5, device=dev), torch.ones(Hkv, device=dev), sl, None, S,
+          0.125, torch.empty(0, dtype=torch.uint8, device=dev))),
     ]
     for name, op, args in cases:
         try:
@@ -201,6 +237,21 @@ def main():
     decode(A, "bf16 D128 paged16 q1 32/8 on a side stream", sl, 1, 32, 8, 128, torch.bfloat16, "paged", 16,
            stream=torch.cuda.Stream())
     decode(A, "bf16 D128 bshd q1 B16 ctx 32768", [32768] * 16, 1, 32, 8, 128, torch.bfloat16, "bshd")
+    for dtype in (torch.bfloat16, torch.float16):
+        decode_fp8(A, f"{'bf16' if dtype == torch.bfloat16 else 'fp16'} D128 bshd q1 32/8 per-head", sl, 1, 32, 8, 128, dtype)
+        decode_fp8(A, f"{'bf16' if dtype == torch.bfloat16 else 'fp16'} D64 paged16 q4 32/8 per-tensor", sl, 4, 32, 8, 64,
+                   dtype, 16, False)
+    decode_fp8(A, "CPU bf16 D64 paged16 q2 4/2 per-head", [1, 40, 0, 77], 2, 4, 2, 64, torch.bfloat16, 16,
+               device=torch.device("cpu"))
+    k16 = torch.zeros(2, 16, 2, 64, device="cuda", dtype=torch.bfloat16)
+    dq = torch.zeros(2, 1, 4, 64, device="cuda", dtype=torch.bfloat16)
+    sl2 = torch.tensor([3, 5], dtype=torch.int32, device="cuda")
+    one = torch.ones(1, device="cuda")
+    expect_error("fp8 decode, bf16 cache", lambda: A.decode_fp8_attention(torch.empty_like(dq), torch.empty(2, 1, 4, device="cuda"),
+                 dq, k16, k16, one, one, sl2, 16), ["k_cache", "Float8_e4m3fn"])
+    k8 = k16.to(torch.float8_e4m3fn)
+    expect_error("fp8 decode, 3 scales for 2 heads", lambda: A.decode_fp8_attention(torch.empty_like(dq), torch.empty(2, 1, 4, device="cuda"),
+                 dq, k8, k8, torch.ones(3, device="cuda"), torch.ones(3, device="cuda"), sl2, 16), ["k_scale", "Hkv"])
     cpu = torch.device("cpu")
     prefill(A, "CPU bf16 D64 causal varlen 4/2", [3, 17, 0, 40], [5, 17, 2, 33], 4, 2, 64, torch.bfloat16, True, device=cpu)
     decode(A, "CPU fp16 D64 paged16 q2 4/2", [1, 40, 0, 77], 2, 4, 2, 64, torch.float16, "paged", 16, device=cpu)
