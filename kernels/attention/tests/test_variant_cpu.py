@@ -111,6 +111,50 @@ def test_decode_matches_float64(mod, paged):
     assert np.isneginf(lse[0, 0]).all() and (out[0, 0] == 0).all()
 
 
+def e4m3_values():
+    """The e4m3fn format's definition: bias 7, subnormals at exponent 0, S.1111.111 NaN."""
+    c = np.arange(256)
+    e, m = (c >> 3) & 15, c & 7
+    v = np.where(e == 0, m * 2.0 ** -9, (1 + m / 8) * 2.0 ** (e - 7))
+    v = np.where(c & 0x80, -v, v)
+    v[[0x7F, 0xFF]] = np.nan
+    return v
+
+
+@pytest.mark.parametrize("paged,per_head", [(False, True), (True, False)])
+def test_decode_fp8_matches_float64(mod, paged, per_head):
+    """FP8 cache as uint8 e4m3fn codes (numpy has no FP8 dtype), scales per kv head or per tensor;
+    float64 reference on the dequantised values."""
+    b, ql, hq, hkv, d, bs, smax = 3, 3, 8, 2, 64, 16, 48
+    sl = np.array([2, 40, 17], np.int32)
+    shape = (b * smax // bs + 2, bs, hkv, d) if paged else (b, smax, hkv, d)
+    def codes():
+        return (RNG.integers(0, 2, shape) << 7 | RNG.integers(3, 10, shape) << 3 | RNG.integers(0, 8, shape)).astype(np.uint8)
+    kc, vc = codes(), codes()
+    bt = RNG.permutation(shape[0])[: b * smax // bs].astype(np.int32).reshape(b, smax // bs) if paged else None
+    ns = hkv if per_head else 1
+    ks = (RNG.random(ns) * 0.1 + 0.02).astype(np.float32)
+    vs = (RNG.random(ns) + 0.5).astype(np.float32)
+    q = RNG.standard_normal((b, ql, hq, d)).astype(np.float16)
+    out = np.full(q.shape, np.nan, np.float16)
+    lse = np.full((b, ql, hq), np.nan, np.float32)
+    assert mod.decode_fp8_attention(out, lse, q, kc, vc, ks, vs, sl, smax, block_table=bt) is out
+    val = e4m3_values()
+    for i in range(b):
+        idx = np.arange(sl[i])
+        kk = kc[bt[i, idx // bs], idx % bs] if paged else kc[i, : sl[i]]
+        vv = vc[bt[i, idx // bs], idx % bs] if paged else vc[i, : sl[i]]
+        kd = val[kk] * ks.astype(np.float64).reshape(1, -1, 1)
+        vd = val[vv] * vs.astype(np.float64).reshape(1, -1, 1)
+        ro, rl = ref_seq(q[i], kd, vd, True, d ** -0.5)
+        assert_close(out[i], lse[i], ro, rl.T)
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        mod.decode_fp8_attention(out, lse, q, q, q, ks, vs, sl, smax)
+    with pytest.raises(ValueError, match="per head"):
+        mod.decode_fp8_attention(out, lse, q, kc, vc, np.ones(3, np.float32), np.ones(3, np.float32), sl, smax,
+                                 block_table=bt)
+
+
 def test_invalid_inputs_raise_clear_errors(mod):
     q = np.zeros((4, 2, 64), np.float16)
     cu = np.array([0, 4], np.int32)
