@@ -2,13 +2,14 @@
 // query rows that read this kv head (group size x q_len, padded to 16-row MMA tiles), so each K/V
 // byte is read from DRAM once for the whole group. A multi-stage cp.async pipeline (16-byte
 // copies, paged or contiguous addressing; on sm_90a paged caches are fetched instead by one thread
-// as TMA boxes of whole pages) keeps enough bytes in flight; the 4 warps split each key tile,
-// merge their softmax states through shared memory, and write either the final output (1 split)
-// or a partial (normalised O, LSE); the last CTA of each group to finish merges the partials.
+// as TMA boxes of whole pages) keeps enough bytes in flight; the warps (4, or 8 for FP8 caches;
+// 16 keys each) split each key tile, merge their softmax states through shared memory, and
+// write either the final output (1 split) or a partial (normalised O, LSE); the last CTA of
+// each group to finish merges the partials.
 //
-// FP8 (e4m3fn) caches run the same kernel with F8: tiles of 1-byte codes (half the bytes),
-// converted to the query's type in registers (decode_fp8.cuh); K's scale folded into the softmax
-// scale, V's applied to the normalised output.
+// FP8 (e4m3fn) caches run the same kernel with F8: tiles of 128 keys of 1-byte codes (the bytes
+// of a 64-key 16-bit tile), converted to the query's type in registers (decode_fp8.cuh); K's
+// scale folded into the softmax scale, V's applied to the normalised output.
 //
 // Semantics (masking, fully masked rows, LSE) are those of attention_cpu/hk_attention.h.
 // Included by decode_kernel.cu (16-bit caches) and decode_fp8.cu (FP8 caches): one kernel
