@@ -157,6 +157,11 @@ struct Decode {
     hk_attn_kv_cache kv;
 };
 
+// Elements of a 0-d / 1-d FP8 scale tensor. Under torch.compile's dynamic shapes (fake tensors in
+// the Meta kernel) numel() throws on a symbolic size; guard_int specialises the count instead (a
+// scale's length is part of the model, not of the batch).
+static int64_t scale_count(const at::Tensor &t) { return t.sym_numel().guard_int(__FILE__, __LINE__); }
+
 // ks/vs: the FP8 scales (k/v_cache then float8_e4m3fn), or null for a 16-bit cache.
 Decode check_decode(const at::Tensor &out, const at::Tensor &lse, const at::Tensor &q,
                     const at::Tensor &kc, const at::Tensor &vc, const at::Tensor &seqlens,
@@ -178,8 +183,9 @@ Decode check_decode(const at::Tensor &out, const at::Tensor &lse, const at::Tens
                     ks->sizes(), " / ", vs->sizes());
         want(op, "k_scale", *ks, ks->dim(), q, at::kFloat);
         want(op, "v_scale", *vs, vs->dim(), q, at::kFloat);
-        TORCH_CHECK(ks->numel() == vs->numel() && (ks->numel() == 1 || ks->numel() == kc.size(2)), op,
-                    ": k_scale (", ks->numel(), " elements) and v_scale (", vs->numel(),
+        const int64_t nks = scale_count(*ks), nvs = scale_count(*vs);
+        TORCH_CHECK(nks == nvs && (nks == 1 || nks == kc.size(2)), op,
+                    ": k_scale (", nks, " elements) and v_scale (", nvs,
                     ") must both have 1 (per tensor) or Hkv = ", kc.size(2), " (per kv head) elements");
     }
     want(op, "seqlens_k", seqlens, 1, q, at::kInt);
@@ -239,7 +245,7 @@ void decode_any(at::Tensor &out, at::Tensor &lse, const at::Tensor &q, const at:
         kv8.block_table = p.kv.block_table, kv8.block_size = p.kv.block_size;
         kv8.max_blocks_per_seq = p.kv.max_blocks_per_seq;
         kv8.k_scale = ks->data_ptr<float>(), kv8.v_scale = vs->data_ptr<float>();
-        kv8.scale_per_head = ks->numel() > 1 ? 1 : 0;
+        kv8.scale_per_head = scale_count(*ks) > 1 ? 1 : 0;
     }
     if (q.is_cuda()) {
         const c10::cuda::CUDAGuard guard(q.device());
