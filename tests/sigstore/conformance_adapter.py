@@ -4,10 +4,10 @@
 Two roles:
 
 * As the suite's ``--entrypoint`` (run as a script): maps the conformance CLI protocol
-  (docs/cli_protocol.md of sigstore-conformance) onto hubkern-sigstore-verify. Only
-  ``verify-bundle`` with ``--certificate-identity``/``--certificate-oidc-issuer`` is supported;
-  ``sign-bundle`` and ``verify-bundle --key`` (managed keys) exit 3 ("unsupported"). The tool is
-  taken from $HK_SIGSTORE_VERIFY.
+  (docs/cli_protocol.md of sigstore-conformance) onto hubkern-sigstore-verify. ``verify-bundle``
+  with ``--certificate-identity``/``--certificate-oidc-issuer`` or with ``--key`` (a managed
+  key) is supported, message-signature and DSSE (in-toto) bundles alike (``--dsse``);
+  ``sign-bundle`` exits 3 ("unsupported"). The tool is taken from $HK_SIGSTORE_VERIFY.
 
 * As a pytest plugin (``-p conformance_adapter``): makes the suite runnable offline. The suite's
   ``client`` fixture always downloads an OIDC test token (used only for signing); this replaces
@@ -52,15 +52,12 @@ def main(argv):
     if not argv or argv[0] != "verify-bundle":
         print(f"unsupported command: {argv[:1]}", file=sys.stderr)
         return UNSUPPORTED
-    out = []
+    out = ["--dsse"]  # the conformance entry point verifies in-toto DSSE bundles too
     i = 1
     while i < len(argv):
         a = argv[i]
-        if a == "--key":
-            print("unsupported: managed-key verification (--key)", file=sys.stderr)
-            return UNSUPPORTED
         if a in ("--bundle", "--certificate-identity", "--certificate-oidc-issuer",
-                 "--trusted-root") and i + 1 < len(argv):
+                 "--trusted-root", "--key") and i + 1 < len(argv):
             out += [a, argv[i + 1]]
             i += 2
             continue

@@ -3,7 +3,11 @@
  *
  *   hubkern-sigstore-verify verify-bundle --bundle B [--certificate-identity I]
  *       [--certificate-oidc-issuer O] [--trusted-root T] [--staging] [--issuer-ext v1|v2|both|any]
- *       [--source-repo R] [--signer-uri U]... [--default-policy] [--json] ARTIFACT_OR_sha256:DIGEST
+ *       [--source-repo R] [--signer-uri U]... [--default-policy] [--key PEM] [--dsse] [--json]
+ *       ARTIFACT_OR_sha256:DIGEST
+ *
+ * --key: a managed key (no certificate, no identity). --dsse: a DSSE bundle (in-toto statement
+ * naming the artifact) verifies too; without it only messageSignature bundles do, as at pull/load.
  *
  * Exit 0: verified (with --json a result object on stdout); 1: rejected (message on stderr);
  * 2: usage. Test tool, not installed. */
@@ -21,7 +25,7 @@
 static int usage(void) {
     fprintf(stderr, "usage: hubkern-sigstore-verify verify-bundle --bundle B [--certificate-identity I] "
                     "[--certificate-oidc-issuer O] [--trusted-root T] [--staging] [--issuer-ext v1|v2|both|any] "
-                    "[--source-repo R] [--signer-uri U]... [--default-policy] [--json] ARTIFACT\n");
+                    "[--source-repo R] [--signer-uri U]... [--default-policy] [--key PEM] [--dsse] [--json] ARTIFACT\n");
     return 2;
 }
 
@@ -37,11 +41,11 @@ static void json_field(const char *k, const char *v, int *first) {
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "verify-bundle") != 0) return usage();
     const char *bundle = NULL, *identity = NULL, *issuer = NULL, *root_path = NULL, *artifact = NULL;
-    const char *repo = NULL;
+    const char *repo = NULL, *key_path = NULL;
     const char *signers[16];
     size_t nsigners = 0;
     unsigned exts = 0;
-    int staging = 0, json = 0, use_default = 0;
+    int staging = 0, json = 0, use_default = 0, dsse = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -50,6 +54,8 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--certificate-oidc-issuer") == 0 && v) issuer = argv[++i];
         else if (strcmp(a, "--trusted-root") == 0 && v) root_path = argv[++i];
         else if (strcmp(a, "--source-repo") == 0 && v) repo = argv[++i];
+        else if (strcmp(a, "--key") == 0 && v) key_path = argv[++i];
+        else if (strcmp(a, "--dsse") == 0) dsse = 1;
         else if (strcmp(a, "--signer-uri") == 0 && v && nsigners < 16) signers[nsigners++] = argv[++i];
         else if (strcmp(a, "--issuer-ext") == 0 && v) {
             v = argv[++i];
@@ -71,36 +77,37 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", hk_last_error());
         return 1;
     }
-    char *bjson = NULL, *data = NULL;
-    size_t blen = 0, dlen = 0;
-    if (hk__read_file(&bjson, &blen, bundle, 64u << 20) != HK_OK) {
-        fprintf(stderr, "%s\n", hk_last_error());
-        hk__sigstore_trust_root_free(root);
-        return 1;
-    }
-    hk_sigstore_policy pol = {issuer, exts, identity, repo, signers, nsigners};
-    const hk_sigstore_policy *pols = use_default ? NULL : &pol;
-    size_t npols = use_default ? 0 : 1;
-    hk_sigstore_result res;
-    int rc;
-    if (strncmp(artifact, "sha256:", 7) == 0) {
-        unsigned char d[32];
-        if (strlen(artifact + 7) != 64 || hk__unhex(d, artifact + 7, 32) != HK_OK) {
-            fprintf(stderr, "bad digest %s\n", artifact);
-            free(bjson);
-            hk__sigstore_trust_root_free(root);
-            return 2;
-        }
-        rc = hk__sigstore_verify_digest(&res, root, pols, npols, d, bjson, blen);
-    } else if (hk__read_file(&data, &dlen, artifact, 1u << 30) != HK_OK) {
+    char *bjson = NULL, *data = NULL, *key = NULL;
+    size_t blen = 0, dlen = 0, klen = 0;
+    int rc = HK_OK;
+    if (hk__read_file(&bjson, &blen, bundle, 64u << 20) != HK_OK ||
+        (key_path && hk__read_file(&key, &klen, key_path, 1u << 20) != HK_OK)) {
         fprintf(stderr, "%s\n", hk_last_error());
         free(bjson);
         hk__sigstore_trust_root_free(root);
         return 1;
-    } else {
-        rc = hk__sigstore_verify(&res, root, pols, npols, data, dlen, bjson, blen);
     }
-    if (rc != HK_OK) {
+    hk_sigstore_policy pol = {issuer, exts, identity, repo, signers, nsigners};
+    hk_sigstore_verify_opts opts = {use_default ? NULL : &pol, use_default ? 0 : 1, dsse, key, klen};
+    hk_sigstore_result res;
+    memset(&res, 0, sizeof res);
+    unsigned char d[32];
+    if (strncmp(artifact, "sha256:", 7) == 0 && strlen(artifact + 7) == 64 && hk__unhex(d, artifact + 7, 32) == HK_OK) {
+        rc = hk__sigstore_verify_ex(&res, root, &opts, d, NULL, 0, bjson, blen);
+    } else if (hk__read_file(&data, &dlen, artifact, 1u << 30) != HK_OK) {
+        fprintf(stderr, "%s\n", hk_last_error());
+        rc = -1;
+    } else {
+        unsigned char full[64];
+        hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
+        if (h) hk__hasher_update(h, data, dlen);
+        if (!h || hk__hasher_finish(h, full) != 32) return 2;
+        memcpy(d, full, 32);
+        rc = hk__sigstore_verify_ex(&res, root, &opts, d, data, dlen, bjson, blen);
+    }
+    if (rc == -1) {
+        /* reported above */
+    } else if (rc != HK_OK) {
         fprintf(stderr, "%s: %s\n", hk_error_name(rc), hk_last_error());
     } else if (json) {
         int first = 1;
@@ -110,15 +117,16 @@ int main(int argc, char **argv) {
         json_field("source_repo", res.source_repo, &first);
         json_field("signer_uri", res.signer_uri, &first);
         printf(",\"integrated_time\":%lld,\"tsa_time\":%lld,\"log_index\":%lld,\"bundle_version\":%d,"
-               "\"policy_index\":%d,\"checks\":%u}\n",
+               "\"policy_index\":%d,\"checks\":%u,\"dsse\":%d,\"managed_key\":%d}\n",
                (long long)res.integrated_time, (long long)res.tsa_time, (long long)res.log_index,
-               res.bundle_version, res.policy_index, res.checks);
+               res.bundle_version, res.policy_index, res.checks, res.dsse, res.managed_key);
     } else {
         printf("OK\n");
     }
     hk__sigstore_result_free(&res);
     free(bjson);
     free(data);
+    free(key);
     hk__sigstore_trust_root_free(root);
     return rc == HK_OK ? 0 : 1;
 }

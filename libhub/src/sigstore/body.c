@@ -3,12 +3,14 @@
  * signature must not vouch for this one). Compared field by field as sigstore-python compares its
  * models. v0.0.1 (Rekor v1): digest as lowercase hex, signature as standard base64, certificate as
  * base64 of its PEM (string equality). v0.0.2 (Rekor v2): SHA2_256 digest, signature and DER
- * certificate compared as decoded bytes, keyDetails named after the certificate's key. */
+ * certificate compared as decoded bytes, keyDetails named after the certificate's key. With a
+ * managed key, the entry's public key is compared as a decoded SubjectPublicKeyInfo. */
 #include "sigstore/sg_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/err.h>
 #include <openssl/pem.h>
 
 static const cJSON *path(const cJSON *o, const char *a, const char *b, const char *c) {
@@ -38,45 +40,64 @@ static bool b64_equals(const char *s, const unsigned char *want, size_t want_len
     return eq;
 }
 
-/* protobuf-specs PublicKeyDetails of the certificate's key, as sigstore-python names it. */
-static char *key_details(X509 *leaf) {
-    EVP_PKEY *pk = X509_get0_pubkey(leaf);
-    int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
-    if (type == EVP_PKEY_ED25519) return hk__strdup("PKIX_ED25519");
-    if (type == EVP_PKEY_RSA) return hk__asprintf("PKIX_RSA_PKCS1V15_%d_SHA256", EVP_PKEY_get_bits(pk));
-    if (type == EVP_PKEY_EC) {
-        int bits = EVP_PKEY_get_bits(pk);
-        if (bits == 256) return hk__strdup("PKIX_ECDSA_P256_SHA_256");
-        if (bits == 384) return hk__strdup("PKIX_ECDSA_P384_SHA_384");
-        if (bits == 521) return hk__strdup("PKIX_ECDSA_P521_SHA_512");
+bool hk__sg_verifier_matches(const char *b64_pem, const hk_sg_signer *s, bool exact) {
+    if (!b64_pem) return false;
+    if (s->leaf && exact) {
+        char *mine = leaf_pem_b64(s->leaf);
+        bool eq = mine && strcmp(mine, b64_pem) == 0;
+        free(mine);
+        return eq;
     }
-    return NULL;
+    hk_sg_bytes pem;
+    if (!hk__sg_b64_decode(&pem, b64_pem)) return false;
+    BIO *bio = pem.len <= INT32_MAX ? BIO_new_mem_buf(pem.data, (int)pem.len) : NULL;
+    bool eq = false;
+    if (bio && s->leaf) {
+        X509 *x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+        eq = x && X509_cmp(x, s->leaf) == 0;
+        X509_free(x);
+    } else if (bio) {
+        EVP_PKEY *k = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+        eq = hk__sg_same_pubkey(k, s->key);
+        EVP_PKEY_free(k);
+    }
+    BIO_free(bio);
+    free(pem.data);
+    ERR_clear_error();
+    return eq;
 }
 
-static int check_v002(const hk_sg_bundle *b, const unsigned char digest[32], char **why) {
-    cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
+static bool v002_verifier_matches(const cJSON *verifier, const hk_sg_signer *s) {
+    char *details = hk__sg_key_details(s->key);
+    const char *kd = hk__sg_json_str(verifier, "keyDetails");
+    bool ok = details && kd && strcmp(kd, details) == 0;
+    free(details);
+    if (!ok) return false;
     unsigned char *der = NULL;
-    int der_len = i2d_X509(b->leaf, &der);
-    char *details = key_details(b->leaf);
+    int der_len = s->leaf ? i2d_X509(s->leaf, &der) : i2d_PUBKEY(s->key, &der);
+    const char *field = s->leaf ? "x509Certificate" : "publicKey";
+    ok = der_len > 0 && b64_equals(hk__sg_json_str(path(verifier, field, NULL, NULL), "rawBytes"), der, (size_t)der_len);
+    OPENSSL_free(der);
+    return ok;
+}
+
+int hk__sg_check_body_v002(const hk_sg_bundle *b, const hk_sg_signer *s, const char *alg, const unsigned char *digest,
+                          size_t digest_len, const hk_sg_bytes *sig, char **why) {
+    cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
     const char *what = NULL;
     const cJSON *spec = path(doc, "spec", "hashedRekordV002", NULL);
-    const cJSON *verifier = path(spec, "signature", "verifier", NULL);
+    const cJSON *data = path(spec, "data", NULL, NULL);
     if (!cJSON_IsObject(doc) || !hk__sg_json_str(doc, "kind") || strcmp(hk__sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
         !hk__sg_json_str(doc, "apiVersion") || strcmp(hk__sg_json_str(doc, "apiVersion"), "0.0.2") != 0 || !spec)
         what = "body is not a hashedrekord 0.0.2";
-    else if (!hk__sg_json_str(path(spec, "data", NULL, NULL), "algorithm") ||
-             strcmp(hk__sg_json_str(path(spec, "data", NULL, NULL), "algorithm"), "SHA2_256") != 0 ||
-             !b64_equals(hk__sg_json_str(path(spec, "data", NULL, NULL), "digest"), digest, 32))
-        what = "its artifact digest differs";
-    else if (!b64_equals(hk__sg_json_str(path(spec, "signature", NULL, NULL), "content"), b->signature.data, b->signature.len))
+    else if (!alg || !hk__sg_json_str(data, "algorithm") || strcmp(hk__sg_json_str(data, "algorithm"), alg) != 0 ||
+             !b64_equals(hk__sg_json_str(data, "digest"), digest, digest_len))
+        what = b->is_dsse ? "its digest differs from the envelope's PAE digest" : "its artifact digest differs";
+    else if (!b64_equals(hk__sg_json_str(path(spec, "signature", NULL, NULL), "content"), sig->data, sig->len))
         what = "its signature differs";
-    else if (der_len <= 0 ||
-             !b64_equals(hk__sg_json_str(path(verifier, "x509Certificate", NULL, NULL), "rawBytes"), der, (size_t)der_len) ||
-             !details || !hk__sg_json_str(verifier, "keyDetails") || strcmp(hk__sg_json_str(verifier, "keyDetails"), details) != 0)
-        what = "its certificate differs";
+    else if (!v002_verifier_matches(path(spec, "signature", "verifier", NULL), s))
+        what = s->leaf ? "its certificate differs" : "its public key differs";
     cJSON_Delete(doc);
-    OPENSSL_free(der);
-    free(details);
     if (what) {
         *why = hk__asprintf("transparency log entry is inconsistent with the bundle: %s", what);
         return -1;
@@ -84,19 +105,18 @@ static int check_v002(const hk_sg_bundle *b, const unsigned char digest[32], cha
     return 0;
 }
 
-int hk__sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char **why) {
+int hk__sg_check_body(const hk_sg_bundle *b, const hk_sg_signer *s, const unsigned char digest[32], char **why) {
     if (strcmp(b->kind, "hashedrekord") != 0) {
         *why = hk__asprintf("expected entry type hashedrekord, got %s", b->kind);
         return -1;
     }
-    if (strcmp(b->kind_version, "0.0.2") == 0) return check_v002(b, digest, why);
+    if (strcmp(b->kind_version, "0.0.2") == 0) return hk__sg_check_body_v002(b, s, "SHA2_256", digest, 32, &b->signature, why);
     if (strcmp(b->kind_version, "0.0.1") != 0) {
         *why = hk__asprintf("unsupported hashedrekord version %s", b->kind_version);
         return -1;
     }
     cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
     char *sig64 = hk__sg_b64_encode(b->signature.data, b->signature.len);
-    char *cert64 = leaf_pem_b64(b->leaf);
     char hex[65];
     hk__hex(hex, digest, 32);
     const char *what = NULL;
@@ -115,12 +135,11 @@ int hk__sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], cha
             what = "its artifact digest differs";
         else if (!sc || !sig64 || strcmp(sc, sig64) != 0)
             what = "its signature differs";
-        else if (!pk || !cert64 || strcmp(pk, cert64) != 0)
-            what = "its certificate differs";
+        else if (!hk__sg_verifier_matches(pk, s, true))
+            what = s->leaf ? "its certificate differs" : "its public key differs";
     }
     cJSON_Delete(doc);
     free(sig64);
-    free(cert64);
     if (what) {
         *why = hk__asprintf("transparency log entry is inconsistent with the bundle: %s", what);
         return -1;

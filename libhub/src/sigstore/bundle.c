@@ -3,7 +3,8 @@
  * enforces before any cryptography: one leaf certificate (v0.3: `certificate`; older:
  * the first of `x509CertificateChain`), exactly one tlog entry of version 0.0.1/0.0.2, an
  * inclusion proof with a checkpoint, and an inclusion promise unless (v0.2+) a signed timestamp
- * stands in for it. Only messageSignature bundles are verified (DSSE is reported as such). */
+ * stands in for it. The content is a messageSignature or a DSSE envelope (dsse.c verifies it);
+ * the verification material a certificate, or a publicKey hint for a managed key. */
 #include "sigstore/sg_impl.h"
 
 #include <stdarg.h>
@@ -126,6 +127,30 @@ static int parse_entry(hk_sg_bundle *b, const cJSON *e) {
     return HK_OK;
 }
 
+/* dsseEnvelope (DSSE v1.0 JSON envelope): payload, payloadType and exactly one non-empty
+ * signature (sigstore-python refuses other counts when it loads the bundle). keyid is ignored. */
+static int parse_dsse(hk_sg_bundle *b, const cJSON *env) {
+    if (!cJSON_IsObject(env)) return bad("dsseEnvelope is not an object");
+    b->is_dsse = true;
+    const char *type = hk__sg_json_str(env, "payloadType");
+    if (!type) return bad("dsseEnvelope.payloadType missing");
+    b->dsse_type = hk__strdup(type);
+    if (!b->dsse_type) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = field_b64(&b->dsse_payload, env, "payload", "dsseEnvelope.payload");
+    if (rc != HK_OK) return rc;
+    const cJSON *sigs = cJSON_GetObjectItemCaseSensitive(env, "signatures");
+    if (!cJSON_IsArray(sigs)) return bad("dsseEnvelope.signatures missing");
+    if (cJSON_GetArraySize(sigs) != 1)
+        return bad("DSSE envelope must contain exactly one signature, got %d", cJSON_GetArraySize(sigs));
+    const cJSON *sig = cJSON_GetArrayItem(sigs, 0);
+    rc = field_b64(&b->signature, sig, "sig", "dsseEnvelope.signatures[0].sig");
+    if (rc != HK_OK) return rc;
+    if (b->signature.len == 0) return bad("DSSE envelope signature is empty");
+    const cJSON *keyid = cJSON_GetObjectItemCaseSensitive(sig, "keyid");
+    if (keyid && !cJSON_IsString(keyid)) return bad("dsseEnvelope.signatures[0].keyid is not a string");
+    return HK_OK;
+}
+
 static int parse_timestamps(hk_sg_bundle *b, const cJSON *tvd) {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(tvd, "rfc3161Timestamps");
     if (!arr) return HK_OK;
@@ -156,8 +181,13 @@ static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
                     !!cJSON_GetObjectItemCaseSensitive(vm, "x509CertificateChain") +
                     !!cJSON_GetObjectItemCaseSensitive(vm, "certificate");
     if (materials != 1) return bad("exactly one of publicKey, x509CertificateChain, or certificate is required");
-    int rc;
-    if (b->version == 3) {
+    int rc = HK_OK;
+    const cJSON *pk = cJSON_GetObjectItemCaseSensitive(vm, "publicKey");
+    if (pk) {
+        /* a managed key: the bundle only hints at it (publicKey.hint); the verifier is given it */
+        if (!cJSON_IsObject(pk)) return bad("publicKey is not an object");
+        b->has_public_key = true;
+    } else if (b->version == 3) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(vm, "certificate");
         if (!c) return bad("expected certificate in bundle");
         rc = parse_cert(&b->leaf, c, "certificate");
@@ -182,9 +212,10 @@ static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
         return bad("bundle must contain an inclusion promise or signed timestamp(s)");
 
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(doc, "messageSignature");
-    if (cJSON_GetObjectItemCaseSensitive(doc, "dsseEnvelope")) {
-        b->is_dsse = true;
-        return HK_OK;
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(doc, "dsseEnvelope");
+    if (env) {
+        if (ms) return bad("exactly one of messageSignature or dsseEnvelope is required");
+        return parse_dsse(b, env);
     }
     if (!cJSON_IsObject(ms)) return bad("missing messageSignature");
     rc = field_b64(&b->signature, ms, "signature", "messageSignature.signature");
@@ -218,6 +249,8 @@ void hk__sg_bundle_clear(hk_sg_bundle *b) {
     free(b->signature.data);
     free(b->digest_alg);
     free(b->digest.data);
+    free(b->dsse_type);
+    free(b->dsse_payload.data);
     free(b->log_id.data);
     free(b->kind);
     free(b->kind_version);

@@ -80,12 +80,16 @@ struct hk_sigstore_trust_root {
 /* ---- bundle (bundle.c) ----------------------------------------------------------------------- */
 typedef struct hk_sg_bundle {
     int version;               /* 1, 2, 3 */
-    X509 *leaf;
-    hk_sg_bytes signature;     /* messageSignature.signature */
+    X509 *leaf;                /* NULL when the bundle names a managed key (publicKey) */
+    bool has_public_key;       /* verificationMaterial.publicKey (a hint only; the key is given) */
+    /* messageSignature.signature, or the DSSE envelope's one signature: what RFC 3161 stamps */
+    hk_sg_bytes signature;
     bool has_digest;           /* messageSignature.messageDigest */
     char *digest_alg;
     hk_sg_bytes digest;
-    bool is_dsse;
+    bool is_dsse;              /* dsseEnvelope instead of messageSignature */
+    char *dsse_type;           /* payloadType */
+    hk_sg_bytes dsse_payload;  /* decoded payload */
     /* the one tlog entry */
     int64_t log_index;
     hk_sg_bytes log_id;
@@ -129,8 +133,33 @@ int hk__sg_check_sct(const hk_sigstore_trust_root *root, X509 *leaf, STACK_OF(X5
 int hk__sg_check_inclusion(const hk_sg_bundle *b, char **why);
 int hk__sg_check_checkpoint(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why);
 int hk__sg_check_set(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, char **why);
-/* hashedrekord v0.0.1 body vs leaf, signature, sha256 digest (body.c). */
-int hk__sg_check_body(const hk_sg_bundle *b, const unsigned char digest[32], char **why);
+/* The signer of a bundle: the leaf certificate (keyless) or a managed key (leaf NULL). */
+typedef struct hk_sg_signer {
+    X509 *leaf;
+    EVP_PKEY *key; /* the leaf's key, or the managed key */
+} hk_sg_signer;
+
+/* hashedrekord v0.0.1/v0.0.2 body vs signer, signature, sha256 digest (body.c). */
+int hk__sg_check_body(const hk_sg_bundle *b, const hk_sg_signer *s, const unsigned char digest[32], char **why);
+/* Body helpers shared with dsse.c (body.c). A Rekor v1 verifier field (base64 of a PEM
+ * certificate or public key) names the signer: for a certificate, `exact` compares the string
+ * with base64(PEM) as sigstore-python does, else the decoded certificate; a key by its SPKI. */
+bool hk__sg_verifier_matches(const char *b64_pem, const hk_sg_signer *s, bool exact);
+/* A hashedrekord v0.0.2 (Rekor v2) body over `digest` (algorithm `alg`: SHA2_256/384/512) with
+ * signature `sig` by the signer. */
+int hk__sg_check_body_v002(const hk_sg_bundle *b, const hk_sg_signer *s, const char *alg, const unsigned char *digest,
+                          size_t digest_len, const hk_sg_bytes *sig, char **why);
+/* protobuf-specs PublicKeyDetails of a key ("PKIX_ECDSA_P256_SHA_256", ...) and the digest its
+ * hashedrekord v0.0.2 entries and DSSE signatures use; NULL if unsupported (or pure Ed25519). */
+char *hk__sg_key_details(EVP_PKEY *key);
+const EVP_MD *hk__sg_key_md(EVP_PKEY *key);
+
+/* DSSE (dsse.c): the envelope signature over PAE(payloadType, payload), the in-toto statement
+ * naming the artifact's digest, the log entry (dsse 0.0.1, intoto 0.0.2, hashedrekord 0.0.2)
+ * against the envelope. */
+int hk__sg_check_dsse_signature(const hk_sg_bundle *b, const hk_sg_signer *s, char **why);
+int hk__sg_check_dsse_body(const hk_sg_bundle *b, const hk_sg_signer *s, char **why);
+int hk__sg_check_intoto_subject(const hk_sg_bundle *b, const unsigned char digest[32], char **why);
 
 /* RFC 3161 (tsa.c): verifies every timestamp over the bundle signature; *times gets the gen time
  * of each one a trusted TSA vouches for (count in *ntimes). */
@@ -139,8 +168,12 @@ int hk__sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, 
 
 /* Artifact signature (signature.c): over the SHA-256 digest (ECDSA, RSA) or the bytes (Ed25519,
  * NULL when only the digest is known). */
-int hk__sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned char digest[32],
+int hk__sg_check_signature(EVP_PKEY *key, const hk_sg_bytes *sig, const unsigned char digest[32],
                           const void *artifact, size_t artifact_len, char **why);
+
+/* A PEM SubjectPublicKeyInfo (managed key) of a supported type (sg_keys.c); NULL if not one. */
+EVP_PKEY *hk__sg_pubkey_from_pem(const char *pem, size_t len);
+bool hk__sg_same_pubkey(EVP_PKEY *a, EVP_PKEY *b); /* same DER SubjectPublicKeyInfo */
 
 /* Identity policy (policy.c). */
 int hk__sg_check_policy(X509 *leaf, const hk_sigstore_policy *policies, size_t npolicies,

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include <openssl/ec.h>
+#include <openssl/err.h>
 #include <openssl/obj_mac.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 
 bool hk__sg_spki_id(unsigned char out[32], EVP_PKEY *pkey) {
@@ -98,4 +100,45 @@ const hk_sg_key *hk__sg_keyring_verify(const hk_sg_key *keys, size_t nkeys,
         if (key_valid_at(&keys[i], when) && hk__sg_key_verify(&keys[i], sig, sig_len, data, len))
             return &keys[i];
     return NULL;
+}
+
+char *hk__sg_key_details(EVP_PKEY *pk) {
+    int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
+    if (type == EVP_PKEY_ED25519) return hk__strdup("PKIX_ED25519");
+    if (type == EVP_PKEY_RSA) return hk__asprintf("PKIX_RSA_PKCS1V15_%d_SHA256", EVP_PKEY_get_bits(pk));
+    if (type == EVP_PKEY_EC) {
+        int bits = EVP_PKEY_get_bits(pk);
+        if (bits == 256) return hk__strdup("PKIX_ECDSA_P256_SHA_256");
+        if (bits == 384) return hk__strdup("PKIX_ECDSA_P384_SHA_384");
+        if (bits == 521) return hk__strdup("PKIX_ECDSA_P521_SHA_512");
+    }
+    return NULL;
+}
+
+const EVP_MD *hk__sg_key_md(EVP_PKEY *pk) {
+    int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
+    if (type == EVP_PKEY_RSA) return EVP_sha256();
+    if (type == EVP_PKEY_EC) {
+        int bits = EVP_PKEY_get_bits(pk);
+        return bits == 256 ? EVP_sha256() : bits == 384 ? EVP_sha384() : bits == 521 ? EVP_sha512() : NULL;
+    }
+    return NULL;
+}
+
+EVP_PKEY *hk__sg_pubkey_from_pem(const char *pem, size_t len) {
+    if (!pem || len == 0 || len > INT32_MAX) return NULL;
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    EVP_PKEY *pk = bio ? PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    ERR_clear_error();
+    if (pk && EVP_PKEY_get_base_id(pk) != EVP_PKEY_ED25519 && !hk__sg_key_md(pk)) { /* a key type or curve Sigstore does not sign with */
+        EVP_PKEY_free(pk);
+        return NULL;
+    }
+    return pk;
+}
+
+bool hk__sg_same_pubkey(EVP_PKEY *a, EVP_PKEY *b) {
+    unsigned char ia[32], ib[32];
+    return a && b && hk__sg_spki_id(ia, a) && hk__sg_spki_id(ib, b) && memcmp(ia, ib, 32) == 0;
 }

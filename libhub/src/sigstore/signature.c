@@ -1,4 +1,4 @@
-/* The signature over the artifact, with the signing certificate's key. cosign and sigstore-python
+/* The signature over the artifact, with the signing certificate's key (or a managed key). cosign and sigstore-python
  * sign the SHA-256 digest (the one the hashedrekord entry records): ECDSA (P-256, P-384) and RSA
  * PKCS#1 v1.5 verify over that digest; Ed25519 signs the message itself, so it needs the bytes. */
 #include "sigstore/sg_impl.h"
@@ -6,9 +6,8 @@
 #include <openssl/err.h>
 #include <openssl/rsa.h>
 
-int hk__sg_check_signature(X509 *leaf, const hk_sg_bytes *sig, const unsigned char digest[32],
+int hk__sg_check_signature(EVP_PKEY *pk, const hk_sg_bytes *sig, const unsigned char digest[32],
                           const void *artifact, size_t artifact_len, char **why) {
-    EVP_PKEY *pk = X509_get0_pubkey(leaf);
     int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
     bool ok = false;
     if (type == EVP_PKEY_EC || type == EVP_PKEY_RSA) {

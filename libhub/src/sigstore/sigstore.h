@@ -57,7 +57,8 @@ enum {
     HK_SIGSTORE_CHECK_SET = 1u << 7,        /* signed entry timestamp (inclusion promise) */
     HK_SIGSTORE_CHECK_VALIDITY = 1u << 8,   /* signing times inside the cert's validity */
     HK_SIGSTORE_CHECK_SIGNATURE = 1u << 9,  /* signature over the artifact */
-    HK_SIGSTORE_CHECK_BODY = 1u << 10       /* log entry body matches cert, signature, digest */
+    HK_SIGSTORE_CHECK_BODY = 1u << 10,      /* log entry body matches cert, signature, digest */
+    HK_SIGSTORE_CHECK_SUBJECT = 1u << 11    /* DSSE: the in-toto statement names the artifact */
 };
 
 typedef struct hk_sigstore_result {
@@ -69,8 +70,10 @@ typedef struct hk_sigstore_result {
     int64_t tsa_time;        /* earliest verified RFC 3161 time, -1 if none */
     int64_t log_index;
     int bundle_version;      /* 1, 2 or 3 (media type v0.1 / v0.2 / v0.3) */
-    int policy_index;        /* which policy matched */
+    int policy_index;        /* which policy matched (-1 with a managed key) */
     unsigned checks;         /* HK_SIGSTORE_CHECK_* that ran and passed */
+    int dsse;                /* 1: a DSSE envelope (in-toto statement) was verified */
+    int managed_key;         /* 1: verified with a given public key, not a certificate */
 } hk_sigstore_result;
 
 /* Verify `bundle_json` over `artifact`. npolicies == 0 means the default policy; otherwise any
@@ -87,5 +90,26 @@ int hk__sigstore_verify_digest(hk_sigstore_result *result, const hk_sigstore_tru
                               const unsigned char sha256[32],
                               const char *bundle_json, size_t bundle_len);
 void hk__sigstore_result_free(hk_sigstore_result *result);
+
+/* The general entry point (sigstore-conformance's verify-bundle; the two above are it with
+ * everything off). Kernel variants never go through it with dsse or a key: their metadata.json
+ * is signed with cosign sign-blob (messageSignature), as sigstore-python's verify_artifact wants. */
+typedef struct hk_sigstore_verify_opts {
+    const hk_sigstore_policy *policies; /* keyless: any one must match; 0 policies: the default */
+    size_t npolicies;
+    /* 1: a bundle with a DSSE envelope verifies too, when its payload is an in-toto statement
+     * (application/vnd.in-toto+json) with a subject whose sha256 is the artifact's */
+    int allow_dsse;
+    /* non-NULL: verify with this PEM public key (a managed key: the bundle names a publicKey, no
+     * certificate, so no chain, SCT or identity policy; the log entry is still required) */
+    const char *public_key_pem;
+    size_t public_key_pem_len;
+} hk_sigstore_verify_opts;
+
+/* `artifact` may be NULL (only `sha256` known: Ed25519 then cannot verify). */
+int hk__sigstore_verify_ex(hk_sigstore_result *result, const hk_sigstore_trust_root *root,
+                          const hk_sigstore_verify_opts *opts, const unsigned char sha256[32],
+                          const void *artifact, size_t artifact_len,
+                          const char *bundle_json, size_t bundle_len);
 
 #endif
