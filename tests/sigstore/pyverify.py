@@ -35,6 +35,28 @@ def python_verify(root_path, bundle_bytes, artifact, identity=None, issuer=None,
         return False, f"{type(e).__name__}: {e}"
 
 
+def python_verify_dsse(root_path, bundle_bytes, artifact, pol=None):
+    """(ok, message): sigstore-python's DSSE path as its CLI runs it (`verify_dsse`, then the
+    payload type and an in-toto subject with the artifact's sha256)."""
+    import hashlib
+
+    from sigstore import dsse
+    from sigstore.hashes import Hashed
+    from sigstore_models.common.v1 import HashAlgorithm
+    try:
+        verifier = Verifier(trusted_root=trusted_root_from(root_path))
+        bundle = Bundle.from_json(bundle_bytes)
+        type_, payload = verifier.verify_dsse(bundle, pol or policy.UnsafeNoOp())
+        if type_ != dsse.Envelope._TYPE:
+            return False, f"expected JSON payload for DSSE, got {type_}"
+        hashed = Hashed(algorithm=HashAlgorithm.SHA2_256, digest=hashlib.sha256(artifact).digest())
+        if not dsse.Statement(payload)._matches_digest(hashed):
+            return False, "in-toto statement has no subject for the digest"
+        return True, "ok"
+    except Exception as e:  # every failure is a rejection
+        return False, f"{type(e).__name__}: {e}"
+
+
 def tool_path():
     build = os.environ.get("HK_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
     return os.path.join(build, "tests", "hubkern-sigstore-verify")

@@ -1,7 +1,9 @@
 """A throwaway Sigstore for tests: a Fulcio-like CA (root + intermediate), a CT log, a Rekor-like
 log, its own trusted_root.json, and bundles signed the way `cosign sign-blob --bundle` signs a
 blob (hashedrekord v0.0.1 entry, SCT embedded in a precertificate-derived leaf, signed entry
-timestamp, RFC 6962 inclusion proof with a signed checkpoint). Everything is generated here with
+timestamp, RFC 6962 inclusion proof with a signed checkpoint), the way `cosign attest` signs an
+in-toto statement (DSSE envelope, dsse v0.0.1 entry), and the way `cosign sign-blob --key` signs
+with a managed key (publicKey hint, no certificate). Everything is generated here with
 `cryptography`; nothing is fetched."""
 import base64
 import datetime
@@ -190,7 +192,7 @@ class FakeSigstore:
                                        "publicKey": {"content": b64(cert.public_bytes(serialization.Encoding.PEM))}}}}
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
-    def tlog_entry(self, body, integrated_time, log_key=None, index_in_tree=3):
+    def tlog_entry(self, body, integrated_time, log_key=None, index_in_tree=3, kind="hashedrekord"):
         log_key = log_key or self.log_key
         lid = key_id(log_key)
         leaves = [leaf_hash(x) for x in self.filler]
@@ -204,7 +206,7 @@ class FakeSigstore:
                  % (b64(body), integrated_time, lid.hex(), self.log_index)).encode()
         set_sig = log_key.sign(canon, ec.ECDSA(hashes.SHA256()))
         return {"logIndex": str(self.log_index), "logId": {"keyId": b64(lid)},
-                "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+                "kindVersion": {"kind": kind, "version": "0.0.1"},
                 "integratedTime": str(integrated_time),
                 "inclusionPromise": {"signedEntryTimestamp": b64(set_sig)},
                 "inclusionProof": {"logIndex": str(index_in_tree), "rootHash": b64(root),
@@ -234,3 +236,61 @@ class FakeSigstore:
                   "messageSignature": {"messageDigest": {"algorithm": "SHA2_256", "digest": b64(digest)},
                                        "signature": b64(sig)}}
         return bundle, {"cert": cert, "key": key, "sig": sig, "digest": digest}
+
+    # ---- cosign attest (DSSE, in-toto) -----------------------------------------------------
+    @staticmethod
+    def statement(artifact, name="metadata.json"):
+        return json.dumps({"_type": "https://in-toto.io/Statement/v1",
+                           "subject": [{"name": name, "digest": {"sha256": hashlib.sha256(artifact).hexdigest()}}],
+                           "predicateType": "https://hubkern.invalid/test/v1", "predicate": {}},
+                          separators=(",", ":")).encode()
+
+    @staticmethod
+    def pae(payload_type, payload):
+        t = payload_type.encode()
+        return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+    def sign_dsse(self, payload, payload_type="application/vnd.in-toto+json", version=3, key=None,
+                  identity=KC_BUILD, repo=KC_REPO, issuer=GITHUB_ISSUER, integrated_delta=30):
+        """A DSSE bundle over `payload` with a dsse v0.0.1 log entry. Returns (bundle, parts)."""
+        key = key or ec.generate_private_key(ec.SECP256R1())
+        cert = self.leaf(key, self.now, identity=identity, repo=repo, issuer=issuer)
+        sig = key.sign(self.pae(payload_type, payload), ec.ECDSA(hashes.SHA256()))
+        envelope = {"payload": b64(payload), "payloadType": payload_type, "signatures": [{"sig": b64(sig)}]}
+        body = json.dumps({"apiVersion": "0.0.1", "kind": "dsse", "spec": {
+            "envelopeHash": {"algorithm": "sha256",
+                             "value": hashlib.sha256(json.dumps(envelope).encode()).hexdigest()},
+            "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
+            "signatures": [{"signature": b64(sig), "verifier": b64(cert.public_bytes(serialization.Encoding.PEM))}]}},
+            separators=(",", ":"), sort_keys=True).encode()
+        entry = self.tlog_entry(body, int(self.now.timestamp()) + integrated_delta, kind="dsse")
+        der = cert.public_bytes(serialization.Encoding.DER)
+        vm = {"tlogEntries": [entry]}
+        if version == 3:
+            vm = {"certificate": {"rawBytes": b64(der)}, **vm}
+        else:
+            vm = {"x509CertificateChain": {"certificates": [{"rawBytes": b64(der)}]}, **vm}
+        return ({"mediaType": MEDIA[version], "verificationMaterial": vm, "dsseEnvelope": envelope},
+                {"cert": cert, "key": key, "sig": sig})
+
+    # ---- cosign sign-blob --key (managed key) ----------------------------------------------
+    def sign_blob_with_key(self, artifact, key=None, integrated_delta=30, body_key=None):
+        """A bundle signed by a managed key: publicKey hint, hashedrekord v0.0.1 naming the key
+        (or body_key, for a log entry that names another key). Returns (bundle, parts);
+        parts["pem"] is the public key to verify with."""
+        key = key or ec.generate_private_key(ec.SECP256R1())
+        pub = lambda k: k.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        pem = pub(key)
+        digest = hashlib.sha256(artifact).digest()
+        from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+        sig = key.sign(digest, ec.ECDSA(Prehashed(hashes.SHA256())))
+        body = json.dumps({"apiVersion": "0.0.1", "kind": "hashedrekord",
+                           "spec": {"data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
+                                    "signature": {"content": b64(sig), "publicKey": {"content": b64(pub(body_key or key))}}}},
+                          separators=(",", ":"), sort_keys=True).encode()
+        entry = self.tlog_entry(body, int(self.now.timestamp()) + integrated_delta)
+        vm = {"publicKey": {"hint": b64(key_id(key))}, "tlogEntries": [entry]}
+        return ({"mediaType": MEDIA[3], "verificationMaterial": vm,
+                 "messageSignature": {"messageDigest": {"algorithm": "SHA2_256", "digest": b64(digest)},
+                                      "signature": b64(sig)}},
+                {"key": key, "pem": pem, "sig": sig, "digest": digest})

@@ -5,6 +5,7 @@
  * tests/integration/test_sigstore.py. */
 #include "sigstore/sg_impl.h"
 #include "support.h"
+#include "util/text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -161,9 +162,67 @@ out:
     hk__sigstore_trust_root_free(staging);
 }
 
+/* sigstore-python's published DSSE bundle (Rekor v2, hashedrekord over the PAE; its in-toto
+ * statement names sigstore-conformance's a.txt, by digest only here): accepted only where DSSE is allowed, refused at the pull/load entry
+ * points, and its subject must be the artifact. */
+static void test_published_dsse(void) {
+    hk_sigstore_trust_root *staging = load_root("tests/sigstore/staging_trusted_root.json");
+    if (!staging) return;
+    size_t blen = 0, alen = 0;
+    char *bundle = slurp(A "a.dsse.staging-rekor-v2.txt.sigstore.json", &blen);
+    char *art = slurp(A "a.txt", &alen); /* not the subject */
+    CHECK(bundle && art);
+    if (bundle && art) {
+        hk_sigstore_policy any = {0};
+        hk_sigstore_verify_opts o = {&any, 1, 1, NULL, 0};
+        unsigned char d[32];
+        CHECK_RC(hk__unhex(d, "a0cfc71271d6e278e57cd332ff957c3f7043fdda354c4cbb190a30d56efa01bf", 32), HK_OK);
+        hk_sigstore_result res;
+        CHECK_RC(hk__sigstore_verify_ex(&res, staging, &o, d, NULL, 0, bundle, blen), HK_OK);
+        CHECK(res.dsse == 1 && res.managed_key == 0);
+        CHECK(res.checks & HK_SIGSTORE_CHECK_SUBJECT);
+        CHECK(res.checks & HK_SIGSTORE_CHECK_BODY);
+        hk__sigstore_result_free(&res);
+        unsigned char other[32];
+        hk__sg_sha256(other, art, alen);
+        CHECK_RC(hk__sigstore_verify_ex(NULL, staging, &o, other, art, alen, bundle, blen), HK_ERR_SIGNATURE);
+        CHECK(strstr(hk_last_error(), "in-toto statement has no subject for digest") != NULL);
+        CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, bundle, blen), HK_ERR_SIGNATURE);
+        CHECK(strstr(hk_last_error(), "DSSE envelopes are not accepted") != NULL);
+        d[5] ^= 1;
+        CHECK_RC(hk__sigstore_verify_ex(NULL, staging, &o, d, NULL, 0, bundle, blen), HK_ERR_SIGNATURE);
+        CHECK(strstr(hk_last_error(), "in-toto statement has no subject for digest") != NULL);
+        /* with a managed key instead of the certificate: refused, the bundle names a certificate */
+        static const char pem[] = "-----BEGIN PUBLIC KEY-----\n"
+                                  "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAExRRST79+PsrRBnGAI4cMu6Omz2Jh\n"
+                                  "fwlMW+gIutNKVRaMyS4rQKvgngc5p8UbLj55pVHhIoAxi/SRgURZI0J3Xw==\n"
+                                  "-----END PUBLIC KEY-----\n";
+        hk_sigstore_verify_opts k = {NULL, 0, 1, pem, sizeof pem - 1};
+        d[5] ^= 1;
+        CHECK_RC(hk__sigstore_verify_ex(NULL, staging, &k, d, NULL, 0, bundle, blen), HK_ERR_SIGNATURE);
+        CHECK(strstr(hk_last_error(), "not a managed key") != NULL);
+        /* hostile input through the DSSE path: flips never crash, leak or verify a forgery */
+        char *copy = malloc(blen);
+        unsigned seed = 777;
+        for (int i = 0; copy && i < 1000; i++) {
+            memcpy(copy, bundle, blen);
+            seed = seed * 1103515245u + 12345u;
+            size_t at = (seed >> 8) % blen;
+            copy[at] = (char)(copy[at] ^ (1 << ((seed >> 4) & 7)));
+            int rc = hk__sigstore_verify_ex(NULL, staging, &o, d, art, alen, copy, blen);
+            CHECK(rc == HK_OK || rc == HK_ERR_PARSE || rc == HK_ERR_SIGNATURE);
+        }
+        free(copy);
+    }
+    free(bundle);
+    free(art);
+    hk__sigstore_trust_root_free(staging);
+}
+
 int main(void) {
     test_helpers();
     test_trust_root();
     test_published_bundles();
+    test_published_dsse();
     return hk_test_finish();
 }
