@@ -2,7 +2,9 @@
 """Differential campaign: hubkern's Sigstore verifier vs sigstore-python 4.5.1 on sigstore-python's
 published test bundles (tests/sigstore/python-assets, Apache-2.0) and on mutations of them (bytes
 flipped in the certificate, signature, SET, inclusion proof, root hash, checkpoint, body,
-timestamps; integers nudged; fields stripped; entries swapped between bundles). Both verify with
+timestamps, DSSE payload and signature; integers nudged; fields stripped; entries swapped between
+bundles). DSSE bases go through sigstore-python's DSSE path (verify_dsse + in-toto subject, as its
+CLI does) and hubkern-sigstore-verify --dsse. Both verify with
 the same trusted root and no identity policy; every case where one accepts and the other rejects
 is a disagreement.
 
@@ -22,7 +24,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "sigstore"))
-from pyverify import hubkern_verify, python_verify  # noqa: E402
+from pyverify import hubkern_verify, python_verify, python_verify_dsse  # noqa: E402
 
 A = os.path.join(ROOT, "tests", "sigstore", "python-assets")
 STAGING = os.path.join(ROOT, "tests", "sigstore", "staging_trusted_root.json")
@@ -36,6 +38,11 @@ BASES = [
     ("tsa/bundle.txt.sigstore", "tsa/bundle.txt", STAGING),
     ("staging-rekor-v2.txt.sigstore.json", "staging-rekor-v2.txt", STAGING),
     ("bundle_v3_github.whl.sigstore", "bundle_v3_github.whl", PROD),
+    # DSSE (Rekor v2 hashedrekord over the PAE): sigstore-python's verify_dsse + in-toto subject
+    # (its CLI's path) vs hubkern-sigstore-verify --dsse; the statement's subject is
+    # sigstore-conformance's a.txt, given by digest
+    ("a.dsse.staging-rekor-v2.txt.sigstore.json", "sha256:a0cfc71271d6e278e57cd332ff957c3f7043fdda354c4cbb190a30d56efa01bf",
+     STAGING),
 ]
 
 
@@ -85,6 +92,9 @@ def b64_fields(b):
     paths.append(e + ("inclusionProof", "rootHash"))
     for i in range(len(t["inclusionProof"].get("hashes", []))):
         paths.append(e + ("inclusionProof", "hashes", i))
+    if "dsseEnvelope" in b:
+        paths.append(("dsseEnvelope", "payload"))
+        paths.append(("dsseEnvelope", "signatures", 0, "sig"))
     if "messageSignature" in b:
         paths.append(("messageSignature", "signature"))
         if "messageDigest" in b["messageSignature"]:
@@ -99,6 +109,7 @@ def strip_paths(b):
     out = [e + (k,) for k in tle(b)]
     out += [e + ("inclusionProof", k) for k in tle(b)["inclusionProof"]]
     out += [("messageSignature", k) for k in b.get("messageSignature", {})]
+    out += [("dsseEnvelope", k) for k in b.get("dsseEnvelope", {})]
     out += [("verificationMaterial", k) for k in vm(b)]
     out += [(k,) for k in b]
     return out
@@ -151,7 +162,7 @@ def mutate(rng, base, others):
             vm(b)["tlogEntries"] = copy.deepcopy(vm(o)["tlogEntries"])
         elif what == "cert":
             setp(b, ("verificationMaterial",), {**vm(b), **{k: v for k, v in vm(o).items() if k in ("certificate", "x509CertificateChain")}})
-        elif "messageSignature" in o:
+        elif "messageSignature" in o and "messageSignature" in b:
             b["messageSignature"] = copy.deepcopy(o["messageSignature"])
         return b, "swap " + what
     b["mediaType"] = rng.choice(["application/vnd.dev.sigstore.bundle+json;version=0.1",
@@ -165,7 +176,7 @@ def run(count, seed, tool=None, show=False, log=print):
     bases = []
     for bname, aname, root in BASES:
         with open(os.path.join(A, bname)) as f:
-            bases.append((bname, json.load(f), os.path.join(A, aname), root))
+            bases.append((bname, json.load(f), aname if aname.startswith("sha256:") else os.path.join(A, aname), root))
     disagreements = []
     stats = {"cases": 0, "both_accept": 0, "both_reject": 0}
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,9 +186,13 @@ def run(count, seed, tool=None, show=False, log=print):
             data = json.dumps(bundle)
             with open(bp, "w") as f:
                 f.write(data)
-            with open(art, "rb") as f:
-                py = python_verify(root, data.encode(), f.read())
-            hk = hubkern_verify(root, bp, art, tool=tool)
+            if art.startswith("sha256:"):  # a DSSE base: the subject's digest
+                py = python_verify_dsse(root, data.encode(), None, digest=bytes.fromhex(art[7:]))
+                hk = hubkern_verify(root, bp, art, tool=tool, extra=["--dsse"])
+            else:
+                with open(art, "rb") as f:
+                    py = python_verify(root, data.encode(), f.read())
+                hk = hubkern_verify(root, bp, art, tool=tool)
             stats["cases"] += 1
             if py[0] != hk[0]:
                 disagreements.append((label, py, hk[:2]))

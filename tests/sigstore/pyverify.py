@@ -35,9 +35,9 @@ def python_verify(root_path, bundle_bytes, artifact, identity=None, issuer=None,
         return False, f"{type(e).__name__}: {e}"
 
 
-def python_verify_dsse(root_path, bundle_bytes, artifact, pol=None):
+def python_verify_dsse(root_path, bundle_bytes, artifact, pol=None, digest=None):
     """(ok, message): sigstore-python's DSSE path as its CLI runs it (`verify_dsse`, then the
-    payload type and an in-toto subject with the artifact's sha256)."""
+    payload type and an in-toto subject with the artifact's sha256, or `digest` if given)."""
     import hashlib
 
     from sigstore import dsse
@@ -49,7 +49,7 @@ def python_verify_dsse(root_path, bundle_bytes, artifact, pol=None):
         type_, payload = verifier.verify_dsse(bundle, pol or policy.UnsafeNoOp())
         if type_ != dsse.Envelope._TYPE:
             return False, f"expected JSON payload for DSSE, got {type_}"
-        hashed = Hashed(algorithm=HashAlgorithm.SHA2_256, digest=hashlib.sha256(artifact).digest())
+        hashed = Hashed(algorithm=HashAlgorithm.SHA2_256, digest=digest or hashlib.sha256(artifact).digest())
         if not dsse.Statement(payload)._matches_digest(hashed):
             return False, "in-toto statement has no subject for the digest"
         return True, "ok"

@@ -79,32 +79,42 @@ int hk__sg_check_checkpoint(const hk_sigstore_trust_root *root, const hk_sg_bund
         return fail(why, hk__strdup("malformed checkpoint: signature block empty or not newline-terminated"));
     if (b->log_id.len != 32) return fail(why, hk__strdup("log id is not 32 bytes"));
 
+    /* every signature line must be well formed, the log's and the witnesses' alike (a malformed
+     * line makes the note malformed, as Go's note.Open and sigstore-python hold); the first line
+     * with the log's key hint is the one verified */
+    hk_sg_bytes mine = {0};
     const char *p = sigs;
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t ll = (size_t)(nl - p);
-        if (ll < 4 || strncmp(p, EM_DASH " ", 4) != 0)
+        if (ll < 4 || strncmp(p, EM_DASH " ", 4) != 0) {
+            free(mine.data);
             return fail(why, hk__strdup("malformed checkpoint: signature line does not start with an em dash"));
+        }
         const char *name = p + 4, *space = memchr(name, ' ', (size_t)(nl - name));
-        if (!space || space == name || space + 1 >= nl)
+        if (!space || space == name || space + 1 >= nl) {
+            free(mine.data);
             return fail(why, hk__strdup("malformed checkpoint: signature line is not '— name signature'"));
+        }
         char *sig64 = hk__strndup(space + 1, (size_t)(nl - space - 1));
         hk_sg_bytes sig = {0};
         bool ok = sig64 && !strchr(sig64, ' ') && hk__sg_b64_decode(&sig, sig64);
         free(sig64);
         if (!ok || sig.len < 5) {
             free(sig.data);
+            free(mine.data);
             return fail(why, hk__strdup("malformed checkpoint: signature is not base64 of hint and signature"));
         }
-        if (memcmp(sig.data, b->log_id.data, 4) == 0) {
-            const hk_sg_key *k = hk__sg_keyring_verify(root->tlogs, root->ntlogs, b->log_id.data, 32, -1,
-                                                      sig.data + 4, sig.len - 4, env, note_len);
-            free(sig.data);
-            if (!k) return fail(why, hk__strdup("checkpoint signature does not verify with the log's key"));
-            return check_note(b, env, note_len, why);
-        }
-        free(sig.data);
+        if (!mine.data && memcmp(sig.data, b->log_id.data, 4) == 0) mine = sig;
+        else free(sig.data);
         p = nl + 1;
+    }
+    if (mine.data) {
+        const hk_sg_key *k = hk__sg_keyring_verify(root->tlogs, root->ntlogs, b->log_id.data, 32, -1, mine.data + 4,
+                                                  mine.len - 4, env, note_len);
+        free(mine.data);
+        if (!k) return fail(why, hk__strdup("checkpoint signature does not verify with the log's key"));
+        return check_note(b, env, note_len, why);
     }
     char hex[65];
     hk__hex(hex, b->log_id.data, 32);
