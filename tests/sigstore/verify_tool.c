@@ -101,9 +101,13 @@ int main(int argc, char **argv) {
         unsigned char full[64];
         hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
         if (h) hk__hasher_update(h, data, dlen);
-        if (!h || hk__hasher_finish(h, full) != 32) return 2;
-        memcpy(d, full, 32);
-        rc = hk__sigstore_verify_ex(&res, root, &opts, d, data, dlen, bjson, blen);
+        if (h && hk__hasher_finish(h, full) == 32) {
+            memcpy(d, full, 32);
+            rc = hk__sigstore_verify_ex(&res, root, &opts, d, data, dlen, bjson, blen);
+        } else {
+            fprintf(stderr, "out of memory\n");
+            rc = -1;
+        }
     }
     if (rc == -1) {
         /* reported above */

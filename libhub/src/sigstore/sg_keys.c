@@ -131,7 +131,14 @@ EVP_PKEY *hk__sg_pubkey_from_pem(const char *pem, size_t len) {
     EVP_PKEY *pk = bio ? PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL) : NULL;
     BIO_free(bio);
     ERR_clear_error();
-    if (pk && EVP_PKEY_get_base_id(pk) != EVP_PKEY_ED25519 && !hk__sg_key_md(pk)) { /* a key type or curve Sigstore does not sign with */
+    char curve[64] = "";
+    size_t cl = 0;
+    bool nist = pk && EVP_PKEY_get_base_id(pk) == EVP_PKEY_EC &&
+                EVP_PKEY_get_utf8_string_param(pk, "group", curve, sizeof curve, &cl) == 1 &&
+                (strcmp(curve, "prime256v1") == 0 || strcmp(curve, "secp384r1") == 0 || strcmp(curve, "secp521r1") == 0);
+    ERR_clear_error();
+    int type = pk ? EVP_PKEY_get_base_id(pk) : 0;
+    if (pk && !(type == EVP_PKEY_ED25519 || type == EVP_PKEY_RSA || nist)) { /* a key Sigstore does not sign with */
         EVP_PKEY_free(pk);
         return NULL;
     }
