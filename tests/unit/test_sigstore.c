@@ -219,8 +219,33 @@ static void test_published_dsse(void) {
     hk__sigstore_trust_root_free(staging);
 }
 
+/* der_check.c: the values OpenSSL's decoder does not check. */
+static void test_der_values(void) {
+    static const unsigned char ok[] = {0x30, 0x14, 0x13, 0x03, 'a', 'B', '1', 0x17, 0x0d, '2', '4', '1', '0', '3', '1',
+                                       '1', '0', '1', '6', '4', '2', 'Z'};
+    CHECK(hk__sg_der_values_valid(ok, sizeof ok));
+    unsigned char bad[sizeof ok];
+    memcpy(bad, ok, sizeof ok);
+    bad[5] = '"'; /* not in PrintableString's set */
+    CHECK(!hk__sg_der_values_valid(bad, sizeof bad));
+    memcpy(bad, ok, sizeof ok);
+    bad[19] = 'r'; /* UTCTime 24103110164rZ */
+    CHECK(!hk__sg_der_values_valid(bad, sizeof bad));
+    /* sha256 AlgorithmIdentifier: NULL parameters fine, an empty OCTET STRING not */
+    unsigned char alg[] = {0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00};
+    CHECK(hk__sg_der_values_valid(alg, sizeof alg));
+    alg[13] = 0x04;
+    CHECK(!hk__sg_der_values_valid(alg, sizeof alg));
+    /* a constructed value whose content does not parse is left opaque (an ANY), its neighbours not */
+    static const unsigned char opaque[] = {0x30, 0x05, 0x30, 0x03, 0x30, 0x83, 0xa2};
+    CHECK(hk__sg_der_values_valid(opaque, sizeof opaque));
+    static const unsigned char neighbour[] = {0x30, 0x08, 0x30, 0x03, 0x30, 0x83, 0xa2, 0x13, 0x01, '"'};
+    CHECK(!hk__sg_der_values_valid(neighbour, sizeof neighbour));
+}
+
 int main(void) {
     test_helpers();
+    test_der_values();
     test_trust_root();
     test_published_bundles();
     test_published_dsse();

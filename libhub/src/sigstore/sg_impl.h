@@ -161,6 +161,11 @@ int hk__sg_check_dsse_signature(const hk_sg_bundle *b, const hk_sg_signer *s, ch
 int hk__sg_check_dsse_body(const hk_sg_bundle *b, const hk_sg_signer *s, char **why);
 int hk__sg_check_intoto_subject(const hk_sg_bundle *b, const unsigned char digest[32], char **why);
 
+/* DER values OpenSSL's decoder does not check (der_check.c): PrintableString / IA5String /
+ * UTF8String contents, UTCTime / GeneralizedTime forms, BOOLEAN, NULL, and the parameters of
+ * digest and ECDSA AlgorithmIdentifiers, throughout the (already well-formed) encoding. */
+bool hk__sg_der_values_valid(const unsigned char *der, size_t len);
+
 /* RFC 3161 (tsa.c): verifies every timestamp over the bundle signature; *times gets the gen time
  * of each one a trusted TSA vouches for (count in *ntimes). */
 int hk__sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, int64_t *times,

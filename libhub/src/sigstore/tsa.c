@@ -12,16 +12,23 @@
 #include <openssl/err.h>
 #include <openssl/ts.h>
 
+/* genTime as seconds. DER (X.690 11.7) wants YYYYMMDDHHMMSS[.fff]Z; OpenSSL decodes the string
+ * without looking at it, so a response whose genTime is not one is malformed, not merely
+ * unverifiable (sigstore-python's parser refuses it: the bundle fails). */
 static bool asn1_time_seconds(int64_t *out, const ASN1_GENERALIZEDTIME *t) {
     struct tm tm;
-    if (!t || ASN1_TIME_to_tm(t, &tm) != 1) return false;
+    if (!t || ASN1_STRING_type(t) != V_ASN1_GENERALIZEDTIME || ASN1_GENERALIZEDTIME_check(t) != 1) return false;
+    int n = ASN1_STRING_length(t);
+    const unsigned char *d = ASN1_STRING_get0_data(t);
+    if (n < 15 || d[n - 1] != 'Z' || ASN1_TIME_to_tm(t, &tm) != 1) return false;
     char buf[96];
     snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
              tm.tm_hour, tm.tm_min, tm.tm_sec);
     return hk__sg_parse_rfc3339(out, buf);
 }
 
-/* The TSTInfo inside the token is decoded separately by OpenSSL; hold it to DER as well. */
+/* The TSTInfo inside the token is decoded separately by OpenSSL; hold it to DER as well (and
+ * its values, der_check.c). */
 static bool tst_info_is_der(TS_RESP *resp) {
     PKCS7 *token = TS_RESP_get_token(resp);
     TS_TST_INFO *info = TS_RESP_get_tst_info(resp);
@@ -32,7 +39,8 @@ static bool tst_info_is_der(TS_RESP *resp) {
     const ASN1_OCTET_STRING *os = token->d.sign->contents->d.other->value.octet_string;
     unsigned char *der = NULL;
     int n = i2d_TS_TST_INFO(info, &der);
-    bool same = n > 0 && n == ASN1_STRING_length(os) && memcmp(der, ASN1_STRING_get0_data(os), (size_t)n) == 0;
+    bool same = n > 0 && n == ASN1_STRING_length(os) && memcmp(der, ASN1_STRING_get0_data(os), (size_t)n) == 0 &&
+                hk__sg_der_values_valid(der, (size_t)n);
     OPENSSL_free(der);
     return same;
 }
@@ -106,13 +114,14 @@ int hk__sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, 
     for (size_t i = 0; i < b->ntsrs; i++) {
         const unsigned char *p = b->tsrs[i].data;
         TS_RESP *resp = d2i_TS_RESP(NULL, &p, (long)b->tsrs[i].len);
-        /* strict DER: what OpenSSL parsed must re-encode to the same bytes (sigstore-python's
-         * parser refuses BER leniencies, and a malformed response fails the whole bundle) */
+        /* strict DER: what OpenSSL parsed must re-encode to the same bytes, and the values it
+         * does not look at must be valid for their types (sigstore-python's parser refuses BER
+         * leniencies and invalid values, and a malformed response fails the whole bundle) */
         unsigned char *again = NULL;
         int alen = resp ? i2d_TS_RESP(resp, &again) : -1;
         bool same = alen == (int)b->tsrs[i].len && memcmp(again, b->tsrs[i].data, (size_t)alen) == 0;
         OPENSSL_free(again);
-        if (same) same = tst_info_is_der(resp);
+        if (same) same = hk__sg_der_values_valid(b->tsrs[i].data, b->tsrs[i].len) && tst_info_is_der(resp);
         if (!resp || p != b->tsrs[i].data + b->tsrs[i].len || !same) {
             TS_RESP_free(resp);
             ERR_clear_error();
@@ -121,7 +130,13 @@ int hk__sg_check_tsa(const hk_sigstore_trust_root *root, const hk_sg_bundle *b, 
         }
         int64_t gen = 0;
         TS_TST_INFO *info = TS_RESP_get_tst_info(resp);
-        if (info && asn1_time_seconds(&gen, TS_TST_INFO_get_time(info))) {
+        if (info && !asn1_time_seconds(&gen, TS_TST_INFO_get_time(info))) {
+            TS_RESP_free(resp);
+            ERR_clear_error();
+            *why = hk__strdup("invalid timestamp response: genTime is not a DER GeneralizedTime");
+            return -1;
+        }
+        if (info) {
             for (size_t k = 0; k < root->ntsas; k++) {
                 const hk_sg_ca *tsa = &root->tsas[k];
                 if (gen < tsa->start || gen > tsa->end) continue; /* both ends inclusive (conformance) */
