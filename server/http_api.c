@@ -2,7 +2,9 @@
  * Link rel="next", refs (branches, tags, ?include_prs=1), and the organization overview. */
 #include "server/srv_http.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -213,6 +215,39 @@ enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const
     hk__sb_free(&tg);
     hk__sb_free(&pr);
     return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+}
+
+/* Would /api/organizations/<org of repo_id>/overview answer "trustedKernelPublisher": true? From
+ * --trust; with upstreams and the org not named there, from the upstream's answer (the memoised
+ * pass-through the overview route uses, so a fleet's refs cost the upstream one overview per
+ * revision TTL). A false or failed answer: false (the client then asks the overview itself). */
+bool hk_srv_repo_publisher_trusted(hk_server *srv, const char *repo_id) {
+    const char *slash = repo_id ? strchr(repo_id, '/') : NULL;
+    if (!slash || slash == repo_id || (size_t)(slash - repo_id) > 96) return false;
+    char org[128];
+    snprintf(org, sizeof org, "%.*s", (int)(slash - repo_id), repo_id);
+    bool named = false, star = false;
+    for (size_t i = 0; i < srv->n_trusted; i++) {
+        if (strcmp(srv->trusted[i], org) == 0) named = true;
+        if (strcmp(srv->trusted[i], "*") == 0) star = true;
+    }
+    if (named) return true;
+    if (!srv->up) return star; /* the repo is in the store, so its namespace exists */
+    char *pq = hk__asprintf("/api/organizations/%s/overview", org);
+    char *body = NULL;
+    up_mark mark = UP_NONE;
+    up_answer ans;
+    memset(&ans, 0, sizeof ans);
+    bool trusted = false;
+    if (pq && hk_srv_up_passthrough(srv, pq, &body, &mark, &ans) == 0 && body) {
+        cJSON *j = cJSON_Parse(body);
+        trusted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "trustedKernelPublisher"));
+        cJSON_Delete(j);
+    }
+    hk_clear_error();
+    free(body);
+    free(pq);
+    return trusted;
 }
 
 enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,

@@ -44,6 +44,7 @@ enum MHD_Result hk_srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigne
     }
     MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
     if (link) MHD_add_response_header(r, "Link", link);
+    if (ctx->publisher_trusted) MHD_add_response_header(r, "X-Kernel-Publisher-Trusted", "true");
     return hk_srv_queue(c, ctx, status, r, len);
 }
 

@@ -160,6 +160,8 @@ static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, 
             ret = hk_srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: main");
         } else ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
     } else if (hk_srv_seg_is(s, a, "refs") && s->n == a + 1) {
+        /* a kernel repo's refs also carry the trust answer of its publisher (hubkern clients read it) */
+        if ((is_get || is_head) && repo->type == HK_REPO_KERNEL) ctx->publisher_trusted = hk_srv_repo_publisher_trusted(srv, repo->id);
         if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
         else if (srv->up) {
             bool prs = hk_srv_query_true(c, "include_prs");

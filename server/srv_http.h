@@ -93,6 +93,7 @@ typedef struct req_ctx {
     int cacheable;      /* 0: no Cache-Control; 1: branch-addressed (short); 2: commit-addressed (immutable) */
     unsigned max_age;   /* of branch-addressed answers (the revision TTL) */
     bool tokens;        /* the mirror needs tokens: answers vary by Authorization */
+    bool publisher_trusted; /* X-Kernel-Publisher-Trusted: true on this JSON answer (refs) */
 } req_ctx;
 
 /* The URL path split at '/', segments still percent-encoded. */
@@ -193,6 +194,9 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
 enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                    const char *commit, const char *path);
 enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo);
+/* Is the namespace of repo_id a trusted kernel publisher, as this mirror's overview would say? The
+ * refs answer then carries X-Kernel-Publisher-Trusted: true (the client skips its overview request). */
+bool hk_srv_repo_publisher_trusted(hk_server *srv, const char *repo_id);
 /* /api/organizations/{org}/overview; a namespace outside the token's scope answers as unknown. */
 enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
                                   const token_spec *who);

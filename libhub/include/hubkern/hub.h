@@ -38,7 +38,7 @@ typedef struct hk_hub hk_hub;
 struct hk_env; /* hubkern/env.h */
 struct hk_signature_policies; /* hubkern/signature.h */
 
-#define HK_HUB_OPTIONS_VERSION 2 /* 2: request_timeout_s, pull_timeout_s, the signature fields */
+#define HK_HUB_OPTIONS_VERSION 3 /* 2: request_timeout_s, pull_timeout_s, the signature fields; 3: freshness_s */
 
 typedef struct hk_hub_options {
     unsigned int version;   /* HK_HUB_OPTIONS_VERSION */
@@ -76,9 +76,18 @@ typedef struct hk_hub_options {
     const char *sigstore_trust_root;
     const char *signature_policy_file;
     const struct hk_signature_policies *signature_policies;
+    /* ---- version 3 ---- */
+    /* Freshness window, in seconds: for this long after the endpoint answered which commit a
+     * branch, tag or version is at (and that a publisher is trusted), this process uses that answer
+     * without asking again, so that a repeat hk_get_kernel of a loaded kernel sends no request.
+     * > 0: this; 0: HUBKERN_FRESHNESS_S, else 60 s; < 0 (or the variable set to 0): off. Answers
+     * about a commit never change and are reused regardless. A positive trust answer is also kept
+     * on disk for the window (other processes on the cache use it); a branch is asked again by
+     * every new process (docs/pull-and-cache.md, "Request economy"). */
+    double freshness_s;
 } hk_hub_options;
 
-#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL}
+#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, 0}
 
 /* Fill with defaults (everything NULL/0, offline = -1, max_retries = -1) and set opts->version.
  * HK_ERR_INVALID_ARG for a version this library does not know. */

@@ -78,13 +78,18 @@ typedef struct hk_get_kernel_options {
     const char *sigstore_trust_root;     /* NULL: HUBKERN_SIGSTORE_TRUST_ROOT, installed, shipped */
     const char *signature_policy_file;   /* NULL: HUBKERN_SIGNATURE_POLICIES (if set) */
     const struct hk_signature_policies *signature_policies; /* extra policies (NULL: none) */
+    /* ---- version 2 ---- */
+    double freshness_s;          /* freshness window of branch / version / trust answers, as
+                                    hk_hub_options.freshness_s (hubkern/hub.h): > 0: this; 0:
+                                    HUBKERN_FRESHNESS_S, else 60 s; < 0: off. Within it a repeat
+                                    get of a kernel loaded in this process sends no request. */
 } hk_get_kernel_options;
 
-#define HK_GET_KERNEL_OPTIONS_VERSION 1
+#define HK_GET_KERNEL_OPTIONS_VERSION 2 /* 2: freshness_s */
 /* Defaults: kernel version unset, nothing overridden, trust check on, arch check on. */
 #define HK_GET_KERNEL_OPTIONS_INIT                                                              \
     {HK_GET_KERNEL_OPTIONS_VERSION, NULL, HK_VERSION_UNSET, NULL, NULL, 0, 0, NULL, NULL, NULL, \
-     NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, NULL, NULL}
+     NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, NULL, NULL, 0}
 
 /* The defaults into *opts; HK_ERR_INVALID_ARG for a version this library does not know. Every
  * function taking the options checks opts->version on entry (HK_ERR_INVALID_ARG). */

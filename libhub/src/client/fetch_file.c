@@ -85,7 +85,10 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
     if (slash) *slash = '\0';
     else strcpy(dir, "");
     tree t;
-    if ((rc = hk__client_list_tree(&t, hub, repo_id, commit, dir, false))) goto out;
+    /* the commit's listing when this process holds it already (the resolve listed it): no request */
+    if (!hk__client_commit_tree_known(&t, hub, repo_id, commit) &&
+        (rc = hk__client_list_tree(&t, hub, repo_id, commit, dir, false)))
+        goto out;
     char *variant = metadata_variant(path);
     char *bundle_path = variant ? hk__asprintf("%s.sigstore", path) : NULL;
     const tree_entry *e = find_entry(&t, path), *b = bundle_path ? find_entry(&t, bundle_path) : NULL;

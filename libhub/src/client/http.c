@@ -33,7 +33,7 @@ void hk__http_headers_init(hk_http_headers *h) {
 void hk__http_headers_free(hk_http_headers *h) {
     char **fields[] = {&h->x_repo_commit, &h->etag, &h->x_linked_etag, &h->location, &h->link,
                        &h->retry_after, &h->ratelimit, &h->x_error_code, &h->x_error_message,
-                       &h->content_range};
+                       &h->content_range, &h->x_publisher_trusted};
     for (size_t i = 0; i < HK_ARRAY_LEN(fields); i++) {
         free(*fields[i]);
         *fields[i] = NULL;
@@ -71,7 +71,8 @@ void hk__http_headers_feed(hk_http_headers *h, const char *line, size_t len) {
                {"x-linked-etag", &h->x_linked_etag}, {"location", &h->location},
                {"link", &h->link}, {"retry-after", &h->retry_after},
                {"ratelimit", &h->ratelimit}, {"x-error-code", &h->x_error_code},
-               {"x-error-message", &h->x_error_message}, {"content-range", &h->content_range}};
+               {"x-error-message", &h->x_error_message}, {"content-range", &h->content_range},
+               {"x-kernel-publisher-trusted", &h->x_publisher_trusted}};
     for (size_t i = 0; i < HK_ARRAY_LEN(map); i++) {
         if (strlen(map[i].name) == nlen && strncasecmp(line, map[i].name, nlen) == 0) {
             if (*map[i].slot && map[i].slot == &h->link) { /* several Link headers: join */

@@ -22,6 +22,7 @@ typedef struct hk_http_headers {
     char *x_error_code;
     char *x_error_message;
     char *content_range;
+    char *x_publisher_trusted; /* X-Kernel-Publisher-Trusted (a hubkern mirror's refs answer) */
     int64_t content_length; /* -1 when absent */
     int64_t x_linked_size;  /* -1 when absent */
 } hk_http_headers;

@@ -11,14 +11,16 @@
 #include <sys/utsname.h>
 
 int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
-    /* not HK__OPTIONS_INIT_BODY: a version-1 struct ends before the version-2 fields, so only
+    /* not HK__OPTIONS_INIT_BODY: an older version's struct ends before the newer fields, so only
      * that much is written */
     if (!o) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_options_init: the options pointer is NULL");
     int rc = hk__check_options_version("hk_hub_options", version, HK_HUB_OPTIONS_VERSION);
     if (rc) return rc;
     hk_hub_options d = HK_HUB_OPTIONS_INIT;
     d.version = version;
-    memcpy(o, &d, version >= 2 ? sizeof d : offsetof(hk_hub_options, request_timeout_s));
+    memcpy(o, &d, version >= 3   ? sizeof d
+                  : version >= 2 ? offsetof(hk_hub_options, freshness_s)
+                                 : offsetof(hk_hub_options, request_timeout_s));
     return HK_OK;
 }
 
@@ -98,6 +100,19 @@ static char *read_token(const hk_hub_options *o, char **src) {
     return tok;
 }
 
+/* 16 hex of the token's sha256 ("-" without one): part of the memo keys (client/memo.c). */
+static void token_tag(char out[17], const char *token) {
+    snprintf(out, 17, "-");
+    if (!token) return;
+    unsigned char dig[64];
+    char hex[129];
+    hk_hasher *hs = hk__hasher_new(HK_HASH_SHA256, 0);
+    if (!hs) return;
+    hk__hasher_update(hs, token, strlen(token));
+    hk__hex(hex, dig, hk__hasher_finish(hs, dig));
+    snprintf(out, 17, "%.16s", hex);
+}
+
 static char *default_user_agent(void) {
     if (hk__env_true("HF_HUB_DISABLE_TELEMETRY") || hk__env_true("DISABLE_TELEMETRY") || hk__env_true("DO_NOT_TRACK"))
         return NULL; /* like the kernels library: no User-Agent at all */
@@ -150,6 +165,8 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     double req_s = opts->version >= 2 ? opts->request_timeout_s : 0, pull_s = opts->version >= 2 ? opts->pull_timeout_s : 0;
     h->request_timeout_ms = deadline_ms("HUBKERN_REQUEST_TIMEOUT", req_s, 300000);
     h->pull_timeout_ms = deadline_ms("HUBKERN_PULL_TIMEOUT", pull_s, 0);
+    h->freshness_ms = deadline_ms("HUBKERN_FRESHNESS_S", opts->version >= 3 ? opts->freshness_s : 0, HK_FRESHNESS_DEFAULT_MS);
+    token_tag(h->token_tag, h->token);
     const char *rb = hk__getenv("HUBKERN_RETRY_BASE_MS");
     h->retry_base_ms = rb ? strtol(rb, NULL, 10) : 1000;
     if (h->retry_base_ms < 0) h->retry_base_ms = 0;

@@ -11,6 +11,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Default freshness window (HUBKERN_FRESHNESS_S, hk_hub_options.freshness_s): long enough for a
+ * program's start-up to load its kernels with one round of requests, short enough that a moved
+ * branch is seen within a minute. */
+#define HK_FRESHNESS_DEFAULT_MS 60000L
+
 /* Largest API answer read into memory (one tree page, refs, revision). */
 #define HK_API_MAX (64u << 20)
 
@@ -36,6 +41,8 @@ struct hk_hub {
     void *progress_ud;
     CURL *api;            /* reused for API requests (keeps the connection alive) */
     uint64_t requests;    /* HTTP requests sent by this handle (API + files) */
+    long freshness_ms;    /* window of branch/version/trust answers (client/memo.h); 0: off */
+    char token_tag[17];   /* names the token in memo keys without holding it */
     struct hk_sig_config *sig; /* signatures: trust root, policies (client/signature.h) */
 };
 
@@ -52,6 +59,13 @@ char *hk__client_local_repo_dir(const hk_hub *hub, const char *repo_id, const ch
 /* Resolve a version (>= 0) or a revision to a commit (40/64 hex + NUL into out_commit). */
 int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version,
                              const char *revision);
+
+/* trust.c ----------------------------------------------------------------------------------- */
+/* Is org's "trusted" answer from hub's endpoint within the freshness window (this process, or the
+ * memo file in the cache)? */
+bool hk__client_trust_known(const hk_hub *hub, const char *org);
+/* Record a "trusted" answer of hub's endpoint for org (in process and on disk). */
+void hk__client_trust_remember(const hk_hub *hub, const char *org);
 
 /* status_toml.c ----------------------------------------------------------------------------- */
 /* Read kernel-status.toml of repo_id at commit: *out_dest / *out_rev set (allocated) when the repo

@@ -2,6 +2,7 @@
  * it is the only part that uses libcurl. The implicit initialisation of a program that never calls
  * hk_init (hk_hub_new's fallback) holds one reference that is never released (see common.h). */
 #include "client/client.h"
+#include "client/memo.h"
 
 #include <pthread.h>
 
@@ -27,7 +28,10 @@ int hk_init(void) {
 
 int hk_shutdown(void) {
     pthread_mutex_lock(&g_init_lock);
-    if (g_refs > 0 && --g_refs == 0 && !g_implicit) curl_global_cleanup();
+    if (g_refs > 0 && --g_refs == 0) {
+        hk__memo_clear(); /* the memoised answers go with the last reference (client/memo.c) */
+        if (!g_implicit) curl_global_cleanup();
+    }
     int left = (int)g_refs;
     pthread_mutex_unlock(&g_init_lock);
     return left;

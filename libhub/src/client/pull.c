@@ -184,8 +184,10 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(repo_dir);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    /* variants from the build/ listing (skipped when the named variant is already complete here) */
+    /* variants from the listing (skipped when the named variant is already complete here) */
     tree t;
+    memset(&t, 0, sizeof t);
+    bool have_tree = false;
     char **names = NULL;
     size_t n = 0;
     char *local = spec.variant && !spec.all_variants ? hk__asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
@@ -197,17 +199,20 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         if (names) names[0] = hk__strdup(spec.variant);
         n = 1;
         rc = names && names[0] ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
-    } else if ((rc = hk__client_list_tree(&t, hub, repo, commit, "build", false)) == HK_OK) {
-        rc = hk__client_variants_from_tree(&names, &n, &t);
-        hk__client_tree_free(&t);
+    } else if ((rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) {
+        /* the one listing of the commit (shared with the kernel-status.toml check, client/tree.c):
+         * its build/ folders are the variants, its files under them what is pulled */
+        have_tree = true;
+        rc = hk__client_variants_from_commit_tree(&names, &n, &t);
     }
     free(local);
     if (rc) {
+        hk__client_tree_free(&t);
         free(repo_dir);
         return rc;
     }
     if (rc == HK_OK) {
-        qsort(names, n, sizeof *names, hk__client_cmp_str);
+        qsort(names, n, sizeof *names, hk__client_cmp_str); /* (already sorted from a listing) */
         char *where = hk__asprintf("%s at %s", repo, commit);
         rc = where ? hk__client_choose_variants(r, names, n, &spec, where) : hk__fail(HK_ERR_NOMEM, "out of memory");
         free(where);
@@ -243,11 +248,12 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                                                 r->variant_paths[v]);
             continue;
         }
-        rc = hk__client_list_tree(&t, hub, repo, commit, prefix, true);
+        if (!have_tree && (rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) have_tree = true;
         size_t plen = strlen(prefix);
         for (size_t i = 0; rc == HK_OK && i < t.n; i++) {
             tree_entry *e = &t.e[i];
-            if (!hk__path_is_safe_relative(e->path) || strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') {
+            if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') continue; /* another variant's */
+            if (!hk__path_is_safe_relative(e->path)) {
                 rc = hk__fail(HK_ERR_UNSAFE_PATH,
                              "refusing file name '%s' from the server's listing of %s: it would leave the variant directory",
                              e->path, prefix);
@@ -293,9 +299,9 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             }
             items[k].npaths++;
         }
-        hk__client_tree_free(&t);
         free(prefix);
     }
+    hk__client_tree_free(&t);
     hk__strmap_free(&by_etag);
     if (rc == HK_OK) { /* blobs only: the links are made in the stage, after every byte arrived */
         hk_dl_stats st = {0, 0, 0};

@@ -59,12 +59,36 @@ int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char c
             break;
         }
         if ((rc = hk__client_check_repo_id(repo))) break;
+        int hop_version = n > 1 ? -1 : spec->kernel_version;
+        const char *hop_rev = n > 1 ? h->rev : spec->revision;
+        bool resolved = false;
+        char *resolve_err = NULL; /* the refs error, reported after the trust answer (as kernels orders them) */
+        int resolve_rc = HK_OK;
+        char org[128];
+        snprintf(org, sizeof org, "%.*s", (int)(strchr(repo, '/') - repo), repo);
+        if (!spec->trust_remote_code && !hk__client_trust_known(hub, org) && (!hop_rev || !hk__is_commit_id(hop_rev))) {
+            /* the refs answer of a hubkern mirror carries the trust answer too (client/refs.c):
+             * ask it first, so that a cold pull needs no overview request */
+            resolve_rc = hk__client_resolve_commit(commit, hub, repo, hop_version, hop_rev);
+            if (resolve_rc == HK_ERR_NOMEM) {
+                rc = resolve_rc;
+                break;
+            }
+            resolved = resolve_rc == HK_OK;
+            if (!resolved && !(resolve_err = hk__strdup(hk_last_error()))) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            hk_clear_error();
+        }
         if (!spec->trust_remote_code) {
-            char org[128];
-            snprintf(org, sizeof org, "%.*s", (int)(strchr(repo, '/') - repo), repo);
             int trusted = 0;
-            if ((rc = hk_hub_check_trust(&trusted, hub, org))) break;
+            if ((rc = hk_hub_check_trust(&trusted, hub, org))) {
+                free(resolve_err);
+                break;
+            }
             if (!trusted) {
+                free(resolve_err);
                 rc = hk__fail(HK_ERR_UNTRUSTED,
                              "kernel repository '%s' is not from a trusted publisher (or its trust status could not be "
                              "verified); pass --trust-remote-code (trust_remote_code = 1) to load it anyway",
@@ -72,8 +96,12 @@ int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char c
                 break;
             }
         }
-        if ((rc = hk__client_resolve_commit(commit, hub, repo, n > 1 ? -1 : spec->kernel_version, n > 1 ? h->rev : spec->revision)))
+        if (resolve_err) {
+            rc = hk__fail(resolve_rc, "%s", resolve_err);
+            free(resolve_err);
             break;
+        }
+        if (!resolved && (rc = hk__client_resolve_commit(commit, hub, repo, hop_version, hop_rev))) break;
         snprintf(h->commit, sizeof h->commit, "%s", commit);
         /* another name of a commit already visited (a@main -> b -> a@v1, main == v1) loops as well */
         for (size_t i = 0; i + 1 < n && rc == HK_OK; i++)

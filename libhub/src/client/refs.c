@@ -3,6 +3,7 @@
 #include "cache/cache.h"
 #include "util/vec.h"
 #include "client/client.h"
+#include "client/memo.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -50,23 +51,51 @@ static void ref_list_free(ref_list *l) {
     memset(l, 0, sizeof *l);
 }
 
+/* The refs of repo_id: the answer of the last freshness window (client/memo.c), else asked. A
+ * hubkern mirror's "X-Kernel-Publisher-Trusted: true" on it is recorded as the org's trust answer
+ * (client/trust.c). */
 static int fetch_refs(ref_list *out, hk_hub *hub, const char *repo_id) {
     memset(out, 0, sizeof *out);
-    char *url = hk__asprintf("%s/api/kernels/%s/refs", hub->endpoint, repo_id);
-    char *what = hk__asprintf("listing the refs of %s", repo_id);
-    if (!url || !what) {
+    char *key = hk__memo_key(hub, "refs", repo_id, NULL);
+    char *body = hk__memo_get(key, hub->freshness_ms);
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    free(body);
+    if (!j) {
+        char *url = hk__asprintf("%s/api/kernels/%s/refs", hub->endpoint, repo_id);
+        char *what = hk__asprintf("listing the refs of %s", repo_id);
+        if (!url || !what) {
+            free(url);
+            free(what);
+            free(key);
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
+        }
+        hk_http_resp r;
+        int rc = hk__http_get(&r, hub, url, HK_API_MAX);
         free(url);
+        if (rc) hk__fail_context("%s", what);
+        else if (r.status != 200) rc = hk__http_fail(&r, what);
+        else if (!(j = cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len)))
+            rc = hk__fail(HK_ERR_PROTOCOL, "%s: the server's answer is not JSON", what);
+        if (rc == HK_ERR_NOT_FOUND)
+            rc = hk__fail(HK_ERR_REPO_NOT_FOUND, "%s: no kernel repo %s on %s (404)", what, repo_id, hub->endpoint);
+        if (rc == HK_OK && r.h.x_publisher_trusted && strcmp(r.h.x_publisher_trusted, "true") == 0) {
+            char org[128];
+            snprintf(org, sizeof org, "%.*s", (int)(strchr(repo_id, '/') - repo_id), repo_id);
+            hk__client_trust_remember(hub, org);
+        }
+        if (rc == HK_OK && hub->freshness_ms > 0) {
+            char *copy = hk__strndup(r.body.data ? r.body.data : "", r.body.len);
+            hk__memo_put(key, copy);
+            free(copy);
+        }
         free(what);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
+        hk__http_resp_free(&r);
+        if (rc) {
+            free(key);
+            return rc;
+        }
     }
-    cJSON *j = NULL;
-    long st = 0;
-    int rc = api_json(&j, hub, url, what, &st);
-    free(url);
-    if (rc == HK_ERR_NOT_FOUND)
-        rc = hk__fail(HK_ERR_REPO_NOT_FOUND, "%s: no kernel repo %s on %s (404)", what, repo_id, hub->endpoint);
-    free(what);
-    if (rc) return rc;
+    free(key);
     const char *keys[] = {"branches", "tags"};
     size_t cap = 0;
     for (int k = 0; k < 2; k++) cap += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, keys[k]));
@@ -307,6 +336,14 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
     }
     ref_list_free(&refs);
     /* not a branch or tag name: ask the revision endpoint (short shas, refs/pr/N) */
+    char *rkey = hk__memo_key(hub, "revision", repo_id, revision);
+    char *known = hk__memo_get(rkey, hub->freshness_ms);
+    if (known) {
+        snprintf(out_commit, 65, "%s", known);
+        free(known);
+        free(rkey);
+        return HK_OK;
+    }
     char *erev = hk__pct_encode(revision, false);
     char *url = erev ? hk__asprintf("%s/api/kernels/%s/revision/%s", hub->endpoint, repo_id, erev) : NULL;
     char *what = hk__asprintf("resolving revision '%s' of %s", revision, repo_id);
@@ -317,11 +354,16 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
         rc = hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found in %s (not a branch, tag or commit)", revision, repo_id);
     free(url);
     free(what);
-    if (rc) return rc;
+    if (rc) {
+        free(rkey);
+        return rc;
+    }
     const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "sha"));
     if (!sha || !hk__is_commit_id(sha)) rc = hk__fail(HK_ERR_PROTOCOL, "the revision endpoint gave no commit sha for '%s'", revision);
     else snprintf(out_commit, 65, "%s", sha);
     cJSON_Delete(j);
+    if (rc == HK_OK && hub->freshness_ms > 0) hk__memo_put(rkey, out_commit);
+    free(rkey);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 /* kernel-status.toml (kernel-hub-format.md §13): the three string keys of a redirect, read with a
- * minimal TOML subset; its absence remembered under .no_exist/ as huggingface_hub does. */
+ * minimal TOML subset; whether it exists at a commit read from that commit's listing, and its
+ * absence remembered under .no_exist/ as huggingface_hub does. */
 #include "cache/cache.h"
 #include "client/client.h"
 
@@ -28,6 +29,25 @@ static char *toml_string(const char *text, const char *key) {
     return NULL;
 }
 
+/* No kernel-status.toml at commit: recorded as .no_exist/<commit>/kernel-status.toml, as
+ * huggingface_hub does, so that a later resolve of that commit asks nothing. */
+static void remember_absent(const hk_hub *hub, const char *repo_id, const char *commit) {
+    char *dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
+    char *marker = dir ? hk__asprintf("%s/.no_exist/%s/kernel-status.toml", dir, commit) : NULL;
+    char *mdir = marker ? hk__strdup(marker) : NULL;
+    char *snaps = dir ? hk__path_join(dir, "snapshots") : NULL;
+    if (snaps) hk__mkdirs(snaps, 0777); /* a repo folder without snapshots/ reads as corrupt */
+    free(snaps);
+    if (mdir) {
+        *strrchr(mdir, '/') = '\0';
+        if (hk__mkdirs(mdir, 0777) == HK_OK && !hk__path_exists(marker)) hk__write_file_atomic(marker, "", 0);
+    }
+    hk_clear_error();
+    free(mdir);
+    free(marker);
+    free(dir);
+}
+
 /* *out_dest / *out_rev set when the repo redirects. */
 int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit) {
     *out_dest = *out_rev = NULL;
@@ -41,6 +61,21 @@ int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const 
         free(dir0);
         if (absent) return HK_OK;
     }
+    /* The listing of the commit says whether the file is there; the pull and the variant choice
+     * need that listing anyway (one request for all three, client/tree.c), and the file itself is
+     * asked for only when it exists. */
+    if (hk__is_commit_id(commit)) {
+        tree t;
+        int lrc = hk__client_commit_tree(&t, hub, repo_id, commit);
+        if (lrc) return hk__fail_context("checking kernel-status.toml of %s", repo_id);
+        const tree_entry *e = hk__client_tree_find(&t, "kernel-status.toml");
+        bool present = e && !e->dir;
+        hk__client_tree_free(&t);
+        if (!present) {
+            remember_absent(hub, repo_id, commit);
+            return HK_OK;
+        }
+    }
     char *url = hk__asprintf("%s/kernels/%s/resolve/%s/kernel-status.toml", hub->endpoint, repo_id, commit);
     if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk_http_resp r;
@@ -52,21 +87,8 @@ int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const 
     }
     if (r.status == 404) {
         /* no redirect; remember the absence like Python does */
-        char *dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
         const char *rc_commit = r.h.x_repo_commit && hk__is_commit_id(r.h.x_repo_commit) ? r.h.x_repo_commit : commit;
-        char *marker = dir ? hk__asprintf("%s/.no_exist/%s/kernel-status.toml", dir, rc_commit) : NULL;
-        char *mdir = marker ? hk__strdup(marker) : NULL;
-        char *snaps = dir ? hk__path_join(dir, "snapshots") : NULL;
-        if (snaps) hk__mkdirs(snaps, 0777); /* a repo folder without snapshots/ reads as corrupt */
-        free(snaps);
-        if (mdir) {
-            *strrchr(mdir, '/') = '\0';
-            if (hk__mkdirs(mdir, 0777) == HK_OK && !hk__path_exists(marker)) hk__write_file_atomic(marker, "", 0);
-        }
-        hk_clear_error();
-        free(mdir);
-        free(marker);
-        free(dir);
+        remember_absent(hub, repo_id, rc_commit);
         hk__http_resp_free(&r);
         return HK_OK;
     }

@@ -1,6 +1,7 @@
 /* Tree listings (GET /api/kernels/<repo>/tree/<commit>/<path>, Link-paginated) and the variant
  * names they or a local snapshot hold. */
 #include "client/client.h"
+#include "client/memo.h"
 #include "client/strmap.h"
 #include "util/vec.h"
 
@@ -66,11 +67,12 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
     memset(out, 0, sizeof *out);
     /* '/' kept in the path: the Hub takes both forms, some mirrors only this one */
     char *epath = hk__pct_encode(path, true);
-    char *url = epath ? hk__asprintf("%s/api/kernels/%s/tree/%s/%s?recursive=%s&expand=false", hub->endpoint, repo_id,
-                                    commit, epath, recursive ? "true" : "false")
+    char *url = epath ? hk__asprintf("%s/api/kernels/%s/tree/%s%s%s?recursive=%s&expand=false", hub->endpoint, repo_id,
+                                    commit, *path ? "/" : "", epath, recursive ? "true" : "false")
                       : NULL;
     free(epath);
-    char *what = hk__asprintf("listing %s/ of %s at %s", path, repo_id, commit);
+    char *what = *path ? hk__asprintf("listing %s/ of %s at %s", path, repo_id, commit)
+                       : hk__asprintf("listing the files of %s at %s", repo_id, commit);
     int rc = url && what ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     visited seen;
     memset(&seen, 0, sizeof seen);
@@ -197,6 +199,90 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
     return rc;
 }
 
+/* ---- the listing of a commit ------------------------------------------------------------------ */
+
+int hk__client_commit_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
+    /* a commit never changes: its listing is reused for as long as the memo keeps it */
+    char *key = hub->freshness_ms > 0 ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
+    if (key && hk__memo_get_tree(out, key)) {
+        free(key);
+        return HK_OK;
+    }
+    int rc = hk__client_list_tree(out, hub, repo_id, commit, "", true);
+    /* everything under build/ becomes paths in the cache: one unsafe name refuses the listing */
+    for (size_t i = 0; rc == HK_OK && i < out->n; i++) {
+        const char *p = out->e[i].path;
+        if (hk__str_starts_with(p, "build/") && !hk__path_is_safe_relative(p)) {
+            rc = hk__fail(HK_ERR_UNSAFE_PATH, "refusing file name '%s' from the server's listing of %s at %s: it would "
+                         "leave the variant directory", p, repo_id, commit);
+            hk__client_tree_free(out);
+        }
+    }
+    if (rc == HK_OK && key) hk__memo_put_tree(key, out);
+    free(key);
+    return rc;
+}
+
+const tree_entry *hk__client_tree_find(const tree *t, const char *path) {
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->e[i].path, path) == 0) return &t->e[i];
+    return NULL;
+}
+
+bool hk__client_commit_tree_known(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
+    char *key = hub->freshness_ms > 0 ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
+    bool hit = key && hk__memo_get_tree(out, key);
+    free(key);
+    return hit;
+}
+
+/* Variant names of a recursive listing: the folders build/<name>, and the <name> of files
+ * build/<name>/... (a git folder always holds a file, so both give the same set; a listing that
+ * leaves folders out still names them). Sorted, each once. */
+int hk__client_variants_from_commit_tree(char ***out, size_t *out_n, const tree *t) {
+    *out = NULL;
+    *out_n = 0;
+    char **v = calloc(t->n + 1, sizeof *v);
+    if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    hk_strmap seen;
+    hk__strmap_init(&seen);
+    int rc = HK_OK;
+    for (size_t i = 0; rc == HK_OK && i < t->n; i++) {
+        const char *p = t->e[i].path;
+        if (!hk__str_starts_with(p, "build/")) continue;
+        const char *name = p + 6;
+        const char *slash = strchr(name, '/');
+        if (!slash && !t->e[i].dir) continue; /* a file directly in build/ is no variant */
+        char *nm = slash ? hk__strndup(name, (size_t)(slash - name)) : hk__strdup(name);
+        if (!nm) {
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (!*nm || !hk__path_is_safe_relative(nm)) {
+            rc = hk__fail(HK_ERR_UNSAFE_PATH, "refusing unsafe variant name 'build/%s' from the server", nm);
+            free(nm);
+            break;
+        }
+        if (hk__strmap_get(&seen, nm, NULL)) {
+            free(nm);
+            continue;
+        }
+        v[n] = nm;
+        rc = hk__strmap_put(&seen, v[n], n);
+        n++;
+    }
+    hk__strmap_free(&seen);
+    if (rc) {
+        hk_hub_strv_free(v);
+        return rc;
+    }
+    qsort(v, n, sizeof *v, hk__client_cmp_str);
+    *out = v;
+    *out_n = n;
+    return HK_OK;
+}
+
 int hk__client_variants_from_tree(char ***out, size_t *out_n, const tree *t) {
     char **v = calloc(t->n + 1, sizeof *v);
     if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -249,10 +335,10 @@ int hk_hub_list_variants(char ***out, size_t *out_n, hk_hub *hub, const char *re
         free(snap);
         return rc;
     }
+    /* one recursive listing of the commit answers this, kernel-status.toml and the pull (memo.c) */
     tree t;
-    if ((rc = hk__client_list_tree(&t, hub, repo_id, commit, "build", false))) return rc;
-    rc = hk__client_variants_from_tree(out, out_n, &t);
+    if ((rc = hk__client_commit_tree(&t, hub, repo_id, commit))) return rc;
+    rc = hk__client_variants_from_commit_tree(out, out_n, &t);
     hk__client_tree_free(&t);
-    if (rc == HK_OK) qsort(*out, *out_n, sizeof **out, hk__client_cmp_str);
     return rc;
 }

@@ -26,6 +26,16 @@ typedef struct tree {
 void hk__client_tree_free(tree *t);
 int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
                         bool recursive);
+/* The recursive listing of the whole repo at commit (every page), from the process's memo when
+ * it holds it (client/memo.c; not with the freshness window off), else listed and memoised. An
+ * unsafe path under build/ refuses it (HK_ERR_UNSAFE_PATH). Free with hk__client_tree_free. */
+int hk__client_commit_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit);
+/* The same listing only when the memo holds it (no request); false otherwise. */
+bool hk__client_commit_tree_known(tree *out, hk_hub *hub, const char *repo_id, const char *commit);
+/* The entry for path, or NULL. */
+const tree_entry *hk__client_tree_find(const tree *t, const char *path);
+/* Variant names (sorted, NULL-terminated; free with hk_hub_strv_free) of a commit's listing. */
+int hk__client_variants_from_commit_tree(char ***out, size_t *out_n, const tree *t);
 /* Directory names under build/ of a listing of build (NULL-terminated; free with hk_hub_strv_free). */
 int hk__client_variants_from_tree(char ***out, size_t *out_n, const tree *t);
 /* Variant directories of a local snapshot, sorted (HK_ERR_OFFLINE when it has no build/). */

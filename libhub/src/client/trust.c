@@ -1,28 +1,22 @@
 /* Publisher trust: GET /api/organizations/<org>/overview, trustedKernelPublisher
  * (kernel-hub-format.md §11.1). By design the mirror answers this itself.
  *
- * A "trusted" answer is remembered for the freshness window (HUBKERN_FRESHNESS_S seconds, default
- * 300; 0 disables it) as the mtime of <cache>/.locks/hubkern-trust/<endpoint hash>--<org>, so that a
+ * A "trusted" answer is remembered for the freshness window (hk_hub.freshness_ms:
+ * HUBKERN_FRESHNESS_S / hk_hub_options.freshness_s, default 60 s; 0 disables it) in this process
+ * (client/memo.c) and as the mtime of <cache>/.locks/hubkern-trust/<endpoint hash>--<org>, so that a
  * fleet's warm pulls and repeat loads do not ask again (huggingface_hub's HF_HUB_ETAG_TIMEOUT plays
  * the same role for its metadata). Only positive answers are kept; an untrusted or failed answer is
- * asked again every time. */
+ * asked again every time. A hubkern mirror also says "trusted" in the refs answer of a repo
+ * (X-Kernel-Publisher-Trusted: true, client/refs.c): that is the same endpoint's answer, recorded
+ * here the same way, and saves the overview request of a cold pull. */
 #include "client/client.h"
+#include "client/memo.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-
-#define HK_FRESHNESS_DEFAULT_S 300
-
-static long freshness_s(void) {
-    const char *e = hk__getenv("HUBKERN_FRESHNESS_S");
-    if (!e || !*e) return HK_FRESHNESS_DEFAULT_S;
-    char *end;
-    long v = strtol(e, &end, 10);
-    return *end || v < 0 ? HK_FRESHNESS_DEFAULT_S : v;
-}
 
 /* The memo file of (endpoint, org): the endpoint is part of the name, so that two mirrors' answers
  * never stand in for each other. */
@@ -38,16 +32,16 @@ static char *memo_path(const hk_hub *hub, const char *org) {
     return hk__asprintf("%s/.locks/hubkern-trust/%s--%s", hub->cache_root, hex, org);
 }
 
-static bool memo_fresh(const char *path) {
-    long win = freshness_s();
+static bool memo_fresh(const hk_hub *hub, const char *path) {
+    long win = hub->freshness_ms;
     struct stat st;
     if (!path || win <= 0 || stat(path, &st) != 0) return false;
     double age = difftime(time(NULL), st.st_mtime);
-    return age >= 0 && age < (double)win;
+    return age >= 0 && age * 1000.0 < (double)win;
 }
 
-static void memo_write(const char *path) {
-    if (!path || freshness_s() <= 0) return;
+static void memo_write(const hk_hub *hub, const char *path) {
+    if (!path || hub->freshness_ms <= 0) return;
     char *dir = hk__strdup(path);
     if (dir) *strrchr(dir, '/') = '\0';
     if (dir && hk__mkdirs(dir, 0777) == HK_OK) hk__write_file_atomic(path, "", 0);
@@ -55,21 +49,42 @@ static void memo_write(const char *path) {
     free(dir);
 }
 
+bool hk__client_trust_known(const hk_hub *hub, const char *org) {
+    if (hub->freshness_ms <= 0) return false;
+    char *key = hk__memo_key(hub, "trust", org, NULL);
+    char *v = hk__memo_get(key, hub->freshness_ms);
+    bool known = v != NULL;
+    free(v);
+    if (!known) {
+        char *path = memo_path(hub, org);
+        known = memo_fresh(hub, path);
+        free(path);
+        if (known) hk__memo_put(key, "1");
+    }
+    free(key);
+    return known;
+}
+
+void hk__client_trust_remember(const hk_hub *hub, const char *org) {
+    if (hub->freshness_ms <= 0) return;
+    char *key = hk__memo_key(hub, "trust", org, NULL);
+    hk__memo_put(key, "1");
+    free(key);
+    char *path = memo_path(hub, org);
+    memo_write(hub, path);
+    free(path);
+}
+
 int hk_hub_check_trust(int *out_trusted, hk_hub *hub, const char *org) {
     *out_trusted = 0;
-    char *memo = memo_path(hub, org);
-    if (memo_fresh(memo)) {
-        free(memo);
+    if (hk__client_trust_known(hub, org)) {
         *out_trusted = 1;
         return HK_OK;
     }
     char *eorg = hk__pct_encode(org, false);
     char *url = eorg ? hk__asprintf("%s/api/organizations/%s/overview", hub->endpoint, eorg) : NULL;
     free(eorg);
-    if (!url) {
-        free(memo);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
-    }
+    if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk_http_resp r;
     int rc = hk__http_get(&r, hub, url, 1u << 20);
     free(url);
@@ -92,7 +107,6 @@ int hk_hub_check_trust(int *out_trusted, hk_hub *hub, const char *org) {
         }
     }
     hk__http_resp_free(&r);
-    if (rc == HK_OK && *out_trusted) memo_write(memo);
-    free(memo);
+    if (rc == HK_OK && *out_trusted) hk__client_trust_remember(hub, org);
     return rc;
 }

@@ -121,6 +121,9 @@ int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_varia
 /* 1 (and *out one more reference) when repo_id@commit's variant is loaded in this process. */
 int hk__loader_already_loaded(hk_kernel **out, struct hk_hub *hub, const char *repo_id,
                              const char *commit, const char *variant);
+/* *dst = *src for a src of any known version (an older one is shorter: its missing fields get
+ * their defaults), dst then of the current version. */
+void hk__get_kernel_options_copy(hk_get_kernel_options *dst, const hk_get_kernel_options *src);
 /* The entry checks of hk_get_kernel_options (version of the struct; what the Hub calls need). */
 int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn);
 

@@ -8,12 +8,28 @@
 #include "hubkern/hub.h"
 #include "hubkern/variant.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int version) {
-    HK__OPTIONS_INIT_BODY(hk_get_kernel_options, opts, version, HK_GET_KERNEL_OPTIONS_VERSION, HK_GET_KERNEL_OPTIONS_INIT);
+    /* not HK__OPTIONS_INIT_BODY: a version-1 struct ends before freshness_s, so only that much is
+     * written */
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_kernel_options_init: the options pointer is NULL");
+    int rc = hk__check_options_version("hk_get_kernel_options", version, HK_GET_KERNEL_OPTIONS_VERSION);
+    if (rc) return rc;
+    hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
+    d.version = version;
+    memcpy(opts, &d, version >= 2 ? sizeof d : offsetof(hk_get_kernel_options, freshness_s));
+    return HK_OK;
+}
+
+void hk__get_kernel_options_copy(hk_get_kernel_options *dst, const hk_get_kernel_options *src) {
+    hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
+    memcpy(&d, src, src->version >= 2 ? sizeof d : offsetof(hk_get_kernel_options, freshness_s));
+    d.version = HK_GET_KERNEL_OPTIONS_VERSION; /* every field is there now */
+    *dst = d;
 }
 
 int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn) {
@@ -107,6 +123,7 @@ int hk__loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
     ho.sigstore_trust_root = o->sigstore_trust_root; /* signatures (hubkern/signature.h) */
     ho.signature_policy_file = o->signature_policy_file;
     ho.signature_policies = o->signature_policies;
+    ho.freshness_s = o->version >= 2 ? o->freshness_s : 0; /* a version-1 struct has no such field */
     return hk_hub_new(out, &ho);
 }
 

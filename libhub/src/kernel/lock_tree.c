@@ -127,7 +127,8 @@ HK_API int hk_lockfile_add_tree(hk_lockfile *lock, const hk_get_kernel_options *
     memset(&w, 0, sizeof w);
     w.lock = lock;
     w.trust = o->trust_remote_code != 0;
-    hk_get_kernel_options ho = *o;
+    hk_get_kernel_options ho;
+    hk__get_kernel_options_copy(&ho, o);
     ho.offline = 0; /* locking asks the Hub */
     rc = hk__loader_new_hub(&w.hub, &ho);
     if (rc == HK_OK) rc = lock_node(&w, o->repo_id, o->kernel_version, o->revision);
