@@ -55,7 +55,9 @@ def test_pull_layout_and_python_reads_it_offline(hub, tmp_path):
                  "--cache", cache])
         out = json.loads(r.stdout)
         gets = px.requests("GET", "/resolve/.*/build/")
-        assert len(px.requests("GET", "/resolve/.*/kernel-status.toml")) == 1
+        # the commit's listing shows no kernel-status.toml: not asked for (absence kept in .no_exist/)
+        assert len(px.requests("GET", "/resolve/.*/kernel-status.toml")) == 0
+        assert len(px.requests("GET", "/tree/")) == 1
     files = sorted(out["files"])
     assert files == sorted([f"build/{V}/__init__.py", SO, f"build/{V}/_ops.py", f"build/{V}/layers/__init__.py",
                             f"build/{V}/metadata.json"])  # no __pycache__ / *.pyc
@@ -63,6 +65,7 @@ def test_pull_layout_and_python_reads_it_offline(hub, tmp_path):
     # byte-compatible layout: ref without newline, relative links, blob names = etags
     ref = commit_of(cache)
     assert re.fullmatch(r"[0-9a-f]{40}", ref) and out["commit"] == ref
+    assert os.path.isfile(os.path.join(cache, "kernels--org--testkern", ".no_exist", ref, "kernel-status.toml"))
     snap = os.path.join(cache, "kernels--org--testkern", "snapshots", ref)
     assert out["variants"][0]["path"] == os.path.join(snap, "build", V)
     link = os.readlink(os.path.join(snap, SO))

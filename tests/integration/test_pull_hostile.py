@@ -15,7 +15,8 @@ import pytest
 from faultproxy import FaultProxy, Rule, Server, make_variant, publish, run_cli
 
 V = "tvm-ffi01-cpu-x86_64-linux"
-LIST_RE = f"/api/kernels/org/hostile/tree/[0-9a-f]+/build/{V}"
+# the one listing a pull makes: the whole commit, recursively (it also answers kernel-status.toml)
+LIST_RE = r"/api/kernels/org/hostile/tree/[0-9a-f]+\?recursive=true"
 
 
 def run(args, env=None, check=True, timeout=120):

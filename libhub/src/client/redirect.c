@@ -70,7 +70,11 @@ int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char c
             /* the refs answer of a hubkern mirror carries the trust answer too (client/refs.c):
              * ask it first, so that a cold pull needs no overview request */
             resolve_rc = hk__client_resolve_commit(commit, hub, repo, hop_version, hop_rev);
-            if (resolve_rc == HK_ERR_NOMEM) {
+            /* no answer at all (unreachable, stalled, a 5xx or 429 after the retries, a broken
+             * answer): the overview would fare no better, so that error is the one reported */
+            if (resolve_rc == HK_ERR_NOMEM || resolve_rc == HK_ERR_NETWORK || resolve_rc == HK_ERR_TIMEOUT ||
+                resolve_rc == HK_ERR_HTTP || resolve_rc == HK_ERR_RATE_LIMITED || resolve_rc == HK_ERR_PROTOCOL ||
+                resolve_rc == HK_ERR_CANCELLED) {
                 rc = resolve_rc;
                 break;
             }
