@@ -44,6 +44,9 @@ static const hk_cli_opt k_opts[] = {
      "the Hub), verify it and keep it; repeatable (fallbacks, in order)", NULL, NULL},
     {HK_OPT_VALUE, "upstream-token-file", 0, "FILE", "token sent to the upstreams' own origins only (else "
      "HUBKERN_UPSTREAM_TOKEN)", NULL, NULL},
+    {HK_OPT_VALUE, "upstream-timeout", 0, "SECONDS", "give up an upstream that sends nothing for this long (default "
+     HK_STR(HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT) "; connecting: at most 10 s); the next --upstream is tried, else 503",
+     NULL, NULL},
     {HK_OPT_VALUE, "revision-ttl", 0, "SECONDS", "how long a branch/tag -> commit answer from upstream is used (default "
      HK_STR(HK_SERVE_REVISION_TTL_DEFAULT) "); also the max-age of branch-addressed answers", NULL, NULL},
     {HK_OPT_VALUE, "negative-ttl", 0, "SECONDS", "how long an upstream 404/410 is remembered (default "
@@ -193,6 +196,9 @@ int hk_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "upstream-token-file")) {
             /* the first non-comment line of the file; never echoed */
             if (read_token_file(&up_token, optarg)) goto fail;
+        } else if (!strcmp(n, "upstream-timeout")) {
+            if (parse_u64(&v, optarg, "--upstream-timeout") || v == 0 || v > 3600) goto usage;
+            cfg.upstream_timeout = (unsigned)v;
         } else if (!strcmp(n, "revision-ttl")) {
             if (parse_u64(&v, optarg, "--revision-ttl") || v == 0 || v > 86400 * 365) goto usage;
             cfg.revision_ttl = (unsigned)v;

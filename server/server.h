@@ -34,6 +34,7 @@ extern "C" {
  * that benchmark_max_bytes may ask for. */
 #define HK_SERVE_BENCHMARK_MAX_DEFAULT 1048576 /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_BENCHMARK_MAX_LIMIT (64ull << 20)
+#define HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT 30 /* seconds without a byte from an upstream (connect: at most 10) */
 
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct hk_serve_config {
@@ -73,6 +74,7 @@ typedef struct hk_serve_config {
     const char *const *upstreams;
     size_t n_upstreams;
     const char *upstream_token;
+    unsigned upstream_timeout;   /* 0 = HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT: an upstream that sends nothing for this long is given up */
     unsigned revision_ttl;       /* 0 = HK_SERVE_REVISION_TTL_DEFAULT; also the max-age of branch-addressed answers */
     unsigned negative_ttl;       /* 0 = HK_SERVE_NEGATIVE_TTL_DEFAULT */
     /* Benchmark submissions (docs/serve.md, "Benchmarks"): bodies larger than this are refused with

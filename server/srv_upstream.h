@@ -61,6 +61,7 @@ typedef struct hk_upstream {
     size_t n_sites;
     char *token; /* never logged */
     unsigned rev_ttl, neg_ttl;
+    unsigned stall_s; /* --upstream-timeout */
     up_waitset *waits;
     pthread_mutex_t mu; /* the negative cache and the pass-through memo */
     struct up_memo *memo;

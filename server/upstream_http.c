@@ -58,6 +58,7 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
     pthread_mutex_init(&u->mu, NULL);
     u->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
     u->neg_ttl = cfg->negative_ttl ? cfg->negative_ttl : HK_SERVE_NEGATIVE_TTL_DEFAULT;
+    u->stall_s = cfg->upstream_timeout ? cfg->upstream_timeout : HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT;
     int rc = hk_up_waitset_new(&u->waits);
     for (size_t i = 0; rc == HK_OK && i < cfg->n_upstreams; i++) {
         up_site *s = &u->sites[i];
@@ -111,7 +112,34 @@ typedef struct xfer {
     up_resp *r;
     CURL *curl;
     int io_error;
+    unsigned stall_s;      /* --upstream-timeout */
+    curl_off_t last_bytes; /* received so far, when last_at was taken */
+    struct timespec last_at;
+    bool stalled;
 } xfer;
+
+static double since(const struct timespec *t) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* libcurl's low-speed check averages over several seconds, so a body that stops after a fast start
+ * would run on for that long: a stall is measured here from the last byte instead. */
+static int on_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+    (void)dltotal;
+    (void)ultotal;
+    (void)ulnow;
+    xfer *x = p;
+    if (dlnow != x->last_bytes) {
+        x->last_bytes = dlnow;
+        clock_gettime(CLOCK_MONOTONIC, &x->last_at);
+    } else if (since(&x->last_at) >= (double)x->stall_s) {
+        x->stalled = true;
+        return 1;
+    }
+    return 0;
+}
 
 static void copy_header(char *dst, size_t cap, const char *v, size_t n) {
     while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ')) n--;
@@ -180,7 +208,8 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *p) {
 }
 
 /* One request, no redirects followed. *next_url = the Location of a 3xx (caller frees). */
-static int one_request(const char *url, bool with_token, const char *token, up_resp *r, char **next_url) {
+static int one_request(const hk_upstream *u, const char *url, bool with_token, const char *token, up_resp *r,
+                       char **next_url) {
     *next_url = NULL;
     CURL *c = curl_easy_init();
     if (!c) return hk__fail(HK_ERR_NOMEM, "curl_easy_init failed");
@@ -197,9 +226,15 @@ static int one_request(const char *url, bool with_token, const char *token, up_r
     curl_easy_setopt(c, CURLOPT_USERAGENT, "hubkern-mirror");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stalled upstream: give up after 30 s */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)(u->stall_s < 10 ? u->stall_s : 10));
+    /* a stalled upstream (accepts and sends nothing, or stops mid-body): given up after --upstream-timeout */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)u->stall_s);
+    x.stall_s = u->stall_s;
+    clock_gettime(CLOCK_MONOTONIC, &x.last_at);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -211,6 +246,8 @@ static int one_request(const char *url, bool with_token, const char *token, up_r
     int rc = HK_OK;
     if (x.io_error) rc = hk__fail(hk__errno_code(x.io_error), "writing the upstream body: %s", strerror(x.io_error));
     else if (r->too_big) rc = hk__fail(HK_ERR_INTEGRITY, "upstream sent more than it promised");
+    else if (x.stalled || cc == CURLE_OPERATION_TIMEDOUT)
+        rc = hk__fail(HK_ERR_TIMEOUT, "upstream sent nothing for %u s (--upstream-timeout)", x.stall_s);
     else if (cc != CURLE_OK) rc = hk__fail(HK_ERR_NETWORK, "upstream: %s", curl_easy_strerror(cc));
     else if (st >= 300 && st < 400) {
         char *loc = NULL;
@@ -243,7 +280,7 @@ static int site_get(hk_upstream *u, up_site *s, const char *path_query, up_resp 
         snprintf(keep_linked, sizeof keep_linked, "%s", r->linked_etag);
         snprintf(keep_size, sizeof keep_size, "%s", r->linked_size);
         r->etag[0] = r->linked_etag[0] = r->linked_size[0] = r->commit[0] = r->retry_after[0] = r->error_code[0] = 0;
-        rc = one_request(url, same, u->token, r, &next);
+        rc = one_request(u, url, same, u->token, r, &next);
         /* the Hub puts the metadata on its 302 to the CDN; the CDN's answer lacks it */
         if (!r->commit[0]) snprintf(r->commit, sizeof r->commit, "%s", keep_commit);
         if (!r->linked_etag[0]) snprintf(r->linked_etag, sizeof r->linked_etag, "%s", keep_linked);

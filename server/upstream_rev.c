@@ -228,7 +228,9 @@ static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigne
     }
     char msg[200];
     snprintf(msg, sizeof msg, "Upstream unavailable: %s", hk_last_error_code() ? hk_last_error() : "bad answer");
-    answer(ans, status == 503 ? 503 : 502, NULL, status == 503 ? 5 : 0, msg);
+    /* a 503, or no answer at all (unreachable, stalled past --upstream-timeout): try again later */
+    bool unavailable = status == 503 || status == 0;
+    answer(ans, unavailable ? 503 : 502, NULL, unavailable ? 5 : 0, msg);
     return 1;
 }
 

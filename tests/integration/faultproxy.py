@@ -28,6 +28,7 @@ HOP_HEADERS = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriz
 class Rule:
     """One fault. `match` is a regex searched in the request path; `count` requests are affected
     (None = all). kind: cut | status | stall | drip | resize | corrupt | redirect | ignore_range | json | answer.
+    cut: `after` bytes, then closed (with `stall`: that many seconds of silence first).
     drip: the body is sent `chunk` bytes (default 1) at a time, `rate` bytes per second (default 4);
     with `after`, only the bytes past that offset drip (the first `after` go at full speed)."""
 
@@ -214,6 +215,8 @@ class FaultProxy:
                     h.wfile.flush()
                     entry["sent"] = cut
                     entry["cut_at"] = cut
+                    if rule.params.get("stall"):  # stops mid-body: silent for that long, then closes
+                        time.sleep(rule.params["stall"])
                     h.close_connection = True
                     try:
                         h.connection.shutdown(socket.SHUT_RDWR)
