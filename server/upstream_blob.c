@@ -123,7 +123,7 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
         snprintf(ans->msg, sizeof ans->msg, "Upstream rate limit: retry later");
     } else {
         /* a 503, or no answer at all (unreachable, stalled past --upstream-timeout): try again later */
-        bool gone = rc == HK_ERR_NETWORK || rc == HK_ERR_TIMEOUT || (rc != HK_OK && r.status == 0);
+        bool gone = rc == HK_ERR_TIMEOUT || (rc != HK_OK && r.status == 0);
         ans->status = (rc == HK_OK && r.status == 503) || gone ? 503 : 502;
         ans->retry_after = ans->status == 503 ? 5 : 0;
         snprintf(ans->msg, sizeof ans->msg, "Upstream unavailable for %s", e->path);
