@@ -21,6 +21,10 @@ static void answer(hk_strbuf *out, unsigned index, const char *line) {
             "\"0123456789abcdef0123456789abcdef01234567\"},{\"name\":\"v1\",\"ref\":\"refs/heads/v1\","
             "\"targetCommit\":\"89abcdef0123456789abcdef0123456789abcdef\"}],\"tags\":[]}";
         hk_fake_response(out, 200, "", 0, refs, sizeof refs - 1);
+    } else if (strstr(line, "/tree/")) { /* the commit's listing: it has a kernel-status.toml, so the client asks for it */
+        static const char tree[] = "[{\"type\":\"file\",\"oid\":\"0123456789abcdef0123456789abcdef01234567\","
+                                   "\"size\":1,\"path\":\"kernel-status.toml\"}]";
+        hk_fake_response(out, 200, "", 0, tree, sizeof tree - 1);
     } else if (strstr(line, "/overview")) {
         static const char ov[] = "{\"trustedKernelPublisher\": true}";
         hk_fake_response(out, 200, "", 0, ov, sizeof ov - 1);
@@ -40,6 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     o.token = "";
     o.max_retries = 0;
     o.etag_timeout_s = 5;
+    o.freshness_s = -1; /* every input is asked for again: no answer memoised from the one before */
     if (hk_hub_new(&hub, &o) != HK_OK) abort();
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -349,6 +350,12 @@ static void test_init_and_abi(void) {
     CHECK(lit.version == o.version && lit.offline == o.offline && lit.max_retries == o.max_retries &&
           lit.max_parallel == 0 && !lit.token && lit.max_listing_entries == 0 && lit.max_listing_bytes == 0 &&
           lit.request_timeout_s == 0 && lit.pull_timeout_s == 0);
+    CHECK(lit.freshness_s == 0 && o.freshness_s == 0);
+    /* a program built against version 2 (no freshness_s): its shorter struct is not overrun */
+    memset(&o, 0x5a, sizeof o);
+    CHECK_RC(hk_hub_options_init(&o, 2), HK_OK);
+    CHECK(o.version == 2 && o.request_timeout_s == 0 && !o.signature_policies);
+    CHECK(((const unsigned char *)&o)[offsetof(hk_hub_options, freshness_s)] == 0x5a);
     /* a program built against version 1 (no deadline fields) is still accepted */
     CHECK_RC(hk_hub_options_init(&o, 1), HK_OK);
     CHECK(o.version == 1);

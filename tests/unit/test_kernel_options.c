@@ -6,6 +6,7 @@
 #include <hubkern.h>
 
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 static void check_refused(int rc, const char *type, int line) {
@@ -115,6 +116,13 @@ static void test_get_kernel_options(void) {
           b.env == a.env && b.tvm_ffi_library == a.tvm_ffi_library && b.skip_arch_check == a.skip_arch_check &&
           b.no_local_kernels == a.no_local_kernels && b.variant == a.variant);
     CHECK(a.kernel_version == HK_VERSION_UNSET && !a.trust_remote_code && !a.skip_arch_check && !a.env);
+    CHECK(a.freshness_s == 0 && b.freshness_s == 0);
+    /* a program built against version 1 (no freshness_s): its shorter struct is filled, not overrun */
+    memset(&b, 0x5a, sizeof b);
+    CHECK_RC(hk_get_kernel_options_init(&b, 1), HK_OK);
+    CHECK(b.version == 1 && b.kernel_version == HK_VERSION_UNSET && !b.signature_policies);
+    const unsigned char *tail = (const unsigned char *)&b + offsetof(hk_get_kernel_options, freshness_s);
+    CHECK(tail[0] == 0x5a && tail[sizeof b.freshness_s - 1] == 0x5a);
     REFUSED(hk_get_kernel_options_init(&b, 0), "hk_get_kernel_options");
     REFUSED(hk_get_kernel_options_init(&b, HK_GET_KERNEL_OPTIONS_VERSION + 1), "hk_get_kernel_options");
 

@@ -17,13 +17,15 @@ typedef struct memo_entry {
     char *value; /* string answers; NULL for a listing */
     tree t;      /* listing answers */
     bool is_tree;
-    uint64_t stamp; /* hk__now_ms() when stored */
+    uint64_t stamp; /* hk__now_ms() when stored: the age checked against a window */
+    uint64_t used;  /* order of the last store or use: the least recent goes first */
 } memo_entry;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static memo_entry g_v[MEMO_MAX_ENTRIES];
 static size_t g_n;
 static size_t g_tree_entries;
+static uint64_t g_clock;
 
 char *hk__memo_key(const hk_hub *hub, const char *kind, const char *a, const char *b) {
     return hk__asprintf("%s\x1f%s\x1f%s\x1f%s\x1f%s", kind, hub->endpoint, hub->token_tag, a ? a : "", b ? b : "");
@@ -53,7 +55,7 @@ static size_t find(const char *key) {
 static void remove_oldest(bool trees_only) {
     size_t best = g_n;
     for (size_t i = 0; i < g_n; i++)
-        if ((!trees_only || g_v[i].is_tree) && (best == g_n || g_v[i].stamp < g_v[best].stamp)) best = i;
+        if ((!trees_only || g_v[i].is_tree) && (best == g_n || g_v[i].used < g_v[best].used)) best = i;
     if (best < g_n) remove_at(best);
 }
 
@@ -66,6 +68,7 @@ static memo_entry *slot_for(const char *key) {
     memset(e, 0, sizeof *e);
     if (!(e->key = hk__strdup(key))) return NULL;
     e->stamp = hk__now_ms();
+    e->used = ++g_clock;
     g_n++;
     return e;
 }
@@ -120,7 +123,7 @@ bool hk__memo_get_tree(tree *out, const char *key) {
     size_t i = find(key);
     if (i < g_n && g_v[i].is_tree) {
         hit = tree_copy(out, &g_v[i].t) == HK_OK;
-        if (hit) g_v[i].stamp = hk__now_ms(); /* recently used: evicted last */
+        if (hit) g_v[i].used = ++g_clock; /* recently used: evicted last */
     }
     pthread_mutex_unlock(&g_lock);
     hk_clear_error();

@@ -1,0 +1,108 @@
+/* The client's process-wide memo (libhub/src/client/memo.c): keys name the endpoint and token,
+ * string answers expire with the window (and never with a window < 0), listings are deep copies,
+ * bounds evict the oldest, hk_shutdown of the last reference clears it. */
+#include "support.h"
+
+#include "client/client.h"
+#include "client/memo.h"
+#include "hubkern/hub.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static hk_hub *hub_for(const char *endpoint, const char *token) {
+    hk_hub_options o = HK_HUB_OPTIONS_INIT;
+    o.endpoint = endpoint;
+    o.token = token;
+    o.offline = 1;
+    o.cache_dir = hk_test_tmpdir();
+    hk_hub *h = NULL;
+    CHECK_RC(hk_hub_new(&h, &o), HK_OK);
+    return h;
+}
+
+static void test_keys_and_windows(void) {
+    hk_hub *a = hub_for("http://127.0.0.1:1", "hf_one"), *b = hub_for("http://127.0.0.1:1", "hf_two"),
+           *c = hub_for("http://127.0.0.1:2", "hf_one");
+    char *ka = hk__memo_key(a, "refs", "org/x", NULL), *kb = hk__memo_key(b, "refs", "org/x", NULL),
+         *kc = hk__memo_key(c, "refs", "org/x", NULL);
+    CHECK(ka && kb && kc && strcmp(ka, kb) != 0 && strcmp(ka, kc) != 0); /* token and endpoint in the key */
+    CHECK(!strstr(ka, "hf_one"));                                        /* the token itself is not */
+    hk__memo_put(ka, "{\"branches\":[]}");
+    char *v = hk__memo_get(ka, 60000);
+    CHECK(v && strcmp(v, "{\"branches\":[]}") == 0);
+    free(v);
+    CHECK(hk__memo_get(kb, 60000) == NULL && hk__memo_get(kc, 60000) == NULL);
+    CHECK(hk__memo_get(ka, 0) == NULL); /* window off */
+    usleep(30000);
+    CHECK(hk__memo_get(ka, 10) == NULL); /* older than the window: gone */
+    CHECK(hk__memo_get(ka, -1) == NULL); /* ... for good */
+    hk__memo_put(ka, "1");
+    v = hk__memo_get(ka, -1);
+    CHECK(v && strcmp(v, "1") == 0);
+    free(v);
+    free(ka);
+    free(kb);
+    free(kc);
+    hk_hub_free(a);
+    hk_hub_free(b);
+    hk_hub_free(c);
+}
+
+static void test_trees_and_bounds(void) {
+    hk_hub *h = hub_for("http://127.0.0.1:3", "");
+    tree t;
+    memset(&t, 0, sizeof t);
+    t.e = calloc(2, sizeof *t.e);
+    t.cap = 2;
+    t.e[0].path = strdup("build/v/a.so");
+    t.e[0].lfs_oid = strdup("ab");
+    t.e[0].size = 7;
+    t.e[1].path = strdup("build/v");
+    t.e[1].dir = true;
+    t.n = 2;
+    char *k = hk__memo_key(h, "tree", "org/x", "0123");
+    hk__memo_put_tree(k, &t);
+    hk__client_tree_free(&t);
+    tree got;
+    CHECK(hk__memo_get_tree(&got, k));
+    CHECK(got.n == 2 && strcmp(got.e[0].path, "build/v/a.so") == 0 && got.e[0].size == 7 &&
+          strcmp(got.e[0].lfs_oid, "ab") == 0 && !got.e[0].oid && got.e[1].dir);
+    hk__client_tree_free(&got);
+    CHECK(hk__memo_get(k, -1) == NULL); /* a listing is not a string answer */
+    /* more entries than the memo holds: the oldest go, the newest stay */
+    char name[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(name, sizeof name, "org/r%d", i);
+        char *ki = hk__memo_key(h, "refs", name, NULL);
+        hk__memo_put(ki, "x");
+        free(ki);
+    }
+    char *first = hk__memo_key(h, "refs", "org/r0", NULL), *last = hk__memo_key(h, "refs", "org/r299", NULL);
+    char *v0 = hk__memo_get(first, -1), *v1 = hk__memo_get(last, -1);
+    CHECK(v0 == NULL && v1 && strcmp(v1, "x") == 0);
+    free(v0);
+    free(v1);
+    hk__memo_clear();
+    CHECK(hk__memo_get(last, -1) == NULL);
+    free(first);
+    free(last);
+    free(k);
+    hk_hub_free(h);
+}
+
+int main(void) {
+    CHECK_RC(hk_init(), HK_OK);
+    test_keys_and_windows();
+    test_trees_and_bounds();
+    char *k = NULL;
+    hk_hub *h = hub_for("http://127.0.0.1:4", "");
+    k = hk__memo_key(h, "trust", "org", NULL);
+    hk__memo_put(k, "1");
+    CHECK(hk_shutdown() == 0); /* the last reference: the memo goes with it */
+    CHECK(hk__memo_get(k, -1) == NULL);
+    free(k);
+    hk_hub_free(h);
+    return hk_test_finish();
+}
