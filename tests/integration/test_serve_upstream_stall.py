@@ -84,6 +84,7 @@ def test_stalled_first_upstream_falls_back_to_the_next(origin, tmp_path):
                     "--access-log") as edge:
             st, hdrs, body, took = get(f"{edge.url}/kernels/org/fallback/resolve/v1/{SO}")
             stalled = px.requests("GET", "/resolve/.*_k.so")
+            origin.wait_log("org/fallback/resolve")  # its log line follows the answer
             from_origin = [line for line in origin.log_lines if " access " in line and "org/fallback/resolve" in line
                            and "_k.so" in line]
             print(f"fallback: client got {st} after {took:.1f} s; stalled upstream blob requests: {len(stalled)}, "
