@@ -283,30 +283,6 @@ int hk__client_variants_from_commit_tree(char ***out, size_t *out_n, const tree 
     return HK_OK;
 }
 
-int hk__client_variants_from_tree(char ***out, size_t *out_n, const tree *t) {
-    char **v = calloc(t->n + 1, sizeof *v);
-    if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        if (!t->e[i].dir) continue;
-        const char *p = t->e[i].path;
-        if (!hk__str_starts_with(p, "build/")) continue;
-        const char *name = p + 6;
-        if (!hk__path_is_safe_relative(name) || strchr(name, '/')) {
-            hk_hub_strv_free(v);
-            return hk__fail(HK_ERR_UNSAFE_PATH, "refusing unsafe variant name '%s' from the server", p);
-        }
-        if (!(v[n] = hk__strdup(name))) {
-            hk_hub_strv_free(v);
-            return hk__fail(HK_ERR_NOMEM, "out of memory");
-        }
-        n++;
-    }
-    *out = v;
-    *out_n = n;
-    return HK_OK;
-}
-
 int hk__client_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int hk__client_list_variants_local(char ***out, size_t *out_n, const char *snapshot) {

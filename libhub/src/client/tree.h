@@ -36,8 +36,6 @@ bool hk__client_commit_tree_known(tree *out, hk_hub *hub, const char *repo_id, c
 const tree_entry *hk__client_tree_find(const tree *t, const char *path);
 /* Variant names (sorted, NULL-terminated; free with hk_hub_strv_free) of a commit's listing. */
 int hk__client_variants_from_commit_tree(char ***out, size_t *out_n, const tree *t);
-/* Directory names under build/ of a listing of build (NULL-terminated; free with hk_hub_strv_free). */
-int hk__client_variants_from_tree(char ***out, size_t *out_n, const tree *t);
 /* Variant directories of a local snapshot, sorted (HK_ERR_OFFLINE when it has no build/). */
 int hk__client_list_variants_local(char ***out, size_t *out_n, const char *snapshot);
 int hk__client_cmp_str(const void *a, const void *b);
