@@ -10,7 +10,7 @@ installed, is probed and printed. Timing as bench/attention_bench.py: CUDA event
 before each rep, warm-up, median; fresh random inputs per case; every FP8 output is poisoned
 (NaN) and checked against float64 on the dequantised cache (3 sequences) before it is timed.
 Usage: python3 bench/attention_fp8_bench.py [--reps N] [--quick] [--pick i,j,...]"""
-import argparse, importlib.util, json, math, os, statistics, sys
+import argparse, importlib.util, json, math, os, sys
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
@@ -19,23 +19,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import hk_attention_ctypes as hk
 from test_attention_gpu import ref_attn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attention_bench import timeit as _timeit  # noqa: E402
+
 dev = torch.device("cuda")
-flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 HQ, HKV, D = 32, 8, 128
 
 
 def timeit(fn, reps, warm=10):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        flush_buf.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record()
-        ts.append((a, b))
-    torch.cuda.synchronize()
-    return statistics.median([a.elapsed_time(b) for a, b in ts])
+    """Median ms (attention_bench's events + L2 flush before each rep)."""
+    return _timeit(fn, reps, warm)[0]
 
 
 def caches(B, lens, bs, dtype8):
