@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 static hk_server *srv;
 static unsigned port;
@@ -109,19 +110,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hk__sb_append_n(&req, p, body);
     if (req.oom) abort();
 
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    /* Thousands of connections a second can run this client out of local ports, or meet a full
+     * accept queue for a moment: retry for a while (about 1 s in all), then treat a lack of local
+     * ports as the harness's limit and anything else (a refused or reset server) as a failure. */
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0) abort();
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        /* thousands of connections a second can run this client out of local ports: that is the
-         * harness's limit, not a server failure (a refused or reset server still aborts) */
-        int e = errno;
+    int fd = -1, err = 0;
+    for (int attempt = 0; attempt < 40; attempt++) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) abort();
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) break;
+        err = errno;
         close(fd);
-        if (e == EADDRNOTAVAIL) {
-            hk__sb_free(&req);
-            return 0;
-        }
+        fd = -1;
+        struct timespec pause = {0, 500000L * (attempt + 1)}; /* 0.5 ms, 1 ms, ... */
+        nanosleep(&pause, NULL);
+    }
+    if (fd < 0) {
+        hk__sb_free(&req);
+        if (err == EADDRNOTAVAIL || err == EADDRINUSE) return 0;
+        fprintf(stderr, "fuzz_server: connect to the server failed: %s\n", strerror(err));
         abort();
     }
     /* close with a reset so this side keeps no TIME_WAIT port per input */
