@@ -51,14 +51,9 @@ static const char *folder_of(const char *repo_dir) {
 
 /* <HUBKERN_RECEIPTS_DIR>/<32 hex of sha256(root)>: receipts of one cache root kept outside it. */
 static char *outside_dir(const char *dir, const char *root) {
-    hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
-    if (!h) return NULL;
-    hk__hasher_update(h, root, strlen(root));
-    unsigned char d[64];
-    hk__hasher_finish(h, d);
-    char hex[33];
-    hk__hex(hex, d, 16);
-    return hk__asprintf("%s/%s", dir, hex);
+    char hex[65];
+    if (hk__sha256_hex(hex, root, strlen(root))) return NULL;
+    return hk__asprintf("%s/%.32s", dir, hex);
 }
 
 static bool folder_ok(const char *folder) { return hk__path_is_safe_relative(folder) && !strchr(folder, '/'); }

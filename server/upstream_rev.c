@@ -248,11 +248,8 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
     char *key = hk__asprintf("rev:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
     char *negkey = hk__asprintf("neg:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
     char lockname[80];
-    unsigned char dig[64];
-    hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
-    if (h) hk__hasher_update(h, rev, strlen(rev));
-    char hex[129] = "";
-    if (h) hk__hex(hex, dig, hk__hasher_finish(h, dig));
+    char hex[65];
+    hk__sha256_hex(hex, rev, strlen(rev)); /* "" when out of memory: the lock is then shared */
     snprintf(lockname, sizeof lockname, "rev-%.32s", hex);
     if (!key || !negkey) goto done;
     if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;

@@ -100,6 +100,8 @@ void hk__hasher_update(hk_hasher *h, const void *data, size_t len);
 size_t hk__hasher_finish(hk_hasher *h, unsigned char out[64]);
 void hk__hasher_free(hk_hasher *h);
 void hk__hex(char *out, const unsigned char *bytes, size_t n); /* out gets 2n chars + NUL */
+/* sha256 of a buffer as 64 hex chars + NUL; 0, or -1 (hex "") when out of memory. */
+int hk__sha256_hex(char hex[65], const void *data, size_t len);
 /* Whole-file digests: hex (sha256/sha1/git-blob) or base64 (for metadata.json digests). */
 int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path);
 int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path);

@@ -104,12 +104,8 @@ static char *read_token(const hk_hub_options *o, char **src) {
 static void token_tag(char out[17], const char *token) {
     snprintf(out, 17, "-");
     if (!token) return;
-    unsigned char dig[64];
-    char hex[129];
-    hk_hasher *hs = hk__hasher_new(HK_HASH_SHA256, 0);
-    if (!hs) return;
-    hk__hasher_update(hs, token, strlen(token));
-    hk__hex(hex, dig, hk__hasher_finish(hs, dig));
+    char hex[65];
+    if (hk__sha256_hex(hex, token, strlen(token))) return;
     snprintf(out, 17, "%.16s", hex);
 }
 

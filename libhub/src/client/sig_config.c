@@ -19,14 +19,6 @@
 
 #define TRUST_ROOT_MAX (4u << 20)
 
-static void sha256_hex(char hex[65], const void *data, size_t len) {
-    hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
-    unsigned char d[64];
-    hex[0] = '\0';
-    if (!h) return;
-    hk__hasher_update(h, data, len);
-    hk__hex(hex, d, hk__hasher_finish(h, d));
-}
 #define POLICY_FILE_MAX (1u << 20)
 
 /* ---- modes ------------------------------------------------------------------------------------ */
@@ -219,7 +211,7 @@ HK_API int hk_signature_trust_root_describe(char **out_json, const char *path) {
         return hk__fail_context("%s", path);
     }
     char hex[65];
-    sha256_hex(hex, text, len);
+    hk__sha256_hex(hex, text, len);
     free(text);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "path", path);
@@ -321,7 +313,7 @@ int hk__sig_config_root_bytes(hk_sig_config *c) {
                                 : hk_signature_trust_root_path(&c->trust_root_path, &c->trust_root_source, c->trust_root_option);
     if (rc == HK_OK) rc = hk__read_file(&c->trust_root_text, &c->trust_root_len, c->trust_root_path, TRUST_ROOT_MAX);
     if (rc) return rc;
-    sha256_hex(c->trust_root_sha, c->trust_root_text, c->trust_root_len);
+    hk__sha256_hex(c->trust_root_sha, c->trust_root_text, c->trust_root_len);
     return HK_OK;
 }
 
@@ -376,7 +368,7 @@ int hk__sig_policies_for(hk_sigstore_policy **out, size_t *n, bool *covered, cha
         free(v);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    sha256_hex(fp, sb.data ? sb.data : "", sb.len);
+    hk__sha256_hex(fp, sb.data ? sb.data : "", sb.len);
     hk__sb_free(&sb);
     *out = v;
     return HK_OK;

@@ -16,15 +16,6 @@
 #define BUNDLE_MAX (1u << 20)
 #define METADATA_MAX (16u << 20)
 
-static void sha256_hex(char hex[65], const void *data, size_t len) {
-    hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
-    unsigned char d[64];
-    hex[0] = '\0';
-    if (!h) return;
-    hk__hasher_update(h, data, len);
-    hk__hex(hex, d, hk__hasher_finish(h, d));
-}
-
 /* Read <dir>/<name>: HK_OK, HK_ERR_NOT_FOUND (absent, nothing recorded), or the error. */
 static int read_beside(char **out, size_t *len, const char *dir, const char *name, size_t max) {
     *out = NULL;
@@ -56,8 +47,8 @@ static int verify_bytes(char **identity, char key[400], hk_sig_config *c, const 
         free(pol);
         return rc;
     }
-    sha256_hex(msha, meta, mlen);
-    sha256_hex(bsha, bundle, blen);
+    hk__sha256_hex(msha, meta, mlen);
+    hk__sha256_hex(bsha, bundle, blen);
     snprintf(key, 400, "metadata=%s bundle=%s trust_root=%s policies=%s", msha, bsha, c->trust_root_sha, fp);
     if (receipt && hk__sig_receipt_vouches(receipt, key, identity)) {
         hk__log(HK_LOG_DEBUG, "%s: signature receipt vouches (%s); not verified again", repo, *identity ? *identity : "");

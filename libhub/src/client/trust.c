@@ -22,12 +22,8 @@
  * never stand in for each other. */
 static char *memo_path(const hk_hub *hub, const char *org) {
     if (!hub->cache_root || strchr(org, '/') || strcmp(org, "..") == 0 || strcmp(org, ".") == 0) return NULL;
-    unsigned char dig[64];
-    char hex[129];
-    hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
-    if (!h) return NULL;
-    hk__hasher_update(h, hub->endpoint, strlen(hub->endpoint));
-    hk__hex(hex, dig, hk__hasher_finish(h, dig));
+    char hex[65];
+    if (hk__sha256_hex(hex, hub->endpoint, strlen(hub->endpoint))) return NULL;
     hex[16] = '\0';
     return hk__asprintf("%s/.locks/hubkern-trust/%s--%s", hub->cache_root, hex, org);
 }

@@ -43,6 +43,16 @@ size_t hk__hasher_finish(hk_hasher *h, unsigned char out[64]) {
     return n;
 }
 
+int hk__sha256_hex(char hex[65], const void *data, size_t len) {
+    hex[0] = '\0';
+    hk_hasher *h = hk__hasher_new(HK_HASH_SHA256, 0);
+    if (!h) return -1;
+    hk__hasher_update(h, data, len);
+    unsigned char d[64];
+    hk__hex(hex, d, hk__hasher_finish(h, d));
+    return 0;
+}
+
 void hk__hasher_free(hk_hasher *h) {
     if (!h) return;
     EVP_MD_CTX_free(h->ctx);
