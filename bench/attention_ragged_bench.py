@@ -9,7 +9,7 @@ device-to-device, read+write) is measured in the same run. Timing as bench/atten
 (NaN) before the first call and checked against float64 on 3 sequences (the shortest, the longest,
 one more) before timing. Usage: HK_ATTN_LIB=new.so HK_ATTN_OLD_LIB=old.so python3
 bench/attention_ragged_bench.py [--reps N] [--quick]"""
-import argparse, ctypes, json, math, os, statistics, sys
+import argparse, ctypes, json, math, os, sys
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
@@ -18,22 +18,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import hk_attention_ctypes as hk
 from test_attention_gpu import ref_attn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attention_bench import timeit as _timeit  # noqa: E402
+
 dev = torch.device("cuda")
-flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 
 
 def timeit(fn, reps, warm=25):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        flush_buf.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record()
-        ts.append((a, b))
-    torch.cuda.synchronize()
-    return statistics.median([a.elapsed_time(b) for a, b in ts])
+    """Median ms (attention_bench's events + L2 flush before each rep)."""
+    return _timeit(fn, reps, warm)[0]
 
 
 def load(path):
