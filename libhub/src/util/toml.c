@@ -1,7 +1,8 @@
 /* TOML 1.0 reader: keys (bare, quoted, dotted), [tables], [[arrays of tables]], basic / literal /
  * multi-line strings with every escape, integers (decimal, 0x, 0o, 0b, underscores), floats (inf,
- * nan, exponents), booleans, offset / local date-times (kept as text), arrays and inline tables; Kept in one file (about 600 lines) because the grammar is one recursive unit.
- * redefinitions refused as the spec says. Recursive descent over a bounded nesting depth. */
+ * nan, exponents), booleans, offset / local date-times (kept as text), arrays and inline tables;
+ * redefinitions refused as the spec says. Recursive descent over a bounded nesting depth.
+ * Kept in one file (about 600 lines) because the grammar is one recursive unit. */
 #include "util/toml.h"
 
 #include "internal.h"
