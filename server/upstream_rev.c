@@ -137,8 +137,12 @@ void hk_up_unlock(int fd) {
 static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, unsigned ttl, bool *known) {
     *known = false;
     if (hk__is_commit_id(rev)) {
+        /* record_revision writes the manifest before the snapshot folder, and the store resolves a
+         * commit by its folder: a manifest alone is another process between the two steps, whose
+         * second step (idempotent) is taken here so that the commit resolves at once */
         char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, rev);
-        bool have = (snap && hk__is_dir(snap)) || hk_manifest_exists(root, repo_dir, rev);
+        bool have = snap && hk__is_dir(snap);
+        if (snap && !have && hk_manifest_exists(root, repo_dir, rev)) have = hk__mkdirs(snap, 0755) == HK_OK;
         free(snap);
         *known = have;
         return have; /* commit-addressed: immutable */

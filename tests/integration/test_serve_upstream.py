@@ -171,6 +171,27 @@ def test_two_processes_over_one_store(origin, tmp_path):
         assert count(a, "coalesced") + count(b, "coalesced") > 0
 
 
+def test_commit_recorded_by_manifest_alone_resolves(origin, tmp_path):
+    # Another process records a revision as manifest, then snapshot folder. A commit asked for between
+    # the two steps must resolve from the manifest (it once answered 404 "Invalid rev id" there).
+    store = tmp_path / "store"
+    store.mkdir()
+    c = origin.commits["shared"]
+    asked = count(origin, f"/api/kernels/org/shared/revision/{c}")
+    with Server(store, "--upstream", origin.url, "--access-log") as edge:
+        st, _, _ = get(f"{edge.url}/api/kernels/org/shared/revision/{c}")
+        assert st == 200
+        snaps = list(store.glob(f"*shared/snapshots/{c}"))
+        assert len(snaps) == 1 and not any(snaps[0].iterdir())
+        snaps[0].rmdir()  # as between the two steps
+        st, _, body = get(f"{edge.url}/api/kernels/org/shared/tree/{c}/build/{V}?recursive=true")
+        assert st == 200, body
+        names = {e["path"] for e in json.loads(body) if e["type"] == "file"}
+        assert names == {f"build/{V}/{k}" for k in files_of("shared")} | {f"build/{V}/metadata.json"}
+        assert snaps[0].is_dir()
+    assert count(origin, f"/api/kernels/org/shared/revision/{c}") == asked + 1  # no second upstream question
+
+
 def test_cache_headers_and_304(origin, tmp_path):
     (tmp_path / "s").mkdir()
     with Server(tmp_path / "s", "--upstream", origin.url, "--revision-ttl", "30") as e:
