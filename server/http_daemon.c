@@ -241,6 +241,9 @@ unsigned hk_server_port(const hk_server *s) { return s ? s->port : 0; }
 
 void hk_server_stop(hk_server *s) {
     if (!s) return;
+    /* upstream transfers in flight end first (their partial files removed), so that stopping
+     * closes the in-flight responses at once instead of waiting for a slow upstream */
+    if (s->up) atomic_store(&s->up->stopping, true);
     if (s->daemon) MHD_stop_daemon(s->daemon);
     free_server(s);
 }

@@ -62,6 +62,7 @@ typedef struct hk_upstream {
     char *token; /* never logged */
     unsigned rev_ttl, neg_ttl;
     unsigned stall_s; /* --upstream-timeout */
+    atomic_bool stopping; /* the server is stopping: transfers in flight end now (hk_server_stop) */
     up_waitset *waits;
     pthread_mutex_t mu; /* the negative cache and the pass-through memo */
     struct up_memo *memo;

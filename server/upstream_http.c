@@ -59,6 +59,7 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
     u->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
     u->neg_ttl = cfg->negative_ttl ? cfg->negative_ttl : HK_SERVE_NEGATIVE_TTL_DEFAULT;
     u->stall_s = cfg->upstream_timeout ? cfg->upstream_timeout : HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT;
+    atomic_init(&u->stopping, false);
     int rc = hk_up_waitset_new(&u->waits);
     for (size_t i = 0; rc == HK_OK && i < cfg->n_upstreams; i++) {
         up_site *s = &u->sites[i];
@@ -111,6 +112,7 @@ void hk_up_resp_free(up_resp *r) { hk__sb_free(&r->body); }
 typedef struct xfer {
     up_resp *r;
     CURL *curl;
+    const atomic_bool *stopping;
     int io_error;
     unsigned stall_s;      /* --upstream-timeout */
     curl_off_t last_bytes; /* received so far, when last_at was taken */
@@ -131,6 +133,7 @@ static int on_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
     (void)ultotal;
     (void)ulnow;
     xfer *x = p;
+    if (atomic_load(x->stopping)) return 1; /* libcurl calls this at least once a second */
     if (dlnow != x->last_bytes) {
         x->last_bytes = dlnow;
         clock_gettime(CLOCK_MONOTONIC, &x->last_at);
@@ -213,7 +216,7 @@ static int one_request(const hk_upstream *u, const char *url, bool with_token, c
     *next_url = NULL;
     CURL *c = curl_easy_init();
     if (!c) return hk__fail(HK_ERR_NOMEM, "curl_easy_init failed");
-    xfer x = {.r = r, .curl = c};
+    xfer x = {.r = r, .curl = c, .stopping = &u->stopping};
     struct curl_slist *hdrs = curl_slist_append(NULL, "Accept-Encoding: identity");
     char *auth = NULL;
     if (with_token && token) {
@@ -244,7 +247,9 @@ static int one_request(const hk_upstream *u, const char *url, bool with_token, c
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
     r->status = st;
     int rc = HK_OK;
-    if (x.io_error) rc = hk__fail(hk__errno_code(x.io_error), "writing the upstream body: %s", strerror(x.io_error));
+    if (atomic_load(&u->stopping) && cc == CURLE_ABORTED_BY_CALLBACK)
+        rc = hk__fail(HK_ERR_CANCELLED, "the mirror is stopping: upstream transfer abandoned");
+    else if (x.io_error) rc = hk__fail(hk__errno_code(x.io_error), "writing the upstream body: %s", strerror(x.io_error));
     else if (r->too_big) rc = hk__fail(HK_ERR_INTEGRITY, "upstream sent more than it promised");
     else if (x.stalled || cc == CURLE_OPERATION_TIMEDOUT)
         rc = hk__fail(HK_ERR_TIMEOUT, "upstream sent nothing for %u s (--upstream-timeout)", x.stall_s);
@@ -342,7 +347,8 @@ int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *back
         answered = rc == HK_OK;
         if (rc == HK_OK) hk__log(HK_LOG_WARN, "upstream %s: HTTP %ld", s->base, r->status);
         else hk__log(HK_LOG_WARN, "upstream %s: %s", s->base, hk_last_error());
-        if (rc == HK_ERR_IO || rc == HK_ERR_DISK_FULL || rc == HK_ERR_INTEGRITY) break; /* ours, or a liar */
+        if (rc == HK_ERR_IO || rc == HK_ERR_DISK_FULL || rc == HK_ERR_INTEGRITY || rc == HK_ERR_CANCELLED)
+            break; /* ours, a liar, or stopping */
     }
     if (soonest > 0 && (!answered || r->status == 429)) {
         double left = soonest - hk_up_now();

@@ -8,7 +8,8 @@ set headers on it, e.g. a lying Link). Every request is logged (method, path, st
 Authorization header came, Range, arrival time, body bytes sent) so that tests can count GETs and
 bytes, check where the token went and time the client.
 
-Usage as a module (tests) or as a script: python3 faultproxy.py --upstream http://127.0.0.1:PORT
+Usage as a module (tests) or as a script (a process a test can kill): python3 faultproxy.py
+--upstream http://127.0.0.1:PORT [--rule JSON ...]
 """
 import http.client
 import json
@@ -351,8 +352,14 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--rule", action="append", default=[], metavar="JSON",
+                    help='a Rule as JSON: {"kind": "drip", "match": REGEX, "count": N or null, ...params}')
     a = ap.parse_args()
-    p = FaultProxy(a.upstream, a.host)
+    rules = []
+    for r in a.rule:
+        d = json.loads(r)
+        rules.append(Rule(d.pop("kind"), d.pop("match"), d.pop("count", 1), d.pop("method", "GET"), **d))
+    p = FaultProxy(a.upstream, a.host, rules)
     print(f"listening on {p.url}", flush=True)
     try:
         while True:

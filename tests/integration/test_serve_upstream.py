@@ -2,8 +2,9 @@
 wave of 64 concurrent clients (hubkern pull, huggingface_hub.snapshot_download, kernels.install_kernel),
 several mirror processes over one store, HTTP caching headers, /metrics, and upstream faults through
 the fault proxy (cut body, 429 Retry-After, 503 burst, lying size and hash, redirect to another host,
-upstream gone → stale by branch, hit by commit). The origin is an ordinary `hubkern serve` over a
-published store; every count below is read from the access logs."""
+upstream gone → stale by branch, hit by commit; the upstream process killed mid-wave; the mirror
+stopped mid-transfer). The origin is an ordinary `hubkern serve` over a published store; every
+count below is read from the access logs."""
 import collections
 import hashlib
 import json
@@ -51,7 +52,7 @@ def origin(tmp_path_factory):
     store = base / "store"
     store.mkdir()
     commits = {}
-    for name in ("tiered", "shared", "cut", "r429", "r503", "liesize", "liehash", "redir", "gone"):
+    for name in ("tiered", "shared", "cut", "r429", "r503", "liesize", "liehash", "redir", "gone", "killed"):
         src = base / ("src-" + name)
         make_variant(str(src), V, files_of(name))
         commits[name] = publish(str(src), f"org/{name}", "v1", str(store), ["--lfs-threshold", "100000"]).strip()
@@ -190,6 +191,123 @@ def test_commit_recorded_by_manifest_alone_resolves(origin, tmp_path):
         assert names == {f"build/{V}/{k}" for k in files_of("shared")} | {f"build/{V}/metadata.json"}
         assert snaps[0].is_dir()
     assert count(origin, f"/api/kernels/org/shared/revision/{c}") == asked + 1  # no second upstream question
+
+
+def blobs_are_whole(store):
+    """Every blob of every repo folder under store is complete: its sha256 (64-hex names) or git blob
+    sha1 (40-hex) is its name. huggingface_hub's `.incomplete` resume files are allowed, nothing else."""
+    seen = 0
+    for d in store.glob("*--*/blobs"):
+        for b in d.iterdir():
+            if b.name.endswith(".incomplete"):
+                continue
+            data = b.read_bytes()
+            digest = hashlib.sha256(data).hexdigest() if len(b.name) == 64 else \
+                hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            assert digest == b.name, f"{b}: {len(data)} bytes, not the blob its name promises"
+            seen += 1
+    return seen
+
+
+def test_upstream_process_killed_mid_wave(origin, tmp_path):
+    # The upstream is a process (the fault proxy in front of the origin) that is SIGKILLed while a
+    # wave of 12 hubkern pulls and 6 huggingface_hub clients waits on its first transfer of the big
+    # blob (held open by a slow drip). Each client must end whole or with a clear error; the edge's
+    # store and every client cache must hold no partial blob; a later edge over the same store, with
+    # a live upstream, must then serve every client.
+    drip = {"kind": "drip", "match": r"/org/killed/resolve/.*_testkern\.so$", "count": None,
+            "after": len(BIG) - 400_000, "chunk": 2000, "rate": 20_000}  # 20 s: killed long before
+    proxy = subprocess.Popen([sys.executable, os.path.join(HERE, "faultproxy.py"), "--upstream", origin.url,
+                              "--rule", json.dumps(drip)], stdout=subprocess.PIPE, text=True)
+    try:
+        purl = proxy.stdout.readline().split()[-1]
+        store = tmp_path / "edge"
+        store.mkdir()
+        out = tmp_path / "clients"
+        with Server(store, "--upstream", purl, "--access-log", "--max-connections-per-ip", "1024") as edge:
+            hk = [subprocess.Popen(
+                [run_cli.__globals__["hubkern_bin"](), "pull", "org/killed", "--version", "1", "--variant", V, "--json",
+                 "--endpoint", edge.url, "--cache", str(out / f"hk-{i}")], stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, env=clean_env()) for i in range(12)]
+            py = subprocess.Popen([sys.executable, os.path.join(HERE, "upstream_clients.py"), "hf", "6", "org/killed",
+                                   str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=clean_env(HF_ENDPOINT=edge.url, HF_HUB_DOWNLOAD_TIMEOUT="30"))
+            # kill once the big blob's transfer is in its drip (its temporary file past the fast part)
+            blobs = store / "kernels--org--killed" / "blobs"
+
+            def dripping():  # the big blob's temporary file is past the fast part
+                for b in (os.listdir(blobs) if blobs.exists() else []):
+                    try:
+                        if b.endswith(".tmp") and os.stat(blobs / b).st_size >= len(BIG) - 400_000:
+                            return True
+                    except FileNotFoundError:  # renamed meanwhile
+                        pass
+                return False
+
+            # ... and every huggingface_hub client has its file list (its downloads start at once)
+            end = time.time() + 60
+            while time.time() < end and not (dripping() and count(edge, "/api/kernels/org/killed/revision/v1") >= 6):
+                time.sleep(0.02)
+            assert time.time() < end, "the big blob's transfer never started"
+            time.sleep(1.0)
+            proxy.kill()
+            proxy.wait(timeout=10)
+            failed = []
+            for i, p in enumerate(hk):
+                so, se = p.communicate(timeout=120)
+                if p.returncode == 0:
+                    check_snapshot(json.loads(so)["snapshot"], "killed")
+                else:  # a clear error: what failed, that it is worth another try, and its code
+                    assert "org/killed" in se and "try again later" in se and re.search(r"\[HK_ERR_[A-Z_]+\]", se), se
+                    failed.append(i)
+            so, se = py.communicate(timeout=120)
+            res = json.loads(so.strip().splitlines()[-1])
+            for path in res["ok"]:
+                check_snapshot(path, "killed")
+            assert failed and res["errors"], "nobody was waiting on the killed upstream: the test proved nothing"
+            assert get(edge.url + "/metrics")[0] == 200  # the edge is still up
+        assert not [b for b in blobs.iterdir() if b.name.endswith(".tmp")] if blobs.exists() else True
+        blobs_are_whole(store)
+        for c in out.iterdir():
+            blobs_are_whole(c)
+        # the upstream is back (a new edge process over the same store): every failed client completes
+        with Server(store, "--upstream", origin.url, "--access-log") as edge2:
+            for i in failed:
+                r = pull(edge2.url, str(out / f"hk-{i}"), "killed")
+                check_snapshot(json.loads(r.stdout)["snapshot"], "killed")
+            assert hashlib.sha256(BIG).hexdigest() in os.listdir(blobs)
+        blobs_are_whole(store)
+    finally:
+        proxy.kill()
+        proxy.wait(timeout=10)
+
+
+def test_stop_during_upstream_transfer_is_prompt(origin, tmp_path):
+    # SIGTERM while an upstream transfer drips (20 s to go): the transfer is abandoned, the edge
+    # exits 0 within a couple of seconds, and its temporary file is gone.
+    drip = Rule("drip", r"/org/killed/resolve/.*_testkern\.so$", count=1, after=len(BIG) - 400_000,
+                chunk=2000, rate=20_000)
+    with FaultProxy(origin.url, rules=[drip]) as proxy:
+        (tmp_path / "s").mkdir()
+        edge = Server(tmp_path / "s", "--upstream", proxy.url)
+        c = origin.commits["killed"]
+        def fetch():
+            try:
+                get(f"{edge.url}/kernels/org/killed/resolve/{c}/{SO}")
+            except OSError:  # the connection closed by the stop: expected
+                pass
+
+        t = threading.Thread(target=fetch, daemon=True)
+        t.start()
+        blobs = tmp_path / "s" / "kernels--org--killed" / "blobs"
+        end = time.time() + 30
+        while time.time() < end and not (blobs.exists() and any(b.endswith(".tmp") for b in os.listdir(blobs))):
+            time.sleep(0.02)
+        time.sleep(0.5)
+        t0 = time.time()
+        assert edge.stop(timeout=15) == 0
+        assert time.time() - t0 < 3, time.time() - t0
+        assert drip.hits == 1 and not [b for b in os.listdir(blobs) if b.endswith(".tmp")]
 
 
 def test_cache_headers_and_304(origin, tmp_path):

@@ -447,5 +447,8 @@ int hk__http_fail(const hk_http_resp *r, const char *what) {
     if (st == 403) return hk__fail(HK_ERR_FORBIDDEN, "%s: forbidden (HTTP 403) %s", what, msg);
     if (st == 404) return hk__fail(HK_ERR_NOT_FOUND, "%s: not found (HTTP 404) %s", what, msg);
     if (st == 429) return hk__fail(HK_ERR_RATE_LIMITED, "%s: rate limited (HTTP 429) after retries; send a token (HF_TOKEN) or wait", what);
+    if (st >= 500 && st < 600) /* transient statuses (502, 503, 504) come here after every retry */
+        return hk__fail(HK_ERR_HTTP, "%s: the server failed (HTTP %ld%s%s); try again later (a mirror's upstream may be down)",
+                        what, st, *msg ? ": " : "", msg);
     return hk__fail(HK_ERR_HTTP, "%s: unexpected HTTP %ld %s", what, st, msg);
 }
