@@ -5,7 +5,8 @@
   kernel-status.toml), a warm one at most 1 (the refs);
 - a repeat hk_get_kernel of a kernel loaded in the process sends nothing within the freshness
   window (hk_get_kernel_options.freshness_s), asks again after it, and then sees a moved branch;
-- with the window off (HUBKERN_FRESHNESS_S=0) every get asks again.
+- with the window off (HUBKERN_FRESHNESS_S=0) every get asks again, but within one get each
+  question is asked once (files + 2 cold, 2 warm).
 
 The loaded kernel is our RMSNorm tvm-ffi CPU variant; tests/helpers/get_repeat.c drives the gets."""
 import json
@@ -145,9 +146,15 @@ def test_window_off_asks_every_time(mirror, tmp_path):
     cache = tmp_path / "c"
     g = Getter(mirror.srv.url, cache, HUBKERN_FRESHNESS_S="0")
     try:
+        n0 = mirror.count()
         g.get()
         n1 = mirror.count()
+        # within one get each question is asked once, window or not: files + refs + listing
+        files = sum(1 for line in mirror.lines(n0) if "/resolve/" in line)
+        assert n1 - n0 <= files + 2, "\n".join(mirror.lines(n0))
         _, same = g.get()
-        assert same and mirror.count() > n1  # the refs at least
+        again = mirror.lines(n1)
+        assert same and any("/refs" in line for line in again)  # every get asks again
+        assert len(again) <= 2, "\n".join(again)  # refs + the commit's listing, once each
     finally:
         g.close()

@@ -1,12 +1,14 @@
 /* The client's process-wide memo (libhub/src/client/memo.c): keys name the endpoint and token,
  * string answers expire with the window (and never with a window < 0), listings are deep copies,
- * bounds evict the oldest, hk_shutdown of the last reference clears it. */
+ * bounds evict the oldest, an operation reuses its own answers with the window off (and only its
+ * own, on its own thread), hk_shutdown of the last reference clears it. */
 #include "support.h"
 
 #include "client/client.h"
 #include "client/memo.h"
 #include "hubkern/hub.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,7 +68,7 @@ static void test_trees_and_bounds(void) {
     hk__memo_put_tree(k, &t);
     hk__client_tree_free(&t);
     tree got;
-    CHECK(hk__memo_get_tree(&got, k));
+    CHECK(hk__memo_get_tree(&got, k, -1));
     CHECK(got.n == 2 && strcmp(got.e[0].path, "build/v/a.so") == 0 && got.e[0].size == 7 &&
           strcmp(got.e[0].lfs_oid, "ab") == 0 && !got.e[0].oid && got.e[1].dir);
     hk__client_tree_free(&got);
@@ -92,10 +94,62 @@ static void test_trees_and_bounds(void) {
     hk_hub_free(h);
 }
 
+static void *lookup_elsewhere(void *key) { return hk__memo_get(key, 0); }
+
+static void test_operations(void) {
+    setenv("HUBKERN_FRESHNESS_S", "0", 1); /* the window off */
+    hk_hub *h = hub_for("http://127.0.0.1:7", "");
+    unsetenv("HUBKERN_FRESHNESS_S");
+    CHECK(!hk__memo_on(h)); /* window off, outside an operation: nothing is reused */
+    char *k = hk__memo_key(h, "refs", "org/op", NULL), *kt = hk__memo_key(h, "tree", "org/op", "c0");
+    hk__memo_put(k, "before");
+    CHECK(hk__memo_get(k, 0) == NULL);
+    tree t;
+    memset(&t, 0, sizeof t);
+    t.e = calloc(1, sizeof *t.e);
+    t.cap = 1;
+    t.e[0].path = strdup("build/v/x");
+    t.n = 1;
+    hk__memo_op_begin();
+    CHECK(hk__memo_on(h));
+    CHECK(hk__memo_get(k, 0) == NULL); /* stored before this operation */
+    hk__memo_put(k, "during");
+    hk__memo_put_tree(kt, &t);
+    char *v = hk__memo_get(k, 0);
+    CHECK(v && strcmp(v, "during") == 0);
+    free(v);
+    pthread_t th;
+    void *seen = (void *)1;
+    CHECK(pthread_create(&th, NULL, lookup_elsewhere, k) == 0 && pthread_join(th, &seen) == 0);
+    CHECK(seen == NULL); /* another thread is not in this operation */
+    hk__memo_op_begin(); /* nested: the same operation */
+    tree got;
+    CHECK(hk__memo_get_tree(&got, kt, 0) && got.n == 1);
+    hk__client_tree_free(&got);
+    hk__memo_op_end();
+    v = hk__memo_get(k, 0);
+    CHECK(v != NULL); /* still the outer operation */
+    free(v);
+    hk__memo_op_end();
+    CHECK(!hk__memo_on(h) && hk__memo_get(k, 0) == NULL && !hk__memo_get_tree(&got, kt, 0));
+    hk__memo_op_begin(); /* the next call asks again */
+    CHECK(hk__memo_get(k, 0) == NULL && !hk__memo_get_tree(&got, kt, 0));
+    hk__memo_op_end();
+    v = hk__memo_get(k, 60000); /* a window that is on still takes the answer */
+    CHECK(v && strcmp(v, "during") == 0);
+    free(v);
+    hk__memo_op_end(); /* unbalanced: harmless */
+    hk__client_tree_free(&t);
+    free(k);
+    free(kt);
+    hk_hub_free(h);
+}
+
 int main(void) {
     CHECK_RC(hk_init(), HK_OK);
     test_keys_and_windows();
     test_trees_and_bounds();
+    test_operations();
     char *k = NULL;
     hk_hub *h = hub_for("http://127.0.0.1:4", "");
     k = hk__memo_key(h, "trust", "org", NULL);

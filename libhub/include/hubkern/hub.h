@@ -80,10 +80,11 @@ typedef struct hk_hub_options {
     /* Freshness window, in seconds: for this long after the endpoint answered which commit a
      * branch, tag or version is at (and that a publisher is trusted), this process uses that answer
      * without asking again, so that a repeat hk_get_kernel of a loaded kernel sends no request.
-     * > 0: this; 0: HUBKERN_FRESHNESS_S, else 60 s; < 0 (or the variable set to 0): off. Answers
-     * about a commit never change and are reused regardless. A positive trust answer is also kept
-     * on disk for the window (other processes on the cache use it); a branch is asked again by
-     * every new process (docs/pull-and-cache.md, "Request economy"). */
+     * > 0: this; 0: HUBKERN_FRESHNESS_S, else 60 s; < 0 (or the variable set to 0): off (within
+     * one call each question is still asked once). Answers about a commit never change and are
+     * reused whatever the window's length (with it off, within one call only). A positive trust
+     * answer is also kept on disk for the window (other processes on the cache use it); a branch
+     * is asked again by every new process (docs/pull-and-cache.md, "Request economy"). */
     double freshness_s;
 } hk_hub_options;
 

@@ -6,6 +6,7 @@
 #include "client/client.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ typedef struct memo_entry {
     tree t;      /* listing answers */
     bool is_tree;
     uint64_t stamp; /* hk__now_ms() when stored: the age checked against a window */
+    uint64_t op;    /* the operation that stored it (0: none) */
     uint64_t used;  /* order of the last store or use: the least recent goes first */
 } memo_entry;
 
@@ -26,6 +28,25 @@ static memo_entry g_v[MEMO_MAX_ENTRIES];
 static size_t g_n;
 static size_t g_tree_entries;
 static uint64_t g_clock;
+static atomic_uint_least64_t g_ops;   /* operations begun so far: their ids */
+static _Thread_local uint64_t t_op;   /* this thread's current operation (0: none) */
+static _Thread_local unsigned t_depth; /* nesting of begin/end pairs */
+
+void hk__memo_op_begin(void) {
+    if (t_depth++ == 0) t_op = atomic_fetch_add(&g_ops, 1) + 1;
+}
+
+void hk__memo_op_end(void) {
+    if (t_depth && --t_depth == 0) t_op = 0;
+}
+
+bool hk__memo_on(const hk_hub *hub) { return hub->freshness_ms > 0 || t_op != 0; }
+
+/* Is entry e usable under window_ms (see hk__memo_get)? */
+static bool usable(const memo_entry *e, long window_ms) {
+    if (t_op && e->op == t_op) return true;
+    return window_ms < 0 || (window_ms > 0 && hk__now_ms() - e->stamp < (uint64_t)window_ms);
+}
 
 char *hk__memo_key(const hk_hub *hub, const char *kind, const char *a, const char *b) {
     return hk__asprintf("%s\x1f%s\x1f%s\x1f%s\x1f%s", kind, hub->endpoint, hub->token_tag, a ? a : "", b ? b : "");
@@ -68,20 +89,20 @@ static memo_entry *slot_for(const char *key) {
     memset(e, 0, sizeof *e);
     if (!(e->key = hk__strdup(key))) return NULL;
     e->stamp = hk__now_ms();
+    e->op = t_op;
     e->used = ++g_clock;
     g_n++;
     return e;
 }
 
 char *hk__memo_get(const char *key, long window_ms) {
-    if (!key || window_ms == 0) return NULL;
+    if (!key || (window_ms == 0 && !t_op)) return NULL;
     char *out = NULL;
     pthread_mutex_lock(&g_lock);
     size_t i = find(key);
     if (i < g_n && !g_v[i].is_tree) {
-        uint64_t age = hk__now_ms() - g_v[i].stamp;
-        if (window_ms < 0 || age < (uint64_t)window_ms) out = hk__strdup(g_v[i].value);
-        else remove_at(i);
+        if (usable(&g_v[i], window_ms)) out = hk__strdup(g_v[i].value);
+        else if (window_ms > 0) remove_at(i); /* past the window: of no use to anyone */
     }
     pthread_mutex_unlock(&g_lock);
     return out;
@@ -115,13 +136,13 @@ static int tree_copy(tree *out, const tree *t) {
     return HK_OK;
 }
 
-bool hk__memo_get_tree(tree *out, const char *key) {
+bool hk__memo_get_tree(tree *out, const char *key, long window_ms) {
     memset(out, 0, sizeof *out);
     if (!key) return false;
     bool hit = false;
     pthread_mutex_lock(&g_lock);
     size_t i = find(key);
-    if (i < g_n && g_v[i].is_tree) {
+    if (i < g_n && g_v[i].is_tree && usable(&g_v[i], window_ms)) {
         hit = tree_copy(out, &g_v[i].t) == HK_OK;
         if (hit) g_v[i].used = ++g_clock; /* recently used: evicted last */
     }

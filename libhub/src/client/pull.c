@@ -4,6 +4,7 @@
 #include "cache/cache.h"
 #include "util/vec.h"
 #include "client/client.h"
+#include "client/memo.h"
 #include "client/pull_internal.h"
 #include "client/signature.h"
 #include "client/stage.h"
@@ -347,7 +348,9 @@ int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
     if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->offline = hub->offline;
     bool deadline = hk__pull_deadline_begin(hub); /* HUBKERN_PULL_TIMEOUT / pull_timeout_s (http.c) */
+    hk__memo_op_begin(); /* each question once in this pull, whatever the freshness window */
     rc = hub->offline ? pull_offline(r, hub, spec) : pull_online(r, hub, spec);
+    hk__memo_op_end();
     hk__pull_deadline_end(hub, deadline);
     if (rc) {
         hk_pull_result_free(r);

@@ -83,7 +83,7 @@ static int fetch_refs(ref_list *out, hk_hub *hub, const char *repo_id) {
             snprintf(org, sizeof org, "%.*s", (int)(strchr(repo_id, '/') - repo_id), repo_id);
             hk__client_trust_remember(hub, org);
         }
-        if (rc == HK_OK && hub->freshness_ms > 0) {
+        if (rc == HK_OK && hk__memo_on(hub)) {
             char *copy = hk__strndup(r.body.data ? r.body.data : "", r.body.len);
             hk__memo_put(key, copy);
             free(copy);
@@ -362,7 +362,7 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
     if (!sha || !hk__is_commit_id(sha)) rc = hk__fail(HK_ERR_PROTOCOL, "the revision endpoint gave no commit sha for '%s'", revision);
     else snprintf(out_commit, 65, "%s", sha);
     cJSON_Delete(j);
-    if (rc == HK_OK && hub->freshness_ms > 0) hk__memo_put(rkey, out_commit);
+    if (rc == HK_OK && hk__memo_on(hub)) hk__memo_put(rkey, out_commit);
     free(rkey);
     return rc;
 }

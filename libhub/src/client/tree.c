@@ -203,8 +203,8 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
 
 int hk__client_commit_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
     /* a commit never changes: its listing is reused for as long as the memo keeps it */
-    char *key = hub->freshness_ms > 0 ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
-    if (key && hk__memo_get_tree(out, key)) {
+    char *key = hk__memo_on(hub) ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
+    if (key && hk__memo_get_tree(out, key, hub->freshness_ms > 0 ? -1 : 0)) {
         free(key);
         return HK_OK;
     }
@@ -230,8 +230,8 @@ const tree_entry *hk__client_tree_find(const tree *t, const char *path) {
 }
 
 bool hk__client_commit_tree_known(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
-    char *key = hub->freshness_ms > 0 ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
-    bool hit = key && hk__memo_get_tree(out, key);
+    char *key = hk__memo_on(hub) ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
+    bool hit = key && hk__memo_get_tree(out, key, hub->freshness_ms > 0 ? -1 : 0);
     free(key);
     return hit;
 }

@@ -46,7 +46,7 @@ static void memo_write(const hk_hub *hub, const char *path) {
 }
 
 bool hk__client_trust_known(const hk_hub *hub, const char *org) {
-    if (hub->freshness_ms <= 0) return false;
+    if (!hk__memo_on(hub)) return false;
     char *key = hk__memo_key(hub, "trust", org, NULL);
     char *v = hk__memo_get(key, hub->freshness_ms);
     bool known = v != NULL;
@@ -62,7 +62,7 @@ bool hk__client_trust_known(const hk_hub *hub, const char *org) {
 }
 
 void hk__client_trust_remember(const hk_hub *hub, const char *org) {
-    if (hub->freshness_ms <= 0) return;
+    if (!hk__memo_on(hub)) return;
     char *key = hk__memo_key(hub, "trust", org, NULL);
     hk__memo_put(key, "1");
     free(key);

@@ -5,6 +5,7 @@
 
 #include "cache/cache.h"
 #include "client/client.h"
+#include "client/memo.h"
 #include "hubkern/hub.h"
 
 #include <stdlib.h>
@@ -173,10 +174,12 @@ HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_opti
     rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
+    hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_new_hub(&hub, o);
     if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, true);
     if (rc == HK_OK) hk_clear_error();
     hk_hub_free(hub);
+    hk__memo_op_end();
     hk_env_free(owned);
     return rc;
 }
@@ -209,6 +212,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     hk_kernel_tree *ktree = NULL;
     hk_kernel **deps = NULL;
     size_t ndeps = 0;
+    hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_new_hub(&hub, o);
     if (rc == HK_OK) rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, o->trust_remote_code);
     if (rc == HK_OK && hk__loader_already_loaded(out, hub, repo, commit, best)) goto done;
@@ -259,6 +263,7 @@ done:
     hk_free(got_commit);
     hk_free(got_variant);
     hk_hub_free(hub);
+    hk__memo_op_end();
     hk_env_free(owned);
     return rc;
 }
@@ -278,6 +283,7 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
     hk_hub *hub = NULL;
     char commit[65];
     char *repo = NULL, *rev = NULL, *best = NULL;
+    hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_new_hub(&hub, o);
     /* an existence check loads no code: no publisher check, as before redirects were followed */
     if (rc == HK_OK) {
@@ -308,6 +314,7 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
     hk_free(rev);
     hk_free(best);
     hk_hub_free(hub);
+    hk__memo_op_end();
     hk_env_free(owned);
     return rc;
 }
