@@ -18,6 +18,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# libcurl >= 8.14: Debian 12's own 7.88.1 reads freed memory on folded response header lines that a
+# hostile server can send (tests/fuzz/findings/hub_json-libcurl-uaf; 8.14.1 runs it clean). On
+# Debian 12 the newer one comes from bookworm-backports (a Debian suite).
+codename=$( (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}") || true)
+curl_v=$(dpkg-query -W -f='${Version}' libcurl4-openssl-dev 2>/dev/null || true)
+if [ "$codename" = bookworm ] && ! dpkg --compare-versions "${curl_v:-0}" ge 8.14; then
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  list=/etc/apt/sources.list.d/hubkern-bookworm-backports.list
+  grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/ ||
+    echo "deb http://deb.debian.org/debian bookworm-backports main" | $sudo_cmd tee "$list" >/dev/null
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends \
+    -t bookworm-backports libcurl4-openssl-dev libcurl4
+fi
+
 # Python packages for the compatibility tests (the real clients) and the benchmarks.
 py=${PYTHON:-python3}
 command -v "$py" >/dev/null || { echo "setup: $py not found" >&2; exit 1; }

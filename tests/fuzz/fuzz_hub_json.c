@@ -7,6 +7,8 @@
 #include "fuzz_util.h"
 #include "hubkern/hub.h"
 
+#include <curl/curl.h>
+#include <stdbool.h>
 #include <strings.h>
 
 #define COMMIT "0123456789abcdef0123456789abcdef01234567"
@@ -54,16 +56,18 @@ static void answer(hk_strbuf *out, unsigned index, const char *request_line) {
         q = e ? e + 1 : a_end;
     }
     const char *body = q < a_end ? q + 1 : a_end;
-    /* Folded header lines (a line starting with a blank) are dropped: libcurl 7.88.1 itself has a
-     * heap use-after-free on them (tests/fuzz/findings/hub_json-libcurl-uaf, README "open"), which a
-     * fuzzer finds within seconds and which would otherwise hide everything behind it. */
+    /* Folded header lines (a line starting with a blank) are dropped when the libcurl in use is
+     * older than 8.14: 7.88.1 itself reads freed memory on them (tests/fuzz/findings/
+     * hub_json-libcurl-uaf, README), which a fuzzer finds within seconds and which would otherwise
+     * hide everything behind it. With 8.14 they reach the client. */
     static _Thread_local char kept[65536];
+    const bool drop_folded = curl_version_info(CURLVERSION_NOW)->version_num < 0x080e00;
     size_t nk = 0;
     for (const char *l = head; l < q && nk < sizeof kept;) {
         const char *e = memchr(l, '\n', (size_t)(q - l));
         const char *next = e ? e + 1 : q;
         size_t n = (size_t)(next - l);
-        if (*l != ' ' && *l != '\t' && nk + n <= sizeof kept) {
+        if ((!drop_folded || (*l != ' ' && *l != '\t')) && nk + n <= sizeof kept) {
             memcpy(kept + nk, l, n);
             nk += n;
         }
