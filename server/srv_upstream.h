@@ -44,9 +44,12 @@ typedef struct up_waitset up_waitset;
 int hk_up_waitset_new(up_waitset **out);
 void hk_up_waitset_free(up_waitset *w);
 /* true: the caller leads (does the work, then calls hk_up_leave); false: another thread did it
- * meanwhile and the caller waited until it finished (*rc_out = the leader's result). */
-bool hk_up_enter(up_waitset *w, const char *key, int *rc_out);
-void hk_up_leave(up_waitset *w, const char *key, int rc);
+ * meanwhile and the caller waited until it finished: *leader = what the leader answered its
+ * client when it failed (status 0: it succeeded), so that every waiter answers the same (a 503
+ * with its Retry-After, a 429, a 404, a 502) instead of a blanket 502. */
+bool hk_up_enter(up_waitset *w, const char *key, up_answer *leader);
+/* failed: the leader's answer to its own client, or NULL when it succeeded. */
+void hk_up_leave(up_waitset *w, const char *key, const up_answer *failed);
 
 /* ---- upstream_http.c ------------------------------------------------------------------------ */
 typedef struct up_site {
@@ -91,6 +94,10 @@ double hk_up_now(void);
  * 429). HK_OK with r->status set when some upstream answered; HK_ERR_NETWORK when none did;
  * HK_ERR_RATE_LIMITED-like: *backoff_s > 0 when every upstream is inside a 429 back-off. */
 int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s);
+/* Is a failed hk_up_get (rc, r->status) "the upstream is unavailable, try again later" (a 503
+ * with Retry-After for the client: a 503, no answer, a stall, the mirror stopping) rather than a
+ * bad answer (a 502)? */
+bool hk_up_unavailable(int rc, long status);
 void hk_up_resp_init(up_resp *r);
 void hk_up_resp_free(up_resp *r);
 

@@ -123,8 +123,7 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
         snprintf(ans->msg, sizeof ans->msg, "Upstream rate limit: retry later");
     } else {
         /* a 503, or no answer at all (unreachable, stalled past --upstream-timeout): try again later */
-        bool gone = rc == HK_ERR_TIMEOUT || (rc != HK_OK && r.status == 0);
-        ans->status = (rc == HK_OK && r.status == 503) || gone ? 503 : 502;
+        ans->status = hk_up_unavailable(rc, r.status) ? 503 : 502;
         ans->retry_after = ans->status == 503 ? 5 : 0;
         snprintf(ans->msg, sizeof ans->msg, "Upstream unavailable for %s", e->path);
     }
@@ -167,15 +166,19 @@ int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, con
     e.path = epath;
     int out = 0;
     char *key = hk__asprintf("blob:%s/%s", repo->dir, e.etag);
-    int lrc;
+    up_answer leader;
     if (blob_present(repo->dir, e.etag)) {
         /* another commit (or a client of the store) brought it: only the link is new */
-    } else if (key && !hk_up_enter(srv->up->waits, key, &lrc)) {
+    } else if (key && !hk_up_enter(srv->up->waits, key, &leader)) {
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         if (!blob_present(repo->dir, e.etag)) {
-            ans->status = 502;
-            snprintf(ans->msg, sizeof ans->msg, "Upstream transfer of %s failed", e.path);
+            if (leader.status) { /* the leader's failure, as it answered it */
+                *ans = leader;
+            } else {
+                ans->status = 502;
+                snprintf(ans->msg, sizeof ans->msg, "Upstream transfer of %s failed", e.path);
+            }
             out = 1;
         }
     } else {
@@ -188,7 +191,7 @@ int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, con
             if (!out) *mark = UP_MISS;
         }
         hk_up_unlock(fd);
-        if (key) hk_up_leave(srv->up->waits, key, out ? HK_ERR_NETWORK : HK_OK);
+        if (key) hk_up_leave(srv->up->waits, key, out ? ans : NULL);
     }
     if (!out && hk_cache_link_snapshot(repo->dir, commit, e.path, e.etag) != HK_OK) {
         hk_clear_error();

@@ -306,6 +306,11 @@ static int site_get(hk_upstream *u, up_site *s, const char *path_query, up_resp 
     return rc;
 }
 
+bool hk_up_unavailable(int rc, long status) {
+    if (status == 503) return true;
+    return rc != HK_OK && (rc == HK_ERR_TIMEOUT || rc == HK_ERR_CANCELLED || status == 0);
+}
+
 int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s) {
     *backoff_s = 0;
     double now = hk_up_now(), soonest = 0;

@@ -212,8 +212,9 @@ static int record_revision(const char *root, const char *repo_dir, const char *r
     return rc;
 }
 
-/* After a failed refresh: the remembered 404, the back-off, the stale ref, or a 502. */
-static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigned backoff, long status, up_mark *mark,
+/* After a failed refresh: the remembered 404, the back-off, the stale ref, a 503 (unavailable) or
+ * a 502. */
+static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigned backoff, bool unavailable, up_mark *mark,
                          up_answer *ans) {
     unsigned st = 0;
     char code[48];
@@ -232,8 +233,7 @@ static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigne
     }
     char msg[200];
     snprintf(msg, sizeof msg, "Upstream unavailable: %s", hk_last_error_code() ? hk_last_error() : "bad answer");
-    /* a 503, or no answer at all (unreachable, stalled past --upstream-timeout): try again later */
-    bool unavailable = status == 503 || status == 0;
+    /* unavailable (a 503, no answer, a stall past --upstream-timeout): try again later */
     answer(ans, unavailable ? 503 : 502, NULL, unavailable ? 5 : 0, msg);
     return 1;
 }
@@ -264,12 +264,13 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
         out = 1;
         goto done;
     }
-    int lrc;
-    if (!hk_up_enter(u->waits, key, &lrc)) { /* another thread of this process asked upstream */
+    up_answer leader;
+    if (!hk_up_enter(u->waits, key, &leader)) { /* another thread of this process asked upstream */
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         *mark = UP_COALESCED;
-        if (lrc == HK_OK || rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
-        out = after_failure(u, negkey, known, 0, 502, mark, ans);
+        if (!leader.status || rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
+        if (known) out = after_failure(u, negkey, known, 0, leader.status == 503, mark, ans); /* stale, or a 404 */
+        else *ans = leader, out = 1;
         goto done;
     }
     int fd = hk_up_lock(root, repo_dir, lockname);
@@ -302,12 +303,12 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
         if (rc != HK_OK) {
             atomic_fetch_add(&srv->metrics.up_errors, 1);
             if (backoff) atomic_fetch_add(&srv->metrics.up_rate_limited, 1);
-            out = after_failure(u, negkey, known, backoff, r.status, mark, ans);
+            out = after_failure(u, negkey, known, backoff, hk_up_unavailable(rc, r.status), mark, ans);
         }
         hk_up_resp_free(&r);
     }
     hk_up_unlock(fd);
-    hk_up_leave(u->waits, key, rc);
+    hk_up_leave(u->waits, key, out ? ans : NULL);
 done:
     if (!out) {
         free(repo->dir);
@@ -334,11 +335,15 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
             return 1;
         }
     }
-    int lrc;
-    bool leader = hk_up_enter(u->waits, path_query, &lrc);
+    up_answer first;
+    bool leader = hk_up_enter(u->waits, path_query, &first);
     if (!leader) {
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
+        if (first.status) { /* the leader failed with nothing stale to give: so does this one */
+            *ans = first;
+            return 1;
+        }
     } else {
         up_resp r;
         hk_up_resp_init(&r);
@@ -356,20 +361,21 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
             if (!memo_get(u, path_query, -1, body, &st, code) || st != 200 || !*body) {
                 free(*body);
                 *body = NULL;
+                bool unavailable = hk_up_unavailable(rc, r.status);
                 if (backoff) answer(ans, 429, NULL, backoff, "Upstream rate limit: retry later");
-                else answer(ans, 502, NULL, 0, "Upstream unavailable");
+                else answer(ans, unavailable ? 503 : 502, NULL, unavailable ? 5 : 0, "Upstream unavailable");
                 hk_up_resp_free(&r);
-                hk_up_leave(u->waits, path_query, HK_ERR_NETWORK);
+                hk_up_leave(u->waits, path_query, ans);
                 return 1;
             }
             *mark = UP_STALE;
             hk_up_resp_free(&r);
-            hk_up_leave(u->waits, path_query, HK_OK);
+            hk_up_leave(u->waits, path_query, NULL);
             hk_clear_error();
             return 0;
         }
         hk_up_resp_free(&r);
-        hk_up_leave(u->waits, path_query, HK_OK);
+        hk_up_leave(u->waits, path_query, NULL);
     }
     if (memo_get(u, path_query, -1, body, &st, code) && st == 200 && *body) return 0;
     free(*body);

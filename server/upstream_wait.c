@@ -8,7 +8,7 @@
 
 typedef struct up_wait {
     char *key;
-    int rc;
+    up_answer failed; /* the leader's answer when it failed (status 0: it succeeded) */
     bool done;
     unsigned users; /* leader + waiters still holding the entry */
     struct up_wait *next;
@@ -50,8 +50,8 @@ static void unlink_entry(up_waitset *w, up_wait *e) {
     free(e);
 }
 
-bool hk_up_enter(up_waitset *w, const char *key, int *rc_out) {
-    *rc_out = HK_OK;
+bool hk_up_enter(up_waitset *w, const char *key, up_answer *leader) {
+    memset(leader, 0, sizeof *leader);
     pthread_mutex_lock(&w->mu);
     up_wait *e = w->head;
     while (e && (e->done || strcmp(e->key, key) != 0)) e = e->next;
@@ -71,19 +71,19 @@ bool hk_up_enter(up_waitset *w, const char *key, int *rc_out) {
     }
     e->users++;
     while (!e->done) pthread_cond_wait(&w->cv, &w->mu);
-    *rc_out = e->rc;
+    *leader = e->failed;
     if (--e->users == 0) unlink_entry(w, e);
     pthread_mutex_unlock(&w->mu);
     return false;
 }
 
-void hk_up_leave(up_waitset *w, const char *key, int rc) {
+void hk_up_leave(up_waitset *w, const char *key, const up_answer *failed) {
     pthread_mutex_lock(&w->mu);
     up_wait *e = w->head;
     while (e && (e->done || strcmp(e->key, key) != 0)) e = e->next;
     if (e) {
         e->done = true;
-        e->rc = rc;
+        if (failed) e->failed = *failed;
         if (--e->users == 0) unlink_entry(w, e);
         pthread_cond_broadcast(&w->cv);
     }

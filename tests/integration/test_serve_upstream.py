@@ -257,8 +257,10 @@ def test_upstream_process_killed_mid_wave(origin, tmp_path):
                 so, se = p.communicate(timeout=120)
                 if p.returncode == 0:
                     check_snapshot(json.loads(so)["snapshot"], "killed")
-                else:  # a clear error: what failed, that it is worth another try, and its code
+                else:  # a clear error: what failed, that it is worth another try, and its code; every
+                    # waiter is told what the leader was (503: unavailable, with Retry-After), not a 502
                     assert "org/killed" in se and "try again later" in se and re.search(r"\[HK_ERR_[A-Z_]+\]", se), se
+                    assert "HTTP 503" in se, se
                     failed.append(i)
             so, se = py.communicate(timeout=120)
             res = json.loads(so.strip().splitlines()[-1])
