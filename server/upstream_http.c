@@ -60,6 +60,12 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
     u->neg_ttl = cfg->negative_ttl ? cfg->negative_ttl : HK_SERVE_NEGATIVE_TTL_DEFAULT;
     u->stall_s = cfg->upstream_timeout ? cfg->upstream_timeout : HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT;
     atomic_init(&u->stopping, false);
+    /* the client's rule (client/http.c, hk__curl_folded_header_risk): a hostile upstream can send
+     * the folded header lines on which libcurl 7.88.1 reads freed memory */
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    if (cv && cv->version_num < 0x080e01u)
+        hk__log(HK_LOG_WARN, "libcurl %s is older than 8.14.1: 7.88.1 reads freed memory on folded header lines an "
+                "upstream can send; install libcurl >= 8.14 (Debian 12: bookworm-backports)", cv->version);
     int rc = hk_up_waitset_new(&u->waits);
     for (size_t i = 0; rc == HK_OK && i < cfg->n_upstreams; i++) {
         up_site *s = &u->sites[i];

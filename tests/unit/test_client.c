@@ -400,8 +400,19 @@ static void test_init_and_abi(void) {
     CHECK(hk_shutdown() == 0);
 }
 
+/* The libcurl versions an online hub warns about: 7.88.1 has the folded-header use-after-free,
+ * 8.14.1 (the first found clean) and later do not. */
+static void test_curl_version_warning(void) {
+    CHECK(hk__curl_folded_header_risk(0x075801)); /* 7.88.1 */
+    CHECK(hk__curl_folded_header_risk(0x080500)); /* 8.5.0: not shown clean */
+    CHECK(hk__curl_folded_header_risk(0x080e00)); /* 8.14.0 */
+    CHECK(!hk__curl_folded_header_risk(0x080e01)); /* 8.14.1 */
+    CHECK(!hk__curl_folded_header_risk(0x081500)); /* 8.21.0 */
+}
+
 int main(void) {
     test_init_and_abi();
+    test_curl_version_warning();
     test_escape_unsafe();
     test_strmap();
     test_etag();

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -206,6 +207,17 @@ static size_t api_body_cb(char *p, size_t sz, size_t n, void *ud) {
 bool hk__curl_tls_fatal(CURLcode cc) {
     return cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE || cc == CURLE_SSL_ISSUER_ERROR ||
            cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH || cc == CURLE_SSL_INVALIDCERTSTATUS || cc == CURLE_SSL_CRL_BADFILE;
+}
+
+bool hk__curl_folded_header_risk(unsigned version_num) { return version_num < 0x080e01u; }
+
+void hk__curl_warn_if_old(void) {
+    static atomic_flag warned = ATOMIC_FLAG_INIT;
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    if (!v || !hk__curl_folded_header_risk(v->version_num) || atomic_flag_test_and_set(&warned)) return;
+    hk__log(HK_LOG_WARN, "libcurl %s is older than 8.14.1: 7.88.1 reads freed memory on folded response header "
+            "lines, which a hostile server can send; install libcurl >= 8.14 (Debian 12: bookworm-backports)",
+            v->version);
 }
 
 bool hk__curl_header_too_large(CURLcode cc, bool headers_seen) {

@@ -97,6 +97,11 @@ void hk__pull_deadline_end(hk_hub *hub, bool started);
  * reports it as out of memory before 8.6; headers_seen: the response had begun): answered as such
  * (hk__header_too_large_fail: HK_ERR_PROTOCOL), never retried. */
 bool hk__curl_header_too_large(CURLcode cc, bool headers_seen);
+/* Is libcurl version_num (curl_version_info's) older than 8.14.1, the first version this project's
+ * fuzzing found clean of a use-after-free on folded response header lines (7.88.1 has it:
+ * tests/fuzz/README.md)? Then an online hub warns once per process (hk__curl_warn_if_old). */
+bool hk__curl_folded_header_risk(unsigned version_num);
+void hk__curl_warn_if_old(void);
 int hk__header_too_large_fail(const char *what, const char *url, const char *detail);
 
 #endif

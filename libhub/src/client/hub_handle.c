@@ -149,6 +149,7 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     }
     h->offline = opts->offline >= 0 ? opts->offline != 0
                                     : (hk__env_true("HF_HUB_OFFLINE") || hk__env_true("TRANSFORMERS_OFFLINE"));
+    if (!h->offline) hk__curl_warn_if_old(); /* the network is about to be used */
     if (opts->user_agent) h->user_agent = opts->user_agent[0] ? hk__strdup(opts->user_agent) : NULL;
     else h->user_agent = default_user_agent();
     h->max_parallel = opts->max_parallel > 0 ? opts->max_parallel : 8;
