@@ -6,6 +6,7 @@ Import with the tests' directory on sys.path (pytest does that for tests/integra
 import hashlib
 import os
 import pathlib
+import re
 import subprocess
 import threading
 import time
@@ -13,12 +14,28 @@ import time
 SOURCE_DIR = pathlib.Path(os.environ.get("HK_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
 
 
+BUILD_DIR = pathlib.Path(os.environ.get("HK_BUILD_DIR", SOURCE_DIR / "build"))
+
+
+def kernels_built() -> bool:
+    """False when this build was configured with HK_BUILD_KERNELS=OFF: no staged kernel variants."""
+    cache = BUILD_DIR / "CMakeCache.txt"
+    return not (cache.exists() and re.search(r"^HK_BUILD_KERNELS:BOOL=OFF$", cache.read_text(), re.M))
+
+
+def python_clients_env(**extra) -> dict:
+    """The environment for the real Python clients (huggingface_hub, kernels): none of the caller's
+    HF_*, HUGGING*, KERNELS_* or LOCAL_KERNELS settings, Xet and progress bars off, then extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "KERNELS_", "LOCAL_KERNELS"))}
+    env.update(HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **extra)
+    return env
+
+
 def hubkern_bin() -> str:
     b = os.environ.get("HUBKERN_BIN")
     if b:
         return b
-    build = pathlib.Path(os.environ.get("HK_BUILD_DIR", SOURCE_DIR / "build"))
-    return str(build / "cli" / "hubkern")
+    return str(BUILD_DIR / "cli" / "hubkern")
 
 
 NO_TEST_HOOKS = ("this hubkern was built without HK_TEST_HOOKS, so `serve` has no fault injection "

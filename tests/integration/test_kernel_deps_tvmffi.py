@@ -9,16 +9,15 @@ import importlib
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import SOURCE_DIR, Server, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import BUILD_DIR as BUILD, Server, hubkern_bin, kernels_built, publish  # noqa: E402
+from hk_serve_helpers import python_clients_env as clean_env  # noqa: E402
 
-BUILD = pathlib.Path(os.environ.get("HK_BUILD_DIR", SOURCE_DIR / "build"))
 
 PY = r"""
 import sys
@@ -36,17 +35,6 @@ assert np.allclose(out, ref, rtol=1e-5, atol=1e-5), abs(out - ref).max()
 names = sorted(l.metadata.name.python_name for l in kernels.get_loaded_kernels())
 print(" ".join(names))
 """
-
-
-def kernels_built() -> bool:
-    cache = BUILD / "CMakeCache.txt"
-    return not (cache.exists() and re.search(r"^HK_BUILD_KERNELS:BOOL=OFF$", cache.read_text(), re.M))
-
-
-def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "KERNELS_", "LOCAL_KERNELS"))}
-    env.update(HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **extra)
-    return env
 
 
 def test_kernels_loads_the_tree_and_hubkern_loads_its_cache(tmp_path):

@@ -23,9 +23,9 @@ import urllib.request
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import SOURCE_DIR, Server, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import BUILD_DIR as BUILD, Server, hubkern_bin, kernels_built, publish  # noqa: E402
+from hk_serve_helpers import python_clients_env as clean_env  # noqa: E402
 
-BUILD = pathlib.Path(os.environ.get("HK_BUILD_DIR", SOURCE_DIR / "build"))
 HUB = BUILD / "kernels" / "rmsnorm" / "hub"
 TOKEN = "bench-secret"
 
@@ -77,17 +77,6 @@ submit_benchmark(repo_id="hubkern/rmsnorm", result=result)
 import json
 print(json.dumps(result.to_payload()))
 """
-
-
-def kernels_built() -> bool:
-    cache = BUILD / "CMakeCache.txt"
-    return not (cache.exists() and re.search(r"^HK_BUILD_KERNELS:BOOL=OFF$", cache.read_text(), re.M))
-
-
-def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "KERNELS_", "LOCAL_KERNELS"))}
-    env.update(HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_PROGRESS_BARS="1", **extra)
-    return env
 
 
 @pytest.fixture(scope="module")

@@ -6,21 +6,14 @@ data; the result must match a float64 reference."""
 import importlib
 import os
 import pathlib
-import re
 import sys
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import SOURCE_DIR, Server, publish  # noqa: E402
+from hk_serve_helpers import BUILD_DIR as BUILD, Server, kernels_built, publish  # noqa: E402
 
-BUILD = pathlib.Path(os.environ.get("HK_BUILD_DIR", SOURCE_DIR / "build"))
 HUB = BUILD / "kernels" / "rmsnorm" / "hub"
-
-
-def kernels_built() -> bool:
-    cache = BUILD / "CMakeCache.txt"
-    return not (cache.exists() and re.search(r"^HK_BUILD_KERNELS:BOOL=OFF$", cache.read_text(), re.M))
 
 
 @pytest.fixture(scope="module")
