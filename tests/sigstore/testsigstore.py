@@ -185,6 +185,14 @@ class FakeSigstore:
 
     # ---- Rekor -----------------------------------------------------------------------------
     @staticmethod
+    def cert_material(cert, entry, version):
+        """verificationMaterial for a leaf certificate and one log entry: v0.3 names the certificate,
+        v0.1 / v0.2 a one-certificate chain."""
+        raw = {"rawBytes": b64(cert.public_bytes(serialization.Encoding.DER))}
+        cert_part = {"certificate": raw} if version == 3 else {"x509CertificateChain": {"certificates": [raw]}}
+        return {**cert_part, "tlogEntries": [entry]}
+
+    @staticmethod
     def hashedrekord(cert, sig, digest):
         body = {"apiVersion": "0.0.1", "kind": "hashedrekord",
                 "spec": {"data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
@@ -226,12 +234,7 @@ class FakeSigstore:
         sig = key.sign(digest, ec.ECDSA(Prehashed(hashes.SHA256())))
         body = self.hashedrekord(cert, sig, digest)
         entry = self.tlog_entry(body, int(issued.timestamp()) + integrated_delta, log_key=log_key)
-        der = cert.public_bytes(serialization.Encoding.DER)
-        vm = {"tlogEntries": [entry]}
-        if version == 3:
-            vm = {"certificate": {"rawBytes": b64(der)}, **vm}
-        else:
-            vm = {"x509CertificateChain": {"certificates": [{"rawBytes": b64(der)}]}, **vm}
+        vm = self.cert_material(cert, entry, version)
         bundle = {"mediaType": MEDIA[version], "verificationMaterial": vm,
                   "messageSignature": {"messageDigest": {"algorithm": "SHA2_256", "digest": b64(digest)},
                                        "signature": b64(sig)}}
@@ -264,12 +267,7 @@ class FakeSigstore:
             "signatures": [{"signature": b64(sig), "verifier": b64(cert.public_bytes(serialization.Encoding.PEM))}]}},
             separators=(",", ":"), sort_keys=True).encode()
         entry = self.tlog_entry(body, int(self.now.timestamp()) + integrated_delta, kind="dsse")
-        der = cert.public_bytes(serialization.Encoding.DER)
-        vm = {"tlogEntries": [entry]}
-        if version == 3:
-            vm = {"certificate": {"rawBytes": b64(der)}, **vm}
-        else:
-            vm = {"x509CertificateChain": {"certificates": [{"rawBytes": b64(der)}]}, **vm}
+        vm = self.cert_material(cert, entry, version)
         return ({"mediaType": MEDIA[version], "verificationMaterial": vm, "dsseEnvelope": envelope},
                 {"cert": cert, "key": key, "sig": sig})
 
