@@ -160,21 +160,28 @@ static cJSON *mk_lock_node(void *ud, const char *variant, const char *path) {
                           hk_lock_entry_commit(e), variant, -1, -1, path);
 }
 
+/* The options of a dependency-tree walk from repo at commit: the pull's trust answer and hub. */
+static hk_get_kernel_options tree_options(const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
+                                          const char *commit) {
+    hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+    o.repo_id = repo;
+    o.revision = commit;
+    o.trust_remote_code = spec->trust_remote_code;
+    o.endpoint = h->endpoint;
+    o.cache_dir = h->cache;
+    o.token = h->token;
+    return o;
+}
+
 /* The dependencies of the pulled root (repo at commit, variant `root_variant`): the tree this
  * machine would load, resolved by the library (per node: publisher, commit, variant, archs), each
  * node pulled once. */
 static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
                      const char *commit, const char *root_variant, const char *root_path, cJSON *arr) {
-    hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
-    o.repo_id = repo;
-    o.revision = commit;
+    hk_get_kernel_options o = tree_options(spec, h, repo, commit);
     o.variant = root_variant;
     o.backend = spec->backend;
-    o.trust_remote_code = spec->trust_remote_code;
     o.signature = spec->signature;
-    o.endpoint = h->endpoint;
-    o.cache_dir = h->cache;
-    o.token = h->token;
     o.offline = h->offline;
     /* archs are the load's check when a variant was named (it may be for another machine) */
     o.skip_arch_check = spec->variant != NULL;
@@ -207,13 +214,7 @@ static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_arg
  * each with all of its variants. */
 static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
                          const char *commit, cJSON *arr) {
-    hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
-    o.repo_id = repo;
-    o.revision = commit;
-    o.trust_remote_code = spec->trust_remote_code;
-    o.endpoint = h->endpoint;
-    o.cache_dir = h->cache;
-    o.token = h->token;
+    hk_get_kernel_options o = tree_options(spec, h, repo, commit);
     hk_lockfile *lf = NULL;
     int rc = hk_lockfile_new(&lf);
     if (rc == HK_OK) rc = hk_lockfile_add_tree(lf, &o);
