@@ -207,13 +207,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
 
     uint32_t qf[MT][KS][4];
     float o[MT][DT][4], m[MT][2], l[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        m[mt][0] = m[mt][1] = -INFINITY;
-        l[mt][0] = l[mt][1] = 0.f;
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
-    }
+    softmax_init<MT, DT>(m, l, o);
 
     for (int j = 0; j < ntiles; j++) {
         if constexpr (TMA) {

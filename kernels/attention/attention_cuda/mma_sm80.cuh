@@ -38,6 +38,18 @@ __device__ __forceinline__ uint32_t swz(int r, int c) {
     return static_cast<uint32_t>(r * (D * 2) + ((c ^ (r & 7)) << 4));
 }
 
+// The online-softmax state before the first key: running max -inf, row sums and O zero.
+template <int MT, int DT>
+__device__ __forceinline__ void softmax_init(float (&m)[MT][2], float (&l)[MT][2], float (&o)[MT][DT][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+    }
+}
+
 // Online-softmax step for one warp's S tile (MT m-tiles x NT n-tiles, raw dot products, masked
 // entries -inf): updates the running max m (raw units) and the thread-partial row sum l,
 // rescales O, and leaves exp2((s - m) * scale_log2) in s.

@@ -83,13 +83,7 @@ __global__ void __launch_bounds__(NW * 32) prefill_kernel(const PrefillParams p)
     // (QSMEM true: frees 32*MT registers per thread so a warp can own 32 rows at D=128)
     uint32_t qf[QSMEM ? 1 : MT][QSMEM ? 1 : KS][4];
     float o[MT][DT][4], m[MT][2], l[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        m[mt][0] = m[mt][1] = -INFINITY;
-        l[mt][0] = l[mt][1] = 0.f;
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
-    }
+    softmax_init<MT, DT>(m, l, o);
     const int wrow = warp * 16 * MT;  // first row of this warp within the tile
 
     for (int j = 0; j < ntiles; j++) {
