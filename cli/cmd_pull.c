@@ -118,15 +118,16 @@ static cJSON *tree_node_json(const char *repo, int version, const char *revision
 
 /* Pull one dependency node (repo at commit, one variant or all); prints its variant paths, adds
  * them to `arr`. Errors are prefixed with `where` (the path from the root). */
-static int pull_node(hk_hub *hub, const hk_pull_spec *root, const char *repo, const char *commit, const char *variant,
-                     const char *where, cJSON *arr, cJSON *(*mk)(void *, const char *, const char *), void *ud) {
+static int pull_node(hk_hub *hub, const hk_pull_spec *root, int signature, const char *repo, const char *commit,
+                     const char *variant, const char *where, cJSON *arr,
+                     cJSON *(*mk)(void *, const char *, const char *), void *ud) {
     hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = repo;
     s.revision = commit;
     s.variant = variant;
     s.all_variants = variant == NULL;
     s.backend = root->backend;
-    s.signature = root->signature;
+    s.signature = signature; /* the tree's: inherited from the root, never lowered */
     s.trust_remote_code = 1; /* the publisher was checked while resolving the tree */
     hk_pull_result *r = NULL;
     if (hk_hub_pull(&r, hub, &s) != HK_OK) return hk_cli_report_error(where);
@@ -203,7 +204,7 @@ static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_arg
         tree_mk m = {t, i};
         if (seen && arr) cJSON_AddItemToArray(arr, mk_tree_node(&m, hk_kernel_tree_variant(t, i), NULL));
         else if (!seen)
-            rc = pull_node(hub, spec, hk_kernel_tree_repo_id(t, i), hk_kernel_tree_commit(t, i),
+            rc = pull_node(hub, spec, hk_kernel_tree_signature(t, i), hk_kernel_tree_repo_id(t, i), hk_kernel_tree_commit(t, i),
                            hk_kernel_tree_variant(t, i), where, arr, mk_tree_node, &m);
     }
     hk_kernel_tree_free(t);
@@ -227,7 +228,7 @@ static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub
         if (strcmp(hk_lock_entry_repo_id(e), repo) == 0 && strcmp(hk_lock_entry_commit(e), commit) == 0) continue;
         char where[512];
         snprintf(where, sizeof where, "%s -> ... -> %s", repo, hk_lock_entry_repo_id(e));
-        rc = pull_node(hub, spec, hk_lock_entry_repo_id(e), hk_lock_entry_commit(e), NULL, where, arr, mk_lock_node,
+        rc = pull_node(hub, spec, spec->signature, hk_lock_entry_repo_id(e), hk_lock_entry_commit(e), NULL, where, arr, mk_lock_node,
                        (void *)e);
     }
     hk_lockfile_free(lf);

@@ -176,6 +176,11 @@ HK_API const char *hk_kernel_tree_revision(const hk_kernel_tree *tree, size_t i)
 HK_API const char *hk_kernel_tree_commit(const hk_kernel_tree *tree, size_t i);
 HK_API const char *hk_kernel_tree_variant(const hk_kernel_tree *tree, size_t i);
 HK_API int hk_kernel_tree_depth(const hk_kernel_tree *tree, size_t i);  /* root 0 */
+/* The signature mode (HK_SIGNATURE_REQUIRE / _WARN / _OFF, hubkern/signature.h) in force for node
+ * i: the caller's, else the strictest of the node's own default and that of every repo above it
+ * (a redirect or a dependency never lowers it). Pull node i with exactly this mode; -1 when i is
+ * out of range. */
+HK_API int hk_kernel_tree_signature(const hk_kernel_tree *tree, size_t i);
 HK_API int hk_kernel_tree_parent(const hk_kernel_tree *tree, size_t i); /* index; -1 for the root */
 /* The node's metadata.json (NULL when it could not be read before the download). */
 HK_API const hk_kernel_metadata *hk_kernel_tree_metadata(const hk_kernel_tree *tree, size_t i);

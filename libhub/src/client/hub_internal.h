@@ -73,10 +73,28 @@ void hk__client_trust_remember(const hk_hub *hub, const char *org);
 int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const char *repo_id, const char *commit);
 
 /* redirect.c -------------------------------------------------------------------------------- */
-/* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
- * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
- * *out_redirect_rev: the revision the last redirect named, NULL when none was followed. */
-int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
-                               const hk_pull_spec *spec);
+/* Where a pull spec leads: the one resolution of a request, handed on to the pull (and by
+ * hk_get_kernel to its dependency tree) so that nothing resolves it again. */
+typedef struct hk__target {
+    char *repo;      /* the repo the redirect chain ends at (spec->repo_id when nothing redirects) */
+    char *revision;  /* the revision resolved there: "vN", the spec's revision or the last redirect's */
+    char commit[65];
+    int signature;   /* the signature mode in force there: the spec's, else the strictest default
+                        of every repo on the way (hk__sig_request_mode); never HK_SIGNATURE_DEFAULT */
+} hk__target;
+/* Resolve spec's version/revision and, online, follow kernel-status.toml redirects, checking the
+ * publisher of every repo on the way unless spec->trust_remote_code. floor: a signature mode
+ * already in force for this request (a dependent's; 0: none). Offline nothing is followed (the
+ * cache keeps no kernel-status.toml). *out is freed with hk__target_free, also on failure. */
+int hk__client_resolve_target(hk__target *out, hk_hub *hub, const hk_pull_spec *spec, int floor);
+void hk__target_free(hk__target *t);
+/* hk__sig_request_mode with hub's signature configuration: the mode in force for repo_id within
+ * a request (a dependency of a node under `floor`, say). */
+int hk__client_request_signature(const hk_hub *hub, int requested, int floor, const char *repo_id);
+
+/* pull.c ------------------------------------------------------------------------------------ */
+/* hk_hub_pull of a resolved target: spec gives what to pull there (variant, all_variants, backend,
+ * families, env), t where (repo, revision, commit) and the signature mode. */
+int hk__client_pull_target(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec, const hk__target *t);
 
 #endif

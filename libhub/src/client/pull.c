@@ -30,20 +30,14 @@ static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *ski
     return HK_OK;
 }
 
-static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec) {
-    char commit[65];
-    int rc = hk__client_resolve_commit(commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
-    if (rc) return rc;
+static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec, const hk__target *t) {
+    const char *commit = t->commit;
+    int rc;
     if (!spec->trust_remote_code)
         hk__log(HK_LOG_WARN, "skipping the publisher trust check for %s: offline mode", spec->repo_id);
-    const char *rev = spec->revision;
-    char label[32];
-    if (!rev) {
-        snprintf(label, sizeof label, "v%d", spec->kernel_version);
-        rev = label;
-    }
-    char *dir = hk__client_local_repo_dir(hub, spec->repo_id, rev);
-    r->repo = hk__strdup(spec->repo_id);
+    const char *rev = t->revision;
+    char *dir = hk__client_local_repo_dir(hub, t->repo, rev);
+    r->repo = hk__strdup(t->repo);
     r->revision = hk__strdup(rev);
     r->commit = hk__strdup(commit);
     r->snapshot = dir ? hk__asprintf("%s/snapshots/%s", dir, commit) : NULL;
@@ -74,7 +68,7 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         free(rel);
         if (rc) return rc;
         char *rd = hk__client_local_repo_dir(hub, spec->repo_id, r->revision); /* signature: client/signature.c */
-        rc = hk__client_check_signature(hub, spec->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
+        rc = hk__client_check_signature(hub, t->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
         free(rd);
         if (rc) return rc;
     }
@@ -161,27 +155,16 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
     return rc;
 }
 
-static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in) {
+static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in, const hk__target *tg) {
     hk_pull_spec spec = *spec_in;
-    char *repo = NULL;
-    char *redirect_rev = NULL;
-    char commit[65];
-    int rc = hk__client_follow_redirects(&repo, &redirect_rev, commit, hub, &spec);
-    if (rc) return rc;
-    char label[32];
-    const char *rev = redirect_rev ? redirect_rev : spec.revision;
-    if (!rev) {
-        snprintf(label, sizeof label, "v%d", spec.kernel_version);
-        rev = label;
-    }
+    const char *repo = tg->repo, *commit = tg->commit;
+    int rc = HK_OK;
     char *repo_dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo);
-    r->repo = repo;
-    r->revision = hk__strdup(rev);
-    free(redirect_rev);
-    rev = NULL; /* pointed into redirect_rev */
+    r->repo = hk__strdup(repo);
+    r->revision = hk__strdup(tg->revision);
     r->commit = hk__strdup(commit);
     r->snapshot = repo_dir ? hk__asprintf("%s/snapshots/%s", repo_dir, commit) : NULL;
-    if (!r->revision || !r->commit || !r->snapshot) {
+    if (!r->repo || !r->revision || !r->commit || !r->snapshot) {
         free(repo_dir);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
@@ -245,7 +228,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             checked[v] = true;
             free(prefix);
             if (rc == HK_OK) /* a cached variant is checked again (its signature receipt may vouch) */
-                rc = hk__client_check_signature(hub, spec.signature, repo, repo_dir, commit, r->variants[v],
+                rc = hk__client_check_signature(hub, tg->signature, repo, repo_dir, commit, r->variants[v],
                                                 r->variant_paths[v]);
             continue;
         }
@@ -316,7 +299,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
             hub->progress(hub->progress_ud, &p);
         }
-        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, items, nitems, spec.signature);
+        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, items, nitems, tg->signature);
     }
     free(checked);
     for (size_t i = 0; i < nitems; i++) {
@@ -332,24 +315,25 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     return rc;
 }
 
-int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
-    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_pull: NULL out");
-    *out = NULL;
-    if (!hub || !spec) return hk__fail(HK_ERR_INVALID_ARG, "hub and spec are required");
+/* The checks of a spec that only the pull needs (hk__client_resolve_target checks the rest). */
+static int check_pull_spec(const hk_pull_spec *spec) {
     int rc = hk__check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
     if (rc) return rc;
-    rc = hk__client_check_repo_id(spec->repo_id);
-    if (rc) return rc;
-    if ((spec->kernel_version >= 0) == (spec->revision != NULL))
-        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
     if (spec->variant && (!hk__path_is_safe_relative(spec->variant) || strchr(spec->variant, '/')))
         return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a variant name", spec->variant);
+    return HK_OK;
+}
+
+int hk__client_pull_target(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec, const hk__target *t) {
+    *out = NULL;
+    int rc = check_pull_spec(spec);
+    if (rc) return rc;
     hk_pull_result *r = calloc(1, sizeof *r);
     if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->offline = hub->offline;
     bool deadline = hk__pull_deadline_begin(hub); /* HUBKERN_PULL_TIMEOUT / pull_timeout_s (http.c) */
     hk__memo_op_begin(); /* each question once in this pull, whatever the freshness window */
-    rc = hub->offline ? pull_offline(r, hub, spec) : pull_online(r, hub, spec);
+    rc = hub->offline ? pull_offline(r, hub, spec, t) : pull_online(r, hub, spec, t);
     hk__memo_op_end();
     hk__pull_deadline_end(hub, deadline);
     if (rc) {
@@ -359,6 +343,24 @@ int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
     *out = r;
     hk_clear_error();
     return HK_OK;
+}
+
+int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_pull: NULL out");
+    *out = NULL;
+    if (!hub || !spec) return hk__fail(HK_ERR_INVALID_ARG, "hub and spec are required");
+    int rc = check_pull_spec(spec);
+    if (rc) return rc;
+    hk__target t;
+    bool deadline = hk__pull_deadline_begin(hub); /* the resolution counts against the pull's deadline */
+    hk__memo_op_begin();
+    rc = hk__client_resolve_target(&t, hub, spec, 0);
+    if (rc == HK_OK) rc = hk__client_pull_target(out, hub, spec, &t);
+    else hk__fail_context("pulling %s", spec->repo_id);
+    hk__memo_op_end();
+    hk__pull_deadline_end(hub, deadline);
+    hk__target_free(&t);
+    return rc;
 }
 
 int hk_hub_fetch_variant(char **out_variant_dir, char **out_commit, char **out_variant, hk_hub *hub,

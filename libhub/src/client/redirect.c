@@ -1,6 +1,7 @@
 /* Following kernel-status.toml redirects from a pull spec to the repo and commit it ends at, with
  * the publisher check of every repo on the way and loop detection (hk_hub_resolve_spec). */
 #include "client/client.h"
+#include "client/signature.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +32,13 @@ static int fail_redirect_loop(const redirect_hop *hops, size_t n, size_t again, 
 
 /* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
  * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
- * *out_redirect_rev: the revision the last redirect named, NULL when none was followed.
- * A redirect back to a repo already visited, at the same revision name or the same commit, fails at
- * once (HK_ERR_PROTOCOL naming the loop); a chain of more than HK_MAX_REDIRECTS redirects fails too. */
-int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], hk_hub *hub,
+ * *out_redirect_rev: the revision the last redirect named, NULL when none was followed; *mode: on
+ * entry the mode in force for spec->repo_id, on return the one in force at the end of the chain
+ * (the redirect file is unsigned, so a redirect must not lower it: kernels-community/x redirecting
+ * to an unsigned other/y stays under require). A redirect back to a repo already visited, at the
+ * same revision name or the same commit, fails at once (HK_ERR_PROTOCOL naming the loop); a chain
+ * of more than HK_MAX_REDIRECTS redirects fails too. */
+static int follow_redirects(char **out_repo, char **out_redirect_rev, char commit[65], int *mode, hk_hub *hub,
                             const hk_pull_spec *spec) {
     *out_repo = *out_redirect_rev = NULL;
     redirect_hop hops[HK_MAX_REDIRECTS + 2];
@@ -115,7 +119,9 @@ int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char c
         char *dest = NULL, *drev = NULL;
         if ((rc = hk__client_check_status(&dest, &drev, hub, repo, commit))) break;
         if (!dest) break;
-        hk__log(HK_LOG_WARN, "'%s' redirected to '%s' (revision %s)", repo, dest, drev);
+        *mode = hk__sig_request_mode(hub->sig, spec->signature, *mode, dest);
+        hk__log(HK_LOG_WARN, "'%s' redirected to '%s' (revision %s; signature %s)", repo, dest, drev,
+                hk_signature_mode_name(*mode));
         hops[n].repo = dest;
         hops[n].rev = drev;
         hops[n].commit[0] = '\0';
@@ -136,6 +142,40 @@ int hk__client_follow_redirects(char **out_repo, char **out_redirect_rev, char c
     return rc;
 }
 
+void hk__target_free(hk__target *t) {
+    free(t->repo);
+    free(t->revision);
+    memset(t, 0, sizeof *t);
+}
+
+int hk__client_resolve_target(hk__target *t, hk_hub *hub, const hk_pull_spec *spec, int floor) {
+    memset(t, 0, sizeof *t);
+    int rc = hk__client_check_repo_id(spec->repo_id);
+    if (rc) return rc;
+    if ((spec->kernel_version >= 0) == (spec->revision != NULL))
+        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
+    t->signature = hk__sig_request_mode(hub->sig, spec->signature, floor, spec->repo_id);
+    char *redirect_rev = NULL;
+    if (hub->offline) { /* the cache keeps no kernel-status.toml: nothing to follow */
+        rc = hk__client_resolve_commit(t->commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
+        if (rc == HK_OK && !(t->repo = hk__strdup(spec->repo_id))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    } else {
+        rc = follow_redirects(&t->repo, &redirect_rev, t->commit, &t->signature, hub, spec);
+    }
+    if (rc == HK_OK) {
+        t->revision = redirect_rev ? redirect_rev : spec->revision ? hk__strdup(spec->revision)
+                                                                   : hk__asprintf("v%d", spec->kernel_version);
+        redirect_rev = NULL;
+        if (!t->revision) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    free(redirect_rev);
+    if (rc) {
+        hk__target_free(t);
+        return hk__fail_context("resolving %s", spec->repo_id);
+    }
+    return HK_OK;
+}
+
 int hk_hub_resolve_spec(char **out_repo, char **out_revision, char **out_commit_id, hk_hub *hub,
                         const hk_pull_spec *spec) {
     if (out_repo) *out_repo = NULL;
@@ -145,36 +185,15 @@ int hk_hub_resolve_spec(char **out_repo, char **out_revision, char **out_commit_
         return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_resolve_spec: NULL argument");
     int rc = hk__check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
     if (rc) return rc;
-    char out_commit[65] = "";
-    rc = hk__client_check_repo_id(spec->repo_id);
-    if (rc) return rc;
-    if ((spec->kernel_version >= 0) == (spec->revision != NULL))
-        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
-    char *repo = NULL, *redirect_rev = NULL;
-    if (hub->offline) { /* the cache keeps no kernel-status.toml: nothing to follow */
-        rc = hk__client_resolve_commit(out_commit, hub, spec->repo_id, spec->kernel_version, spec->revision);
-        if (rc == HK_OK && !(repo = hk__strdup(spec->repo_id))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-    } else {
-        rc = hk__client_follow_redirects(&repo, &redirect_rev, out_commit, hub, spec);
-    }
-    if (rc) return hk__fail_context("resolving %s", spec->repo_id);
-    char label[32];
-    const char *rev = redirect_rev ? redirect_rev : spec->revision;
-    if (!rev) {
-        snprintf(label, sizeof label, "v%d", spec->kernel_version);
-        rev = label;
-    }
-    char *r = hk__strdup(rev);
-    char *c = hk__strdup(out_commit);
-    free(redirect_rev);
-    if (!r || !c) {
-        free(repo);
-        free(r);
-        free(c);
+    hk__target t;
+    if ((rc = hk__client_resolve_target(&t, hub, spec, 0))) return rc;
+    char *c = hk__strdup(t.commit);
+    if (!c) {
+        hk__target_free(&t);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    *out_repo = repo;
-    *out_revision = r;
+    *out_repo = t.repo;
+    *out_revision = t.revision;
     *out_commit_id = c;
     hk_clear_error();
     return HK_OK;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifndef HK_SHIPPED_SIGSTORE_REL
 #define HK_SHIPPED_SIGSTORE_REL "../share/hubkern/sigstore"
@@ -329,9 +330,11 @@ int hk__sig_config_root(const hk_sigstore_trust_root **out, hk_sig_config *c) {
 /* ---- policies of a repo ----------------------------------------------------------------------- */
 static const char k_default_org[] = "kernels-community";
 
+/* The Hub treats repo ids case-insensitively (Kernels-Community/x is kernels-community/x), so a
+ * policy's org must cover every spelling of it. */
 static bool org_is(const char *repo_id, const char *org) {
     size_t n = strlen(org);
-    return strncmp(repo_id, org, n) == 0 && repo_id[n] == '/';
+    return strncasecmp(repo_id, org, n) == 0 && repo_id[n] == '/';
 }
 
 int hk__sig_policies_for(hk_sigstore_policy **out, size_t *n, bool *covered, char fp[65], const hk_sig_config *c,
@@ -381,4 +384,11 @@ int hk__sig_effective_mode(const hk_sig_config *c, int mode, const char *repo_id
     for (size_t i = 0; i < c->extra.n; i++)
         if (c->extra.p[i].hub_org && org_is(repo_id, c->extra.p[i].hub_org)) covered = true;
     return covered ? HK_SIGNATURE_REQUIRE : HK_SIGNATURE_WARN;
+}
+
+int hk__sig_request_mode(const hk_sig_config *c, int requested, int floor, const char *repo_id) {
+    if (requested >= HK_SIGNATURE_REQUIRE && requested <= HK_SIGNATURE_OFF) return requested;
+    int here = hk__sig_effective_mode(c, HK_SIGNATURE_DEFAULT, repo_id);
+    /* REQUIRE (1) < WARN (2) < OFF (3): the smaller is the stricter */
+    return floor >= HK_SIGNATURE_REQUIRE && floor < here ? floor : here;
 }

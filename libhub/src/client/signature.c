@@ -70,6 +70,10 @@ static int verify_bytes(char **identity, char key[400], hk_sig_config *c, const 
     return rc;
 }
 
+int hk__client_request_signature(const hk_hub *hub, int requested, int floor, const char *repo_id) {
+    return hk__sig_request_mode(hub->sig, requested, floor, repo_id);
+}
+
 int hk__client_check_signature(hk_hub *hub, int mode, const char *repo, const char *repo_dir, const char *commit,
                                const char *variant, const char *variant_dir) {
     hk_sig_config *c = hub->sig;

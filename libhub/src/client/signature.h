@@ -49,6 +49,12 @@ int hk__sig_policies_for(hk_sigstore_policy **out, size_t *n, bool *covered, cha
                          const char *repo_id);
 /* The mode in force for repo_id: mode, else HUBKERN_SIGNATURE, else require/warn by coverage. */
 int hk__sig_effective_mode(const hk_sig_config *c, int mode, const char *repo_id);
+/* The mode of one repo of a request: a signature mode belongs to the request, not to wherever it
+ * ends up. `requested` is the caller's mode (HK_SIGNATURE_DEFAULT: none given); `floor` the mode
+ * already in force on the way here (the repo asked for, a redirect hop, a dependent; 0: none).
+ * An explicit mode is kept as asked; otherwise the stricter of floor and repo_id's own default,
+ * so that neither a redirect nor a dependency lowers it. Never HK_SIGNATURE_DEFAULT. */
+int hk__sig_request_mode(const hk_sig_config *c, int requested, int floor, const char *repo_id);
 
 /* The pull's check of build/<variant> (variant_dir: the staged or the published directory) of
  * repo at commit, before its metadata.json is parsed: HK_OK, or HK_ERR_SIGNATURE (present and

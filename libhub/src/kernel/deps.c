@@ -112,7 +112,7 @@ static int peek_metadata(hk_metadata_owned *md, hk_hub *hub, const char *repo, c
 /* The variant's metadata.json through the client (the cache first; offline only the cache); with
  * store false nothing is written to the cache. */
 int hk__tree_fetch_metadata(hk_metadata_owned *md, hk_hub *hub, const char *repo, const char *commit,
-                            const char *variant, bool store) {
+                            const char *variant, int signature, bool store) {
     char *rel = hk__asprintf("build/%s/metadata.json", variant);
     if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (!store) {
@@ -121,7 +121,7 @@ int hk__tree_fetch_metadata(hk_metadata_owned *md, hk_hub *hub, const char *repo
         return rc;
     }
     char *path = NULL;
-    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, HK_SIGNATURE_DEFAULT);
+    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, signature);
     free(rel);
     char *data = NULL;
     size_t len = 0;
@@ -184,6 +184,8 @@ static int resolve_dep(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c) {
     char *path = hk__tree_path(t, i);
     if (!path) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk__tnode *n = &t->v[i];
+    /* the request's mode, carried down: a dependency never gets a laxer one than its dependent */
+    n->signature = hk__client_request_signature(c->hub, c->o->signature, t->v[n->parent].signature, n->decl_repo);
     int rc = dep_trust(c, n->decl_repo, path);
     if (rc == HK_OK && !(n->repo_id = hk__strdup(n->decl_repo))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) {
@@ -208,7 +210,7 @@ static int resolve_dep(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c) {
     }
     if (names) hk_hub_strv_free(names);
     if (rc == HK_OK) {
-        rc = hk__tree_fetch_metadata(&n->md, c->hub, n->repo_id, n->commit, n->variant, c->store);
+        rc = hk__tree_fetch_metadata(&n->md, c->hub, n->repo_id, n->commit, n->variant, n->signature, c->store);
         if (rc) hk__fail_context("%s: metadata.json of %s variant %s", path, n->repo_id, n->variant);
         else n->has_md = true;
     }
@@ -272,13 +274,21 @@ static int load_node(hk_kernel **out, hk_kernel_tree *t, size_t i, const hk__tre
     hk__tnode *n = &t->v[i];
     char *c2 = NULL, *v2 = NULL;
     uint64_t bytes[2] = {0, 0};
+    /* the node as the tree resolved it (no second resolution, no redirect followed that the
+     * resolution did not follow), under the mode it inherited; a branch or version declaration is
+     * recorded as a ref so that the same tree resolves offline (a lock pins commits: no ref) */
+    char label[32];
+    snprintf(label, sizeof label, "v%d", n->version);
+    hk__target tg = {n->repo_id, c->lock ? n->commit : n->revision ? n->revision : label, "", n->signature};
+    snprintf(tg.commit, sizeof tg.commit, "%s", n->commit);
     hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = n->repo_id;
     s.revision = n->commit;
     s.variant = n->variant;
     s.trust_remote_code = 1; /* checked while resolving */
     s.backend = c->o->backend;
-    if (!n->dir) rc = hk__loader_fetch_variant(&n->dir, &c2, &v2, bytes, c->hub, &s);
+    s.signature = n->signature;
+    if (!n->dir) rc = hk__loader_fetch_variant(&n->dir, &c2, &v2, bytes, c->hub, &s, &tg);
     if (rc == HK_OK) {
         hk_load_request req;
         hk__loader_fill_request(&req, c->o, c->env);
@@ -357,6 +367,10 @@ HK_API const char *hk_kernel_tree_variant(const hk_kernel_tree *t, size_t i) {
 HK_API int hk_kernel_tree_depth(const hk_kernel_tree *t, size_t i) {
     const hk__tnode *n = node_at(t, i);
     return n ? n->depth : -1;
+}
+HK_API int hk_kernel_tree_signature(const hk_kernel_tree *t, size_t i) {
+    const hk__tnode *n = node_at(t, i);
+    return n ? n->signature : -1;
 }
 HK_API int hk_kernel_tree_parent(const hk_kernel_tree *t, size_t i) {
     const hk__tnode *n = node_at(t, i);

@@ -32,39 +32,33 @@ static int check_opts(const hk_get_kernel_options *o, const char *fn) {
 
 
 /* Where o leads on the Hub and which variant to load there: resolve the version/revision, follow
- * kernel-status.toml redirects (hk_hub_resolve_spec), list build/ at the repo and commit the chain
- * ends at and choose among those names for this machine and process. *out_repo / *out_rev (the
- * final repo and the revision resolved there) are freed with hk_free, *out_best with free. */
-static int resolve_target(char **out_repo, char **out_rev, char commit[65], char **out_best, hk_hub *hub,
-                          const hk_env *env, const hk_get_kernel_options *o, int trust_remote_code) {
-    *out_repo = *out_rev = *out_best = NULL;
+ * kernel-status.toml redirects (the one resolution of the call: the pull and the dependency tree
+ * are handed *t), list build/ at the repo and commit the chain ends at and choose among those
+ * names for this machine and process. *t is freed with hk__target_free, *out_best with free. */
+static int resolve_target(hk__target *t, char **out_best, hk_hub *hub, const hk_env *env,
+                          const hk_get_kernel_options *o, int trust_remote_code) {
+    *out_best = NULL;
     hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = o->repo_id;
     s.kernel_version = o->kernel_version == HK_VERSION_UNSET ? -1 : o->kernel_version;
     s.revision = o->revision;
     s.trust_remote_code = trust_remote_code;
-    char *resolved = NULL;
-    int rc = hk_hub_resolve_spec(out_repo, out_rev, &resolved, hub, &s);
-    if (rc == HK_OK) snprintf(commit, 65, "%s", resolved);
-    hk_free(resolved);
+    s.signature = o->signature;
+    int rc = hk__client_resolve_target(t, hub, &s, 0);
     if (rc) return rc;
     char **names = NULL;
     size_t n = 0;
-    rc = hk_hub_list_variants(&names, &n, hub, *out_repo, commit);
+    rc = hk_hub_list_variants(&names, &n, hub, t->repo, t->commit);
     if (rc == HK_OK) {
-        bool moved = strcmp(*out_repo, o->repo_id) != 0;
-        char *where = hk__asprintf("%s@%s%s%s%s", *out_repo, commit, moved ? " (redirected from " : "",
+        bool moved = strcmp(t->repo, o->repo_id) != 0;
+        char *where = hk__asprintf("%s@%s%s%s%s", t->repo, t->commit, moved ? " (redirected from " : "",
                                   moved ? o->repo_id : "", moved ? ")" : "");
         rc = where ? hk__loader_choose(out_best, env, o, (const char *const *)names, n, where)
                    : hk__fail(HK_ERR_NOMEM, "out of memory");
         free(where);
     }
     if (names) hk_hub_strv_free(names);
-    if (rc) {
-        hk_free(*out_repo);
-        hk_free(*out_rev);
-        *out_repo = *out_rev = NULL;
-    }
+    if (rc) hk__target_free(t);
     return rc;
 }
 
@@ -76,8 +70,9 @@ static int resolve_target(char **out_repo, char **out_rev, char commit[65], char
  * nothing is fetched then; offline and not cached; an unreadable metadata.json: the pull and load
  * that follow report those), or when the archs admit the device; HK_ERR_ARCH naming the variant
  * otherwise. */
-static int precheck_arch(hk_hub *hub, const char *repo, const char *commit, const char *variant,
-                         const hk_get_kernel_options *o, const hk_env *env) {
+static int precheck_arch(hk_hub *hub, const hk__target *t, const char *variant, const hk_get_kernel_options *o,
+                         const hk_env *env) {
+    const char *repo = t->repo, *commit = t->commit;
     if (o->skip_arch_check) return HK_OK;
     hk_load_request req;
     hk__loader_fill_request(&req, o, env);
@@ -86,7 +81,7 @@ static int precheck_arch(hk_hub *hub, const char *repo, const char *commit, cons
     char *rel = hk__asprintf("build/%s/metadata.json", variant);
     if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *path = NULL;
-    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, o->signature);
+    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, t->signature);
     free(rel);
     if (rc == HK_ERR_OFFLINE) {
         hk_clear_error();
@@ -117,8 +112,8 @@ static int precheck_arch(hk_hub *hub, const char *repo, const char *commit, cons
  * the cache, else fetched alone; when it cannot be read before the pull the root has no known
  * dependencies and the pull and load report the problem), then every dependency, resolved. */
 static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, const hk_get_kernel_options *o,
-                      const char *repo, const char *commit, const char *best, bool trust_deps,
-                      bool store) {
+                      const hk__target *tg, const char *best, bool trust_deps, bool store) {
+    const char *repo = tg->repo, *commit = tg->commit;
     hk_kernel_tree *t = NULL;
     size_t root = 0;
     int rc = hk__tree_new(&t);
@@ -128,10 +123,11 @@ static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, cons
         n->repo_id = hk__strdup(repo);
         n->commit = hk__strdup(commit);
         n->variant = hk__strdup(best);
+        n->signature = tg->signature; /* the dependencies inherit it (deps.c) */
         if (!n->repo_id || !n->commit || !n->variant) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     if (rc == HK_OK) {
-        rc = hk__tree_fetch_metadata(&t->v[root].md, hub, repo, commit, best, store);
+        rc = hk__tree_fetch_metadata(&t->v[root].md, hub, repo, commit, best, tg->signature, store);
         if (rc == HK_OK) t->v[root].has_md = true;
         else if (rc != HK_ERR_NOMEM) {
             hk__log(HK_LOG_DEBUG, "%s variant %s: metadata.json unreadable before the pull (%s); no "
@@ -152,13 +148,13 @@ static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, cons
 int hk__tree_resolve_hub(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, const hk_get_kernel_options *o,
                          bool trust_root, bool trust_deps, bool store) {
     *out = NULL;
-    char commit[65];
-    char *repo = NULL, *rev = NULL, *best = NULL;
-    int rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, trust_root);
-    if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env);
-    if (rc == HK_OK) rc = build_tree(out, hub, env, o, repo, commit, best, trust_deps, store);
-    hk_free(repo);
-    hk_free(rev);
+    hk__target t;
+    char *best = NULL;
+    int rc = resolve_target(&t, &best, hub, env, o, trust_root);
+    if (rc) return rc;
+    rc = precheck_arch(hub, &t, best, o, env);
+    if (rc == HK_OK) rc = build_tree(out, hub, env, o, &t, best, trust_deps, store);
+    hk__target_free(&t);
     hk_free(best);
     return rc;
 }
@@ -206,35 +202,33 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
-    char commit[65];
-    char *repo = NULL, *rev = NULL, *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
+    hk__target t = {0};
+    char *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
     uint64_t checked[2] = {0, 0};
     hk_kernel_tree *ktree = NULL;
     hk_kernel **deps = NULL;
     size_t ndeps = 0;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_new_hub(&hub, o);
-    if (rc == HK_OK) rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, o->trust_remote_code);
-    if (rc == HK_OK && hk__loader_already_loaded(out, hub, repo, commit, best)) goto done;
-    if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env); /* before the download */
+    if (rc == HK_OK) rc = resolve_target(&t, &best, hub, env, o, o->trust_remote_code);
+    if (rc == HK_OK && hk__loader_already_loaded(out, hub, t.repo, t.commit, best)) goto done;
+    if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env); /* before the download */
     /* the whole ktree is resolved (and checked) before anything of it is installed, as kernels does */
-    if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, repo, commit, best, o->trust_remote_code, true);
+    if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, o->trust_remote_code, true);
     if (rc == HK_OK) {
         hk__tree_ctx c = {hub, env, o, NULL, NULL, o->trust_remote_code, true};
         rc = hk__tree_load_root_deps(&deps, &ndeps, ktree, &c); /* dependencies load first */
     }
     if (rc == HK_OK) {
-        bool moved = strcmp(repo, o->repo_id) != 0;
+        /* the pull is handed the resolution above: nothing is resolved or followed twice */
         hk_pull_spec s = HK_PULL_SPEC_INIT;
-        s.repo_id = repo;
-        s.kernel_version = moved || o->kernel_version == HK_VERSION_UNSET ? -1 : o->kernel_version;
-        s.revision = moved ? rev : o->revision;
+        s.repo_id = t.repo;
+        s.revision = t.revision;
         s.variant = best; /* chosen at the end of the redirect chain */
-        /* resolve_target checked every publisher on the way (online); offline warns again */
-        s.trust_remote_code = o->trust_remote_code || !hk_hub_is_offline(hub);
+        s.trust_remote_code = o->trust_remote_code;
         s.backend = o->backend;
-        s.signature = o->signature; /* checked by the pull, cold or warm (client/signature.c) */
-        rc = hk__loader_fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s);
+        s.signature = t.signature; /* checked by the pull, cold or warm (client/signature.c) */
+        rc = hk__loader_fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s, &t);
     }
     if (rc == HK_OK) {
         hk_load_request req;
@@ -242,7 +236,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
         req.variant_dir = dir;
         req.variant_name = got_variant;
         req.commit = got_commit;
-        req.repo_id = repo; /* the handle reports the repo it was loaded from, after redirects */
+        req.repo_id = t.repo; /* the handle reports the repo it was loaded from, after redirects */
         req.bytes_verified = checked[0];
         req.bytes_trusted = checked[1];
         rc = hk__kernel_load_variant(out, &req);
@@ -256,8 +250,7 @@ done:
     hk__kernel_unref_all(deps, ndeps);
     hk_kernel_tree_free(ktree);
     if (rc) hk__fail_context("getting %s", o->repo_id);
-    hk_free(repo);
-    hk_free(rev);
+    hk__target_free(&t);
     hk_free(best);
     hk_free(dir);
     hk_free(got_commit);
@@ -281,20 +274,20 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
     rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
-    char commit[65];
-    char *repo = NULL, *rev = NULL, *best = NULL;
+    hk__target t = {0};
+    char *best = NULL;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_new_hub(&hub, o);
     /* an existence check loads no code: no publisher check, as before redirects were followed */
     if (rc == HK_OK) {
-        rc = resolve_target(&repo, &rev, commit, &best, hub, env, o, 1);
+        rc = resolve_target(&t, &best, hub, env, o, 1);
         /* kernels has_kernel(check_arch=True): the chosen variant's metadata archs must admit the
          * device (skip_arch_check skips it, as check_arch=False) */
-        if (rc == HK_OK) rc = precheck_arch(hub, repo, commit, best, o, env);
+        if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env);
         /* and so must every dependency's, each with a variant for this machine (kernels resolves
          * the tree in has_kernel too) */
         hk_kernel_tree *ktree = NULL;
-        if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, repo, commit, best, true, false);
+        if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, true, false);
         hk_kernel_tree_free(ktree);
         if (rc == HK_ERR_NO_VARIANT || rc == HK_ERR_ARCH) {
             /* "no" is an answer, not an error: the reason goes to the out-parameters */
@@ -310,8 +303,7 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
             hk_clear_error();
         }
     }
-    hk_free(repo);
-    hk_free(rev);
+    hk__target_free(&t);
     hk_free(best);
     hk_hub_free(hub);
     hk__memo_op_end();

@@ -115,9 +115,12 @@ int hk__loader_choose(char **out, const hk_env *env, const hk_get_kernel_options
 /* A client for o's endpoint, token, cache, offline flag and progress callback. */
 int hk__loader_new_hub(struct hk_hub **out, const hk_get_kernel_options *o);
 /* hk_hub_pull of one variant: its directory, commit and name (free each with hk_free) and the
- * bytes the digest check hashed [0] and its verification receipt vouched for [1]. */
+ * bytes the digest check hashed [0] and its verification receipt vouched for [1]. With t (the
+ * call's one resolution, client/hub_internal.h) nothing is resolved again: t says where and with
+ * which signature mode; without, s is resolved as hk_hub_pull does. */
+struct hk__target;
 int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
-                            struct hk_hub *hub, const struct hk_pull_spec *s);
+                            struct hk_hub *hub, const struct hk_pull_spec *s, const struct hk__target *t);
 /* 1 (and *out one more reference) when repo_id@commit's variant is loaded in this process. */
 int hk__loader_already_loaded(hk_kernel **out, struct hk_hub *hub, const char *repo_id,
                              const char *commit, const char *variant);
@@ -145,6 +148,8 @@ typedef struct hk__tnode {
     bool has_md;
     int parent, depth;
     char *dir;        /* the installed variant directory (set by the caller for the root) */
+    int signature;    /* the signature mode in force for it: the caller's, else the strictest of
+                         its own default and its dependent's (never lowered down the tree) */
 } hk__tnode;
 
 struct hk_kernel_tree {
@@ -167,7 +172,7 @@ int hk__tree_push(size_t *out_idx, hk_kernel_tree *t, const char *decl_repo, int
                   int parent);
 char *hk__tree_path(const hk_kernel_tree *t, size_t i);
 int hk__tree_fetch_metadata(hk_metadata_owned *md, struct hk_hub *hub, const char *repo, const char *commit,
-                            const char *variant, bool store);
+                            const char *variant, int signature, bool store);
 /* Resolve the dependencies of node i (its metadata read) recursively, with the bounds and checks. */
 int hk__tree_expand(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c);
 /* Install and load every dependency of the root (depth-first, dependencies first); *out_deps: the

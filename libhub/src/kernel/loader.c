@@ -4,6 +4,7 @@
 #include "kernel/kernel_internal.h"
 
 #include "cache/cache.h"
+#include "client/client.h"
 #include "env/env_cache.h"
 #include "hubkern/hub.h"
 #include "hubkern/variant.h"
@@ -128,11 +129,11 @@ int hk__loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
 }
 
 int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
-                            hk_hub *hub, const hk_pull_spec *s) {
+                            hk_hub *hub, const hk_pull_spec *s, const hk__target *t) {
     *out_dir = *out_commit = *out_variant = NULL;
     out_bytes[0] = out_bytes[1] = 0;
     hk_pull_result *r = NULL;
-    int rc = hk_hub_pull(&r, hub, s);
+    int rc = t ? hk__client_pull_target(&r, hub, s, t) : hk_hub_pull(&r, hub, s);
     if (rc) return rc;
     if (hk_pull_result_variant_count(r) == 0) {
         hk_pull_result_free(r);

@@ -1,6 +1,7 @@
 /* hk_lockfile_add_tree: lock a kernel and every kernel it depends on through any of its variants,
  * as kernels 0.17.2 locking.py lock_kernel_tree (not the machine's tree: every variant's). */
 #include "kernel/kernel_internal.h"
+#include "hubkern/signature.h"
 
 #include "cache/cache.h" /* hk_repo_id_valid */
 #include "hubkern/hub.h"
@@ -56,7 +57,7 @@ static int lock_variants(lock_walk *w, const char *repo, const char *commit, con
     if (rc) return hk__fail_context("%s: listing the variants at %s", path, commit);
     for (size_t v = 0; v < n && rc == HK_OK; v++) {
         hk_metadata_owned md;
-        rc = hk__tree_fetch_metadata(&md, w->hub, repo, commit, names[v], true);
+        rc = hk__tree_fetch_metadata(&md, w->hub, repo, commit, names[v], HK_SIGNATURE_DEFAULT, true);
         if (rc) {
             hk__fail_context("%s: metadata.json of variant %s", path, names[v]);
             break;

@@ -156,7 +156,7 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
         s.variant = L.best;
         s.trust_remote_code = 1;
         s.signature = L.lo.signature; /* checked again from the cache unless its receipt vouches */
-        rc = hk__loader_fetch_variant(&dir, &c2, &v2, checked, L.hub, &s);
+        rc = hk__loader_fetch_variant(&dir, &c2, &v2, checked, L.hub, &s, NULL);
     }
     if (rc == HK_OK) {
         hk_load_request req;
