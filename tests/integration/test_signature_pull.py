@@ -289,3 +289,83 @@ def test_bundle_carries_the_sigstore_files(world, tmp_path):
     p = hk("load", "kernels-community/rms-good", "--version", 1, "--backend", "cpu", "--signature", "require",
            env=env_for(world, tmp_path / "x", HF_HUB_OFFLINE="1"))
     assert p.returncode == 0, p.stderr
+
+
+# ---- the signature mode belongs to the request (issue 21: SIG1, SIG2, L2) ----------------------
+# A hostile mirror cannot lower the mode in force by serving an unsigned file that points elsewhere
+# (kernel-status.toml) or by declaring an unsigned dependency, nor by spelling the org differently.
+
+def with_deps(src, deps, ts):
+    """src's variant declaring kernel-depends `deps`, signed again (ts) after the edit."""
+    vdir = src / "build" / VARIANT
+    meta = json.loads((vdir / "metadata.json").read_text())
+    meta["kernel-depends"] = deps
+    raw = json.dumps(meta).encode()
+    (vdir / "metadata.json").write_bytes(raw)
+    bundle, _ = ts.sign_blob(raw)
+    (vdir / "metadata.json.sigstore").write_text(json.dumps(bundle))
+    return src
+
+
+@pytest.fixture(scope="module")
+def hostile(world):
+    tmp, ts = world["tmp"], world["ts"]
+    store = tmp / "store-hostile"
+    publish(make_variant(tmp, "h-unsigned", ts, "unsigned"), "other/unsigned", "v1", store)
+    publish(make_variant(tmp, "h-signed", ts, "good"), "other/signed", "v1", store)
+    for name, dest in (("redir-unsigned", "other/unsigned"), ("redir-signed", "other/signed")):
+        d = tmp / f"h-{name}"
+        d.mkdir()
+        (d / "kernel-status.toml").write_text(f'kind = "redirect"\ndestination = "{dest}"\nrevision = "v1"\n')
+        publish(d, f"kernels-community/{name}", "v1", store)
+    publish(make_variant(tmp, "h-case", ts, "unsigned"), "Kernels-Community/rms-case", "v1", store)
+    publish(with_deps(make_variant(tmp, "h-dep", ts, "good"), [{"repo-id": "other/unsigned", "version": 1}], ts),
+            "kernels-community/with-unsigned-dep", "v1", store)
+    publish(with_deps(make_variant(tmp, "h-dep-o", ts, "unsigned"), [{"repo-id": "other/unsigned", "version": 1}], ts),
+            "other/with-unsigned-dep", "v1", store)
+    with Server(store, "--trust", "kernels-community", "--trust", "other", "--trust", "Kernels-Community") as srv:
+        yield dict(world, srv=srv)
+
+
+@pytest.mark.parametrize("cmd", ["pull", "load"])
+def test_redirect_out_of_a_policy_org_keeps_require(hostile, tmp_path, cmd):
+    """SIG1: kernels-community/x holding only an (unsigned) kernel-status.toml that points at an
+    unsigned repo of another org is refused under the default mode, as the variant would be under
+    kernels-community itself; a destination that satisfies a policy still loads."""
+    cache = tmp_path / "c"
+    p = hk(cmd, "kernels-community/redir-unsigned", "--version", 1, "--backend", "cpu", env=env_for(hostile, cache))
+    assert p.returncode != 0, p.stderr
+    assert "[HK_ERR_SIGNATURE]" in p.stderr and "other/unsigned" in p.stderr, p.stderr
+    assert "has no metadata.json.sigstore" in p.stderr, p.stderr
+    assert published(cache, "other/unsigned") == ([], False)
+    p = hk(cmd, "kernels-community/redir-signed", "--version", 1, "--backend", "cpu", env=env_for(hostile, cache))
+    assert p.returncode == 0, p.stderr
+    # the caller's explicit mode is the caller's choice, and is kept as asked
+    p = hk(cmd, "kernels-community/redir-unsigned", "--version", 1, "--backend", "cpu", "--signature", "warn",
+           env=env_for(hostile, tmp_path / "w"))
+    assert p.returncode == 0 and "is not signed" in p.stderr, p.stderr
+
+
+def test_org_policy_match_ignores_case(hostile, tmp_path):
+    """SIG2: the Hub treats repo ids case-insensitively, so Kernels-Community/x is kernels-community's."""
+    p = hk("pull", "Kernels-Community/rms-case", "--version", 1, "--backend", "cpu", env=env_for(hostile, tmp_path / "c"))
+    assert p.returncode != 0 and "[HK_ERR_SIGNATURE]" in p.stderr, p.stderr
+    assert "has no metadata.json.sigstore" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("cmd", ["pull", "load"])
+def test_dependency_inherits_the_mode(hostile, tmp_path, cmd):
+    """L2: a signed kernels-community root (require by default) cannot bring in an unsigned
+    dependency of another org; nor can an explicit --signature require on any root."""
+    p = hk(cmd, "kernels-community/with-unsigned-dep", "--version", 1, "--backend", "cpu",
+           env=env_for(hostile, tmp_path / "c"))
+    assert p.returncode != 0, p.stderr
+    assert "[HK_ERR_SIGNATURE]" in p.stderr and "other/unsigned" in p.stderr, p.stderr
+    assert published(tmp_path / "c", "other/unsigned") == ([], False)
+    p = hk(cmd, "other/with-unsigned-dep", "--version", 1, "--backend", "cpu", "--signature", "require",
+           env=env_for(hostile, tmp_path / "d"))
+    assert p.returncode != 0 and "[HK_ERR_SIGNATURE]" in p.stderr, p.stderr
+    # under warn both load, with the warning naming the dependency
+    p = hk(cmd, "other/with-unsigned-dep", "--version", 1, "--backend", "cpu", env=env_for(hostile, tmp_path / "e"))
+    assert p.returncode == 0, p.stderr
+    assert "of other/unsigned" in p.stderr and "is not signed" in p.stderr, p.stderr
