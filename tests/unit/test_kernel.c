@@ -300,6 +300,23 @@ static void test_kinds_and_bad_variants(void) {
     char *junk = hk__asprintf("%s/_b_cpu_1.so", bad);
     hk_test_write(junk, "this is not a shared library, it is a corrupted download");
     CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_LOAD);
+    /* L1: an id that is not one file name never names a library outside the variant, even where
+     * one exists there (a planted tmp/planted.so beside the variant directory) */
+    char *planted = hk__asprintf("%s/planted.so", tmp);
+    char *cp = hk__asprintf("cp '%s' '%s'", cubin, planted);
+    CHECK(system(cp) == 0);
+    static const char *const bad_ids[] = {"../planted", "a/b", "", ".hidden", "/abs/x", "..", "x;y", "sp ace"};
+    for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+        char *md = hk__asprintf("{\"name\":\"b\",\"id\":\"%s\",\"version\":1,\"license\":\"MIT\","
+                                "\"python-depends\":[],\"backend\":{\"type\":\"cpu\"}}", bad_ids[i]);
+        write_variant(bad, md, NULL, NULL);
+        CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_PARSE);
+        CHECK(strstr(hk_last_error(), "is not a kernel id") != NULL);
+        CHECK(k == NULL);
+        free(md);
+    }
+    free(cp);
+    free(planted);
     /* a directory that is no variant */
     char *missing = hk__asprintf("%s/does-not-exist", tmp);
     CHECK_RC(hk_get_local_kernel(&k, missing, NULL), HK_ERR_NOT_FOUND);

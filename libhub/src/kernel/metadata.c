@@ -2,6 +2,7 @@
 #include "kernel/kernel_internal.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +113,20 @@ static int parse_provenance(hk_metadata_owned *md, const cJSON *p, const char *w
     return rc;
 }
 
+/* The loader names the variant's library <variant>/<id><suffix> (kernel.c) and registers torch ops
+ * under it, so the id must be one file name of identifier characters: a "../x" would dlopen a
+ * library outside the verified snapshot. kernels 0.17.2 accepts any string (it only names a Python
+ * module with it); hubkern refuses what it cannot use safely. */
+static bool id_is_safe(const char *id) {
+    size_t n = strlen(id);
+    if (n == 0 || n > 200 || id[0] == '.' || id[0] == '-') return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)id[i];
+        if (!(isalnum(ch) || ch == '_' || ch == '-' || ch == '.')) return false;
+    }
+    return true;
+}
+
 int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what) {
     memset(md, 0, sizeof *md);
     md->builder_dirty = md->source_dirty = -1;
@@ -139,6 +154,11 @@ int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, cons
                      "%s lacks the required field '%s' (builds older than kernels 0.14 carry only "
                      "python-depends; use a newer version of the kernel)",
                      what, missing);
+        goto done;
+    }
+    if (!id_is_safe(id->valuestring)) {
+        rc = hk__fail(HK_ERR_PARSE, "%s: 'id' \"%.64s\" is not a kernel id (letters, digits, '_', '-', '.'; one file "
+                      "name, at most 200 characters): the variant cannot be loaded safely", what, id->valuestring);
         goto done;
     }
     md->pub.name = hk__strdup(name->valuestring);
