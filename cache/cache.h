@@ -14,6 +14,27 @@
 /* "" / "datasets/" / "spaces/" / "kernels/" (resolve-URL prefix). */
 const char *hk__repo_type_url_prefix(hk_repo_type t);
 
+/* ---- paths of a repo folder, spelled here and nowhere else (cache/layout.c) ------------------- */
+/* Each checks the names it is given, so that no path it makes can leave its folder: NULL with
+ * HK_ERR_UNSAFE_PATH (a name that is not one: "..", "/x", "a//b", a control character, a commit
+ * that is not 40/64 lowercase hex, a blob or variant name with a '/') or HK_ERR_NOMEM set; read the
+ * code with hk_last_error_code(). Caller frees. */
+/* snapshots/<commit> (rel NULL), or snapshots/<commit>/<rel> (rel: a safe relative path). */
+char *hk__cache_snapshot_path(const char *repo_dir, const char *commit, const char *rel);
+/* snapshots/<commit>/build/<variant> (variant: one path component). */
+char *hk__cache_variant_path(const char *repo_dir, const char *commit, const char *variant);
+/* blobs/<etag><suffix> (etag: one path component not starting with '.'; suffix may be NULL). */
+char *hk__cache_blob_path(const char *repo_dir, const char *etag, const char *suffix);
+/* refs/<rev> (rev: a safe relative path; refs may nest, as refs/pr/1). */
+char *hk__cache_ref_path(const char *repo_dir, const char *rev);
+
+/* The folders of a repo folder: "blobs", "refs", "snapshots" (which: one of those). */
+char *hk__cache_repo_subdir(const char *repo_dir, const char *which);
+/* .no_exist/<commit>/<rel>: huggingface_hub's record that rel is absent at commit. */
+char *hk__cache_no_exist_path(const char *repo_dir, const char *commit, const char *rel);
+/* .hk-staging/<name> (name: one path component): hubkern's staging folders, beside snapshots/. */
+char *hk__cache_staging_path(const char *repo_dir, const char *name);
+
 /* refs/<rev> → 40-hex commit (trimmed). HK_ERR_NOT_FOUND if absent. out gets 41+ bytes. */
 int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev);
 /* hk_cache_write_ref, hk_cache_link_snapshot, hk_cache_ensure_tag: public (hubkern/cache.h). */

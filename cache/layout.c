@@ -1,6 +1,7 @@
 /* Names and small atomic writes of the huggingface_hub cache layout. */
 #include "cache/cache.h"
 #include "internal.h"
+#include "util/text.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -102,6 +103,12 @@ char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id
         hk__fail(HK_ERR_INVALID_ARG, "hk_cache_repo_dir: give a cache root, a repo type and a repo id");
         return NULL;
     }
+    /* the folder name is made from the id: one that is not a repo id ("org/x/../y", "a--b/..")
+     * would name a folder of another repo, or one outside the naming scheme */
+    if (!hk_repo_id_valid(repo_id)) {
+        hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a repo id (org/name of letters, digits, '-', '_', '.')", repo_id);
+        return NULL;
+    }
     hk_strbuf sb;
     hk__sb_init(&sb);
     hk__sb_printf(&sb, "%s/%s", root, k_plural[type]);
@@ -118,6 +125,68 @@ char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id
     return dir;
 }
 
+/* One path component that is a name, not a step: no '/', not "." or "..", no leading '.'. */
+static bool component_safe(const char *s) {
+    return s && *s && *s != '.' && !strchr(s, '/') && hk__path_is_safe_relative(s);
+}
+
+static char *unsafe(const char *what, const char *name) {
+    hk__fail(HK_ERR_UNSAFE_PATH, "refusing %s '%s': it would leave its folder of the cache", what, name ? name : "(null)");
+    return NULL;
+}
+
+static char *path_or_nomem(char *p) {
+    if (!p) hk__fail(HK_ERR_NOMEM, "out of memory");
+    return p;
+}
+
+char *hk__cache_snapshot_path(const char *repo_dir, const char *commit, const char *rel) {
+    if (!commit || !hk__is_commit_id(commit)) return unsafe("snapshot name", commit);
+    if (rel && !hk__path_is_safe_relative(rel)) return unsafe("file name", rel);
+    return path_or_nomem(rel ? hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, rel)
+                             : hk__asprintf("%s/snapshots/%s", repo_dir, commit));
+}
+
+char *hk__cache_variant_path(const char *repo_dir, const char *commit, const char *variant) {
+    if (!component_safe(variant)) return unsafe("variant name", variant);
+    if (!commit || !hk__is_commit_id(commit)) return unsafe("snapshot name", commit);
+    return path_or_nomem(hk__asprintf("%s/snapshots/%s/build/%s", repo_dir, commit, variant));
+}
+
+char *hk__cache_blob_path(const char *repo_dir, const char *etag, const char *suffix) {
+    if (!component_safe(etag)) return unsafe("blob name", etag);
+    if (suffix && strchr(suffix, '/')) return unsafe("blob suffix", suffix);
+    return path_or_nomem(hk__asprintf("%s/blobs/%s%s", repo_dir, etag, suffix ? suffix : ""));
+}
+
+char *hk__cache_ref_path(const char *repo_dir, const char *rev) {
+    if (!rev || !hk__path_is_safe_relative(rev)) return unsafe("revision name", rev);
+    return path_or_nomem(hk__asprintf("%s/refs/%s", repo_dir, rev));
+}
+
+char *hk__cache_repo_subdir(const char *repo_dir, const char *which) {
+    return path_or_nomem(hk__asprintf("%s/%s", repo_dir, which));
+}
+
+char *hk__cache_no_exist_path(const char *repo_dir, const char *commit, const char *rel) {
+    if (!commit || !hk__is_commit_id(commit)) return unsafe("snapshot name", commit);
+    if (!rel || !hk__path_is_safe_relative(rel)) return unsafe("file name", rel);
+    return path_or_nomem(hk__asprintf("%s/.no_exist/%s/%s", repo_dir, commit, rel));
+}
+
+char *hk__cache_staging_path(const char *repo_dir, const char *name) {
+    if (!component_safe(name)) return unsafe("staging name", name);
+    return path_or_nomem(hk__asprintf("%s/.hk-staging/%s", repo_dir, name));
+}
+
+HK_API char *hk_cache_snapshot_dir(const char *repo_dir, const char *commit) {
+    if (!repo_dir) {
+        hk__fail(HK_ERR_INVALID_ARG, "hk_cache_snapshot_dir: give a repo folder and a commit");
+        return NULL;
+    }
+    return hk__cache_snapshot_path(repo_dir, commit, NULL);
+}
+
 static bool ref_name_safe(const char *rev) {
     /* refs may nest ("refs/pr/1") but must stay inside refs/ */
     return hk__path_is_safe_relative(rev);
@@ -126,8 +195,8 @@ static bool ref_name_safe(const char *rev) {
 int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev) {
     out_commit[0] = '\0';
     if (!ref_name_safe(rev)) return hk__fail(HK_ERR_INVALID_ARG, "invalid revision name '%s'", rev);
-    char *path = hk__asprintf("%s/refs/%s", repo_dir, rev);
-    if (!path) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char *path = hk__cache_ref_path(repo_dir, rev);
+    if (!path) return hk_last_error_code();
     char *data = NULL;
     size_t len = 0;
     int rc = hk__read_file(&data, &len, path, 256);
@@ -164,9 +233,9 @@ HK_API int hk_cache_write_ref(const char *repo_dir, const char *rev, const char 
     if (!((clen == 40 || clen == 64) && hk__is_hex(commit, clen)))
         return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a commit id", commit);
     if (strcmp(rev, commit) == 0) return HK_OK; /* never write refs/<sha> */
-    char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, commit);
-    char *ref = hk__asprintf("%s/refs/%s", repo_dir, rev);
-    int rc = (!snap || !ref) ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk__mkdirs(snap, 0777);
+    char *snap = hk__cache_snapshot_path(repo_dir, commit, NULL);
+    char *ref = snap ? hk__cache_ref_path(repo_dir, rev) : NULL;
+    int rc = (!snap || !ref) ? hk_last_error_code() : hk__mkdirs(snap, 0777);
     if (rc == HK_OK) {
         char *dir = hk__strdup(ref);
         if (!dir) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -183,13 +252,12 @@ HK_API int hk_cache_write_ref(const char *repo_dir, const char *rev, const char 
 }
 
 HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag) {
-    if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_UNSAFE_PATH, "refusing unsafe file name '%s'", path);
-    char *ptr = hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
-    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
-    char *dir = hk__strdup(ptr);
+    char *ptr = hk__cache_snapshot_path(repo_dir, commit, path);
+    char *blob = ptr ? hk__cache_blob_path(repo_dir, etag, NULL) : NULL;
+    char *dir = blob ? hk__strdup(ptr) : NULL;
     int rc = HK_OK;
     if (!ptr || !blob || !dir) {
-        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        rc = blob && !dir ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk_last_error_code();
         goto out;
     }
     *strrchr(dir, '/') = '\0';

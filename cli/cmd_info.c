@@ -199,7 +199,7 @@ int hk_cmd_info(int argc, char **argv) {
         cJSON_AddStringToObject(j, "selected_variant_error", hk_last_error());
     hk_free(best);
     char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, dest);
-    char *snap = dir ? hk__asprintf("%s/snapshots/%s", dir, commit) : NULL;
+    char *snap = dir ? hk_cache_snapshot_dir(dir, commit) : NULL;
     cJSON_AddBoolToObject(j, "cached", snap && hk__is_dir(snap));
     free(dir);
     free(snap);

@@ -49,11 +49,14 @@ HK_API int hk_repo_id_valid(const char *repo_id);
  * symlink-free. It need not exist. *out: free with hk_free. Errors: HK_ERR_NOMEM, HK_ERR_IO (no
  * current directory for a relative path). */
 HK_API int hk_cache_root(char **out, const char *explicit_root, hk_repo_type type);
-/* The folder of a repo in a cache root: "<root>/<type>s--org--name" (it need not exist). repo_id is
- * used as given: check it with hk_repo_id_valid first when it comes from outside. Returns a string
- * to free with hk_free, or NULL (last error set) when root or repo_id is NULL, type is outside the
- * enum or memory ran out. */
+/* The folder of a repo in a cache root: "<root>/<type>s--org--name" (it need not exist). Returns a
+ * string to free with hk_free, or NULL (last error set) when root or repo_id is NULL, repo_id is not
+ * a repo id (hk_repo_id_valid: HK_ERR_INVALID_ARG), type is outside the enum or memory ran out. */
 HK_API char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id);
+/* The snapshot folder of a commit in a repo folder: "<repo_dir>/snapshots/<commit>" (it need not
+ * exist). NULL (last error set: HK_ERR_UNSAFE_PATH) unless commit is 40 or 64 lowercase hex. Free
+ * with hk_free. */
+HK_API char *hk_cache_snapshot_dir(const char *repo_dir, const char *commit);
 /* The commit a cached ref names: the content of <repo_dir>/refs/<ref> (a branch, tag or "refs/pr/N"),
  * trimmed. *out_commit (40 or 64 hex characters): free with hk_free. Errors: HK_ERR_NOT_FOUND (no
  * such ref), HK_ERR_INVALID_ARG (a ref name that would leave refs/, or NULL arguments),

@@ -38,5 +38,11 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
  * HK_ERR_OFFLINE. *out_path (the snapshot path) is freed with hk_free. */
 int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
                        int signature_mode);
+/* The bytes of one file of a kernel repo at a commit, read without writing anything to the cache
+ * (hk_has_kernel stores nothing): the snapshot's copy when there is one, else one GET of the file
+ * (at most max bytes). Offline and absent: HK_ERR_OFFLINE. *out (NUL-terminated, *out_len bytes)
+ * and *out_where (the path or URL read, for messages) are freed with free. */
+int hk__hub_peek_file(char **out, size_t *out_len, char **out_where, hk_hub *hub, const char *repo_id,
+                      const char *commit, const char *path, size_t max);
 
 #endif

@@ -38,13 +38,16 @@ static int check_staged_signature(hk_hub *hub, int mode, const char *repo_id, co
                                   const char *bundle_etag) {
     char rnd[9];
     hk__random_hex8(rnd);
-    char *stage = hk__asprintf("%s/.hk-staging/sig-%.12s.%s", repo_dir, commit, rnd);
+    char name[40];
+    snprintf(name, sizeof name, "sig-%.12s.%s", commit, rnd);
+    char *stage = hk__cache_staging_path(repo_dir, name);
     char *m_link = stage ? hk__path_join(stage, "metadata.json") : NULL;
     char *b_link = stage ? hk__path_join(stage, "metadata.json.sigstore") : NULL;
-    char *m_blob = hk__asprintf("%s/blobs/%s", repo_dir, meta_etag);
-    char *b_blob = bundle_etag ? hk__asprintf("%s/blobs/%s", repo_dir, bundle_etag) : NULL;
+    char *m_blob = b_link ? hk__cache_blob_path(repo_dir, meta_etag, NULL) : NULL;
+    char *b_blob = m_blob && bundle_etag ? hk__cache_blob_path(repo_dir, bundle_etag, NULL) : NULL;
     int rc = HK_OK;
-    if (!stage || !m_link || !b_link || !m_blob || (bundle_etag && !b_blob)) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (!stage || !m_link || !b_link || !m_blob || (bundle_etag && !b_blob))
+        rc = hk_last_error_code() ? hk_last_error_code() : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) rc = hk__mkdirs(stage, 0777);
     if (rc == HK_OK && (symlink(m_blob, m_link) != 0 || (b_blob && symlink(b_blob, b_link) != 0)))
         rc = hk__fail(HK_ERR_IO, "cannot stage the signature check in %s", stage);
@@ -68,10 +71,10 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
     if (!commit || !hk__is_commit_id(commit) || !path || !hk__path_is_safe_relative(path))
         return hk__fail(HK_ERR_INVALID_ARG, "hk__hub_fetch_file: a commit id and a safe relative path are required");
     char *repo_dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
-    char *local = repo_dir ? hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path) : NULL;
-    char *dir = hk__strdup(path);
+    char *local = repo_dir ? hk__cache_snapshot_path(repo_dir, commit, path) : NULL;
+    char *dir = local ? hk__strdup(path) : NULL;
     if (!local || !dir) {
-        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        rc = local ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk_last_error_code();
         goto out;
     }
     if (hk__path_exists(local)) goto out; /* the snapshot link and its blob are here: no network */
@@ -131,5 +134,39 @@ out:
     free(repo_dir);
     if (rc == HK_OK) *out_path = local;
     else free(local);
+    return rc;
+}
+
+int hk__hub_peek_file(char **out, size_t *out_len, char **out_where, hk_hub *hub, const char *repo_id,
+                      const char *commit, const char *path, size_t max) {
+    *out = *out_where = NULL;
+    *out_len = 0;
+    int rc = hk__client_check_repo_id(repo_id);
+    if (rc) return rc;
+    char *repo_dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
+    char *local = repo_dir ? hk__cache_snapshot_path(repo_dir, commit, path) : NULL;
+    free(repo_dir);
+    if (!local) return hk_last_error_code();
+    if (hk__path_exists(local)) {
+        *out_where = local;
+        return hk__read_file(out, out_len, local, max);
+    }
+    free(local);
+    if (hub->offline)
+        return hk__fail(HK_ERR_OFFLINE, "%s of %s at %s is not in the cache and the client is offline", path,
+                       repo_id, commit);
+    char *url = hk__asprintf("%s/kernels/%s/resolve/%s/%s", hub->endpoint, repo_id, commit, path);
+    if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    hk_http_resp r;
+    rc = hk__http_get(&r, hub, url, max);
+    if (rc == HK_OK && (r.status < 200 || r.status > 299)) rc = hk__http_fail(&r, url);
+    if (rc == HK_OK) {
+        *out_len = r.body.len;
+        *out = r.body.data ? hk__strndup(r.body.data, r.body.len) : hk__strdup("");
+        if (!*out) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    hk__http_resp_free(&r);
+    if (rc == HK_OK) *out_where = url;
+    else free(url);
     return rc;
 }

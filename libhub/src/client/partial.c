@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static char *partial_path(const char *repo_dir, const char *etag) {
-    return hk__asprintf("%s/blobs/%s.incomplete", repo_dir, etag);
+    return hk__cache_blob_path(repo_dir, etag, ".incomplete");
 }
 
 /* The unique fallback: never resumed, never kept. */
@@ -45,7 +45,7 @@ int hk__partial_open(int *out_fd, char **out_path, uint64_t *out_kept, bool *out
     *out_path = NULL;
     *out_kept = 0;
     *out_resumable = false;
-    char *blobs = hk__path_join(repo_dir, "blobs");
+    char *blobs = hk__cache_repo_subdir(repo_dir, "blobs");
     if (!blobs) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = hk__mkdirs(blobs, 0777);
     free(blobs);
@@ -120,8 +120,10 @@ int hk__partial_claim(bool *out_gone, int fd, char **io_path, const char *repo_d
     *out_gone = false;
     char rnd[9];
     hk__random_hex8(rnd);
-    char *mine = hk__asprintf("%s/blobs/%s.%s.incomplete", repo_dir, etag, rnd);
-    if (!mine) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".%s.incomplete", rnd);
+    char *mine = hk__cache_blob_path(repo_dir, etag, suffix);
+    if (!mine) return hk_last_error_code();
     if (rename(*io_path, mine) != 0) {
         int e = errno;
         free(mine);

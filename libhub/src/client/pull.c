@@ -40,9 +40,10 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
     r->repo = hk__strdup(t->repo);
     r->revision = hk__strdup(rev);
     r->commit = hk__strdup(commit);
-    r->snapshot = dir ? hk__asprintf("%s/snapshots/%s", dir, commit) : NULL;
+    r->snapshot = dir ? hk__cache_snapshot_path(dir, commit, NULL) : NULL;
     free(dir);
-    if (!r->repo || !r->revision || !r->commit || !r->snapshot) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (!r->snapshot) return hk_last_error_code();
+    if (!r->repo || !r->revision || !r->commit) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (!hk__is_dir(r->snapshot))
         return hk__fail(HK_ERR_OFFLINE, "offline: %s at %s is not in the cache (missing %s); pull it while online first",
                        spec->repo_id, commit, r->snapshot);
@@ -163,8 +164,12 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     r->repo = hk__strdup(repo);
     r->revision = hk__strdup(tg->revision);
     r->commit = hk__strdup(commit);
-    r->snapshot = repo_dir ? hk__asprintf("%s/snapshots/%s", repo_dir, commit) : NULL;
-    if (!r->repo || !r->revision || !r->commit || !r->snapshot) {
+    r->snapshot = repo_dir ? hk__cache_snapshot_path(repo_dir, commit, NULL) : NULL;
+    if (!r->snapshot) {
+        free(repo_dir);
+        return hk_last_error_code();
+    }
+    if (!r->repo || !r->revision || !r->commit) {
         free(repo_dir);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }

@@ -188,7 +188,7 @@ static int list_versions_offline(version_entry **out, size_t *out_n, hk_hub *hub
     const hk_repo_type types[] = {HK_REPO_KERNEL, HK_REPO_MODEL};
     for (int t = 0; t < 2; t++) {
         char *dir = hk_cache_repo_dir(hub->cache_root, types[t], repo_id);
-        char *refs = dir ? hk__path_join(dir, "refs") : NULL;
+        char *refs = dir ? hk__cache_repo_subdir(dir, "refs") : NULL;
         DIR *d = refs ? opendir(refs) : NULL;
         struct dirent *de;
         while (d && (de = readdir(d)) != NULL) {

@@ -19,10 +19,13 @@ int hk__stage_open(hk_stage *s, const char *cache_root, const char *repo_dir, co
     s->cache_root = hk__strdup(cache_root);
     s->repo_dir = hk__strdup(repo_dir);
     s->commit = hk__strdup(commit);
-    s->dir = hk__asprintf("%s/.hk-staging/%s.%s", repo_dir, commit, rnd);
+    char *name = hk__asprintf("%s.%s", commit, rnd);
+    s->dir = name ? hk__cache_staging_path(repo_dir, name) : NULL;
+    free(name);
     if (!s->cache_root || !s->repo_dir || !s->commit || !s->dir) {
+        int rc = s->dir || !name ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk_last_error_code();
         hk__stage_discard(s);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
+        return rc;
     }
     int rc = hk__mkdirs(s->dir, 0777);
     if (rc) hk__stage_discard(s);
@@ -30,15 +33,15 @@ int hk__stage_open(hk_stage *s, const char *cache_root, const char *repo_dir, co
 }
 
 int hk__stage_link(hk_stage *s, const char *path, const char *etag) {
-    if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_UNSAFE_PATH, "refusing unsafe file name '%s'", path);
-    char *link = hk__asprintf("%s/%s", s->dir, path);
-    char *final_dir = hk__asprintf("%s/snapshots/%s/%s", s->repo_dir, s->commit, path);
-    char *blob = hk__asprintf("%s/blobs/%s", s->repo_dir, etag);
-    char *dir = hk__strdup(link);
+    /* the snapshot path is made (and checked) first: the staged link gets the same relative target */
+    char *final_dir = hk__cache_snapshot_path(s->repo_dir, s->commit, path);
+    char *blob = final_dir ? hk__cache_blob_path(s->repo_dir, etag, NULL) : NULL;
+    char *link = blob ? hk__asprintf("%s/%s", s->dir, path) : NULL;
+    char *dir = link ? hk__strdup(link) : NULL;
     char *target = NULL;
     int rc = HK_OK;
     if (!link || !final_dir || !blob || !dir) {
-        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        rc = blob ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk_last_error_code();
         goto out;
     }
     *strrchr(final_dir, '/') = '\0';
@@ -63,8 +66,8 @@ char *hk__stage_variant_dir(const hk_stage *s, const char *variant) { return hk_
 
 int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const char *variant_dir, void *ud), void *ud) {
     char *src = hk__stage_variant_dir(s, variant);
-    char *build = hk__asprintf("%s/snapshots/%s/build", s->repo_dir, s->commit);
-    char *dst = build ? hk__asprintf("%s/%s", build, variant) : NULL;
+    char *build = hk__cache_snapshot_path(s->repo_dir, s->commit, "build");
+    char *dst = build ? hk__cache_variant_path(s->repo_dir, s->commit, variant) : NULL;
     char *name = hk__asprintf("publish-%s-%s", s->commit, variant);
     char *lock = name ? hk__cache_lock_path(s->cache_root, s->repo_dir, name) : NULL;
     char *trash = NULL;
@@ -82,8 +85,10 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
         if (complete && complete(dst, ud)) goto out; /* published by another process meanwhile */
         char rnd[9];
         hk__random_hex8(rnd);
-        if (!(trash = hk__asprintf("%s/.hk-staging/replaced.%s", s->repo_dir, rnd))) {
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        char tname[32];
+        snprintf(tname, sizeof tname, "replaced.%s", rnd);
+        if (!(trash = hk__cache_staging_path(s->repo_dir, tname))) {
+            rc = hk_last_error_code();
             goto out;
         }
         if (rename(dst, trash) != 0) {

@@ -33,9 +33,9 @@ static char *toml_string(const char *text, const char *key) {
  * huggingface_hub does, so that a later resolve of that commit asks nothing. */
 static void remember_absent(const hk_hub *hub, const char *repo_id, const char *commit) {
     char *dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
-    char *marker = dir ? hk__asprintf("%s/.no_exist/%s/kernel-status.toml", dir, commit) : NULL;
+    char *marker = dir ? hk__cache_no_exist_path(dir, commit, "kernel-status.toml") : NULL;
     char *mdir = marker ? hk__strdup(marker) : NULL;
-    char *snaps = dir ? hk__path_join(dir, "snapshots") : NULL;
+    char *snaps = dir ? hk__cache_repo_subdir(dir, "snapshots") : NULL;
     if (snaps) hk__mkdirs(snaps, 0777); /* a repo folder without snapshots/ reads as corrupt */
     free(snaps);
     if (mdir) {

@@ -1,5 +1,6 @@
 /* Tree listings (GET /api/kernels/<repo>/tree/<commit>/<path>, Link-paginated) and the variant
  * names they or a local snapshot hold. */
+#include "cache/cache.h"
 #include "client/client.h"
 #include "client/memo.h"
 #include "client/strmap.h"
@@ -305,8 +306,8 @@ int hk_hub_list_variants(char ***out, size_t *out_n, hk_hub *hub, const char *re
     if (!commit || !hk__is_commit_id(commit)) return hk__fail(HK_ERR_INVALID_ARG, "a commit id is required");
     if (hub->offline) {
         char *dir = hk__client_local_repo_dir(hub, repo_id, commit);
-        char *snap = dir ? hk__asprintf("%s/snapshots/%s", dir, commit) : NULL;
-        rc = snap ? hk__client_list_variants_local(out, out_n, snap) : hk__fail(HK_ERR_NOMEM, "out of memory");
+        char *snap = dir ? hk__cache_snapshot_path(dir, commit, NULL) : NULL;
+        rc = snap ? hk__client_list_variants_local(out, out_n, snap) : hk_last_error_code();
         free(dir);
         free(snap);
         return rc;

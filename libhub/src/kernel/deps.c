@@ -77,35 +77,15 @@ static bool same_decl(const hk__tnode *n, const hk_dep_spec *d) {
 }
 
 /* metadata.json read from memory without storing it (hk_has_kernel downloads nothing into the
- * cache): the cached copy when there is one, else one GET of the file. */
+ * cache): the cached copy when there is one, else one GET of the file (client/fetch_file.c). */
 static int peek_metadata(hk_metadata_owned *md, hk_hub *hub, const char *repo, const char *commit,
                          const char *rel) {
-    char *repo_dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo);
-    char *local = repo_dir ? hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, rel) : NULL;
-    free(repo_dir);
-    if (!local) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    char *data = NULL;
+    char *data = NULL, *where = NULL;
     size_t len = 0;
-    int rc;
-    if (hk__path_exists(local)) {
-        rc = hk__read_file(&data, &len, local, 1u << 20);
-        if (rc == HK_OK) rc = hk__metadata_parse(md, data, len, local);
-        free(data);
-        free(local);
-        return rc;
-    }
-    free(local);
-    if (hk_hub_is_offline(hub))
-        return hk__fail(HK_ERR_OFFLINE, "%s of %s at %s is not in the cache and the client is offline", rel,
-                       repo, commit);
-    char *url = hk__asprintf("%s/kernels/%s/resolve/%s/%s", hk_hub_endpoint(hub), repo, commit, rel);
-    if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    hk_http_resp r;
-    rc = hk__http_get(&r, hub, url, 1u << 20);
-    if (rc == HK_OK && (r.status < 200 || r.status > 299)) rc = hk__http_fail(&r, url);
-    if (rc == HK_OK) rc = hk__metadata_parse(md, r.body.data ? r.body.data : "", r.body.len, url);
-    hk__http_resp_free(&r);
-    free(url);
+    int rc = hk__hub_peek_file(&data, &len, &where, hub, repo, commit, rel, 1u << 20);
+    if (rc == HK_OK) rc = hk__metadata_parse(md, data, len, where);
+    free(data);
+    free(where);
     return rc;
 }
 

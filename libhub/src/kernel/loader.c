@@ -152,7 +152,7 @@ int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_varia
 int hk__loader_already_loaded(hk_kernel **out, hk_hub *hub, const char *repo_id, const char *commit,
                              const char *variant) {
     char *repo_dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo_id);
-    char *dir = repo_dir ? hk__asprintf("%s/snapshots/%s/build/%s", repo_dir, commit, variant) : NULL;
+    char *dir = repo_dir ? hk__cache_variant_path(repo_dir, commit, variant) : NULL;
     *out = dir ? hk__kernel_registry_find(dir) : NULL;
     free(repo_dir);
     free(dir);

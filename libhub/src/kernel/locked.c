@@ -69,9 +69,9 @@ static int locked_resolve(locked *L, hk_kernel **out, const char *lockfile, cons
     if (rc == HK_OK) rc = hk__loader_new_hub(&L->hub, &L->lo);
     if (rc == HK_OK) {
         char *repo_dir = hk_cache_repo_dir(hk_hub_cache_root(L->hub), HK_REPO_KERNEL, repo_id);
-        L->build = repo_dir ? hk__asprintf("%s/snapshots/%s/build", repo_dir, commit) : NULL;
+        L->build = repo_dir ? hk__cache_snapshot_path(repo_dir, commit, "build") : NULL;
         free(repo_dir);
-        if (!L->build) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        if (!L->build) rc = hk_last_error_code();
         else if (!hk__is_dir(L->build))
             rc = hk__fail(HK_ERR_OFFLINE, "%s at the locked commit %s is not in the cache (%s); "
                          "prefetch it with `hubkern download --lock %s`", repo_id, commit,
