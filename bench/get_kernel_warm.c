@@ -29,8 +29,8 @@ int main(int argc, char **argv) {
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.repo_id = argv[1];
     o.kernel_version = atoi(argv[2]);
-    o.cache_dir = argv[3];
-    o.offline = true;
+    o.hub_options.cache_dir = argv[3];
+    o.hub_options.offline = 1;
     o.backend = argc > 5 ? argv[5] : NULL;
     int n = atoi(argv[4]);
     double *t = calloc((size_t)n, sizeof *t);

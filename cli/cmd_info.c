@@ -49,9 +49,9 @@ static void add_tree(cJSON *j, const char *repo, int version, const char *revisi
     o.kernel_version = revision ? HK_VERSION_UNSET : version;
     o.revision = revision;
     o.backend = backend;
-    o.endpoint = a->endpoint;
-    o.cache_dir = a->cache;
-    o.offline = a->offline;
+    o.hub_options.endpoint = a->endpoint;
+    o.hub_options.cache_dir = a->cache;
+    o.hub_options.offline = a->offline ? 1 : -1;
     o.no_local_kernels = 1;
     hk_kernel_tree *t = NULL;
     if (hk_kernel_tree_resolve(&t, &o, NULL) != HK_OK) {

@@ -197,10 +197,10 @@ int hk_cmd_load(int argc, char **argv) {
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     hk_cli_hub_args h;
     hk_cli_hub_args_get(&h, &a);
-    o.endpoint = h.endpoint;
-    o.cache_dir = h.cache;
-    o.token = h.token;
-    if (h.offline) o.offline = 1;
+    o.hub_options.endpoint = h.endpoint;
+    o.hub_options.cache_dir = h.cache;
+    o.hub_options.token = h.token;
+    if (h.offline) o.hub_options.offline = 1;
     o.trust_remote_code = hk_cli_count(&a, "trust-remote-code") > 0;
     o.skip_arch_check = hk_cli_count(&a, "no-arch-check") > 0;
     o.revision = hk_cli_str(&a, "revision");

@@ -85,8 +85,8 @@ static int lock_project(const char *dir, const char *endpoint, const char *cache
         hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
         o.repo_id = deps->items[i]->key;
         o.kernel_version = (int)deps->items[i]->i;
-        o.endpoint = endpoint;
-        o.cache_dir = cache;
+        o.hub_options.endpoint = endpoint;
+        o.hub_options.cache_dir = cache;
         o.trust_remote_code = trust;
         rc = hk_lockfile_add_tree(lf, &o);
     }

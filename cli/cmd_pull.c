@@ -161,16 +161,16 @@ static cJSON *mk_lock_node(void *ud, const char *variant, const char *path) {
                           hk_lock_entry_commit(e), variant, -1, -1, path);
 }
 
-/* The options of a dependency-tree walk from repo at commit: the pull's trust answer and hub. */
-static hk_get_kernel_options tree_options(const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
+/* The options of a dependency-tree walk from repo at commit: the pull's trust answer, signature
+ * mode and client (its endpoint, token, cache, offline mode and memo). */
+static hk_get_kernel_options tree_options(const hk_pull_spec *spec, hk_hub *hub, const char *repo,
                                           const char *commit) {
     hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
     o.repo_id = repo;
     o.revision = commit;
     o.trust_remote_code = spec->trust_remote_code;
-    o.endpoint = h->endpoint;
-    o.cache_dir = h->cache;
-    o.token = h->token;
+    o.signature = spec->signature;
+    o.hub = hub;
     return o;
 }
 
@@ -179,11 +179,9 @@ static hk_get_kernel_options tree_options(const hk_pull_spec *spec, const hk_cli
  * node pulled once. */
 static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
                      const char *commit, const char *root_variant, const char *root_path, cJSON *arr) {
-    hk_get_kernel_options o = tree_options(spec, h, repo, commit);
+    hk_get_kernel_options o = tree_options(spec, hub, repo, commit);
     o.variant = root_variant;
     o.backend = spec->backend;
-    o.signature = spec->signature;
-    o.offline = h->offline;
     /* archs are the load's check when a variant was named (it may be for another machine) */
     o.skip_arch_check = spec->variant != NULL;
     hk_kernel_tree *t = NULL;
@@ -215,7 +213,7 @@ static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_arg
  * each with all of its variants. */
 static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
                          const char *commit, cJSON *arr) {
-    hk_get_kernel_options o = tree_options(spec, h, repo, commit);
+    hk_get_kernel_options o = tree_options(spec, hub, repo, commit);
     hk_lockfile *lf = NULL;
     int rc = hk_lockfile_new(&lf);
     if (rc == HK_OK) rc = hk_lockfile_add_tree(lf, &o);

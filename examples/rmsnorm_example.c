@@ -110,13 +110,13 @@ int main(int argc, char **argv) {
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.repo_id = "kernels-community/rmsnorm";
     o.kernel_version = 1;
-    o.progress = progress;
+    o.hub_options.progress = progress;
     const char *device = "cpu", *dump = NULL;
     long rows = 64, hidden = 4096;
     uint64_t seed = (uint64_t)time(NULL);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--offline") == 0) o.offline = true;
+        if (strcmp(a, "--offline") == 0) o.hub_options.offline = 1;
         else if (strcmp(a, "--trust-remote-code") == 0) o.trust_remote_code = true;
         else if (!v) { usage(); return 2; }
         else if (strcmp(a, "--repo") == 0) { o.repo_id = v; i++; }
@@ -125,8 +125,8 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--device") == 0) { device = v; i++; }
         else if (strcmp(a, "--rows") == 0) { rows = atol(v); i++; }
         else if (strcmp(a, "--hidden") == 0) { hidden = atol(v); i++; }
-        else if (strcmp(a, "--endpoint") == 0) { o.endpoint = v; i++; }
-        else if (strcmp(a, "--cache") == 0) { o.cache_dir = v; i++; }
+        else if (strcmp(a, "--endpoint") == 0) { o.hub_options.endpoint = v; i++; }
+        else if (strcmp(a, "--cache") == 0) { o.hub_options.cache_dir = v; i++; }
         else if (strcmp(a, "--backend") == 0) { o.backend = v; i++; }
         else if (strcmp(a, "--seed") == 0) { seed = strtoull(v, NULL, 10); i++; }
         else if (strcmp(a, "--dump") == 0) { dump = v; i++; }

@@ -38,13 +38,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (a == "--offline") { o.offline = true; continue; }
+        if (a == "--offline") { o.hub_options.offline = 1; continue; }
         if (!v) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); return 2; }
         if (a == "--local") local = v;
         else if (a == "--repo") o.repo_id = v;
         else if (a == "--version") o.kernel_version = std::atoi(v);
-        else if (a == "--cache") o.cache_dir = v;
-        else if (a == "--endpoint") o.endpoint = v;
+        else if (a == "--cache") o.hub_options.cache_dir = v;
+        else if (a == "--endpoint") o.hub_options.endpoint = v;
         else if (a == "--rows") rows = std::atoll(v);
         else if (a == "--hidden") hidden = std::atoll(v);
         else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }

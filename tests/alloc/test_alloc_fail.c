@@ -165,10 +165,10 @@ static int op_get_kernel(void *ctx, char **fp) {
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.repo_id = "hubkern/rmsnorm";
     o.kernel_version = 1;
-    o.endpoint = g_endpoint;
-    o.cache_dir = p->cache;
+    o.hub_options.endpoint = g_endpoint;
+    o.hub_options.cache_dir = p->cache;
     o.backend = "cpu";
-    o.token = "";
+    o.hub_options.token = "";
     hk_kernel *k = NULL;
     int rc = hk_get_kernel(&k, &o);
     if (rc == HK_OK) {

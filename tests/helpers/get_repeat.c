@@ -20,13 +20,13 @@ int main(int argc, char **argv) {
     if (hk_init() != HK_OK) return 1;
     hk_get_kernel_options o;
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
-    o.endpoint = argv[1];
-    o.cache_dir = argv[2];
+    o.hub_options.endpoint = argv[1];
+    o.hub_options.cache_dir = argv[2];
     o.repo_id = argv[3];
     o.kernel_version = atoi(argv[4]);
     o.backend = "cpu";
     o.no_local_kernels = 1;
-    if (argc > 5) o.freshness_s = atof(argv[5]);
+    if (argc > 5) o.hub_options.freshness_s = atof(argv[5]);
     hk_kernel *first = NULL;
     char line[64];
     int rc = 0;

@@ -65,10 +65,10 @@ int main(void) {
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.repo_id = "hubkern/scaled-rmsnorm";
     o.kernel_version = 1;
-    o.endpoint = endpoint;
-    o.cache_dir = cache;
+    o.hub_options.endpoint = endpoint;
+    o.hub_options.cache_dir = cache;
     o.backend = "cpu";
-    o.token = "";
+    o.hub_options.token = "";
     hk_kernel *k = NULL;
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
     CHECK(k != NULL);

@@ -34,10 +34,10 @@ static void opts(hk_get_kernel_options *o, const char *repo, int version, const 
     hk_get_kernel_options_init(o, HK_GET_KERNEL_OPTIONS_VERSION);
     o->repo_id = repo;
     o->kernel_version = version;
-    o->endpoint = g_endpoint;
-    o->cache_dir = cache;
+    o->hub_options.endpoint = g_endpoint;
+    o->hub_options.cache_dir = cache;
     o->backend = "cpu"; /* deterministic on machines with CUDA libraries, as kernels allows */
-    o->token = "";
+    o->hub_options.token = "";
 }
 
 /* A Hub client on the test mirror with the given cache (no token). */
@@ -102,7 +102,7 @@ static void test_get_and_call(void) {
     char *cache = cache_dir("c1");
     hk_get_kernel_options o;
     opts(&o, "hubkern/rmsnorm", 1, cache);
-    o.progress = count_progress;
+    o.hub_options.progress = count_progress;
     hk_kernel *k = NULL;
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
     if (!k) return;
@@ -135,8 +135,8 @@ static void test_get_and_call(void) {
     hk_kernel *k2 = NULL, *k3 = NULL;
     CHECK_RC(hk_get_kernel(&k2, &o), HK_OK);
     CHECK(k2 == k);
-    o.offline = true;
-    o.endpoint = "http://127.0.0.1:9"; /* nothing listens: offline must not need it */
+    o.hub_options.offline = true;
+    o.hub_options.endpoint = "http://127.0.0.1:9"; /* nothing listens: offline must not need it */
     CHECK_RC(hk_get_kernel(&k3, &o), HK_OK);
     CHECK(k3 == k);
     hk_kernel_unref(k3);
@@ -164,8 +164,8 @@ static void test_get_and_call(void) {
     /* cancelled by the progress callback (fresh cache, so there is a download to cancel) */
     char *c2 = cache_dir("c-cancel");
     opts(&o, "hubkern/rmsnorm", 1, c2);
-    o.progress = count_progress;
-    o.progress_userdata = (void *)1;
+    o.hub_options.progress = count_progress;
+    o.hub_options.progress_userdata = (void *)1;
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_CANCELLED);
     free(c2);
     free(cache);
@@ -256,7 +256,7 @@ static void test_bad_input(void) {
     /* offline with nothing cached */
     char *empty = cache_dir("c-empty");
     opts(&o, "hubkern/rmsnorm", 1, empty);
-    o.offline = true;
+    o.hub_options.offline = true;
     CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_OFFLINE);
     free(empty);
 
@@ -280,7 +280,7 @@ static void test_bad_input(void) {
         int rc = hk_get_kernel(&k, &o);
         CHECK(rc == HK_ERR_INTEGRITY || rc == HK_ERR_DIGEST);
         CHECK(k == NULL);
-        o.offline = true;
+        o.hub_options.offline = true;
         rc = hk_get_kernel(&k, &o);
         CHECK(rc == HK_ERR_INTEGRITY || rc == HK_ERR_DIGEST);
     }
@@ -294,7 +294,7 @@ static void test_bad_input(void) {
 static void test_local_kernels(void) {
     hk_get_kernel_options o;
     opts(&o, "hubkern/devbuild", 1, "/nonexistent-cache");
-    o.endpoint = "http://127.0.0.1:9"; /* no network is used */
+    o.hub_options.endpoint = "http://127.0.0.1:9"; /* no network is used */
     char *spec = hk__asprintf("other/x=/nowhere:hubkern/devbuild=%s", g_hub_src);
     setenv("LOCAL_KERNELS", spec, 1);
     hk_kernel *k = NULL;
@@ -345,16 +345,16 @@ static void test_load_locked(void) {
     hk_lockfile_free(lf);
     hk_get_kernel_options lo;
     hk_get_kernel_options_init(&lo, HK_GET_KERNEL_OPTIONS_VERSION);
-    lo.cache_dir = cache;
+    lo.hub_options.cache_dir = cache;
     lo.backend = "cpu";
-    lo.endpoint = "http://127.0.0.1:9";
+    lo.hub_options.endpoint = "http://127.0.0.1:9";
     hk_kernel *l = NULL;
     CHECK_RC(hk_load_locked(&l, lock, "hubkern/rmsnorm", &lo), HK_OK);
     CHECK(l == k);
     hk_kernel_unref(l);
     CHECK_RC(hk_load_locked(&l, lock, "hubkern/other", &lo), HK_ERR_LOCKFILE);
     char *empty = cache_dir("c-lock-empty");
-    lo.cache_dir = empty;
+    lo.hub_options.cache_dir = empty;
     CHECK_RC(hk_load_locked(&l, lock, "hubkern/rmsnorm", &lo), HK_ERR_OFFLINE);
     CHECK(strstr(hk_last_error(), "hubkern download --lock") != NULL);
     hk_kernel_unref(k);
@@ -414,7 +414,7 @@ static void test_receipts(void) {
     hk_kernel_unref(k);
     CHECK(hk__path_exists(receipt));
     for (int offline = 0; offline < 2; offline++) {
-        o.offline = offline;
+        o.hub_options.offline = offline;
         k = NULL;
         CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
         CHECK(k && hk_kernel_bytes_verified(k) == 0);
@@ -453,7 +453,7 @@ static void test_receipts(void) {
     CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
     CHECK(after.st_ctim.tv_sec != before.st_ctim.tv_sec || after.st_ctim.tv_nsec != before.st_ctim.tv_nsec);
     for (int offline = 1; offline >= 0; offline--) {
-        o.offline = offline;
+        o.hub_options.offline = offline;
         k = (hk_kernel *)1;
         CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_DIGEST);
         CHECK(k == NULL);

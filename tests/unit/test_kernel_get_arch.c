@@ -52,9 +52,9 @@ static void opts(hk_get_kernel_options *o, const char *repo, const char *cache, 
     hk_get_kernel_options_init(o, HK_GET_KERNEL_OPTIONS_VERSION);
     o->repo_id = repo;
     o->kernel_version = 1;
-    o->endpoint = g_endpoint;
-    o->cache_dir = cache;
-    o->token = "";
+    o->hub_options.endpoint = g_endpoint;
+    o->hub_options.cache_dir = cache;
+    o->hub_options.token = "";
     o->env = env;
 }
 
@@ -191,7 +191,7 @@ static void test_has_kernel_cuda(void) {
     CHECK_RC(hk_has_kernel(&has, NULL, NULL, &o), HK_OK);
     CHECK(has);
     /* offline the version does not resolve: refs/v1 is written only by a complete pull */
-    o.offline = true;
+    o.hub_options.offline = true;
     CHECK(hk_has_kernel(&has, NULL, NULL, &o) != HK_OK);
     hk_env_free(env);
     CHECK(count_blobs(cache, folder) == 1);

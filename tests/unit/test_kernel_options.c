@@ -5,6 +5,7 @@
 
 #include <hubkern.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
@@ -111,18 +112,13 @@ static void test_get_kernel_options(void) {
     CHECK_RC(hk_get_kernel_options_init(&b, HK_GET_KERNEL_OPTIONS_VERSION), HK_OK);
     CHECK(b.version == a.version && b.repo_id == a.repo_id && b.kernel_version == a.kernel_version &&
           b.revision == a.revision && b.backend == a.backend && b.trust_remote_code == a.trust_remote_code &&
-          b.offline == a.offline && b.endpoint == a.endpoint && b.cache_dir == a.cache_dir &&
-          b.token == a.token && b.progress == a.progress && b.progress_userdata == a.progress_userdata &&
+          b.hub_options.offline == a.hub_options.offline && b.hub_options.endpoint == a.hub_options.endpoint && b.hub_options.cache_dir == a.hub_options.cache_dir &&
+          b.hub_options.token == a.hub_options.token && b.hub_options.progress == a.hub_options.progress && b.hub_options.progress_userdata == a.hub_options.progress_userdata &&
           b.env == a.env && b.tvm_ffi_library == a.tvm_ffi_library && b.skip_arch_check == a.skip_arch_check &&
           b.no_local_kernels == a.no_local_kernels && b.variant == a.variant);
     CHECK(a.kernel_version == HK_VERSION_UNSET && !a.trust_remote_code && !a.skip_arch_check && !a.env);
-    CHECK(a.freshness_s == 0 && b.freshness_s == 0);
-    /* a program built against version 1 (no freshness_s): its shorter struct is filled, not overrun */
-    memset(&b, 0x5a, sizeof b);
-    CHECK_RC(hk_get_kernel_options_init(&b, 1), HK_OK);
-    CHECK(b.version == 1 && b.kernel_version == HK_VERSION_UNSET && !b.signature_policies);
-    const unsigned char *tail = (const unsigned char *)&b + offsetof(hk_get_kernel_options, freshness_s);
-    CHECK(tail[0] == 0x5a && tail[sizeof b.freshness_s - 1] == 0x5a);
+    CHECK(a.hub_options.freshness_s == 0 && b.hub_options.freshness_s == 0);
+    CHECK(a.hub_options.version == HK_HUB_OPTIONS_VERSION && a.hub_options.offline == -1 && a.hub == NULL);
     REFUSED(hk_get_kernel_options_init(&b, 0), "hk_get_kernel_options");
     REFUSED(hk_get_kernel_options_init(&b, HK_GET_KERNEL_OPTIONS_VERSION + 1), "hk_get_kernel_options");
 
@@ -130,8 +126,8 @@ static void test_get_kernel_options(void) {
     hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
     o.repo_id = "org/name";
     o.kernel_version = 1;
-    o.endpoint = "http://127.0.0.1:9";
-    o.cache_dir = "/nonexistent-cache";
+    o.hub_options.endpoint = "http://127.0.0.1:9";
+    o.hub_options.cache_dir = "/nonexistent-cache";
     o.version = HK_GET_KERNEL_OPTIONS_VERSION + 1;
     hk_kernel *k = NULL;
     REFUSED(hk_get_kernel(&k, &o), "hk_get_kernel_options");
@@ -172,8 +168,64 @@ static void test_get_kernel_options(void) {
     hk_env_free(env);
 }
 
+/* hk_get_kernel_options as versions 1 and 2 of kernel.h laid it out (version 1 ends before
+ * freshness_s): the ABI of programs built before the client's fields nested (version 3). */
+typedef struct legacy_options_v2 {
+    unsigned int version;
+    const char *repo_id;
+    int kernel_version;
+    const char *revision, *backend;
+    int trust_remote_code, offline;
+    const char *endpoint, *cache_dir, *token;
+    hk_progress_fn progress;
+    void *progress_userdata;
+    const struct hk_env *env;
+    const char *tvm_ffi_library;
+    int skip_arch_check, no_local_kernels;
+    const char *variant;
+    int signature;
+    const char *sigstore_trust_root, *signature_policy_file;
+    const struct hk_signature_policies *signature_policies;
+    double freshness_s;
+} legacy_options_v2;
+
+static void test_legacy_get_kernel_options(void) {
+    /* _init fills as much as the caller's struct of that version holds, and no more */
+    legacy_options_v2 b;
+    for (unsigned v = 1; v <= 2; v++) {
+        memset(&b, 0x5a, sizeof b);
+        CHECK_RC(hk_get_kernel_options_init((hk_get_kernel_options *)(void *)&b, v), HK_OK);
+        CHECK(b.version == v && b.kernel_version == HK_VERSION_UNSET && !b.repo_id && !b.cache_dir && !b.offline &&
+              !b.signature_policies);
+        const unsigned char *tail = (const unsigned char *)&b + offsetof(legacy_options_v2, freshness_s);
+        CHECK(v == 2 ? b.freshness_s == 0 : (tail[0] == 0x5a && tail[sizeof b.freshness_s - 1] == 0x5a));
+    }
+    /* and its fields are read where that version put them: offline and the cache are honoured (an
+     * empty cache offline is HK_ERR_OFFLINE naming it, where a misread struct would go online or
+     * elsewhere) */
+    char cache[4096];
+    snprintf(cache, sizeof cache, "%s/legacy-cache", hk_test_tmpdir());
+    for (unsigned v = 1; v <= 2; v++) {
+        CHECK_RC(hk_get_kernel_options_init((hk_get_kernel_options *)(void *)&b, v), HK_OK);
+        b.repo_id = "org/name";
+        b.kernel_version = 1;
+        b.offline = 1;
+        b.endpoint = "http://127.0.0.1:9";
+        b.cache_dir = cache;
+        b.no_local_kernels = 1;
+        hk_kernel *k = NULL;
+        CHECK_RC(hk_get_kernel(&k, (const hk_get_kernel_options *)(const void *)&b), HK_ERR_OFFLINE);
+        CHECK(k == NULL && strstr(hk_last_error(), "org/name"));
+        int has = 1, why = 0;
+        char *reason = NULL;
+        CHECK_RC(hk_has_kernel(&has, &why, &reason, (const hk_get_kernel_options *)(const void *)&b), HK_ERR_OFFLINE);
+        hk_free(reason);
+    }
+}
+
 int main(void) {
     test_env_options();
+    test_legacy_get_kernel_options();
     test_choose();
     test_get_kernel_options();
     return hk_test_finish();

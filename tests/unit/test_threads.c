@@ -56,10 +56,10 @@ static void *get_thread(void *p) {
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
     o.repo_id = "hubkern/rmsnorm";
     o.kernel_version = a->version;
-    o.endpoint = g_endpoint;
-    o.cache_dir = a->cache;
+    o.hub_options.endpoint = g_endpoint;
+    o.hub_options.cache_dir = a->cache;
     o.backend = "cpu";
-    o.token = "";
+    o.hub_options.token = "";
     a->rc = hk_get_kernel(&a->k, &o);
     return NULL;
 }

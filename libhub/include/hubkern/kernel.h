@@ -34,6 +34,7 @@
 #define HUBKERN_KERNEL_H
 
 #include "hubkern/common.h"
+#include "hubkern/hub.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -53,43 +54,44 @@ typedef struct hk_kernel_metadata hk_kernel_metadata; /* defined below (C11 allo
 
 #define HK_VERSION_UNSET (-1)
 
+/* What to get and how. The Hub client's options nest (hub_options: endpoint, token, cache, offline,
+ * signature configuration, freshness, progress, ...), or a caller's client is handed over (hub);
+ * nothing of the client is repeated here. Every field's "unset" is its _INIT value: NULL, 0, or -1
+ * where 0 means something (kernel_version, hub_options.offline / max_retries).
+ *
+ * ABI: version 1 and 2 structs (which carried copies of ten client fields, and `offline` 0/1) are
+ * still accepted and read as they were laid out; their fields land in hub_options. */
 typedef struct hk_get_kernel_options {
     unsigned int version;        /* HK_GET_KERNEL_OPTIONS_VERSION */
     const char *repo_id;         /* "org/name" (required for hk_get_kernel / hk_has_kernel) */
-    int kernel_version;          /* major version N (branch vN), or HK_VERSION_UNSET */
+    int kernel_version;          /* major version N (branch vN), or HK_VERSION_UNSET (-1) */
     const char *revision;        /* branch, tag or commit; exactly one of kernel_version / revision */
+    const char *variant;         /* NULL: choose for this machine; else exactly this build variant
+                                    (HK_ERR_NO_VARIANT, listing the variants, if the repo lacks it) */
     const char *backend;         /* NULL: the detected one; "cpu" forces CPU variants */
     int trust_remote_code;       /* 1: skip the trusted-publisher check (org overview) */
-    int offline;                 /* 1: cache only (also HF_HUB_OFFLINE=1); never touches the network */
-    const char *endpoint;        /* NULL: HF_ENDPOINT or https://huggingface.co */
-    const char *cache_dir;       /* NULL: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/... */
-    const char *token;           /* NULL: HF_TOKEN / token file; "" sends none */
-    hk_progress_fn progress;     /* optional; may cancel */
-    void *progress_userdata;
+    int skip_arch_check;         /* 1: do not refuse a GPU the build does not cover (HK_ERR_ARCH) */
+    int no_local_kernels;        /* 1: ignore LOCAL_KERNELS */
+    int signature;               /* HK_SIGNATURE_DEFAULT / _REQUIRE / _WARN / _OFF (hubkern/signature.h):
+                                    the mode of this request, carried through redirects and into
+                                    every dependency (never lowered on the way) */
     const struct hk_env *env;    /* NULL: this process's machine (detected once per process);
                                     else resolve for this machine */
     const char *tvm_ffi_library; /* explicit libtvm_ffi path (else HUBKERN_TVM_FFI_LIB, TVM_FFI_LIB,
                                     one already loaded, the Python package's copy, the system) */
-    int skip_arch_check;         /* 1: do not refuse a GPU the build does not cover (HK_ERR_ARCH) */
-    int no_local_kernels;        /* 1: ignore LOCAL_KERNELS */
-    const char *variant;         /* NULL: choose for this machine; else exactly this build variant
-                                    (HK_ERR_NO_VARIANT, listing the variants, if the repo lacks it) */
-    int signature;               /* HK_SIGNATURE_DEFAULT / _REQUIRE / _WARN / _OFF (hubkern/signature.h) */
-    const char *sigstore_trust_root;     /* NULL: HUBKERN_SIGSTORE_TRUST_ROOT, installed, shipped */
-    const char *signature_policy_file;   /* NULL: HUBKERN_SIGNATURE_POLICIES (if set) */
-    const struct hk_signature_policies *signature_policies; /* extra policies (NULL: none) */
-    /* ---- version 2 ---- */
-    double freshness_s;          /* freshness window of branch / version / trust answers, as
-                                    hk_hub_options.freshness_s (hubkern/hub.h): > 0: this; 0:
-                                    HUBKERN_FRESHNESS_S, else 60 s; < 0: off. Within it a repeat
-                                    get of a kernel loaded in this process sends no request. */
+    /* The client: hub when given (used as it is and not freed; like any hk_hub, from one thread at
+     * a time: its endpoint, token, cache, offline mode and signature configuration apply, and
+     * hub_options is ignored), else one made for the call from hub_options (hubkern/hub.h). */
+    hk_hub *hub;
+    hk_hub_options hub_options;
 } hk_get_kernel_options;
 
-#define HK_GET_KERNEL_OPTIONS_VERSION 2 /* 2: freshness_s */
+/* 2: freshness_s; 3: hub and hub_options (the client's fields nest instead of being copied) */
+#define HK_GET_KERNEL_OPTIONS_VERSION 3
 /* Defaults: kernel version unset, nothing overridden, trust check on, arch check on. */
-#define HK_GET_KERNEL_OPTIONS_INIT                                                              \
-    {HK_GET_KERNEL_OPTIONS_VERSION, NULL, HK_VERSION_UNSET, NULL, NULL, 0, 0, NULL, NULL, NULL, \
-     NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, NULL, NULL, 0}
+#define HK_GET_KERNEL_OPTIONS_INIT \
+    {HK_GET_KERNEL_OPTIONS_VERSION, NULL, HK_VERSION_UNSET, NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, \
+     HK_HUB_OPTIONS_INIT}
 
 /* The defaults into *opts; HK_ERR_INVALID_ARG for a version this library does not know. Every
  * function taking the options checks opts->version on entry (HK_ERR_INVALID_ARG). */

@@ -179,8 +179,7 @@ static int resolve_dep(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c) {
         if (rc) hk__fail_context("%s: listing the variants at %s", path, n->commit);
     }
     if (rc == HK_OK) {
-        hk_get_kernel_options o;
-        hk__get_kernel_options_copy(&o, c->o);
+        hk_get_kernel_options o = *c->o; /* the call's options, taken once at its entry */
         o.repo_id = n->repo_id;
         o.variant = NULL; /* an explicit variant names the root's build only */
         char *where = hk__asprintf("%s (%s@%s)", path, n->repo_id, n->commit);

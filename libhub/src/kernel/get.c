@@ -13,8 +13,10 @@
 
 /* ---- from the Hub --------------------------------------------------------------------------- */
 
-static int check_opts(const hk_get_kernel_options *o, const char *fn) {
-    int rc = hk__get_kernel_options_check(o, fn);
+/* The caller's options taken once (any known struct version) into *o, and checked. */
+static int check_opts(hk_get_kernel_options *o, const hk_get_kernel_options *opts, const char *fn) {
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "%s: options with a repo_id are required", fn);
+    int rc = hk__get_kernel_options_take(o, opts, fn);
     if (rc) return rc;
     if (!o->repo_id) return hk__fail(HK_ERR_INVALID_ARG, "options with a repo_id are required");
     if (!hk_repo_id_valid(o->repo_id))
@@ -159,31 +161,36 @@ int hk__tree_resolve_hub(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, c
     return rc;
 }
 
-HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_options *o, const char *lockfile) {
+HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_options *opts, const char *lockfile) {
     if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_kernel_tree_resolve: out is NULL");
     *out = NULL;
-    if (lockfile) return hk__locked_tree(out, NULL, o, lockfile);
-    int rc = check_opts(o, "hk_kernel_tree_resolve");
+    if (lockfile) return hk__locked_tree(out, NULL, opts, lockfile);
+    hk_get_kernel_options oc;
+    const hk_get_kernel_options *o = &oc;
+    int rc = check_opts(&oc, opts, "hk_kernel_tree_resolve");
     if (rc) return rc;
     const hk_env *env;
     hk_env *owned;
     rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
+    bool hub_owned = false;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
-    rc = hk__loader_new_hub(&hub, o);
+    rc = hk__loader_hub(&hub, &hub_owned, o);
     if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, true);
     if (rc == HK_OK) hk_clear_error();
-    hk_hub_free(hub);
+    if (hub_owned) hk_hub_free(hub);
     hk__memo_op_end();
     hk_env_free(owned);
     return rc;
 }
 
-HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
+HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts) {
     if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_kernel: out is NULL");
     *out = NULL;
-    int rc = check_opts(o, "hk_get_kernel");
+    hk_get_kernel_options oc;
+    const hk_get_kernel_options *o = &oc;
+    int rc = check_opts(&oc, opts, "hk_get_kernel");
     if (rc) return rc;
     if (!o->no_local_kernels) {
         char *local = NULL;
@@ -202,6 +209,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
+    bool hub_owned = false;
     hk__target t = {0};
     char *best = NULL, *dir = NULL, *got_commit = NULL, *got_variant = NULL;
     uint64_t checked[2] = {0, 0};
@@ -209,7 +217,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *o) {
     hk_kernel **deps = NULL;
     size_t ndeps = 0;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
-    rc = hk__loader_new_hub(&hub, o);
+    rc = hk__loader_hub(&hub, &hub_owned, o);
     if (rc == HK_OK) rc = resolve_target(&t, &best, hub, env, o, o->trust_remote_code);
     if (rc == HK_OK && hk__loader_already_loaded(out, hub, t.repo, t.commit, best)) goto done;
     if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env); /* before the download */
@@ -255,29 +263,32 @@ done:
     hk_free(dir);
     hk_free(got_commit);
     hk_free(got_variant);
-    hk_hub_free(hub);
+    if (hub_owned) hk_hub_free(hub);
     hk__memo_op_end();
     hk_env_free(owned);
     return rc;
 }
 
 HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
-                         const hk_get_kernel_options *o) {
+                         const hk_get_kernel_options *opts) {
     if (out_reason_code) *out_reason_code = HK_OK;
     if (out_reason) *out_reason = NULL;
     if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_has_kernel: out is NULL");
     *out = 0;
-    int rc = check_opts(o, "hk_has_kernel");
+    hk_get_kernel_options oc;
+    const hk_get_kernel_options *o = &oc;
+    int rc = check_opts(&oc, opts, "hk_has_kernel");
     if (rc) return rc;
     const hk_env *env;
     hk_env *owned;
     rc = hk__loader_env(&env, &owned, o);
     if (rc) return rc;
     hk_hub *hub = NULL;
+    bool hub_owned = false;
     hk__target t = {0};
     char *best = NULL;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
-    rc = hk__loader_new_hub(&hub, o);
+    rc = hk__loader_hub(&hub, &hub_owned, o);
     /* an existence check loads no code: no publisher check, as before redirects were followed */
     if (rc == HK_OK) {
         rc = resolve_target(&t, &best, hub, env, o, 1);
@@ -305,7 +316,7 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
     }
     hk__target_free(&t);
     hk_free(best);
-    hk_hub_free(hub);
+    if (hub_owned) hk_hub_free(hub);
     hk__memo_op_end();
     hk_env_free(owned);
     return rc;

@@ -112,8 +112,9 @@ void hk__loader_fill_request(hk_load_request *req, const hk_get_kernel_options *
  * o->backend and o->variant. *out: free with hk_free. */
 int hk__loader_choose(char **out, const hk_env *env, const hk_get_kernel_options *o,
                      const char *const *names, size_t n, const char *where);
-/* A client for o's endpoint, token, cache, offline flag and progress callback. */
-int hk__loader_new_hub(struct hk_hub **out, const hk_get_kernel_options *o);
+/* The call's client: o->hub (*owned false), else a new one from o->hub_options (*owned true: free
+ * it with hk_hub_free). */
+int hk__loader_hub(struct hk_hub **out, bool *owned, const hk_get_kernel_options *o);
 /* hk_hub_pull of one variant: its directory, commit and name (free each with hk_free) and the
  * bytes the digest check hashed [0] and its verification receipt vouched for [1]. With t (the
  * call's one resolution, client/hub_internal.h) nothing is resolved again: t says where and with
@@ -124,11 +125,11 @@ int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_varia
 /* 1 (and *out one more reference) when repo_id@commit's variant is loaded in this process. */
 int hk__loader_already_loaded(hk_kernel **out, struct hk_hub *hub, const char *repo_id,
                              const char *commit, const char *variant);
-/* *dst = *src for a src of any known version (an older one is shorter: its missing fields get
- * their defaults), dst then of the current version. */
-void hk__get_kernel_options_copy(hk_get_kernel_options *dst, const hk_get_kernel_options *src);
-/* The entry checks of hk_get_kernel_options (version of the struct; what the Hub calls need). */
-int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn);
+/* The caller's options as the current struct: src of any known version (versions 1 and 2 are laid
+ * out otherwise; their client fields land in hub_options), or the defaults for NULL. Every entry
+ * point takes its options through this once and uses only the copy. HK_ERR_INVALID_ARG naming fn
+ * for a version this library does not know. */
+int hk__get_kernel_options_take(hk_get_kernel_options *dst, const hk_get_kernel_options *src, const char *fn);
 
 /* ---- local.c -------------------------------------------------------------------------------- */
 /* LOCAL_KERNELS lookup: *out_path gets the path mapped to repo_id (caller frees) or NULL. */

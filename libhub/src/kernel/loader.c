@@ -14,28 +14,81 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The layout of versions 1 and 2 of hk_get_kernel_options (version 1 ends before freshness_s):
+ * programs built against those headers pass these, and they are read as they were laid out. */
+typedef struct get_kernel_options_v2 {
+    unsigned int version;
+    const char *repo_id;
+    int kernel_version;
+    const char *revision;
+    const char *backend;
+    int trust_remote_code;
+    int offline; /* 0: HF_HUB_OFFLINE decides; 1: offline */
+    const char *endpoint, *cache_dir, *token;
+    hk_progress_fn progress;
+    void *progress_userdata;
+    const struct hk_env *env;
+    const char *tvm_ffi_library;
+    int skip_arch_check, no_local_kernels;
+    const char *variant;
+    int signature;
+    const char *sigstore_trust_root, *signature_policy_file;
+    const struct hk_signature_policies *signature_policies;
+    double freshness_s; /* version 2 */
+} get_kernel_options_v2;
+
 HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int version) {
-    /* not HK__OPTIONS_INIT_BODY: a version-1 struct ends before freshness_s, so only that much is
-     * written */
     if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_kernel_options_init: the options pointer is NULL");
     int rc = hk__check_options_version("hk_get_kernel_options", version, HK_GET_KERNEL_OPTIONS_VERSION);
     if (rc) return rc;
+    if (version < 3) { /* only as much as that version's struct holds is written */
+        get_kernel_options_v2 d;
+        memset(&d, 0, sizeof d);
+        d.version = version;
+        d.kernel_version = HK_VERSION_UNSET;
+        memcpy(opts, &d, version >= 2 ? sizeof d : offsetof(get_kernel_options_v2, freshness_s));
+        return HK_OK;
+    }
     hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
-    d.version = version;
-    memcpy(opts, &d, version >= 2 ? sizeof d : offsetof(hk_get_kernel_options, freshness_s));
+    *opts = d;
     return HK_OK;
 }
 
-void hk__get_kernel_options_copy(hk_get_kernel_options *dst, const hk_get_kernel_options *src) {
-    hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
-    memcpy(&d, src, src->version >= 2 ? sizeof d : offsetof(hk_get_kernel_options, freshness_s));
-    d.version = HK_GET_KERNEL_OPTIONS_VERSION; /* every field is there now */
-    *dst = d;
+static void from_v2(hk_get_kernel_options *d, const get_kernel_options_v2 *o) {
+    d->repo_id = o->repo_id;
+    d->kernel_version = o->kernel_version;
+    d->revision = o->revision;
+    d->variant = o->variant;
+    d->backend = o->backend;
+    d->trust_remote_code = o->trust_remote_code;
+    d->skip_arch_check = o->skip_arch_check;
+    d->no_local_kernels = o->no_local_kernels;
+    d->signature = o->signature;
+    d->env = o->env;
+    d->tvm_ffi_library = o->tvm_ffi_library;
+    hk_hub_options *h = &d->hub_options;
+    h->endpoint = o->endpoint;
+    h->cache_dir = o->cache_dir;
+    h->token = o->token;
+    h->offline = o->offline ? 1 : -1;
+    h->progress = o->progress;
+    h->progress_userdata = o->progress_userdata;
+    h->sigstore_trust_root = o->sigstore_trust_root;
+    h->signature_policy_file = o->signature_policy_file;
+    h->signature_policies = o->signature_policies;
+    h->freshness_s = o->version >= 2 ? o->freshness_s : 0;
 }
 
-int hk__get_kernel_options_check(const hk_get_kernel_options *o, const char *fn) {
-    if (!o) return hk__fail(HK_ERR_INVALID_ARG, "%s: options with a repo_id are required", fn);
-    return hk__check_options_version("hk_get_kernel_options", o->version, HK_GET_KERNEL_OPTIONS_VERSION);
+int hk__get_kernel_options_take(hk_get_kernel_options *dst, const hk_get_kernel_options *src, const char *fn) {
+    hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
+    *dst = d;
+    if (!src) return HK_OK;
+    int rc = hk__check_options_version("hk_get_kernel_options", src->version, HK_GET_KERNEL_OPTIONS_VERSION);
+    if (rc) return hk__fail_context("%s", fn);
+    if (src->version < 3) from_v2(dst, (const get_kernel_options_v2 *)(const void *)src);
+    else *dst = *src;
+    if (dst->hub_options.version == 0) dst->hub_options.version = HK_HUB_OPTIONS_VERSION; /* zero-filled */
+    return HK_OK;
 }
 
 int hk__loader_env(const hk_env **out, hk_env **owned, const hk_get_kernel_options *o) {
@@ -103,29 +156,26 @@ HK_API int hk_kernel_choose_variant(char **out, const hk_get_kernel_options *opt
                                     const char *const *names, size_t count) {
     if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_kernel_choose_variant: out is NULL");
     *out = NULL;
-    int rc = opts ? hk__get_kernel_options_check(opts, "hk_kernel_choose_variant") : HK_OK;
+    hk_get_kernel_options o;
+    int rc = hk__get_kernel_options_take(&o, opts, "hk_kernel_choose_variant");
     if (rc) return rc;
     const hk_env *env;
     hk_env *owned;
-    rc = hk__loader_env(&env, &owned, opts);
-    if (rc == HK_OK) rc = hk__loader_choose(out, env, opts, names, count, opts ? opts->repo_id : NULL);
+    rc = hk__loader_env(&env, &owned, &o);
+    if (rc == HK_OK) rc = hk__loader_choose(out, env, &o, names, count, o.repo_id);
     hk_env_free(owned);
     return rc;
 }
 
-int hk__loader_new_hub(hk_hub **out, const hk_get_kernel_options *o) {
-    hk_hub_options ho = HK_HUB_OPTIONS_INIT;
-    ho.endpoint = o->endpoint;
-    ho.token = o->token;
-    ho.cache_dir = o->cache_dir;
-    ho.offline = o->offline ? 1 : -1;
-    ho.progress = o->progress;
-    ho.progress_userdata = o->progress_userdata;
-    ho.sigstore_trust_root = o->sigstore_trust_root; /* signatures (hubkern/signature.h) */
-    ho.signature_policy_file = o->signature_policy_file;
-    ho.signature_policies = o->signature_policies;
-    ho.freshness_s = o->version >= 2 ? o->freshness_s : 0; /* a version-1 struct has no such field */
-    return hk_hub_new(out, &ho);
+int hk__loader_hub(hk_hub **out, bool *owned, const hk_get_kernel_options *o) {
+    *owned = false;
+    if (o->hub) {
+        *out = o->hub;
+        return HK_OK;
+    }
+    int rc = hk_hub_new(out, &o->hub_options);
+    *owned = rc == HK_OK;
+    return rc;
 }
 
 int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],

@@ -57,9 +57,10 @@ int hk__local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel
 HK_API int hk_get_local_kernel(hk_kernel **out, const char *path, const hk_get_kernel_options *opts) {
     if (!out || !path) return hk__fail(HK_ERR_INVALID_ARG, "hk_get_local_kernel: NULL argument");
     *out = NULL;
-    int rc = opts ? hk__get_kernel_options_check(opts, "hk_get_local_kernel") : HK_OK;
+    hk_get_kernel_options o;
+    int rc = hk__get_kernel_options_take(&o, opts, "hk_get_local_kernel");
     if (rc) return rc;
-    return hk__local_kernel_load(out, path, opts);
+    return hk__local_kernel_load(out, path, &o);
 }
 
 int hk__local_kernels_lookup(char **out_path, const char *repo_id) {

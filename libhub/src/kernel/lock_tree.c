@@ -116,10 +116,12 @@ static int lock_node(lock_walk *w, const char *repo, int version, const char *re
     return rc;
 }
 
-HK_API int hk_lockfile_add_tree(hk_lockfile *lock, const hk_get_kernel_options *o) {
-    if (!lock || !o) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_add_tree: NULL argument");
-    int rc = hk__get_kernel_options_check(o, "hk_lockfile_add_tree");
+HK_API int hk_lockfile_add_tree(hk_lockfile *lock, const hk_get_kernel_options *opts) {
+    if (!lock || !opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_add_tree: NULL argument");
+    hk_get_kernel_options ho;
+    int rc = hk__get_kernel_options_take(&ho, opts, "hk_lockfile_add_tree");
     if (rc) return rc;
+    const hk_get_kernel_options *o = &ho;
     if (!o->repo_id || !hk_repo_id_valid(o->repo_id))
         return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_add_tree: a valid repo_id is required");
     if ((o->kernel_version != HK_VERSION_UNSET) == (o->revision != NULL) || (o->kernel_version < 0 && !o->revision))
@@ -128,12 +130,10 @@ HK_API int hk_lockfile_add_tree(hk_lockfile *lock, const hk_get_kernel_options *
     memset(&w, 0, sizeof w);
     w.lock = lock;
     w.trust = o->trust_remote_code != 0;
-    hk_get_kernel_options ho;
-    hk__get_kernel_options_copy(&ho, o);
-    ho.offline = 0; /* locking asks the Hub */
-    rc = hk__loader_new_hub(&w.hub, &ho);
+    bool owned = false;
+    rc = hk__loader_hub(&w.hub, &owned, o);
     if (rc == HK_OK) rc = lock_node(&w, o->repo_id, o->kernel_version, o->revision);
     if (rc == HK_OK) hk_clear_error();
-    hk_hub_free(w.hub);
+    if (owned) hk_hub_free(w.hub);
     return rc;
 }

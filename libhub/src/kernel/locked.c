@@ -52,7 +52,7 @@ static void locked_free(locked *L) {
 static int locked_resolve(locked *L, hk_kernel **out, const char *lockfile, const char *repo_id,
                           const hk_get_kernel_options *o) {
     memset(L, 0, sizeof *L);
-    int rc = o ? hk__get_kernel_options_check(o, "hk_load_locked") : HK_OK;
+    int rc = hk__get_kernel_options_take(&L->lo, o, "hk_load_locked");
     if (rc) return rc;
     rc = hk_lockfile_read(&L->lock, lockfile);
     if (rc) return rc;
@@ -61,12 +61,14 @@ static int locked_resolve(locked *L, hk_kernel **out, const char *lockfile, cons
         return hk__fail(HK_ERR_LOCKFILE, "%s is not locked in %s: add it and run `hubkern lock`", repo_id,
                        lockfile);
     const char *commit = hk_lock_entry_commit(L->e);
-    hk_get_kernel_options init = HK_GET_KERNEL_OPTIONS_INIT;
-    L->lo = o ? *o : init;
-    L->lo.offline = 1; /* a locked load never touches the network */
+    /* a locked load never touches the network: its own offline client, on the caller's cache */
+    if (L->lo.hub) L->lo.hub_options.cache_dir = hk_hub_cache_root(L->lo.hub);
+    L->lo.hub = NULL;
+    L->lo.hub_options.offline = 1;
     L->lo.repo_id = repo_id;
     rc = hk__loader_env(&L->env, &L->owned, &L->lo);
-    if (rc == HK_OK) rc = hk__loader_new_hub(&L->hub, &L->lo);
+    bool owned = false;
+    if (rc == HK_OK) rc = hk__loader_hub(&L->hub, &owned, &L->lo); /* always its own (hub NULL above) */
     if (rc == HK_OK) {
         char *repo_dir = hk_cache_repo_dir(hk_hub_cache_root(L->hub), HK_REPO_KERNEL, repo_id);
         L->build = repo_dir ? hk__cache_snapshot_path(repo_dir, commit, "build") : NULL;
