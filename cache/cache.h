@@ -7,6 +7,7 @@
 #define HK_CACHE_H
 
 #include "hubkern/cache.h"
+#include "hubkern/sys/cache.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,6 +7,7 @@
 #define HK_SERVER_H
 
 #include "hubkern/cache.h"
+#include "hubkern/sys/cache.h" /* the mirror writes its store: refs, links, CACHEDIR.TAG */
 
 #include <stdbool.h>
 #include <stddef.h>

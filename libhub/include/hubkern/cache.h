@@ -63,17 +63,8 @@ HK_API char *hk_cache_snapshot_dir(const char *repo_dir, const char *commit);
  * HK_ERR_PARSE (the file does not hold a commit id), HK_ERR_NOMEM. */
 HK_API int hk_cache_resolve_ref(char **out_commit, const char *repo_dir, const char *ref);
 
-/* ---- writing a cache-layout store (what a publisher or a mirror does) ----------------------- */
-/* Write <repo_dir>/refs/<ref> atomically (temp file + rename, no trailing newline; nested folders for
- * "refs/pr/1") naming commit, and create snapshots/<commit>/. ref must not be the commit itself.
- * Errors: HK_ERR_INVALID_ARG (a ref that would leave refs/), HK_ERR_IO / HK_ERR_DISK_FULL. */
-HK_API int hk_cache_write_ref(const char *repo_dir, const char *ref, const char *commit);
-/* Make snapshots/<commit>/<path> a relative symlink to blobs/<etag>, replacing what is there and
- * accepting an identical link made concurrently by another process. path must be a safe relative
- * path (HK_ERR_UNSAFE_PATH otherwise); HK_ERR_IO when the link cannot be made. */
-HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag);
-/* Write <root>/CACHEDIR.TAG (the backup-tool marker huggingface_hub writes) if it is absent. */
-HK_API int hk_cache_ensure_tag(const char *root);
+/* Writing a cache-layout store (refs, snapshot links, CACHEDIR.TAG) is what a publisher or a mirror
+ * does, not a loader: those primitives are in hubkern/sys/cache.h. */
 
 /* ---- inspect, check and repair: ls, verify, prune, rm --------------------------------------- */
 /* Receives one line of human-readable output per item (listing row, problem, note, removal);

@@ -1,0 +1,31 @@
+/* hubkern/sys/cache.h — the primitives that write a cache-layout store: for mirrors, publishers and
+ * tools that build a store by hand (`hubkern serve`, `hubkern publish` and bundle extraction use
+ * them), not for loaders, which fill the cache through hk_hub_pull / hk_get_kernel and never write
+ * refs or links themselves. As in libgit2's include/git2/sys/, these are part of the ABI but kept
+ * out of the main headers (hubkern.h does not include this one), so that the API a loader sees is
+ * what a loader needs. Writing by hand bypasses the pull's checks: the caller vouches for what it
+ * links (the digest check of a variant still runs when a loader uses it). */
+#ifndef HUBKERN_SYS_CACHE_H
+#define HUBKERN_SYS_CACHE_H
+
+#include "hubkern/cache.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Write <repo_dir>/refs/<ref> atomically (temp file + rename, no trailing newline; nested folders for
+ * "refs/pr/1") naming commit, and create snapshots/<commit>/. ref must not be the commit itself.
+ * Errors: HK_ERR_INVALID_ARG (a ref that would leave refs/), HK_ERR_IO / HK_ERR_DISK_FULL. */
+HK_API int hk_cache_write_ref(const char *repo_dir, const char *ref, const char *commit);
+/* Make snapshots/<commit>/<path> a relative symlink to blobs/<etag>, replacing what is there and
+ * accepting an identical link made concurrently by another process. path must be a safe relative
+ * path (HK_ERR_UNSAFE_PATH otherwise); HK_ERR_IO when the link cannot be made. */
+HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag);
+/* Write <root>/CACHEDIR.TAG (the backup-tool marker huggingface_hub writes) if it is absent. */
+HK_API int hk_cache_ensure_tag(const char *root);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HUBKERN_SYS_CACHE_H */
