@@ -232,7 +232,7 @@ int hk_cmd_load(int argc, char **argv) {
     }
     if (rc) return hk_cli_report_error(NULL);
 
-    const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
+    const hk_kernel_metadata *md = hk_kernel_get_metadata(k);
     cJSON *j = json ? cJSON_CreateObject() : NULL;
     if (j) {
         cJSON_AddStringToObject(j, "repo", hk_kernel_repo_id(k));

@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
+    const hk_kernel_metadata *md = hk_kernel_get_metadata(k);
     if (o.revision) printf("kernel    %s revision %s -> commit %s\n", hk_kernel_repo_id(k), o.revision, hk_kernel_commit(k));
     else printf("kernel    %s version %d -> commit %s\n", hk_kernel_repo_id(k), o.kernel_version, hk_kernel_commit(k));
     printf("variant   %s  [%s, %s backend, license %s]  in %.1f ms\n", hk_kernel_variant(k), md->id,

@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     hk_kernel *k = nullptr;
     int rc = local ? hk_get_local_kernel(&k, local, &o) : hk_get_kernel(&k, &o);
     if (rc != HK_OK) return fail(local ? "hk_get_local_kernel" : "hk_get_kernel");
-    const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
+    const hk_kernel_metadata *md = hk_kernel_get_metadata(k);
     std::printf("variant   %s (%s)\n", hk_kernel_variant(k),
                 hk_kernel_get_kind(k) == HK_KERNEL_TORCH ? "torch" : "not torch");
     std::printf("library   %s\n", hk_kernel_library_path(k) ? hk_kernel_library_path(k) : "(none)");

@@ -9,7 +9,7 @@
 
 #include "hubkern/env.h"
 #include "hubkern/hub.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "hubkern/variant.h"
 #include "internal.h"
 #include "mirror.h"

@@ -1,7 +1,7 @@
 /* The ELF reader (kernel/elf.c) and the fat-binary reader (hk_library_code_objects): a kernel's
  * library comes from a mirror and is read before anything is loaded. */
 #include "fuzz_util.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "kernel/kernel_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,7 +1,7 @@
 /* kernels.lock, both formats (kernel/lock.c): parse, walk every accessor, and write a parsed
  * new-format lock back out and read it again (it must parse to the same entries). */
 #include "fuzz_util.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 
 static void walk(const hk_lockfile *l) {
     for (size_t i = 0; i < hk_lockfile_count(l); i++) {

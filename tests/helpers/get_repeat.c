@@ -6,7 +6,7 @@
  *   stdin: one "get" per line (anything else ends it); stdout: "ok <commit> <same|new>" per get,
  *   "same" when the handle is the one the first get returned, or "err <code> <message>". */
 #include "hubkern/common.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 
 #include <stdio.h>
 #include <stdlib.h>

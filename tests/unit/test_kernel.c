@@ -5,7 +5,7 @@
 #include "support.h"
 
 #include "hubkern/env.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -32,7 +32,8 @@ static void test_load_and_list(void) {
     CHECK(hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI);
     CHECK_STR(hk_kernel_variant(k), "tvm-ffi01-cpu-x86_64-linux");
     CHECK_STR(hk_kernel_repo_id(k), "");
-    const hk_kernel_metadata *md = hk_kernel_metadata_get(k);
+    const hk_kernel_metadata *md = hk_kernel_get_metadata(k);
+    CHECK(md && hk_kernel_metadata_get(k) == md); /* the earlier name, kept for old programs */
     CHECK_STR(md->name, "hkfixture");
     CHECK_STR(md->id, "_hkfixture_cpu_0000001");
     CHECK(md->version == 1);

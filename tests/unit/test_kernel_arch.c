@@ -2,7 +2,7 @@
  * 13.0 fat binaries (tests/data/kernel/cubin_*.so, see the README there). */
 #include "support.h"
 
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 
 #include <stdlib.h>

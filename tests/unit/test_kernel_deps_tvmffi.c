@@ -5,7 +5,7 @@
  * Function (hk_value_function), checked against a float64 reference. */
 #include "support.h"
 
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 #include "mirror.h"
 
@@ -76,7 +76,7 @@ int main(void) {
         CHECK(hk_kernel_dependency_count(k) == 1);
         hk_kernel *dep = hk_kernel_dependency(k, "hubkern/rmsnorm");
         CHECK(dep != NULL && dep == hk_kernel_dependency_at(k, 0));
-        CHECK_STR(hk_kernel_metadata_get(dep)->name, "rmsnorm");
+        CHECK_STR(hk_kernel_get_metadata(dep)->name, "rmsnorm");
         /* the dependency was loaded once: getting it directly returns the same handle */
         hk_get_kernel_options od = o;
         od.repo_id = "hubkern/rmsnorm";

@@ -4,7 +4,7 @@
  * HK_SANITIZE build) aborts on. */
 #include "support.h"
 
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "kernel/kernel_internal.h"
 
 #include <elf.h>

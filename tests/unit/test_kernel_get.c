@@ -8,7 +8,7 @@
 
 #include "cache/cache.h"
 #include "hubkern/hub.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "hubkern/variant.h"
 #include "internal.h"
 #include "mirror.h"
@@ -111,7 +111,7 @@ static void test_get_and_call(void) {
     CHECK_STR(hk_kernel_variant(k), "tvm-ffi01-cpu-x86_64-linux");
     CHECK(strstr(hk_kernel_path(k), "/kernels--hubkern--rmsnorm/snapshots/") != NULL);
     CHECK(hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI);
-    CHECK_STR(hk_kernel_metadata_get(k)->name, "rmsnorm");
+    CHECK_STR(hk_kernel_get_metadata(k)->name, "rmsnorm");
     CHECK(hk_kernel_num_functions(k) == 2);
     CHECK_STR(hk_kernel_function_name(k, 1), "rms_norm");
     CHECK(progress_calls > 0);

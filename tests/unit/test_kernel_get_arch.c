@@ -18,7 +18,7 @@
 #include "cache/cache.h"
 #include "hubkern/env.h"
 #include "hubkern/hub.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 #include "mirror.h"
 
@@ -267,7 +267,7 @@ static void test_get_refused_before_download(void) {
     CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
     if (k) {
         CHECK_STR(hk_kernel_variant(k), CUDA_VARIANT);
-        CHECK_STR(hk_kernel_metadata_get(k)->backend, "cuda");
+        CHECK_STR(hk_kernel_get_metadata(k)->backend, "cuda");
         CHECK(computes(k));
     }
     CHECK(count_blobs(cache, folder) == 4);

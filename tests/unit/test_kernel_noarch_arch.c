@@ -7,7 +7,7 @@
 #include "support.h"
 
 #include "hubkern/env.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 
 #include <stdlib.h>

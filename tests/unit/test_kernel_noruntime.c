@@ -3,7 +3,7 @@
  * process: the first runtime loaded stays for the life of a process.) */
 #include "support.h"
 
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * git_lfs_concat hash (expected values computed independently from the documented algorithm). */
 #include "support.h"
 
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 
 #include <stdlib.h>

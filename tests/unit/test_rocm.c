@@ -7,7 +7,7 @@
 
 #include "env/env_internal.h"
 #include "hubkern/env.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -247,7 +247,7 @@ static void test_load(void) {
     o.env = env;
     CHECK_RC(hk_get_local_kernel(&k, d2, &o), HK_OK);
     if (k) {
-        CHECK_STR(hk_kernel_metadata_get(k)->backend, "rocm");
+        CHECK_STR(hk_kernel_get_metadata(k)->backend, "rocm");
         hk_value r;
         hk_value a[] = {hk_value_int(41)};
         CHECK_RC(hk_kernel_call(&r, k, "add_one", a, 1), HK_OK);

@@ -6,7 +6,7 @@
 
 #include "env/env_cache.h"
 #include "hubkern/hub.h"
-#include "hubkern/kernel.h"
+#include "hubkern.h"
 #include "internal.h"
 #include "mirror.h"
 

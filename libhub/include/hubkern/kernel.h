@@ -209,7 +209,7 @@ typedef struct hk_kernel_metadata {
 } hk_kernel_metadata;
 
 /* What metadata.json carries beyond the struct above, for a metadata the library produced
- * (hk_kernel_metadata_get, hk_kernel_tree_metadata, hk_kernel_metadata_read; not one a caller
+ * (hk_kernel_get_metadata, hk_kernel_tree_metadata, hk_kernel_metadata_read; not one a caller
  * filled in: the struct stays caller-constructible for hk_kernel_check_arch).
  * kernel-depends: the count, and entry i: *repo_id and exactly one of *version (>= 0;
  * HK_VERSION_UNSET when by revision) and *revision (NULL when by version); any out-parameter may be
@@ -241,6 +241,9 @@ HK_API const char *hk_kernel_variant(const hk_kernel *k);    /* "tvm-ffi01-cpu-x
 HK_API const char *hk_kernel_path(const hk_kernel *k);       /* the variant directory */
 HK_API const char *hk_kernel_library_path(const hk_kernel *k); /* the .so, NULL for noarch */
 HK_API hk_kernel_kind hk_kernel_get_kind(const hk_kernel *k);
+HK_API const hk_kernel_metadata *hk_kernel_get_metadata(const hk_kernel *k);
+/* The earlier name of hk_kernel_get_metadata (beside hk_kernel_get_kind it read as a method of the
+ * metadata); kept for programs built against it. */
 HK_API const hk_kernel_metadata *hk_kernel_metadata_get(const hk_kernel *k);
 /* The digest check of the cached variant that preceded this handle's load (hk_get_kernel,
  * hk_load_locked): bytes hashed against its metadata.json digest (including, online, the bytes
@@ -269,210 +272,6 @@ HK_API hk_kernel *hk_kernel_dependency(const hk_kernel *k, const char *repo_id);
 /* Exported functions (tvm-ffi: the names behind `__tvm_ffi_<name>`, sorted; 0 for other kinds). */
 HK_API size_t hk_kernel_num_functions(const hk_kernel *k);
 HK_API const char *hk_kernel_function_name(const hk_kernel *k, size_t i);
-
-/* ---- calling (tvm-ffi variants) ------------------------------------------------------------ */
-
-/* A DLPack DLTensor, laid out identically (DLPack v1: the layout tvm-ffi 0.1 uses). */
-typedef enum hk_device_type {
-    HK_DEVICE_CPU = 1,
-    HK_DEVICE_CUDA = 2,
-    HK_DEVICE_CUDA_HOST = 3,
-    HK_DEVICE_METAL = 8,
-    HK_DEVICE_ROCM = 10
-} hk_device_type;
-
-typedef enum hk_dtype_code {
-    HK_DTYPE_INT = 0,
-    HK_DTYPE_UINT = 1,
-    HK_DTYPE_FLOAT = 2,
-    HK_DTYPE_BFLOAT = 4
-} hk_dtype_code;
-
-typedef struct hk_device {
-    int32_t device_type; /* hk_device_type */
-    int32_t device_id;
-} hk_device;
-
-typedef struct hk_dtype {
-    uint8_t code;  /* hk_dtype_code */
-    uint8_t bits;  /* 16, 32, ... */
-    uint16_t lanes; /* 1 */
-} hk_dtype;
-
-typedef struct hk_dltensor {
-    void *data;
-    hk_device device;
-    int32_t ndim;
-    hk_dtype dtype;
-    int64_t *shape;
-    int64_t *strides;     /* NULL: compact row-major */
-    uint64_t byte_offset;
-} hk_dltensor;
-
-typedef enum hk_value_kind {
-    HK_VALUE_NONE = 0,
-    HK_VALUE_INT = 1,
-    HK_VALUE_FLOAT = 2,
-    HK_VALUE_BOOL = 3,
-    HK_VALUE_TENSOR = 4,  /* argument: a caller-owned DLTensor; result: one owned by the value */
-    HK_VALUE_STRING = 5,  /* argument: caller-owned C string; result: owned by the value */
-    HK_VALUE_FUNCTION = 6 /* argument only: a tvm-ffi function (e.g. a dependency's, see
-                             hk_kernel_dependency), passed as a tvm-ffi Function object */
-} hk_value_kind;
-
-typedef struct hk_value {
-    hk_value_kind kind;
-    union {
-        int64_t i;
-        double f;
-        int b; /* 0 / 1 */
-        hk_dltensor *tensor;
-        const char *str;
-        const struct hk_function *fn;
-    } v;
-    void *owner_; /* internal: set on results that own runtime objects; release with hk_value_clear */
-} hk_value;
-
-static inline hk_value hk_value_none(void) { hk_value x = {HK_VALUE_NONE, {0}, 0}; return x; }
-static inline hk_value hk_value_int(int64_t i) { hk_value x = {HK_VALUE_INT, {0}, 0}; x.v.i = i; return x; }
-static inline hk_value hk_value_float(double f) { hk_value x = {HK_VALUE_FLOAT, {0}, 0}; x.v.f = f; return x; }
-static inline hk_value hk_value_bool(int b) { hk_value x = {HK_VALUE_BOOL, {0}, 0}; x.v.b = b != 0; return x; }
-static inline hk_value hk_value_tensor(hk_dltensor *t) { hk_value x = {HK_VALUE_TENSOR, {0}, 0}; x.v.tensor = t; return x; }
-static inline hk_value hk_value_string(const char *s) { hk_value x = {HK_VALUE_STRING, {0}, 0}; x.v.str = s; return x; }
-/* A function of a loaded tvm-ffi kernel as an argument: how a caller hands a dependent kernel its
- * dependency's code, as the dependent's Python wrapper does with get_kernel_dep (docs/loading.md). */
-static inline hk_value hk_value_function(const struct hk_function *f) { hk_value x = {HK_VALUE_FUNCTION, {0}, 0}; x.v.fn = f; return x; }
-
-/* Release what a call result owns (a returned tensor or string) and reset it to none. Safe on
- * argument values and on none. */
-HK_API void hk_value_clear(hk_value *value);
-
-/* Look a function up by name (without the `__tvm_ffi_` prefix). The pointer lives as long as the
- * kernel handle. HK_ERR_SYMBOL lists the exported names; HK_ERR_UNSUPPORTED for non-tvm-ffi kinds. */
-HK_API int hk_kernel_function(const hk_function **out, const hk_kernel *k, const char *name);
-
-/* Call with `num_args` arguments. `out_result` may be NULL (a returned value is then released).
- * Errors raised inside the kernel: HK_ERR_TYPE for the runtime's TypeError (wrong argument count
- * or types), HK_ERR_KERNEL otherwise; hk_last_error() carries "<Kind>: <kernel's message>". */
-HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const hk_value *args,
-                            size_t num_args);
-/* hk_kernel_function + hk_function_call. */
-HK_API int hk_kernel_call(hk_value *out_result, const hk_kernel *k, const char *name,
-                          const hk_value *args, size_t num_args);
-
-/* Set the current stream that tvm-ffi kernels see for a device on the calling thread
- * (TVMFFIEnvSetStream; kernels read it with TVMFFIEnvGetStream). `previous` may be NULL.
- * Needs the tvm-ffi runtime (loaded by the first tvm-ffi kernel, or hk_tvm_ffi_load). */
-HK_API int hk_set_stream(void **previous, int32_t device_type, int32_t device_id, void *stream);
-
-/* Load libtvm_ffi now (explicit path or NULL for the search described above). Idempotent; the
- * first runtime loaded stays. *out_path (may be NULL) gets where it came from (static string). */
-HK_API int hk_tvm_ffi_load(const char **out_path, const char *explicit_path);
-/* Version of the loaded runtime (TVMFFIGetVersion). HK_ERR_RUNTIME_MISSING before loading. */
-HK_API int hk_tvm_ffi_version(int *major, int *minor, int *patch);
-
-/* ---- GPU fitness ---------------------------------------------------------------------------- */
-
-/* Does a CUDA device of compute capability major.minor satisfy one metadata arch entry
- * ("8.0", "9.0a", "10.0f", "12.0+PTX")? 1 / 0; *out_parsed = 0 when the entry is not a CUDA arch. */
-HK_API int hk_cuda_arch_entry_matches(const char *entry, int major, int minor, int *out_parsed);
-
-/* The code objects embedded in a library's .nv_fatbin section (opaque list). */
-typedef struct hk_code_objects hk_code_objects;
-
-/* List the code objects of an ELF library. *out is NULL when it embeds none (every function
- * below reads NULL as the empty list). Free with hk_code_objects_free. */
-HK_API int hk_library_code_objects(hk_code_objects **out, const char *library_path);
-HK_API void hk_code_objects_free(hk_code_objects *objs); /* NULL is fine */
-HK_API size_t hk_code_objects_count(const hk_code_objects *objs);
-/* Object i (i < count; 0 otherwise): */
-HK_API int hk_code_object_is_ptx(const hk_code_objects *objs, size_t i); /* PTX (JIT-compilable
-                                                                            for >= sm), else a cubin */
-HK_API int hk_code_object_sm(const hk_code_objects *objs, size_t i);     /* 80, 90, 100, ... */
-HK_API int hk_code_object_arch_specific(const hk_code_objects *objs, size_t i); /* "a" (sm_90a):
-                                                                  runs only on exactly that sm */
-HK_API int hk_code_object_family(const hk_code_objects *objs, size_t i); /* "f" (sm_100f): runs on
-                                                                   that major's later minors */
-HK_API int hk_code_object_compressed(const hk_code_objects *objs, size_t i);
-
-/* Could any of these code objects run on compute capability major.minor? 1 / 0. */
-HK_API int hk_code_objects_fit(const hk_code_objects *objs, int major, int minor);
-/* Could object i run on it? 1 / 0 (0 when i is out of range). */
-HK_API int hk_code_object_fits(const hk_code_objects *objs, size_t i, int major, int minor);
-
-/* The full check used before loading: metadata archs (§6.3 rules; all-unparseable = supported)
- * AND the embedded code objects (when the library embeds any). HK_ERR_ARCH with a message naming
- * the device, what the build covers and what to do. */
-HK_API int hk_kernel_check_arch(const hk_kernel_metadata *md, const char *library_path, int major,
-                                int minor);
-
-/* The part of a ROCm gcnArchName the arch check compares: the text before the first ':'
- * ("gfx90a:sramecc+:xnack-" → "gfx90a", "gfx942" → "gfx942"), written NUL-terminated into out.
- * 1, or 0 (out = "") when gcn_arch_name is NULL, the part is empty, or it does not fit in cap. */
-HK_API int hk_rocm_arch_base(char *out, size_t cap, const char *gcn_arch_name);
-
-/* The ROCm check used before loading (kernels 0.17 `_check_arch_incompatibility`): when md's
- * backend is "rocm" and it lists archs, hk_rocm_arch_base(gcn_arch_name) must equal one entry
- * exactly (no "all unparseable = supported" rule, unlike CUDA). HK_ERR_ARCH otherwise, with a
- * message naming the device arch, the list and what to do. HK_OK for other backends, no archs, or
- * gcn_arch_name NULL (device unknown: nothing to check against). */
-HK_API int hk_kernel_check_rocm_arch(const hk_kernel_metadata *md, const char *gcn_arch_name);
-
-/* ---- lockfiles ------------------------------------------------------------------------------ */
-
-typedef struct hk_lockfile hk_lockfile;     /* a parsed or built kernels.lock (opaque) */
-typedef struct hk_lock_entry hk_lock_entry; /* one locked kernel; lives as long as its lockfile */
-
-typedef enum hk_lock_format { HK_LOCK_OLD = 0, HK_LOCK_NEW = 1 } hk_lock_format;
-
-/* Parse kernels.lock (both formats, told apart by their keys). Free with hk_lockfile_free. */
-HK_API int hk_lockfile_read(hk_lockfile **out, const char *path);
-HK_API int hk_lockfile_parse(hk_lockfile **out, const char *json, size_t len);
-/* An empty lockfile (new format) to fill with hk_lockfile_add and write. */
-HK_API int hk_lockfile_new(hk_lockfile **out);
-HK_API void hk_lockfile_free(hk_lockfile *lock);
-HK_API hk_lock_format hk_lockfile_format(const hk_lockfile *lock);
-HK_API size_t hk_lockfile_count(const hk_lockfile *lock);
-/* The i-th entry in file order (NULL if i is out of range). */
-HK_API const hk_lock_entry *hk_lockfile_entry(const hk_lockfile *lock, size_t i);
-/* Find a repo's entry (NULL if absent). */
-HK_API const hk_lock_entry *hk_lockfile_find(const hk_lockfile *lock, const char *repo_id);
-
-HK_API const char *hk_lock_entry_repo_id(const hk_lock_entry *e);
-/* HK_VERSION_UNSET when locked by revision (or old format). */
-HK_API int hk_lock_entry_version(const hk_lock_entry *e);
-HK_API const char *hk_lock_entry_revision(const hk_lock_entry *e); /* NULL unless locked by revision */
-HK_API const char *hk_lock_entry_commit(const hk_lock_entry *e);   /* 40- or 64-hex */
-/* Old format only: variant name → "sha256-<hex>" (git_lfs_concat); 0 variants otherwise. */
-HK_API size_t hk_lock_entry_variant_count(const hk_lock_entry *e);
-HK_API const char *hk_lock_entry_variant_name(const hk_lock_entry *e, size_t i);
-HK_API const char *hk_lock_entry_variant_hash(const hk_lock_entry *e, size_t i);
-
-/* Append a dependency and its commit (copied): exactly one of version (>= 0) and revision
- * (version HK_VERSION_UNSET). Checked by hk_lockfile_write. */
-HK_API int hk_lockfile_add(hk_lockfile *lock, const char *repo_id, int version, const char *revision,
-                           const char *commit);
-/* Write lock's entries in the new (dependency/lock) format, sorted by (repo-id, version/revision),
- * atomically. An entry without a valid repo id, version or revision and full commit id, and
- * duplicate dependencies, are refused (HK_ERR_INVALID_ARG). */
-HK_API int hk_lockfile_write(const char *path, const hk_lockfile *lock);
-
-/* Add every node of opts->repo_id's tree to lock as `kernels lock` does (lock_kernel_tree): the
- * publisher of each node checked (unless opts->trust_remote_code), its version / revision resolved
- * to a commit, and the kernel-depends of *every* variant at that commit followed (not only this
- * machine's), cycles refused (HK_ERR_DEPENDENCY). The root is locked as asked (no redirects, as
- * kernels). Nodes already in lock are kept. Online only. */
-HK_API int hk_lockfile_add_tree(hk_lockfile *lock, const hk_get_kernel_options *opts);
-
-/* git_lfs_concat hash of a cached variant directory (snapshots/<commit>/build/<variant>): each file
- * is a symlink to blobs/<id>; a 64-char id is sha256 of the content (LFS), a 40-char id the git
- * blob sha1. *out: "sha256-<64 hex>", free with hk_free. */
-HK_API int hk_variant_hash_from_cache(char **out, const char *variant_dir);
-
-/* Pairs (relative path, hex id) → "sha256-<hex>" (the documented algorithm, for tree listings).
- * *out: free with hk_free. */
-HK_API int hk_variant_hash_from_pairs(char **out, const char *const *paths, const char *const *ids,
-                                      size_t count);
 
 #ifdef __cplusplus
 }

@@ -78,7 +78,8 @@ HK_API const char *hk_kernel_variant(const hk_kernel *k) { return k ? k->variant
 HK_API const char *hk_kernel_path(const hk_kernel *k) { return k ? k->path : NULL; }
 HK_API const char *hk_kernel_library_path(const hk_kernel *k) { return k ? k->library : NULL; }
 HK_API hk_kernel_kind hk_kernel_get_kind(const hk_kernel *k) { return k ? k->kind : HK_KERNEL_NOARCH; }
-HK_API const hk_kernel_metadata *hk_kernel_metadata_get(const hk_kernel *k) { return k ? &k->md.pub : NULL; }
+HK_API const hk_kernel_metadata *hk_kernel_get_metadata(const hk_kernel *k) { return k ? &k->md.pub : NULL; }
+HK_API const hk_kernel_metadata *hk_kernel_metadata_get(const hk_kernel *k) { return hk_kernel_get_metadata(k); }
 HK_API uint64_t hk_kernel_bytes_verified(const hk_kernel *k) { return k ? k->bytes_verified : 0; }
 HK_API uint64_t hk_kernel_bytes_trusted(const hk_kernel *k) { return k ? k->bytes_trusted : 0; }
 HK_API const char *hk_kernel_torch_namespace(const hk_kernel *k) {

@@ -3,7 +3,10 @@
 #define HK_KERNEL_INTERNAL_H
 
 #include "hubkern/env.h"
+#include "hubkern/arch.h"
+#include "hubkern/call.h"
 #include "hubkern/kernel.h"
+#include "hubkern/lockfile.h"
 #include "internal.h"
 
 #include <pthread.h>
