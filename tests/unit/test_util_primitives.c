@@ -173,6 +173,12 @@ static void test_error_wrap(void) {
     snprintf(want, sizeof want, "ctx: %s%s", old, old);
     want[4095] = '\0';
     CHECK_STR(hk_last_error(), want);
+    /* a prefix holding the whole message: cut at 1023 characters, the cause after it */
+    hk__fail(HK_ERR_PARSE, "%s", old);
+    hk__fail_context("in %s", hk_last_error());
+    snprintf(want, sizeof want, "in %.1020s: %s", old, old);
+    want[4095] = '\0';
+    CHECK_STR(hk_last_error(), want);
     hk_clear_error();
 }
 

@@ -49,18 +49,21 @@ int hk__fail(int code, const char *fmt, ...) {
     return code;
 }
 
-/* "<prefix>: <current message>", cut at the buffer's size; the prefix is formatted before the
- * current message is touched, so its arguments may point into it too. */
+/* "<prefix>: <current message>", cut at the buffer's size; the prefix (at most 1023 characters,
+ * so that the cause stays readable) is formatted before the current message is touched, so its
+ * arguments may point into it too. */
 static void wrap_current(const char *fmt, va_list ap) {
     char msg[HK_ERRMSG_MAX];
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t used = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    enum { PREFIX_MAX = 1024 };
+    int n = vsnprintf(msg, PREFIX_MAX, fmt, ap);
+    size_t used = n < 0 ? 0 : (size_t)n < PREFIX_MAX ? (size_t)n : PREFIX_MAX - 1;
     for (const char *t = ": "; *t && used < sizeof msg - 1; t++) msg[used++] = *t;
     size_t old = strnlen(tl_msg, sizeof msg - 1 - used);
     memcpy(msg + used, tl_msg, old);
     msg[used + old] = '\0';
     memcpy(tl_msg, msg, used + old + 1);
 }
+
 int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported) {
     if (got >= 1 && got <= supported) return HK_OK;
     return hk__fail(HK_ERR_INVALID_ARG,
