@@ -11,10 +11,15 @@
 
 /* ---- errors (util/error.c) ---------------------------------------------------------------- */
 /* Record `code` with a printf-style message as this thread's last error; returns `code` so that
- * call sites read `return hk__fail(HK_ERR_IO, "cannot open %s: %s", path, strerror(errno));`. */
+ * call sites read `return hk__fail(HK_ERR_IO, "cannot open %s: %s", path, strerror(errno));`.
+ * The arguments may be hk_last_error() itself (formatted apart, then copied), but a message that
+ * wraps the previous one is written with hk__fail_context / hk__fail_wrap. */
 int hk__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prefix the current last-error message with context ("pulling org/x: <old message>"). */
+/* Prefix the current last-error message with context ("pulling org/x: <old message>"); keeps the code. */
 int hk__fail_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a new code: `return hk__fail_wrap(HK_ERR_SIGNATURE, "invalid bundle %s", p);` gives
+ * "invalid bundle p: <old message>" as HK_ERR_SIGNATURE. */
+int hk__fail_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* errno → HK_ERR_DISK_FULL / HK_ERR_NOT_FOUND / HK_ERR_IO. */
 int hk__errno_code(int err);
 /* The entry check of every versioned options struct (libgit2 style): HK_OK when `got` is a version

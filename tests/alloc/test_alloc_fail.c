@@ -13,6 +13,7 @@
 #include "hubkern/variant.h"
 #include "internal.h"
 #include "mirror.h"
+#include "util/toml.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -119,6 +120,23 @@ static int op_resolve(void *ctx, char **fp) {
     return rc;
 }
 
+/* A TOML document whose tables outgrow the linear scan (the key index is built and grown) and
+ * whose keys are dotted, quoted, headers and inline tables. */
+static int op_toml(void *ctx, char **fp) {
+    const char *doc = ctx;
+    hk_toml *t = NULL;
+    int rc = hk__toml_parse(&t, doc, strlen(doc), "alloc.toml");
+    if (rc == HK_OK) {
+        const hk_toml *big = hk__toml_get(t, "big");
+        const hk_toml *last = hk__toml_get(big, "k19");
+        hk_alloc_fail_pause(1);
+        *fp = hk__asprintf("%zu %zu %lld", t->n, big ? big->n : 0, last ? (long long)last->i : -1);
+        hk_alloc_fail_pause(0);
+    }
+    hk__toml_free(t);
+    return rc;
+}
+
 typedef struct pull_ctx {
     char *cache;
     const hk_env *env;
@@ -202,6 +220,15 @@ int main(void) {
     hk_env_set(env, "torch_cuda_version", "12.8");
     hk_env_set(env, "torch_cxx11_abi", "1");
     sweep("hk_resolve_variants", op_resolve, NULL, env);
+
+    hk_strbuf doc;
+    hk__sb_init(&doc);
+    hk__sb_printf(&doc, "a.b.c = 1\n\"q.k\" = { x = 1, y.z = [1, 2] }\n[big]\n");
+    for (int i = 0; i < 20; i++) hk__sb_printf(&doc, "k%d = %d\n", i, i);
+    for (int i = 0; i < 12; i++) hk__sb_printf(&doc, "[t%d.s]\nv = 'x'\n[[arr]]\nn = %d\n", i, i);
+    CHECK(!doc.oom);
+    if (!doc.oom) sweep("hk__toml_parse", op_toml, NULL, doc.data);
+    hk__sb_free(&doc);
 
     /* a loopback mirror with a small repo (and the RMSNorm kernel when it was built) */
     char *store = hk__asprintf("%s/store", hk_test_tmpdir());

@@ -9,6 +9,8 @@ real `hubkern serve`.
   200 are discarded and the blob fetched again once.
 - Deadlines: HUBKERN_REQUEST_TIMEOUT (an API request, every byte of its answer) and
   HUBKERN_PULL_TIMEOUT (the whole pull) end a body dripping at 4 B/s with HK_ERR_TIMEOUT naming them.
+  With neither set, HUBKERN_STALL_TIMEOUT (default 30 s) ends a download that gets less than 64 KiB
+  in that long (silent mid-body, or dripping), across its resumes; a slow but moving one completes.
 - Unreachable: a refused connection fails within about a second (two quick retries, logged), while
   a burst of 503 answers still gets the patient back-off and recovers."""
 import glob
@@ -257,6 +259,66 @@ def test_a_download_dripping_at_4_bytes_per_second_hits_the_pull_deadline(hub, t
     assert r.returncode == 1 and "HK_ERR_TIMEOUT" in r.stderr, r.stderr
     assert "pull's deadline of 3 s" in r.stderr and "HUBKERN_PULL_TIMEOUT" in r.stderr, r.stderr
     assert 2.5 < took < 7, took
+
+
+def assert_only_a_resumable_prefix(cache):
+    """No blob of big.bin under its name and no stray temp file: at most the resumable
+    <sha>.incomplete, holding a prefix of the blob that the next pull continues."""
+    names = os.listdir(blobs_dir(cache)) if os.path.isdir(blobs_dir(cache)) else []
+    assert SHA not in names, names
+    assert [n for n in names if n.endswith((".incomplete", ".tmp")) and n != SHA + ".incomplete"] == [], names
+    got = partials(cache)
+    if got:
+        with open(got[0], "rb") as fh:
+            kept = fh.read()
+        assert len(kept) < len(BIG) and BIG.startswith(kept)
+
+
+def test_a_body_that_goes_silent_fails_on_the_stall_limit(hub, tmp_path):
+    # 300 kB, then silence on every attempt: the stall limit (HF_HUB_DOWNLOAD_TIMEOUT stays at its
+    # 10 s) ends it; each resume got 300 kB more, and took 10 s a time, without it (a pull of minutes)
+    cache = str(tmp_path / "c")
+    with FaultProxy(hub.url, rules=[Rule("cut", BIG_RE, count=None, after=300_000, stall=30)]) as px:
+        t0 = time.monotonic()
+        r = pull(px.url, cache, env={"HUBKERN_STALL_TIMEOUT": "2"}, check=False, timeout=40)
+        took = time.monotonic() - t0
+        assert r.returncode == 1 and "HK_ERR_TIMEOUT" in r.stderr, r.stderr
+        assert "big.bin" in r.stderr and "made no progress for 2 s" in r.stderr, r.stderr
+        assert "HUBKERN_STALL_TIMEOUT" in r.stderr, r.stderr
+        assert 1.8 < took < 6, took
+        assert len(px.requests("GET", BIG_RE)) == 1
+        assert_only_a_resumable_prefix(cache)
+        px.rules = []
+        out = json.loads(pull(px.url, cache).stdout)
+    assert big_content(out) == BIG
+    assert_clean(cache)
+
+
+def test_a_body_dripping_at_4_bytes_per_second_fails_on_the_stall_limit(hub, tmp_path):
+    # no pull deadline set: the stall limit is what ends it (before, it ran for as long as the drip)
+    cache = str(tmp_path / "c")
+    with FaultProxy(hub.url, rules=[Rule("drip", BIG_RE, count=None, rate=4)]) as px:
+        t0 = time.monotonic()
+        r = pull(px.url, cache, env={"HUBKERN_STALL_TIMEOUT": "2"}, check=False, timeout=40)
+        took = time.monotonic() - t0
+    assert r.returncode == 1 and "HK_ERR_TIMEOUT" in r.stderr, r.stderr
+    assert "made no progress for 2 s" in r.stderr and "HUBKERN_STALL_TIMEOUT" in r.stderr, r.stderr
+    assert 1.8 < took < 6, took
+    assert_only_a_resumable_prefix(cache)
+
+
+def test_a_slow_but_moving_body_outlives_the_stall_limit(hub, tmp_path):
+    # the last 600 kB at 150 kB/s: 4 s, twice the stall limit, but 64 KiB every 0.5 s
+    cache = str(tmp_path / "c")
+    rules = [Rule("drip", BIG_RE, count=None, after=len(BIG) - 600_000, rate=150_000, chunk=5000)]
+    with FaultProxy(hub.url, rules=rules) as px:
+        t0 = time.monotonic()
+        out = json.loads(pull(px.url, cache, env={"HUBKERN_STALL_TIMEOUT": "2"}, timeout=40).stdout)
+        took = time.monotonic() - t0
+        assert len(px.requests("GET", BIG_RE)) == 1
+    assert took > 3.5, took
+    assert big_content(out) == BIG
+    assert_clean(cache)
 
 
 # ---- unreachable endpoint -----------------------------------------------------------------------

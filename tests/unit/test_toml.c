@@ -6,8 +6,10 @@
 #include "internal.h"
 #include "util/toml.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static hk_toml *parse(const char *s) {
     hk_toml *t = NULL;
@@ -83,6 +85,100 @@ static void test_invalid(void) {
     CHECK(hk__toml_parse(&t, deep, sizeof deep, "deep.toml") == HK_ERR_PARSE);
 }
 
+/* A key of more than 64 dotted parts is refused wherever a key is read (key/value, header, inline
+ * table), naming the limit, and the parts read so far are freed (the ASan build's LeakSanitizer
+ * finds the 64 strings of a leak at exit). */
+static void test_key_parts(void) {
+    char key[65 * 4 + 1];
+    for (int parts = 64; parts <= 65; parts++) {
+        char *w = key;
+        for (int i = 0; i < parts; i++) w += sprintf(w, i ? ".k%d" : "k%d", i % 10);
+        for (int s = 0; s < 5; s++) {
+            char doc[sizeof key + 32];
+            if (s == 0) snprintf(doc, sizeof doc, "%s = 1\n", key);
+            else if (s == 1) snprintf(doc, sizeof doc, "[%s]\n", key);
+            else if (s == 2) snprintf(doc, sizeof doc, "[[%s]]\n", key);
+            else if (s == 3) snprintf(doc, sizeof doc, "t = { %s = 1 }\n", key);
+            else snprintf(doc, sizeof doc, "a = 1\n%s.b = 2\n", key);
+            hk_toml *t = NULL;
+            int rc = hk__toml_parse(&t, doc, strlen(doc), "parts.toml");
+            /* 64 parts: the last shape adds a 65th (".b") */
+            if (parts == 64 && s != 4) {
+                CHECK_RC(rc, HK_OK);
+            } else {
+                CHECK_RC(rc, HK_ERR_PARSE);
+                CHECK(t == NULL);
+                CHECK(strstr(hk_last_error(), "parts.toml: line ") == hk_last_error());
+                CHECK(strstr(hk_last_error(), "at most 64") != NULL);
+            }
+            hk__toml_free(t);
+        }
+    }
+    hk_clear_error();
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A table of 40,000 keys (one per line, or dotted into a table, or one [header] each): parsed in
+ * linear time (each took seconds with the linear lookup; the bound is a generous sanity limit,
+ * not a benchmark), every key found with its value, file order kept, a duplicate still refused. */
+static void test_many_keys(void) {
+    enum { N = 40000 };
+    for (int s = 0; s < 3; s++) {
+        hk_strbuf sb;
+        hk__sb_init(&sb);
+        if (s == 0) hk__sb_printf(&sb, "[big]\n\"\" = -1\n");
+        for (int i = 0; i < N; i++) {
+            if (s == 0) hk__sb_printf(&sb, "k%05d = %d\n", i, i);
+            else if (s == 1) hk__sb_printf(&sb, "big.k%05d = %d\n", i, i);
+            else hk__sb_printf(&sb, "[big.k%05d]\nv = %d\n", i, i);
+        }
+        CHECK(!sb.oom);
+        if (sb.oom) return;
+        hk_toml *t = NULL;
+        double t0 = now_s();
+        int rc = hk__toml_parse(&t, sb.data, sb.len, "many.toml");
+        double took = now_s() - t0;
+        CHECK_RC(rc, HK_OK);
+        if (took >= 2.0) fprintf(stderr, "shape %d: %d keys took %.2f s\n", s, N, took);
+        CHECK(took < 2.0);
+        const hk_toml *big = hk__toml_get(t, "big");
+        CHECK(big && big->kind == HK_TOML_TABLE && big->n == (size_t)N + (s == 0));
+        if (big && big->n == (size_t)N + (s == 0)) {
+            size_t bad = 0;
+            for (int i = 0; i < N; i++) {
+                char k[16];
+                snprintf(k, sizeof k, "k%05d", i);
+                const hk_toml *v = hk__toml_get(big, k);
+                if (s == 2) v = hk__toml_get(v, "v");
+                if (!v || v->kind != HK_TOML_INT || v->i != i || strcmp(big->items[i + (s == 0)]->key, k) != 0) bad++;
+            }
+            CHECK(bad == 0);
+            CHECK(hk__toml_get(big, "k40000") == NULL && hk__toml_get(big, "k0000") == NULL);
+            if (s == 0) CHECK(hk__toml_get(big, "") && hk__toml_get(big, "")->i == -1);
+        }
+        hk__toml_free(t);
+        /* the same key once more, after the 40,000: refused at its line */
+        static const char *const dup[] = {"k12345 = 1\n", "big.k12345 = 1\n", "[big.k12345]\n"};
+        hk__sb_printf(&sb, "%s", dup[s]);
+        t = NULL;
+        rc = hk__toml_parse(&t, sb.data, sb.len, "many.toml");
+        CHECK_RC(rc, HK_ERR_PARSE);
+        CHECK(t == NULL);
+        char want[64];
+        snprintf(want, sizeof want, "many.toml: line %d,", s == 0 ? N + 3 : s == 1 ? N + 1 : 2 * N + 1);
+        if (strstr(hk_last_error(), want) != hk_last_error()) fprintf(stderr, "%s\n", hk_last_error());
+        CHECK(strstr(hk_last_error(), want) == hk_last_error());
+        CHECK(strstr(hk_last_error(), "defined twice") != NULL);
+        hk_clear_error();
+        hk__sb_free(&sb);
+    }
+}
+
 static void test_fuzz(void) {
     size_t n = strlen(PYPROJECT);
     char *buf = malloc(n + 16);
@@ -121,6 +217,8 @@ static void test_fuzz(void) {
 int main(void) {
     test_values();
     test_invalid();
+    test_key_parts();
+    test_many_keys();
     test_fuzz();
     return hk_test_finish();
 }

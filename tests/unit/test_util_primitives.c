@@ -132,7 +132,58 @@ static void test_options_version(void) {
     CHECK_RC(hk__check_options_version("hk_x_options", 3, 2), HK_ERR_INVALID_ARG);
 }
 
+/* A message that wraps the previous one reads the buffer it is written to: every way of wrapping
+ * (hk__fail with hk_last_error() as an argument, or a pointer into it, hk__fail_context,
+ * hk__fail_wrap) gives the exact text, also when the result is cut at the buffer's size. */
+static void test_error_wrap(void) {
+    char old[3001], want[8192];
+    for (size_t i = 0; i < sizeof old - 1; i++) old[i] = (char)('a' + i % 26);
+    old[sizeof old - 1] = '\0';
+    hk__fail(HK_ERR_NOT_FOUND, "%s", old);
+    CHECK_RC(hk__fail(HK_ERR_IO, "cannot open %s: %s", "/some/dir", hk_last_error()), HK_ERR_IO);
+    snprintf(want, sizeof want, "cannot open /some/dir: %s", old);
+    CHECK_STR(hk_last_error(), want);
+    CHECK_RC(hk_last_error_code(), HK_ERR_IO);
+
+    hk__fail(HK_ERR_PARSE, "%s", old);
+    hk__fail(HK_ERR_SIGNATURE, "bundle: %s (%s)", hk_last_error() + 2000, hk_last_error());
+    snprintf(want, sizeof want, "bundle: %s (%s)", old + 2000, old);
+    CHECK_STR(hk_last_error(), want);
+
+    /* twice the buffer: cut at its size (4095 characters), the start intact */
+    hk__fail(HK_ERR_PARSE, "%s", old);
+    hk__fail(HK_ERR_PARSE, "%s|%s", hk_last_error(), hk_last_error());
+    snprintf(want, sizeof want, "%s|%s", old, old);
+    want[4095] = '\0';
+    CHECK_STR(hk_last_error(), want);
+    CHECK(strlen(hk_last_error()) == 4095);
+
+    hk__fail(HK_ERR_PARSE, "%s", old);
+    CHECK_RC(hk__fail_context("reading %.20s", hk_last_error()), HK_ERR_PARSE);
+    snprintf(want, sizeof want, "reading %.20s: %s", old, old);
+    CHECK_STR(hk_last_error(), want);
+
+    hk__fail(HK_ERR_PARSE, "%s", old);
+    CHECK_RC(hk__fail_wrap(HK_ERR_SIGNATURE, "invalid bundle %s", "b.json"), HK_ERR_SIGNATURE);
+    snprintf(want, sizeof want, "invalid bundle b.json: %s", old);
+    CHECK_STR(hk_last_error(), want);
+    CHECK_RC(hk_last_error_code(), HK_ERR_SIGNATURE);
+    hk__fail(HK_ERR_PARSE, "%s%s", old, old);
+    hk__fail_wrap(HK_ERR_IO, "%s", "ctx");
+    snprintf(want, sizeof want, "ctx: %s%s", old, old);
+    want[4095] = '\0';
+    CHECK_STR(hk_last_error(), want);
+    /* a prefix holding the whole message: cut at 1023 characters, the cause after it */
+    hk__fail(HK_ERR_PARSE, "%s", old);
+    hk__fail_context("in %s", hk_last_error());
+    snprintf(want, sizeof want, "in %.1020s: %s", old, old);
+    want[4095] = '\0';
+    CHECK_STR(hk_last_error(), want);
+    hk_clear_error();
+}
+
 int main(void) {
+    test_error_wrap();
     test_vec();
     test_walk();
     test_text();

@@ -24,7 +24,28 @@ static int pull_deadline_fail(const hk_dl_ctx *c, const hk_xfer *x) {
                     x->item->paths[0], (unsigned long long)x->written, (unsigned long long)x->item->size);
 }
 
+static int stall_fail(const hk_dl_ctx *c, const hk_xfer *x) {
+    return hk__fail(HK_ERR_TIMEOUT, "download of %s from %s made no progress for %g s (less than %u KiB arrived; %llu of "
+                    "%llu bytes so far): the server or the link stalls or drips; try again later or another "
+                    "endpoint, or raise HUBKERN_STALL_TIMEOUT (seconds, 0: off) for a link this slow",
+                    x->item->paths[0], c->repo_id, (double)c->hub->stall_timeout_ms / 1000.0,
+                    HK_XFER_PROGRESS_STEP >> 10, (unsigned long long)x->written, (unsigned long long)x->item->size);
+}
+
+/* Has x gone HUBKERN_STALL_TIMEOUT without progress (active, or waiting to resume after a cut)? */
+static bool stalled(const hk_dl_ctx *c, const hk_xfer *x, uint64_t now) {
+    return c->hub->stall_timeout_ms > 0 && x->moved_at && !x->clock_restart &&
+           (x->state == X_ACTIVE || x->state == X_READY) && now - x->moved_at >= (uint64_t)c->hub->stall_timeout_ms;
+}
+
 static int start_attempt(hk_dl_ctx *c, CURLM *multi, hk_xfer *x) {
+    /* the clock runs across cuts and resumes (a server that sends a little and then cuts gains no
+     * time); it starts over only after a 408/429/5xx, whose retries are bounded by max_retries */
+    if (!x->moved_at || x->clock_restart) {
+        x->moved_at = hk__now_ms();
+        x->moved_mark = x->written;
+        x->clock_restart = false;
+    }
     hk__http_headers_free(&x->h);
     x->status = 0;
     x->body_ok = false;
@@ -156,6 +177,7 @@ static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
         }
         delay = hk__retry_delay_ms(hub, x->status_retries, st, &x->h);
         x->status_retries++;
+        x->clock_restart = true;
         hk__log(HK_LOG_INFO, "HTTP %ld for %s; retrying in %ld ms", st, x->item->paths[0], delay);
     } else if (hk__curl_connect_failed(cc)) {
         /* refused / unknown host: a few quick tries, not the patient back-off of a cut */
@@ -296,6 +318,11 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
                     goto out;
                 }
         }
+        for (size_t i = 0; i < n; i++)
+            if (stalled(&c, &xs[i], now)) {
+                rc = stall_fail(&c, &xs[i]);
+                goto out;
+            }
         int active = 0;
         for (size_t i = 0; i < n; i++) active += xs[i].state == X_ACTIVE;
         /* fill free slots: files that already hold their lock first, then new locks */

@@ -162,6 +162,7 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     double req_s = opts->version >= 2 ? opts->request_timeout_s : 0, pull_s = opts->version >= 2 ? opts->pull_timeout_s : 0;
     h->request_timeout_ms = deadline_ms("HUBKERN_REQUEST_TIMEOUT", req_s, 300000);
     h->pull_timeout_ms = deadline_ms("HUBKERN_PULL_TIMEOUT", pull_s, 0);
+    h->stall_timeout_ms = deadline_ms("HUBKERN_STALL_TIMEOUT", 0, HK_STALL_TIMEOUT_DEFAULT_MS);
     h->freshness_ms = deadline_ms("HUBKERN_FRESHNESS_S", opts->version >= 3 ? opts->freshness_s : 0, HK_FRESHNESS_DEFAULT_MS);
     token_tag(h->token_tag, h->token);
     const char *rb = hk__getenv("HUBKERN_RETRY_BASE_MS");

@@ -16,6 +16,10 @@
  * branch is seen within a minute. */
 #define HK_FRESHNESS_DEFAULT_MS 60000L
 
+/* Default HUBKERN_STALL_TIMEOUT: a blob's download that gets less than 64 KiB in this long fails
+ * (downloads had no default deadline at all; a drip-fed body kept a pull going for good). */
+#define HK_STALL_TIMEOUT_DEFAULT_MS 30000L
+
 /* Largest API answer read into memory (one tree page, refs, revision). */
 #define HK_API_MAX (64u << 20)
 
@@ -32,6 +36,7 @@ struct hk_hub {
     long download_timeout_ms;
     long request_timeout_ms; /* whole API request incl. retries and body; 0: none */
     long pull_timeout_ms;    /* whole hk_hub_pull; 0: none */
+    long stall_timeout_ms;   /* a downloading blob gets HK_XFER_PROGRESS_STEP bytes within this, or fails; 0: off */
     uint64_t pull_deadline_at; /* hk__now_ms() value the running pull must end by; 0: none */
     int max_retries;
     long retry_base_ms;   /* HUBKERN_RETRY_BASE_MS, default 1000: scales every back-off delay */

@@ -124,7 +124,7 @@ HK_API int hk_signature_policies_load_file(hk_signature_policies *p, const char 
         else if ((rc = hk_signature_policies_add(p, cJSON_GetStringValue(org), jstr(e, "issuer"),
                                                  jstr(e, "source_repository"), uris, (size_t)n)) != HK_OK &&
                  rc != HK_ERR_NOMEM)
-            rc = hk__fail(HK_ERR_PARSE, "%s: policy %d: %s", path, i, hk_last_error());
+            rc = hk__fail_wrap(HK_ERR_PARSE, "%s: policy %d", path, i);
         free(uris);
         if (rc) break;
         i++;

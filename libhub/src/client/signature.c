@@ -100,7 +100,7 @@ int hk__client_check_signature(hk_hub *hub, int mode, const char *repo, const ch
     char *identity = NULL;
     char key[400];
     if (rc == HK_OK) rc = verify_bytes(&identity, key, c, repo, meta, mlen, bundle, blen, receipt);
-    if (rc == HK_ERR_PARSE) rc = hk__fail(HK_ERR_SIGNATURE, "invalid signature bundle: %s", hk_last_error());
+    if (rc == HK_ERR_PARSE) rc = hk__fail_wrap(HK_ERR_SIGNATURE, "invalid signature bundle");
     if (rc == HK_ERR_SIGNATURE)
         hk__fail_context("build/%s of %s at %.12s: metadata.json.sigstore refused", variant, repo, commit);
     if (rc == HK_OK) {

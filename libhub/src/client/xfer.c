@@ -187,7 +187,12 @@ size_t hk__xfer_on_body(char *p, size_t sz, size_t n, void *ud) {
         if (x->buf_len == HK_XFER_BUF && (x->err = flush_buf(x))) return 0;
     }
     hk__hasher_update(x->hasher, p, len);
+    if (x->written < x->moved_mark) x->moved_mark = x->written; /* restarted lower: count from there */
     x->written += len;
+    if (x->written - x->moved_mark >= HK_XFER_PROGRESS_STEP) {
+        x->moved_at = hk__now_ms();
+        x->moved_mark = x->written;
+    }
     return len;
 }
 

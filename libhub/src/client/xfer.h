@@ -47,9 +47,17 @@ typedef struct hk_xfer {
     char errbuf[CURL_ERROR_SIZE]; /* libcurl's text for the current attempt's failure */
     unsigned char *buf;      /* write-behind buffer: bytes received but not yet written */
     size_t buf_len;
+    /* the progress clock, across attempts: when the blob last got HK_XFER_PROGRESS_STEP more
+     * bytes (or its first attempt began; 0: not yet) and its byte count then */
+    uint64_t moved_at;
+    uint64_t moved_mark;
+    bool clock_restart;      /* a 408/429/5xx retry is pending: its wait is bounded apart */
 } hk_xfer;
 
 #define HK_XFER_BUF (1u << 20)
+/* What counts as progress for HUBKERN_STALL_TIMEOUT: a body dripping a few bytes a second passes
+ * libcurl's low-speed limit (1 byte/s) forever; 64 KiB per 30 s (about 2 KB/s) does not. */
+#define HK_XFER_PROGRESS_STEP (64u << 10)
 
 typedef struct hk_dl_ctx {
     hk_hub *hub;

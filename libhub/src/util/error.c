@@ -35,13 +35,33 @@ HK_API void hk_clear_error(void) {
     tl_msg[0] = '\0';
 }
 
+/* Every message is formatted into a local buffer and then copied: its arguments may be
+ * hk_last_error() or point into it (a message wrapping the previous one), and vsnprintf into the
+ * buffer it reads is undefined (glibc overwrites the text before it has read it). */
 int hk__fail(int code, const char *fmt, ...) {
+    char msg[HK_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(tl_msg, msg, strlen(msg) + 1);
     tl_code = code;
     return code;
+}
+
+/* "<prefix>: <current message>", cut at the buffer's size; the prefix (at most 1023 characters,
+ * so that the cause stays readable) is formatted before the current message is touched, so its
+ * arguments may point into it too. */
+static void wrap_current(const char *fmt, va_list ap) {
+    char msg[HK_ERRMSG_MAX];
+    enum { PREFIX_MAX = 1024 };
+    int n = vsnprintf(msg, PREFIX_MAX, fmt, ap);
+    size_t used = n < 0 ? 0 : (size_t)n < PREFIX_MAX ? (size_t)n : PREFIX_MAX - 1;
+    for (const char *t = ": "; *t && used < sizeof msg - 1; t++) msg[used++] = *t;
+    size_t old = strnlen(tl_msg, sizeof msg - 1 - used);
+    memcpy(msg + used, tl_msg, old);
+    msg[used + old] = '\0';
+    memcpy(tl_msg, msg, used + old + 1);
 }
 
 int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported) {
@@ -53,22 +73,20 @@ int hk__check_options_version(const char *type_name, unsigned int got, unsigned 
 }
 
 int hk__fail_context(const char *fmt, ...) {
-    char prefix[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    wrap_current(fmt, ap);
     va_end(ap);
-    char old[HK_ERRMSG_MAX];
-    memcpy(old, tl_msg, sizeof old);
-    size_t n = strlen(prefix);
-    if (n > sizeof tl_msg - 3) n = sizeof tl_msg - 3;
-    memcpy(tl_msg, prefix, n);
-    memcpy(tl_msg + n, ": ", 2);
-    size_t room = sizeof tl_msg - n - 2;
-    size_t ol = strnlen(old, room - 1);
-    memcpy(tl_msg + n + 2, old, ol);
-    tl_msg[n + 2 + ol] = '\0';
     return tl_code;
+}
+
+int hk__fail_wrap(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    wrap_current(fmt, ap);
+    va_end(ap);
+    tl_code = code;
+    return code;
 }
 
 int hk__errno_code(int err) {

@@ -189,7 +189,7 @@ int hk__rmtree(const char *path) {
         return HK_OK;
     }
     int rc = hk__walk(path, -1, HK_WALK_POSTORDER, remove_entry, NULL);
-    if (rc == HK_ERR_NOT_FOUND) rc = hk__fail(HK_ERR_IO, "cannot open %s: %s", path, hk_last_error());
+    if (rc == HK_ERR_NOT_FOUND) rc = hk__fail_wrap(HK_ERR_IO, "cannot open %s", path);
     if (rc == HK_OK && rmdir(path) != 0) rc = hk__fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
     return rc;
 }

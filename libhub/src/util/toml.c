@@ -2,7 +2,7 @@
  * multi-line strings with every escape, integers (decimal, 0x, 0o, 0b, underscores), floats (inf,
  * nan, exponents), booleans, offset / local date-times (kept as text), arrays and inline tables;
  * redefinitions refused as the spec says. Recursive descent over a bounded nesting depth.
- * Kept in one file (about 600 lines) because the grammar is one recursive unit. */
+ * Kept in one file (about 700 lines) because the grammar is one recursive unit. */
 #include "util/toml.h"
 
 #include "internal.h"
@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <openssl/rand.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,20 +91,74 @@ void hk__toml_free(hk_toml *t) {
     if (!t) return;
     for (size_t i = 0; i < t->n; i++) hk__toml_free(t->items[i]);
     free(t->items);
+    free(t->index);
     free(t->key);
     free(t->str);
     free(t);
 }
 
+/* ---- the key index of a table --------------------------------------------------------------- */
+
+/* Tables up to this many keys are scanned (most are small; no index to allocate). */
+#define INDEX_FROM 8
+
+/* The keys come from files a mirror serves: FNV-1a from a per-process random start, finished with
+ * a 64-bit mixer so every bit counts, so that no one file can make every key collide. */
+static uint64_t g_seed;
+static pthread_once_t g_seed_once = PTHREAD_ONCE_INIT;
+static void seed_init(void) {
+    if (RAND_bytes((unsigned char *)&g_seed, sizeof g_seed) != 1) g_seed = (uint64_t)(uintptr_t)&g_seed;
+}
+
+static uint64_t key_hash(const char *s) {
+    uint64_t h = 14695981039346656037ull ^ g_seed;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+static void index_put(size_t *slots, size_t cap, const char *key, size_t pos) {
+    size_t i = (size_t)key_hash(key) & (cap - 1);
+    while (slots[i]) i = (i + 1) & (cap - 1);
+    slots[i] = pos + 1;
+}
+
+/* Room in t's index for one more key (built when the table outgrows INDEX_FROM, doubled when half
+ * full); on failure t is unchanged. */
+static int index_reserve(hk_toml *t) {
+    size_t want = t->n + 1;
+    if (want <= INDEX_FROM || want * 2 <= t->index_cap) return HK_OK;
+    size_t cap = t->index_cap ? t->index_cap : 4 * INDEX_FROM;
+    while (cap < want * 2) cap *= 2;
+    size_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < t->n; i++) index_put(slots, cap, t->items[i]->key, i);
+    free(t->index);
+    t->index = slots;
+    t->index_cap = cap;
+    return HK_OK;
+}
+
+/* child: an element of an array, or a keyed value of a table (its key already set) */
 static int add_item(hk_toml *parent, hk_toml *child) {
     int rc = HK_VEC_RESERVE(parent->items, parent->cap, parent->n + 1);
+    if (rc == HK_OK && parent->kind == HK_TOML_TABLE) rc = index_reserve(parent);
     if (rc) return rc;
+    if (parent->index) index_put(parent->index, parent->index_cap, child->key, parent->n);
     parent->items[parent->n++] = child;
     return HK_OK;
 }
 
 static hk_toml *find(const hk_toml *t, const char *key) {
     if (!t || t->kind != HK_TOML_TABLE) return NULL;
+    if (t->index) {
+        for (size_t i = (size_t)key_hash(key) & (t->index_cap - 1); t->index[i]; i = (i + 1) & (t->index_cap - 1))
+            if (strcmp(t->items[t->index[i] - 1]->key, key) == 0) return t->items[t->index[i] - 1];
+        return NULL;
+    }
     for (size_t i = 0; i < t->n; i++)
         if (strcmp(t->items[i]->key, key) == 0) return t->items[i];
     return NULL;
@@ -248,15 +304,19 @@ static bool bare_char(int c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
+/* On failure k holds nothing (every part parsed so far freed). */
 static int parse_key(ps *p, keypath *k) {
     k->n = 0;
+    int rc = HK_OK;
     for (;;) {
         skip_ws(p);
-        if (k->n == MAX_KEY_PARTS) return perr(p, "key has too many dotted parts");
+        if (k->n == MAX_KEY_PARTS) {
+            rc = perr(p, "key has too many dotted parts (at most 64)");
+            break;
+        }
         hk_strbuf sb;
         hk__sb_init(&sb);
         int c = peek(p);
-        int rc = HK_OK;
         if (c == '"' || c == '\'') rc = parse_string(p, &sb, false);
         else if (bare_char(c)) {
             const char *b = p->s;
@@ -266,17 +326,19 @@ static int parse_key(ps *p, keypath *k) {
         if (rc == HK_OK && sb.oom) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         if (rc == HK_OK && memchr(sb.data ? sb.data : "", '\0', sb.len))
             rc = perr(p, "a key may not contain NUL");
+        char *part = rc == HK_OK ? (sb.data ? sb.data : hk__strdup("")) : NULL;
+        if (rc == HK_OK && !part) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         if (rc) {
             hk__sb_free(&sb);
-            keypath_free(k);
-            return rc;
+            break;
         }
-        k->part[k->n++] = sb.data ? sb.data : hk__strdup("");
-        if (!k->part[k->n - 1]) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        k->part[k->n++] = part;
         skip_ws(p);
         if (peek(p) != '.') return HK_OK;
         p->s++;
     }
+    keypath_free(k);
+    return rc;
 }
 
 /* ---- values --------------------------------------------------------------------------------- */
@@ -584,6 +646,7 @@ static int parse_header(ps *p, hk_toml *root, hk_toml **cur) {
 
 int hk__toml_parse(hk_toml **out, const char *text, size_t len, const char *what) {
     *out = NULL;
+    pthread_once(&g_seed_once, seed_init);
     ps p = {text, text + len, what ? what : "TOML", text, 1, 0};
     hk_toml *root = node_new(HK_TOML_TABLE);
     if (!root) return hk__fail(HK_ERR_NOMEM, "out of memory");

@@ -31,6 +31,9 @@ struct hk_toml {
     bool b;           /* BOOL */
     hk_toml **items;  /* TABLE: its key/value pairs in file order; ARRAY: its elements */
     size_t n, cap;
+    /* TABLE of more than a few keys: a hash index of items (slot = position + 1, 0 = free; open
+     * addressing, at most half full), so that a table of many keys parses in linear time */
+    size_t *index, index_cap;
     /* parser state: a [header] defined it / an inline table or static array (closed for additions) /
      * created by a dotted key / an array of tables */
     bool defined, sealed, dotted, aot;
@@ -40,7 +43,7 @@ struct hk_toml {
  * hk__toml_free. HK_ERR_PARSE naming `what`, line and column. */
 int hk__toml_parse(hk_toml **out, const char *text, size_t len, const char *what);
 void hk__toml_free(hk_toml *t);
-/* The value under key in a table (NULL when absent or t is not a table). */
+/* The value under key in a table (NULL when absent or t is not a table); constant time. */
 const hk_toml *hk__toml_get(const hk_toml *t, const char *key);
 
 #endif
