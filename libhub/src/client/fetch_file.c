@@ -155,7 +155,9 @@ int hk__hub_peek_file(char **out, size_t *out_len, char **out_where, hk_hub *hub
     if (hub->offline)
         return hk__fail(HK_ERR_OFFLINE, "%s of %s at %s is not in the cache and the client is offline", path,
                        repo_id, commit);
-    char *url = hk__asprintf("%s/kernels/%s/resolve/%s/%s", hub->endpoint, repo_id, commit, path);
+    char *epath = hk__pct_encode(path, true);
+    char *url = epath ? hk__asprintf("%s/kernels/%s/resolve/%s/%s", hub->endpoint, repo_id, commit, epath) : NULL;
+    free(epath);
     if (!url) return hk__fail(HK_ERR_NOMEM, "out of memory");
     hk_http_resp r;
     rc = hk__http_get(&r, hub, url, max);

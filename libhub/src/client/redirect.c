@@ -154,6 +154,8 @@ int hk__client_resolve_target(hk__target *t, hk_hub *hub, const hk_pull_spec *sp
     if (rc) return rc;
     if ((spec->kernel_version >= 0) == (spec->revision != NULL))
         return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", spec->repo_id);
+    if (spec->revision && !hk__revision_valid(spec->revision))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a revision name (a branch, tag or commit)", spec->revision);
     t->signature = hk__sig_request_mode(hub->sig, spec->signature, floor, spec->repo_id);
     char *redirect_rev = NULL;
     if (hub->offline) { /* the cache keeps no kernel-status.toml: nothing to follow */

@@ -85,8 +85,8 @@ static int parse_new(hk_lock_entry *e, const cJSON *item, size_t idx) {
     if (ver && (!cJSON_IsNumber(ver) || ver->valuedouble < 0 || ver->valuedouble != (double)ver->valueint))
         return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'version' must be a non-negative integer",
                        idx, repo->valuestring);
-    if (rev && (!cJSON_IsString(rev) || !rev->valuestring[0]))
-        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'revision' must be a string", idx,
+    if (rev && (!cJSON_IsString(rev) || !hk__revision_valid(rev->valuestring)))
+        return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'revision' must be a revision name", idx,
                        repo->valuestring);
     if (!cJSON_IsString(commit) || !hk__is_commit_id(commit->valuestring))
         return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'commit' must be a full 40- or "

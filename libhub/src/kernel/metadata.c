@@ -1,6 +1,9 @@
 /* metadata.json of a build variant (kernel-hub-format §6). */
 #include "kernel/kernel_internal.h"
 
+#include "cache/cache.h" /* hk_repo_id_valid */
+#include "util/text.h"
+
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdlib.h>
@@ -57,6 +60,10 @@ static int parse_kernel_depends(hk_metadata_owned *md, const cJSON *list, const 
         const cJSON *rev = cJSON_GetObjectItemCaseSensitive(d, "revision");
         if (!cJSON_IsString(repo) || !repo->valuestring[0])
             return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu has no 'repo-id'", what, i);
+        /* names are checked where they enter: nothing below builds a path or URL from an unchecked one */
+        if (!hk_repo_id_valid(repo->valuestring) || !strchr(repo->valuestring, '/'))
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu: '%.80s' is not a kernel repo id (org/name)",
+                           what, i, repo->valuestring);
         if (ver && rev)
             return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu (%s): `version` and `revision` "
                            "are mutually exclusive", what, i, repo->valuestring);
@@ -70,6 +77,9 @@ static int parse_kernel_depends(hk_metadata_owned *md, const cJSON *list, const 
         if (rev && (!cJSON_IsString(rev) || !rev->valuestring[0]))
             return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu (%s): 'revision' must be a "
                            "non-empty string", what, i, repo->valuestring);
+        if (rev && !hk__revision_valid(rev->valuestring))
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu (%s): '%.80s' is not a revision name", what,
+                           i, repo->valuestring, rev->valuestring);
         hk_dep_spec *e = &md->deps[i];
         e->repo_id = hk__strdup(repo->valuestring);
         e->version = ver ? ver->valueint : HK_VERSION_UNSET;

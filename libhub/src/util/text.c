@@ -25,6 +25,18 @@ bool hk__is_commit_id(const char *s) {
     return (n == 40 || n == 64) && hk__is_hex(s, n);
 }
 
+bool hk__revision_valid(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 255 || s[0] == '/' || s[0] == '-' || s[n - 1] == '/' || s[n - 1] == '.') return false;
+    if (strstr(s, "@{") || strstr(s, "//") || strstr(s, "..") || (n >= 5 && strcmp(s + n - 5, ".lock") == 0)) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || strchr(" ~^:?*[\\", c)) return false;
+        if ((i == 0 || s[i - 1] == '/') && c == '.') return false; /* "./x", "a/.b": a dot segment or hidden name */
+    }
+    return true;
+}
+
 static bool unreserved(unsigned char c, bool keep_slash) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
            c == '.' || c == '~' || (keep_slash && c == '/');

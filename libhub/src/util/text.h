@@ -15,6 +15,12 @@ int hk__hex_digit(char c);
 int hk__unhex(unsigned char *out, const char *hex, size_t n);
 /* A git commit id: 40 (SHA-1) or 64 (SHA-256 object format) lowercase hex chars. */
 bool hk__is_commit_id(const char *s);
+/* A revision name as it may enter from outside (an API argument, a kernel-depends or lock entry,
+ * a kernel-status.toml, a route): a branch, tag or commit name under git's ref rules that is also
+ * a safe relative path (refs/<rev> and URLs are built from it): 1-255 bytes, no "." / ".." / empty
+ * segment, no leading '/' or '-', none of ' ~^:?*[\\' or control characters, no "@{", not ending in
+ * ".lock" or '.'. */
+bool hk__revision_valid(const char *s);
 
 /* Append s percent-encoded: RFC 3986 unreserved characters kept (and '/' when keep_slash), every
  * other byte as %XX (uppercase), bytes >= 0x80 included. */
