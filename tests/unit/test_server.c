@@ -6,6 +6,9 @@
 #include "internal.h"
 #include "server/server.h"
 #include "server/srv_internal.h"
+#include "server/srv_upstream.h"
+
+#include <pthread.h>
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -335,6 +338,52 @@ static void test_server_guard(const char *dir) {
     free(store);
 }
 
+typedef struct lead_arg {
+    up_waitset *w;
+    atomic_bool led;
+} lead_arg;
+
+static void *lead_and_hold(void *p) {
+    lead_arg *a = p;
+    CHECK(hk_up_enter(a->w, "blob:k", 5.0, NULL, &(up_answer){0}));
+    atomic_store(&a->led, true);
+    struct timespec ts = {1, 200 * 1000 * 1000}; /* a leader stuck on a dripping upstream */
+    nanosleep(&ts, NULL);
+    up_answer failed = {.status = 429, .retry_after = 7};
+    hk_up_leave(a->w, "blob:k", &failed);
+    return NULL;
+}
+
+/* Coalescing waits have a deadline (issue 21, U4): a waiter on a leader that does not finish gives
+ * up at its deadline with a 503 + Retry-After, a later waiter still gets the leader's own answer,
+ * and the entry is gone once everyone left (TSan runs this). */
+static void test_up_wait_deadline(void) {
+    up_waitset *w = NULL;
+    CHECK_RC(hk_up_waitset_new(&w), HK_OK);
+    lead_arg a = {.w = w};
+    atomic_init(&a.led, false);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, lead_and_hold, &a) == 0);
+    while (!atomic_load(&a.led)) {
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(hk_up_waiters(w, "blob:k") == 0);
+    up_answer ans;
+    double t0 = now_s();
+    CHECK(!hk_up_enter(w, "blob:k", 0.3, NULL, &ans));
+    double took = now_s() - t0;
+    CHECK(took >= 0.25 && took < 1.0);
+    CHECK(ans.status == 503 && ans.retry_after > 0 && strstr(ans.msg, "deadline"));
+    CHECK(!hk_up_enter(w, "blob:k", 5.0, NULL, &ans)); /* waits for the leader this time */
+    CHECK(ans.status == 429 && ans.retry_after == 7);
+    pthread_join(t, NULL);
+    CHECK(hk_up_waiters(w, "blob:k") == 0);
+    CHECK(hk_up_enter(w, "blob:k", 1.0, NULL, &ans)); /* nothing in flight: leads */
+    hk_up_leave(w, "blob:k", NULL);
+    hk_up_waitset_free(w);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *dir = hk_test_tmpdir();
@@ -342,6 +391,7 @@ int main(void) {
     test_store_reader(dir);
     test_server_in_process(dir);
     test_server_guard(dir);
+    test_up_wait_deadline();
     curl_global_cleanup();
     return hk_test_finish();
 }
