@@ -180,27 +180,26 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
         /* record_revision writes the manifest before the snapshot folder, and the store resolves a
          * commit by its folder: a manifest alone is another process between the two steps, whose
          * second step (idempotent) is taken here so that the commit resolves at once */
-        if (hk_manifest_partial(root, repo_dir, rev)) return false; /* its claims were contradicted: ask again */
         char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, rev);
         bool have = snap && hk__is_dir(snap);
         if (snap && !have && hk_manifest_exists(root, repo_dir, rev)) have = hk__mkdirs(snap, 0755) == HK_OK;
         free(snap);
-        *known = have;
-        return have; /* commit-addressed: immutable */
+        *known = have; /* what it holds stays servable (stale) while upstream cannot answer */
+        /* commit-addressed: immutable, unless bytes contradicted its claims: then asked again */
+        return have && !hk_manifest_partial(root, repo_dir, rev);
     }
     if (!hk__path_is_safe_relative(rev)) return false;
     char *ref = hk__asprintf("%s/refs/%s", repo_dir, rev);
     struct stat st;
     bool have = ref && stat(ref, &st) == 0 && S_ISREG(st.st_mode);
     free(ref);
-    char commit[65];
-    /* a branch naming a commit whose claims were contradicted is asked again too */
-    if (have && hk_store_resolve_rev(commit, repo_dir, rev) == HK_OK && hk_manifest_partial(root, repo_dir, commit))
-        have = false;
-    hk_clear_error();
     *known = have;
     if (!have) return false;
-    return difftime(time(NULL), st.st_mtime) < (double)ttl;
+    char commit[65];
+    /* a branch naming a commit whose claims were contradicted is asked again too */
+    bool partial = hk_store_resolve_rev(commit, repo_dir, rev) == HK_OK && hk_manifest_partial(root, repo_dir, commit);
+    hk_clear_error();
+    return !partial && difftime(time(NULL), st.st_mtime) < (double)ttl;
 }
 
 /* Siblings of a revision answer into a listing (the manifest). */
