@@ -4,11 +4,13 @@
  * Who owns what:
  *   upstream_http.c   one GET to an upstream: fallbacks, the token (only to that upstream's origin),
  *                     redirects followed by hand without it, 429 back-off shared by every client
+ *                     (capped), the overall deadline, the request's client (its disconnect, its
+ *                     budget of upstream misses)
  *   upstream_rev.c    revisions (branch/tag → commit with a TTL, stale-if-error, negative answers),
  *                     the commit's manifest, refs and organization overviews passed through
  *   upstream_blob.c   blobs: one transfer per blob (threads wait on a condition variable, processes on
  *                     an flock), verified against the manifest and the headers, then renamed in
- *   upstream_wait.c   the in-process coalescing table (key → in flight / done)
+ *   upstream_wait.c   the in-process coalescing table (key → in flight / done), waits with a deadline
  *   manifest.c        the per-commit file list kept beside the store (store.c lists from it)
  *   http_metrics.c    counters and /metrics (Prometheus text) */
 #ifndef HK_SRV_UPSTREAM_H
