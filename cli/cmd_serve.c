@@ -47,6 +47,18 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_VALUE, "upstream-timeout", 0, "SECONDS", "give up an upstream that sends nothing for this long (default "
      HK_STR(HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT) "; connecting: at most 10 s); the next --upstream is tried, else 503",
      NULL, NULL},
+    {HK_OPT_VALUE, "upstream-deadline", 0, "SECONDS", "give up an upstream transfer, and a wait for another request's, "
+     "still running after this long at under 64 KiB/s on average (default " HK_STR(HK_SERVE_UPSTREAM_DEADLINE_DEFAULT)
+     "): 503 with Retry-After", NULL, NULL},
+    {HK_OPT_VALUE, "upstream-max-backoff", 0, "SECONDS", "most of an upstream 429's Retry-After honoured (default "
+     HK_STR(HK_SERVE_MAX_BACKOFF_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "upstream-memo-bytes", 0, "BYTES", "memory for passed-through refs and overview answers, least "
+     "recently used dropped first (default 67108864)", NULL, NULL},
+    {HK_OPT_VALUE, "client-miss-budget", 0, "N", "upstream misses one client (its token with --token, else its "
+     "address) may cause per --client-miss-window; more get 429 with Retry-After (default "
+     HK_STR(HK_SERVE_CLIENT_MISSES_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "client-miss-window", 0, "SECONDS", "the window of --client-miss-budget (default "
+     HK_STR(HK_SERVE_CLIENT_WINDOW_DEFAULT) ")", NULL, NULL},
     {HK_OPT_VALUE, "revision-ttl", 0, "SECONDS", "how long a branch/tag -> commit answer from upstream is used (default "
      HK_STR(HK_SERVE_REVISION_TTL_DEFAULT) "); also the max-age of branch-addressed answers", NULL, NULL},
     {HK_OPT_VALUE, "negative-ttl", 0, "SECONDS", "how long an upstream 404/410 is remembered (default "
@@ -199,6 +211,21 @@ int hk_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "upstream-timeout")) {
             if (parse_u64(&v, optarg, "--upstream-timeout") || v == 0 || v > 3600) goto usage;
             cfg.upstream_timeout = (unsigned)v;
+        } else if (!strcmp(n, "upstream-deadline")) {
+            if (parse_u64(&v, optarg, "--upstream-deadline") || v == 0 || v > 86400) goto usage;
+            cfg.upstream_deadline = (unsigned)v;
+        } else if (!strcmp(n, "upstream-max-backoff")) {
+            if (parse_u64(&v, optarg, "--upstream-max-backoff") || v == 0 || v > 3600) goto usage;
+            cfg.upstream_max_backoff = (unsigned)v;
+        } else if (!strcmp(n, "upstream-memo-bytes")) {
+            if (parse_u64(&v, optarg, "--upstream-memo-bytes") || v == 0 || v > (16ull << 30)) goto usage;
+            cfg.upstream_memo_bytes = v;
+        } else if (!strcmp(n, "client-miss-budget")) {
+            if (parse_u64(&v, optarg, "--client-miss-budget") || v == 0 || v > 1000000) goto usage;
+            cfg.client_miss_budget = (unsigned)v;
+        } else if (!strcmp(n, "client-miss-window")) {
+            if (parse_u64(&v, optarg, "--client-miss-window") || v == 0 || v > 86400) goto usage;
+            cfg.client_miss_window = (unsigned)v;
         } else if (!strcmp(n, "revision-ttl")) {
             if (parse_u64(&v, optarg, "--revision-ttl") || v == 0 || v > 86400 * 365) goto usage;
             cfg.revision_ttl = (unsigned)v;

@@ -268,7 +268,7 @@ enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_
     if (!named && srv->up) { /* the upstream's own answer, memoised (--trust ORG overrides it) */
         char *pq = hk__asprintf("/api/organizations/%s/overview", org);
         free(org);
-        enum MHD_Result ret = pq ? hk_srv_up_json(srv, c, ctx, pq) : MHD_NO;
+        enum MHD_Result ret = pq ? hk_srv_up_json(srv, c, ctx, pq, NULL) : MHD_NO;
         free(pq);
         return ret;
     }

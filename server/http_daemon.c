@@ -40,7 +40,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
-    return hk_srv_dispatch(srv, c, ctx, url, method);
+    hk_srv_up_begin(srv, c);
+    enum MHD_Result ret = hk_srv_dispatch(srv, c, ctx, url, method);
+    hk_srv_up_end();
+    return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {

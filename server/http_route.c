@@ -167,7 +167,7 @@ static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, 
             bool prs = hk_srv_query_true(c, "include_prs");
             char *pq = hk__asprintf("/api/%s/%s/refs%s", hk_repo_type_plural(repo->type), repo->id,
                                     prs ? "?include_prs=1" : "");
-            ret = pq ? hk_srv_up_json(srv, c, ctx, pq) : MHD_NO;
+            ret = pq ? hk_srv_up_json(srv, c, ctx, pq, repo) : MHD_NO;
             free(pq);
         } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else ret = hk_srv_handle_refs(c, ctx, repo);

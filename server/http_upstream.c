@@ -70,13 +70,20 @@ enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, co
     return hk_srv_queue(c, ctx, a->status ? a->status : 502, r, len);
 }
 
-enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query) {
+enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
+                               const repo_ref *refs_of) {
     char *body = NULL;
     up_mark mark = UP_NONE;
     up_answer ans;
     memset(&ans, 0, sizeof ans);
     int r = hk_srv_up_passthrough(srv, path_query, &body, &mark, &ans);
     hk_srv_note_mark(ctx, mark);
+    /* upstream unwell, rate-limited, or this client over its budget: a repo the store holds still
+     * gets its refs from the store, so that nobody's misses lock out what is already here */
+    if (r && refs_of && refs_of->dir && (ans.status == 429 || ans.status == 502 || ans.status == 503)) {
+        hk_srv_note_mark(ctx, UP_STALE);
+        return hk_srv_handle_refs(c, ctx, refs_of);
+    }
     if (r) return hk_srv_send_up_answer(c, ctx, &ans, NULL);
     hk_strbuf sb;
     hk__sb_init(&sb);
@@ -86,8 +93,36 @@ enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx
     return hk_srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
+void hk_srv_up_begin(hk_server *srv, struct MHD_Connection *c) {
+    if (!srv->up) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char key[72];
+    const char *auth = srv->n_tokens ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization") : NULL;
+    if (auth && *auth) {
+        /* a mirror with tokens: the budget follows the (checked) token; without tokens an
+         * Authorization header costs nothing to vary, so the address decides */
+        char hex[65];
+        hk__sha256_hex(hex, auth, strlen(auth));
+        snprintf(key, sizeof key, "t:%.32s", hex);
+    } else {
+        char ip[64];
+        hk_srv_client_ip(ip, sizeof ip, c);
+        snprintf(key, sizeof key, "a:%s", ip);
+    }
+    hk_up_client_set(ci ? ci->connect_fd : -1, key);
+}
+
+void hk_srv_up_end(void) { hk_up_client_set(-1, NULL); }
+
 enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx) {
     char *text = hk_metrics_text(&srv->metrics);
+    if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes) made visible */
+        char *more = hk__asprintf("%s# HELP hubkern_upstream_memo_bytes Bytes of passed-through answers held in memory.\n"
+                                  "# TYPE hubkern_upstream_memo_bytes gauge\nhubkern_upstream_memo_bytes %llu\n",
+                                  text, (unsigned long long)hk_up_memo_bytes(srv->up));
+        free(text);
+        text = more;
+    }
     if (!text) return MHD_NO;
     size_t len = strlen(text);
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);

@@ -2,15 +2,20 @@
  * upstream promised, kept at <root>/.hubkern-upstream/<repo folder>/<commit> (outside the repo
  * folders, so the store stays a plain huggingface_hub cache). Listings of such a commit come from
  * it (tree, paths-info, repo info list every file, also those not downloaded yet), and every blob
- * fetched later is checked against it. Written once (temp + rename); a commit never changes. */
+ * fetched later is checked against it. Written once (temp + rename); a commit never changes, but
+ * what upstream claims about it can be a lie: when bytes contradict a claim, the manifest keeps only
+ * the entries whose blobs are in the store, under a first line "#partial", and the commit is asked
+ * again (upstream_rev.c). A lie is never remembered past the request that caught it. */
 #include "server/srv_upstream.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MANIFEST_MAX (256u << 20)
+#define PARTIAL_MARK "#partial\n"
 
 char *hk_manifest_path(const char *root, const char *repo_dir, const char *commit) {
     const char *folder = strrchr(repo_dir, '/');
@@ -59,6 +64,10 @@ int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, cons
         char *nl = strchr(line, '\n');
         if (!nl) break;
         *nl = '\0';
+        if (*line == '#') { /* PARTIAL_MARK */
+            line = nl + 1;
+            continue;
+        }
         char etag[65];
         unsigned long long size;
         char kind;
@@ -72,5 +81,38 @@ int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, cons
         line = nl + 1;
     }
     free(data);
+    return rc;
+}
+
+bool hk_manifest_partial(const char *root, const char *repo_dir, const char *commit) {
+    char *p = hk_manifest_path(root, repo_dir, commit);
+    FILE *f = p ? fopen(p, "r") : NULL;
+    char head[16] = "";
+    bool partial = f && fgets(head, sizeof head, f) && strcmp(head, PARTIAL_MARK) == 0;
+    if (f) fclose(f);
+    free(p);
+    return partial;
+}
+
+int hk_manifest_reject(const char *root, const char *repo_dir, const char *commit) {
+    hk_listing l;
+    memset(&l, 0, sizeof l);
+    int rc = hk_manifest_read(&l, root, repo_dir, commit);
+    char *p = rc == HK_OK ? hk_manifest_path(root, repo_dir, commit) : NULL;
+    hk_strbuf sb;
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, PARTIAL_MARK);
+    for (size_t i = 0; rc == HK_OK && i < l.n; i++) {
+        const hk_sentry *e = &l.v[i];
+        char *blob = hk__asprintf("%s/blobs/%s", repo_dir, e->etag);
+        struct stat st;
+        if (blob && lstat(blob, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size)
+            hk__sb_printf(&sb, "%s %llu %c %s\n", e->etag, (unsigned long long)e->size, e->lfs ? 'L' : 'G', e->path);
+        free(blob);
+    }
+    if (rc == HK_OK) rc = p ? hk__write_file_atomic(p, sb.data, sb.len) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    free(p);
+    hk__sb_free(&sb);
+    hk_listing_free(&l);
     return rc;
 }

@@ -36,6 +36,13 @@ extern "C" {
 #define HK_SERVE_BENCHMARK_MAX_DEFAULT 1048576 /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_BENCHMARK_MAX_LIMIT (64ull << 20)
 #define HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT 30 /* seconds without a byte from an upstream (connect: at most 10) */
+/* Against a hostile or dripping upstream and greedy clients of a pull-through tier: */
+#define HK_SERVE_UPSTREAM_DEADLINE_DEFAULT 300 /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_UPSTREAM_MIN_RATE 65536       /* bytes/s a transfer must average past its deadline */
+#define HK_SERVE_UPSTREAM_MEMO_DEFAULT (64ull << 20)
+#define HK_SERVE_CLIENT_MISSES_DEFAULT 600 /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_CLIENT_WINDOW_DEFAULT 60  /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_MAX_BACKOFF_DEFAULT 60    /* plain: also printed in hubkern serve --help */
 
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct hk_serve_config {
@@ -78,6 +85,15 @@ typedef struct hk_serve_config {
     unsigned upstream_timeout;   /* 0 = HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT: an upstream that sends nothing for this long is given up */
     unsigned revision_ttl;       /* 0 = HK_SERVE_REVISION_TTL_DEFAULT; also the max-age of branch-addressed answers */
     unsigned negative_ttl;       /* 0 = HK_SERVE_NEGATIVE_TTL_DEFAULT */
+    /* 0 = HK_SERVE_UPSTREAM_DEADLINE_DEFAULT: an upstream transfer (and a wait for one) that has run
+     * this long is given up unless it averages HK_SERVE_UPSTREAM_MIN_RATE */
+    unsigned upstream_deadline;
+    uint64_t upstream_memo_bytes; /* 0 = HK_SERVE_UPSTREAM_MEMO_DEFAULT: bytes of pass-through answers kept (LRU) */
+    /* Upstream misses one client (its token when the mirror has tokens, else its address) may cause
+     * per window; more get 429. 0 = HK_SERVE_CLIENT_MISSES_DEFAULT / HK_SERVE_CLIENT_WINDOW_DEFAULT. */
+    unsigned client_miss_budget;
+    unsigned client_miss_window;
+    unsigned upstream_max_backoff; /* 0 = HK_SERVE_MAX_BACKOFF_DEFAULT: most of an upstream's Retry-After honoured */
     /* Benchmark submissions (docs/serve.md, "Benchmarks"): bodies larger than this are refused with
      * 413. 0 = HK_SERVE_BENCHMARK_MAX_DEFAULT; at most HK_SERVE_BENCHMARK_MAX_LIMIT. */
     uint64_t benchmark_max_bytes;

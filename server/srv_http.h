@@ -224,7 +224,12 @@ void hk_srv_note_mark(req_ctx *ctx, up_mark m);
 /* GET /metrics */
 enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx);
 /* refs / organization overview from upstream (JSON passed through). */
-enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query);
+/* refs_of: the repo of a refs request, answered from the store when upstream cannot answer. */
+enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
+                               const repo_ref *refs_of);
+/* Around each request with --upstream: whose request this thread answers (hk_up_client_set). */
+void hk_srv_up_begin(hk_server *srv, struct MHD_Connection *c);
+void hk_srv_up_end(void);
 
 /* ---- http_guard.c --------------------------------------------------------------------------- */
 /* Start the watchdog that closes connections whose request headers take longer than timeout_s. */

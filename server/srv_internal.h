@@ -78,6 +78,8 @@ int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char
  * with hk_store_list_release(). */
 int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_dir, const char *commit);
 void hk_store_list_release(hk_store *s, const hk_listing *l);
+/* Drop the shared listing of that commit (its manifest changed): the next request lists it anew. */
+void hk_store_forget_listing(hk_store *s, const char *repo_dir, const char *commit);
 
 /* Branches (and PR refs) of a repo: names relative to refs/ with their commits. */
 typedef struct hk_ref {

@@ -4,11 +4,13 @@
  * Who owns what:
  *   upstream_http.c   one GET to an upstream: fallbacks, the token (only to that upstream's origin),
  *                     redirects followed by hand without it, 429 back-off shared by every client
+ *                     (capped), the overall deadline, the request's client (its disconnect, its
+ *                     budget of upstream misses)
  *   upstream_rev.c    revisions (branch/tag → commit with a TTL, stale-if-error, negative answers),
  *                     the commit's manifest, refs and organization overviews passed through
  *   upstream_blob.c   blobs: one transfer per blob (threads wait on a condition variable, processes on
  *                     an flock), verified against the manifest and the headers, then renamed in
- *   upstream_wait.c   the in-process coalescing table (key → in flight / done)
+ *   upstream_wait.c   the in-process coalescing table (key → in flight / done), waits with a deadline
  *   manifest.c        the per-commit file list kept beside the store (store.c lists from it)
  *   http_metrics.c    counters and /metrics (Prometheus text) */
 #ifndef HK_SRV_UPSTREAM_H
@@ -46,10 +48,14 @@ void hk_up_waitset_free(up_waitset *w);
 /* true: the caller leads (does the work, then calls hk_up_leave); false: another thread did it
  * meanwhile and the caller waited until it finished: *leader = what the leader answered its
  * client when it failed (status 0: it succeeded), so that every waiter answers the same (a 503
- * with its Retry-After, a 429, a 404, a 502) instead of a blanket 502. */
-bool hk_up_enter(up_waitset *w, const char *key, up_answer *leader);
+ * with its Retry-After, a 429, a 404, a 502) instead of a blanket 502. A wait lasts at most
+ * wait_s and ends early when this thread's client disconnects or *stopping: then *leader is a 503
+ * with Retry-After (the leader goes on for the others). */
+bool hk_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bool *stopping, up_answer *leader);
 /* failed: the leader's answer to its own client, or NULL when it succeeded. */
 void hk_up_leave(up_waitset *w, const char *key, const up_answer *failed);
+/* How many threads wait on the leader of key (0 when none leads it). */
+unsigned hk_up_waiters(up_waitset *w, const char *key);
 
 /* ---- upstream_http.c ------------------------------------------------------------------------ */
 typedef struct up_site {
@@ -59,17 +65,26 @@ typedef struct up_site {
     double retry_until; /* CLOCK_MONOTONIC seconds; 429 back-off shared by every client */
 } up_site;
 
+typedef struct up_budget up_budget; /* one client's upstream misses (upstream_http.c) */
+
 typedef struct hk_upstream {
     up_site *sites;
     size_t n_sites;
     char *token; /* never logged */
     unsigned rev_ttl, neg_ttl;
     unsigned stall_s; /* --upstream-timeout */
+    unsigned deadline_s; /* --upstream-deadline */
+    unsigned max_backoff; /* --upstream-max-backoff: most of a Retry-After honoured */
     atomic_bool stopping; /* the server is stopping: transfers in flight end now (hk_server_stop) */
     up_waitset *waits;
     pthread_mutex_t mu; /* the negative cache and the pass-through memo */
     struct up_memo *memo;
     size_t n_memo;
+    uint64_t memo_bytes, memo_cap; /* held / --upstream-memo-bytes */
+    uint64_t memo_tick;            /* LRU clock */
+    pthread_mutex_t bmu;           /* the per-client miss budgets */
+    up_budget *budgets;
+    unsigned miss_budget, miss_window; /* --client-miss-budget misses per --client-miss-window s */
 } hk_upstream;
 
 typedef struct up_resp {
@@ -78,6 +93,8 @@ typedef struct up_resp {
     int fd;               /* the body goes here when >= 0 */
     hk_hasher *h256, *hgit; /* fed with the body when set */
     uint64_t written, max_body;
+    double t0;            /* when the transfer started (hk_up_get sets it): the deadline counts from it */
+    const char *lead_key; /* the coalescing key this transfer leads, if any (for hk_up_waiters) */
     bool too_big;
     char etag[80], linked_etag[80], linked_size[32], commit[72], retry_after[16], error_code[48];
     size_t site; /* the upstream that answered */
@@ -86,8 +103,22 @@ typedef struct up_resp {
 int hk_up_create(hk_upstream **out, const hk_serve_config *cfg);
 void hk_up_free(hk_upstream *u);
 void hk_up_memo_free(hk_upstream *u);
-/* flock of <root>/.locks/<repo folder>/<name>.lock (-1 when impossible); hk_up_unlock(-1) is fine. */
-int hk_up_lock(const char *root, const char *repo_dir, const char *name);
+uint64_t hk_up_memo_bytes(hk_upstream *u); /* bytes the pass-through memo holds now */
+/* flock of <root>/.locks/<repo folder>/<name>.lock, waited for at most wait_s (and not past the
+ * client's disconnect or the mirror's stop): the fd, -1 when locking is impossible (the work is
+ * then done unlocked), -2 when the wait was given up. hk_up_unlock(-1) is fine. */
+int hk_up_lock(hk_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s);
+/* How long a transfer of `bytes` (0: unknown) may run, and so how long to wait for one. */
+double hk_up_wait_s(const hk_upstream *u, uint64_t bytes);
+/* The client of the request this thread answers (with --upstream every connection has its own
+ * thread): its socket, for noticing a disconnect, and its budget key (token or address). Set by
+ * hk_srv_up_begin around each request; fd -1 / key NULL clears it. */
+void hk_up_client_set(int fd, const char *key);
+bool hk_up_client_gone(void);
+/* Has this thread's client budget left for an upstream miss? false: *retry_s until it has. */
+bool hk_up_client_may_miss(hk_upstream *u, unsigned *retry_s);
+/* Spend one miss of this thread's client (the request is about to go upstream). */
+void hk_up_client_spend(hk_upstream *u);
 void hk_up_unlock(int fd);
 double hk_up_now(void);
 /* GET base + path_query from the first upstream that answers (fallbacks on network errors, 5xx and
@@ -123,6 +154,11 @@ int hk_manifest_write(const char *root, const char *repo_dir, const char *commit
 /* Files of the manifest added to l (not finished). HK_ERR_NOT_FOUND when there is none. */
 int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, const char *commit);
 bool hk_manifest_exists(const char *root, const char *repo_dir, const char *commit);
+/* Bytes contradicted what the manifest claimed for a file (upstream_blob.c): keep only the entries
+ * whose blobs are in the store (verified when they were renamed in) and mark the manifest partial,
+ * so that the commit is asked upstream again instead of the lie being believed for good. */
+int hk_manifest_reject(const char *root, const char *repo_dir, const char *commit);
+bool hk_manifest_partial(const char *root, const char *repo_dir, const char *commit);
 
 /* ---- http_metrics.c ------------------------------------------------------------------------- */
 typedef enum { MET_API, MET_RESOLVE, MET_LFS, MET_METRICS, MET_OTHER, MET_N_ROUTES } met_route;

@@ -541,3 +541,16 @@ void hk_store_list_release(hk_store *s, const hk_listing *l) {
     cached_unref(c);
     pthread_mutex_unlock(&s->mu);
 }
+
+void hk_store_forget_listing(hk_store *s, const char *repo_dir, const char *commit) {
+    char *key = hk__asprintf("%s\n%s", repo_dir, commit);
+    if (!key) return;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < LISTING_CACHE_MAX; i++)
+        if (s->lcache[i] && strcmp(s->lcache[i]->key, key) == 0) {
+            cached_unref(s->lcache[i]); /* callers holding it keep their reference */
+            s->lcache[i] = NULL;
+        }
+    pthread_mutex_unlock(&s->mu);
+    free(key);
+}

@@ -4,7 +4,9 @@
  * coordinated too). The body goes to a temporary file in blobs/ while its sha256 (LFS) or git blob
  * sha1 is computed; it becomes blobs/<etag> by rename only when size and digest match what the
  * manifest promised and the upstream's headers (X-Linked-Etag, X-Linked-Size, ETag) agree. A lie
- * leaves nothing behind and the client gets a 502. */
+ * leaves nothing behind and the client gets a 502: neither the bytes nor the claim they contradict
+ * (the manifest is demoted to its verified entries, hk_manifest_reject), so that once the upstream
+ * is honest again the next request is answered. */
 #include "server/srv_http.h"
 
 #include "util/text.h"
@@ -57,7 +59,8 @@ static const char *check_body(up_resp *r, const hk_sentry *e, const char *digest
 }
 
 /* One transfer into blobs/<etag>. 0 = done; 1 = *ans says why not. */
-static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, const hk_sentry *e, up_answer *ans) {
+static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, const hk_sentry *e, const char *key,
+                      up_answer *ans) {
     static const char *const prefix[] = {"", "datasets/", "spaces/", "kernels/"};
     char *blobs = hk__asprintf("%s/blobs", repo->dir);
     char *tmp = blobs ? hk__asprintf("%s/.hk-upstream-%s.%ld.tmp", blobs, e->etag, (long)getpid()) : NULL;
@@ -77,6 +80,7 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
     hk_up_resp_init(&r);
     r.fd = fd;
     r.max_body = e->size;
+    r.lead_key = key;
     unsigned backoff = 0;
     int rc = HK_OK;
     for (int attempt = 0; attempt < 2; attempt++) { /* one retry of a cut body, from scratch */
@@ -84,7 +88,9 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
         r.hgit = e->lfs ? NULL : hk__hasher_new(HK_HASH_GIT_BLOB, e->size);
         atomic_fetch_add(&srv->metrics.up_fetches, 1);
         rc = hk_up_get(srv->up, pq, &r, &backoff);
-        if (rc == HK_OK && r.status == 200 && r.written < e->size) rc = hk__fail(HK_ERR_NETWORK, "upstream body cut");
+        /* shorter than claimed: taken for a cut body once; a second time it is what upstream has */
+        if (rc == HK_OK && r.status == 200 && r.written < e->size && attempt == 0)
+            rc = hk__fail(HK_ERR_NETWORK, "upstream body cut");
         if (rc != HK_ERR_NETWORK || backoff) break;
         hk__hasher_free(r.h256);
         hk__hasher_free(r.hgit);
@@ -107,6 +113,9 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
         }
     } else if (bad || rc == HK_ERR_INTEGRITY) {
         atomic_fetch_add(&srv->metrics.up_rejected, 1);
+        /* the claim goes with the bytes: the listing or the body lied, and which one cannot be told */
+        if (hk_manifest_reject(hk_store_root(srv->store), repo->dir, commit) != HK_OK) hk_clear_error();
+        hk_store_forget_listing(srv->store, repo->dir, commit);
         ans->status = 502;
         snprintf(ans->msg, sizeof ans->msg, "Upstream sent %s that does not match what it promised (%s); not kept",
                  e->path, bad ? bad : "size");
@@ -167,9 +176,16 @@ int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, con
     int out = 0;
     char *key = hk__asprintf("blob:%s/%s", repo->dir, e.etag);
     up_answer leader;
+    unsigned retry;
+    double wait_s = hk_up_wait_s(srv->up, e.size);
     if (blob_present(repo->dir, e.etag)) {
         /* another commit (or a client of the store) brought it: only the link is new */
-    } else if (key && !hk_up_enter(srv->up->waits, key, &leader)) {
+    } else if (!hk_up_client_may_miss(srv->up, &retry)) {
+        ans->status = 429;
+        ans->retry_after = retry;
+        snprintf(ans->msg, sizeof ans->msg, "Too many upstream misses from this client (--client-miss-budget): retry later");
+        out = 1;
+    } else if (key && !hk_up_enter(srv->up->waits, key, wait_s, &srv->up->stopping, &leader)) {
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         if (!blob_present(repo->dir, e.etag)) {
@@ -182,12 +198,18 @@ int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, con
             out = 1;
         }
     } else {
-        int fd = hk_up_lock(hk_store_root(srv->store), repo->dir, e.etag);
-        if (blob_present(repo->dir, e.etag)) {
+        int fd = hk_up_lock(srv->up, hk_store_root(srv->store), repo->dir, e.etag, wait_s);
+        if (fd == -2) { /* another process's transfer of it is past the deadline (or this client left) */
+            ans->status = 503;
+            ans->retry_after = 5;
+            snprintf(ans->msg, sizeof ans->msg, "Upstream unavailable: another transfer of %s is still running", e.path);
+            out = 1;
+        } else if (blob_present(repo->dir, e.etag)) {
             *mark = UP_COALESCED; /* another process fetched it while this one waited */
             atomic_fetch_add(&srv->metrics.coalesced, 1);
         } else {
-            out = fetch_blob(srv, repo, commit, &e, ans);
+            hk_up_client_spend(srv->up);
+            out = fetch_blob(srv, repo, commit, &e, key, ans);
             if (!out) *mark = UP_MISS;
         }
         hk_up_unlock(fd);

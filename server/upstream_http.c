@@ -4,12 +4,21 @@
  *   the next one. Any other answer (200, 404, ...) is final.
  * - The token goes only to the configured upstream's own origin (scheme, host, port). Redirects are
  *   followed here, by hand, so that a 302 to a CDN host is fetched without it.
- * - 429: the upstream's Retry-After (default 5 s, at most 10 min) becomes a back-off shared by every
- *   client of this mirror: no request goes to that upstream until it has passed. */
+ * - 429: the upstream's Retry-After (default 5 s, at most --upstream-max-backoff) becomes a back-off
+ *   shared by every client of this mirror: no request goes to that upstream until it has passed.
+ * - Deadlines: a transfer that sends nothing for --upstream-timeout is given up (from the last
+ *   byte), and so is one still running --upstream-deadline after it started unless it averages
+ *   HK_SERVE_UPSTREAM_MIN_RATE (a drip cannot hold a thread for longer), or whose client left with
+ *   nobody else waiting on it.
+ * - Per-client miss budgets: each client (its token when the mirror has tokens, else its address)
+ *   may cause --client-miss-budget upstream misses per --client-miss-window, so that one client
+ *   cannot spend the fleet's upstream quota (nor bring on the upstream's 429 for everyone). */
+#define _GNU_SOURCE /* POLLRDHUP: a client that closed its side */
 #include "server/srv_http.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +29,80 @@
 #define UP_MAX_REDIRECTS 5
 #define UP_MAX_JSON (64u << 20)
 #define UP_DEFAULT_RETRY_S 5
-#define UP_MAX_RETRY_S 600
+#define UP_BUDGET_CLIENTS 1024 /* clients whose budgets are remembered (the least recent is forgotten) */
+
+struct up_budget {
+    char key[72];   /* "" = free slot */
+    double tokens;  /* misses left (may go below 0: misses already on their way) */
+    double at;      /* when tokens was last refilled */
+};
+
+/* The client of the request this thread answers (with --upstream: a thread per connection). */
+static _Thread_local struct {
+    int fd;
+    char key[72];
+} t_client = {-1, ""};
+
+void hk_up_client_set(int fd, const char *key) {
+    t_client.fd = fd;
+    snprintf(t_client.key, sizeof t_client.key, "%s", key ? key : "");
+}
+
+bool hk_up_client_gone(void) {
+    if (t_client.fd < 0) return false;
+    /* the client closed its side (or the connection broke): nobody will read this answer */
+    struct pollfd p = {.fd = t_client.fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* The budget slot of this thread's client (u->bmu held), refilled to now; NULL without a client. */
+static up_budget *budget_of(hk_upstream *u) {
+    if (!t_client.key[0] || !u->budgets) return NULL;
+    double now = hk_up_now();
+    up_budget *b = NULL, *oldest = &u->budgets[0];
+    for (size_t i = 0; i < UP_BUDGET_CLIENTS && !b; i++) {
+        up_budget *c = &u->budgets[i];
+        if (strcmp(c->key, t_client.key) == 0) b = c;
+        else if (!c->key[0] || (oldest->key[0] && c->at < oldest->at)) oldest = c;
+    }
+    if (!b) { /* a new client (or one forgotten): a full budget */
+        b = oldest;
+        snprintf(b->key, sizeof b->key, "%s", t_client.key);
+        b->tokens = u->miss_budget;
+        b->at = now;
+    }
+    double rate = (double)u->miss_budget / (double)u->miss_window;
+    b->tokens += (now - b->at) * rate;
+    if (b->tokens > u->miss_budget) b->tokens = u->miss_budget;
+    b->at = now;
+    return b;
+}
+
+bool hk_up_client_may_miss(hk_upstream *u, unsigned *retry_s) {
+    *retry_s = 0;
+    pthread_mutex_lock(&u->bmu);
+    up_budget *b = budget_of(u);
+    bool ok = !b || b->tokens >= 1.0;
+    if (!ok) {
+        double wait = (1.0 - b->tokens) * (double)u->miss_window / (double)u->miss_budget;
+        *retry_s = wait < 1 ? 1 : (unsigned)(wait + 0.999);
+    }
+    pthread_mutex_unlock(&u->bmu);
+    return ok;
+}
+
+void hk_up_client_spend(hk_upstream *u) {
+    pthread_mutex_lock(&u->bmu);
+    up_budget *b = budget_of(u);
+    if (b) b->tokens -= 1.0;
+    pthread_mutex_unlock(&u->bmu);
+}
+
+double hk_up_wait_s(const hk_upstream *u, uint64_t bytes) {
+    /* the deadline, plus what the slowest transfer allowed past it needs for these bytes, plus a
+     * little for the leader's answer to reach its waiters */
+    return (double)u->deadline_s + (double)bytes / HK_SERVE_UPSTREAM_MIN_RATE + 2.0;
+}
 
 double hk_up_now(void) {
     struct timespec t;
@@ -56,6 +138,20 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     pthread_mutex_init(&u->mu, NULL);
+    pthread_mutex_init(&u->bmu, NULL);
+    u->deadline_s = cfg->upstream_deadline ? cfg->upstream_deadline : HK_SERVE_UPSTREAM_DEADLINE_DEFAULT;
+    u->max_backoff = cfg->upstream_max_backoff ? cfg->upstream_max_backoff : HK_SERVE_MAX_BACKOFF_DEFAULT;
+    u->memo_cap = cfg->upstream_memo_bytes ? cfg->upstream_memo_bytes : HK_SERVE_UPSTREAM_MEMO_DEFAULT;
+    u->miss_budget = cfg->client_miss_budget ? cfg->client_miss_budget : HK_SERVE_CLIENT_MISSES_DEFAULT;
+    u->miss_window = cfg->client_miss_window ? cfg->client_miss_window : HK_SERVE_CLIENT_WINDOW_DEFAULT;
+    u->budgets = calloc(UP_BUDGET_CLIENTS, sizeof *u->budgets);
+    if (!u->budgets) {
+        pthread_mutex_destroy(&u->bmu);
+        pthread_mutex_destroy(&u->mu);
+        free(u->sites);
+        free(u);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
     u->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
     u->neg_ttl = cfg->negative_ttl ? cfg->negative_ttl : HK_SERVE_NEGATIVE_TTL_DEFAULT;
     u->stall_s = cfg->upstream_timeout ? cfg->upstream_timeout : HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT;
@@ -103,6 +199,8 @@ void hk_up_free(hk_upstream *u) {
     }
     hk_up_waitset_free(u->waits);
     hk_up_memo_free(u);
+    free(u->budgets);
+    pthread_mutex_destroy(&u->bmu);
     pthread_mutex_destroy(&u->mu);
     free(u);
 }
@@ -118,12 +216,12 @@ void hk_up_resp_free(up_resp *r) { hk__sb_free(&r->body); }
 typedef struct xfer {
     up_resp *r;
     CURL *curl;
-    const atomic_bool *stopping;
+    const hk_upstream *u;
     int io_error;
     unsigned stall_s;      /* --upstream-timeout */
     curl_off_t last_bytes; /* received so far, when last_at was taken */
     struct timespec last_at;
-    bool stalled;
+    bool stalled, overdue, abandoned;
 } xfer;
 
 static double since(const struct timespec *t) {
@@ -139,7 +237,18 @@ static int on_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
     (void)ultotal;
     (void)ulnow;
     xfer *x = p;
-    if (atomic_load(x->stopping)) return 1; /* libcurl calls this at least once a second */
+    if (atomic_load(&x->u->stopping)) return 1; /* libcurl calls this at least once a second */
+    /* past the deadline only a transfer that averages the minimum rate goes on: a drip does not */
+    double ran = hk_up_now() - x->r->t0;
+    if (ran >= (double)x->u->deadline_s && (double)dlnow < HK_SERVE_UPSTREAM_MIN_RATE * ran) {
+        x->overdue = true;
+        return 1;
+    }
+    /* its client left and nobody else waits on it: the thread is released */
+    if (hk_up_client_gone() && (!x->r->lead_key || hk_up_waiters(x->u->waits, x->r->lead_key) == 0)) {
+        x->abandoned = true;
+        return 1;
+    }
     if (dlnow != x->last_bytes) {
         x->last_bytes = dlnow;
         clock_gettime(CLOCK_MONOTONIC, &x->last_at);
@@ -222,7 +331,7 @@ static int one_request(const hk_upstream *u, const char *url, bool with_token, c
     *next_url = NULL;
     CURL *c = curl_easy_init();
     if (!c) return hk__fail(HK_ERR_NOMEM, "curl_easy_init failed");
-    xfer x = {.r = r, .curl = c, .stopping = &u->stopping};
+    xfer x = {.r = r, .curl = c, .u = u};
     struct curl_slist *hdrs = curl_slist_append(NULL, "Accept-Encoding: identity");
     char *auth = NULL;
     if (with_token && token) {
@@ -257,6 +366,10 @@ static int one_request(const hk_upstream *u, const char *url, bool with_token, c
         rc = hk__fail(HK_ERR_CANCELLED, "the mirror is stopping: upstream transfer abandoned");
     else if (x.io_error) rc = hk__fail(hk__errno_code(x.io_error), "writing the upstream body: %s", strerror(x.io_error));
     else if (r->too_big) rc = hk__fail(HK_ERR_INTEGRITY, "upstream sent more than it promised");
+    else if (x.overdue)
+        rc = hk__fail(HK_ERR_TIMEOUT, "upstream transfer still running after %u s at under %u bytes/s "
+                      "(--upstream-deadline)", u->deadline_s, (unsigned)HK_SERVE_UPSTREAM_MIN_RATE);
+    else if (x.abandoned) rc = hk__fail(HK_ERR_CANCELLED, "the client disconnected: upstream transfer abandoned");
     else if (x.stalled || cc == CURLE_OPERATION_TIMEDOUT)
         rc = hk__fail(HK_ERR_TIMEOUT, "upstream sent nothing for %u s (--upstream-timeout)", x.stall_s);
     else if (cc != CURLE_OK) rc = hk__fail(HK_ERR_NETWORK, "upstream: %s", curl_easy_strerror(cc));
@@ -319,6 +432,7 @@ bool hk_up_unavailable(int rc, long status) {
 
 int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s) {
     *backoff_s = 0;
+    if (r->t0 <= 0) r->t0 = hk_up_now();
     double now = hk_up_now(), soonest = 0;
     bool answered = false;
     int rc = hk__fail(HK_ERR_NETWORK, "no upstream answered");
@@ -341,7 +455,7 @@ int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *back
         if (rc == HK_OK && r->status == 429) {
             unsigned ra = (unsigned)strtoul(r->retry_after, NULL, 10);
             if (!ra) ra = UP_DEFAULT_RETRY_S;
-            if (ra > UP_MAX_RETRY_S) ra = UP_MAX_RETRY_S;
+            if (ra > u->max_backoff) ra = u->max_backoff; /* a hostile Retry-After cannot lock the tier out */
             pthread_mutex_lock(&s->mu);
             s->retry_until = hk_up_now() + ra;
             until = s->retry_until;

@@ -4,8 +4,14 @@
  * etag and size that later downloads are checked against (the manifest).
  *
  * On an upstream failure a branch known before is served as it was (stale-if-error, marked "stale"
- * in the access log); 404/410 answers are remembered for the negative TTL; nothing else is cached.
- * Refs and organization overviews are passed through, memoised for the revision TTL. */
+ * in the access log); 4xx answers (404, 410, 403 ...; not 429) are remembered for the negative TTL;
+ * nothing else is cached. Refs and organization overviews are passed through in one canonical form
+ * (checked names, only the query parameter the route uses), memoised for the revision TTL in a memo
+ * bounded by bytes (--upstream-memo-bytes, least recently used first out).
+ *
+ * A commit's manifest holds what upstream claimed until bytes contradict it (upstream_blob.c): then
+ * it keeps only the verified entries and is marked partial, so that the commit (and a branch naming
+ * it) is asked again, and an upstream that was lying once is not believed for good. */
 #include "server/srv_http.h"
 
 #include "util/text.h"
@@ -16,19 +22,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define UP_MEMO_MAX 1024
+#define UP_MEMO_MAX 1024 /* entries, whatever their bytes (the lookups are linear) */
 
 typedef struct up_memo {
     char *key;
     char *body;      /* NULL for a negative answer */
-    unsigned status; /* 200, or the remembered 404/410 */
+    unsigned status; /* 200, or the remembered 4xx */
     char code[48];
     double at;
+    uint64_t used; /* LRU tick of the last use */
+    size_t bytes;  /* what it holds, counted against u->memo_cap */
 } up_memo;
 
 void hk_up_memo_free(hk_upstream *u) {
@@ -39,6 +48,16 @@ void hk_up_memo_free(hk_upstream *u) {
     free(u->memo);
     u->memo = NULL;
     u->n_memo = 0;
+    u->memo_bytes = 0;
+}
+
+/* u->mu held */
+static void memo_drop(hk_upstream *u, size_t i) {
+    up_memo *m = &u->memo[i];
+    u->memo_bytes -= m->bytes;
+    free(m->key);
+    free(m->body);
+    u->memo[i] = u->memo[--u->n_memo];
 }
 
 /* A copy of the memo for key if younger than max_age (or any age when max_age < 0). */
@@ -51,6 +70,7 @@ static bool memo_get(hk_upstream *u, const char *key, double max_age, char **bod
         if (strcmp(m->key, key) != 0) continue;
         if (max_age < 0 || now - m->at < max_age) {
             found = true;
+            m->used = ++u->memo_tick;
             if (body) *body = m->body ? hk__strdup(m->body) : NULL;
             if (status) *status = m->status;
             if (code) snprintf(code, 48, "%s", m->code);
@@ -62,36 +82,47 @@ static bool memo_get(hk_upstream *u, const char *key, double max_age, char **bod
 }
 
 static void memo_put(hk_upstream *u, const char *key, const char *body, unsigned status, const char *code) {
+    size_t bytes = sizeof(up_memo) + strlen(key) + 1 + (body ? strlen(body) + 1 : 0);
+    char *k = hk__strdup(key), *b = body ? hk__strdup(body) : NULL;
     pthread_mutex_lock(&u->mu);
-    up_memo *m = NULL;
-    for (size_t i = 0; i < u->n_memo && !m; i++)
-        if (strcmp(u->memo[i].key, key) == 0) m = &u->memo[i];
-    if (!m && u->n_memo == UP_MEMO_MAX) { /* evict the oldest */
-        size_t old = 0;
-        for (size_t i = 1; i < u->n_memo; i++)
-            if (u->memo[i].at < u->memo[old].at) old = i;
-        m = &u->memo[old];
-        free(m->key);
-        free(m->body);
-        memset(m, 0, sizeof *m);
-    }
-    if (!m) {
-        up_memo *nv = realloc(u->memo, (u->n_memo + 1) * sizeof *nv);
-        if (nv) {
-            u->memo = nv;
-            m = &u->memo[u->n_memo++];
-            memset(m, 0, sizeof *m);
+    for (size_t i = 0; i < u->n_memo; i++)
+        if (strcmp(u->memo[i].key, key) == 0) {
+            memo_drop(u, i);
+            break;
         }
+    /* an answer larger than the whole memo is answered, not kept */
+    bool keep = k && (b || !body) && bytes <= u->memo_cap;
+    while (keep && u->n_memo && (u->memo_bytes + bytes > u->memo_cap || u->n_memo >= UP_MEMO_MAX)) {
+        size_t lru = 0;
+        for (size_t i = 1; i < u->n_memo; i++)
+            if (u->memo[i].used < u->memo[lru].used) lru = i;
+        memo_drop(u, lru);
     }
-    if (m) {
-        if (!m->key) m->key = hk__strdup(key);
-        free(m->body);
-        m->body = body ? hk__strdup(body) : NULL;
+    up_memo *nv = keep ? realloc(u->memo, (u->n_memo + 1) * sizeof *nv) : NULL;
+    if (nv) {
+        u->memo = nv;
+        up_memo *m = &u->memo[u->n_memo++];
+        memset(m, 0, sizeof *m);
+        m->key = k;
+        m->body = b;
+        k = b = NULL;
         m->status = status;
         snprintf(m->code, sizeof m->code, "%s", code ? code : "");
         m->at = hk_up_now();
+        m->used = ++u->memo_tick;
+        m->bytes = bytes;
+        u->memo_bytes += bytes;
     }
     pthread_mutex_unlock(&u->mu);
+    free(k);
+    free(b);
+}
+
+uint64_t hk_up_memo_bytes(hk_upstream *u) {
+    pthread_mutex_lock(&u->mu);
+    uint64_t n = u->memo_bytes;
+    pthread_mutex_unlock(&u->mu);
+    return n;
 }
 
 static void answer(up_answer *a, unsigned status, const char *code, unsigned retry, const char *msg) {
@@ -109,9 +140,10 @@ static const char *known_code(const char *c) {
     return NULL;
 }
 
-/* Open and flock (exclusive, blocking) <root>/.locks/<folder>/<name>.lock: the cross-process half of
- * coalescing. Returns the fd (-1 when locking is impossible: then the work is done unlocked). */
-int hk_up_lock(const char *root, const char *repo_dir, const char *name) {
+/* Open and flock (exclusive) <root>/.locks/<folder>/<name>.lock: the cross-process half of
+ * coalescing. The wait is bounded (another process's leader may be stuck on a drip) and ends when
+ * this client leaves or the mirror stops. */
+int hk_up_lock(hk_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s) {
     const char *folder = strrchr(repo_dir, '/');
     folder = folder ? folder + 1 : repo_dir;
     char *dir = hk__asprintf("%s/.locks/%s", root, folder);
@@ -119,12 +151,20 @@ int hk_up_lock(const char *root, const char *repo_dir, const char *name) {
     int fd = -1;
     if (path && hk__mkdirs(dir, 0755) == HK_OK) fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     hk_clear_error();
-    if (fd >= 0)
-        while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-        }
     free(dir);
     free(path);
-    return fd;
+    if (fd < 0) return -1;
+    double until = hk_up_now() + wait_s;
+    for (unsigned n = 0;; n++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+        if (errno != EWOULDBLOCK && errno != EINTR) return fd; /* no locking here: done unlocked */
+        if (hk_up_now() >= until || atomic_load(&u->stopping) || ((n & 7) == 7 && hk_up_client_gone())) {
+            close(fd);
+            return -2;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void hk_up_unlock(int fd) {
@@ -144,8 +184,9 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
         bool have = snap && hk__is_dir(snap);
         if (snap && !have && hk_manifest_exists(root, repo_dir, rev)) have = hk__mkdirs(snap, 0755) == HK_OK;
         free(snap);
-        *known = have;
-        return have; /* commit-addressed: immutable */
+        *known = have; /* what it holds stays servable (stale) while upstream cannot answer */
+        /* commit-addressed: immutable, unless bytes contradicted its claims: then asked again */
+        return have && !hk_manifest_partial(root, repo_dir, rev);
     }
     if (!hk__path_is_safe_relative(rev)) return false;
     char *ref = hk__asprintf("%s/refs/%s", repo_dir, rev);
@@ -154,7 +195,11 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
     free(ref);
     *known = have;
     if (!have) return false;
-    return difftime(time(NULL), st.st_mtime) < (double)ttl;
+    char commit[65];
+    /* a branch naming a commit whose claims were contradicted is asked again too */
+    bool partial = hk_store_resolve_rev(commit, repo_dir, rev) == HK_OK && hk_manifest_partial(root, repo_dir, commit);
+    hk_clear_error();
+    return !partial && difftime(time(NULL), st.st_mtime) < (double)ttl;
 }
 
 /* Siblings of a revision answer into a listing (the manifest). */
@@ -185,7 +230,8 @@ static int siblings_listing(hk_listing *l, const cJSON *sibs) {
 }
 
 /* Record an upstream revision answer: manifest, snapshot folder, ref. */
-static int record_revision(const char *root, const char *repo_dir, const char *rev, const char *json, char commit[65]) {
+static int record_revision(hk_store *store, const char *repo_dir, const char *rev, const char *json, char commit[65]) {
+    const char *root = hk_store_root(store);
     cJSON *doc = cJSON_Parse(json);
     const cJSON *sha = doc ? cJSON_GetObjectItemCaseSensitive(doc, "sha") : NULL;
     const cJSON *sibs = doc ? cJSON_GetObjectItemCaseSensitive(doc, "siblings") : NULL;
@@ -195,12 +241,13 @@ static int record_revision(const char *root, const char *repo_dir, const char *r
     else if (hk__is_commit_id(rev) && strcmp(rev, sha->valuestring) != 0)
         rc = hk__fail(HK_ERR_PROTOCOL, "upstream answered commit %s for commit %s", sha->valuestring, rev);
     if (rc == HK_OK) snprintf(commit, 65, "%s", sha->valuestring);
-    if (rc == HK_OK && !hk_manifest_exists(root, repo_dir, commit)) {
+    if (rc == HK_OK && (!hk_manifest_exists(root, repo_dir, commit) || hk_manifest_partial(root, repo_dir, commit))) {
         hk_listing l;
         memset(&l, 0, sizeof l);
         rc = siblings_listing(&l, sibs);
         if (rc == HK_OK) rc = hk_manifest_write(root, repo_dir, commit, &l);
         hk_listing_free(&l);
+        hk_store_forget_listing(store, repo_dir, commit); /* the next listing reads the new claims */
     }
     cJSON_Delete(doc);
     if (rc == HK_OK) {
@@ -212,6 +259,19 @@ static int record_revision(const char *root, const char *repo_dir, const char *r
     return rc;
 }
 
+/* The answer to a remembered upstream 4xx: a 404 as the Hub's, anything else a 502. */
+static void neg_answer(up_answer *a, unsigned st, const char *code) {
+    if (st == 404 || st == 410) answer(a, 404, known_code(code), 0, "Not found upstream");
+    else {
+        char msg[80];
+        snprintf(msg, sizeof msg, "Upstream refused it (HTTP %u)", st);
+        answer(a, 502, NULL, 0, msg);
+    }
+}
+
+/* An upstream answer worth remembering briefly as a negative one: a 4xx other than 429. */
+static bool negative_status(long st) { return st >= 400 && st < 500 && st != 429; }
+
 /* After a failed refresh: the remembered 404, the back-off, the stale ref, a 503 (unavailable) or
  * a 502. */
 static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigned backoff, bool unavailable, up_mark *mark,
@@ -219,7 +279,7 @@ static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigne
     unsigned st = 0;
     char code[48];
     if (memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
-        answer(ans, st, known_code(code), 0, "Not found upstream");
+        neg_answer(ans, st, code);
         return 1;
     }
     if (known) {
@@ -238,10 +298,18 @@ static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigne
     return 1;
 }
 
+static void over_budget(up_answer *ans, unsigned retry) {
+    answer(ans, 429, NULL, retry, "Too many upstream misses from this client (--client-miss-budget): retry later");
+}
+
 int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans) {
     hk_upstream *u = srv->up;
     const char *root = hk_store_root(srv->store);
     *mark = UP_HIT;
+    if (!hk_repo_id_valid(repo->id)) { /* never pasted into an upstream URL */
+        answer(ans, 400, NULL, 0, "Invalid repo id");
+        return 1;
+    }
     char *repo_dir = hk_cache_repo_dir(root, repo->type, repo->id);
     if (!repo_dir || !*rev) {
         free(repo_dir);
@@ -260,12 +328,19 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
     unsigned st;
     char code[48];
     if (memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
-        answer(ans, st, known_code(code), 0, "Not found upstream");
+        neg_answer(ans, st, code);
         out = 1;
         goto done;
     }
+    unsigned retry;
+    if (!hk_up_client_may_miss(u, &retry)) { /* what the store has is still served */
+        if (known) *mark = UP_STALE;
+        else over_budget(ans, retry), out = 1;
+        goto done;
+    }
     up_answer leader;
-    if (!hk_up_enter(u->waits, key, &leader)) { /* another thread of this process asked upstream */
+    double wait_s = hk_up_wait_s(u, 0);
+    if (!hk_up_enter(u->waits, key, wait_s, &u->stopping, &leader)) { /* another thread of this process asked */
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         *mark = UP_COALESCED;
         if (!leader.status || rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
@@ -273,9 +348,12 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
         else *ans = leader, out = 1;
         goto done;
     }
-    int fd = hk_up_lock(root, repo_dir, lockname);
+    int fd = hk_up_lock(u, root, repo_dir, lockname, wait_s);
     int rc = HK_OK;
-    if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) { /* another process did it meanwhile */
+    if (fd == -2) { /* another process's request for it is past the deadline (or this client left) */
+        if (known) *mark = UP_STALE;
+        else answer(ans, 503, NULL, 5, "Upstream unavailable: another request for this revision is still running"), out = 1;
+    } else if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) { /* another process did it meanwhile */
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
     } else {
@@ -286,17 +364,20 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
         free(erev);
         up_resp r;
         hk_up_resp_init(&r);
+        r.lead_key = key;
         unsigned backoff = 0;
         atomic_fetch_add(&srv->metrics.up_fetches, 1);
+        hk_up_client_spend(u);
         rc = pq ? hk_up_get(u, pq, &r, &backoff) : HK_ERR_NOMEM;
         free(pq);
         if (rc == HK_OK && r.status == 200) {
             char commit[65];
-            rc = record_revision(root, repo_dir, rev, r.body.data ? r.body.data : "", commit);
+            rc = record_revision(srv->store, repo_dir, rev, r.body.data ? r.body.data : "", commit);
             if (rc == HK_OK) *mark = UP_MISS;
-        } else if (rc == HK_OK && (r.status == 404 || r.status == 410)) {
-            memo_put(u, negkey, NULL, 404, r.error_code);
-            rc = HK_ERR_REVISION_NOT_FOUND;
+        } else if (rc == HK_OK && negative_status(r.status)) {
+            memo_put(u, negkey, NULL, (unsigned)r.status, r.error_code); /* made-up revisions cost one miss each */
+            rc = r.status == 404 || r.status == 410 ? HK_ERR_REVISION_NOT_FOUND
+                                                    : hk__fail(HK_ERR_HTTP, "upstream answered HTTP %ld", r.status);
         } else if (rc == HK_OK) {
             rc = hk__fail(HK_ERR_HTTP, "upstream answered HTTP %ld", r.status);
         }
@@ -320,67 +401,140 @@ done:
     return out;
 }
 
+/* The one form in which a pass-through request goes upstream and into the memo: the route's path
+ * from checked names, and of the query only what the route uses (refs: include_prs), in one
+ * spelling. Distinct spellings of one question would otherwise each cost an upstream fetch and a
+ * memo entry. NULL: not a pass-through route, or a name that is not one. */
+static char *canon_passthrough(const char *pq) {
+    static const char *const types[] = {"models", "datasets", "spaces", "kernels"};
+    size_t plen = strcspn(pq, "?");
+    char *path = hk__strndup(pq, plen);
+    const char *query = pq[plen] == '?' ? pq + plen + 1 : "";
+    char *seg[6] = {0};
+    size_t n = 0;
+    for (char *p = path, *save = NULL, *t; path && n < 6 && (t = strtok_r(p, "/", &save)); p = NULL) seg[n++] = t;
+    char *out = NULL;
+    if (!path || path[0] != '/' || n < 4 || n > 5 || strcmp(seg[0], "api") != 0) {
+    } else if (n == 4 && strcmp(seg[1], "organizations") == 0 && strcmp(seg[3], "overview") == 0) {
+        if (hk_repo_id_valid(seg[2])) out = hk__asprintf("/api/organizations/%s/overview", seg[2]);
+    } else if (strcmp(seg[n - 1], "refs") == 0) {
+        int ti = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcmp(seg[1], types[i]) == 0) ti = i;
+        char *id = n == 5 ? hk__asprintf("%s/%s", seg[2], seg[3]) : hk__strdup(seg[2]);
+        bool prs = false;
+        for (const char *q = query; *q;) { /* include_prs=1|true; every other parameter is dropped */
+            size_t l = strcspn(q, "&");
+            if ((l == 13 && strncmp(q, "include_prs=1", 13) == 0) || (l == 16 && strncasecmp(q, "include_prs=true", 16) == 0))
+                prs = true;
+            q += l;
+            if (*q == '&') q++;
+        }
+        if (ti >= 0 && id && hk_repo_id_valid(id)) out = hk__asprintf("/api/%s/%s/refs%s", types[ti], id, prs ? "?include_prs=1" : "");
+        free(id);
+    }
+    free(path);
+    return out;
+}
+
 int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans) {
     hk_upstream *u = srv->up;
     *body = NULL;
     *mark = UP_HIT;
+    char *pq = canon_passthrough(path_query);
+    if (!pq) {
+        answer(ans, 400, NULL, 0, "Invalid repo id or organization name");
+        return 1;
+    }
+    int out = 1;
     unsigned st = 0;
     char code[48];
-    if (memo_get(u, path_query, u->rev_ttl, body, &st, code)) {
-        if (st == 200 && *body) return 0;
+    if (memo_get(u, pq, u->rev_ttl, body, &st, code)) {
+        if (st == 200 && *body) {
+            out = 0;
+            goto done;
+        }
         free(*body);
         *body = NULL;
-        if (memo_get(u, path_query, u->neg_ttl, NULL, &st, code)) {
-            answer(ans, st, known_code(code), 0, "Not found upstream");
-            return 1;
+        if (memo_get(u, pq, u->neg_ttl, NULL, &st, code)) {
+            neg_answer(ans, st, code);
+            goto done;
         }
     }
+    unsigned retry;
+    if (!hk_up_client_may_miss(u, &retry)) { /* over budget: a remembered answer, else 429 */
+        if (memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
+            *mark = UP_STALE;
+            out = 0;
+        } else {
+            free(*body);
+            *body = NULL;
+            over_budget(ans, retry);
+        }
+        goto done;
+    }
     up_answer first;
-    bool leader = hk_up_enter(u->waits, path_query, &first);
+    bool leader = hk_up_enter(u->waits, pq, hk_up_wait_s(u, 0), &u->stopping, &first);
     if (!leader) {
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         if (first.status) { /* the leader failed with nothing stale to give: so does this one */
             *ans = first;
-            return 1;
+            goto done;
         }
     } else {
         up_resp r;
         hk_up_resp_init(&r);
+        r.lead_key = pq;
         unsigned backoff = 0;
         atomic_fetch_add(&srv->metrics.up_fetches, 1);
-        int rc = hk_up_get(u, path_query, &r, &backoff);
+        hk_up_client_spend(u);
+        int rc = hk_up_get(u, pq, &r, &backoff);
         if (rc == HK_OK && r.status == 200 && r.body.data) {
-            memo_put(u, path_query, r.body.data, 200, NULL);
+            memo_put(u, pq, r.body.data, 200, NULL);
             *mark = UP_MISS;
-        } else if (rc == HK_OK && (r.status == 404 || r.status == 410)) {
-            memo_put(u, path_query, NULL, 404, r.error_code);
+            if (r.body.len + sizeof(up_memo) + strlen(pq) + 1 > u->memo_cap) { /* too large to keep: this one only */
+                *body = hk__sb_steal(&r.body);
+                hk_up_resp_free(&r);
+                hk_up_leave(u->waits, pq, NULL);
+                out = *body ? 0 : 1;
+                if (out) answer(ans, 502, NULL, 0, "Upstream unavailable");
+                goto done;
+            }
+        } else if (rc == HK_OK && negative_status(r.status)) {
+            memo_put(u, pq, NULL, (unsigned)r.status, r.error_code);
         } else {
             atomic_fetch_add(&srv->metrics.up_errors, 1);
             if (backoff) atomic_fetch_add(&srv->metrics.up_rate_limited, 1);
-            if (!memo_get(u, path_query, -1, body, &st, code) || st != 200 || !*body) {
+            if (!memo_get(u, pq, -1, body, &st, code) || st != 200 || !*body) {
                 free(*body);
                 *body = NULL;
                 bool unavailable = hk_up_unavailable(rc, r.status);
                 if (backoff) answer(ans, 429, NULL, backoff, "Upstream rate limit: retry later");
                 else answer(ans, unavailable ? 503 : 502, NULL, unavailable ? 5 : 0, "Upstream unavailable");
                 hk_up_resp_free(&r);
-                hk_up_leave(u->waits, path_query, ans);
-                return 1;
+                hk_up_leave(u->waits, pq, ans);
+                goto done;
             }
             *mark = UP_STALE;
             hk_up_resp_free(&r);
-            hk_up_leave(u->waits, path_query, NULL);
+            hk_up_leave(u->waits, pq, NULL);
             hk_clear_error();
-            return 0;
+            out = 0;
+            goto done;
         }
         hk_up_resp_free(&r);
-        hk_up_leave(u->waits, path_query, NULL);
+        hk_up_leave(u->waits, pq, NULL);
     }
-    if (memo_get(u, path_query, -1, body, &st, code) && st == 200 && *body) return 0;
+    if (memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
+        out = 0;
+        goto done;
+    }
     free(*body);
     *body = NULL;
-    if (st == 404) answer(ans, 404, known_code(code), 0, "Not found upstream");
+    if (st) neg_answer(ans, st, code);
     else answer(ans, 502, NULL, 0, "Upstream unavailable");
-    return 1;
+done:
+    free(pq);
+    return out;
 }

@@ -6,6 +6,9 @@
 #include "internal.h"
 #include "server/server.h"
 #include "server/srv_internal.h"
+#include "server/srv_upstream.h"
+
+#include <pthread.h>
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -335,6 +338,126 @@ static void test_server_guard(const char *dir) {
     free(store);
 }
 
+typedef struct lead_arg {
+    up_waitset *w;
+    atomic_bool led;
+} lead_arg;
+
+static void *lead_and_hold(void *p) {
+    lead_arg *a = p;
+    CHECK(hk_up_enter(a->w, "blob:k", 5.0, NULL, &(up_answer){0}));
+    atomic_store(&a->led, true);
+    struct timespec ts = {1, 200 * 1000 * 1000}; /* a leader stuck on a dripping upstream */
+    nanosleep(&ts, NULL);
+    up_answer failed = {.status = 429, .retry_after = 7};
+    hk_up_leave(a->w, "blob:k", &failed);
+    return NULL;
+}
+
+/* Coalescing waits have a deadline (issue 21, U4): a waiter on a leader that does not finish gives
+ * up at its deadline with a 503 + Retry-After, a later waiter still gets the leader's own answer,
+ * and the entry is gone once everyone left (TSan runs this). */
+static void test_up_wait_deadline(void) {
+    up_waitset *w = NULL;
+    CHECK_RC(hk_up_waitset_new(&w), HK_OK);
+    lead_arg a = {.w = w};
+    atomic_init(&a.led, false);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, lead_and_hold, &a) == 0);
+    while (!atomic_load(&a.led)) {
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(hk_up_waiters(w, "blob:k") == 0);
+    up_answer ans;
+    double t0 = now_s();
+    CHECK(!hk_up_enter(w, "blob:k", 0.3, NULL, &ans));
+    double took = now_s() - t0;
+    CHECK(took >= 0.25 && took < 1.0);
+    CHECK(ans.status == 503 && ans.retry_after > 0 && strstr(ans.msg, "deadline"));
+    CHECK(!hk_up_enter(w, "blob:k", 5.0, NULL, &ans)); /* waits for the leader this time */
+    CHECK(ans.status == 429 && ans.retry_after == 7);
+    pthread_join(t, NULL);
+    CHECK(hk_up_waiters(w, "blob:k") == 0);
+    CHECK(hk_up_enter(w, "blob:k", 1.0, NULL, &ans)); /* nothing in flight: leads */
+    hk_up_leave(w, "blob:k", NULL);
+    hk_up_waitset_free(w);
+}
+
+typedef struct edge_arg {
+    unsigned port;
+    int i;
+    long status[4];
+} edge_arg;
+
+static void *edge_client(void *p) {
+    edge_arg *a = p;
+    const char *paths[] = {"api/kernels/org/k/refs", "kernels/org/k/resolve/v1/README.md",
+                           "api/kernels/org/k/revision/v1", "api/kernels/org/made-up/refs"};
+    for (int k = 0; k < 4; k++) {
+        hk_strbuf b;
+        hk__sb_init(&b);
+        char *url = hk__asprintf("http://127.0.0.1:%u/%s", a->port, paths[(k + a->i) % 4]);
+        a->status[(k + a->i) % 4] = http_get(&b, url, false);
+        free(url);
+        hk__sb_free(&b);
+    }
+    return NULL;
+}
+
+/* A pull-through edge in process in front of an in-process origin, under 8 concurrent clients of
+ * one address: the per-client miss budget, the memo and the coalescing tables are shared by the
+ * connection threads (TSan runs this); a client over its budget gets 429 for misses only. */
+static void test_up_edge_in_process(const char *dir) {
+    char *store = hk__path_join(dir, "store");
+    char *edge_store = hk__path_join(dir, "edge-store");
+    CHECK(hk__mkdirs(edge_store, 0755) == HK_OK);
+    hk_serve_config ocfg = {.cache_dir = store, .threads = 2};
+    hk_server *origin = NULL;
+    CHECK_RC(hk_server_start(&origin, &ocfg), HK_OK);
+    char *up = hk__asprintf("http://127.0.0.1:%u", hk_server_port(origin));
+    const char *ups[] = {up};
+    hk_serve_config ecfg = {.cache_dir = edge_store, .upstreams = ups, .n_upstreams = 1, .client_miss_budget = 6,
+                            .upstream_deadline = 5, .upstream_memo_bytes = 100000};
+    hk_server *edge = NULL;
+    CHECK_RC(hk_server_start(&edge, &ecfg), HK_OK);
+    edge_arg args[8];
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (edge_arg){.port = hk_server_port(edge), .i = i};
+        CHECK(pthread_create(&t[i], NULL, edge_client, &args[i]) == 0);
+    }
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 8; i++) {
+        CHECK(args[i].status[0] == 200 || args[i].status[0] == 429); /* refs */
+        CHECK(args[i].status[1] == 200 || args[i].status[1] == 429); /* the file */
+        CHECK(args[i].status[3] == 404 || args[i].status[3] == 429); /* made up: remembered or over budget */
+    }
+    /* the misses are spent (refs, overview, revision, blob, the made-up refs and its overview ...):
+     * what the store now holds is still answered, a new miss is not */
+    hk_strbuf b;
+    hk__sb_init(&b);
+    char *url = hk__asprintf("http://127.0.0.1:%u/kernels/org/k/resolve/v1/README.md", hk_server_port(edge));
+    CHECK(http_get(&b, url, false) == 200);
+    CHECK_STR(b.data, "hello\n");
+    free(url);
+    hk__sb_free(&b);
+    hk__sb_init(&b);
+    long st = 0;
+    for (int i = 0; i < 8 && st != 429; i++) { /* made-up revisions until the budget says no */
+        url = hk__asprintf("http://127.0.0.1:%u/api/kernels/org/k/revision/made-up-%d", hk_server_port(edge), i);
+        st = http_get(&b, url, false);
+        free(url);
+    }
+    CHECK(st == 429);
+    hk__sb_free(&b);
+    hk_server_stop(edge);
+    hk_server_stop(origin);
+    free(up);
+    free(store);
+    free(edge_store);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *dir = hk_test_tmpdir();
@@ -342,6 +465,8 @@ int main(void) {
     test_store_reader(dir);
     test_server_in_process(dir);
     test_server_guard(dir);
+    test_up_wait_deadline();
+    test_up_edge_in_process(dir);
     curl_global_cleanup();
     return hk_test_finish();
 }
