@@ -3,7 +3,8 @@
  * goes first when a bound is reached. */
 #include "client/memo.h"
 
-#include "client/client.h"
+#include "client/http.h" /* hk__now_ms */
+#include "client/hub_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,13 +12,14 @@
 #include <string.h>
 
 #define MEMO_MAX_ENTRIES 256
-#define MEMO_MAX_TREE_ENTRIES 200000u /* listing entries held over all memoised listings */
+#define MEMO_MAX_OBJ_WEIGHT 200000u /* the weight of all objects held (a listing weighs its entries) */
 
 typedef struct memo_entry {
     char *key;
-    char *value; /* string answers; NULL for a listing */
-    tree t;      /* listing answers */
-    bool is_tree;
+    char *value;               /* string answers; NULL for an object */
+    void *obj;                 /* an object of its owner's type (a listing: client/tree.c) */
+    const hk__memo_type *type; /* how to copy and clear obj; NULL for a string */
+    size_t weight;
     uint64_t stamp; /* hk__now_ms() when stored: the age checked against a window */
     uint64_t op;    /* the operation that stored it (0: none) */
     uint64_t used;  /* order of the last store or use: the least recent goes first */
@@ -26,7 +28,7 @@ typedef struct memo_entry {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static memo_entry g_v[MEMO_MAX_ENTRIES];
 static size_t g_n;
-static size_t g_tree_entries;
+static size_t g_obj_weight;
 static uint64_t g_clock;
 static atomic_uint_least64_t g_ops;   /* operations begun so far: their ids */
 static _Thread_local uint64_t t_op;   /* this thread's current operation (0: none) */
@@ -55,9 +57,10 @@ char *hk__memo_key(const hk_hub *hub, const char *kind, const char *a, const cha
 static void entry_free(memo_entry *e) {
     free(e->key);
     free(e->value);
-    if (e->is_tree) {
-        g_tree_entries -= e->t.n;
-        hk__client_tree_free(&e->t);
+    if (e->obj) {
+        g_obj_weight -= e->weight;
+        e->type->clear(e->obj);
+        free(e->obj);
     }
     memset(e, 0, sizeof *e);
 }
@@ -73,10 +76,10 @@ static size_t find(const char *key) {
     return g_n;
 }
 
-static void remove_oldest(bool trees_only) {
+static void remove_oldest(bool objects_only) {
     size_t best = g_n;
     for (size_t i = 0; i < g_n; i++)
-        if ((!trees_only || g_v[i].is_tree) && (best == g_n || g_v[i].used < g_v[best].used)) best = i;
+        if ((!objects_only || g_v[i].obj) && (best == g_n || g_v[i].used < g_v[best].used)) best = i;
     if (best < g_n) remove_at(best);
 }
 
@@ -100,7 +103,7 @@ char *hk__memo_get(const char *key, long window_ms) {
     char *out = NULL;
     pthread_mutex_lock(&g_lock);
     size_t i = find(key);
-    if (i < g_n && !g_v[i].is_tree) {
+    if (i < g_n && !g_v[i].obj) {
         if (usable(&g_v[i], window_ms)) out = hk__strdup(g_v[i].value);
         else if (window_ms > 0) remove_at(i); /* past the window: of no use to anyone */
     }
@@ -116,34 +119,14 @@ void hk__memo_put(const char *key, const char *value) {
     pthread_mutex_unlock(&g_lock);
 }
 
-static int tree_copy(tree *out, const tree *t) {
-    memset(out, 0, sizeof *out);
-    out->e = calloc(t->n + 1, sizeof *out->e);
-    if (!out->e) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    out->cap = t->n + 1;
-    for (size_t i = 0; i < t->n; i++) {
-        const tree_entry *s = &t->e[i];
-        tree_entry *d = &out->e[out->n++];
-        *d = *s;
-        d->path = hk__strdup(s->path);
-        d->oid = s->oid ? hk__strdup(s->oid) : NULL;
-        d->lfs_oid = s->lfs_oid ? hk__strdup(s->lfs_oid) : NULL;
-        if (!d->path || (s->oid && !d->oid) || (s->lfs_oid && !d->lfs_oid)) {
-            hk__client_tree_free(out);
-            return hk__fail(HK_ERR_NOMEM, "out of memory");
-        }
-    }
-    return HK_OK;
-}
-
-bool hk__memo_get_tree(tree *out, const char *key, long window_ms) {
-    memset(out, 0, sizeof *out);
+bool hk__memo_get_obj(void *out, const char *key, long window_ms, const hk__memo_type *type) {
+    memset(out, 0, type->size);
     if (!key) return false;
     bool hit = false;
     pthread_mutex_lock(&g_lock);
     size_t i = find(key);
-    if (i < g_n && g_v[i].is_tree && usable(&g_v[i], window_ms)) {
-        hit = tree_copy(out, &g_v[i].t) == HK_OK;
+    if (i < g_n && g_v[i].type == type && usable(&g_v[i], window_ms)) {
+        hit = type->copy(out, g_v[i].obj) == HK_OK;
         if (hit) g_v[i].used = ++g_clock; /* recently used: evicted last */
     }
     pthread_mutex_unlock(&g_lock);
@@ -151,22 +134,32 @@ bool hk__memo_get_tree(tree *out, const char *key, long window_ms) {
     return hit;
 }
 
-void hk__memo_put_tree(const char *key, const tree *t) {
-    if (!key || t->n > MEMO_MAX_TREE_ENTRIES) return;
+void hk__memo_put_obj(const char *key, const void *obj, size_t weight, const hk__memo_type *type) {
+    if (!key || weight > MEMO_MAX_OBJ_WEIGHT) return;
+    void *copy = calloc(1, type->size);
+    if (!copy) return;
+    if (type->copy(copy, obj) != HK_OK) {
+        free(copy);
+        hk_clear_error();
+        return;
+    }
     pthread_mutex_lock(&g_lock);
     size_t i = find(key);
     if (i < g_n) remove_at(i);
-    while (g_tree_entries + t->n > MEMO_MAX_TREE_ENTRIES) remove_oldest(true);
+    while (g_obj_weight + weight > MEMO_MAX_OBJ_WEIGHT) remove_oldest(true);
     memo_entry *e = slot_for(key);
     if (e) {
-        if (tree_copy(&e->t, t) == HK_OK) {
-            e->is_tree = true;
-            g_tree_entries += t->n;
-        } else {
-            remove_at((size_t)(e - g_v));
-        }
+        e->obj = copy;
+        e->type = type;
+        e->weight = weight;
+        g_obj_weight += weight;
+        copy = NULL;
     }
     pthread_mutex_unlock(&g_lock);
+    if (copy) {
+        type->clear(copy);
+        free(copy);
+    }
     hk_clear_error();
 }
 

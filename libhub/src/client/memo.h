@@ -6,9 +6,8 @@
 #ifndef HK_CLIENT_MEMO_H
 #define HK_CLIENT_MEMO_H
 
-#include "client/tree.h"
-
 #include <stdbool.h>
+#include <stddef.h>
 
 struct hk_hub;
 
@@ -21,11 +20,19 @@ char *hk__memo_key(const struct hk_hub *hub, const char *kind, const char *a, co
 char *hk__memo_get(const char *key, long window_ms);
 /* Store (a copy of) value under key, stamped now. Failures only cost a request later. */
 void hk__memo_put(const char *key, const char *value);
-/* A copy of the listing stored under key into *out (true), or false. window_ms: as hk__memo_get
- * (a commit's listing never changes: < 0 while the hub's window is on, 0 when it is off). */
-bool hk__memo_get_tree(tree *out, const char *key, long window_ms);
-/* Store a copy of t under key (listings are kept while their entries total at most a bound). */
-void hk__memo_put_tree(const char *key, const tree *t);
+/* How the memo holds an object whose type it does not know (a listing, client/tree.c): the owner's
+ * deep copy and clear, and the object's size. The memo calls them; it never looks inside. */
+typedef struct hk__memo_type {
+    int (*copy)(void *dst, const void *src); /* HK_OK, or an error (dst left cleared) */
+    void (*clear)(void *obj);
+    size_t size;
+} hk__memo_type;
+/* A copy of the object of that type stored under key into *out (true), or false (*out zeroed).
+ * window_ms: as hk__memo_get. */
+bool hk__memo_get_obj(void *out, const char *key, long window_ms, const hk__memo_type *type);
+/* Store a copy of obj under key; weight counts toward the bound on all held objects (a listing:
+ * its entries), the least recently used going first. Failures only cost a request later. */
+void hk__memo_put_obj(const char *key, const void *obj, size_t weight, const hk__memo_type *type);
 /* One public call that asks several questions (hk_hub_pull, hk_get_kernel, ...) is an operation:
  * within it each answer is asked once, also with the freshness window off (0 means "every call
  * asks again", not "every step of a call"). Nested begin/end pairs join the outer operation; per

@@ -28,6 +28,37 @@ void hk__client_tree_free(tree *t) {
     memset(t, 0, sizeof *t);
 }
 
+static int tree_copy(tree *out, const tree *t) {
+    memset(out, 0, sizeof *out);
+    out->e = calloc(t->n + 1, sizeof *out->e);
+    if (!out->e) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    out->cap = t->n + 1;
+    for (size_t i = 0; i < t->n; i++) {
+        const tree_entry *s = &t->e[i];
+        tree_entry *d = &out->e[out->n++];
+        *d = *s;
+        d->path = hk__strdup(s->path);
+        d->oid = s->oid ? hk__strdup(s->oid) : NULL;
+        d->lfs_oid = s->lfs_oid ? hk__strdup(s->lfs_oid) : NULL;
+        if (!d->path || (s->oid && !d->oid) || (s->lfs_oid && !d->lfs_oid)) {
+            hk__client_tree_free(out);
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
+        }
+    }
+    return HK_OK;
+}
+
+static int tree_copy_obj(void *dst, const void *src) { return tree_copy(dst, src); }
+static void tree_clear_obj(void *t) { hk__client_tree_free(t); }
+/* A listing as the memo holds it (client/memo.h): it copies and frees trees through these. */
+static const hk__memo_type k_tree_type = {tree_copy_obj, tree_clear_obj, sizeof(tree)};
+
+bool hk__memo_get_tree(tree *out, const char *key, long window_ms) {
+    return hk__memo_get_obj(out, key, window_ms, &k_tree_type);
+}
+
+void hk__memo_put_tree(const char *key, const tree *t) { hk__memo_put_obj(key, t, t->n, &k_tree_type); }
+
 /* A size from a listing: a JSON number that is a non-negative integer a double holds exactly
  * (<= 2^53). Anything else (1e30, -1, 1.5) is a protocol error, not a cast with undefined result. */
 static int entry_size(uint64_t *out, const cJSON *n, const char *what, const char *path, const char *key) {
