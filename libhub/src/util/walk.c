@@ -1,3 +1,5 @@
+/* Directory walks: the one recursive readdir loop (hk__walk) and the walks built on it (listing
+ * subdirectories, removing a tree). */
 #include "util/walk.h"
 
 #include "internal.h"
@@ -7,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -93,4 +96,65 @@ int hk__walk(const char *dir, int max_depth, unsigned flags, hk_walk_fn fn, void
     if (r >= 0) return HK_OK;
     int code = hk_last_error_code();
     return code ? code : hk__fail(HK_ERR_INTERNAL, "walk of %s aborted without an error", dir);
+}
+
+/* ---- walks the rest of the project asks for by name (declared in internal.h) ------------------ */
+
+typedef struct subdirs {
+    const char *dir;
+    char **v;
+    size_t n, cap;
+} subdirs;
+
+static int add_subdir(void *ud, const hk_walk_entry *e, int post) {
+    subdirs *sd = ud;
+    (void)post;
+    if (e->name[0] == '.' || !hk__is_dir(e->path)) return HK_WALK_SKIP; /* hk__is_dir follows symlinks */
+    if (HK_VEC_RESERVE(sd->v, sd->cap, sd->n + 2)) return -1; /* room for the terminating NULL */
+    if (!(sd->v[sd->n] = hk__strdup(e->name))) {
+        hk__fail(HK_ERR_NOMEM, "out of memory listing %s", sd->dir);
+        return -1;
+    }
+    sd->v[++sd->n] = NULL;
+    return HK_WALK_SKIP;
+}
+
+int hk__list_subdirs(char ***out, size_t *count, const char *dir) {
+    *out = NULL;
+    *count = 0;
+    subdirs sd = {.dir = dir};
+    int rc = hk__walk(dir, 0, 0, add_subdir, &sd);
+    if (rc == HK_ERR_NOT_FOUND || (rc && rc != HK_ERR_NOMEM)) rc = hk__fail(HK_ERR_NOT_FOUND, "cannot list %s", dir);
+    if (rc == HK_OK && !sd.v && !(sd.v = calloc(1, sizeof *sd.v))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc) {
+        for (size_t i = 0; i < sd.n; i++) free(sd.v[i]);
+        free(sd.v);
+        return rc;
+    }
+    *out = sd.v;
+    *count = sd.n;
+    return HK_OK;
+}
+
+static int remove_entry(void *ud, const hk_walk_entry *e, int post) {
+    (void)ud;
+    if (S_ISDIR(e->st.st_mode) && !post) return HK_WALK_CONTINUE; /* removed after its entries */
+    if ((S_ISDIR(e->st.st_mode) ? rmdir(e->path) : unlink(e->path)) != 0 && errno != ENOENT) {
+        hk__fail(HK_ERR_IO, "cannot remove %s: %s", e->path, strerror(errno));
+        return -1;
+    }
+    return HK_WALK_CONTINUE;
+}
+
+int hk__rmtree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? HK_OK : hk__fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlink(path) != 0) return hk__fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+        return HK_OK;
+    }
+    int rc = hk__walk(path, -1, HK_WALK_POSTORDER, remove_entry, NULL);
+    if (rc == HK_ERR_NOT_FOUND) rc = hk__fail_wrap(HK_ERR_IO, "cannot open %s", path);
+    if (rc == HK_OK && rmdir(path) != 0) rc = hk__fail(HK_ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+    return rc;
 }
