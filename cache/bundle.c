@@ -1,5 +1,5 @@
 /* The public entry of cache bundles (hubkern/cache.h): options, the report and its accessors,
- * listing a bundle, and the archive helpers bundle_create.c and bundle_extract.c share. */
+ * listing a bundle. The archive helpers that every part shares are in bundle_archive.c. */
 #include "cache/bundle_internal.h"
 
 #include <archive_entry.h>
@@ -7,26 +7,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-int hk__bundle_ar_fail(struct archive *ar, const char *what) {
-    return hk__fail(HK_ERR_IO, "%s: %s", what, archive_error_string(ar) ? archive_error_string(ar) : "libarchive error");
-}
-
-int hk__bundle_open_reader(struct archive **out, const char *path) {
-    struct archive *ar = archive_read_new();
-    if (!ar) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    archive_read_support_format_tar(ar);
-    archive_read_support_filter_gzip(ar);
-    archive_read_support_filter_zstd(ar);
-    if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
-        int rc = hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : HK_ERR_PARSE, "cannot read bundle %s: %s", path,
-                         archive_error_string(ar) ? archive_error_string(ar) : "not a tar archive");
-        archive_read_free(ar);
-        return rc;
-    }
-    *out = ar;
-    return HK_OK;
-}
 
 int hk_bundle_options_init(hk_bundle_options *opts, unsigned int version) {
     HK__OPTIONS_INIT_BODY(hk_bundle_options, opts, version, HK_BUNDLE_OPTIONS_VERSION, HK_BUNDLE_OPTIONS_INIT);
