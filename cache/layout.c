@@ -179,6 +179,29 @@ char *hk__cache_staging_path(const char *repo_dir, const char *name) {
     return path_or_nomem(hk__asprintf("%s/.hk-staging/%s", repo_dir, name));
 }
 
+HK_API char *hk_cache_snapshot_path(const char *repo_dir, const char *commit, const char *rel) {
+    if (!repo_dir) return unsafe("repo folder", NULL);
+    return hk__cache_snapshot_path(repo_dir, commit, rel);
+}
+
+HK_API char *hk_cache_blob_path(const char *repo_dir, const char *etag) {
+    if (!repo_dir) return unsafe("repo folder", NULL);
+    return hk__cache_blob_path(repo_dir, etag, NULL);
+}
+
+HK_API char *hk_cache_ref_path(const char *repo_dir, const char *ref) {
+    if (!repo_dir) return unsafe("repo folder", NULL);
+    return hk__cache_ref_path(repo_dir, ref);
+}
+
+HK_API char *hk_cache_repo_part(const char *repo_dir, const char *which) {
+    if (!repo_dir || !which || (strcmp(which, "blobs") && strcmp(which, "refs") && strcmp(which, "snapshots"))) {
+        hk__fail(HK_ERR_INVALID_ARG, "hk_cache_repo_part: give a repo folder and one of blobs, refs, snapshots");
+        return NULL;
+    }
+    return hk__cache_repo_subdir(repo_dir, which);
+}
+
 HK_API char *hk_cache_snapshot_dir(const char *repo_dir, const char *commit) {
     if (!repo_dir) {
         hk__fail(HK_ERR_INVALID_ARG, "hk_cache_snapshot_dir: give a repo folder and a commit");

@@ -55,8 +55,9 @@ int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const 
      * without a request, which is what keeps a warm pull to one request. */
     if (hk__is_commit_id(commit)) {
         char *dir0 = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
-        char *known = dir0 ? hk__asprintf("%s/.no_exist/%s/kernel-status.toml", dir0, commit) : NULL;
+        char *known = dir0 ? hk__cache_no_exist_path(dir0, commit, "kernel-status.toml") : NULL;
         bool absent = known && hk__path_exists(known);
+        hk_clear_error();
         free(known);
         free(dir0);
         if (absent) return HK_OK;

@@ -25,6 +25,21 @@ HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, cons
 /* Write <root>/CACHEDIR.TAG (the backup-tool marker huggingface_hub writes) if it is absent. */
 HK_API int hk_cache_ensure_tag(const char *root);
 
+/* The paths of a store's parts, made the one way the library makes them, each refusing a name that
+ * would leave its folder (NULL with HK_ERR_UNSAFE_PATH, or HK_ERR_NOMEM, as the last error): a
+ * mirror or a tool that reads or writes a store asks these rather than spelling the layout.
+ * Free each with hk_free. */
+/* snapshots/<commit> (rel NULL) or snapshots/<commit>/<rel>: commit 40/64 lowercase hex, rel a safe
+ * relative path. */
+HK_API char *hk_cache_snapshot_path(const char *repo_dir, const char *commit, const char *rel);
+/* blobs/<etag>: etag one path component, not starting with '.'. */
+HK_API char *hk_cache_blob_path(const char *repo_dir, const char *etag);
+/* refs/<ref>: ref a safe relative path (refs may nest, as refs/pr/1). */
+HK_API char *hk_cache_ref_path(const char *repo_dir, const char *ref);
+/* The folders of a repo folder: which is "blobs", "refs" or "snapshots" (NULL, HK_ERR_INVALID_ARG,
+ * for anything else). */
+HK_API char *hk_cache_repo_part(const char *repo_dir, const char *which);
+
 #ifdef __cplusplus
 }
 #endif
