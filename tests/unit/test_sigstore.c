@@ -29,6 +29,21 @@ static hk_sigstore_trust_root *load_root(const char *rel) {
     return r;
 }
 
+/* `text` with the first `old` replaced by `rep` (NULL if `old` is not in it); *len in and out. */
+static char *replace(const char *text, size_t *len, const char *old, const char *rep) {
+    const char *at = strstr(text, old);
+    if (!at) return NULL;
+    size_t head = (size_t)(at - text), o = strlen(old), r = strlen(rep), n = *len - o + r;
+    char *out = malloc(n + 1);
+    if (!out) return NULL;
+    memcpy(out, text, head);
+    memcpy(out + head, rep, r);
+    memcpy(out + head + r, at + o, *len - head - o);
+    out[n] = '\0';
+    *len = n;
+    return out;
+}
+
 static void test_helpers(void) {
     hk_sg_bytes b;
     CHECK(hk__sg_b64_decode(&b, "aGVsbG8="));
@@ -243,11 +258,184 @@ static void test_der_values(void) {
     CHECK(!hk__sg_der_values_valid(neighbour, sizeof neighbour));
 }
 
+/* sg_util.c hk__sg_json_parse: every document is read as sigstore-python's strict parser reads it. */
+static void test_exact_json(void) {
+    static const struct {
+        const char *text, *why; /* why NULL: accepted */
+    } cases[] = {
+        {"{\"a\":1} ", NULL},
+        {"{\"a\":1} x", "text after the JSON value"},
+        {"{\"a\":1}{}", "text after the JSON value"},
+        {"{\"a\":1,\"a\":2}", "a JSON object has a duplicate key"},
+        {"{\"a\":[{\"b\":{\"c\":1,\"d\":2,\"c\":3}}]}", "a JSON object has a duplicate key"},
+        {"{\"a\":null,\"a\":1}", "a JSON object has a duplicate key"},
+        {"{\"a\\u0062\":1,\"ab\":2}", "a JSON object has a duplicate key"}, /* the same key escaped */
+        {"{\"a\":\"x\\u0000y\"}", "\\u0000 in a JSON string"},
+        {"{\"a\":\"x\ty\"}", "control character in a JSON string"},
+        {"{\"a\":\"\xc3\"}", "a JSON string is not valid UTF-8"},
+        {"{\"a\":\"\xc0\xaf\"}", "a JSON string is not valid UTF-8"},     /* overlong '/' */
+        {"{\"a\":\"\xed\xa0\x80\"}", "a JSON string is not valid UTF-8"}, /* a surrogate */
+        {"{\"a\":\"\xc3\xa9\xf0\x9f\x98\x80\"}", NULL},
+        {"{\"a\":01}", "malformed JSON number"},
+        {"{\"a\":1.}", "malformed JSON number"},
+        {"{\"a\":-0.5e+3}", NULL},
+        {"\xef\xbb\xbf{}", "a byte that is not JSON outside a string"}, /* cJSON skips a BOM */
+        {"{\x01\"a\":1}", "a byte that is not JSON outside a string"},  /* cJSON: whitespace */
+        {"{\"a\":", "not valid JSON"},
+    };
+    for (size_t i = 0; i < HK_ARRAY_LEN(cases); i++) {
+        cJSON *doc = (cJSON *)1;
+        const char *why = NULL;
+        int rc = hk__sg_json_parse(&doc, cases[i].text, strlen(cases[i].text), &why);
+        if (cases[i].why) {
+            CHECK(rc == HK_ERR_PARSE && doc == NULL);
+            CHECK_STR(why, cases[i].why);
+        } else {
+            CHECK(rc == HK_OK && doc != NULL);
+        }
+        cJSON_Delete(rc == HK_OK ? doc : NULL);
+    }
+    /* a null member is absent, in every object; nulls in arrays stay (and fail their type) */
+    const char *nulls = "{\"a\":null,\"b\":{\"c\":null,\"d\":[null,1]},\"e\":null}";
+    cJSON *doc = NULL;
+    const char *why = NULL;
+    CHECK_RC(hk__sg_json_parse(&doc, nulls, strlen(nulls), &why), HK_OK);
+    CHECK(doc && !cJSON_GetObjectItemCaseSensitive(doc, "a") && !cJSON_GetObjectItemCaseSensitive(doc, "e"));
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(doc, "b");
+    CHECK(b && !cJSON_GetObjectItemCaseSensitive(b, "c") && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(b, "d")) == 2);
+    cJSON_Delete(doc);
+}
+
+/* The exact reading through the bundle and trust-root parsers: sigstore-python's published bundles,
+ * edited. Each case is one the lax reading got wrong. */
+static void test_exact_bundles(void) {
+    hk_sigstore_trust_root *staging = load_root("tests/sigstore/staging_trusted_root.json");
+    if (!staging) return;
+    size_t blen = 0, alen = 0, dlen = 0, rlen = 0;
+    char *bundle = slurp(A "bundle_v3.txt.sigstore", &blen);
+    char *art = slurp(A "bundle_v3.txt", &alen);
+    char *dsse = slurp(A "a.dsse.staging-rekor-v2.txt.sigstore.json", &dlen);
+    char *roottext = slurp("tests/sigstore/staging_trusted_root.json", &rlen);
+    CHECK(bundle && art && dsse && roottext);
+    if (!bundle || !art || !dsse || !roottext) goto out;
+    hk_sigstore_policy any = {0};
+    size_t n;
+    char *m;
+
+    /* text after the object: refused (it was read up to the object's end and verified) */
+    n = blen;
+    m = replace(bundle, &n, "\n}\n", "\n}\n{\"mediaType\": \"x\"}\n");
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, m, n), HK_ERR_PARSE);
+        CHECK(strstr(hk_last_error(), "invalid bundle: text after the JSON value") != NULL);
+    }
+    free(m);
+    /* a key twice: refused (the first one won; sigstore-python takes the last) */
+    n = blen;
+    m = replace(bundle, &n, "{\n    \"mediaType\"", "{\n    \"mediaType\": \"application/x-other\",\n    \"mediaType\"");
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, m, n), HK_ERR_PARSE);
+        CHECK(strstr(hk_last_error(), "invalid bundle: a JSON object has a duplicate key") != NULL);
+    }
+    free(m);
+    n = blen;
+    m = replace(bundle, &n, "\"algorithm\": \"SHA2_256\",", "\"algorithm\": \"SHA2_256\", \"algorithm\": \"SHA2_512\",");
+    CHECK(m != NULL);
+    if (m) CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, m, n), HK_ERR_PARSE);
+    free(m);
+    /* null is absent: the oneof's other member, and a DSSE signature's keyid as model-transparency
+     * writes it (both were refused) */
+    n = blen;
+    m = replace(bundle, &n, "{\n    \"mediaType\"", "{\n    \"dsseEnvelope\": null,\n    \"mediaType\"");
+    CHECK(m != NULL);
+    if (m) CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, m, n), HK_OK);
+    free(m);
+    n = dlen;
+    m = replace(dsse, &n, "\"sig\":", "\"keyid\": null, \"sig\":");
+    CHECK(m != NULL);
+    if (m) {
+        hk_sigstore_verify_opts o = {&any, 1, 1, NULL, 0};
+        unsigned char d[32];
+        CHECK_RC(hk__unhex(d, "a0cfc71271d6e278e57cd332ff957c3f7043fdda354c4cbb190a30d56efa01bf", 32), HK_OK);
+        CHECK_RC(hk__sigstore_verify_ex(NULL, staging, &o, d, NULL, 0, m, n), HK_OK);
+        char *k = NULL;
+        size_t kn = dlen;
+        k = replace(dsse, &kn, "\"sig\":", "\"keyid\": 7, \"sig\":"); /* a keyid that is there must be a string */
+        if (k) {
+            CHECK_RC(hk__sigstore_verify_ex(NULL, staging, &o, d, NULL, 0, k, kn), HK_ERR_PARSE);
+            CHECK(strstr(hk_last_error(), "keyid is not a string") != NULL);
+        }
+        free(k);
+    }
+    free(m);
+
+    /* messageDigest.algorithm: SHA2_256 is what is compared; another or none is refused (it was not read) */
+    static const char *const algs[][2] = {
+        {"\"algorithm\": \"SHA2_384\",", "messageDigest.algorithm SHA2_384 is not supported"},
+        {"\"algorithm\": \"HASH_ALGORITHM_UNSPECIFIED\",", "messageDigest.algorithm HASH_ALGORITHM_UNSPECIFIED is not supported"},
+        {"", "messageSignature.messageDigest.algorithm missing"},
+        {"\"algorithm\": null,", "messageSignature.messageDigest.algorithm missing"},
+    };
+    for (size_t i = 0; i < HK_ARRAY_LEN(algs); i++) {
+        n = blen;
+        m = replace(bundle, &n, "\"algorithm\": \"SHA2_256\",", algs[i][0]);
+        CHECK(m != NULL);
+        if (!m) continue;
+        CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, m, n), HK_ERR_PARSE);
+        CHECK(strstr(hk_last_error(), algs[i][1]) != NULL);
+        free(m);
+    }
+    /* the digest must be the artifact's (and 32 bytes) */
+    n = blen;
+    m = replace(bundle, &n, "Xmrp3ljBF3vqYVtPy/sv1ojoxLUcLla2o46BeDPsJKI=", "Xmrp3ljBF3vqYVtPy/sv1ojoxLUcLla2o46BeDPsJKA=");
+    if (m) {
+        CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, m, n), HK_ERR_SIGNATURE);
+        CHECK(strstr(hk_last_error(), "bundle message digest does not match the artifact") != NULL);
+    }
+    free(m);
+    n = blen;
+    m = replace(bundle, &n, "Xmrp3ljBF3vqYVtPy/sv1ojoxLUcLla2o46BeDPsJKI=", "Xmrp3ljBF3vqYVtPy/sv1ojoxLUcLla2o46BeDPsJKIA");
+    if (m) {
+        CHECK_RC(hk__sigstore_verify(NULL, staging, &any, 1, art, alen, m, n), HK_ERR_PARSE);
+        CHECK(strstr(hk_last_error(), "is 33 bytes; a SHA2_256 digest is 32") != NULL);
+    }
+    free(m);
+
+    /* the trust root is read the same way */
+    hk_sigstore_trust_root *r = NULL;
+    n = rlen;
+    m = replace(roottext, &n, "\"mediaType\"", "\"tlogs\": [], \"mediaType\"");
+    if (m) {
+        CHECK_RC(hk__sigstore_trust_root_parse(&r, m, n), HK_ERR_PARSE);
+        CHECK(strstr(hk_last_error(), "trusted root: a JSON object has a duplicate key") != NULL);
+        CHECK(r == NULL);
+    }
+    free(m);
+    char *tail = malloc(rlen + 3);
+    if (tail) {
+        memcpy(tail, roottext, rlen);
+        memcpy(tail + rlen, "[]", 2);
+        CHECK_RC(hk__sigstore_trust_root_parse(&r, tail, rlen + 2), HK_ERR_PARSE);
+        CHECK(strstr(hk_last_error(), "trusted root: text after the JSON value") != NULL);
+    }
+    free(tail);
+out:
+    free(bundle);
+    free(art);
+    free(dsse);
+    free(roottext);
+    hk__sigstore_trust_root_free(staging);
+}
+
 int main(void) {
     test_helpers();
     test_der_values();
     test_trust_root();
     test_published_bundles();
     test_published_dsse();
+    test_exact_json();
+    test_exact_bundles();
     return hk_test_finish();
 }

@@ -129,7 +129,11 @@ void hk__sigstore_trust_root_free(hk_sigstore_trust_root *r) {
 
 int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len) {
     *out = NULL;
-    cJSON *doc = cJSON_ParseWithLength(json, len);
+    cJSON *doc = NULL;
+    const char *why = NULL;
+    int prc = hk__sg_json_parse(&doc, json, len, &why);
+    if (prc == HK_ERR_NOMEM) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (prc != HK_OK) return bad(why);
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
         return bad("not a JSON object");
