@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/x509v3.h>
+
 static char *src_path(const char *rel) {
     return hk__asprintf("%s/../../%s", getenv("HK_TEST_DATA"), rel);
 }
@@ -429,6 +431,158 @@ out:
     hk__sigstore_trust_root_free(staging);
 }
 
+/* A certificate carrying `exts` (OID, DER value) as given, unsigned: the identity readers only. */
+static X509 *cert_with(const char *const (*exts)[2], const unsigned char *const *vals, const size_t *lens, size_t n) {
+    X509 *x = X509_new();
+    if (!x || X509_set_version(x, X509_VERSION_3) != 1) {
+        X509_free(x);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ASN1_OBJECT *o = OBJ_txt2obj(exts[i][0], 1);
+        ASN1_OCTET_STRING *v = ASN1_OCTET_STRING_new();
+        X509_EXTENSION *e = NULL;
+        if (o && v && ASN1_OCTET_STRING_set(v, vals[i], (int)lens[i]) == 1)
+            e = X509_EXTENSION_create_by_OBJ(NULL, o, 0, v);
+        if (!e || X509_add_ext(x, e, -1) != 1) {
+            X509_free(x);
+            x = NULL;
+        }
+        X509_EXTENSION_free(e);
+        ASN1_OCTET_STRING_free(v);
+        ASN1_OBJECT_free(o);
+        if (!x) return NULL;
+    }
+    return x;
+}
+
+#define REPO_OID "1.3.6.1.4.1.57264.1.12"
+
+/* cert.c: the identity extensions in DER only; one of each extension. */
+static void test_identity_der(void) {
+    /* the source repository "abcde", as a UTF8String in DER and in BER forms */
+    static const unsigned char der[] = {0x0c, 0x05, 'a', 'b', 'c', 'd', 'e'};
+    static const unsigned char long_form[] = {0x0c, 0x81, 0x05, 'a', 'b', 'c', 'd', 'e'};
+    static const unsigned char long_form4[] = {0x0c, 0x84, 0x00, 0x00, 0x00, 0x05, 'a', 'b', 'c', 'd', 'e'};
+    static const unsigned char constructed[] = {0x2c, 0x09, 0x0c, 0x02, 'a', 'b', 0x0c, 0x03, 'c', 'd', 'e'};
+    static const unsigned char indefinite[] = {0x2c, 0x80, 0x0c, 0x05, 'a', 'b', 'c', 'd', 'e', 0x00, 0x00};
+    static const unsigned char other[] = {0x0c, 0x05, 'v', 'w', 'x', 'y', 'z'};
+    static const char *const repo[][2] = {{REPO_OID, ""}, {REPO_OID, ""}};
+    hk_sigstore_policy want = {NULL, 0, NULL, "abcde", NULL, 0};
+    static const struct {
+        const unsigned char *v;
+        size_t len;
+        const char *why;
+    } forms[] = {
+        {der, sizeof der, NULL},
+        {long_form, sizeof long_form, "long-form length where the short form fits"},
+        {long_form4, sizeof long_form4, "long-form length where the short form fits"},
+        {constructed, sizeof constructed, "constructed string"},
+        {indefinite, sizeof indefinite, "constructed string"},
+    };
+    for (size_t i = 0; i < HK_ARRAY_LEN(forms); i++) {
+        const unsigned char *vals[1] = {forms[i].v};
+        size_t lens[1] = {forms[i].len};
+        X509 *x = cert_with(repo, vals, lens, 1);
+        CHECK(x != NULL);
+        if (!x) continue;
+        char *got = hk__sg_cert_ext_utf8(x, REPO_OID);
+        char *why = NULL;
+        int matched = -1;
+        int prc = hk__sg_check_policy(x, &want, 1, &matched, &why);
+        free(why);
+        why = NULL;
+        int drc = hk__sg_check_identity_der(x, &why);
+        if (!forms[i].why) {
+            CHECK_STR(got, "abcde");
+            CHECK(prc == 0 && drc == 0);
+        } else {
+            CHECK(got == NULL); /* was "abcde": BER read as if DER */
+            CHECK(prc != 0);
+            CHECK(drc != 0 && why && strstr(why, "1.3.6.1.4.1.57264.1.12 (source repository URI) is not a DER UTF8String"));
+            CHECK(why && strstr(why, forms[i].why));
+        }
+        free(got);
+        free(why);
+        X509_free(x);
+    }
+    /* a 133-byte value: long form is right, but not in two octets where one does */
+    unsigned char big[3 + 133], big4[4 + 133];
+    big[0] = 0x0c, big[1] = 0x81, big[2] = 133;
+    big4[0] = 0x0c, big4[1] = 0x82, big4[2] = 0x00, big4[3] = 133;
+    memset(big + 3, 'a', 133);
+    memset(big4 + 4, 'a', 133);
+    const unsigned char *bv[1] = {big}, *bv4[1] = {big4};
+    size_t bl[1] = {sizeof big}, bl4[1] = {sizeof big4};
+    X509 *x = cert_with(repo, bv, bl, 1), *x4 = cert_with(repo, bv4, bl4, 1);
+    char *why = NULL;
+    CHECK(x && hk__sg_check_identity_der(x, &why) == 0);
+    free(why);
+    why = NULL;
+    CHECK(x4 && hk__sg_check_identity_der(x4, &why) != 0 && why && strstr(why, "length in more octets than needed"));
+    free(why);
+    char *got = x4 ? hk__sg_cert_ext_utf8(x4, REPO_OID) : NULL;
+    CHECK(got == NULL);
+    free(got);
+    X509_free(x);
+    X509_free(x4);
+
+    /* the extension twice: refused, not first-wins */
+    const unsigned char *two[2] = {der, other};
+    size_t twol[2] = {sizeof der, sizeof other};
+    x = cert_with(repo, two, twol, 2);
+    CHECK(x != NULL);
+    if (x) {
+        got = hk__sg_cert_ext_utf8(x, REPO_OID);
+        CHECK(got == NULL); /* was "abcde" */
+        free(got);
+        int matched = -1;
+        why = NULL;
+        CHECK(hk__sg_check_policy(x, &want, 1, &matched, &why) != 0);
+        free(why);
+        why = NULL;
+        CHECK(hk__sg_check_identity_der(x, &why) != 0 && why &&
+              strstr(why, "signing certificate has extension 1.3.6.1.4.1.57264.1.12 twice"));
+        free(why);
+        X509_free(x);
+    }
+
+    /* the SAN: a URI in DER is read; the same name with a long-form length, or twice, is not */
+    static const unsigned char san[] = {0x30, 0x0f, 0x86, 0x0d, 'h', 't', 't', 'p', 's', ':', '/', '/', 'x', '.', 'y', '/', 'z'};
+    static const unsigned char san_ber[] = {0x30, 0x81, 0x0f, 0x86, 0x0d, 'h', 't', 't', 'p', 's', ':', '/', '/', 'x', '.', 'y', '/', 'z'};
+    static const unsigned char san_hi[] = {0x30, 0x0f, 0x86, 0x0d, 'h', 't', 't', 'p', 's', ':', '/', '/', 'x', '.', 0xff, '/', 'z'};
+    static const char *const sans[][2] = {{"2.5.29.17", ""}, {"2.5.29.17", ""}};
+    hk_sigstore_policy want_san = {NULL, 0, "https://x.y/z", NULL, NULL, 0};
+    const unsigned char *sv[][2] = {{san, NULL}, {san_ber, NULL}, {san_hi, NULL}, {san, san}};
+    size_t sl[][2] = {{sizeof san, 0}, {sizeof san_ber, 0}, {sizeof san_hi, 0}, {sizeof san, sizeof san}};
+    size_t sn[] = {1, 1, 1, 2};
+    for (size_t i = 0; i < HK_ARRAY_LEN(sn); i++) {
+        x = cert_with(sans, sv[i], sl[i], sn[i]);
+        CHECK(x != NULL);
+        if (!x) continue;
+        size_t count = 0;
+        char **names = hk__sg_cert_sans(x, &count);
+        int matched = -1;
+        why = NULL;
+        int prc = hk__sg_check_policy(x, &want_san, 1, &matched, &why);
+        free(why);
+        why = NULL;
+        int drc = hk__sg_check_identity_der(x, &why);
+        if (i == 0) {
+            CHECK(count == 1 && names && strcmp(names[0], "https://x.y/z") == 0);
+            CHECK(prc == 0 && drc == 0);
+        } else {
+            CHECK(count == 0);
+            CHECK(prc != 0 && drc != 0);
+            CHECK(why && strstr(why, i == 3 ? "extension 2.5.29.17 twice" : "subject alternative name is not DER"));
+        }
+        for (size_t j = 0; names && j < count; j++) free(names[j]);
+        free(names);
+        free(why);
+        X509_free(x);
+    }
+}
+
 int main(void) {
     test_helpers();
     test_der_values();
@@ -437,5 +591,6 @@ int main(void) {
     test_published_dsse();
     test_exact_json();
     test_exact_bundles();
+    test_identity_der();
     return hk_test_finish();
 }

@@ -128,10 +128,17 @@ void hk__sg_bundle_clear(hk_sg_bundle *b);
 int hk__sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
                       STACK_OF(X509) **chain, char **why);
 int hk__sg_check_usage(X509 *leaf, char **why);
-/* Fulcio extension as text: v1 raw bytes, v2 DER UTF8String. NULL if absent/malformed. */
+/* The identity extensions in DER, not BER (X.690 10: definite lengths in the fewest octets, primitive
+ * strings): the Fulcio UTF8String extensions hubkern reads (1.3.6.1.4.1.57264.1.8, .9, .12) and the
+ * SAN; and no extension twice (RFC 5280 4.2), which would leave the identity to whichever the
+ * reader takes. */
+int hk__sg_check_identity_der(X509 *leaf, char **why);
+/* Fulcio extension as text: v1 raw bytes, v2 DER UTF8String. NULL if absent, malformed, not DER or
+ * present twice. */
 char *hk__sg_cert_ext_raw(X509 *cert, const char *oid);
 char *hk__sg_cert_ext_utf8(X509 *cert, const char *oid);
-/* SANs (URI, email, Sigstore othername 1.3.6.1.4.1.57264.1.7), NULL-terminated; free each + array. */
+/* SANs (URI, email, Sigstore othername 1.3.6.1.4.1.57264.1.7), NULL-terminated; free each + array.
+ * None when the extension is not DER or present twice. */
 char **hk__sg_cert_sans(X509 *cert, size_t *count);
 
 /* SCT (sct.c). */
