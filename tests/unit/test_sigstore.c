@@ -7,6 +7,7 @@
 #include "support.h"
 #include "util/text.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -583,6 +584,90 @@ static void test_identity_der(void) {
     }
 }
 
+/* trust_root.c: one parse per content per process, shared by threads. */
+typedef struct {
+    const char *root, *bundle, *art;
+    size_t rlen, blen, alen;
+    int failures;
+} verify_job;
+
+static void *verify_thread(void *arg) {
+    verify_job *j = arg;
+    hk_sigstore_policy any = {0};
+    for (int i = 0; i < 8; i++) {
+        hk_sigstore_trust_root *r = NULL;
+        if (hk__sigstore_trust_root_parse(&r, j->root, j->rlen) != HK_OK ||
+            hk__sigstore_verify(NULL, r, &any, 1, j->art, j->alen, j->bundle, j->blen) != HK_OK)
+            j->failures++;
+        hk__sigstore_trust_root_free(r);
+    }
+    return NULL;
+}
+
+static void test_trust_root_memo(void) {
+    size_t rlen = 0, blen = 0, alen = 0;
+    char *text = slurp("tests/sigstore/staging_trusted_root.json", &rlen);
+    char *bundle = slurp(A "bundle_v3.txt.sigstore", &blen);
+    char *art = slurp(A "bundle_v3.txt", &alen);
+    CHECK(text && bundle && art);
+    if (!text || !bundle || !art) goto out;
+    hk_sigstore_trust_root *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    CHECK_RC(hk__sigstore_trust_root_parse(&a, text, rlen), HK_OK);
+    CHECK_RC(hk__sigstore_trust_root_parse(&b, text, rlen), HK_OK);
+    CHECK(a && a == b); /* the same bytes: parsed once, shared */
+    char *path = src_path("tests/sigstore/staging_trusted_root.json");
+    CHECK_RC(hk__sigstore_trust_root_load(&c, path), HK_OK);
+    CHECK(c == a);
+    free(path);
+    /* other bytes (the file edited in place): another root */
+    char *edited = malloc(rlen + 1);
+    if (edited) {
+        memcpy(edited, text, rlen);
+        edited[rlen] = '\n';
+        CHECK_RC(hk__sigstore_trust_root_parse(&d, edited, rlen + 1), HK_OK);
+        CHECK(d && d != a);
+    }
+    free(edited);
+    /* the memo cleared (hk_shutdown): roots still held stay valid; the next parse is a new one */
+    hk__sigstore_trust_root_memo_clear();
+    hk_sigstore_policy any = {0};
+    CHECK_RC(hk__sigstore_verify(NULL, b, &any, 1, art, alen, bundle, blen), HK_OK);
+    hk__sigstore_trust_root_free(a);
+    hk__sigstore_trust_root_free(b);
+    CHECK_RC(hk__sigstore_verify(NULL, c, &any, 1, art, alen, bundle, blen), HK_OK);
+    hk__sigstore_trust_root_free(c);
+    hk__sigstore_trust_root_free(d);
+    /* more distinct roots than the memo keeps: the oldest go, nothing leaks */
+    for (int i = 0; i < 12; i++) {
+        size_t n = rlen + (size_t)i + 1;
+        char *pad = malloc(n);
+        if (!pad) continue;
+        memcpy(pad, text, rlen);
+        memset(pad + rlen, ' ', n - rlen);
+        hk_sigstore_trust_root *r = NULL;
+        CHECK_RC(hk__sigstore_trust_root_parse(&r, pad, n), HK_OK);
+        hk__sigstore_trust_root_free(r);
+        free(pad);
+    }
+    /* threads parsing and verifying with one shared root at once (run under TSan too) */
+    enum { N = 4 };
+    pthread_t t[N];
+    verify_job jobs[N];
+    for (int i = 0; i < N; i++) {
+        jobs[i] = (verify_job){text, bundle, art, rlen, blen, alen, 0};
+        CHECK(pthread_create(&t[i], NULL, verify_thread, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(jobs[i].failures == 0);
+    }
+    hk__sigstore_trust_root_memo_clear();
+out:
+    free(text);
+    free(bundle);
+    free(art);
+}
+
 int main(void) {
     test_helpers();
     test_der_values();
@@ -592,5 +677,6 @@ int main(void) {
     test_exact_json();
     test_exact_bundles();
     test_identity_der();
+    test_trust_root_memo();
     return hk_test_finish();
 }

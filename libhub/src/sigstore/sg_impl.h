@@ -84,6 +84,7 @@ struct hk_sigstore_trust_root {
     size_t ncas;
     hk_sg_ca *tsas;
     size_t ntsas;
+    unsigned refs; /* callers' and the process memo's references (trust_root.c, under its lock) */
 };
 
 /* ---- bundle (bundle.c) ----------------------------------------------------------------------- */
