@@ -552,11 +552,15 @@ static void test_identity_der(void) {
     static const unsigned char san[] = {0x30, 0x0f, 0x86, 0x0d, 'h', 't', 't', 'p', 's', ':', '/', '/', 'x', '.', 'y', '/', 'z'};
     static const unsigned char san_ber[] = {0x30, 0x81, 0x0f, 0x86, 0x0d, 'h', 't', 't', 'p', 's', ':', '/', '/', 'x', '.', 'y', '/', 'z'};
     static const unsigned char san_hi[] = {0x30, 0x0f, 0x86, 0x0d, 'h', 't', 't', 'p', 's', ':', '/', '/', 'x', '.', 0xff, '/', 'z'};
+    static const unsigned char san_bad[] = {0x30, 0x04, 0x86, 0x05, 'h', 't'}; /* truncated name */
     static const char *const sans[][2] = {{"2.5.29.17", ""}, {"2.5.29.17", ""}};
     hk_sigstore_policy want_san = {NULL, 0, "https://x.y/z", NULL, NULL, 0};
-    const unsigned char *sv[][2] = {{san, NULL}, {san_ber, NULL}, {san_hi, NULL}, {san, san}};
-    size_t sl[][2] = {{sizeof san, 0}, {sizeof san_ber, 0}, {sizeof san_hi, 0}, {sizeof san, sizeof san}};
-    size_t sn[] = {1, 1, 1, 2};
+    const unsigned char *sv[][2] = {{san, NULL}, {san_ber, NULL}, {san_hi, NULL}, {san, san}, {san_bad, NULL}};
+    size_t sl[][2] = {{sizeof san, 0}, {sizeof san_ber, 0}, {sizeof san_hi, 0}, {sizeof san, sizeof san},
+                      {sizeof san_bad, 0}};
+    size_t sn[] = {1, 1, 1, 2, 1};
+    static const char *const san_why[] = {NULL, "subject alternative name is not DER", "subject alternative name is not DER",
+                                          "extension 2.5.29.17 twice", "subject alternative name is malformed"};
     for (size_t i = 0; i < HK_ARRAY_LEN(sn); i++) {
         x = cert_with(sans, sv[i], sl[i], sn[i]);
         CHECK(x != NULL);
@@ -575,7 +579,7 @@ static void test_identity_der(void) {
         } else {
             CHECK(count == 0);
             CHECK(prc != 0 && drc != 0);
-            CHECK(why && strstr(why, i == 3 ? "extension 2.5.29.17 twice" : "subject alternative name is not DER"));
+            CHECK(why && strstr(why, san_why[i]));
         }
         for (size_t j = 0; names && j < count; j++) free(names[j]);
         free(names);

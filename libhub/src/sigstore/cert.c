@@ -172,10 +172,22 @@ static GENERAL_NAMES *san_der(X509 *cert, const char **why) {
     const unsigned char *p = ASN1_STRING_get0_data(d);
     long len = ASN1_STRING_length(d);
     GENERAL_NAMES *names = d2i_GENERAL_NAMES(NULL, &p, len);
+    if (!names || p != ASN1_STRING_get0_data(d) + len) {
+        GENERAL_NAMES_free(names);
+        ERR_clear_error();
+        *why = "subject alternative name is malformed";
+        return NULL;
+    }
     unsigned char *der = NULL;
-    int n = names && p == ASN1_STRING_get0_data(d) + len ? i2d_GENERAL_NAMES(names, &der) : -1;
+    int n = i2d_GENERAL_NAMES(names, &der);
     bool ok = n == len && memcmp(der, ASN1_STRING_get0_data(d), (size_t)n) == 0;
     OPENSSL_free(der);
+    if (n < 0) {
+        GENERAL_NAMES_free(names);
+        ERR_clear_error();
+        *why = "out of memory";
+        return NULL;
+    }
     for (int i = 0; ok && i < sk_GENERAL_NAME_num(names); i++) {
         GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
         if (g->type == GEN_URI || g->type == GEN_EMAIL) /* IA5String: ASCII only (X.680 41) */
