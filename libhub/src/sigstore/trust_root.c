@@ -4,6 +4,8 @@
  * makes the whole file malformed. */
 #include "sigstore/sg_impl.h"
 
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +101,11 @@ static int parse_cas(hk_sg_ca **out, size_t *count, const cJSON *arr, const char
                 ca_clear(&ca);
                 return hk__fail(HK_ERR_PARSE, "trusted root: %s certificate is not DER X.509", what);
             }
+            /* OpenSSL fills a certificate's extension cache (key ids, flags) on first use, and
+             * 3.0 checks whether it is filled without the lock: filled here, before the root is
+             * shared, threads verifying with it only read */
+            X509_check_purpose(x, -1, 0);
+            ERR_clear_error();
             ca.certs[ca.ncerts++] = x;
         }
         if (parse_window(&ca.start, &ca.end, cJSON_GetObjectItemCaseSensitive(it, "validFor")) != HK_OK) {
