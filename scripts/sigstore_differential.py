@@ -2,8 +2,8 @@
 """Differential campaign: hubkern's Sigstore verifier vs sigstore-python 4.5.1 on sigstore-python's
 published test bundles (tests/sigstore/python-assets, Apache-2.0) and on mutations of them (bytes
 flipped in the certificate, signature, SET, inclusion proof, root hash, checkpoint, body,
-timestamps, DSSE payload and signature; integers nudged; fields stripped; entries swapped between
-bundles). DSSE bases go through sigstore-python's DSSE path (verify_dsse + in-toto subject, as its
+timestamps, DSSE payload and signature; integers nudged; fields stripped or set to null; entries
+swapped between bundles). DSSE bases go through sigstore-python's DSSE path (verify_dsse + in-toto subject, as its
 CLI does) and hubkern-sigstore-verify --dsse. Both verify with
 the same trusted root and no identity policy; every case where one accepts and the other rejects
 is a disagreement.
@@ -130,7 +130,7 @@ def delp(b, path):
 def mutate(rng, base, others):
     """A mutated copy of base and a description."""
     b = copy.deepcopy(base)
-    kind = rng.choice(["flip"] * 6 + ["checkpoint", "int", "strip", "swap", "media"])
+    kind = rng.choice(["flip"] * 6 + ["checkpoint", "int", "strip", "null", "swap", "media"])
     if kind == "flip":
         p = rng.choice(b64_fields(b))
         setp(b, p, flip_b64(rng, getp(b, p)))
@@ -155,6 +155,10 @@ def mutate(rng, base, others):
         p = rng.choice(strip_paths(b))
         delp(b, p)
         return b, "strip " + "/".join(map(str, p))
+    if kind == "null":  # protobuf JSON: null is the field absent, for both readers
+        p = rng.choice(strip_paths(b))
+        setp(b, p, None)
+        return b, "null " + "/".join(map(str, p))
     if kind == "swap":
         o = rng.choice(others)
         what = rng.choice(["entry", "cert", "sig"])

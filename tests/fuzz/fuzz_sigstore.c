@@ -3,8 +3,8 @@
  * against the production trusted root over a fixed artifact, three ways: as pulls and loads
  * verify (messageSignature only), as the bundle-verification entry point does with DSSE allowed
  * (envelope, PAE signature, dsse/intoto/hashedrekord v2 bodies, in-toto statement), and with a
- * managed key. Nothing fuzzed may verify: a bundle that passes would be a forged signature (the
- * seeds are real bundles over other artifacts). */
+ * managed key; then as a trusted root (exact JSON, the memo). Nothing fuzzed may verify: a bundle
+ * that passes would be a forged signature (the seeds are real bundles over other artifacts). */
 #include "fuzz_util.h"
 #include "sigstore/sg_impl.h"
 
@@ -46,5 +46,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!*hk_last_error()) abort();
         hk__sigstore_result_free(&r);
     }
+
+    /* the same bytes as a trusted root: the exact-JSON reader, then the process memo (bytes that
+     * parse once give the same root again) */
+    hk_sigstore_trust_root *t1 = NULL, *t2 = NULL;
+    if (hk__sigstore_trust_root_parse(&t1, (const char *)data, size) == HK_OK &&
+        (hk__sigstore_trust_root_parse(&t2, (const char *)data, size) != HK_OK || t2 != t1))
+        abort();
+    hk__sigstore_trust_root_free(t1);
+    hk__sigstore_trust_root_free(t2);
     return 0;
 }

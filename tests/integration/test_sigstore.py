@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "sigstore"))
 from pyverify import hubkern_verify, python_verify, tool_path  # noqa: E402
-from testsigstore import FakeSigstore  # noqa: E402
+from testsigstore import KC_BUILD, KC_REPO, OID_SIGNER_URI, OID_SOURCE_REPO, FakeSigstore, utf8_der  # noqa: E402
 
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from kernels.verify import DEFAULT_POLICIES  # noqa: E402
@@ -138,6 +138,19 @@ def case_body_mismatch(ts, world):
     return a, None
 
 
+def case_ber_repo(ts, world):
+    # the right repository, its UTF8String's length in the long form (BER, not DER)
+    repo = KC_REPO.encode()
+    return ts.sign_blob(METADATA, ext_values={OID_SOURCE_REPO: b"\x0c\x81" + bytes([len(repo)]) + repo})[0], None
+
+
+def case_constructed_signer(ts, world):
+    # the right workflow as a constructed UTF8String of two pieces (BER only)
+    sig = KC_BUILD.encode()
+    a, b = utf8_der(sig[:40].decode()), utf8_der(sig[40:].decode())
+    return ts.sign_blob(METADATA, ext_values={OID_SIGNER_URI: bytes([0x2C, len(a) + len(b)]) + a + b})[0], None
+
+
 CASES = {
     "tampered artifact": (case_tampered, "signature failed: bundle message digest does not match the artifact"),
     "tampered artifact, no digest": (case_tampered_no_digest, "signature failed: signature is invalid for the artifact"),
@@ -149,6 +162,10 @@ CASES = {
     "bad SCT": (case_bad_sct, "SCT failed: SCT signature does not verify"),
     "wrong log key": (case_wrong_log_key, "checkpoint failed: checkpoint signature does not verify"),
     "body mismatch": (case_body_mismatch, "log entry body failed: transparency log entry is inconsistent with the bundle"),
+    "BER source repository": (case_ber_repo, "certificate profile failed: extension 1.3.6.1.4.1.57264.1.12 (source "
+                              "repository URI) is not a DER UTF8String: long-form length where the short form fits"),
+    "constructed build signer URI": (case_constructed_signer, "certificate profile failed: extension "
+                                     "1.3.6.1.4.1.57264.1.9 (build signer URI) is not a DER UTF8String: constructed string"),
 }
 
 

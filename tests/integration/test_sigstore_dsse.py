@@ -68,6 +68,21 @@ def test_dsse_by_digest(world):
     assert ok, msg
 
 
+def test_dsse_null_keyid_is_absent(world):
+    """model-transparency writes "keyid": null in the envelope's signature; protobuf JSON reads null
+    as absent, and so do sigstore-python and hubkern (which refused it as "not a string")."""
+    ts, d, root, art = world
+    bundle, _ = ts.sign_dsse(ts.statement(METADATA))
+    env(bundle)["signatures"][0]["keyid"] = None
+    ok, msg, _ = hk(world, bundle, "dsse-null-keyid.sigstore")
+    assert ok, msg
+    py = python_verify_dsse(root, json.dumps(bundle).encode(), METADATA)
+    assert py[0], py[1]
+    env(bundle)["signatures"][0]["keyid"] = 7
+    ok, msg, _ = hk(world, bundle, "dsse-number-keyid.sigstore")
+    assert not ok and "keyid is not a string" in msg, msg
+
+
 def test_dsse_refused_where_kernels_are_verified(world):
     """Without --dsse (the pull/load semantics: sigstore-python's verify_artifact) a DSSE bundle over
     metadata.json is refused, however valid."""

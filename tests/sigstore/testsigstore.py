@@ -154,9 +154,13 @@ class FakeSigstore:
         return path
 
     # ---- Fulcio ----------------------------------------------------------------------------
-    def leaf(self, key, issued_at, identity=KC_BUILD, repo=KC_REPO, issuer=GITHUB_ISSUER, ct_key=None):
-        """Leaf with the Fulcio extensions and an embedded SCT over its precertificate."""
+    def leaf(self, key, issued_at, identity=KC_BUILD, repo=KC_REPO, issuer=GITHUB_ISSUER, ct_key=None,
+             ext_values=None):
+        """Leaf with the Fulcio extensions and an embedded SCT over its precertificate. ext_values
+        ({OID: bytes}) replaces a Fulcio extension's encoded value (e.g. a BER form of it)."""
         ct_key = ct_key or self.ct_key
+        ext = {OID_ISSUER_V1: issuer.encode(), OID_ISSUER_V2: utf8_der(issuer), OID_SIGNER_URI: utf8_der(identity),
+               OID_SOURCE_REPO: utf8_der(repo), **(ext_values or {})}
         builder = (x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(self.inter.subject)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(issued_at).not_valid_after(issued_at + datetime.timedelta(minutes=10))
@@ -165,10 +169,10 @@ class FakeSigstore:
                    .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
                    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.inter_key.public_key()), critical=False)
                    .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(identity)]), critical=True)
-                   .add_extension(x509.UnrecognizedExtension(OID_ISSUER_V1, issuer.encode()), critical=False)
-                   .add_extension(x509.UnrecognizedExtension(OID_ISSUER_V2, utf8_der(issuer)), critical=False)
-                   .add_extension(x509.UnrecognizedExtension(OID_SIGNER_URI, utf8_der(identity)), critical=False)
-                   .add_extension(x509.UnrecognizedExtension(OID_SOURCE_REPO, utf8_der(repo)), critical=False))
+                   .add_extension(x509.UnrecognizedExtension(OID_ISSUER_V1, ext[OID_ISSUER_V1]), critical=False)
+                   .add_extension(x509.UnrecognizedExtension(OID_ISSUER_V2, ext[OID_ISSUER_V2]), critical=False)
+                   .add_extension(x509.UnrecognizedExtension(OID_SIGNER_URI, ext[OID_SIGNER_URI]), critical=False)
+                   .add_extension(x509.UnrecognizedExtension(OID_SOURCE_REPO, ext[OID_SOURCE_REPO]), critical=False))
         precert = builder.sign(self.inter_key, hashes.SHA384())
         tbs = precert.tbs_certificate_bytes
         ts_ms = int(issued_at.timestamp() * 1000)
@@ -224,11 +228,11 @@ class FakeSigstore:
 
     # ---- cosign sign-blob --bundle ---------------------------------------------------------
     def sign_blob(self, artifact, version=3, identity=KC_BUILD, repo=KC_REPO, issuer=GITHUB_ISSUER,
-                  integrated_delta=30, log_key=None, ct_key=None, key=None):
+                  integrated_delta=30, log_key=None, ct_key=None, key=None, ext_values=None):
         """Returns (bundle dict, parts) where parts carries the cert/key/signature for tampering."""
         key = key or ec.generate_private_key(ec.SECP256R1())
         issued = self.now
-        cert = self.leaf(key, issued, identity=identity, repo=repo, issuer=issuer, ct_key=ct_key)
+        cert = self.leaf(key, issued, identity=identity, repo=repo, issuer=issuer, ct_key=ct_key, ext_values=ext_values)
         digest = hashlib.sha256(artifact).digest()
         from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
         sig = key.sign(digest, ec.ECDSA(Prehashed(hashes.SHA256())))

@@ -3,6 +3,7 @@
  * hk_init (hk_hub_new's fallback) holds one reference that is never released (see common.h). */
 #include "client/client.h"
 #include "client/memo.h"
+#include "sigstore/sigstore.h"
 
 #include <pthread.h>
 
@@ -30,6 +31,7 @@ int hk_shutdown(void) {
     pthread_mutex_lock(&g_init_lock);
     if (g_refs > 0 && --g_refs == 0) {
         hk__memo_clear(); /* the memoised answers go with the last reference (client/memo.c) */
+        hk__sigstore_trust_root_memo_clear(); /* and the parsed trust roots (sigstore/trust_root.c) */
         if (!g_implicit) curl_global_cleanup();
     }
     int left = (int)g_refs;

@@ -83,11 +83,14 @@ static bool v002_verifier_matches(const cJSON *verifier, const hk_sg_signer *s) 
 
 int hk__sg_check_body_v002(const hk_sg_bundle *b, const hk_sg_signer *s, const char *alg, const unsigned char *digest,
                           size_t digest_len, const hk_sg_bytes *sig, char **why) {
-    cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
+    cJSON *doc = NULL;
     const char *what = NULL;
+    if (hk__sg_json_parse(&doc, (const char *)b->body.data, b->body.len, &what) == HK_OK) what = NULL;
     const cJSON *spec = path(doc, "spec", "hashedRekordV002", NULL);
     const cJSON *data = path(spec, "data", NULL, NULL);
-    if (!cJSON_IsObject(doc) || !hk__sg_json_str(doc, "kind") || strcmp(hk__sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
+    if (what)
+        ; /* not exact JSON: said by `what` */
+    else if (!cJSON_IsObject(doc) || !hk__sg_json_str(doc, "kind") || strcmp(hk__sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
         !hk__sg_json_str(doc, "apiVersion") || strcmp(hk__sg_json_str(doc, "apiVersion"), "0.0.2") != 0 || !spec)
         what = "body is not a hashedrekord 0.0.2";
     else if (!alg || !hk__sg_json_str(data, "algorithm") || strcmp(hk__sg_json_str(data, "algorithm"), alg) != 0 ||
@@ -115,12 +118,15 @@ int hk__sg_check_body(const hk_sg_bundle *b, const hk_sg_signer *s, const unsign
         *why = hk__asprintf("unsupported hashedrekord version %s", b->kind_version);
         return -1;
     }
-    cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
+    cJSON *doc = NULL;
+    const char *what = NULL;
+    if (hk__sg_json_parse(&doc, (const char *)b->body.data, b->body.len, &what) == HK_OK) what = NULL;
     char *sig64 = hk__sg_b64_encode(b->signature.data, b->signature.len);
     char hex[65];
     hk__hex(hex, digest, 32);
-    const char *what = NULL;
-    if (!cJSON_IsObject(doc)) what = "body is not JSON";
+    if (what)
+        ; /* not exact JSON: said by `what` */
+    else if (!cJSON_IsObject(doc)) what = "body is not JSON";
     else if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "kind")) ||
              strcmp(hk__sg_json_str(doc, "kind"), "hashedrekord") != 0 ||
              !hk__sg_json_str(doc, "apiVersion") || strcmp(hk__sg_json_str(doc, "apiVersion"), "0.0.1") != 0)

@@ -128,7 +128,8 @@ static int parse_entry(hk_sg_bundle *b, const cJSON *e) {
 }
 
 /* dsseEnvelope (DSSE v1.0 JSON envelope): payload, payloadType and exactly one non-empty
- * signature (sigstore-python refuses other counts when it loads the bundle). keyid is ignored. */
+ * signature (sigstore-python refuses other counts when it loads the bundle). keyid is ignored
+ * (a string if given; null is absent, as model-transparency's bundles carry it). */
 static int parse_dsse(hk_sg_bundle *b, const cJSON *env) {
     if (!cJSON_IsObject(env)) return bad("dsseEnvelope is not an object");
     b->is_dsse = true;
@@ -222,10 +223,19 @@ static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
     if (rc != HK_OK) return rc;
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(ms, "messageDigest");
     if (md) {
+        /* the digest hubkern compares with the artifact's is SHA-256; a digest of another algorithm
+         * (or of none named) would be compared as if it were one */
+        if (!cJSON_IsObject(md)) return bad("messageSignature.messageDigest is not an object");
         const char *alg = hk__sg_json_str(md, "algorithm");
-        b->digest_alg = hk__strdup(alg ? alg : "");
+        if (!alg) return bad("messageSignature.messageDigest.algorithm missing");
+        if (strcmp(alg, "SHA2_256") != 0)
+            return bad("messageSignature.messageDigest.algorithm %s is not supported (hubkern verifies SHA2_256)", alg);
+        b->digest_alg = hk__strdup(alg);
+        if (!b->digest_alg) return hk__fail(HK_ERR_NOMEM, "out of memory");
         rc = field_b64(&b->digest, md, "digest", "messageSignature.messageDigest.digest");
         if (rc != HK_OK) return rc;
+        if (b->digest.len != 32)
+            return bad("messageSignature.messageDigest.digest is %zu bytes; a SHA2_256 digest is 32", b->digest.len);
         b->has_digest = true;
     }
     return HK_OK;
@@ -233,7 +243,11 @@ static int parse_doc(hk_sg_bundle *b, const cJSON *doc) {
 
 int hk__sg_bundle_parse(hk_sg_bundle *b, const char *json, size_t len) {
     memset(b, 0, sizeof *b);
-    cJSON *doc = cJSON_ParseWithLength(json, len);
+    cJSON *doc = NULL;
+    const char *why = NULL;
+    int prc = hk__sg_json_parse(&doc, json, len, &why);
+    if (prc == HK_ERR_NOMEM) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (prc != HK_OK) return bad("%s", why);
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
         return bad("not a JSON object");

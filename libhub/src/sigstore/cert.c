@@ -12,6 +12,14 @@
 #include <openssl/x509v3.h>
 
 #define OID_SIGSTORE_OTHERNAME "1.3.6.1.4.1.57264.1.7"
+#define OID_SAN "2.5.29.17"
+
+/* The UTF8String extensions the identity is read from (policy.c, verify.c). */
+static const char *const UTF8_EXTS[][2] = {
+    {"1.3.6.1.4.1.57264.1.8", "OIDC issuer (v2)"},
+    {"1.3.6.1.4.1.57264.1.9", "build signer URI"},
+    {"1.3.6.1.4.1.57264.1.12", "source repository URI"},
+};
 
 int hk__sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
                       STACK_OF(X509) **chain, char **why) {
@@ -85,13 +93,143 @@ int hk__sg_check_usage(X509 *leaf, char **why) {
     return 0;
 }
 
+/* The extension's value; NULL when absent or present twice (first-wins would let a second copy
+ * hide behind the first for a reader that takes the last). */
 static const ASN1_OCTET_STRING *ext_data(X509 *cert, const char *oid) {
     ASN1_OBJECT *obj = OBJ_txt2obj(oid, 1);
     if (!obj) return NULL;
     int idx = X509_get_ext_by_OBJ(cert, obj, -1);
+    int again = idx < 0 ? -1 : X509_get_ext_by_OBJ(cert, obj, idx);
     ASN1_OBJECT_free(obj);
-    if (idx < 0) return NULL;
+    if (idx < 0 || again >= 0) return NULL;
     return X509_EXTENSION_get_data(X509_get_ext(cert, idx));
+}
+
+/* A DER length at *p (X.690 10.1: definite, in the fewest octets); why names the BER form. */
+static bool der_length(size_t *len, const unsigned char **p, const unsigned char *end, const char **why) {
+    *why = "truncated length";
+    if (*p >= end) return false;
+    unsigned char c = *(*p)++;
+    if (c < 0x80) {
+        *len = c;
+        return true;
+    }
+    size_t nb = c & 0x7f;
+    if (nb == 0) {
+        *why = "indefinite length";
+        return false;
+    }
+    if (nb > 4 || (size_t)(end - *p) < nb) return false;
+    size_t v = 0;
+    for (size_t i = 0; i < nb; i++) v = (v << 8) | *(*p)++;
+    if (v < 0x80) {
+        *why = "long-form length where the short form fits";
+        return false;
+    }
+    if (v >> (8 * (nb - 1)) == 0) {
+        *why = "length in more octets than needed";
+        return false;
+    }
+    *len = v;
+    return true;
+}
+
+/* The content of a DER UTF8String that is all of [p, p+n); NULL (why set) otherwise. */
+static const unsigned char *der_utf8(const unsigned char *p, size_t n, size_t *out_len, const char **why) {
+    const unsigned char *end = p + n;
+    *why = "empty";
+    if (n == 0) return NULL;
+    if (*p == 0x2c) {
+        *why = "constructed string";
+        return NULL;
+    }
+    if (*p != 0x0c) {
+        *why = "not a UTF8String";
+        return NULL;
+    }
+    p++;
+    size_t len;
+    if (!der_length(&len, &p, end, why)) return NULL;
+    if ((size_t)(end - p) != len) {
+        *why = "length does not cover the value exactly";
+        return NULL;
+    }
+    if (!hk__sg_utf8_valid(p, len)) {
+        *why = "not UTF-8";
+        return NULL;
+    }
+    *out_len = len;
+    return p;
+}
+
+/* The SAN as OpenSSL decoded it, if its encoding is the DER one: OpenSSL's decoder takes BER
+ * (long-form and indefinite lengths, constructed strings) and its encoder writes DER, so a value
+ * that does not come back byte for byte was not DER. */
+static GENERAL_NAMES *san_der(X509 *cert, const char **why) {
+    *why = NULL;
+    const ASN1_OCTET_STRING *d = ext_data(cert, OID_SAN);
+    if (!d) return NULL;
+    const unsigned char *p = ASN1_STRING_get0_data(d);
+    long len = ASN1_STRING_length(d);
+    GENERAL_NAMES *names = d2i_GENERAL_NAMES(NULL, &p, len);
+    if (!names || p != ASN1_STRING_get0_data(d) + len) {
+        GENERAL_NAMES_free(names);
+        ERR_clear_error();
+        *why = "subject alternative name is malformed";
+        return NULL;
+    }
+    unsigned char *der = NULL;
+    int n = i2d_GENERAL_NAMES(names, &der);
+    bool ok = n == len && memcmp(der, ASN1_STRING_get0_data(d), (size_t)n) == 0;
+    OPENSSL_free(der);
+    if (n < 0) {
+        GENERAL_NAMES_free(names);
+        ERR_clear_error();
+        *why = "out of memory";
+        return NULL;
+    }
+    for (int i = 0; ok && i < sk_GENERAL_NAME_num(names); i++) {
+        GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+        if (g->type == GEN_URI || g->type == GEN_EMAIL) /* IA5String: ASCII only (X.680 41) */
+            for (int j = 0; ok && j < ASN1_STRING_length(g->d.ia5); j++) ok = ASN1_STRING_get0_data(g->d.ia5)[j] < 0x80;
+    }
+    ERR_clear_error();
+    if (!ok) {
+        *why = "subject alternative name is not DER";
+        GENERAL_NAMES_free(names);
+        return NULL;
+    }
+    return names;
+}
+
+int hk__sg_check_identity_der(X509 *leaf, char **why) {
+    int n = X509_get_ext_count(leaf);
+    for (int i = 0; i < n; i++) {
+        const ASN1_OBJECT *a = X509_EXTENSION_get_object(X509_get_ext(leaf, i));
+        for (int j = i + 1; j < n; j++) {
+            if (OBJ_cmp(a, X509_EXTENSION_get_object(X509_get_ext(leaf, j))) != 0) continue;
+            char oid[80];
+            OBJ_obj2txt(oid, sizeof oid, a, 1);
+            *why = hk__asprintf("signing certificate has extension %s twice", oid);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < HK_ARRAY_LEN(UTF8_EXTS); i++) {
+        const ASN1_OCTET_STRING *d = ext_data(leaf, UTF8_EXTS[i][0]);
+        const char *what = NULL;
+        size_t len;
+        if (d && !der_utf8(ASN1_STRING_get0_data(d), (size_t)ASN1_STRING_length(d), &len, &what)) {
+            *why = hk__asprintf("extension %s (%s) is not a DER UTF8String: %s", UTF8_EXTS[i][0], UTF8_EXTS[i][1], what);
+            return -1;
+        }
+    }
+    const char *what = NULL;
+    GENERAL_NAMES_free(san_der(leaf, &what));
+    if (what) {
+        *why = hk__strdup(what);
+        return -1;
+    }
+    return 0;
 }
 
 static char *text_of(const unsigned char *p, int n) {
@@ -107,20 +245,16 @@ char *hk__sg_cert_ext_raw(X509 *cert, const char *oid) {
 char *hk__sg_cert_ext_utf8(X509 *cert, const char *oid) {
     const ASN1_OCTET_STRING *d = ext_data(cert, oid);
     if (!d) return NULL;
-    const unsigned char *p = ASN1_STRING_get0_data(d);
-    long len = ASN1_STRING_length(d);
-    const unsigned char *q = p;
-    ASN1_UTF8STRING *u = d2i_ASN1_UTF8STRING(NULL, &q, len);
-    char *out = NULL;
-    if (u && q == p + len) out = text_of(ASN1_STRING_get0_data(u), ASN1_STRING_length(u));
-    ASN1_UTF8STRING_free(u);
-    ERR_clear_error();
-    return out;
+    const char *why;
+    size_t len = 0;
+    const unsigned char *s = der_utf8(ASN1_STRING_get0_data(d), (size_t)ASN1_STRING_length(d), &len, &why);
+    return s ? text_of(s, (int)len) : NULL; /* BER (d2i_ASN1_UTF8STRING takes it) is not read */
 }
 
 char **hk__sg_cert_sans(X509 *cert, size_t *count) {
     *count = 0;
-    GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+    const char *why;
+    GENERAL_NAMES *names = san_der(cert, &why);
     int n = names ? sk_GENERAL_NAME_num(names) : 0;
     char **out = calloc((size_t)n + 1, sizeof *out);
     if (!out) {

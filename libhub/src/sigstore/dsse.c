@@ -160,10 +160,14 @@ int hk__sg_check_dsse_body(const hk_sg_bundle *b, const hk_sg_signer *s, char **
     bool intoto = strcmp(b->kind, "intoto") == 0 && strcmp(b->kind_version, "0.0.2") == 0;
     if (!dsse && !intoto)
         return fail(why, hk__asprintf("unsupported DSSE log entry type: %s/%s", b->kind, b->kind_version));
-    cJSON *doc = cJSON_ParseWithLength((const char *)b->body.data, b->body.len);
+    cJSON *doc = NULL;
+    const char *jwhy = NULL;
+    hk__sg_json_parse(&doc, (const char *)b->body.data, b->body.len, &jwhy);
     const char *kind = hk__sg_json_str(doc, "kind"), *api = hk__sg_json_str(doc, "apiVersion");
     const char *what;
-    if (!cJSON_IsObject(doc) || !kind || strcmp(kind, b->kind) != 0 || !api || strcmp(api, b->kind_version) != 0 ||
+    if (!doc)
+        what = jwhy;
+    else if (!cJSON_IsObject(doc) || !kind || strcmp(kind, b->kind) != 0 || !api || strcmp(api, b->kind_version) != 0 ||
         !cJSON_IsObject(get(doc, "spec")))
         what = "its body is not the entry kind it claims";
     else
@@ -177,10 +181,15 @@ int hk__sg_check_intoto_subject(const hk_sg_bundle *b, const unsigned char diges
     if (strcmp(b->dsse_type, INTOTO_TYPE) != 0)
         return fail(why, hk__asprintf("DSSE payload type %s is not an in-toto statement (" INTOTO_TYPE
                                      "); only in-toto statements are verified", b->dsse_type));
-    cJSON *st = cJSON_ParseWithLength((const char *)b->dsse_payload.data, b->dsse_payload.len);
+    cJSON *st = NULL;
+    const char *jwhy = NULL;
+    int rc = -1;
+    if (hk__sg_json_parse(&st, (const char *)b->dsse_payload.data, b->dsse_payload.len, &jwhy) != HK_OK) {
+        fail(why, hk__asprintf("malformed in-toto statement: %s", jwhy));
+        goto done;
+    }
     const char *type = hk__sg_json_str(st, "_type");
     const cJSON *subjects = get(st, "subject");
-    int rc = -1;
     if (!cJSON_IsObject(st) || !type || strcmp(type, STATEMENT_V1) != 0 || !cJSON_IsString(get(st, "predicateType")) ||
         !cJSON_IsArray(subjects) || cJSON_GetArraySize(subjects) == 0) {
         fail(why, hk__strdup("malformed in-toto statement: expected an " STATEMENT_V1

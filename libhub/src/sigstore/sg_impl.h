@@ -23,6 +23,15 @@ char *hk__sg_b64_encode(const unsigned char *data, size_t len); /* standard, pad
 /* A protobuf JSON int64: a decimal string or a JSON integer; false otherwise. */
 bool hk__sg_json_int64(int64_t *out, const cJSON *item);
 const char *hk__sg_json_str(const cJSON *obj, const char *key); /* NULL if absent / not a string */
+/* Every JSON document of this layer (bundle, trusted root, log entry body, in-toto statement) is
+ * read with this, so that hubkern sees what sigstore-python's strict parser sees: one JSON value
+ * and nothing after it but whitespace, the JSON grammar's own whitespace, numbers and control-free
+ * UTF-8 strings (cJSON is laxer in each), no \u0000 (cJSON would cut the string there), no object
+ * naming a key twice (cJSON takes the first, sigstore-python the last), and every member whose
+ * value is null removed, so null reads exactly as absent (protobuf JSON). On failure *out is NULL
+ * and *why says what was wrong (static text). HK_OK, HK_ERR_PARSE or HK_ERR_NOMEM; sets no error. */
+int hk__sg_json_parse(cJSON **out, const char *json, size_t len, const char **why);
+bool hk__sg_utf8_valid(const unsigned char *p, size_t n); /* RFC 3629 (shortest forms, no surrogates) */
 void hk__sg_sha256(unsigned char out[32], const void *data, size_t len);
 /* "2021-03-07T03:20:29Z" (RFC 3339, optional fraction, Z or ±hh:mm) → seconds since the epoch. */
 bool hk__sg_parse_rfc3339(int64_t *out, const char *s);
@@ -75,6 +84,7 @@ struct hk_sigstore_trust_root {
     size_t ncas;
     hk_sg_ca *tsas;
     size_t ntsas;
+    unsigned refs; /* callers' and the process memo's references (trust_root.c, under its lock) */
 };
 
 /* ---- bundle (bundle.c) ----------------------------------------------------------------------- */
@@ -119,10 +129,17 @@ void hk__sg_bundle_clear(hk_sg_bundle *b);
 int hk__sg_check_chain(const hk_sigstore_trust_root *root, X509 *leaf, int64_t when,
                       STACK_OF(X509) **chain, char **why);
 int hk__sg_check_usage(X509 *leaf, char **why);
-/* Fulcio extension as text: v1 raw bytes, v2 DER UTF8String. NULL if absent/malformed. */
+/* The identity extensions in DER, not BER (X.690 10: definite lengths in the fewest octets, primitive
+ * strings): the Fulcio UTF8String extensions hubkern reads (1.3.6.1.4.1.57264.1.8, .9, .12) and the
+ * SAN; and no extension twice (RFC 5280 4.2), which would leave the identity to whichever the
+ * reader takes. */
+int hk__sg_check_identity_der(X509 *leaf, char **why);
+/* Fulcio extension as text: v1 raw bytes, v2 DER UTF8String. NULL if absent, malformed, not DER or
+ * present twice. */
 char *hk__sg_cert_ext_raw(X509 *cert, const char *oid);
 char *hk__sg_cert_ext_utf8(X509 *cert, const char *oid);
-/* SANs (URI, email, Sigstore othername 1.3.6.1.4.1.57264.1.7), NULL-terminated; free each + array. */
+/* SANs (URI, email, Sigstore othername 1.3.6.1.4.1.57264.1.7), NULL-terminated; free each + array.
+ * None when the extension is not DER or present twice. */
 char **hk__sg_cert_sans(X509 *cert, size_t *count);
 
 /* SCT (sct.c). */

@@ -19,10 +19,14 @@
 /* ---- trust root ------------------------------------------------------------------------------ */
 typedef struct hk_sigstore_trust_root hk_sigstore_trust_root;
 
-/* Load a trusted_root.json (application/vnd.dev.sigstore.trustedroot+json;version=0.1). */
+/* Load a trusted_root.json (application/vnd.dev.sigstore.trustedroot+json;version=0.1). A root is
+ * parsed once per process: the same bytes (by SHA-256) give the same shared, read-only root (a
+ * reference; _free drops it), which threads may verify with at once. */
 int hk__sigstore_trust_root_load(hk_sigstore_trust_root **out, const char *path);
 int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len);
 void hk__sigstore_trust_root_free(hk_sigstore_trust_root *root);
+/* Drop the process memo's references (hk_shutdown; roots still held stay valid until freed). */
+void hk__sigstore_trust_root_memo_clear(void);
 
 /* ---- identity policies ----------------------------------------------------------------------- */
 #define HK_SIGSTORE_ISSUER_V1 1u /* 1.3.6.1.4.1.57264.1.1, raw string */

@@ -4,6 +4,9 @@
  * makes the whole file malformed. */
 #include "sigstore/sg_impl.h"
 
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +101,11 @@ static int parse_cas(hk_sg_ca **out, size_t *count, const cJSON *arr, const char
                 ca_clear(&ca);
                 return hk__fail(HK_ERR_PARSE, "trusted root: %s certificate is not DER X.509", what);
             }
+            /* OpenSSL fills a certificate's extension cache (key ids, flags) on first use, and
+             * 3.0 checks whether it is filled without the lock: filled here, before the root is
+             * shared, threads verifying with it only read */
+            X509_check_purpose(x, -1, 0);
+            ERR_clear_error();
             ca.certs[ca.ncerts++] = x;
         }
         if (parse_window(&ca.start, &ca.end, cJSON_GetObjectItemCaseSensitive(it, "validFor")) != HK_OK) {
@@ -114,8 +122,19 @@ static int parse_cas(hk_sg_ca **out, size_t *count, const cJSON *arr, const char
     return HK_OK;
 }
 
-void hk__sigstore_trust_root_free(hk_sigstore_trust_root *r) {
-    if (!r) return;
+/* The process memo: parsing a root (a dozen certificates and keys) costs as much as verifying a
+ * bundle, and every hub handle reads the same file. Keyed by the SHA-256 of the bytes, so a file
+ * replaced in place is parsed again; a few entries, the oldest dropped first. */
+#define MEMO_MAX 8
+
+static pthread_mutex_t g_memo_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    unsigned char sha[32];
+    hk_sigstore_trust_root *root;
+} g_memo[MEMO_MAX];
+static size_t g_nmemo;
+
+static void root_destroy(hk_sigstore_trust_root *r) {
     for (size_t i = 0; i < r->ntlogs; i++) hk__sg_key_clear(&r->tlogs[i]);
     for (size_t i = 0; i < r->nctlogs; i++) hk__sg_key_clear(&r->ctlogs[i]);
     for (size_t i = 0; i < r->ncas; i++) ca_clear(&r->cas[i]);
@@ -127,9 +146,74 @@ void hk__sigstore_trust_root_free(hk_sigstore_trust_root *r) {
     free(r);
 }
 
-int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len) {
+/* Drop one reference; true when it was the last (the caller destroys the root, outside the lock). */
+static bool unref_locked(hk_sigstore_trust_root *r) {
+    return --r->refs == 0;
+}
+
+void hk__sigstore_trust_root_free(hk_sigstore_trust_root *r) {
+    if (!r) return;
+    pthread_mutex_lock(&g_memo_lock);
+    bool last = unref_locked(r);
+    pthread_mutex_unlock(&g_memo_lock);
+    if (last) root_destroy(r);
+}
+
+void hk__sigstore_trust_root_memo_clear(void) {
+    hk_sigstore_trust_root *dead[MEMO_MAX];
+    size_t ndead = 0;
+    pthread_mutex_lock(&g_memo_lock);
+    for (size_t i = 0; i < g_nmemo; i++)
+        if (unref_locked(g_memo[i].root)) dead[ndead++] = g_memo[i].root;
+    g_nmemo = 0;
+    pthread_mutex_unlock(&g_memo_lock);
+    for (size_t i = 0; i < ndead; i++) root_destroy(dead[i]);
+}
+
+/* A reference to the memo's root of these bytes, or NULL. */
+static hk_sigstore_trust_root *memo_get(const unsigned char sha[32]) {
+    hk_sigstore_trust_root *r = NULL;
+    pthread_mutex_lock(&g_memo_lock);
+    for (size_t i = 0; i < g_nmemo && !r; i++)
+        if (memcmp(g_memo[i].sha, sha, 32) == 0) r = g_memo[i].root;
+    if (r) r->refs++;
+    pthread_mutex_unlock(&g_memo_lock);
+    return r;
+}
+
+/* Remember a freshly parsed root (refs 1, the caller's); returns the root the caller gets: another
+ * thread may have put the same bytes in first, and then that one is used and `r` destroyed. */
+static hk_sigstore_trust_root *memo_put(const unsigned char sha[32], hk_sigstore_trust_root *r) {
+    hk_sigstore_trust_root *dead = NULL, *have = NULL;
+    pthread_mutex_lock(&g_memo_lock);
+    for (size_t i = 0; i < g_nmemo && !have; i++)
+        if (memcmp(g_memo[i].sha, sha, 32) == 0) have = g_memo[i].root;
+    if (have) {
+        have->refs++;
+        dead = r;
+        r = have;
+    } else {
+        if (g_nmemo == MEMO_MAX) {
+            if (unref_locked(g_memo[0].root)) dead = g_memo[0].root;
+            memmove(&g_memo[0], &g_memo[1], (MEMO_MAX - 1) * sizeof g_memo[0]);
+            g_nmemo--;
+        }
+        memcpy(g_memo[g_nmemo].sha, sha, 32);
+        g_memo[g_nmemo++].root = r;
+        r->refs++;
+    }
+    pthread_mutex_unlock(&g_memo_lock);
+    if (dead) root_destroy(dead);
+    return r;
+}
+
+static int root_parse(hk_sigstore_trust_root **out, const char *json, size_t len) {
     *out = NULL;
-    cJSON *doc = cJSON_ParseWithLength(json, len);
+    cJSON *doc = NULL;
+    const char *why = NULL;
+    int prc = hk__sg_json_parse(&doc, json, len, &why);
+    if (prc == HK_ERR_NOMEM) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (prc != HK_OK) return bad(why);
     if (!cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
         return bad("not a JSON object");
@@ -145,6 +229,7 @@ int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json
         cJSON_Delete(doc);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
+    r->refs = 1;
     int rc = parse_logs(&r->tlogs, &r->ntlogs, cJSON_GetObjectItemCaseSensitive(doc, "tlogs"), "tlogs");
     if (rc == HK_OK)
         rc = parse_logs(&r->ctlogs, &r->nctlogs, cJSON_GetObjectItemCaseSensitive(doc, "ctlogs"), "ctlogs");
@@ -158,11 +243,27 @@ int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json
     if (rc == HK_OK && (r->ntlogs == 0 || r->ncas == 0))
         rc = bad(r->ntlogs == 0 ? "no usable transparency log key" : "no certificate authority");
     if (rc != HK_OK) {
-        hk__sigstore_trust_root_free(r);
+        root_destroy(r);
         return rc;
     }
     *out = r;
     return HK_OK;
+}
+
+int hk__sigstore_trust_root_parse(hk_sigstore_trust_root **out, const char *json, size_t len) {
+    *out = NULL;
+    if (!json) return hk__fail(HK_ERR_INVALID_ARG, "trusted root: no text");
+    unsigned char sha[32];
+    unsigned int n = sizeof sha;
+    if (EVP_Digest(json, len, sha, &n, EVP_sha256(), NULL) != 1) { /* no key: parsed, not remembered */
+        ERR_clear_error();
+        return root_parse(out, json, len);
+    }
+    if ((*out = memo_get(sha))) return HK_OK;
+    hk_sigstore_trust_root *r = NULL;
+    int rc = root_parse(&r, json, len);
+    if (rc == HK_OK) *out = memo_put(sha, r);
+    return rc; /* a root that fails is not remembered: its message is made again each time */
 }
 
 int hk__sigstore_trust_root_load(hk_sigstore_trust_root **out, const char *path) {

@@ -4,7 +4,8 @@
  *     binds it; at least one
  *   2 chain to a Fulcio CA at every signing time
  *   3 embedded SCT
- *   4 key usage / extended key usage, then the identity policy
+ *   4 key usage / extended key usage, identity extensions in DER and none twice, then the
+ *     identity policy
  *   5 inclusion proof, signed checkpoint, signed entry timestamp
  *   6 every signing time inside the certificate's validity
  *   7 the artifact digest and signature
@@ -103,7 +104,8 @@ static int run_checks(hk_sigstore_result *r, const hk_sigstore_trust_root *root,
         r->checks |= HK_SIGSTORE_CHECK_SCT;
 
         /* 4 */
-        if (hk__sg_check_usage(s->leaf, &why) != 0) return failed(r, "certificate profile", why);
+        if (hk__sg_check_usage(s->leaf, &why) != 0 || hk__sg_check_identity_der(s->leaf, &why) != 0)
+            return failed(r, "certificate profile", why);
         r->checks |= HK_SIGSTORE_CHECK_USAGE;
         if (hk__sg_check_policy(s->leaf, o->policies, o->npolicies, &r->policy_index, &why) != 0)
             return failed(r, "identity policy", why);
