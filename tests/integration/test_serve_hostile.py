@@ -282,6 +282,10 @@ def test_edge_never_sends_an_unchecked_name_upstream(env, tmp_path):
             "/api/kernels/org/x%2F..%2F..%2Fother%2Fsecret/revision/main",
             "/api/kernels/org/x%2F..%2F..%2Fother%2Fsecret/tree/main",
             "/kernels/org/x%2F..%2F..%2Fother%2Fsecret/resolve/main/README.md")]
+        overviews = {}  # the overview pass-through: such a namespace is unknown, and never asked upstream
+        for org in ("..%2Fother", "%2e%2e", "org%2F..%2Fother", "org%252F..%252Fother", "org%5C..%5Cother",
+                    "org%00", "org%C0%AF..", "Other"):
+            overviews[org] = request(edge.url, "GET", f"/api/organizations/{org}/overview", headers=tok)[0]
         try:
             assert_all_refused(edge.url, "org/x", "main", token="org-token")
             refused = None
@@ -295,6 +299,7 @@ def test_edge_never_sends_an_unchecked_name_upstream(env, tmp_path):
         for path, st, _, body in answers:
             assert st == 400 and b"other secret" not in body and b"README" not in body, (path, st, body)
         assert refused is None, refused
+        assert all(st in (400, 404) for st in overviews.values()), overviews
 
 
 # ---- floods ----------------------------------------------------------------------------------------

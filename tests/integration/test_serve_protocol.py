@@ -191,6 +191,11 @@ def test_links_are_relative_never_from_the_host_header(env, tmp_path):
     with Server(env["store"], "--page-size", 4, "--public-url", "https://hub.example.org/") as srv:
         st, h, _ = request(srv.url, "GET", f"/api/kernels/{REPO}/tree/v1?recursive=true", {"Host": "attacker.example"})
         assert h["link"].startswith(f"<https://hub.example.org/api/kernels/{REPO}/tree/{env['c2']}?"), h["link"]
+    # --public-url is written into headers as given: only an absolute http(s) URL on one line
+    for bad in ("hub.example.org", "javascript:alert(1)", "http://a b", "http://a\r\nX-Evil: 1", "ftp://x"):
+        r = subprocess.run([hubkern_bin(), "serve", "--cache", str(env["store"]), "--port", "0", "--public-url", bad],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode != 0 and "give an absolute http:// or https:// URL" in r.stderr, (bad, r.stderr)
     # without --public-url and --page-size a listing is one page: huggingface_hub cannot follow a
     # relative Link (httpx2: "Request URL is missing an 'http://' or 'https://' protocol")
     with Server(env["store"]) as srv:
