@@ -5,7 +5,7 @@
  *   http_daemon.c    hk_server_start/stop: configuration, the listening socket, libmicrohttpd callbacks
  *   http_guard.c     connection guard: the deadline for a request's headers (slowloris)
  *   http_auth.c      bearer tokens and their namespace scopes
- *   http_route.c     URL → segments → route; repo ids, revisions and paths taken from segments
+ *   http_route.c     URL → segments (decoded once) → route; repo ids, revisions and paths checked there
  *   http_respond.c   queueing answers: JSON, Hub-style errors, base URL for links
  *   http_encode.c    sanitising for headers and logs, query flags, client address (percent-encoding
  *                    and JSON strings come from util/text.h)
