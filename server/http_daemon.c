@@ -140,6 +140,9 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
      * for, such a mirror answers a listing in one page of up to HK_SERVE_UNPAGED_MAX entries. */
     bool public_url = cfg->public_url && *cfg->public_url;
     s->page_size = cfg->page_size ? cfg->page_size : public_url ? HK_TREE_PAGE_SIZE_DEFAULT : HK_SERVE_UNPAGED_MAX;
+    if (cfg->page_size && !public_url)
+        hk__log(HK_LOG_WARN, "tree listings longer than %u entries get a relative next-page Link, which "
+                "huggingface_hub cannot follow: give --public-url (the URL clients use)", s->page_size);
     s->lfs_302 = cfg->lfs_302;
     s->access_log = cfg->access_log;
     s->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
