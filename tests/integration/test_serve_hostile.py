@@ -431,6 +431,17 @@ def test_token_scopes(env):
         st, _, _ = get("/lfs/kernels/org-b/private/" + "0" * 64 + "?commit=" + "0" * 40 + "&sig=" + "0" * 64,
                        "full-token")
         assert st == 403
+    # a scope is compared with the whole checked id, case-insensitively as the Hub compares ids; a
+    # scope may name one repo
+    with Server(store, "--token", "upper:ORG-A", "--token", "one:org-b/private") as srv:
+        def code(path, token):
+            return request(srv.url, "GET", path, headers={"Authorization": f"Bearer {token}"})[0]
+        assert code(f"/kernels/{REPO}/resolve/v1/README.md", "upper") == 200
+        assert code("/kernels/org-b/private/resolve/v1/README.md", "upper") == 403
+        assert code("/kernels/org-b/private/resolve/v1/README.md", "one") == 200
+        assert code("/api/kernels/ORG-B/PRIVATE/refs", "one") == 404  # granted, but no such folder
+        assert code(f"/kernels/{REPO}/resolve/v1/README.md", "one") == 403
+        assert code("/api/kernels/org-b/private%2F..%2F..%2Forg-a%2Fk/refs", "one") == 400
 
 
 # ---- slowloris -------------------------------------------------------------------------------------
