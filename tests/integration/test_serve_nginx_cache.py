@@ -17,6 +17,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -314,3 +315,31 @@ def test_second_wave_is_served_by_nginx_without_the_edge(chain, tmp_path):
     blobs = [line for line in chain["origin"].log_lines if " access " in line and "/resolve/" in line and "GET" in line]
     paths = [re.search(r'"GET ([^"]+)"', line).group(1) for line in blobs]
     assert len(paths) == len(set(paths)), "\n".join(blobs)
+
+
+def test_answers_that_depend_on_the_token_are_not_cached(chain, tmp_path):
+    """With --token the edge's answers are `private` (Vary: Authorization): nginx as configured
+    stores none, so a client without the token never gets what one with it was answered."""
+    port = free_port()
+    edge = Server(chain["base"] / "edge", "--upstream", chain["origin"].url, "--token", "tok:org",
+                  "--public-url", f"http://127.0.0.1:{port}", "--max-connections-per-ip", "512")
+    ngx = start_nginx(chain["nginx"], str(tmp_path / "nginx3"), port, edge.url)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        paths = [f"/kernels/{REPO}/resolve/{chain['commit']}/build/{V}/_ops.py",
+                 f"/api/kernels/{REPO}/tree/{chain['commit']}?recursive=true", f"/api/kernels/{REPO}/refs"]
+        for path in paths:
+            for _ in range(2):
+                req = urllib.request.Request(url + path, headers={"Authorization": "Bearer tok"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    assert r.status == 200 and r.headers.get("X-Cache-Status") != "HIT", path
+                    assert r.headers["Cache-Control"].startswith("private"), r.headers["Cache-Control"]
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                try:
+                    urllib.request.urlopen(urllib.request.Request(url + path, headers=headers), timeout=30)
+                    raise AssertionError(f"{path} answered without the token")
+                except urllib.error.HTTPError as e:
+                    assert e.code == 401 and e.headers.get("X-Cache-Status") != "HIT", (path, e.code)
+    finally:
+        stop_nginx(ngx)
+        edge.stop()
