@@ -27,11 +27,14 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_VALUE, "header-timeout", 0, "SECONDS", "deadline for a request's headers, from accept or the end of the "
      "previous answer (default " HK_STR(HK_SERVE_HEADER_TIMEOUT_DEFAULT) "; against slowloris)", NULL, NULL},
     {HK_OPT_VALUE, "page-size", 0, "N", "entries per tree-listing page; more pages follow a Link rel=\"next\" header "
-     "(default " HK_STR(HK_TREE_PAGE_SIZE_DEFAULT) ")", NULL, NULL},
+     "(default " HK_STR(HK_TREE_PAGE_SIZE_DEFAULT) " with --public-url; without it " HK_STR(HK_SERVE_UNPAGED_MAX)
+     ", since its links are relative and huggingface_hub cannot follow those)", NULL, NULL},
     {HK_OPT_VALUE, "public-url", 0, "URL", "base URL written into Link headers and redirects (e.g. a reverse proxy's "
-     "https URL; default: http://<Host header>)", NULL, NULL},
+     "https URL). Without it they are relative, never built from the request's Host header; huggingface_hub "
+     "needs it to follow a tree listing past one page", NULL, NULL},
     {HK_OPT_LIST, "token", 0, "SPEC", "require `Authorization: Bearer <token>` (repeatable): TOKEN (every repo) or "
-     "TOKEN:org1,org2 (only those namespaces; others get 403). No token: 401 (clients report the repo as not found); "
+     "TOKEN:org1,org2/name (only those namespaces or repos; others get 403); read-only unless followed by :write "
+     "(TOKEN::write, TOKEN:org1:write), which also allows benchmark uploads. No token: 401 (clients report the repo as not found); "
      "an unknown one: 401 \"Invalid credentials in Authorization header\"", NULL, NULL},
     {HK_OPT_LIST, "token-file", 0, "FILE", "read token specs from FILE, one per line ('#' starts a comment)", NULL, NULL},
     {HK_OPT_LIST, "trust", 0, "ORG", "answer /api/organizations/ORG/overview with trustedKernelPublisher: true "
@@ -64,8 +67,13 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_VALUE, "negative-ttl", 0, "SECONDS", "how long an upstream 404/410 is remembered (default "
      HK_STR(HK_SERVE_NEGATIVE_TTL_DEFAULT) ")", NULL, NULL},
     {HK_OPT_VALUE, "benchmark-max-bytes", 0, "BYTES", "largest benchmark submission accepted by POST "
-     "/api/kernels/ORG/NAME/benchmarks (default " HK_STR(HK_SERVE_BENCHMARK_MAX_DEFAULT) "; uploads need --token)",
-     NULL, NULL},
+     "/api/kernels/ORG/NAME/benchmarks (default " HK_STR(HK_SERVE_BENCHMARK_MAX_DEFAULT) "; uploads need a "
+     "--token ...:write)", NULL, NULL},
+    {HK_OPT_VALUE, "benchmark-quota-count", 0, "N", "benchmark submissions kept per repo; a new one evicts the "
+     "oldest past it (default " HK_STR(HK_SERVE_BENCHMARK_QUOTA_COUNT_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "benchmark-quota-bytes", 0, "BYTES", "bytes of benchmark submissions kept per repo; a new one "
+     "evicts the oldest past it (default " HK_STR(HK_SERVE_BENCHMARK_QUOTA_BYTES_DEFAULT) ", at least "
+     "--benchmark-max-bytes)", NULL, NULL},
     {HK_OPT_FLAG, "access-log", 0, NULL, "log one line per request (client, request, status, bytes, time, and "
      "hit/miss/coalesced/stale with --upstream) to stderr", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
@@ -233,6 +241,12 @@ int hk_cmd_serve(int argc, char **argv) {
             if (parse_u64(&v, optarg, "--benchmark-max-bytes") || v == 0 || v > HK_SERVE_BENCHMARK_MAX_LIMIT)
                 goto usage;
             cfg.benchmark_max_bytes = v;
+        } else if (!strcmp(n, "benchmark-quota-count")) {
+            if (parse_u64(&v, optarg, "--benchmark-quota-count") || v == 0 || v > 10000000) goto usage;
+            cfg.benchmark_quota_count = v;
+        } else if (!strcmp(n, "benchmark-quota-bytes")) {
+            if (parse_u64(&v, optarg, "--benchmark-quota-bytes") || v == 0) goto usage;
+            cfg.benchmark_quota_bytes = v;
         } else if (!strcmp(n, "negative-ttl")) {
             if (parse_u64(&v, optarg, "--negative-ttl") || v == 0 || v > 86400) goto usage;
             cfg.negative_ttl = (unsigned)v;

@@ -84,9 +84,9 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
 }
 
 /* Link to the page after `next_cursor` entries. */
-static char *tree_next_link(hk_server *srv, struct MHD_Connection *c, const repo_ref *repo, const char *commit,
+static char *tree_next_link(hk_server *srv, const repo_ref *repo, const char *commit,
                             const char *path, bool recursive, size_t next_cursor) {
-    char *base = hk_srv_base_url(srv, c);
+    char *base = hk_srv_base_url(srv); /* "" without --public-url: a relative link */
     hk_strbuf lk;
     hk__sb_init(&lk);
     hk__sb_printf(&lk, "<%s/api/%s/%s/tree/%s", base ? base : "", hk_repo_type_plural(repo->type), repo->id, commit);
@@ -156,7 +156,7 @@ enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req
     }
     hk__sb_append(&sb, "]");
     hk_store_list_release(srv->store, lp);
-    char *link = more ? tree_next_link(srv, c, repo, commit, path, recursive, cursor + emitted) : NULL;
+    char *link = more ? tree_next_link(srv, repo, commit, path, recursive, cursor + emitted) : NULL;
     enum MHD_Result ret = hk_srv_send_json(c, ctx, 200, &sb, link);
     free(link);
     return ret;

@@ -18,12 +18,22 @@ int hk_srv_token_spec_parse(token_spec *t, const char *spec) {
     t->token = hk__strndup(spec, tl);
     if (!t->token) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (!colon) return HK_OK;
-    const char *p = colon + 1;
+    /* a second ':' ends the scopes and names the permission (ids never hold ':') */
+    const char *perm = strchr(colon + 1, ':');
+    size_t scopes_len = perm ? (size_t)(perm - colon - 1) : strlen(colon + 1);
+    if (perm) {
+        if (strcmp(perm + 1, "write") == 0) t->write = true;
+        else if (strcmp(perm + 1, "read") != 0)
+            return hk__fail(HK_ERR_INVALID_ARG, "token permission '%s': use read or write", perm + 1);
+        if (scopes_len == 0) return HK_OK; /* "TOKEN::write": every repo */
+    }
+    const char *p = colon + 1, *end = colon + 1 + scopes_len;
     size_t cap = 4;
     t->orgs = calloc(cap, sizeof *t->orgs);
     if (!t->orgs) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    while (*p) {
-        size_t n = strcspn(p, ",");
+    while (p < end) {
+        size_t n = strcspn(p, ",:");
+        if (p + n > end) n = (size_t)(end - p);
         if (n) {
             if (t->n_orgs == cap) {
                 cap *= 2;
@@ -33,9 +43,13 @@ int hk_srv_token_spec_parse(token_spec *t, const char *spec) {
             }
             if (!(t->orgs[t->n_orgs] = hk__strndup(p, n))) return hk__fail(HK_ERR_NOMEM, "out of memory");
             t->n_orgs++;
+            /* a scope is compared with checked ids: one that is no id could never match, say so */
+            if (!hk_repo_id_valid(t->orgs[t->n_orgs - 1]))
+                return hk__fail(HK_ERR_INVALID_ARG, "token scope '%s' is not a namespace or an org/name repo id",
+                                t->orgs[t->n_orgs - 1]);
         }
         p += n;
-        if (*p == ',') p++;
+        if (p < end && *p == ',') p++;
     }
     return HK_OK;
 }
@@ -69,16 +83,36 @@ auth_result hk_srv_check_token(hk_server *srv, struct MHD_Connection *c, const t
     return AUTH_INVALID;
 }
 
-static bool allows_n(const token_spec *who, const char *ns, size_t n) {
+static bool allows_ns(const token_spec *who, const char *ns, size_t n) {
     if (!who || !who->orgs) return true;
     for (size_t i = 0; i < who->n_orgs; i++)
-        if (strlen(who->orgs[i]) == n && strncmp(who->orgs[i], ns, n) == 0) return true;
+        if (!strchr(who->orgs[i], '/') && strlen(who->orgs[i]) == n && strncasecmp(who->orgs[i], ns, n) == 0)
+            return true;
     return false;
 }
 
-bool hk_srv_token_allows(const token_spec *who, const char *repo_id) {
-    const char *slash = strchr(repo_id, '/');
-    return allows_n(who, repo_id, slash ? (size_t)(slash - repo_id) : strlen(repo_id));
+bool hk_srv_token_allows(const token_spec *who, const repo_ref *repo) {
+    const char *id = repo->id;
+    /* repo_ref ids are checked where they are made; checked again so that no caller can hand an
+     * unchecked "org/x/../../other" through (its namespace part would read "org") */
+    if (!hk_repo_id_valid(id)) return false;
+    if (!who || !who->orgs) return true;
+    const char *slash = strchr(id, '/');
+    if (slash && allows_ns(who, id, (size_t)(slash - id))) return true;
+    for (size_t i = 0; i < who->n_orgs; i++) /* a repo scope: the whole id, as the Hub compares ids */
+        if (strchr(who->orgs[i], '/') && strcasecmp(who->orgs[i], id) == 0) return true;
+    /* a one-part id ("gpt2") is granted by a scope of that name, as before */
+    return !slash && allows_ns(who, id, strlen(id));
 }
 
-bool hk_srv_token_allows_namespace(const token_spec *who, const char *ns) { return allows_n(who, ns, strlen(ns)); }
+bool hk_srv_token_may_write(const token_spec *who, const repo_ref *repo) {
+    return who && who->write && hk_srv_token_allows(who, repo);
+}
+
+bool hk_srv_token_allows_namespace(const token_spec *who, const char *ns) {
+    if (allows_ns(who, ns, strlen(ns))) return true;
+    size_t n = strlen(ns); /* a repo scope "ns/name" names its namespace too */
+    for (size_t i = 0; i < who->n_orgs; i++)
+        if (strncasecmp(who->orgs[i], ns, n) == 0 && who->orgs[i][n] == '/') return true;
+    return false;
+}

@@ -9,8 +9,14 @@
  * is written to a temp name, fsynced, renamed into place and the folder fsynced: a submission is
  * either whole or absent, and a failed one leaves nothing.
  *
- * Uploads need a token: on a mirror started without --token they are refused (403), and a token
- * scoped to namespaces may only submit for repos of those namespaces. */
+ * Uploads need a write token ("TOKEN::write", "TOKEN:org:write"): on a mirror started without
+ * --token they are refused (403), so are read tokens (403), and a token scoped to namespaces may only
+ * submit for repos of those namespaces.
+ *
+ * Quota, per repo: at most --benchmark-quota-count submissions and --benchmark-quota-bytes bytes are
+ * kept. A new submission is always stored, and the oldest ones are evicted until both bounds hold
+ * again: a fleet's latest results matter most, and refusing would let one writer who filled the
+ * quota lock every other writer out. */
 #include "server/srv_bench.h"
 #include "server/srv_http.h"
 #include "util/vec.h"
@@ -22,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,14 +88,51 @@ static char *make_record(char id[ID_LEN + 1], char created[32], cJSON *doc, cons
     return text;
 }
 
+static int list_records(char ***out, size_t *n, const char *dir);
+
+/* Past the repo's quota (count or bytes), the oldest records go; `keep` (the one just stored) stays.
+ * Concurrent uploads may both evict: a record already gone is not an error. */
+static void evict_over_quota(hk_server *srv, const char *dir, const char *keep, const char *repo_id) {
+    char **names = NULL;
+    size_t n = 0;
+    if (list_records(&names, &n, dir) != HK_OK) {
+        hk__log(HK_LOG_WARN, "benchmarks of %s: quota not applied: %s", repo_id, hk_last_error());
+        hk_clear_error();
+    }
+    uint64_t bytes = 0, evicted = 0;
+    for (size_t i = 0; i < n; i++) { /* newest first: the first ones within both bounds stay */
+        char *path = hk__path_join(dir, names[i]);
+        struct stat st;
+        uint64_t size = path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        bool is_new = strncmp(names[i], keep, ID_LEN) == 0;
+        if (!is_new && (i >= srv->bench_quota_count || bytes + size > srv->bench_quota_bytes)) {
+            if (path && (unlink(path) == 0 || errno == ENOENT)) evicted++;
+        } else {
+            bytes += size;
+        }
+        free(path);
+        free(names[i]);
+    }
+    free(names);
+    if (evicted) {
+        hk__log(HK_LOG_INFO, "benchmarks of %s: %llu oldest evicted (quota %llu submissions, %llu bytes)", repo_id,
+                (unsigned long long)evicted, (unsigned long long)srv->bench_quota_count,
+                (unsigned long long)srv->bench_quota_bytes);
+        if (sync_dir(dir) != HK_OK) hk_clear_error();
+    }
+}
+
 static enum MHD_Result handle_post(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                    const token_spec *who) {
     if (srv->n_tokens == 0)
         return hk_srv_send_error(c, ctx, 403, "Forbidden", NULL, "This mirror accepts no benchmark uploads: it was "
                                  "started without --token (uploads need a token)");
-    if (!hk_srv_token_allows(who, repo->id))
+    if (!hk_srv_token_allows(who, repo))
         return hk_srv_send_error(c, ctx, 403, "Forbidden", NULL, "This token may not submit benchmarks for %s",
                                  repo->id);
+    if (!hk_srv_token_may_write(who, repo)) /* reading a mirror is not writing to it */
+        return hk_srv_send_error(c, ctx, 403, "Forbidden", NULL, "This token is read-only: benchmark uploads need a "
+                                 "write token (--token TOKEN::write or TOKEN:ORG:write)");
     if (!repo->dir) return hk_srv_repo_not_found(c, ctx);
     if (ctx->body_too_big || ctx->body.len > srv->bench_max)
         return hk_srv_send_error(c, ctx, 413, "PayloadTooLarge", NULL,
@@ -135,6 +179,7 @@ static enum MHD_Result handle_post(hk_server *srv, struct MHD_Connection *c, req
         ret = hk_srv_send_error(c, ctx, 500, NULL, NULL, "The benchmark submission could not be stored");
     } else {
         hk__log(HK_LOG_INFO, "benchmark %s stored for %s", id, repo->id);
+        evict_over_quota(srv, dir, id, repo->id);
         hk_strbuf sb;
         hk__sb_init(&sb);
         hk__sb_printf(&sb, "{\"id\":\"%s\",\"createdAt\":\"%s\",\"repoId\":", id, created);
@@ -221,7 +266,7 @@ static enum MHD_Result handle_get(hk_server *srv, struct MHD_Connection *c, req_
     for (; i < n && !more; i++) more = !cursor || strncmp(names[i], cursor, ID_LEN) < 0;
     char *link = NULL;
     if (more && last) {
-        char *base = hk_srv_base_url(srv, c);
+        char *base = hk_srv_base_url(srv);
         hk_strbuf lk;
         hk__sb_init(&lk);
         hk__sb_printf(&lk, "<%s/api/kernels/", base ? base : "");
@@ -249,7 +294,7 @@ enum MHD_Result hk_srv_handle_benchmarks(hk_server *srv, struct MHD_Connection *
         return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid repo id: expected org/name");
     if (strcmp(method, "POST") == 0) return handle_post(srv, c, ctx, repo, who);
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
-        if (!hk_srv_token_allows(who, repo->id))
+        if (!hk_srv_token_allows(who, repo))
             return hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL,
                                      "Access to %s is restricted: this token does not grant it", repo->id);
         return handle_get(srv, c, ctx, repo);

@@ -138,7 +138,14 @@ static void free_server(hk_server *s) {
 
 /* Everything of the configuration that is copied into the server, before any socket exists. */
 static int take_config(hk_server *s, const hk_serve_config *cfg) {
-    s->page_size = cfg->page_size ? cfg->page_size : HK_TREE_PAGE_SIZE_DEFAULT;
+    /* Without --public-url a next-page Link can only be relative, and huggingface_hub 2.4 cannot
+     * follow a relative Link (httpx2 refuses a URL without a scheme): unless a page size is asked
+     * for, such a mirror answers a listing in one page of up to HK_SERVE_UNPAGED_MAX entries. */
+    bool public_url = cfg->public_url && *cfg->public_url;
+    s->page_size = cfg->page_size ? cfg->page_size : public_url ? HK_TREE_PAGE_SIZE_DEFAULT : HK_SERVE_UNPAGED_MAX;
+    if (cfg->page_size && !public_url)
+        hk__log(HK_LOG_WARN, "tree listings longer than %u entries get a relative next-page Link, which "
+                "huggingface_hub cannot follow: give --public-url (the URL clients use)", s->page_size);
     s->lfs_302 = cfg->lfs_302;
     s->access_log = cfg->access_log;
     s->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
@@ -147,6 +154,13 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
         return hk__fail(HK_ERR_INVALID_ARG, "benchmark_max_bytes: at most %llu",
                         (unsigned long long)HK_SERVE_BENCHMARK_MAX_LIMIT);
     s->max_body = s->bench_max > HK_SRV_MAX_BODY ? (size_t)s->bench_max : HK_SRV_MAX_BODY;
+    s->bench_quota_count = cfg->benchmark_quota_count ? cfg->benchmark_quota_count : HK_SERVE_BENCHMARK_QUOTA_COUNT_DEFAULT;
+    s->bench_quota_bytes = cfg->benchmark_quota_bytes ? cfg->benchmark_quota_bytes
+                           : s->bench_max > HK_SERVE_BENCHMARK_QUOTA_BYTES_DEFAULT ? s->bench_max
+                                                                                   : HK_SERVE_BENCHMARK_QUOTA_BYTES_DEFAULT;
+    if (s->bench_quota_bytes < s->bench_max) /* else one accepted submission could never be kept */
+        return hk__fail(HK_ERR_INVALID_ARG, "benchmark quota of %llu bytes is below the largest submission accepted "
+                        "(%llu bytes)", (unsigned long long)s->bench_quota_bytes, (unsigned long long)s->bench_max);
     if (cfg->n_upstreams) {
         int urc = hk_up_create(&s->up, cfg);
         if (urc != HK_OK) return urc;
@@ -156,6 +170,13 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
 #endif
     if (RAND_bytes(s->lfs_key, sizeof s->lfs_key) != 1) return hk__fail(HK_ERR_INTERNAL, "cannot generate a random key");
     if (cfg->public_url && *cfg->public_url) {
+        /* written into Link and Location as given: it must be an absolute http(s) URL, one line */
+        bool ok = hk__str_starts_with(cfg->public_url, "http://") || hk__str_starts_with(cfg->public_url, "https://");
+        for (const char *p = cfg->public_url; ok && *p; p++)
+            ok = (unsigned char)*p > 0x20 && *p != 0x7f && *p != '<' && *p != '>' && *p != '"';
+        if (!ok)
+            return hk__fail(HK_ERR_INVALID_ARG, "public URL '%s': give an absolute http:// or https:// URL",
+                            cfg->public_url);
         size_t n = strlen(cfg->public_url);
         while (n > 0 && cfg->public_url[n - 1] == '/') n--;
         if (!(s->public_url = hk__strndup(cfg->public_url, n))) return hk__fail(HK_ERR_NOMEM, "out of memory");

@@ -26,7 +26,7 @@ static enum MHD_Result redirect_lfs(hk_server *srv, struct MHD_Connection *c, re
                                     hk_sfile *f, const char *commit) {
     char sig[65];
     lfs_sig(srv, sig, repo->type, repo->id, f->etag, commit);
-    char *base = hk_srv_base_url(srv, c);
+    char *base = hk_srv_base_url(srv); /* relative without --public-url: never the request's Host */
     char *loc = base ? hk__asprintf("%s/lfs/%s/%s/%s?commit=%s&sig=%s", base, hk_repo_type_plural(repo->type), repo->id,
                                    f->etag, commit, sig)
                      : NULL;
@@ -55,14 +55,17 @@ static enum MHD_Result redirect_lfs(hk_server *srv, struct MHD_Connection *c, re
 enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                   const seglist *s) {
     hk_repo_type type;
-    char *t = s->n > 1 ? hk_srv_seg_decode(s, 1) : NULL;
-    int trc = t ? hk_repo_type_parse(&type, t) : HK_ERR_INVALID_ARG;
-    free(t);
+    int trc = s->n > 1 ? hk_repo_type_parse(&type, s->d[1]) : HK_ERR_INVALID_ARG;
     hk_clear_error();
     if (trc || s->n < 4) return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     static const char *const none[] = {NULL};
     repo_ref repo;
-    if (!hk_srv_parse_repo(&repo, srv, s, 2, type, none) || repo.next + 1 != s->n || !repo.dir) {
+    repo_parse pr = hk_srv_parse_repo(&repo, srv, s, 2, type, none);
+    if (pr == REPO_INVALID) {
+        hk_srv_repo_ref_free(&repo);
+        return hk_srv_repo_invalid(c, ctx);
+    }
+    if (pr != REPO_OK || repo.next + 1 != s->n || !repo.dir) {
         hk_srv_repo_ref_free(&repo);
         return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     }
@@ -100,11 +103,11 @@ static size_t resolve_repo_start(hk_server *srv, const seglist *s, hk_repo_type 
     for (int i = 1; i < 4; i++) {
         if (hk_srv_seg_is(s, 0, prefixes[i]) && s->n >= 4) {
             repo_ref probe;
-            bool okp = hk_srv_parse_repo(&probe, srv, s, 1, (hk_repo_type)i, kws) && probe.dir;
+            bool okp = hk_srv_parse_repo(&probe, srv, s, 1, (hk_repo_type)i, kws) == REPO_OK && probe.dir;
             hk_srv_repo_ref_free(&probe);
             repo_ref mprobe;
             memset(&mprobe, 0, sizeof mprobe);
-            bool okm = !okp && hk_srv_parse_repo(&mprobe, srv, s, 0, HK_REPO_MODEL, kws) && mprobe.dir;
+            bool okm = !okp && hk_srv_parse_repo(&mprobe, srv, s, 0, HK_REPO_MODEL, kws) == REPO_OK && mprobe.dir;
             hk_srv_repo_ref_free(&mprobe);
             if (okp || !okm) {
                 *type = (hk_repo_type)i;
@@ -131,7 +134,12 @@ enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, 
     hk_repo_type type;
     size_t at = resolve_repo_start(srv, s, &type);
     repo_ref repo;
-    if (!hk_srv_parse_repo(&repo, srv, s, at, type, kws) || !hk_srv_seg_is(s, repo.next, "resolve")) {
+    repo_parse pr = hk_srv_parse_repo(&repo, srv, s, at, type, kws);
+    if (pr == REPO_INVALID) {
+        hk_srv_repo_ref_free(&repo);
+        return hk_srv_repo_invalid(c, ctx);
+    }
+    if (pr != REPO_OK || !hk_srv_seg_is(s, repo.next, "resolve")) {
         hk_srv_repo_ref_free(&repo);
         return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     }
@@ -142,15 +150,16 @@ enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, 
     size_t a = repo.next + 1;
     if (!is_get && !is_head) {
         ret = hk_srv_method_not_allowed(c, ctx);
-    } else if (!hk_srv_token_allows(who, repo.id)) {
+    } else if (!hk_srv_token_allows(who, &repo)) {
         ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
-    } else if (hk_srv_up_prepare(srv, c, ctx, &repo, s, a, false, &ret)) {
+    } else if (hk_srv_route_up(srv, c, ctx, &repo, s, a, false, &ret)) {
         /* answered: upstream refused */
     } else if (!repo.dir) {
         ret = hk_srv_repo_not_found(c, ctx);
     } else if (hk_srv_resolve_rev_segs(commit, &rev, &used, &repo, s, a, false) != HK_OK) {
-        ret = hk_srv_rev_not_found(c, ctx, rev);
+        bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
+        ret = invalid ? hk_srv_rev_invalid(c, ctx, rev) : hk_srv_rev_not_found(c, ctx, rev);
     } else {
         bool bad;
         char *path = hk_srv_join_path(s, a + used, &bad);

@@ -100,14 +100,17 @@ enum MHD_Result hk_srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx
     return hk_srv_send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
 }
 
-char *hk_srv_base_url(hk_server *srv, struct MHD_Connection *c) {
-    if (srv->public_url) return hk__strdup(srv->public_url);
-    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-    bool ok = host && *host && strlen(host) < 256;
-    for (const char *p = host; ok && *p; p++) {
-        char ch = *p;
-        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-             ch == '-' || ch == ':' || ch == '[' || ch == ']';
-    }
-    return ok ? hk__asprintf("http://%s", host) : hk__strdup(srv->bound_base);
+char *hk_srv_base_url(hk_server *srv) { return hk__strdup(srv->public_url ? srv->public_url : ""); }
+
+enum MHD_Result hk_srv_repo_invalid(struct MHD_Connection *c, req_ctx *ctx) {
+    return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL,
+                             "Invalid repo id: expected org/name, each part letters, digits, '-', '_' or '.' "
+                             "(no '/', '..', '--' or '%%' inside a part, at most 96 characters)");
+}
+
+enum MHD_Result hk_srv_rev_invalid(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
+    char *m = hk_srv_sanitize(rev ? rev : "", 200);
+    enum MHD_Result ret = hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid revision: %s", m ? m : "");
+    free(m);
+    return ret;
 }

@@ -22,27 +22,87 @@ bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit) {
     return i < s->n && s->len[i] == strlen(lit) && memcmp(s->p[i], lit, s->len[i]) == 0;
 }
 
-char *hk_srv_seg_decode(const seglist *s, size_t i) { return hk__pct_decode(s->p[i], s->len[i], false); }
+char *hk_srv_seg_decode(const seglist *s, size_t i) { return i < s->n ? hk__strdup(s->d[i]) : NULL; }
 
-/* An encoded '/' joins like a real one: huggingface_hub sends tree paths as "build%2Fvariant". The
- * joined result must be a safe relative path, so "..%2F.." is refused the same as "../..". */
-char *hk_srv_join_path(const seglist *s, size_t from, bool *bad) {
-    *bad = false;
+/* Shortest-form UTF-8 only: an overlong "%c0%ae" is neither a '.' in disguise nor a name the Hub
+ * could hold, so it is refused rather than looked up. */
+static bool utf8_ok(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t k;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            k = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            k = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            k = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return false;
+        }
+        if (i + k >= n) return false; /* cut short */
+        for (size_t j = 1; j <= k; j++) {
+            if ((p[i + j] & 0xc0) != 0x80) return false;
+            c = c << 6 | (p[i + j] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+bool hk_srv_rev_valid(const char *rev) {
+    size_t n = rev ? strlen(rev) : 0;
+    if (n == 0 || n > HK_SRV_MAX_REV || rev[0] == '/' || rev[n - 1] == '/' || rev[n - 1] == '.') return false;
+    if (strstr(rev, "..") || strstr(rev, "//") || strstr(rev, "@{") || strcmp(rev, "@") == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)rev[i];
+        if (ch < 0x20 || ch == 0x7f || strchr(" ~^:?*[\\%", ch)) return false;
+    }
+    for (const char *p = rev; *p;) {
+        size_t k = strcspn(p, "/");
+        if (p[0] == '.' || (k >= 5 && memcmp(p + k - 5, ".lock", 5) == 0)) return false;
+        p += k;
+        if (*p == '/') p++;
+    }
+    return utf8_ok((const unsigned char *)rev, n);
+}
+
+bool hk_srv_path_valid(const char *path) {
+    if (!path) return false;
+    size_t n = strlen(path);
+    if (n == 0) return true;
+    if (n > HK_SRV_MAX_PATH || !hk__path_is_safe_relative(path)) return false;
+    for (const char *p = path; *p;) {
+        size_t k = strcspn(p, "/");
+        if (k > 255) return false;
+        p += k;
+        if (*p == '/') p++;
+    }
+    return utf8_ok((const unsigned char *)path, n);
+}
+
+/* Decoded segments [at, at+k) joined with '/' (NULL when out of memory). */
+static char *join_decoded(const seglist *s, size_t at, size_t k) {
     hk_strbuf sb;
     hk__sb_init(&sb);
-    for (size_t i = from; i < s->n; i++) {
-        char *d = hk_srv_seg_decode(s, i);
-        if (!d) {
-            hk__sb_free(&sb);
-            *bad = true;
-            return NULL;
-        }
-        if (i > from) hk__sb_append(&sb, "/");
-        hk__sb_append(&sb, d);
-        free(d);
+    hk__sb_append(&sb, "");
+    for (size_t i = at; i < at + k && i < s->n; i++) {
+        if (i > at) hk__sb_append(&sb, "/");
+        hk__sb_append(&sb, s->d[i]);
     }
-    char *out = hk__sb_steal(&sb);
-    if (out && *out && !hk__path_is_safe_relative(out)) {
+    return hk__sb_steal(&sb);
+}
+
+/* An encoded '/' joins like a real one: huggingface_hub sends tree paths as "build%2Fvariant". The
+ * joined result must be a checked path, so "..%2F.." is refused the same as "../..". */
+char *hk_srv_join_path(const seglist *s, size_t from, bool *bad) {
+    *bad = false;
+    char *out = join_decoded(s, from, from < s->n ? s->n - from : 0);
+    if (out && !hk_srv_path_valid(out)) {
         free(out);
         *bad = true;
         return NULL;
@@ -55,25 +115,27 @@ void hk_srv_repo_ref_free(repo_ref *r) {
     free(r->dir);
 }
 
+/* One part of a repo id as the Hub names them (decoded: an encoded '/' makes it invalid). */
+static bool id_part_ok(const char *p) { return p && !strchr(p, '/') && hk_repo_id_valid(p); }
+
 /* "org/name" when that repo exists or when the segment after "org" is not an action keyword;
- * else "name". */
-bool hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
-                       const char *const *keywords) {
+ * else "name". Every id made here is checked (repo_ref's promise). */
+repo_parse hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
+                             const char *const *keywords) {
     memset(out, 0, sizeof *out);
     out->type = type;
-    if (at >= s->n) return false;
-    char *a = hk_srv_seg_decode(s, at);
-    char *b = at + 1 < s->n ? hk_srv_seg_decode(s, at + 1) : NULL;
-    if (!a) {
-        free(b);
-        return false;
-    }
-    char *two = b ? hk__asprintf("%s/%s", a, b) : NULL;
+    if (at >= s->n) return REPO_NONE;
+    const char *a = s->d[at];
+    const char *b = at + 1 < s->n ? s->d[at + 1] : NULL;
+    if (!id_part_ok(a)) return REPO_INVALID;
+    bool b_ok = id_part_ok(b);
+    char *two = b_ok ? hk__asprintf("%s/%s", a, b) : NULL;
     char *dir2 = two ? hk_store_repo_dir(srv->store, type, two) : NULL;
     char *dir1 = dir2 ? NULL : hk_store_repo_dir(srv->store, type, a);
     bool b_is_kw = false;
     for (size_t k = 0; b && keywords[k]; k++)
         if (strcmp(b, keywords[k]) == 0) b_is_kw = true;
+    repo_parse rc = REPO_OK;
     if (dir2) {
         out->id = two;
         out->dir = dir2;
@@ -83,15 +145,16 @@ bool hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t a
         out->id = hk__strdup(a);
         out->dir = dir1;
         out->next = at + 1;
+    } else if (!b_ok) {
+        rc = REPO_INVALID; /* "org/<not a name>": never looked up, here or upstream */
     } else {
         out->id = two;
         out->next = at + 2;
         two = NULL;
     }
-    free(a);
-    free(b);
     free(two);
-    return out->id != NULL;
+    if (rc == REPO_OK && !out->id) rc = REPO_NONE;
+    return rc;
 }
 
 /* The single decoded segment is tried first, then raw "refs/pr/1"-style joins of up to 4. */
@@ -103,23 +166,15 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
     size_t max_k = rest_is_rev ? s->n - at : (s->n - at > 4 ? 4 : s->n - at);
     size_t first_k = rest_is_rev ? max_k : 1;
     for (size_t k = first_k; k >= 1 && k <= max_k; k = rest_is_rev ? 0 : k + 1) {
-        hk_strbuf sb;
-        hk__sb_init(&sb);
-        bool bad = false;
-        for (size_t i = 0; i < k; i++) {
-            char *d = hk_srv_seg_decode(s, at + i);
-            if (!d) {
-                bad = true;
-                break;
+        char *rev = join_decoded(s, at, k);
+        if (!rev) break;
+        if (!hk_srv_rev_valid(rev)) {
+            if (k == first_k) { /* the revision as sent is no name at all */
+                *rev_out = rev;
+                return hk__fail(HK_ERR_INVALID_ARG, "invalid revision");
             }
-            if (i) hk__sb_append(&sb, "/");
-            hk__sb_append(&sb, d);
-            free(d);
-        }
-        char *rev = hk__sb_steal(&sb);
-        if (bad || !rev) {
-            free(rev);
-            break;
+            free(rev); /* a longer raw join is only a candidate */
+            continue;
         }
         if (hk_store_resolve_rev(commit, repo->dir, rev) == HK_OK) {
             free(*rev_out);
@@ -136,6 +191,31 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
     return hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision not found");
 }
 
+bool hk_srv_route_up(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                     size_t at, bool rest_is_rev, enum MHD_Result *ret) {
+    if (!srv->up) return false;
+    char *rev = join_decoded(s, at, rest_is_rev ? s->n - at : 1);
+    if (!rev) {
+        *ret = MHD_NO;
+        return true;
+    }
+    bool answered;
+    if (!hk_srv_rev_valid(rev)) {
+        *ret = hk_srv_rev_invalid(c, ctx, rev);
+        answered = true;
+    } else {
+        answered = hk_srv_up_prepare(srv, c, ctx, repo, rev, ret);
+    }
+    free(rev);
+    return answered;
+}
+
+/* The answer to a failed hk_srv_resolve_rev_segs. */
+static enum MHD_Result rev_failed(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
+    bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
+    return invalid ? hk_srv_rev_invalid(c, ctx, rev) : hk_srv_rev_not_found(c, ctx, rev);
+}
+
 /* Cache-Control class of an answer addressed by `rev` (set before the answer is queued). */
 static void addressed_by(req_ctx *ctx, const char *rev) { ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1; }
 
@@ -149,11 +229,11 @@ static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, 
     char *rev = NULL;
     size_t used = 0;
     enum MHD_Result ret;
-    static const seglist k_main = {{"main"}, {4}, 1};
+
     if (a == s->n) { /* repo info at main */
         ctx->cacheable = 1;
         if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (hk_srv_up_prepare(srv, c, ctx, repo, &k_main, 0, false, &ret)) {
+        else if (srv->up && hk_srv_up_prepare(srv, c, ctx, repo, "main", &ret)) {
         } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_store_resolve_rev(commit, repo->dir, "main") != HK_OK) {
             hk_clear_error();
@@ -173,27 +253,27 @@ static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, 
         else ret = hk_srv_handle_refs(c, ctx, repo);
     } else if (hk_srv_seg_is(s, a, "revision") && s->n > a + 1) {
         if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (hk_srv_up_prepare(srv, c, ctx, repo, s, a + 1, true, &ret)) {
+        else if (hk_srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
         } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
-            ret = hk_srv_rev_not_found(c, ctx, rev);
+            ret = rev_failed(c, ctx, rev);
         else {
             addressed_by(ctx, rev);
             ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
         }
     } else if (hk_srv_seg_is(s, a, "paths-info") && s->n > a + 1) {
         if (!is_post) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (hk_srv_up_prepare(srv, c, ctx, repo, s, a + 1, true, &ret)) {
+        else if (hk_srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
         } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
-            ret = hk_srv_rev_not_found(c, ctx, rev);
+            ret = rev_failed(c, ctx, rev);
         else ret = hk_srv_handle_paths_info(srv, c, ctx, repo, commit);
     } else if (hk_srv_seg_is(s, a, "tree") && s->n > a + 1) {
         if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (hk_srv_up_prepare(srv, c, ctx, repo, s, a + 1, false, &ret)) {
+        else if (hk_srv_route_up(srv, c, ctx, repo, s, a + 1, false, &ret)) {
         } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
         else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, false) != HK_OK) {
-            ret = hk_srv_rev_not_found(c, ctx, rev);
+            ret = rev_failed(c, ctx, rev);
         } else {
             bool bad;
             char *path = hk_srv_join_path(s, a + 1 + used, &bad);
@@ -231,14 +311,15 @@ static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_c
     if (ti < 0 || s->n < 3) return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     static const char *const kws[] = {"revision", "tree", "refs", "paths-info", "commits", "benchmarks", NULL};
     repo_ref repo;
-    if (!hk_srv_parse_repo(&repo, srv, s, 2, (hk_repo_type)ti, kws)) {
+    repo_parse pr = hk_srv_parse_repo(&repo, srv, s, 2, (hk_repo_type)ti, kws);
+    if (pr != REPO_OK) {
         hk_srv_repo_ref_free(&repo);
-        return hk_srv_repo_not_found(c, ctx);
+        return pr == REPO_INVALID ? hk_srv_repo_invalid(c, ctx) : hk_srv_repo_not_found(c, ctx);
     }
     enum MHD_Result ret;
     if (repo.type == HK_REPO_KERNEL && hk_srv_seg_is(s, repo.next, "benchmarks") && s->n == repo.next + 1)
         ret = hk_srv_handle_benchmarks(srv, c, ctx, &repo, method, who); /* checks id and scope itself */
-    else if (!hk_srv_token_allows(who, repo.id))
+    else if (!hk_srv_token_allows(who, &repo))
         ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
     else if (!repo.dir && !srv->up) ret = hk_srv_repo_not_found(c, ctx);
@@ -247,55 +328,81 @@ static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_c
     return ret;
 }
 
-enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
-                                const char *method) {
+static enum MHD_Result route(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+                             const char *method) {
     bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
-    if (strlen(url) > HK_SRV_MAX_URL) return hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too long");
-    if (url[0] != '/') return hk_srv_send_error(c, ctx, 400, NULL, NULL, "Bad request");
-    seglist s;
-    s.n = 0;
-    for (const char *p = url + 1;;) {
-        if (s.n == HK_SRV_MAX_SEGS) return hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too deep");
-        size_t n = strcspn(p, "/");
-        s.p[s.n] = p;
-        s.len[s.n] = n;
-        s.n++;
-        p += n;
-        if (*p != '/') break;
-        p++;
-    }
-    if (s.n == 1 && s.len[0] == 0) {
+    if (s->n == 1 && s->len[0] == 0) {
         hk_strbuf sb;
         hk__sb_init(&sb);
         hk__sb_printf(&sb, "{\"hubkern\":\"%s\",\"status\":\"ok\"}", hk_version());
         return hk_srv_send_json(c, ctx, 200, &sb, NULL);
     }
-    if (hk_srv_seg_is(&s, 0, "metrics") && s.n == 1) {
+    if (hk_srv_seg_is(s, 0, "metrics") && s->n == 1) {
         ctx->route = MET_METRICS;
         if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
         return hk_srv_handle_metrics(srv, c, ctx);
     }
     /* the /lfs/ route authenticates through its signature */
-    if (hk_srv_seg_is(&s, 0, "lfs")) {
+    if (hk_srv_seg_is(s, 0, "lfs")) {
         ctx->route = MET_LFS;
         ctx->cacheable = 2;
         if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
-        return hk_srv_handle_lfs(srv, c, ctx, method, &s);
+        return hk_srv_handle_lfs(srv, c, ctx, method, s);
     }
     const token_spec *who = NULL;
     auth_result ar = hk_srv_check_token(srv, c, &who);
     /* As the Hub answers private repos to anonymous clients: 401 + RepoNotFound (existence not revealed) */
-    if (ar == AUTH_MISSING && hk_srv_is_bench_post(&s, method))
+    if (ar == AUTH_MISSING && hk_srv_is_bench_post(s, method))
         return hk_srv_send_error(c, ctx, 401, "Unauthorized", NULL, "Benchmark uploads need a token "
                                  "(Authorization: Bearer <token>; kernels sends HF_TOKEN)");
     if (ar == AUTH_MISSING)
         return hk_srv_send_error(c, ctx, 401, "RepoNotFound", NULL, "Repository not found (this mirror needs a token)");
     if (ar == AUTH_INVALID)
         return hk_srv_send_error(c, ctx, 401, NULL, NULL, "Invalid credentials in Authorization header");
-    if (hk_srv_seg_is(&s, 0, "api")) {
+    if (hk_srv_seg_is(s, 0, "api")) {
         ctx->route = MET_API;
-        return route_api(srv, c, ctx, &s, method, who);
+        return route_api(srv, c, ctx, s, method, who);
     }
     ctx->route = MET_RESOLVE;
-    return hk_srv_handle_resolve(srv, c, ctx, method, &s, who);
+    return hk_srv_handle_resolve(srv, c, ctx, method, s, who);
+}
+
+enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
+                                const char *method) {
+    if (strlen(url) > HK_SRV_MAX_URL) return hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too long");
+    if (url[0] != '/') return hk_srv_send_error(c, ctx, 400, NULL, NULL, "Bad request");
+    seglist *s = calloc(1, sizeof *s);
+    if (!s) return MHD_NO;
+    enum MHD_Result ret = MHD_NO;
+    bool split = true;
+    for (const char *p = url + 1;;) {
+        if (s->n == HK_SRV_MAX_SEGS) {
+            ret = hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too deep");
+            split = false;
+            break;
+        }
+        size_t n = strcspn(p, "/");
+        s->p[s->n] = p;
+        s->len[s->n] = n;
+        s->n++;
+        p += n;
+        if (*p != '/') break;
+        p++;
+    }
+    /* Percent-decoding happens here, once, for every route: what is behind sees decoded segments
+     * only, so no later step can decode "%252F" a second time into a '/'. */
+    for (size_t i = 0; split && i < s->n; i++) {
+        char *d = hk__pct_decode(s->p[i], s->len[i], false);
+        if (!d) {
+            ret = hk_srv_send_error(c, ctx, 400, "BadRequest", NULL,
+                                    "Invalid percent-encoding in the URL (a bad escape or %%00)");
+            split = false;
+            break;
+        }
+        s->d[i] = d;
+    }
+    if (split) ret = route(srv, c, ctx, s, method);
+    for (size_t i = 0; i < s->n; i++) free((char *)s->d[i]);
+    free(s);
+    return ret;
 }

@@ -12,29 +12,13 @@ void hk_srv_note_mark(req_ctx *ctx, up_mark m) {
     if (rank[m] > rank[ctx->mark]) ctx->mark = m;
 }
 
-bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
-                       size_t at, bool rest_is_rev, enum MHD_Result *ret) {
+bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
+                       enum MHD_Result *ret) {
     if (!srv->up) return false;
-    hk_strbuf sb;
-    hk__sb_init(&sb);
-    size_t end = rest_is_rev ? s->n : at + 1;
-    for (size_t i = at; i < end && i < s->n; i++) {
-        char *d = hk_srv_seg_decode(s, i);
-        if (!d) {
-            hk__sb_free(&sb);
-            return false; /* the store's resolver answers the bad segment */
-        }
-        if (i > at) hk__sb_append(&sb, "/");
-        hk__sb_append(&sb, d);
-        free(d);
-    }
-    char *rev = hk__sb_steal(&sb);
-    if (!rev) return false;
     up_mark mark = UP_NONE;
     up_answer ans;
     memset(&ans, 0, sizeof ans);
     int r = hk_srv_up_revision(srv, repo, rev, &mark, &ans);
-    free(rev);
     hk_srv_note_mark(ctx, mark);
     if (!r) return false;
     *ret = hk_srv_send_up_answer(c, ctx, &ans, NULL);

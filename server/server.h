@@ -35,6 +35,12 @@ extern "C" {
  * that benchmark_max_bytes may ask for. */
 #define HK_SERVE_BENCHMARK_MAX_DEFAULT 1048576 /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_BENCHMARK_MAX_LIMIT (64ull << 20)
+/* Tree-listing page size of a mirror without public_url and without page_size (Links it writes are
+ * relative, which huggingface_hub cannot follow, so it pages only past this many entries). */
+#define HK_SERVE_UNPAGED_MAX 100000
+/* Per-repo quota of stored benchmark submissions: past either bound the oldest are evicted. */
+#define HK_SERVE_BENCHMARK_QUOTA_COUNT_DEFAULT 1000 /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_BENCHMARK_QUOTA_BYTES_DEFAULT 67108864 /* 64 MiB; plain: printed in --help */
 #define HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT 30 /* seconds without a byte from an upstream (connect: at most 10) */
 /* Against a hostile or dripping upstream and greedy clients of a pull-through tier: */
 #define HK_SERVE_UPSTREAM_DEADLINE_DEFAULT 300 /* plain: also printed in hubkern serve --help */
@@ -57,12 +63,16 @@ typedef struct hk_serve_config {
      * keep-alive connection (default 10; an idle keep-alive connection is closed after it too). */
     unsigned max_connections_per_ip;
     unsigned header_timeout;
-    unsigned page_size;          /* tree listing entries per page, default HK_TREE_PAGE_SIZE_DEFAULT */
-    const char *public_url;      /* base URL written into Link headers (e.g. behind a TLS proxy);
-                                    default: "http://" + the request's Host header */
+    unsigned page_size;          /* tree listing entries per page, default HK_TREE_PAGE_SIZE_DEFAULT with
+                                    public_url, HK_SERVE_UNPAGED_MAX without */
+    const char *public_url;      /* base URL (http:// or https://) written into Link headers and
+                                    --lfs-302 redirects (e.g. behind a TLS proxy); without it they are
+                                    relative, never built from the request's Host header */
     /* Access control. With no tokens every request is served. Otherwise each request needs
      * "Authorization: Bearer <token>" with a configured token. A token spec is "TOKEN" (all repos)
-     * or "TOKEN:org1,org2" (only repos of those namespaces; others get 403). */
+     * or "TOKEN:org1,org2/name" (only repos of those namespaces, or those repos; others get 403),
+     * read-only; ":write" after it ("TOKEN::write", "TOKEN:org1:write") also allows benchmark
+     * uploads. */
     const char *const *tokens;
     size_t n_tokens;
     /* Namespaces answered with "trustedKernelPublisher": true by /api/organizations/<org>/overview;
@@ -97,6 +107,9 @@ typedef struct hk_serve_config {
     /* Benchmark submissions (docs/serve.md, "Benchmarks"): bodies larger than this are refused with
      * 413. 0 = HK_SERVE_BENCHMARK_MAX_DEFAULT; at most HK_SERVE_BENCHMARK_MAX_LIMIT. */
     uint64_t benchmark_max_bytes;
+    /* Per repo: at most this many submissions and bytes are kept; a new one evicts the oldest past
+     * either bound. 0 = the defaults; bytes must be at least benchmark_max_bytes. */
+    uint64_t benchmark_quota_count, benchmark_quota_bytes;
 #ifdef HK_TEST_HOOKS
     /* Test builds only (HK_TEST_HOOKS): the first `fault_cut_count` GET responses whose body is
      * longer than `fault_cut_after` bytes are cut (connection closed) after that many bytes. 0 = off.

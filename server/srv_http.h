@@ -5,7 +5,7 @@
  *   http_daemon.c    hk_server_start/stop: configuration, the listening socket, libmicrohttpd callbacks
  *   http_guard.c     connection guard: the deadline for a request's headers (slowloris)
  *   http_auth.c      bearer tokens and their namespace scopes
- *   http_route.c     URL → segments → route; repo ids, revisions and paths taken from segments
+ *   http_route.c     URL → segments (decoded once) → route; repo ids, revisions and paths checked there
  *   http_respond.c   queueing answers: JSON, Hub-style errors, base URL for links
  *   http_encode.c    sanitising for headers and logs, query flags, client address (percent-encoding
  *                    and JSON strings come from util/text.h)
@@ -42,8 +42,9 @@
 
 typedef struct token_spec {
     char *token;
-    char **orgs; /* NULL = every namespace */
+    char **orgs; /* NULL = every namespace; an entry is a namespace "org" or one repo "org/name" */
     size_t n_orgs;
+    bool write;  /* may also write (benchmark uploads); a plain token only reads */
 } token_spec;
 
 typedef struct hk_conn_guard hk_conn_guard;
@@ -73,6 +74,7 @@ struct hk_server {
     hk_upstream *up;    /* NULL: no pull-through */
     unsigned rev_ttl;   /* max-age of branch-addressed answers */
     uint64_t bench_max; /* largest benchmark submission accepted, bytes */
+    uint64_t bench_quota_count, bench_quota_bytes; /* per repo; the oldest are evicted past them */
     size_t max_body;    /* request bodies are collected up to this many bytes */
     hk_metrics metrics;
 #ifdef HK_TEST_HOOKS
@@ -96,19 +98,30 @@ typedef struct req_ctx {
     bool publisher_trusted; /* X-Kernel-Publisher-Trusted: true on this JSON answer (refs) */
 } req_ctx;
 
-/* The URL path split at '/', segments still percent-encoded. */
+/* Checked names: a revision is at most this long, a file path too (and each of its parts 255). */
+#define HK_SRV_MAX_REV 255
+#define HK_SRV_MAX_PATH 4096
+
+/* The URL path split at '/': p/len the raw segment (route keywords are matched on it), d the segment
+ * percent-decoded once, at the route entry (hk_srv_dispatch); nothing decodes a segment again. */
 typedef struct seglist {
     const char *p[HK_SRV_MAX_SEGS];
     size_t len[HK_SRV_MAX_SEGS];
+    const char *d[HK_SRV_MAX_SEGS];
     size_t n;
 } seglist;
 
+/* A repo named by a request. Only hk_srv_parse_repo makes one, and only from an id that passed
+ * hk_repo_id_valid part by part ("org/name" or "name": no '/', "..", '%', control characters), so
+ * whatever takes a repo_ref (store paths, upstream URLs, token scopes) takes a checked id. */
 typedef struct repo_ref {
     hk_repo_type type;
-    char *id;       /* decoded repo id */
+    char *id;       /* decoded, checked repo id */
     char *dir;      /* repo folder, NULL when absent */
     size_t next;    /* index of the first segment after the repo id */
 } repo_ref;
+
+typedef enum { REPO_OK, REPO_NONE, REPO_INVALID } repo_parse;
 
 /* ---- http_encode.c -------------------------------------------------------------------------- */
 /* (percent-encoding and JSON strings are the util layer's: util/text.h) */
@@ -135,19 +148,28 @@ enum MHD_Result hk_srv_repo_not_found(struct MHD_Connection *c, req_ctx *ctx);
 /* 404 RevisionNotFound naming the revision as the client sent it; clears the resolve error. */
 enum MHD_Result hk_srv_rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
 enum MHD_Result hk_srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx);
-/* Base URL for links and redirects: --public-url, else http://<Host> when sane, else the bound one. */
-char *hk_srv_base_url(hk_server *srv, struct MHD_Connection *c);
+/* Base URL for links and redirects: --public-url, else "" (the link is relative). Never the request's
+ * Host: a cache in front that keys without it would hand a hostile Host to every later client. */
+char *hk_srv_base_url(hk_server *srv);
+/* 400 "Invalid repo id" / "Invalid revision" (the checked-name refusals every route shares). */
+enum MHD_Result hk_srv_repo_invalid(struct MHD_Connection *c, req_ctx *ctx);
+enum MHD_Result hk_srv_rev_invalid(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
 
 /* ---- http_auth.c ---------------------------------------------------------------------------- */
 typedef enum { AUTH_OK, AUTH_MISSING, AUTH_INVALID } auth_result;
 
-/* "TOKEN" or "TOKEN:org1,org2" → t (freed with hk_srv_token_spec_free, also after a failure). */
+/* "TOKEN", "TOKEN:org1,org2/name" (scopes: namespaces or single repos), and either with ":write"
+ * after (":" alone for every repo: "TOKEN::write") → t (freed with hk_srv_token_spec_free, also after
+ * a failure). Scopes must be valid ids. */
 int hk_srv_token_spec_parse(token_spec *t, const char *spec);
 void hk_srv_token_spec_free(token_spec *t);
 /* The request's bearer token among the configured ones; AUTH_OK with *who NULL when none is needed. */
 auth_result hk_srv_check_token(hk_server *srv, struct MHD_Connection *c, const token_spec **who);
-/* May `who` see the repo "org/name" (its namespace is the part before '/')? */
-bool hk_srv_token_allows(const token_spec *who, const char *repo_id);
+/* May `who` see the repo? The whole checked id is compared with each scope, case-insensitively as the
+ * Hub compares ids: a namespace scope grants "ns/anything", a repo scope that repo only. */
+bool hk_srv_token_allows(const token_spec *who, const repo_ref *repo);
+/* May `who` write (benchmark uploads) to the repo? Needs a write token whose scope allows it. */
+bool hk_srv_token_may_write(const token_spec *who, const repo_ref *repo);
 /* May `who` see namespace `ns` at all? */
 bool hk_srv_token_allows_namespace(const token_spec *who, const char *ns);
 
@@ -156,17 +178,33 @@ bool hk_srv_token_allows_namespace(const token_spec *who, const char *ns);
 enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
                                 const char *method);
 bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit);
+/* A copy of the decoded segment i (NULL when out of memory). */
 char *hk_srv_seg_decode(const seglist *s, size_t i);
-/* Segments [from, n) decoded and '/'-joined into a safe relative path; NULL and *bad if not. */
+/* A branch, tag, "refs/pr/N" or commit id by git's ref-name rules (git check-ref-format) as the Hub
+ * applies them: 1..HK_SRV_MAX_REV bytes of shortest-form UTF-8, no control characters, space,
+ * ~ ^ : ? * [ \ or '%' (left over from double encoding), no "..", "//", "@{", no leading or trailing
+ * '/', no part starting with '.' or ending in ".lock", not ending in '.'. */
+bool hk_srv_rev_valid(const char *rev);
+/* A file path inside a repo: relative, no '.'/'..'/empty parts, no '\', no control characters,
+ * shortest-form UTF-8, at most HK_SRV_MAX_PATH bytes and 255 a part. "" (the repo root) is valid. */
+bool hk_srv_path_valid(const char *path);
+/* Segments [from, n) '/'-joined into a checked path (hk_srv_path_valid); NULL and *bad if not. */
 char *hk_srv_join_path(const seglist *s, size_t from, bool *bad);
-/* A repo id at segment `at` ("org/name" or "name"; `keywords` end a one-part id). */
-bool hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
-                       const char *const *keywords);
+/* A repo id at segment `at` ("org/name" or "name"; `keywords` end a one-part id). REPO_INVALID: the
+ * id is not one the Hub could have (answer 400, never look it up anywhere); REPO_NONE: no id there. */
+repo_parse hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
+                             const char *const *keywords);
 void hk_srv_repo_ref_free(repo_ref *r);
 /* The revision in segments from `at` (one segment, or a raw "refs/pr/1" over several; all the rest
- * when rest_is_rev); *used = segments taken; *rev_out = the revision text, also on failure. */
+ * when rest_is_rev); *used = segments taken; *rev_out = the revision text, also on failure.
+ * HK_ERR_INVALID_ARG when the revision is not a valid name (answer hk_srv_rev_invalid). */
 int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
                             size_t at, bool rest_is_rev);
+/* With --upstream: the revision at `at` (all the rest when rest_is_rev) checked, then brought into
+ * the store (hk_srv_up_prepare). false = go on; true = answered (*ret): 400 for a name that is not a
+ * valid revision (never sent upstream), or the upstream's refusal. */
+bool hk_srv_route_up(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                     size_t at, bool rest_is_rev, enum MHD_Result *ret);
 
 /* ---- http_range.c --------------------------------------------------------------------------- */
 /* Headers every file answer carries: X-Repo-Commit, ETag, Accept-Ranges, X-Linked-* for LFS. */
@@ -213,10 +251,10 @@ enum MHD_Result hk_srv_handle_benchmarks(hk_server *srv, struct MHD_Connection *
                                          const repo_ref *repo, const char *method, const token_spec *who);
 
 /* ---- http_upstream.c ------------------------------------------------------------------------ */
-/* With --upstream: bring the revision in segments [at, at+1) (or [at, n) when rest_is_rev) of repo
+/* With --upstream: bring the checked revision `rev` (hk_srv_rev_valid; the router checks it) of repo
  * into the store before the store resolves it. false = go on; true = answered (*ret). */
-bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
-                       size_t at, bool rest_is_rev, enum MHD_Result *ret);
+bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
+                       enum MHD_Result *ret);
 /* Answer an upstream refusal (404 / 429 / 502 / 503, Retry-After when known). */
 enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit);
 /* The marks of one request combined: stale beats miss beats coalesced beats hit. */

@@ -53,6 +53,9 @@ int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold);
 void hk_store_close(hk_store *s);
 const char *hk_store_root(const hk_store *s);
 
+/* The folder of repo_id in the store, existing or not; NULL (HK_ERR_INVALID_ARG) for an id that
+ * fails hk_repo_id_valid: every repo folder name is made here or by hk_store_repo_dir. */
+char *hk_store_repo_path(const hk_store *s, hk_repo_type type, const char *repo_id);
 /* Repo folder (realpath) if it exists as a directory; NULL otherwise. Caller frees. */
 char *hk_store_repo_dir(const hk_store *s, hk_repo_type type, const char *repo_id);
 /* Branch, tag, "refs/pr/N", "refs/heads/X" or a commit id present in snapshots/ → commit.

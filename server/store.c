@@ -90,9 +90,22 @@ void hk_store_close(hk_store *s) {
 
 const char *hk_store_root(const hk_store *s) { return s->root; }
 
+char *hk_store_repo_path(const hk_store *s, hk_repo_type type, const char *repo_id) {
+    /* the one place a repo folder's name is made: an id that is not a Hub id ("x/../../y", "..")
+     * gets none, so no folder can be named outside the root or with ".." in it */
+    if (!hk_repo_id_valid(repo_id)) {
+        hk__fail(HK_ERR_INVALID_ARG, "invalid repo id");
+        return NULL;
+    }
+    return hk_cache_repo_dir(s->root, type, repo_id);
+}
+
 char *hk_store_repo_dir(const hk_store *s, hk_repo_type type, const char *repo_id) {
-    if (!hk_repo_id_valid(repo_id)) return NULL;
-    char *dir = hk_cache_repo_dir(s->root, type, repo_id);
+    char *dir = hk_store_repo_path(s, type, repo_id);
+    if (!dir) {
+        hk_clear_error();
+        return NULL;
+    }
     if (!dir) return NULL;
     struct stat st;
     /* the repo folder itself must be a real directory, not a link out of the store */

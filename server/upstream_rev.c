@@ -310,8 +310,9 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
         answer(ans, 400, NULL, 0, "Invalid repo id");
         return 1;
     }
-    char *repo_dir = hk_cache_repo_dir(root, repo->type, repo->id);
+    char *repo_dir = hk_store_repo_path(srv->store, repo->type, repo->id); /* checked id: inside the root */
     if (!repo_dir || !*rev) {
+        hk_clear_error();
         free(repo_dir);
         return 0;
     }

@@ -50,7 +50,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (hk_publish(&r, &p)) abort();
     p.branch = "main";
     if (hk_publish(&r, &p)) abort();
-    static const char *tokens[] = {"tok-all", "tok-org:org"};
+    /* read tokens (one scoped) and a write token: uploads are refused to the first two */
+    static const char *tokens[] = {"tok-all", "tok-org:org", "tok-w:org:write"};
     static const char *trusted[] = {"org"};
     hk_serve_config c;
     memset(&c, 0, sizeof c);
@@ -62,7 +63,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     c.n_trusted_orgs = 1;
     /* requests need a token (the seeds carry one): 401/403 and the scoped answers get exercised */
     c.tokens = getenv("HK_FUZZ_SERVER_NO_TOKENS") ? NULL : tokens;
-    c.n_tokens = c.tokens ? 2 : 0;
+    c.n_tokens = c.tokens ? 3 : 0;
     c.max_connections_per_ip = 1000;
     if (hk_server_start(&srv, &c)) abort();
     port = hk_server_port(srv);

@@ -7,6 +7,7 @@ import hashlib
 import os
 import pathlib
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -74,8 +75,14 @@ def lfs_pointer(data: bytes) -> bytes:
 class Server:
     """`hubkern serve --port 0` on loopback; .url is its base URL; stderr goes to .log_lines."""
 
-    def __init__(self, cache, *args, env=None):
-        cmd = [hubkern_bin(), "serve", "--cache", str(cache), "--host", "127.0.0.1", "--port", "0", *map(str, args)]
+    def __init__(self, cache, *args, env=None, public_url=False):
+        port = "0"
+        if public_url:  # links and redirects absolute: the port must be known before the start
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = str(s.getsockname()[1])
+            args = ("--public-url", f"http://127.0.0.1:{port}", *args)
+        cmd = [hubkern_bin(), "serve", "--cache", str(cache), "--host", "127.0.0.1", "--port", port, *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("listening on http://"):

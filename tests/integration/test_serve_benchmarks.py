@@ -1,7 +1,8 @@
 """Benchmark submissions on the mirror: kernels 0.17.2's own upload (kernels/cli/benchmark.py
 submit_benchmark) against `hubkern serve`, stored and listed (GET, `hubkern benchmarks`), and the
-refusals: no token, a token for another namespace, a mirror without tokens, too large, malformed
-JSON, the wrong schema, a path-traversing repo id; nothing is kept of a refused submission.
+refusals: no token, a read-only token, a token for another namespace, a mirror without tokens, too
+large, malformed JSON, the wrong schema, a path-traversing repo id; nothing is kept of a refused
+submission; the per-repo quota evicts the oldest.
 
 `kernels benchmark --upload` itself needs torch (and tabulate) to run the benchmark and exits
 without them, and torch is not installed here; so the upload is driven through the installed
@@ -18,6 +19,7 @@ import re
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -87,7 +89,8 @@ def env(tmp_path_factory):
     store = tmp / "store"
     publish(HUB, "hubkern/rmsnorm", "v1", store)
     publish(HUB, "other/rmsnorm", "v1", store)
-    srv = Server(store, "--trust", "hubkern", "--token", f"{TOKEN}:hubkern", "--token", "other-token:other",
+    srv = Server(store, "--trust", "hubkern", "--token", f"{TOKEN}:hubkern:write", "--token", "other-token:other:write",
+                 "--token", "read-token:hubkern", "--token", "read-all-token",
                  "--benchmark-max-bytes", "65536", "--access-log")
     yield dict(srv=srv, tmp=tmp, store=store, dir=store / "kernels--hubkern--rmsnorm" / "hubkern-benchmarks")
     assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])
@@ -158,7 +161,8 @@ def test_listing_newest_first_with_pages(env):
     page = json.loads(body)
     assert st == 200 and [r["id"] for r in page] == [ids[2], ids[1]]
     nxt = re.match(r"<([^>]+)>; rel=\"next\"", hdr["Link"]).group(1)
-    st, body, hdr = request(nxt)
+    assert nxt.startswith("/api/kernels/hubkern/rmsnorm/benchmarks?")  # relative: no --public-url
+    st, body, hdr = request(urllib.parse.urljoin(url, nxt))
     assert st == 200 and json.loads(body)[0]["id"] == ids[0]
     r = subprocess.run([hubkern_bin(), "benchmarks", "hubkern/rmsnorm", "--limit", "3", "--json"],
                        capture_output=True, text=True, env=clean_env(HF_ENDPOINT=env["srv"].url, HF_TOKEN=TOKEN))
@@ -166,7 +170,7 @@ def test_listing_newest_first_with_pages(env):
     assert request(url + "?limit=0")[0] == 400 and request(url + "?cursor=../x")[0] == 400
 
 
-@pytest.mark.parametrize("case", ["no-token", "bad-token", "other-namespace", "too-large", "malformed", "trailing",
+@pytest.mark.parametrize("case", ["no-token", "bad-token", "read-only-token", "read-all-token", "other-namespace", "too-large", "malformed", "trailing",
                                   "not-json-type", "missing-field", "wrong-type", "unknown-field", "min-gt-max",
                                   "zero-iterations", "traversal", "traversal-encoded", "unknown-repo"])
 def test_refused_and_nothing_kept(env, case):
@@ -176,6 +180,8 @@ def test_refused_and_nothing_kept(env, case):
     args = {
         "no-token": (url, good, None, None, 401, "need a token"),
         "bad-token": (url, good, "wrong", None, 401, "Invalid credentials"),
+        "read-only-token": (url, good, "read-token", None, 403, "read-only"),
+        "read-all-token": (url, good, "read-all-token", None, 403, "read-only"),
         "other-namespace": (url, good, "other-token", None, 403, "may not submit benchmarks for hubkern/rmsnorm"),
         "too-large": (url, json.dumps(payload(400)).encode(), TOKEN, None, 413, "at most 65536 bytes"),
         "malformed": (url, b'{"results": [', TOKEN, None, 400, "Malformed JSON"),
@@ -217,3 +223,53 @@ def test_mirror_without_tokens_refuses_uploads(env, tmp_path):
         assert st == 403 and "started without --token" in json.loads(got)["error"]
         assert request(url)[:2] == (200, b"[]")
     assert not (store / "kernels--hubkern--rmsnorm" / "hubkern-benchmarks").exists()
+
+
+def test_read_tokens_read_benchmarks(env):
+    """B1: reading is not writing. A read token lists (GET) but cannot upload (the refusal cases)."""
+    url = env["srv"].url + "/api/kernels/hubkern/rmsnorm/benchmarks"
+    for tok in ("read-token", "read-all-token"):
+        st, body, _ = request(url, token=tok)
+        assert st == 200 and isinstance(json.loads(body), list), (tok, body)
+
+
+def test_quota_evicts_the_oldest(tmp_path):
+    """B1: 232 uploads were all kept. Now at most --benchmark-quota-count submissions and
+    --benchmark-quota-bytes bytes per repo stay; a new one is stored and the oldest go."""
+    store = tmp_path / "store"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "README.md").write_text("x\n")
+    publish(src, "q/k", "v1", store)
+    publish(src, "q/other", "v1", store)
+    d = store / "kernels--q--k" / "hubkern-benchmarks"
+    with Server(store, "--token", "w:q:write", "--benchmark-quota-count", 3, "--benchmark-max-bytes", 8192,
+                "--access-log") as srv:
+        url = srv.url + "/api/kernels/q/k/benchmarks"
+        ids = []
+        for i in range(7):
+            st, body, _ = request(url, "POST", json.dumps(payload(kernelCommitSha=f"k{i}")).encode(), token="w")
+            assert st == 200, body
+            ids.append(json.loads(body)["id"])
+            assert len(list(d.iterdir())) == min(i + 1, 3)
+        st, body, _ = request(url, token="w")
+        assert [r["id"] for r in json.loads(body)] == ids[:-4:-1]  # the newest three, newest first
+        assert srv.wait_log("oldest evicted")
+        # another repo's records are its own quota
+        st, _, _ = request(srv.url + "/api/kernels/q/other/benchmarks", "POST", json.dumps(payload()).encode(),
+                           token="w")
+        assert st == 200 and len(list(d.iterdir())) == 3
+    # by bytes: each record is ~600 bytes; a 1500-byte quota keeps two
+    one = len(json.dumps(payload(kernelCommitSha="k0"))) + 100
+    with Server(store, "--token", "w:q:write", "--benchmark-max-bytes", 1024, "--benchmark-quota-bytes", 2 * one + 50) as srv:
+        url = srv.url + "/api/kernels/q/k/benchmarks"
+        for i in range(4):
+            st, body, _ = request(url, "POST", json.dumps(payload(kernelCommitSha=f"b{i}")).encode(), token="w")
+            assert st == 200, body
+        kept = [json.loads(p.read_text())["kernelCommitSha"] for p in sorted(d.iterdir())]
+        assert kept == ["b2", "b3"], kept
+        assert sum(p.stat().st_size for p in d.iterdir()) <= 2 * one + 50
+    # a quota below the largest accepted submission is refused at start
+    r = subprocess.run([hubkern_bin(), "serve", "--cache", str(store), "--port", "0", "--benchmark-max-bytes", "4096",
+                        "--benchmark-quota-bytes", "1000"], capture_output=True, text=True, timeout=20)
+    assert r.returncode != 0 and "below the largest submission" in r.stderr, r.stderr

@@ -72,7 +72,8 @@ def env(tmp_path_factory):
     pr = store / "kernels--hubkern-test--rmsnorm" / "refs" / "refs" / "pr"
     pr.mkdir(parents=True)
     (pr / "1").write_text(c2)
-    srv = Server(store, "--page-size", PAGE, "--trust", "hubkern-test", "--lfs-threshold", LFS_THRESHOLD, "--access-log")
+    srv = Server(store, "--page-size", PAGE, "--trust", "hubkern-test", "--lfs-threshold", LFS_THRESHOLD, "--access-log",
+                 public_url=True)  # huggingface_hub follows only absolute next-page Links
     hf_home = tmp / "hf_home"
     os.environ.update(
         HF_ENDPOINT=srv.url,
@@ -321,7 +322,7 @@ def test_serves_a_cache_python_filled(env, tmp_path):
     hf = env["hf"]
     pycache = env["tmp"] / "cache-py-store"
     hf.snapshot_download(REPO, repo_type="kernel", revision="v1", cache_dir=pycache)
-    with Server(pycache, "--page-size", 5) as srv2:
+    with Server(pycache, "--page-size", 5, public_url=True) as srv2:
         api = hf.HfApi(endpoint=srv2.url)
         assert {b.name: b.target_commit for b in api.list_repo_refs(REPO, repo_type="kernel").branches} == {
             "v1": env["c1"]

@@ -145,9 +145,9 @@ def test_traversal_encodings(env):
         # double encoding is decoded once: "%2e%2e" is then a plain (absent) file name, not a dot segment
         "%252e%252e/%252e%252e/%252e%252e/%252e%252e/secret.txt": 404,
         "%252e%252e%252f%252e%252e%252fsecret.txt": 404,
-        # overlong UTF-8 for '.' and '/' are bytes, not dots: absent names
-        "%c0%ae%c0%ae/%c0%ae%c0%ae/secret.txt": 404,
-        "..%c0%af..%c0%afsecret.txt": 404,
+        # overlong UTF-8 for '.' and '/' is no name the Hub could hold: refused, not looked up
+        "%c0%ae%c0%ae/%c0%ae%c0%ae/secret.txt": 400,
+        "..%c0%af..%c0%afsecret.txt": 400,
         # a link inside the snapshot that leads out of the repo folder
         "evil-rel.txt": 404,
     }
@@ -157,17 +157,17 @@ def test_traversal_encodings(env):
         assert SECRET not in body
     # revisions, repo ids and tree paths that try to climb out
     for path, want in {
-        f"/kernels/{REPO}/resolve/..%2F..%2F..%2Fv1/README.md": 404,
-        f"/kernels/{REPO}/resolve/%2e%2e/README.md": 404,
-        "/kernels/..%2F..%2F..%2Ftmp/x/resolve/v1/secret.txt": 404,
-        "/kernels/%2e%2e/%2e%2e/resolve/v1/secret.txt": 404,
-        "/api/kernels/org-a/..%2Fk/refs": 404,
-        "/api/kernels/%2e%2e/%2e%2e/refs": 404,
+        f"/kernels/{REPO}/resolve/..%2F..%2F..%2Fv1/README.md": 400,
+        f"/kernels/{REPO}/resolve/%2e%2e/README.md": 400,
+        "/kernels/..%2F..%2F..%2Ftmp/x/resolve/v1/secret.txt": 400,
+        "/kernels/%2e%2e/%2e%2e/resolve/v1/secret.txt": 400,
+        "/api/kernels/org-a/..%2Fk/refs": 400,
+        "/api/kernels/%2e%2e/%2e%2e/refs": 400,
         f"/api/kernels/{REPO}/tree/v1/%2e%2e/%2e%2e": 400,
         f"/api/kernels/{REPO}/tree/v1/..%5c..": 400,
         f"/api/kernels/{REPO}/tree/v1/build%00": 400,
         "/lfs/kernels/org-a/k/..%2F..%2Fsecret.txt?commit=" + "0" * 40 + "&sig=" + "0" * 64: 403,
-        "/lfs/kernels/%2e%2e/%2e%2e/" + "0" * 64: 404,
+        "/lfs/kernels/%2e%2e/%2e%2e/" + "0" * 64: 400,
     }.items():
         st, h, body = request(url, "GET", path)
         assert st == want, (path, st, body)
@@ -192,6 +192,114 @@ def test_traversal_encodings(env):
         ans = raw(url, line + b"Host: x\r\nConnection: close\r\n\r\n")
         assert status_of(ans) in (400, 404), (line, ans[:300])
         assert SECRET not in ans
+
+
+# ---- checked names on every route (issue 21, U1) ---------------------------------------------------
+# Repo ids, revisions and paths that name something else once decoded: an encoded '/' in any case,
+# double encoding (a '%' left after one decode), backslash, NUL, overlong UTF-8, control characters,
+# mixed case, over-long parts. Each must be refused with 400 on every route, on a mirror of its own
+# store and on a pull-through edge, and the edge must never pass one upstream.
+HOSTILE_REPOS = [
+    "org/x%2F..%2F..%2Fother%2Fsecret", "org/x%2f..%2f..%2fother%2fsecret", "ORG/x%2F..%2F..%2FOther%2Fsecret",
+    "org/x%252F..%252F..%252Fother%252Fsecret", "org/x%5C..%5C..%5Cother%5Csecret", "org/x%5c..%5cother",
+    "org/%2e%2e", "org/%2E%2E", "%2e%2e/other", "org/x%C0%AF..%C0%AFother", "org/x%C0%AE%C0%AE",
+    "org/x%0Ax", "org/x%7F", "org/x%20y", "org/x%2F", "org/.x", "org/x--y", "org/" + "a" * 97,
+    "org/x..y", "org%2Fx/y",
+]
+HOSTILE_REVS = [
+    "..%2F..%2F..%2Fother%2Fsecret", "..%2f..", "%2e%2e", "%2E%2E%2Fmain", "main%252F..%252F..",
+    "ma%5Cin", "%2Fmain", "main%2F", "main%2F%2Fx", "ma%C0%AFin", "%C0%AE%C0%AE", "main.lock", "x%2F.hidden",
+    "main%20x", "ma~in", "ma%3Ain", "main%40%7B1%7D", "main.", "v" * 300,
+]
+BAD_ESCAPES = ["org/x%00", "org/x%zz", "org/x%2"]
+
+
+def hostile_requests(repo_ok, rev_ok):
+    """(method, path, body) for every route with one hostile name in it."""
+    def routes(r, rev, path="README.md"):
+        yield "GET", f"/api/kernels/{r}", None
+        yield "GET", f"/api/kernels/{r}/revision/{rev}", None
+        yield "GET", f"/api/kernels/{r}/tree/{rev}", None
+        yield "GET", f"/api/kernels/{r}/tree/{rev}/{path}", None
+        yield "GET", f"/api/kernels/{r}/refs", None
+        yield "POST", f"/api/kernels/{r}/paths-info/{rev}", "paths=README.md"
+        yield "GET", f"/api/kernels/{r}/benchmarks", None
+        yield "POST", f"/api/kernels/{r}/benchmarks", "{}"
+        yield "GET", f"/kernels/{r}/resolve/{rev}/{path}", None
+        yield "HEAD", f"/kernels/{r}/resolve/{rev}/{path}", None
+        yield "GET", f"/lfs/kernels/{r}/{'0' * 64}?commit={'0' * 40}&sig={'0' * 64}", None
+    for r in HOSTILE_REPOS + BAD_ESCAPES:
+        for m, p, b in routes(r, rev_ok):
+            yield "repo", r, m, p, b
+    for rev in HOSTILE_REVS:
+        for m, p, b in list(routes(repo_ok, rev))[1:4] + list(routes(repo_ok, rev))[5:6] + \
+                list(routes(repo_ok, rev))[8:10]:
+            yield "rev", rev, m, p, b
+    for path in ("%2e%2e/%2e%2e/secret", "..%2F..%2Fsecret", "a%5Cb", "a//b", "a/./b", "%C0%AE%C0%AE/x",
+                 "a%0Ab", "x" * 300, "%2Fetc%2Fpasswd"):
+        for m, p, b in list(routes(repo_ok, rev_ok, path))[3:4] + list(routes(repo_ok, rev_ok, path))[8:10]:
+            yield "path", path, m, p, b
+
+
+def assert_all_refused(url, repo_ok, rev_ok, token=None):
+    h = {"Authorization": f"Bearer {token}"} if token else {}
+    wrong = []
+    for kind, name, method, path, body in hostile_requests(repo_ok, rev_ok):
+        hh = dict(h)
+        if method == "POST":
+            hh["Content-Type"] = "application/json" if path.endswith("benchmarks") else \
+                "application/x-www-form-urlencoded"
+        st, headers, data = request(url, method, path, headers=hh, body=body)
+        if st != 400 or any(s in data for s in (SECRET, b"other secret", b"org-b only", b"rfilename", b'"oid"')):
+            wrong.append((kind, name, method, path, st, data[:120]))
+    assert wrong == [], "\n".join(map(str, wrong[:30])) + f"\n({len(wrong)} wrong)"
+
+
+def test_unchecked_names_refused_on_every_route(env):
+    assert_all_refused(env["srv"].url, REPO, "v1")
+
+
+def test_edge_never_sends_an_unchecked_name_upstream(env, tmp_path):
+    """U1: a token scoped to `org` read other/secret through the edge's upstream by an encoded '/'
+    in the repo id (decoded, never checked, pasted into the upstream URL where libcurl removed the
+    dot segments); the revision route left kernels--org--x--..--..--other--secret folders."""
+    origin_store, edge_store = tmp_path / "origin", tmp_path / "edge"
+    for repo, text in (("org/x", b"org x\n"), ("other/secret", b"other secret\n")):
+        src = tmp_path / repo.replace("/", "-")
+        src.mkdir()
+        (src / "README.md").write_bytes(text)
+        publish(src, repo, "main", origin_store)
+    edge_store.mkdir()
+    with Server(origin_store, "--access-log") as origin, \
+            Server(edge_store, "--upstream", origin.url, "--token", "org-token:org", "--access-log") as edge:
+        tok = {"Authorization": "Bearer org-token"}
+        # the scope itself: org/x yes, other/secret no
+        assert request(edge.url, "GET", "/kernels/org/x/resolve/main/README.md", headers=tok)[2] == b"org x\n"
+        assert request(edge.url, "GET", "/api/kernels/other/secret/tree/main", headers=tok)[0] == 403
+        # the reported attack, by name, then the class: every route, every trick. What the upstream
+        # was asked and what the edge wrote are checked before the statuses (they are the leak).
+        answers = [(path, *request(edge.url, "GET", path, headers=tok)) for path in (
+            "/api/kernels/org/x%2F..%2F..%2Fother%2Fsecret/revision/main",
+            "/api/kernels/org/x%2F..%2F..%2Fother%2Fsecret/tree/main",
+            "/kernels/org/x%2F..%2F..%2Fother%2Fsecret/resolve/main/README.md")]
+        overviews = {}  # the overview pass-through: such a namespace is unknown, and never asked upstream
+        for org in ("..%2Fother", "%2e%2e", "org%2F..%2Fother", "org%252F..%252Fother", "org%5C..%5Cother",
+                    "org%00", "org%C0%AF..", "Other"):
+            overviews[org] = request(edge.url, "GET", f"/api/organizations/{org}/overview", headers=tok)[0]
+        try:
+            assert_all_refused(edge.url, "org/x", "main", token="org-token")
+            refused = None
+        except AssertionError as e:
+            refused = e
+        upstream_asked = [ln for ln in origin.log_lines if " access " in ln]
+        leaked = [ln for ln in upstream_asked if "secret" in ln or "/.." in ln or "%2F.." in ln or "%5C" in ln]
+        assert leaked == [], "the edge passed unchecked names upstream:\n" + "\n".join(leaked[:20])
+        made = [str(p.relative_to(edge_store)) for p in edge_store.rglob("*")]
+        assert not [m for m in made if ".." in m or "secret" in m or "%" in m], made
+        for path, st, _, body in answers:
+            assert st == 400 and b"other secret" not in body and b"README" not in body, (path, st, body)
+        assert refused is None, refused
+        assert all(st in (400, 404) for st in overviews.values()), overviews
 
 
 # ---- floods ----------------------------------------------------------------------------------------
@@ -323,6 +431,17 @@ def test_token_scopes(env):
         st, _, _ = get("/lfs/kernels/org-b/private/" + "0" * 64 + "?commit=" + "0" * 40 + "&sig=" + "0" * 64,
                        "full-token")
         assert st == 403
+    # a scope is compared with the whole checked id, case-insensitively as the Hub compares ids; a
+    # scope may name one repo
+    with Server(store, "--token", "upper:ORG-A", "--token", "one:org-b/private") as srv:
+        def code(path, token):
+            return request(srv.url, "GET", path, headers={"Authorization": f"Bearer {token}"})[0]
+        assert code(f"/kernels/{REPO}/resolve/v1/README.md", "upper") == 200
+        assert code("/kernels/org-b/private/resolve/v1/README.md", "upper") == 403
+        assert code("/kernels/org-b/private/resolve/v1/README.md", "one") == 200
+        assert code("/api/kernels/ORG-B/PRIVATE/refs", "one") == 404  # granted, but no such folder
+        assert code(f"/kernels/{REPO}/resolve/v1/README.md", "one") == 403
+        assert code("/api/kernels/org-b/private%2F..%2F..%2Forg-a%2Fk/refs", "one") == 400
 
 
 # ---- slowloris -------------------------------------------------------------------------------------

@@ -6,12 +6,18 @@ edge's access log. Both waves get verified bytes. The nginx configuration is the
 shows for a fleet (plain HTTP on loopback here; TLS as in test_http2_tls.py)."""
 import collections
 import grp
+import hashlib
+import http.client
 import os
+import pathlib
 import pwd
 import re
 import subprocess
 import sys
+import textwrap
+import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -24,9 +30,12 @@ V = "tvm-ffi01-cpu-x86_64-linux"
 REPO = "org/cached"
 COMMIT_RE = re.compile(r'"(?:GET|HEAD) [^"]*(?:/resolve/[0-9a-f]{40}/|/tree/[0-9a-f]{40}|/revision/[0-9a-f]{40}|/lfs/)')
 
-# The tested configuration (docs/serve.md, "nginx in front"): {d} the work directory, {port} nginx's,
-# {edge} the edge mirror's host:port.
-NGINX_CONF = """\
+# The tested configuration is docs/nginx-fleet.conf itself (docs/serve.md quotes it): only the cache
+# path, the edge's address and the listen line are replaced, each of which must occur exactly once.
+# The wrapper around it is what an unprivileged nginx needs ({d} the work directory).
+SRC = pathlib.Path(__file__).resolve().parents[2]
+FLEET_CONF = SRC / "docs" / "nginx-fleet.conf"
+NGINX_MAIN = """\
 worker_processes 1;
 daemon off;
 pid {d}/nginx.pid;
@@ -40,29 +49,25 @@ http {{
     scgi_temp_path {d}/tmp/scgi;
     log_format hk '$request_method $request_uri $status $upstream_cache_status';
     access_log {d}/access.log hk;
-    proxy_cache_path {d}/cache levels=1:2 keys_zone=hubkern:10m max_size=50g inactive=30d use_temp_path=off;
-    upstream hub_edge {{
-        server {edge};
-        keepalive 16;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://hub_edge;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $http_host;
-            proxy_cache hubkern;
-            proxy_cache_lock on;                 # concurrent misses of one URL: one request to the edge
-            proxy_cache_lock_timeout 300s;
-            proxy_cache_use_stale error timeout updating http_500 http_502 http_503 http_504;
-            proxy_cache_revalidate on;           # expired branch answers: If-None-Match to the edge
-            proxy_read_timeout 300s;
-            add_header X-Cache-Status $upstream_cache_status;
-        }}
-    }}
+    include {d}/fleet.conf;
 }}
 """
+
+
+def fleet_conf(d, port, edge):
+    text = FLEET_CONF.read_text()
+    for old, new in (("/var/cache/nginx/hubkern", f"{d}/cache"), ("server 127.0.0.1:8080;", f"server {edge};"),
+                     ("listen 80;", f"listen 127.0.0.1:{port};")):
+        assert text.count(old) == 1, (old, "docs/nginx-fleet.conf changed: adapt the test's substitutions")
+        text = text.replace(old, new)
+    return text
+
+
+def test_docs_quote_the_tested_file():
+    md = (SRC / "docs" / "serve.md").read_text()
+    blocks = re.findall(r"```nginx\n(.*?)```", md, re.S)
+    want = FLEET_CONF.read_text()
+    assert any(textwrap.dedent(b) == want for b in blocks), "docs/serve.md must quote docs/nginx-fleet.conf verbatim"
 
 
 def clean_env(**kw):
@@ -70,6 +75,34 @@ def clean_env(**kw):
     e.update({"HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HUBKERN_RETRY_BASE_MS": "20"})
     e.update(kw)
     return e
+
+
+def start_nginx(nginx, d, port, edge_url):
+    """nginx running docs/nginx-fleet.conf in front of edge_url, on 127.0.0.1:port, answering."""
+    os.makedirs(os.path.join(d, "tmp"))
+    with open(os.path.join(d, "fleet.conf"), "w") as fh:
+        fh.write(fleet_conf(d, port, edge_url.split("://", 1)[1]))
+    conf = NGINX_MAIN.format(d=d)
+    if os.geteuid() == 0:  # workers would drop to nobody, who cannot read the pytest tmp dir
+        conf = f"user {pwd.getpwuid(0).pw_name} {grp.getgrgid(0).gr_name};\n" + conf
+    with open(os.path.join(d, "nginx.conf"), "w") as fh:
+        fh.write(conf)
+    ngx = subprocess.Popen([nginx, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-e", os.path.join(d, "error.log")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url + "/api/agent-harnesses", timeout=2).read()
+            break
+        except OSError:
+            assert ngx.poll() is None, ngx.stderr.read()
+            time.sleep(0.05)
+    return ngx
+
+
+def stop_nginx(ngx):
+    ngx.terminate()
+    ngx.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -85,32 +118,138 @@ def chain(tmp_path_factory):
     make_variant(str(base / "src"), V, files)
     commit = publish(str(base / "src"), REPO, "v1", str(store), ["--lfs-threshold", "100000"]).strip()
     origin = Server(store, "--trust", "org", "--access-log")
-    edge = Server(edge_store, "--upstream", origin.url, "--access-log", "--max-connections-per-ip", "512")
-    d = str(base / "nginx")
-    os.makedirs(os.path.join(d, "tmp"))
     port = free_port()
-    conf = NGINX_CONF.format(d=d, port=port, edge=edge.url.split("://", 1)[1])
-    if os.geteuid() == 0:  # workers would drop to nobody, who cannot read the pytest tmp dir
-        conf = f"user {pwd.getpwuid(0).pw_name} {grp.getgrgid(0).gr_name};\n" + conf
-    with open(os.path.join(d, "nginx.conf"), "w") as fh:
-        fh.write(conf)
-    ngx = subprocess.Popen([nginx, "-p", d, "-c", os.path.join(d, "nginx.conf"), "-e", os.path.join(d, "error.log")],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # the fleet's edge as docs/serve.md starts it: --public-url names nginx as clients reach it;
+    # --lfs-302 and small pages so that cached answers carry a Location and Links
+    edge = Server(edge_store, "--upstream", origin.url, "--access-log", "--max-connections-per-ip", "512",
+                  "--public-url", f"http://127.0.0.1:{port}", "--lfs-302", "--page-size", "3")
+    d = str(base / "nginx")
+    ngx = start_nginx(nginx, d, port, edge.url)
     try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(url + "/api/agent-harnesses", timeout=2).read()
-                break
-            except OSError:
-                assert ngx.poll() is None, ngx.stderr.read()
-                time.sleep(0.05)
-        yield {"url": url, "edge": edge, "origin": origin, "commit": commit, "files": files, "d": d}
+        yield {"url": f"http://127.0.0.1:{port}", "edge": edge, "origin": origin, "commit": commit, "files": files,
+               "d": d, "port": port, "nginx": nginx, "base": base}
     finally:
-        ngx.terminate()
-        ngx.wait(timeout=10)
+        stop_nginx(ngx)
         edge.stop()
         origin.stop()
+
+
+class Attacker:
+    """The host a poisoned Link or Location would send clients to: records every request."""
+
+    def __init__(self):
+        import http.server
+
+        seen = self.seen = []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append((self.command, self.path, self.headers.get("Authorization")))
+                body = b"[]" if "/api/" in self.path else b"attacker bytes"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_HEAD = do_GET
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.host = f"127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+
+
+def get(url, path, host=None, method="GET"):
+    h, p = url.split("//", 1)[1].split(":")
+    conn = http.client.HTTPConnection(h, int(p), timeout=30)
+    conn.request(method, path, headers={"Host": host} if host else {})
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}
+
+
+def poison_and_check(url, commit, attacker, nginx_origin):
+    """Hostile-Host requests for every URL shape that carries a Link or a Location, then the same
+    URLs as an honest client: what nginx answers from its cache must not name the attacker."""
+    paths = [f"/api/kernels/{REPO}/tree/{commit}{q}" for q in
+             ("?recursive=true&expand=false", "?recursive=True&expand=False", "?recursive=true", "")]
+    paths += [f"/api/kernels/{REPO}/tree/{commit}/build/{V}?recursive=false&expand=false",
+              f"/api/kernels/{REPO}/tree/v1?recursive=true&expand=false",
+              f"/kernels/{REPO}/resolve/{commit}/build/{V}/_k.so", f"/kernels/{REPO}/resolve/v1/build/{V}/_k.so"]
+    for path in paths:
+        for method in ("GET", "HEAD"):
+            get(url, path, host=attacker.host, method=method)
+    cached, bad = 0, []
+    for path in paths:
+        st, h = get(url, path)
+        cached += h.get("x-cache-status") == "HIT"
+        for name in ("link", "location"):
+            v = h.get(name, "")
+            target = v[1:v.index(">")] if name == "link" and v else v
+            if target and not (target.startswith("/") or target.startswith(nginx_origin + "/")):
+                bad.append((path, name, v))
+    assert bad == [], bad
+    assert cached >= len(paths) - 1, cached  # the hostile answers were cached: they are what clients get
+
+
+def hf_client(url, commit, cache, token):
+    """huggingface_hub through nginx: a listing followed page by page, and the LFS file (302)."""
+    code = ("from huggingface_hub import HfApi, hf_hub_download;"
+            f"api = HfApi(endpoint={url!r}, token={token!r});"
+            f"n = len(list(api.list_repo_tree({REPO!r}, repo_type='kernel', revision={commit!r}, recursive=True)));"
+            f"p = hf_hub_download({REPO!r}, 'build/{V}/_k.so', repo_type='kernel', revision={commit!r},"
+            f" endpoint={url!r}, token={token!r}, cache_dir={str(cache)!r});"
+            "import hashlib; print(n, hashlib.sha256(open(p, 'rb').read()).hexdigest())")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=clean_env(HF_ENDPOINT=url))
+
+
+def test_hostile_host_cannot_poison_links_or_redirects(chain, tmp_path):
+    """S1/S1b: a request with a hostile Host used to be answered with a Link and a --lfs-302
+    Location naming that host, which nginx (key without Host) then served to every client:
+    huggingface_hub sent its bearer token there, and downloaded the attacker's bytes."""
+    attacker = Attacker()
+    try:
+        # the documented fleet edge (--public-url): links name nginx whatever the Host
+        poison_and_check(chain["url"], chain["commit"], attacker, chain["url"])
+        for token in ("hf_client_secret", False):
+            r = hf_client(chain["url"], chain["commit"], tmp_path / f"hf-{bool(token)}", token)
+            assert r.returncode == 0, r.stderr[-3000:]
+            n, digest = r.stdout.split()
+            assert int(n) > len(chain["files"]) and digest == hashlib.sha256(chain["files"]["_k.so"]).hexdigest()
+        # an edge without --public-url behind the same configuration: links and redirects relative
+        port = free_port()
+        edge = Server(chain["base"] / "edge", "--upstream", chain["origin"].url, "--access-log", "--lfs-302",
+                      "--page-size", "3", "--max-connections-per-ip", "512")
+        ngx = start_nginx(chain["nginx"], str(tmp_path / "nginx2"), port, edge.url)
+        url2 = f"http://127.0.0.1:{port}"
+        try:
+            poison_and_check(url2, chain["commit"], attacker, url2)
+            # hubkern's client follows relative Links and Locations
+            cache = tmp_path / "hk"
+            p = subprocess.run([os.environ["HUBKERN_BIN"], "pull", REPO, "--version", "1", "--variant", V,
+                                "--endpoint", url2, "--cache", str(cache)], capture_output=True, text=True,
+                               env=clean_env(HF_TOKEN="hk_client_secret"), timeout=120)
+            assert p.returncode == 0, p.stderr
+            snap = cache / "kernels--org--cached" / "snapshots" / chain["commit"] / "build" / V
+            assert (snap / "_k.so").read_bytes() == chain["files"]["_k.so"]
+            # huggingface_hub follows the relative Location (urljoin), not a relative Link: its
+            # listing fails with a clear error and nothing reaches another host
+            r = hf_client(url2, chain["commit"], tmp_path / "hf2", "hf_client_secret")
+            assert "missing an 'http://' or 'https://' protocol" in r.stderr, r.stderr[-2000:]
+        finally:
+            stop_nginx(ngx)
+            edge.stop()
+        assert attacker.seen == [], attacker.seen  # no client, no token, ever reached the attacker
+    finally:
+        attacker.close()
 
 
 def edge_lines(chain):
@@ -176,3 +315,31 @@ def test_second_wave_is_served_by_nginx_without_the_edge(chain, tmp_path):
     blobs = [line for line in chain["origin"].log_lines if " access " in line and "/resolve/" in line and "GET" in line]
     paths = [re.search(r'"GET ([^"]+)"', line).group(1) for line in blobs]
     assert len(paths) == len(set(paths)), "\n".join(blobs)
+
+
+def test_answers_that_depend_on_the_token_are_not_cached(chain, tmp_path):
+    """With --token the edge's answers are `private` (Vary: Authorization): nginx as configured
+    stores none, so a client without the token never gets what one with it was answered."""
+    port = free_port()
+    edge = Server(chain["base"] / "edge", "--upstream", chain["origin"].url, "--token", "tok:org",
+                  "--public-url", f"http://127.0.0.1:{port}", "--max-connections-per-ip", "512")
+    ngx = start_nginx(chain["nginx"], str(tmp_path / "nginx3"), port, edge.url)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        paths = [f"/kernels/{REPO}/resolve/{chain['commit']}/build/{V}/_ops.py",
+                 f"/api/kernels/{REPO}/tree/{chain['commit']}?recursive=true", f"/api/kernels/{REPO}/refs"]
+        for path in paths:
+            for _ in range(2):
+                req = urllib.request.Request(url + path, headers={"Authorization": "Bearer tok"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    assert r.status == 200 and r.headers.get("X-Cache-Status") != "HIT", path
+                    assert r.headers["Cache-Control"].startswith("private"), r.headers["Cache-Control"]
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                try:
+                    urllib.request.urlopen(urllib.request.Request(url + path, headers=headers), timeout=30)
+                    raise AssertionError(f"{path} answered without the token")
+                except urllib.error.HTTPError as e:
+                    assert e.code == 401 and e.headers.get("X-Cache-Status") != "HIT", (path, e.code)
+    finally:
+        stop_nginx(ngx)
+        edge.stop()

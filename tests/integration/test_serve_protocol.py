@@ -91,13 +91,13 @@ def test_traversal_and_odd_encodings_refused(env):
     ]:
         st, h, body = request(url, "GET", base + path)
         assert st == 400, (path, st, body)
-    # a revision or repo id that tries to climb out
+    # a revision or repo id that tries to climb out is no valid name: 400, never looked up
     st, h, _ = request(url, "GET", f"/kernels/{REPO}/resolve/..%2F..%2Fv1/README.md")
-    assert st == 404 and h["x-error-code"] == "RevisionNotFound"
+    assert st == 400 and h["x-error-message"].startswith("Invalid revision")
     st, h, _ = request(url, "GET", "/kernels/..%2F..%2Fetc/x/resolve/v1/README.md")
-    assert st == 404
+    assert st == 400 and h["x-error-message"].startswith("Invalid repo id")
     st, h, _ = request(url, "GET", "/api/kernels/hubkern-proto/..%2Fk/refs")
-    assert st == 404 and h["x-error-code"] == "RepoNotFound"
+    assert st == 400 and h["x-error-message"].startswith("Invalid repo id")
     # links in a snapshot that lead out of the repo folder are not files of the repo
     for name in ("evil-abs.txt", "evil-rel.txt", "evil-dir/secret.txt"):
         st, h, body = request(url, "GET", f"/kernels/{REPO}/resolve/{env['c1']}/{name}")
@@ -164,12 +164,16 @@ def test_revisions_raw_and_encoded(env):
     assert json.loads(body)["sha"] == env["c2"]
 
 
-def test_link_pagination_uses_the_mirrors_host(env):
+def test_links_are_relative_never_from_the_host_header(env, tmp_path):
+    """S1: without --public-url the next-page Link was built from the request's Host, so a cache in
+    front keyed without Host handed an attacker's host to every later client (and huggingface_hub
+    sent its token there). Now it is relative whatever the Host; with --public-url it names that."""
     url = env["srv"].url
-    st, h, body = request(url, "GET", f"/api/kernels/{REPO}/tree/v1?recursive=true", {"Host": "mirror.internal:8443"})
-    assert st == 200 and len(json.loads(body)) == 4
-    link = h["link"]
-    assert link.startswith(f"<http://mirror.internal:8443/api/kernels/{REPO}/tree/{env['c2']}?") and 'rel="next"' in link
+    for host in ("mirror.internal:8443", "attacker.example", "evil.example:1@x", "127.0.0.1:1"):
+        st, h, body = request(url, "GET", f"/api/kernels/{REPO}/tree/v1?recursive=true", {"Host": host})
+        assert st == 200 and len(json.loads(body)) == 4
+        link = h["link"]
+        assert link.startswith(f"</api/kernels/{REPO}/tree/{env['c2']}?") and 'rel="next"' in link, (host, link)
     # follow every page on the real address
     seen, nxt = [], f"/api/kernels/{REPO}/tree/v1?recursive=true"
     while nxt:
@@ -183,6 +187,39 @@ def test_link_pagination_uses_the_mirrors_host(env):
     assert len(seen) == len(set(seen)) == len(env["files"]) + 3  # + build, build/torch-cpu, data
     st, h, _ = request(url, "GET", f"/api/kernels/{REPO}/tree/v1?cursor=x")
     assert st == 400
+    # --public-url: absolute, from it, whatever the Host
+    with Server(env["store"], "--page-size", 4, "--public-url", "https://hub.example.org/") as srv:
+        st, h, _ = request(srv.url, "GET", f"/api/kernels/{REPO}/tree/v1?recursive=true", {"Host": "attacker.example"})
+        assert h["link"].startswith(f"<https://hub.example.org/api/kernels/{REPO}/tree/{env['c2']}?"), h["link"]
+    # --public-url is written into headers as given: only an absolute http(s) URL on one line
+    for bad in ("hub.example.org", "javascript:alert(1)", "http://a b", "http://a\r\nX-Evil: 1", "ftp://x"):
+        r = subprocess.run([hubkern_bin(), "serve", "--cache", str(env["store"]), "--port", "0", "--public-url", bad],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode != 0 and "give an absolute http:// or https:// URL" in r.stderr, (bad, r.stderr)
+    # without --public-url and --page-size a listing is one page: huggingface_hub cannot follow a
+    # relative Link (httpx2: "Request URL is missing an 'http://' or 'https://' protocol")
+    with Server(env["store"]) as srv:
+        st, h, body = request(srv.url, "GET", f"/api/kernels/{REPO}/tree/v1?recursive=true")
+        assert st == 200 and "link" not in h and len(json.loads(body)) == len(env["files"]) + 3
+        api = env["hf"].HfApi(endpoint=srv.url)
+        assert len(list(api.list_repo_tree(REPO, repo_type="kernel", revision="v1", recursive=True))) == \
+            len(env["files"]) + 3
+    with pytest.raises(Exception, match="missing an 'http://' or 'https://' protocol"):
+        list(env["hf"].HfApi(endpoint=url).list_repo_tree(REPO, repo_type="kernel", revision="v1", recursive=True))
+    # hubkern's own client resolves a relative Link against the page it came from: a pull over 2-entry pages
+    src = tmp_path / "src" / "build" / "torch-cpu"
+    src.mkdir(parents=True)
+    (src / "metadata.json").write_text('{"version": 1}\n')
+    for i in range(5):
+        (src / f"f{i}.py").write_text(f"x = {i}\n")
+    publish(tmp_path / "src", "org/paged", "v1", tmp_path / "store")
+    with Server(tmp_path / "store", "--page-size", 2, "--trust", "org", "--access-log") as srv:
+        r = subprocess.run([hubkern_bin(), "pull", "org/paged", "--version", "1", "--variant", "torch-cpu",
+                            "--endpoint", srv.url, "--cache", str(tmp_path / "c")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert sum('"GET /api/kernels/org/paged/tree/' in ln for ln in srv.log_lines) >= 4
+    snap = next((tmp_path / "c" / "kernels--org--paged" / "snapshots").iterdir()) / "build" / "torch-cpu"
+    assert sorted(p.name for p in snap.iterdir()) == ["f0.py", "f1.py", "f2.py", "f3.py", "f4.py", "metadata.json"]
 
 
 def test_tokens_401_403_from_python(env):
@@ -224,9 +261,12 @@ def test_lfs_302_same_host_followed(env, tmp_path):
         assert st == 302 and h["x-repo-commit"] == env["c2"] and h["x-linked-size"] == str(len(data))
         assert h["x-linked-etag"] == '"%s"' % hashlib.sha256(data).hexdigest()
         loc = h["location"]
-        assert loc.startswith(srv.url + f"/lfs/kernels/{REPO}/")
+        assert loc.startswith(f"/lfs/kernels/{REPO}/")  # relative: never built from the Host (S1b)
+        st, h2, _ = request(srv.url, "HEAD", f"/kernels/{REPO}/resolve/v1/build/torch-cpu/lib.so",
+                            {"Authorization": "Bearer t0k", "Host": "attacker.example"})
+        assert st == 302 and h2["location"] == loc
         # the signed blob URL needs no token; a tampered one is refused
-        path = loc[len(srv.url):]
+        path = loc
         st, h, body = request(srv.url, "GET", path)
         assert st == 200 and body == data and h["x-repo-commit"] == env["c2"]
         st, h, body = request(srv.url, "GET", path[:-1] + ("0" if path[-1] != "0" else "1"))

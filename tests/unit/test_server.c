@@ -5,6 +5,7 @@
 #include "cache/cache.h"
 #include "internal.h"
 #include "server/server.h"
+#include "server/srv_http.h"
 #include "server/srv_internal.h"
 #include "server/srv_upstream.h"
 
@@ -458,10 +459,82 @@ static void test_up_edge_in_process(const char *dir) {
     free(edge_store);
 }
 
+/* Issue 21 U1: the checked-name rules the router applies to every route, and token scopes that take
+ * the whole checked id (an "org/x/../../other/secret" id was granted by a token scoped to "org"). */
+static void test_checked_names(void) {
+    static const char *const good_revs[] = {"main", "v1", "refs/pr/1", "refs/heads/v1", "release-2.0",
+                                            "643abb7cfe2358bdc180b8e8d81d1618c1aeaa61", "caf\xc3\xa9", "a/b.c"};
+    static const char *const bad_revs[] = {"", "..", "../main", "a/../b", "/main", "main/", "a//b", ".hidden",
+                                           "a/.x", "main.lock", "main.", "a b", "a~1", "a^", "a:b", "a?", "a*",
+                                           "a[", "a\\b", "a%2Fb", "@", "a@{1}", "a\x01", "a\x7f",
+                                           "\xc0\xae\xc0\xae", "a\xc0\xaf" "b", "\xed\xa0\x80", "\xff", "\xc3"};
+    for (size_t i = 0; i < HK_ARRAY_LEN(good_revs); i++) CHECK(hk_srv_rev_valid(good_revs[i]));
+    for (size_t i = 0; i < HK_ARRAY_LEN(bad_revs); i++) {
+        if (hk_srv_rev_valid(bad_revs[i])) fprintf(stderr, "accepted revision '%s'\n", bad_revs[i]);
+        CHECK(!hk_srv_rev_valid(bad_revs[i]));
+    }
+    char longrev[HK_SRV_MAX_REV + 2];
+    memset(longrev, 'a', sizeof longrev - 1);
+    longrev[sizeof longrev - 1] = '\0';
+    CHECK(!hk_srv_rev_valid(longrev));
+    longrev[HK_SRV_MAX_REV] = '\0';
+    CHECK(hk_srv_rev_valid(longrev));
+
+    static const char *const good_paths[] = {"", "README.md", "build/torch-cpu/lib.so", "a/b c/%2e%2e", "caf\xc3\xa9"};
+    static const char *const bad_paths[] = {"/etc/passwd", "..", "../x", "a/../b", "./a", "a/./b", "a//b", "a/",
+                                            "a\\b", "a\nb", "C:x", "\xc0\xae\xc0\xae/x", "a\xc0\xaf" "b"};
+    for (size_t i = 0; i < HK_ARRAY_LEN(good_paths); i++) CHECK(hk_srv_path_valid(good_paths[i]));
+    for (size_t i = 0; i < HK_ARRAY_LEN(bad_paths); i++) CHECK(!hk_srv_path_valid(bad_paths[i]));
+    char part[300];
+    memset(part, 'p', sizeof part - 1);
+    part[sizeof part - 1] = '\0';
+    CHECK(!hk_srv_path_valid(part));
+
+    token_spec t;
+    CHECK_RC(hk_srv_token_spec_parse(&t, "tok:org,Other/Repo"), HK_OK);
+    CHECK(!t.write);
+    repo_ref r = {.type = HK_REPO_KERNEL};
+    static const char *const granted[] = {"org/x", "ORG/x", "Org/y", "other/repo", "OTHER/REPO"};
+    static const char *const refused[] = {"org/x/../../other/secret", "org/../other", "other/secret", "orgx/y",
+                                          "or/g", "other/repo2", "gpt2", "", "org/x%2F..", "org/x\\..\\other"};
+    for (size_t i = 0; i < HK_ARRAY_LEN(granted); i++) {
+        r.id = (char *)granted[i];
+        CHECK(hk_srv_token_allows(&t, &r));
+        CHECK(!hk_srv_token_may_write(&t, &r));
+    }
+    for (size_t i = 0; i < HK_ARRAY_LEN(refused); i++) {
+        r.id = (char *)refused[i];
+        if (hk_srv_token_allows(&t, &r)) fprintf(stderr, "granted '%s'\n", refused[i]);
+        CHECK(!hk_srv_token_allows(&t, &r));
+    }
+    CHECK(hk_srv_token_allows_namespace(&t, "ORG") && hk_srv_token_allows_namespace(&t, "other"));
+    CHECK(!hk_srv_token_allows_namespace(&t, "orgx"));
+    hk_srv_token_spec_free(&t);
+    /* write permission: ":write" after the scopes, "::write" for every repo; read stays read */
+    CHECK_RC(hk_srv_token_spec_parse(&t, "tok:org:write"), HK_OK);
+    r.id = (char *)"org/x";
+    CHECK(t.write && hk_srv_token_may_write(&t, &r));
+    r.id = (char *)"other/x";
+    CHECK(!hk_srv_token_may_write(&t, &r));
+    hk_srv_token_spec_free(&t);
+    CHECK_RC(hk_srv_token_spec_parse(&t, "tok::write"), HK_OK);
+    CHECK(t.write && !t.orgs && hk_srv_token_may_write(&t, &r));
+    hk_srv_token_spec_free(&t);
+    CHECK_RC(hk_srv_token_spec_parse(&t, "tok"), HK_OK);
+    CHECK(!t.write && hk_srv_token_allows(&t, &r) && !hk_srv_token_may_write(&t, &r));
+    hk_srv_token_spec_free(&t);
+    CHECK(hk_srv_token_spec_parse(&t, "tok:org:admin") == HK_ERR_INVALID_ARG);
+    hk_srv_token_spec_free(&t);
+    CHECK(hk_srv_token_spec_parse(&t, "tok:../x") == HK_ERR_INVALID_ARG);
+    hk_srv_token_spec_free(&t);
+    hk_clear_error();
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *dir = hk_test_tmpdir();
     test_git_ids();
+    test_checked_names();
     test_store_reader(dir);
     test_server_in_process(dir);
     test_server_guard(dir);
