@@ -13,6 +13,7 @@
  *   GET  /api/kernels/{repo}/benchmarks        the submissions, newest first (?limit=&cursor=)
  *   HEAD/GET /[datasets/|spaces/|kernels/]{repo}/resolve/{rev}/{path}   file content and metadata
  *   HEAD/GET /lfs/T/{repo}/{sha256}?commit=&sig=                         blob route behind --lfs-302 */
+#include "util/text.h"
 #include "server/srv_http.h"
 
 #include <stdlib.h>
@@ -24,66 +25,6 @@ bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit) {
 
 char *hk_srv_seg_decode(const seglist *s, size_t i) { return i < s->n ? hk__strdup(s->d[i]) : NULL; }
 
-/* Shortest-form UTF-8 only: an overlong "%c0%ae" is neither a '.' in disguise nor a name the Hub
- * could hold, so it is refused rather than looked up. */
-static bool utf8_ok(const unsigned char *p, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        size_t k;
-        unsigned min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            k = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            k = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            k = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return false;
-        }
-        if (i + k >= n) return false; /* cut short */
-        for (size_t j = 1; j <= k; j++) {
-            if ((p[i + j] & 0xc0) != 0x80) return false;
-            c = c << 6 | (p[i + j] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return false;
-        i += k + 1;
-    }
-    return true;
-}
-
-bool hk_srv_rev_valid(const char *rev) {
-    size_t n = rev ? strlen(rev) : 0;
-    if (n == 0 || n > HK_SRV_MAX_REV || rev[0] == '/' || rev[n - 1] == '/' || rev[n - 1] == '.') return false;
-    if (strstr(rev, "..") || strstr(rev, "//") || strstr(rev, "@{") || strcmp(rev, "@") == 0) return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)rev[i];
-        if (ch < 0x20 || ch == 0x7f || strchr(" ~^:?*[\\%", ch)) return false;
-    }
-    for (const char *p = rev; *p;) {
-        size_t k = strcspn(p, "/");
-        if (p[0] == '.' || (k >= 5 && memcmp(p + k - 5, ".lock", 5) == 0)) return false;
-        p += k;
-        if (*p == '/') p++;
-    }
-    return utf8_ok((const unsigned char *)rev, n);
-}
-
-bool hk_srv_path_valid(const char *path) {
-    if (!path) return false;
-    size_t n = strlen(path);
-    if (n == 0) return true;
-    if (n > HK_SRV_MAX_PATH || !hk__path_is_safe_relative(path)) return false;
-    for (const char *p = path; *p;) {
-        size_t k = strcspn(p, "/");
-        if (k > 255) return false;
-        p += k;
-        if (*p == '/') p++;
-    }
-    return utf8_ok((const unsigned char *)path, n);
-}
 
 /* Decoded segments [at, at+k) joined with '/' (NULL when out of memory). */
 static char *join_decoded(const seglist *s, size_t at, size_t k) {
@@ -102,7 +43,7 @@ static char *join_decoded(const seglist *s, size_t at, size_t k) {
 char *hk_srv_join_path(const seglist *s, size_t from, bool *bad) {
     *bad = false;
     char *out = join_decoded(s, from, from < s->n ? s->n - from : 0);
-    if (out && !hk_srv_path_valid(out)) {
+    if (out && !(!*out || hk__repo_path_valid(out))) {
         free(out);
         *bad = true;
         return NULL;
@@ -168,7 +109,7 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
     for (size_t k = first_k; k >= 1 && k <= max_k; k = rest_is_rev ? 0 : k + 1) {
         char *rev = join_decoded(s, at, k);
         if (!rev) break;
-        if (!hk_srv_rev_valid(rev)) {
+        if (!hk__revision_valid(rev)) {
             if (k == first_k) { /* the revision as sent is no name at all */
                 *rev_out = rev;
                 return hk__fail(HK_ERR_INVALID_ARG, "invalid revision");
@@ -200,7 +141,7 @@ bool hk_srv_route_up(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, rep
         return true;
     }
     bool answered;
-    if (!hk_srv_rev_valid(rev)) {
+    if (!hk__revision_valid(rev)) {
         *ret = hk_srv_rev_invalid(c, ctx, rev);
         answered = true;
     } else {

@@ -99,8 +99,6 @@ typedef struct req_ctx {
 } req_ctx;
 
 /* Checked names: a revision is at most this long, a file path too (and each of its parts 255). */
-#define HK_SRV_MAX_REV 255
-#define HK_SRV_MAX_PATH 4096
 
 /* The URL path split at '/': p/len the raw segment (route keywords are matched on it), d the segment
  * percent-decoded once, at the route entry (hk_srv_dispatch); nothing decodes a segment again. */
@@ -180,15 +178,9 @@ enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
 bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit);
 /* A copy of the decoded segment i (NULL when out of memory). */
 char *hk_srv_seg_decode(const seglist *s, size_t i);
-/* A branch, tag, "refs/pr/N" or commit id by git's ref-name rules (git check-ref-format) as the Hub
- * applies them: 1..HK_SRV_MAX_REV bytes of shortest-form UTF-8, no control characters, space,
- * ~ ^ : ? * [ \ or '%' (left over from double encoding), no "..", "//", "@{", no leading or trailing
- * '/', no part starting with '.' or ending in ".lock", not ending in '.'. */
-bool hk_srv_rev_valid(const char *rev);
-/* A file path inside a repo: relative, no '.'/'..'/empty parts, no '\', no control characters,
- * shortest-form UTF-8, at most HK_SRV_MAX_PATH bytes and 255 a part. "" (the repo root) is valid. */
-bool hk_srv_path_valid(const char *path);
-/* Segments [from, n) '/'-joined into a checked path (hk_srv_path_valid); NULL and *bad if not. */
+/* Revisions and file paths are checked by the project's one rule for each (util/text.h:
+ * hk__revision_valid, hk__repo_path_valid; "" is the repo root for a path). */
+/* Segments [from, n) '/'-joined into a checked path (hk__repo_path_valid); NULL and *bad if not. */
 char *hk_srv_join_path(const seglist *s, size_t from, bool *bad);
 /* A repo id at segment `at` ("org/name" or "name"; `keywords` end a one-part id). REPO_INVALID: the
  * id is not one the Hub could have (answer 400, never look it up anywhere); REPO_NONE: no id there. */

@@ -4,6 +4,7 @@
  * Metadata comes from blob names: a blob named by 64 hex is an LFS file whose etag is its sha256
  * (its git oid is the sha1 of its LFS pointer); 40 hex is a git-stored file whose etag and oid are
  * that name. Anything else (no-symlink caches, invented etags) is hashed once and remembered. */
+#include "util/text.h"
 #include "server/srv_internal.h"
 #include "util/vec.h"
 #include "server/srv_upstream.h"
@@ -273,18 +274,7 @@ int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const c
 
 /* Names that are not UTF-8 cannot be put into the JSON the clients parse: such files are not listed
  * (a client could still not name them in a Hub URL). */
-static bool utf8_valid(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        size_t n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 4;
-        if (n == 4 || (n == 1 && c < 0xc2)) return false;
-        for (size_t i = 1; i <= n; i++)
-            if ((p[i] & 0xc0) != 0x80) return false;
-        p += n + 1;
-    }
-    return true;
-}
+static bool utf8_valid(const char *s) { return hk__utf8_valid(s, strlen(s)); }
 
 typedef struct walk_ctx {
     hk_listing *l;

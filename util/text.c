@@ -25,16 +25,63 @@ bool hk__is_commit_id(const char *s) {
     return (n == 40 || n == 64) && hk__is_hex(s, n);
 }
 
-bool hk__revision_valid(const char *s) {
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 255 || s[0] == '/' || s[0] == '-' || s[n - 1] == '/' || s[n - 1] == '.') return false;
-    if (strstr(s, "@{") || strstr(s, "//") || strstr(s, "..") || (n >= 5 && strcmp(s + n - 5, ".lock") == 0)) return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f || strchr(" ~^:?*[\\", c)) return false;
-        if ((i == 0 || s[i - 1] == '/') && c == '.') return false; /* "./x", "a/.b": a dot segment or hidden name */
+bool hk__utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t k;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            k = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            k = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            k = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return false;
+        }
+        if (i + k >= n) return false; /* cut short */
+        for (size_t j = 1; j <= k; j++) {
+            if ((p[i + j] & 0xc0) != 0x80) return false;
+            c = c << 6 | (p[i + j] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return false;
+        i += k + 1;
     }
     return true;
+}
+
+bool hk__revision_valid(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > HK_REVISION_MAX || s[0] == '/' || s[0] == '-' || s[n - 1] == '/' || s[n - 1] == '.') return false;
+    if (strstr(s, "..") || strstr(s, "//") || strstr(s, "@{") || strcmp(s, "@") == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        /* '%' too: names are percent-decoded once where they enter, so one left is a second encoding */
+        if (c < 0x20 || c == 0x7f || strchr(" ~^:?*[\\%", c)) return false;
+    }
+    for (const char *p = s; *p;) { /* no component "./x", "a/.b" or "x.lock" */
+        size_t k = strcspn(p, "/");
+        if (p[0] == '.' || (k >= 5 && memcmp(p + k - 5, ".lock", 5) == 0)) return false;
+        p += k;
+        if (*p == '/') p++;
+    }
+    return hk__utf8_valid(s, n);
+}
+
+bool hk__repo_path_valid(const char *path) {
+    size_t n = path ? strlen(path) : 0;
+    if (n == 0 || n > HK_REPO_PATH_MAX || !hk__path_is_safe_relative(path)) return false;
+    for (const char *p = path; *p;) {
+        size_t k = strcspn(p, "/");
+        if (k > 255) return false;
+        p += k;
+        if (*p == '/') p++;
+    }
+    return hk__utf8_valid(path, n);
 }
 
 static bool unreserved(unsigned char c, bool keep_slash) {

@@ -15,12 +15,20 @@ int hk__hex_digit(char c);
 int hk__unhex(unsigned char *out, const char *hex, size_t n);
 /* A git commit id: 40 (SHA-1) or 64 (SHA-256 object format) lowercase hex chars. */
 bool hk__is_commit_id(const char *s);
-/* A revision name as it may enter from outside (an API argument, a kernel-depends or lock entry,
- * a kernel-status.toml, a route): a branch, tag or commit name under git's ref rules that is also
- * a safe relative path (refs/<rev> and URLs are built from it): 1-255 bytes, no "." / ".." / empty
- * segment, no leading '/' or '-', none of ' ~^:?*[\\' or control characters, no "@{", not ending in
- * ".lock" or '.'. */
+/* Shortest-form UTF-8 (no overlong forms such as a "%c0%ae" dot in disguise, no surrogates). */
+bool hk__utf8_valid(const char *s, size_t n);
+#define HK_REVISION_MAX 255
+#define HK_REPO_PATH_MAX 4096
+/* A revision name as it may enter from outside (an API argument, a kernel-depends or lock entry, a
+ * kernel-status.toml, a route of the mirror): the one rule of the project. A branch, tag or commit
+ * name under git's ref rules that is also a safe relative path (refs/<rev> and URLs are built from
+ * it): 1..HK_REVISION_MAX bytes of shortest-form UTF-8; no "..", "//", "@{", "@", leading '/' or
+ * '-', trailing '/' or '.'; none of ' ~^:?*[\\%' or control characters (a '%' left after the one
+ * percent-decoding is a second encoding); no component starting with '.' or ending in ".lock". */
 bool hk__revision_valid(const char *s);
+/* A file path of a repo as it may enter from outside: hk__path_is_safe_relative, shortest-form
+ * UTF-8, at most HK_REPO_PATH_MAX bytes and 255 a component. */
+bool hk__repo_path_valid(const char *path);
 
 /* Append s percent-encoded: RFC 3986 unreserved characters kept (and '/' when keep_slash), every
  * other byte as %XX (uppercase), bytes >= 0x80 included. */

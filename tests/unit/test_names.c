@@ -20,6 +20,7 @@
 static const char *const bad_revs[] = {
     "", "..", "../x", "a/../b", "/abs", "a//b", "a/", ".hidden", "a/.b", "-opt", "a b", "a~1", "a^", "a:b",
     "a?b", "a*b", "a[b", "a\\b", "x@{1}", "x.lock", "x.", "a\x01z", "a\x7fz", "x%2F..%2Fy",
+    "a%2Fb", "\xc0\xae\xc0\xae", "\xff", "@", "x/y.lock/z",
 };
 #define N_BAD_REVS (sizeof bad_revs / sizeof *bad_revs)
 
@@ -30,7 +31,7 @@ static int json_plain(const char *s) {
     return 1;
 }
 static const char *const good_revs[] = {"main", "v1", "v10", "refs/pr/1", "v1.0.2", "release/2026-12", C40,
-                                        "feature_x", "a%2Fb"};
+                                        "feature_x", "caf\xc3\xa9"};
 
 /* Repo ids no edge may take as a kernel repo. */
 static const char *const bad_repos[] = {"", "org", "org/", "/name", "org/x/../../other", "org/x/y", "org/..",

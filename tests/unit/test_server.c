@@ -1,5 +1,6 @@
 /* server/: git object ids (checked against git's own output), listings, the store reader, and an
  * in-process hk_server answering real HTTP requests (libcurl). */
+#include "util/text.h"
 #include "support.h"
 
 #include "cache/cache.h"
@@ -468,27 +469,27 @@ static void test_checked_names(void) {
                                            "a/.x", "main.lock", "main.", "a b", "a~1", "a^", "a:b", "a?", "a*",
                                            "a[", "a\\b", "a%2Fb", "@", "a@{1}", "a\x01", "a\x7f",
                                            "\xc0\xae\xc0\xae", "a\xc0\xaf" "b", "\xed\xa0\x80", "\xff", "\xc3"};
-    for (size_t i = 0; i < HK_ARRAY_LEN(good_revs); i++) CHECK(hk_srv_rev_valid(good_revs[i]));
+    for (size_t i = 0; i < HK_ARRAY_LEN(good_revs); i++) CHECK(hk__revision_valid(good_revs[i]));
     for (size_t i = 0; i < HK_ARRAY_LEN(bad_revs); i++) {
-        if (hk_srv_rev_valid(bad_revs[i])) fprintf(stderr, "accepted revision '%s'\n", bad_revs[i]);
-        CHECK(!hk_srv_rev_valid(bad_revs[i]));
+        if (hk__revision_valid(bad_revs[i])) fprintf(stderr, "accepted revision '%s'\n", bad_revs[i]);
+        CHECK(!hk__revision_valid(bad_revs[i]));
     }
-    char longrev[HK_SRV_MAX_REV + 2];
+    char longrev[HK_REVISION_MAX + 2];
     memset(longrev, 'a', sizeof longrev - 1);
     longrev[sizeof longrev - 1] = '\0';
-    CHECK(!hk_srv_rev_valid(longrev));
-    longrev[HK_SRV_MAX_REV] = '\0';
-    CHECK(hk_srv_rev_valid(longrev));
+    CHECK(!hk__revision_valid(longrev));
+    longrev[HK_REVISION_MAX] = '\0';
+    CHECK(hk__revision_valid(longrev));
 
     static const char *const good_paths[] = {"", "README.md", "build/torch-cpu/lib.so", "a/b c/%2e%2e", "caf\xc3\xa9"};
     static const char *const bad_paths[] = {"/etc/passwd", "..", "../x", "a/../b", "./a", "a/./b", "a//b", "a/",
                                             "a\\b", "a\nb", "C:x", "\xc0\xae\xc0\xae/x", "a\xc0\xaf" "b"};
-    for (size_t i = 0; i < HK_ARRAY_LEN(good_paths); i++) CHECK(hk_srv_path_valid(good_paths[i]));
-    for (size_t i = 0; i < HK_ARRAY_LEN(bad_paths); i++) CHECK(!hk_srv_path_valid(bad_paths[i]));
+    for (size_t i = 0; i < HK_ARRAY_LEN(good_paths); i++) CHECK(!*good_paths[i] || hk__repo_path_valid(good_paths[i]));
+    for (size_t i = 0; i < HK_ARRAY_LEN(bad_paths); i++) CHECK(!hk__repo_path_valid(bad_paths[i]));
     char part[300];
     memset(part, 'p', sizeof part - 1);
     part[sizeof part - 1] = '\0';
-    CHECK(!hk_srv_path_valid(part));
+    CHECK(!hk__repo_path_valid(part));
 
     token_spec t;
     CHECK_RC(hk_srv_token_spec_parse(&t, "tok:org,Other/Repo"), HK_OK);
