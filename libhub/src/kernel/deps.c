@@ -260,13 +260,8 @@ static int load_node(hk_kernel **out, hk_kernel_tree *t, size_t i, const hk__tre
     snprintf(label, sizeof label, "v%d", n->version);
     hk__target tg = {n->repo_id, c->lock ? n->commit : n->revision ? n->revision : label, "", n->signature};
     snprintf(tg.commit, sizeof tg.commit, "%s", n->commit);
-    hk_pull_spec s = HK_PULL_SPEC_INIT;
-    s.repo_id = n->repo_id;
-    s.revision = n->commit;
-    s.variant = n->variant;
-    s.trust_remote_code = 1; /* checked while resolving */
-    s.backend = c->o->backend;
-    s.signature = n->signature;
+    hk_pull_spec s = hk__loader_pull_spec(c->o, &tg, n->variant);
+    s.trust_remote_code = 1; /* its publisher was checked (or, offline, warned about) while resolving */
     if (!n->dir) rc = hk__loader_fetch_variant(&n->dir, &c2, &v2, bytes, c->hub, &s, &tg);
     if (rc == HK_OK) {
         hk_load_request req;

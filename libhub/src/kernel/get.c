@@ -233,13 +233,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts) {
     }
     if (rc == HK_OK) {
         /* the pull is handed the resolution above: nothing is resolved or followed twice */
-        hk_pull_spec s = HK_PULL_SPEC_INIT;
-        s.repo_id = t.repo;
-        s.revision = t.revision;
-        s.variant = best; /* chosen at the end of the redirect chain */
-        s.trust_remote_code = o->trust_remote_code;
-        s.backend = o->backend;
-        s.signature = t.signature; /* checked by the pull, cold or warm (client/signature.c) */
+        hk_pull_spec s = hk__loader_pull_spec(o, &t, best); /* best: chosen at the chain's end */
         rc = hk__loader_fetch_variant(&dir, &got_commit, &got_variant, checked, hub, &s, &t);
     }
     if (rc == HK_OK) {

@@ -123,6 +123,11 @@ int hk__loader_hub(struct hk_hub **out, bool *owned, const hk_get_kernel_options
  * call's one resolution, client/hub_internal.h) nothing is resolved again: t says where and with
  * which signature mode; without, s is resolved as hk_hub_pull does. */
 struct hk__target;
+/* The pull of one node of a call (the root or a dependency): every option of the caller a pull
+ * takes comes from o, the place and the signature mode from the call's resolution t: one place,
+ * so that no node of a tree is pulled with options the caller did not give. */
+struct hk_pull_spec hk__loader_pull_spec(const hk_get_kernel_options *o, const struct hk__target *t,
+                                         const char *variant);
 int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
                             struct hk_hub *hub, const struct hk_pull_spec *s, const struct hk__target *t);
 /* 1 (and *out one more reference) when repo_id@commit's variant is loaded in this process. */

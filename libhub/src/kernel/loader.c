@@ -178,6 +178,18 @@ int hk__loader_hub(hk_hub **out, bool *owned, const hk_get_kernel_options *o) {
     return rc;
 }
 
+hk_pull_spec hk__loader_pull_spec(const hk_get_kernel_options *o, const hk__target *t, const char *variant) {
+    hk_pull_spec s = HK_PULL_SPEC_INIT;
+    s.repo_id = t->repo;
+    s.revision = t->revision;
+    s.variant = variant;
+    s.backend = o->backend;
+    s.env = o->env;
+    s.trust_remote_code = o->trust_remote_code;
+    s.signature = t->signature; /* the request's, never lowered (client/redirect.c, kernel/deps.c) */
+    return s;
+}
+
 int hk__loader_fetch_variant(char **out_dir, char **out_commit, char **out_variant, uint64_t out_bytes[2],
                             hk_hub *hub, const hk_pull_spec *s, const hk__target *t) {
     *out_dir = *out_commit = *out_variant = NULL;
