@@ -38,7 +38,20 @@ typedef struct hk_hub hk_hub;
 struct hk_env; /* hubkern/env.h */
 struct hk_signature_policies; /* hubkern/signature.h */
 
-#define HK_HUB_OPTIONS_VERSION 3 /* 2: request_timeout_s, pull_timeout_s, the signature fields; 3: freshness_s */
+/* Answers a set of clients share, as a CURLSH is shared by curl handles: what a client learned
+ * about branches, tags, versions and publisher trust (reused for its freshness window) and about
+ * commits (their listings, reused for good). Every client uses one: the one in
+ * hk_hub_options.share, else the process's default share, so that by default repeated calls in
+ * one process (each hk_get_kernel makes a client unless given one) ask the Hub once per window. A
+ * share of its own isolates a set of clients from the rest of the process (a tenant, a test).
+ * Keys include the endpoint and (a hash of) the token, so clients of other mirrors or other tokens
+ * never see each other's answers in one share. Thread-safe; free it after every client using it
+ * (hk_shutdown empties the default one). */
+typedef struct hk_share hk_share;
+HK_API int hk_share_new(hk_share **out);
+HK_API void hk_share_free(hk_share *share); /* NULL-safe */
+
+#define HK_HUB_OPTIONS_VERSION 4 /* 2: request_timeout_s, pull_timeout_s, the signature fields; 3: freshness_s; 4: share */
 
 typedef struct hk_hub_options {
     unsigned int version;   /* HK_HUB_OPTIONS_VERSION */
@@ -86,9 +99,11 @@ typedef struct hk_hub_options {
      * answer is also kept on disk for the window (other processes on the cache use it); a branch
      * is asked again by every new process (docs/pull-and-cache.md, "Request economy"). */
     double freshness_s;
+    /* ---- version 4 ---- */
+    hk_share *share;        /* the answers this client shares (hk_share above); NULL: the process's default */
 } hk_hub_options;
 
-#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, 0}
+#define HK_HUB_OPTIONS_INIT {HK_HUB_OPTIONS_VERSION, NULL, NULL, NULL, -1, NULL, 0, 0, 0, -1, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, 0, NULL}
 
 /* Fill with defaults (everything NULL/0, offline = -1, max_retries = -1) and set opts->version.
  * HK_ERR_INVALID_ARG for a version this library does not know. */

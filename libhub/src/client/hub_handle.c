@@ -1,5 +1,6 @@
 /* The Hub client handle: options (versioned), the pull spec's defaults, the token, User-Agent,
  * timeouts and listing bounds from options and the environment; accessors. */
+#include "client/memo.h"
 #include "client/signature.h"
 #include "cache/cache.h"
 #include "client/client.h"
@@ -18,7 +19,8 @@ int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
     if (rc) return rc;
     hk_hub_options d = HK_HUB_OPTIONS_INIT;
     d.version = version;
-    memcpy(o, &d, version >= 3   ? sizeof d
+    memcpy(o, &d, version >= 4   ? sizeof d
+                  : version >= 3 ? offsetof(hk_hub_options, share)
                   : version >= 2 ? offsetof(hk_hub_options, freshness_s)
                                  : offsetof(hk_hub_options, request_timeout_s));
     return HK_OK;
@@ -163,6 +165,7 @@ int hk_hub_new(hk_hub **out, const hk_hub_options *opts) {
     h->request_timeout_ms = deadline_ms("HUBKERN_REQUEST_TIMEOUT", req_s, 300000);
     h->pull_timeout_ms = deadline_ms("HUBKERN_PULL_TIMEOUT", pull_s, 0);
     h->stall_timeout_ms = deadline_ms("HUBKERN_STALL_TIMEOUT", 0, HK_STALL_TIMEOUT_DEFAULT_MS);
+    h->share = opts->version >= 4 && opts->share ? opts->share : hk__memo_default();
     h->freshness_ms = deadline_ms("HUBKERN_FRESHNESS_S", opts->version >= 3 ? opts->freshness_s : 0, HK_FRESHNESS_DEFAULT_MS);
     token_tag(h->token_tag, h->token);
     const char *rb = hk__getenv("HUBKERN_RETRY_BASE_MS");

@@ -47,6 +47,7 @@ struct hk_hub {
     CURL *api;            /* reused for API requests (keeps the connection alive) */
     uint64_t requests;    /* HTTP requests sent by this handle (API + files) */
     long freshness_ms;    /* window of branch/version/trust answers (client/memo.h); 0: off */
+    hk_share *share;      /* where those answers are kept (not owned): the options', else the default */
     char token_tag[17];   /* names the token in memo keys without holding it */
     struct hk_sig_config *sig; /* signatures: trust root, policies (client/signature.h) */
 };

@@ -30,7 +30,7 @@ int hk_init(void) {
 int hk_shutdown(void) {
     pthread_mutex_lock(&g_init_lock);
     if (g_refs > 0 && --g_refs == 0) {
-        hk__memo_clear(); /* the memoised answers go with the last reference (client/memo.c) */
+        hk__memo_clear(hk__memo_default()); /* the memoised answers go with the last reference (client/memo.c) */
         hk__sigstore_trust_root_memo_clear(); /* and the parsed trust roots (sigstore/trust_root.c) */
         if (!g_implicit) curl_global_cleanup();
     }

@@ -1,6 +1,7 @@
-/* The process-wide memo of metadata answers (memo.h). A small list under one mutex: a few dozen
- * entries at most, so a linear search costs nothing next to the request it saves. The oldest entry
- * goes first when a bound is reached. */
+/* The memo of metadata answers a set of clients share (memo.h; public as hk_share, hubkern/hub.h):
+ * one instance per hk_share, and the process's default one for clients given none. A small list
+ * under one mutex: a few dozen entries at most, so a linear search costs nothing next to the
+ * request it saves. The least recently used entry goes first when a bound is reached. */
 #include "client/memo.h"
 
 #include "client/http.h" /* hk__now_ms */
@@ -25,11 +26,36 @@ typedef struct memo_entry {
     uint64_t used;  /* order of the last store or use: the least recent goes first */
 } memo_entry;
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static memo_entry g_v[MEMO_MAX_ENTRIES];
-static size_t g_n;
-static size_t g_obj_weight;
-static uint64_t g_clock;
+struct hk_share {
+    pthread_mutex_t lock;
+    memo_entry v[MEMO_MAX_ENTRIES];
+    size_t n;
+    size_t obj_weight;
+    uint64_t clock;
+};
+
+static hk_share g_default = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+hk_share *hk__memo_default(void) { return &g_default; }
+
+int hk_share_new(hk_share **out) {
+    if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_share_new: NULL out");
+    hk_share *m = calloc(1, sizeof *m);
+    if (!m) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        free(m);
+        return hk__fail(HK_ERR_INTERNAL, "cannot create the share's lock");
+    }
+    *out = m;
+    return HK_OK;
+}
+
+void hk_share_free(hk_share *m) {
+    if (!m || m == &g_default) return;
+    hk__memo_clear(m);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
 static atomic_uint_least64_t g_ops;   /* operations begun so far: their ids */
 static _Thread_local uint64_t t_op;   /* this thread's current operation (0: none) */
 static _Thread_local unsigned t_depth; /* nesting of begin/end pairs */
@@ -54,87 +80,87 @@ char *hk__memo_key(const hk_hub *hub, const char *kind, const char *a, const cha
     return hk__asprintf("%s\x1f%s\x1f%s\x1f%s\x1f%s", kind, hub->endpoint, hub->token_tag, a ? a : "", b ? b : "");
 }
 
-static void entry_free(memo_entry *e) {
+static void entry_free(hk_share *m, memo_entry *e) {
     free(e->key);
     free(e->value);
     if (e->obj) {
-        g_obj_weight -= e->weight;
+        m->obj_weight -= e->weight;
         e->type->clear(e->obj);
         free(e->obj);
     }
     memset(e, 0, sizeof *e);
 }
 
-static void remove_at(size_t i) {
-    entry_free(&g_v[i]);
-    g_v[i] = g_v[--g_n];
+static void remove_at(hk_share *m, size_t i) {
+    entry_free(m, &m->v[i]);
+    m->v[i] = m->v[--m->n];
 }
 
-static size_t find(const char *key) {
-    for (size_t i = 0; i < g_n; i++)
-        if (strcmp(g_v[i].key, key) == 0) return i;
-    return g_n;
+static size_t find(const hk_share *m, const char *key) {
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->v[i].key, key) == 0) return i;
+    return m->n;
 }
 
-static void remove_oldest(bool objects_only) {
-    size_t best = g_n;
-    for (size_t i = 0; i < g_n; i++)
-        if ((!objects_only || g_v[i].obj) && (best == g_n || g_v[i].used < g_v[best].used)) best = i;
-    if (best < g_n) remove_at(best);
+static void remove_oldest(hk_share *m, bool objects_only) {
+    size_t best = m->n;
+    for (size_t i = 0; i < m->n; i++)
+        if ((!objects_only || m->v[i].obj) && (best == m->n || m->v[i].used < m->v[best].used)) best = i;
+    if (best < m->n) remove_at(m, best);
 }
 
 /* A slot for key (its old entry dropped), or NULL; called with the lock held. */
-static memo_entry *slot_for(const char *key) {
-    size_t i = find(key);
-    if (i < g_n) remove_at(i);
-    if (g_n == MEMO_MAX_ENTRIES) remove_oldest(false);
-    memo_entry *e = &g_v[g_n];
+static memo_entry *slot_for(hk_share *m, const char *key) {
+    size_t i = find(m, key);
+    if (i < m->n) remove_at(m, i);
+    if (m->n == MEMO_MAX_ENTRIES) remove_oldest(m, false);
+    memo_entry *e = &m->v[m->n];
     memset(e, 0, sizeof *e);
     if (!(e->key = hk__strdup(key))) return NULL;
     e->stamp = hk__now_ms();
     e->op = t_op;
-    e->used = ++g_clock;
-    g_n++;
+    e->used = ++m->clock;
+    m->n++;
     return e;
 }
 
-char *hk__memo_get(const char *key, long window_ms) {
+char *hk__memo_get(hk_share *m, const char *key, long window_ms) {
     if (!key || (window_ms == 0 && !t_op)) return NULL;
     char *out = NULL;
-    pthread_mutex_lock(&g_lock);
-    size_t i = find(key);
-    if (i < g_n && !g_v[i].obj) {
-        if (usable(&g_v[i], window_ms)) out = hk__strdup(g_v[i].value);
-        else if (window_ms > 0) remove_at(i); /* past the window: of no use to anyone */
+    pthread_mutex_lock(&m->lock);
+    size_t i = find(m, key);
+    if (i < m->n && !m->v[i].obj) {
+        if (usable(&m->v[i], window_ms)) out = hk__strdup(m->v[i].value);
+        else if (window_ms > 0) remove_at(m, i); /* past the window: of no use to anyone */
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&m->lock);
     return out;
 }
 
-void hk__memo_put(const char *key, const char *value) {
+void hk__memo_put(hk_share *m, const char *key, const char *value) {
     if (!key || !value) return;
-    pthread_mutex_lock(&g_lock);
-    memo_entry *e = slot_for(key);
-    if (e && !(e->value = hk__strdup(value))) remove_at((size_t)(e - g_v));
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&m->lock);
+    memo_entry *e = slot_for(m, key);
+    if (e && !(e->value = hk__strdup(value))) remove_at(m, (size_t)(e - m->v));
+    pthread_mutex_unlock(&m->lock);
 }
 
-bool hk__memo_get_obj(void *out, const char *key, long window_ms, const hk__memo_type *type) {
+bool hk__memo_get_obj(hk_share *m, void *out, const char *key, long window_ms, const hk__memo_type *type) {
     memset(out, 0, type->size);
     if (!key) return false;
     bool hit = false;
-    pthread_mutex_lock(&g_lock);
-    size_t i = find(key);
-    if (i < g_n && g_v[i].type == type && usable(&g_v[i], window_ms)) {
-        hit = type->copy(out, g_v[i].obj) == HK_OK;
-        if (hit) g_v[i].used = ++g_clock; /* recently used: evicted last */
+    pthread_mutex_lock(&m->lock);
+    size_t i = find(m, key);
+    if (i < m->n && m->v[i].type == type && usable(&m->v[i], window_ms)) {
+        hit = type->copy(out, m->v[i].obj) == HK_OK;
+        if (hit) m->v[i].used = ++m->clock; /* recently used: evicted last */
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&m->lock);
     hk_clear_error();
     return hit;
 }
 
-void hk__memo_put_obj(const char *key, const void *obj, size_t weight, const hk__memo_type *type) {
+void hk__memo_put_obj(hk_share *m, const char *key, const void *obj, size_t weight, const hk__memo_type *type) {
     if (!key || weight > MEMO_MAX_OBJ_WEIGHT) return;
     void *copy = calloc(1, type->size);
     if (!copy) return;
@@ -143,19 +169,19 @@ void hk__memo_put_obj(const char *key, const void *obj, size_t weight, const hk_
         hk_clear_error();
         return;
     }
-    pthread_mutex_lock(&g_lock);
-    size_t i = find(key);
-    if (i < g_n) remove_at(i);
-    while (g_obj_weight + weight > MEMO_MAX_OBJ_WEIGHT) remove_oldest(true);
-    memo_entry *e = slot_for(key);
+    pthread_mutex_lock(&m->lock);
+    size_t i = find(m, key);
+    if (i < m->n) remove_at(m, i);
+    while (m->obj_weight + weight > MEMO_MAX_OBJ_WEIGHT) remove_oldest(m, true);
+    memo_entry *e = slot_for(m, key);
     if (e) {
         e->obj = copy;
         e->type = type;
         e->weight = weight;
-        g_obj_weight += weight;
+        m->obj_weight += weight;
         copy = NULL;
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&m->lock);
     if (copy) {
         type->clear(copy);
         free(copy);
@@ -163,8 +189,8 @@ void hk__memo_put_obj(const char *key, const void *obj, size_t weight, const hk_
     hk_clear_error();
 }
 
-void hk__memo_clear(void) {
-    pthread_mutex_lock(&g_lock);
-    while (g_n) remove_at(g_n - 1);
-    pthread_mutex_unlock(&g_lock);
+void hk__memo_clear(hk_share *m) {
+    pthread_mutex_lock(&m->lock);
+    while (m->n) remove_at(m, m->n - 1);
+    pthread_mutex_unlock(&m->lock);
 }

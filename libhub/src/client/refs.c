@@ -57,7 +57,7 @@ static void ref_list_free(ref_list *l) {
 static int fetch_refs(ref_list *out, hk_hub *hub, const char *repo_id) {
     memset(out, 0, sizeof *out);
     char *key = hk__memo_key(hub, "refs", repo_id, NULL);
-    char *body = hk__memo_get(key, hub->freshness_ms);
+    char *body = hk__memo_get(hub->share, key, hub->freshness_ms);
     cJSON *j = body ? cJSON_Parse(body) : NULL;
     free(body);
     if (!j) {
@@ -85,7 +85,7 @@ static int fetch_refs(ref_list *out, hk_hub *hub, const char *repo_id) {
         }
         if (rc == HK_OK && hk__memo_on(hub)) {
             char *copy = hk__strndup(r.body.data ? r.body.data : "", r.body.len);
-            hk__memo_put(key, copy);
+            hk__memo_put(hub->share, key, copy);
             free(copy);
         }
         free(what);
@@ -337,7 +337,7 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
     ref_list_free(&refs);
     /* not a branch or tag name: ask the revision endpoint (short shas, refs/pr/N) */
     char *rkey = hk__memo_key(hub, "revision", repo_id, revision);
-    char *known = hk__memo_get(rkey, hub->freshness_ms);
+    char *known = hk__memo_get(hub->share, rkey, hub->freshness_ms);
     if (known) {
         snprintf(out_commit, 65, "%s", known);
         free(known);
@@ -362,7 +362,7 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
     if (!sha || !hk__is_commit_id(sha)) rc = hk__fail(HK_ERR_PROTOCOL, "the revision endpoint gave no commit sha for '%s'", revision);
     else snprintf(out_commit, 65, "%s", sha);
     cJSON_Delete(j);
-    if (rc == HK_OK && hk__memo_on(hub)) hk__memo_put(rkey, out_commit);
+    if (rc == HK_OK && hk__memo_on(hub)) hk__memo_put(hub->share, rkey, out_commit);
     free(rkey);
     return rc;
 }

@@ -53,11 +53,13 @@ static void tree_clear_obj(void *t) { hk__client_tree_free(t); }
 /* A listing as the memo holds it (client/memo.h): it copies and frees trees through these. */
 static const hk__memo_type k_tree_type = {tree_copy_obj, tree_clear_obj, sizeof(tree)};
 
-bool hk__memo_get_tree(tree *out, const char *key, long window_ms) {
-    return hk__memo_get_obj(out, key, window_ms, &k_tree_type);
+bool hk__memo_get_tree(hk_share *m, tree *out, const char *key, long window_ms) {
+    return hk__memo_get_obj(m, out, key, window_ms, &k_tree_type);
 }
 
-void hk__memo_put_tree(const char *key, const tree *t) { hk__memo_put_obj(key, t, t->n, &k_tree_type); }
+void hk__memo_put_tree(hk_share *m, const char *key, const tree *t) {
+    hk__memo_put_obj(m, key, t, t->n, &k_tree_type);
+}
 
 /* A size from a listing: a JSON number that is a non-negative integer a double holds exactly
  * (<= 2^53). Anything else (1e30, -1, 1.5) is a protocol error, not a cast with undefined result. */
@@ -236,7 +238,7 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
 int hk__client_commit_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
     /* a commit never changes: its listing is reused for as long as the memo keeps it */
     char *key = hk__memo_on(hub) ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
-    if (key && hk__memo_get_tree(out, key, hub->freshness_ms > 0 ? -1 : 0)) {
+    if (key && hk__memo_get_tree(hub->share, out, key, hub->freshness_ms > 0 ? -1 : 0)) {
         free(key);
         return HK_OK;
     }
@@ -250,7 +252,7 @@ int hk__client_commit_tree(tree *out, hk_hub *hub, const char *repo_id, const ch
             hk__client_tree_free(out);
         }
     }
-    if (rc == HK_OK && key) hk__memo_put_tree(key, out);
+    if (rc == HK_OK && key) hk__memo_put_tree(hub->share, key, out);
     free(key);
     return rc;
 }
@@ -263,7 +265,7 @@ const tree_entry *hk__client_tree_find(const tree *t, const char *path) {
 
 bool hk__client_commit_tree_known(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
     char *key = hk__memo_on(hub) ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
-    bool hit = key && hk__memo_get_tree(out, key, hub->freshness_ms > 0 ? -1 : 0);
+    bool hit = key && hk__memo_get_tree(hub->share, out, key, hub->freshness_ms > 0 ? -1 : 0);
     free(key);
     return hit;
 }

@@ -24,12 +24,12 @@ typedef struct tree {
 } tree;
 
 void hk__client_tree_free(tree *t);
-/* A copy of the listing the memo (client/memo.h) holds under key into *out (true), or false.
+/* A copy of the listing share m (client/memo.h) holds under key into *out (true), or false.
  * window_ms: as hk__memo_get (a commit's listing never changes: < 0 while the hub's window is on,
  * 0 when it is off). */
-bool hk__memo_get_tree(tree *out, const char *key, long window_ms);
+bool hk__memo_get_tree(hk_share *m, tree *out, const char *key, long window_ms);
 /* Store a copy of t under key (listings are kept while their entries total at most a bound). */
-void hk__memo_put_tree(const char *key, const tree *t);
+void hk__memo_put_tree(hk_share *m, const char *key, const tree *t);
 int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
                         bool recursive);
 /* The recursive listing of the whole repo at commit (every page), from the process's memo when

@@ -48,14 +48,14 @@ static void memo_write(const hk_hub *hub, const char *path) {
 bool hk__client_trust_known(const hk_hub *hub, const char *org) {
     if (!hk__memo_on(hub)) return false;
     char *key = hk__memo_key(hub, "trust", org, NULL);
-    char *v = hk__memo_get(key, hub->freshness_ms);
+    char *v = hk__memo_get(hub->share, key, hub->freshness_ms);
     bool known = v != NULL;
     free(v);
     if (!known) {
         char *path = memo_path(hub, org);
         known = memo_fresh(hub, path);
         free(path);
-        if (known) hk__memo_put(key, "1");
+        if (known) hk__memo_put(hub->share, key, "1");
     }
     free(key);
     return known;
@@ -64,7 +64,7 @@ bool hk__client_trust_known(const hk_hub *hub, const char *org) {
 void hk__client_trust_remember(const hk_hub *hub, const char *org) {
     if (!hk__memo_on(hub)) return;
     char *key = hk__memo_key(hub, "trust", org, NULL);
-    hk__memo_put(key, "1");
+    hk__memo_put(hub->share, key, "1");
     free(key);
     char *path = memo_path(hub, org);
     memo_write(hub, path);
