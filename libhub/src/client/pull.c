@@ -156,22 +156,102 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
     return rc;
 }
 
+/* What a pull fetches: each blob once, with the repo paths that name it (indexed by etag, so a
+ * listing of n files costs O(n), not O(n^2)). */
+typedef struct pull_plan {
+    hk_dl_item *items;
+    size_t n, cap;
+    hk_strmap by_etag;
+} pull_plan;
+
+static void plan_free(pull_plan *p) {
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->items[i].etag);
+        for (size_t k = 0; k < p->items[i].npaths; k++) free(p->items[i].paths[k]);
+        free(p->items[i].paths);
+    }
+    free(p->items);
+    hk__strmap_free(&p->by_etag);
+}
+
+/* Add the files of the listing t under prefix ("build/<variant>") to the plan and to r's files:
+ * names checked (nothing leaves the variant), a usable content hash for each, one size per blob. */
+static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tree *t, const char *prefix) {
+    int rc = HK_OK;
+    size_t plen = strlen(prefix);
+    for (size_t i = 0; rc == HK_OK && i < t->n; i++) {
+        tree_entry *e = &t->e[i];
+        if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') continue; /* another variant's */
+        if (!hk__path_is_safe_relative(e->path)) {
+            rc = hk__fail(HK_ERR_UNSAFE_PATH,
+                         "refusing file name '%s' from the server's listing of %s: it would leave the variant directory",
+                         e->path, prefix);
+            break;
+        }
+        if (e->dir || hk__client_excluded(e->path)) continue;
+        const char *etag = e->lfs_oid ? e->lfs_oid : e->oid;
+        size_t el = etag ? strlen(etag) : 0;
+        if (!etag || !((el == 64 && e->lfs_oid) || (el == 40 && !e->lfs_oid)) || !hk__is_hex(etag, el)) {
+            rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", e->path,
+                         etag ? etag : "(none)");
+            break;
+        }
+        if ((rc = hk__client_add_file(r, fcap, e->path))) break;
+        size_t k = p->n;
+        hk__strmap_get(&p->by_etag, etag, &k); /* indexed: a listing of n files costs O(n), not O(n^2) */
+        if (k < p->n && p->items[k].size != e->size) {
+            rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives two sizes for blob %s", etag);
+            break;
+        }
+        if (k == p->n) {
+            if ((rc = HK_VEC_RESERVE(p->items, p->cap, p->n + 1)) != HK_OK) break;
+            memset(&p->items[p->n], 0, sizeof *p->items);
+            p->items[p->n].etag = hk__strdup(etag);
+            p->items[p->n].size = e->size;
+            p->n++;
+            if (!p->items[k].etag) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if ((rc = hk__strmap_put(&p->by_etag, p->items[k].etag, k))) break;
+        }
+        char **np = realloc(p->items[k].paths, (p->items[k].npaths + 1) * sizeof(char *));
+        if (!np || !p->items[k].etag) {
+            free(np == p->items[k].paths ? NULL : np);
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        p->items[k].paths = np;
+        if (!(np[p->items[k].npaths] = hk__strdup(e->path))) {
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        p->items[k].npaths++;
+    }
+    return rc;
+}
+
+/* r's place: the target's repo, revision and commit, and the snapshot folder; *repo_dir the
+ * repo's folder in the cache (caller frees, also on failure). */
+static int result_at(hk_pull_result *r, char **repo_dir, const hk_hub *hub, const hk__target *tg) {
+    *repo_dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, tg->repo);
+    r->repo = hk__strdup(tg->repo);
+    r->revision = hk__strdup(tg->revision);
+    r->commit = hk__strdup(tg->commit);
+    r->snapshot = *repo_dir ? hk__cache_snapshot_path(*repo_dir, tg->commit, NULL) : NULL;
+    if (!r->snapshot) return hk_last_error_code();
+    if (!r->repo || !r->revision || !r->commit) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    return HK_OK;
+}
+
 static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in, const hk__target *tg) {
     hk_pull_spec spec = *spec_in;
     const char *repo = tg->repo, *commit = tg->commit;
-    int rc = HK_OK;
-    char *repo_dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo);
-    r->repo = hk__strdup(repo);
-    r->revision = hk__strdup(tg->revision);
-    r->commit = hk__strdup(commit);
-    r->snapshot = repo_dir ? hk__cache_snapshot_path(repo_dir, commit, NULL) : NULL;
-    if (!r->snapshot) {
+    char *repo_dir = NULL;
+    int rc = result_at(r, &repo_dir, hub, tg);
+    if (rc) {
         free(repo_dir);
-        return hk_last_error_code();
-    }
-    if (!r->repo || !r->revision || !r->commit) {
-        free(repo_dir);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
+        return rc;
     }
     /* variants from the listing (skipped when the named variant is already complete here) */
     tree t;
@@ -208,10 +288,10 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     }
     hk_hub_strv_free(names);
     /* files of each chosen variant, grouped by blob */
-    hk_strmap by_etag;
-    hk__strmap_init(&by_etag);
-    hk_dl_item *items = NULL;
-    size_t nitems = 0, icap = 0, fcap = 0;
+    pull_plan plan;
+    memset(&plan, 0, sizeof plan);
+    hk__strmap_init(&plan.by_etag);
+    size_t fcap = 0;
     bool *checked = rc == HK_OK ? calloc(r->nvariants + 1, sizeof *checked) : NULL;
     if (rc == HK_OK && !checked) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
@@ -238,63 +318,13 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             continue;
         }
         if (!have_tree && (rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) have_tree = true;
-        size_t plen = strlen(prefix);
-        for (size_t i = 0; rc == HK_OK && i < t.n; i++) {
-            tree_entry *e = &t.e[i];
-            if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') continue; /* another variant's */
-            if (!hk__path_is_safe_relative(e->path)) {
-                rc = hk__fail(HK_ERR_UNSAFE_PATH,
-                             "refusing file name '%s' from the server's listing of %s: it would leave the variant directory",
-                             e->path, prefix);
-                break;
-            }
-            if (e->dir || hk__client_excluded(e->path)) continue;
-            const char *etag = e->lfs_oid ? e->lfs_oid : e->oid;
-            size_t el = etag ? strlen(etag) : 0;
-            if (!etag || !((el == 64 && e->lfs_oid) || (el == 40 && !e->lfs_oid)) || !hk__is_hex(etag, el)) {
-                rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", e->path,
-                             etag ? etag : "(none)");
-                break;
-            }
-            if ((rc = hk__client_add_file(r, &fcap, e->path))) break;
-            size_t k = nitems;
-            hk__strmap_get(&by_etag, etag, &k); /* indexed: a listing of n files costs O(n), not O(n^2) */
-            if (k < nitems && items[k].size != e->size) {
-                rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives two sizes for blob %s", etag);
-                break;
-            }
-            if (k == nitems) {
-                if ((rc = HK_VEC_RESERVE(items, icap, nitems + 1)) != HK_OK) break;
-                memset(&items[nitems], 0, sizeof *items);
-                items[nitems].etag = hk__strdup(etag);
-                items[nitems].size = e->size;
-                nitems++;
-                if (!items[k].etag) {
-                    rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                if ((rc = hk__strmap_put(&by_etag, items[k].etag, k))) break;
-            }
-            char **np = realloc(items[k].paths, (items[k].npaths + 1) * sizeof(char *));
-            if (!np || !items[k].etag) {
-                free(np == items[k].paths ? NULL : np);
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            items[k].paths = np;
-            if (!(np[items[k].npaths] = hk__strdup(e->path))) {
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            items[k].npaths++;
-        }
+        if (rc == HK_OK) rc = plan_variant(&plan, r, &fcap, &t, prefix);
         free(prefix);
     }
     hk__client_tree_free(&t);
-    hk__strmap_free(&by_etag);
     if (rc == HK_OK) { /* blobs only: the links are made in the stage, after every byte arrived */
         hk_dl_stats st = {0, 0, 0};
-        rc = hk__download_blobs(&st, hub, repo, repo_dir, commit, items, nitems, false);
+        rc = hk__download_blobs(&st, hub, repo, repo_dir, commit, plan.items, plan.n, false);
         r->bytes_downloaded = st.bytes_downloaded;
         r->bytes_verified += st.bytes_verified;
         r->files_downloaded = st.files_downloaded;
@@ -304,15 +334,10 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
             hub->progress(hub->progress_ud, &p);
         }
-        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, items, nitems, tg->signature);
+        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, plan.items, plan.n, tg->signature);
     }
     free(checked);
-    for (size_t i = 0; i < nitems; i++) {
-        free(items[i].etag);
-        for (size_t k = 0; k < items[i].npaths; k++) free(items[i].paths[k]);
-        free(items[i].paths);
-    }
-    free(items);
+    plan_free(&plan);
     /* refs only once the variant is complete and verified, so that offline use never finds a
      * half-pulled snapshot through refs/vN */
     if (rc == HK_OK && strcmp(r->revision, commit) != 0) rc = hk_cache_write_ref(repo_dir, r->revision, commit);

@@ -30,6 +30,52 @@ static int fail_redirect_loop(const redirect_hop *hops, size_t n, size_t again, 
     return rc;
 }
 
+/* One hop of a chain: the publisher of repo checked (unless spec->trust_remote_code) and its
+ * version or revision resolved into commit. A hubkern mirror's refs answer carries the trust answer
+ * too (client/refs.c), so it is asked first and a cold pull needs no overview request; a refs error
+ * is reported after the trust answer, in the order kernels reports them. */
+static int resolve_hop(char commit[65], hk_hub *hub, const hk_pull_spec *spec, const char *repo, int hop_version,
+                       const char *hop_rev) {
+    bool resolved = false;
+    char *resolve_err = NULL; /* the refs error, reported after the trust answer (as kernels orders them) */
+    int resolve_rc = HK_OK;
+    char org[128];
+    snprintf(org, sizeof org, "%.*s", (int)(strchr(repo, '/') - repo), repo);
+    if (!spec->trust_remote_code && !hk__client_trust_known(hub, org) && (!hop_rev || !hk__is_commit_id(hop_rev))) {
+        resolve_rc = hk__client_resolve_commit(commit, hub, repo, hop_version, hop_rev);
+        /* no answer at all (unreachable, stalled, a 5xx or 429 after the retries, a broken
+         * answer): the overview would fare no better, so that error is the one reported */
+        if (resolve_rc == HK_ERR_NOMEM || resolve_rc == HK_ERR_NETWORK || resolve_rc == HK_ERR_TIMEOUT ||
+            resolve_rc == HK_ERR_HTTP || resolve_rc == HK_ERR_RATE_LIMITED || resolve_rc == HK_ERR_PROTOCOL ||
+            resolve_rc == HK_ERR_CANCELLED)
+            return resolve_rc;
+        resolved = resolve_rc == HK_OK;
+        if (!resolved && !(resolve_err = hk__strdup(hk_last_error()))) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        hk_clear_error();
+    }
+    if (!spec->trust_remote_code) {
+        int trusted = 0;
+        int rc = hk_hub_check_trust(&trusted, hub, org);
+        if (rc) {
+            free(resolve_err);
+            return rc;
+        }
+        if (!trusted) {
+            free(resolve_err);
+            return hk__fail(HK_ERR_UNTRUSTED,
+                            "kernel repository '%s' is not from a trusted publisher (or its trust status could not "
+                            "be verified); pass --trust-remote-code (trust_remote_code = 1) to load it anyway",
+                            repo);
+        }
+    }
+    if (resolve_err) {
+        int rc = hk__fail(resolve_rc, "%s", resolve_err);
+        free(resolve_err);
+        return rc;
+    }
+    return resolved ? HK_OK : hk__client_resolve_commit(commit, hub, repo, hop_version, hop_rev);
+}
+
 /* Resolve spec's version/revision and follow kernel-status.toml redirects (online), checking the
  * publisher of every repo on the way unless trust_remote_code. *out_repo: the final repo;
  * *out_redirect_rev: the revision the last redirect named, NULL when none was followed; *mode: on
@@ -65,51 +111,7 @@ static int follow_redirects(char **out_repo, char **out_redirect_rev, char commi
         if ((rc = hk__client_check_repo_id(repo))) break;
         int hop_version = n > 1 ? -1 : spec->kernel_version;
         const char *hop_rev = n > 1 ? h->rev : spec->revision;
-        bool resolved = false;
-        char *resolve_err = NULL; /* the refs error, reported after the trust answer (as kernels orders them) */
-        int resolve_rc = HK_OK;
-        char org[128];
-        snprintf(org, sizeof org, "%.*s", (int)(strchr(repo, '/') - repo), repo);
-        if (!spec->trust_remote_code && !hk__client_trust_known(hub, org) && (!hop_rev || !hk__is_commit_id(hop_rev))) {
-            /* the refs answer of a hubkern mirror carries the trust answer too (client/refs.c):
-             * ask it first, so that a cold pull needs no overview request */
-            resolve_rc = hk__client_resolve_commit(commit, hub, repo, hop_version, hop_rev);
-            /* no answer at all (unreachable, stalled, a 5xx or 429 after the retries, a broken
-             * answer): the overview would fare no better, so that error is the one reported */
-            if (resolve_rc == HK_ERR_NOMEM || resolve_rc == HK_ERR_NETWORK || resolve_rc == HK_ERR_TIMEOUT ||
-                resolve_rc == HK_ERR_HTTP || resolve_rc == HK_ERR_RATE_LIMITED || resolve_rc == HK_ERR_PROTOCOL ||
-                resolve_rc == HK_ERR_CANCELLED) {
-                rc = resolve_rc;
-                break;
-            }
-            resolved = resolve_rc == HK_OK;
-            if (!resolved && !(resolve_err = hk__strdup(hk_last_error()))) {
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            hk_clear_error();
-        }
-        if (!spec->trust_remote_code) {
-            int trusted = 0;
-            if ((rc = hk_hub_check_trust(&trusted, hub, org))) {
-                free(resolve_err);
-                break;
-            }
-            if (!trusted) {
-                free(resolve_err);
-                rc = hk__fail(HK_ERR_UNTRUSTED,
-                             "kernel repository '%s' is not from a trusted publisher (or its trust status could not be "
-                             "verified); pass --trust-remote-code (trust_remote_code = 1) to load it anyway",
-                             repo);
-                break;
-            }
-        }
-        if (resolve_err) {
-            rc = hk__fail(resolve_rc, "%s", resolve_err);
-            free(resolve_err);
-            break;
-        }
-        if (!resolved && (rc = hk__client_resolve_commit(commit, hub, repo, hop_version, hop_rev))) break;
+        if ((rc = resolve_hop(commit, hub, spec, repo, hop_version, hop_rev))) break;
         snprintf(h->commit, sizeof h->commit, "%s", commit);
         /* another name of a commit already visited (a@main -> b -> a@v1, main == v1) loops as well */
         for (size_t i = 0; i + 1 < n && rc == HK_OK; i++)
