@@ -307,6 +307,62 @@ static int api_deadline_fail(const hk_hub *hub, bool pull_bound, const char *url
                     (double)hub->request_timeout_ms / 1000.0, got);
 }
 
+/* One attempt of a GET: the request, then each redirect it answers with (at most 10; the token
+ * rule of hk__http_setup applies to every hop), within the request's deadline. *cur is the URL of
+ * the last hop (replaced on each redirect); *cc is libcurl's result (CURLE_OK with out->status set,
+ * or a transport error the caller may retry). HK_OK unless this attempt ends the request. */
+static int get_once(hk_http_resp *out, char **cur, CURLcode *cc, hk_hub *hub, const char *url, size_t max_body,
+                    uint64_t deadline, bool pull_bound, char errbuf[CURL_ERROR_SIZE]) {
+    int hops = 0;
+    for (;;) {
+        hk__http_headers_free(&out->h);
+        hk__sb_free(&out->body);
+        out->status = 0;
+        CURL *e = hub->api;
+        curl_easy_reset(e);
+        struct curl_slist *hdrs = NULL;
+        int rc = hk__http_setup(e, &hdrs, hub, *cur, false);
+        if (rc) return rc;
+        if (deadline) {
+            uint64_t now = hk__now_ms();
+            if (now >= deadline) {
+                curl_slist_free_all(hdrs);
+                return api_deadline_fail(hub, pull_bound, *cur, 0);
+            }
+            curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(deadline - now));
+        }
+        api_ctx ctx = {out, max_body, false, false};
+        errbuf[0] = '\0';
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, api_header_cb);
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, &ctx);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, api_body_cb);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, &ctx);
+        hk__log(HK_LOG_DEBUG, "GET %s", *cur);
+        *cc = curl_easy_perform(e);
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
+        curl_slist_free_all(hdrs);
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+        if (ctx.too_big) return hk__fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
+        if (hk__curl_header_too_large(*cc, ctx.headers_seen)) /* stays too large: no retry */
+            return hk__header_too_large_fail(NULL, *cur, errbuf);
+        if (*cc == CURLE_OPERATION_TIMEDOUT && deadline && hk__now_ms() + 50 >= deadline)
+            return api_deadline_fail(hub, pull_bound, *cur, out->body.len);
+        if (*cc != CURLE_OK) return HK_OK;
+        if (out->status >= 300 && out->status < 400 && out->h.location) {
+            if (++hops > 10) return hk__fail(HK_ERR_PROTOCOL, "too many redirects from %s", url);
+            char *next = hk__url_resolve(*cur, out->h.location);
+            if (!next) return hk__fail(HK_ERR_PROTOCOL, "bad redirect Location from %s", *cur);
+            hk__log(HK_LOG_DEBUG, "redirect %ld -> %s%s", out->status, next,
+                   hk__url_same_origin(next, hub->endpoint) ? "" : " (other host: no token)");
+            free(*cur);
+            *cur = next;
+            continue;
+        }
+        return HK_OK;
+    }
+}
+
 int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body) {
     memset(out, 0, sizeof *out);
     hk__http_headers_init(&out->h);
@@ -325,75 +381,12 @@ int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_bod
     int fast_fails = 0;
     for (int attempt = 0;;) {
         char *cur = hk__strdup(url);
-        int hops = 0;
         CURLcode cc = CURLE_OK;
         if (!cur) return hk__fail(HK_ERR_NOMEM, "out of memory");
-        for (;;) {
-            hk__http_headers_free(&out->h);
-            hk__sb_free(&out->body);
-            out->status = 0;
-            CURL *e = hub->api;
-            curl_easy_reset(e);
-            struct curl_slist *hdrs = NULL;
-            if ((rc = hk__http_setup(e, &hdrs, hub, cur, false))) {
-                free(cur);
-                return rc;
-            }
-            if (deadline) {
-                uint64_t now = hk__now_ms();
-                if (now >= deadline) {
-                    curl_slist_free_all(hdrs);
-                    rc = api_deadline_fail(hub, pull_bound, cur, 0);
-                    free(cur);
-                    return rc;
-                }
-                curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(deadline - now));
-            }
-            api_ctx ctx = {out, max_body, false, false};
-            errbuf[0] = '\0';
-            curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-            curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, api_header_cb);
-            curl_easy_setopt(e, CURLOPT_HEADERDATA, &ctx);
-            curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, api_body_cb);
-            curl_easy_setopt(e, CURLOPT_WRITEDATA, &ctx);
-            hk__log(HK_LOG_DEBUG, "GET %s", cur);
-            cc = curl_easy_perform(e);
-            curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
-            curl_slist_free_all(hdrs);
-            curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
-            if (ctx.too_big) {
-                free(cur);
-                return hk__fail(HK_ERR_PROTOCOL, "answer from %s is larger than %zu bytes", url, max_body);
-            }
-            if (hk__curl_header_too_large(cc, ctx.headers_seen)) { /* stays too large: no retry */
-                rc = hk__header_too_large_fail(NULL, cur, errbuf);
-                free(cur);
-                return rc;
-            }
-            if (cc == CURLE_OPERATION_TIMEDOUT && deadline && hk__now_ms() + 50 >= deadline) {
-                rc = api_deadline_fail(hub, pull_bound, cur, out->body.len);
-                free(cur);
-                return rc;
-            }
-            if (cc != CURLE_OK) break;
-            if (out->status >= 300 && out->status < 400 && out->h.location) {
-                if (++hops > 10) {
-                    free(cur);
-                    return hk__fail(HK_ERR_PROTOCOL, "too many redirects from %s", url);
-                }
-                char *next = hk__url_resolve(cur, out->h.location);
-                if (!next) {
-                    int frc = hk__fail(HK_ERR_PROTOCOL, "bad redirect Location from %s", cur);
-                    free(cur);
-                    return frc;
-                }
-                hk__log(HK_LOG_DEBUG, "redirect %ld -> %s%s", out->status, next,
-                       hk__url_same_origin(next, hub->endpoint) ? "" : " (other host: no token)");
-                free(cur);
-                cur = next;
-                continue;
-            }
-            break;
+        rc = get_once(out, &cur, &cc, hub, url, max_body, deadline, pull_bound, errbuf);
+        if (rc) {
+            free(cur);
+            return rc;
         }
         long delay;
         if (cc != CURLE_OK && hk__curl_connect_failed(cc)) {
