@@ -97,6 +97,58 @@ static int visited_add(visited *v, char *url) {
     return rc;
 }
 
+/* The entries of one page of a listing (a JSON list) appended to out, within the hub's bound on
+ * entries; sizes range-checked (entry_size). */
+static int add_page_entries(tree *out, const cJSON *j, const hk_hub *hub, const char *what) {
+    int rc = HK_OK;
+    cJSON *it;
+    cJSON_ArrayForEach(it, j) {
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "type"));
+        const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "path"));
+        if (!type || !p) {
+            rc = hk__fail(HK_ERR_PROTOCOL, "%s: an entry lacks type or path", what);
+            break;
+        }
+        if ((uint64_t)out->n >= hub->max_listing_entries) {
+            rc = hk__fail(HK_ERR_PROTOCOL,
+                         "%s: the listing has more than %" PRIu64 " entries (the bound set by "
+                         "HUBKERN_MAX_LISTING_ENTRIES / hk_hub_options.max_listing_entries)",
+                         what, hub->max_listing_entries);
+            break;
+        }
+        if ((rc = HK_VEC_RESERVE(out->e, out->cap, out->n + 1)) != HK_OK) break;
+        tree_entry *e = &out->e[out->n++];
+        memset(e, 0, sizeof *e);
+        e->path = hk__strdup(p);
+        if (!e->path) { /* before anything else can overwrite rc */
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        e->dir = strcmp(type, "directory") == 0;
+        cJSON *sz = cJSON_GetObjectItemCaseSensitive(it, "size");
+        if (cJSON_IsNumber(sz) && (rc = entry_size(&e->size, sz, what, p, "size"))) break;
+        const char *oid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid"));
+        e->oid = hk__strdup(oid);
+        if (oid && !e->oid) {
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        cJSON *lfs = cJSON_GetObjectItemCaseSensitive(it, "lfs");
+        if (cJSON_IsObject(lfs)) {
+            const char *lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "oid"));
+            if (!lo) lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "sha256"));
+            e->lfs_oid = hk__strdup(lo);
+            if (lo && !e->lfs_oid) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            cJSON *ls = cJSON_GetObjectItemCaseSensitive(lfs, "size");
+            if (cJSON_IsNumber(ls) && (rc = entry_size(&e->size, ls, what, p, "lfs.size"))) break;
+        }
+    }
+    return rc;
+}
+
 int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path, bool recursive) {
     memset(out, 0, sizeof *out);
     /* '/' kept in the path: the Hub takes both forms, some mirrors only this one */
@@ -162,51 +214,7 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
             free(base);
             break;
         }
-        cJSON *it;
-        cJSON_ArrayForEach(it, j) {
-            const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "type"));
-            const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "path"));
-            if (!type || !p) {
-                rc = hk__fail(HK_ERR_PROTOCOL, "%s: an entry lacks type or path", what);
-                break;
-            }
-            if ((uint64_t)out->n >= hub->max_listing_entries) {
-                rc = hk__fail(HK_ERR_PROTOCOL,
-                             "%s: the listing has more than %" PRIu64 " entries (the bound set by "
-                             "HUBKERN_MAX_LISTING_ENTRIES / hk_hub_options.max_listing_entries)",
-                             what, hub->max_listing_entries);
-                break;
-            }
-            if ((rc = HK_VEC_RESERVE(out->e, out->cap, out->n + 1)) != HK_OK) break;
-            tree_entry *e = &out->e[out->n++];
-            memset(e, 0, sizeof *e);
-            e->path = hk__strdup(p);
-            if (!e->path) { /* before anything else can overwrite rc */
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            e->dir = strcmp(type, "directory") == 0;
-            cJSON *sz = cJSON_GetObjectItemCaseSensitive(it, "size");
-            if (cJSON_IsNumber(sz) && (rc = entry_size(&e->size, sz, what, p, "size"))) break;
-            const char *oid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid"));
-            e->oid = hk__strdup(oid);
-            if (oid && !e->oid) {
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
-            cJSON *lfs = cJSON_GetObjectItemCaseSensitive(it, "lfs");
-            if (cJSON_IsObject(lfs)) {
-                const char *lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "oid"));
-                if (!lo) lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "sha256"));
-                e->lfs_oid = hk__strdup(lo);
-                if (lo && !e->lfs_oid) {
-                    rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                cJSON *ls = cJSON_GetObjectItemCaseSensitive(lfs, "size");
-                if (cJSON_IsNumber(ls) && (rc = entry_size(&e->size, ls, what, p, "lfs.size"))) break;
-            }
-        }
+        rc = add_page_entries(out, j, hub, what);
         cJSON_Delete(j);
         if (rc == HK_OK && next) {
             /* raw bytes >= 0x80, spaces, quotes ... in the header never reach the request line */
