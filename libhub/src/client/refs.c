@@ -253,89 +253,37 @@ static int version_not_found(const version_entry *v, size_t n, const char *repo_
     return rc;
 }
 
-/* Resolve to a commit. out_label gets "vN" / the revision (for refs/<label>). */
-int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version, const char *revision) {
-    out_commit[0] = '\0';
-    int rc = hk__client_check_repo_id(repo_id);
-    if (rc) return rc;
-    if ((version >= 0) == (revision != NULL))
-        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", repo_id);
-    if (revision && (!*revision || !hk__path_is_safe_relative(revision)))
-        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
-    if (revision && hk__is_commit_id(revision) && hub->offline) {
-        snprintf(out_commit, 65, "%s", revision);
-        return HK_OK;
+/* Offline: the cache's refs/<vN or revision>, else an error saying what the cache holds. */
+static int resolve_offline(char out_commit[65], hk_hub *hub, const char *repo_id, int version, const char *revision) {
+    int rc;
+    char label[32];
+    const char *rev = revision;
+    if (!rev) {
+        snprintf(label, sizeof label, "v%d", version);
+        rev = label;
     }
-    if (hub->offline) {
-        char label[32];
-        const char *rev = revision;
-        if (!rev) {
-            snprintf(label, sizeof label, "v%d", version);
-            rev = label;
-        }
-        char *dir = hk__client_local_repo_dir(hub, repo_id, rev);
-        if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
-        rc = hk__cache_read_ref(out_commit, dir, rev);
-        free(dir);
-        if (rc == HK_OK) return HK_OK;
-        if (version >= 0) {
-            version_entry *v = NULL;
-            size_t n = 0;
-            list_versions_offline(&v, &n, hub, repo_id);
-            rc = version_not_found(v, n, repo_id, version, true);
-            free(v);
-            return rc;
-        }
-        return hk__fail(HK_ERR_OFFLINE,
-                       "offline: revision '%s' of %s is not in the cache (no refs/%s under %s); pull it while online first",
-                       revision, repo_id, revision, hub->cache_root);
-    }
-    if (revision && hk__is_commit_id(revision)) {
-        snprintf(out_commit, 65, "%s", revision);
-        return HK_OK;
-    }
-    ref_list refs;
-    if ((rc = fetch_refs(&refs, hub, repo_id))) return rc;
+    char *dir = hk__client_local_repo_dir(hub, repo_id, rev);
+    if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    rc = hk__cache_read_ref(out_commit, dir, rev);
+    free(dir);
+    if (rc == HK_OK) return HK_OK;
     if (version >= 0) {
-        int newest = -1;
-        const char *found = NULL;
-        version_entry *v = calloc(refs.n + 1, sizeof *v);
+        version_entry *v = NULL;
         size_t n = 0;
-        for (size_t i = 0; i < refs.n; i++) {
-            int num = refs.is_tag[i] ? -1 : parse_vnum(refs.names[i]);
-            if (num < 0) continue;
-            if (num > newest) newest = num;
-            if (num == version) found = refs.commits[i];
-            if (v) v[n++].version = num;
-        }
-        if (!found) {
-            if (v) qsort(v, n, sizeof *v, cmp_version);
-            rc = version_not_found(v, n, repo_id, version, false);
-        } else {
-            snprintf(out_commit, 65, "%s", found);
-            /* a load resolves twice (choose the variant, then pull it): warn once per handle */
-            char *key = newest > version ? hk__asprintf("%s v%d", repo_id, version) : NULL;
-            if (key && (!hub->newer_warned || strcmp(hub->newer_warned, key) != 0)) {
-                hk__log(HK_LOG_WARN, "You are using version %d of %s, but version %d is available.", version, repo_id, newest);
-                free(hub->newer_warned);
-                hub->newer_warned = key;
-                key = NULL;
-            }
-            free(key);
-        }
+        list_versions_offline(&v, &n, hub, repo_id);
+        rc = version_not_found(v, n, repo_id, version, true);
         free(v);
-        ref_list_free(&refs);
         return rc;
     }
-    for (size_t i = 0; i < refs.n; i++) {
-        if (strcmp(refs.names[i], revision) == 0) {
-            snprintf(out_commit, 65, "%s", refs.commits[i]);
-            ref_list_free(&refs);
-            return HK_OK;
-        }
-    }
-    ref_list_free(&refs);
-    /* not a branch or tag name: ask the revision endpoint (short shas, refs/pr/N) */
+    return hk__fail(HK_ERR_OFFLINE,
+                   "offline: revision '%s' of %s is not in the cache (no refs/%s under %s); pull it while online first",
+                   revision, repo_id, revision, hub->cache_root);
+}
+
+/* A revision that is no branch or tag name (a short sha, refs/pr/N): the revision endpoint, its
+ * answer kept in the hub's share for the freshness window. */
+static int resolve_by_revision_api(char out_commit[65], hk_hub *hub, const char *repo_id, const char *revision) {
+    int rc;
     char *rkey = hk__memo_key(hub, "revision", repo_id, revision);
     char *known = hk__memo_get(hub->share, rkey, hub->freshness_ms);
     if (known) {
@@ -365,6 +313,68 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
     if (rc == HK_OK && hk__memo_on(hub)) hk__memo_put(hub->share, rkey, out_commit);
     free(rkey);
     return rc;
+}
+
+/* Resolve to a commit. out_label gets "vN" / the revision (for refs/<label>). */
+int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo_id, int version, const char *revision) {
+    out_commit[0] = '\0';
+    int rc = hk__client_check_repo_id(repo_id);
+    if (rc) return rc;
+    if ((version >= 0) == (revision != NULL))
+        return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", repo_id);
+    if (revision && (!*revision || !hk__path_is_safe_relative(revision)))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
+    if (revision && hk__is_commit_id(revision) && hub->offline) {
+        snprintf(out_commit, 65, "%s", revision);
+        return HK_OK;
+    }
+    if (hub->offline) return resolve_offline(out_commit, hub, repo_id, version, revision);
+    if (revision && hk__is_commit_id(revision)) {
+        snprintf(out_commit, 65, "%s", revision);
+        return HK_OK;
+    }
+    ref_list refs;
+    if ((rc = fetch_refs(&refs, hub, repo_id))) return rc;
+    if (version >= 0) {
+        int newest = -1;
+        const char *found = NULL;
+        version_entry *v = calloc(refs.n + 1, sizeof *v);
+        size_t n = 0;
+        for (size_t i = 0; i < refs.n; i++) {
+            int num = refs.is_tag[i] ? -1 : parse_vnum(refs.names[i]);
+            if (num < 0) continue;
+            if (num > newest) newest = num;
+            if (num == version) found = refs.commits[i];
+            if (v) v[n++].version = num;
+        }
+        if (!found) {
+            if (v) qsort(v, n, sizeof *v, cmp_version);
+            rc = version_not_found(v, n, repo_id, version, false);
+        } else {
+            snprintf(out_commit, 65, "%s", found);
+            /* once per handle: a tree walk or a CLI command may resolve the same version again */
+            char *key = newest > version ? hk__asprintf("%s v%d", repo_id, version) : NULL;
+            if (key && (!hub->newer_warned || strcmp(hub->newer_warned, key) != 0)) {
+                hk__log(HK_LOG_WARN, "You are using version %d of %s, but version %d is available.", version, repo_id, newest);
+                free(hub->newer_warned);
+                hub->newer_warned = key;
+                key = NULL;
+            }
+            free(key);
+        }
+        free(v);
+        ref_list_free(&refs);
+        return rc;
+    }
+    for (size_t i = 0; i < refs.n; i++) {
+        if (strcmp(refs.names[i], revision) == 0) {
+            snprintf(out_commit, 65, "%s", refs.commits[i]);
+            ref_list_free(&refs);
+            return HK_OK;
+        }
+    }
+    ref_list_free(&refs);
+    return resolve_by_revision_api(out_commit, hub, repo_id, revision);
 }
 
 int hk_hub_list_versions(hk_hub_version_list **out, hk_hub *hub, const char *repo_id) {
