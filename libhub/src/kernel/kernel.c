@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hk__function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym);
-
 struct hk_kernel {
     int refs;                 /* guarded by g_reg_lock */
     struct hk_kernel *next;   /* registry list */
@@ -142,6 +140,17 @@ HK_API int hk_kernel_function(const hk_function **out, const hk_kernel *k, const
                      sb.data && sb.len ? sb.data : "nothing");
     hk__sb_free(&sb);
     return rc;
+}
+
+/* By name: the handle's lookup, then the call (tvmffi.c), so that the calls never look back into
+ * the handle. */
+HK_API int hk_kernel_call(hk_value *out_result, const hk_kernel *k, const char *name,
+                          const hk_value *args, size_t num_args) {
+    const hk_function *f;
+    if (out_result) *out_result = hk_value_none();
+    int rc = hk_kernel_function(&f, k, name);
+    if (rc) return rc;
+    return hk_function_call(out_result, f, args, num_args);
 }
 
 /* ---- loading ----------------------------------------------------------------------------- */

@@ -59,6 +59,8 @@ int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, cons
 void hk__metadata_free(hk_metadata_owned *md);
 
 /* ---- tvmffi.c ------------------------------------------------------------------------------ */
+/* The callable for exported symbol sym (`__tvm_ffi_<name>`) of a loaded tvm-ffi kernel k. */
+int hk__function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym);
 typedef int (*hk_tvm_safe_call)(void *self, const void *args, int32_t num_args, void *result);
 /* Make sure libtvm_ffi is loaded: explicit path, HUBKERN_TVM_FFI_LIB, TVM_FFI_LIB, one already in
  * the process, `hint` (the Python package's copy that env detection found), other Python

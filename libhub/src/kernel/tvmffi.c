@@ -235,10 +235,6 @@ struct hk_function {
     hk_tvm_safe_call fn;
 };
 
-/* Defined in kernel.c: the lookup table of a loaded tvm-ffi kernel. */
-int hk_kernel_lookup_function(const hk_function **out, const hk_kernel *k, const char *name);
-
-int hk__function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym);
 int hk__function_make(hk_function **out, const hk_kernel *k, const char *name, void *sym) {
     hk_function *f = calloc(1, sizeof *f);
     if (!f) return hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -396,11 +392,3 @@ HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const h
     return rc;
 }
 
-HK_API int hk_kernel_call(hk_value *out_result, const hk_kernel *k, const char *name,
-                          const hk_value *args, size_t num_args) {
-    const hk_function *f;
-    if (out_result) *out_result = hk_value_none();
-    int rc = hk_kernel_function(&f, k, name);
-    if (rc) return rc;
-    return hk_function_call(out_result, f, args, num_args);
-}
