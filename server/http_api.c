@@ -35,10 +35,11 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
     }
     const hk_listing l = *lp;
     bool blobs = hk_srv_query_true(c, "blobs");
-    char *snap = hk__asprintf("%s/snapshots/%s", repo->dir, commit);
+    char *snap = hk_cache_snapshot_path(repo->dir, commit, NULL);
     struct stat st;
     time_t mtime = snap && stat(snap, &st) == 0 ? st.st_mtime : time(NULL);
-    free(snap);
+    if (!snap) hk_clear_error();
+    hk_free(snap);
     char when[32];
     hk_srv_iso_time(when, mtime);
     const char *slash = strchr(repo->id, '/');

@@ -104,11 +104,12 @@ int hk_manifest_reject(const char *root, const char *repo_dir, const char *commi
     hk__sb_append(&sb, PARTIAL_MARK);
     for (size_t i = 0; rc == HK_OK && i < l.n; i++) {
         const hk_sentry *e = &l.v[i];
-        char *blob = hk__asprintf("%s/blobs/%s", repo_dir, e->etag);
+        char *blob = hk_cache_blob_path(repo_dir, e->etag);
         struct stat st;
         if (blob && lstat(blob, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size)
             hk__sb_printf(&sb, "%s %llu %c %s\n", e->etag, (unsigned long long)e->size, e->lfs ? 'L' : 'G', e->path);
-        free(blob);
+        if (!blob) hk_clear_error(); /* a name no blob can have: not kept */
+        hk_free(blob);
     }
     if (rc == HK_OK) rc = p ? hk__write_file_atomic(p, sb.data, sb.len) : hk__fail(HK_ERR_NOMEM, "out of memory");
     free(p);

@@ -216,8 +216,8 @@ static int collect(src_list *out, const char *src_real, const char *abs, const c
 /* ---- writing -------------------------------------------------------------------------------- */
 static int store_blob(const char *repo_dir, const char *abs, const char *etag, bool lfs, uint64_t size,
                       uint64_t lfs_threshold) {
-    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
-    if (!blob) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char *blob = hk_cache_blob_path(repo_dir, etag);
+    if (!blob) return hk_last_error_code();
     struct stat st;
     if (stat(blob, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size) {
         free(blob);
@@ -256,10 +256,10 @@ static int store_blob(const char *repo_dir, const char *abs, const char *etag, b
 /* snapshots/<commit>/<path> → blobs/<etag>. Files come sorted, so the parent directory is created
  * once per directory; an existing entry is replaced through hk_cache_link_snapshot. */
 static int link_file(char **last_dir, const char *repo_dir, const char *commit, const char *path, const char *etag) {
-    char *ptr = hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
-    char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
-    char *dir = ptr ? hk__strdup(ptr) : NULL;
-    int rc = (!ptr || !blob || !dir) ? hk__fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
+    char *ptr = hk_cache_snapshot_path(repo_dir, commit, path);
+    char *blob = ptr ? hk_cache_blob_path(repo_dir, etag) : NULL;
+    char *dir = blob ? hk__strdup(ptr) : NULL;
+    int rc = !blob ? hk_last_error_code() : !dir ? hk__fail(HK_ERR_NOMEM, "out of memory") : HK_OK;
     char *target = NULL;
     if (rc == HK_OK) {
         *strrchr(dir, '/') = '\0';
@@ -384,9 +384,9 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     if (rc == HK_OK) rc = lock_repo(&lock_fd, root, repo_dir);
     char parent[65] = "";
     if (rc == HK_OK) {
-        char *ref = hk__asprintf("%s/refs/%s", repo_dir, o->branch);
+        char *ref = hk_cache_ref_path(repo_dir, o->branch);
         char *found = NULL;
-        if (!ref) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        if (!ref) rc = hk_last_error_code();
         else if (hk__path_exists(ref) && (rc = hk_cache_resolve_ref(&found, repo_dir, o->branch)) == HK_OK)
             snprintf(parent, sizeof parent, "%s", found);
         hk_free(found);

@@ -20,10 +20,11 @@
 #include <unistd.h>
 
 static bool blob_present(const char *repo_dir, const char *etag) {
-    char *p = hk__asprintf("%s/blobs/%s", repo_dir, etag);
+    char *p = hk_cache_blob_path(repo_dir, etag);
     struct stat st;
     bool ok = p && lstat(p, &st) == 0 && S_ISREG(st.st_mode);
-    free(p);
+    if (!p) hk_clear_error();
+    hk_free(p);
     return ok;
 }
 
@@ -62,9 +63,9 @@ static const char *check_body(up_resp *r, const hk_sentry *e, const char *digest
 static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, const hk_sentry *e, const char *key,
                       up_answer *ans) {
     static const char *const prefix[] = {"", "datasets/", "spaces/", "kernels/"};
-    char *blobs = hk__asprintf("%s/blobs", repo->dir);
+    char *blobs = hk_cache_repo_part(repo->dir, "blobs");
     char *tmp = blobs ? hk__asprintf("%s/.hk-upstream-%s.%ld.tmp", blobs, e->etag, (long)getpid()) : NULL;
-    char *final = blobs ? hk__asprintf("%s/%s", blobs, e->etag) : NULL;
+    char *final = blobs ? hk_cache_blob_path(repo->dir, e->etag) : NULL;
     char *epath = hk__pct_encode(e->path, true);
     char *pq = epath ? hk__asprintf("/%s%s/resolve/%s/%s", prefix[repo->type], repo->id, commit, epath) : NULL;
     free(epath);

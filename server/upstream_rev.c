@@ -180,7 +180,7 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
         /* record_revision writes the manifest before the snapshot folder, and the store resolves a
          * commit by its folder: a manifest alone is another process between the two steps, whose
          * second step (idempotent) is taken here so that the commit resolves at once */
-        char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, rev);
+        char *snap = hk_cache_snapshot_path(repo_dir, rev, NULL);
         bool have = snap && hk__is_dir(snap);
         if (snap && !have && hk_manifest_exists(root, repo_dir, rev)) have = hk__mkdirs(snap, 0755) == HK_OK;
         free(snap);
@@ -189,7 +189,7 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
         return have && !hk_manifest_partial(root, repo_dir, rev);
     }
     if (!hk__path_is_safe_relative(rev)) return false;
-    char *ref = hk__asprintf("%s/refs/%s", repo_dir, rev);
+    char *ref = hk_cache_ref_path(repo_dir, rev);
     struct stat st;
     bool have = ref && stat(ref, &st) == 0 && S_ISREG(st.st_mode);
     free(ref);
@@ -251,8 +251,8 @@ static int record_revision(hk_store *store, const char *repo_dir, const char *re
     }
     cJSON_Delete(doc);
     if (rc == HK_OK) {
-        char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, commit);
-        rc = snap ? hk__mkdirs(snap, 0755) : HK_ERR_NOMEM;
+        char *snap = hk_cache_snapshot_path(repo_dir, commit, NULL);
+        rc = snap ? hk__mkdirs(snap, 0755) : hk_last_error_code();
         free(snap);
     }
     if (rc == HK_OK && !hk__is_commit_id(rev)) rc = hk_cache_write_ref(repo_dir, rev, commit);
