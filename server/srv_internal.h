@@ -95,9 +95,13 @@ void hk_refs_free(hk_ref *refs, size_t n);
 /* Does any repo of namespace `org` exist in the store (any type)? */
 bool hk_store_has_namespace(const hk_store *s, const char *org);
 
-/* ---- content classification (publish.c, also used by store.c) ----------------------------- */
+/* ---- blob names (blob_name.c: used by publish.c and store.c) ------------------------------- */
 /* Hash a file the way publish names it: LFS (sha256) when it is binary (a NUL byte in its first
  * 8000 bytes, git's rule) or at least lfs_threshold bytes; otherwise its git blob sha1. */
 int hk_classify_file(char etag[65], bool *lfs, uint64_t *size, const char *path, uint64_t lfs_threshold);
+/* Hash an open file as hk_classify_file names it (force_lfs: -1 decide, 0 git blob, 1 sha256),
+ * writing its bytes to copy_fd too when that is >= 0. */
+int hk_hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const char *what, uint64_t lfs_threshold,
+                   int force_lfs, int copy_fd);
 
 #endif

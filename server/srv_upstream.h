@@ -65,7 +65,7 @@ typedef struct up_site {
     double retry_until; /* CLOCK_MONOTONIC seconds; 429 back-off shared by every client */
 } up_site;
 
-typedef struct up_budget up_budget; /* one client's upstream misses (upstream_http.c) */
+typedef struct up_budget up_budget; /* one client's upstream misses (upstream_client.c) */
 
 typedef struct hk_upstream {
     up_site *sites;
@@ -102,8 +102,16 @@ typedef struct up_resp {
 
 int hk_up_create(hk_upstream **out, const hk_serve_config *cfg);
 void hk_up_free(hk_upstream *u);
+/* upstream_memo.c: the memo of passed-through and negative answers (u->mu guards it). */
 void hk_up_memo_free(hk_upstream *u);
 uint64_t hk_up_memo_bytes(hk_upstream *u); /* bytes the pass-through memo holds now */
+/* A copy of the answer kept for key if younger than max_age (any age when max_age < 0): body (may
+ * be NULL: not wanted; *body NULL for a negative answer), status and error code. */
+bool hk_up_memo_get(hk_upstream *u, const char *key, double max_age, char **body, unsigned *status, char code[48]);
+/* Keep an answer (body NULL: a negative one) under key, evicting the least recently used. */
+void hk_up_memo_put(hk_upstream *u, const char *key, const char *body, unsigned status, const char *code);
+/* Would an answer of body_len bytes under key be kept (not larger than the whole memo)? */
+bool hk_up_memo_fits(const hk_upstream *u, const char *key, size_t body_len);
 /* flock of <root>/.locks/<repo folder>/<name>.lock, waited for at most wait_s (and not past the
  * client's disconnect or the mirror's stop): the fd, -1 when locking is impossible (the work is
  * then done unlocked), -2 when the wait was given up. hk_up_unlock(-1) is fine. */
@@ -113,12 +121,15 @@ double hk_up_wait_s(const hk_upstream *u, uint64_t bytes);
 /* The client of the request this thread answers (with --upstream every connection has its own
  * thread): its socket, for noticing a disconnect, and its budget key (token or address). Set by
  * hk_srv_up_begin around each request; fd -1 / key NULL clears it. */
+/* upstream_client.c */
 void hk_up_client_set(int fd, const char *key);
 bool hk_up_client_gone(void);
 /* Has this thread's client budget left for an upstream miss? false: *retry_s until it has. */
 bool hk_up_client_may_miss(hk_upstream *u, unsigned *retry_s);
 /* Spend one miss of this thread's client (the request is about to go upstream). */
 void hk_up_client_spend(hk_upstream *u);
+/* The table of client budgets an upstream handle keeps (free with free). */
+up_budget *hk_up_budgets_new(void);
 void hk_up_unlock(int fd);
 double hk_up_now(void);
 /* GET base + path_query from the first upstream that answers (fallbacks on network errors, 5xx and

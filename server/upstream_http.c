@@ -29,74 +29,6 @@
 #define UP_MAX_REDIRECTS 5
 #define UP_MAX_JSON (64u << 20)
 #define UP_DEFAULT_RETRY_S 5
-#define UP_BUDGET_CLIENTS 1024 /* clients whose budgets are remembered (the least recent is forgotten) */
-
-struct up_budget {
-    char key[72];   /* "" = free slot */
-    double tokens;  /* misses left (may go below 0: misses already on their way) */
-    double at;      /* when tokens was last refilled */
-};
-
-/* The client of the request this thread answers (with --upstream: a thread per connection). */
-static _Thread_local struct {
-    int fd;
-    char key[72];
-} t_client = {-1, ""};
-
-void hk_up_client_set(int fd, const char *key) {
-    t_client.fd = fd;
-    snprintf(t_client.key, sizeof t_client.key, "%s", key ? key : "");
-}
-
-bool hk_up_client_gone(void) {
-    if (t_client.fd < 0) return false;
-    /* the client closed its side (or the connection broke): nobody will read this answer */
-    struct pollfd p = {.fd = t_client.fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
-}
-
-/* The budget slot of this thread's client (u->bmu held), refilled to now; NULL without a client. */
-static up_budget *budget_of(hk_upstream *u) {
-    if (!t_client.key[0] || !u->budgets) return NULL;
-    double now = hk_up_now();
-    up_budget *b = NULL, *oldest = &u->budgets[0];
-    for (size_t i = 0; i < UP_BUDGET_CLIENTS && !b; i++) {
-        up_budget *c = &u->budgets[i];
-        if (strcmp(c->key, t_client.key) == 0) b = c;
-        else if (!c->key[0] || (oldest->key[0] && c->at < oldest->at)) oldest = c;
-    }
-    if (!b) { /* a new client (or one forgotten): a full budget */
-        b = oldest;
-        snprintf(b->key, sizeof b->key, "%s", t_client.key);
-        b->tokens = u->miss_budget;
-        b->at = now;
-    }
-    double rate = (double)u->miss_budget / (double)u->miss_window;
-    b->tokens += (now - b->at) * rate;
-    if (b->tokens > u->miss_budget) b->tokens = u->miss_budget;
-    b->at = now;
-    return b;
-}
-
-bool hk_up_client_may_miss(hk_upstream *u, unsigned *retry_s) {
-    *retry_s = 0;
-    pthread_mutex_lock(&u->bmu);
-    up_budget *b = budget_of(u);
-    bool ok = !b || b->tokens >= 1.0;
-    if (!ok) {
-        double wait = (1.0 - b->tokens) * (double)u->miss_window / (double)u->miss_budget;
-        *retry_s = wait < 1 ? 1 : (unsigned)(wait + 0.999);
-    }
-    pthread_mutex_unlock(&u->bmu);
-    return ok;
-}
-
-void hk_up_client_spend(hk_upstream *u) {
-    pthread_mutex_lock(&u->bmu);
-    up_budget *b = budget_of(u);
-    if (b) b->tokens -= 1.0;
-    pthread_mutex_unlock(&u->bmu);
-}
 
 double hk_up_wait_s(const hk_upstream *u, uint64_t bytes) {
     /* the deadline, plus what the slowest transfer allowed past it needs for these bytes, plus a
@@ -104,11 +36,6 @@ double hk_up_wait_s(const hk_upstream *u, uint64_t bytes) {
     return (double)u->deadline_s + (double)bytes / HK_SERVE_UPSTREAM_MIN_RATE + 2.0;
 }
 
-double hk_up_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* "scheme://host:port" of url (default ports filled in), or NULL. */
 static char *url_origin(const char *url) {
@@ -144,7 +71,7 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
     u->memo_cap = cfg->upstream_memo_bytes ? cfg->upstream_memo_bytes : HK_SERVE_UPSTREAM_MEMO_DEFAULT;
     u->miss_budget = cfg->client_miss_budget ? cfg->client_miss_budget : HK_SERVE_CLIENT_MISSES_DEFAULT;
     u->miss_window = cfg->client_miss_window ? cfg->client_miss_window : HK_SERVE_CLIENT_WINDOW_DEFAULT;
-    u->budgets = calloc(UP_BUDGET_CLIENTS, sizeof *u->budgets);
+    u->budgets = hk_up_budgets_new();
     if (!u->budgets) {
         pthread_mutex_destroy(&u->bmu);
         pthread_mutex_destroy(&u->mu);

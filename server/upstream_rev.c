@@ -28,103 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define UP_MEMO_MAX 1024 /* entries, whatever their bytes (the lookups are linear) */
-
-typedef struct up_memo {
-    char *key;
-    char *body;      /* NULL for a negative answer */
-    unsigned status; /* 200, or the remembered 4xx */
-    char code[48];
-    double at;
-    uint64_t used; /* LRU tick of the last use */
-    size_t bytes;  /* what it holds, counted against u->memo_cap */
-} up_memo;
-
-void hk_up_memo_free(hk_upstream *u) {
-    for (size_t i = 0; i < u->n_memo; i++) {
-        free(u->memo[i].key);
-        free(u->memo[i].body);
-    }
-    free(u->memo);
-    u->memo = NULL;
-    u->n_memo = 0;
-    u->memo_bytes = 0;
-}
-
-/* u->mu held */
-static void memo_drop(hk_upstream *u, size_t i) {
-    up_memo *m = &u->memo[i];
-    u->memo_bytes -= m->bytes;
-    free(m->key);
-    free(m->body);
-    u->memo[i] = u->memo[--u->n_memo];
-}
-
-/* A copy of the memo for key if younger than max_age (or any age when max_age < 0). */
-static bool memo_get(hk_upstream *u, const char *key, double max_age, char **body, unsigned *status, char code[48]) {
-    bool found = false;
-    double now = hk_up_now();
-    pthread_mutex_lock(&u->mu);
-    for (size_t i = 0; i < u->n_memo; i++) {
-        up_memo *m = &u->memo[i];
-        if (strcmp(m->key, key) != 0) continue;
-        if (max_age < 0 || now - m->at < max_age) {
-            found = true;
-            m->used = ++u->memo_tick;
-            if (body) *body = m->body ? hk__strdup(m->body) : NULL;
-            if (status) *status = m->status;
-            if (code) snprintf(code, 48, "%s", m->code);
-        }
-        break;
-    }
-    pthread_mutex_unlock(&u->mu);
-    return found;
-}
-
-static void memo_put(hk_upstream *u, const char *key, const char *body, unsigned status, const char *code) {
-    size_t bytes = sizeof(up_memo) + strlen(key) + 1 + (body ? strlen(body) + 1 : 0);
-    char *k = hk__strdup(key), *b = body ? hk__strdup(body) : NULL;
-    pthread_mutex_lock(&u->mu);
-    for (size_t i = 0; i < u->n_memo; i++)
-        if (strcmp(u->memo[i].key, key) == 0) {
-            memo_drop(u, i);
-            break;
-        }
-    /* an answer larger than the whole memo is answered, not kept */
-    bool keep = k && (b || !body) && bytes <= u->memo_cap;
-    while (keep && u->n_memo && (u->memo_bytes + bytes > u->memo_cap || u->n_memo >= UP_MEMO_MAX)) {
-        size_t lru = 0;
-        for (size_t i = 1; i < u->n_memo; i++)
-            if (u->memo[i].used < u->memo[lru].used) lru = i;
-        memo_drop(u, lru);
-    }
-    up_memo *nv = keep ? realloc(u->memo, (u->n_memo + 1) * sizeof *nv) : NULL;
-    if (nv) {
-        u->memo = nv;
-        up_memo *m = &u->memo[u->n_memo++];
-        memset(m, 0, sizeof *m);
-        m->key = k;
-        m->body = b;
-        k = b = NULL;
-        m->status = status;
-        snprintf(m->code, sizeof m->code, "%s", code ? code : "");
-        m->at = hk_up_now();
-        m->used = ++u->memo_tick;
-        m->bytes = bytes;
-        u->memo_bytes += bytes;
-    }
-    pthread_mutex_unlock(&u->mu);
-    free(k);
-    free(b);
-}
-
-uint64_t hk_up_memo_bytes(hk_upstream *u) {
-    pthread_mutex_lock(&u->mu);
-    uint64_t n = u->memo_bytes;
-    pthread_mutex_unlock(&u->mu);
-    return n;
-}
-
 static void answer(up_answer *a, unsigned status, const char *code, unsigned retry, const char *msg) {
     a->status = status;
     a->code = code;
@@ -278,7 +181,7 @@ static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigne
                          up_answer *ans) {
     unsigned st = 0;
     char code[48];
-    if (memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
+    if (hk_up_memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
         neg_answer(ans, st, code);
         return 1;
     }
@@ -328,7 +231,7 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
     if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
     unsigned st;
     char code[48];
-    if (memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
+    if (hk_up_memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
         neg_answer(ans, st, code);
         out = 1;
         goto done;
@@ -376,7 +279,7 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
             rc = record_revision(srv->store, repo_dir, rev, r.body.data ? r.body.data : "", commit);
             if (rc == HK_OK) *mark = UP_MISS;
         } else if (rc == HK_OK && negative_status(r.status)) {
-            memo_put(u, negkey, NULL, (unsigned)r.status, r.error_code); /* made-up revisions cost one miss each */
+            hk_up_memo_put(u, negkey, NULL, (unsigned)r.status, r.error_code); /* made-up revisions cost one miss each */
             rc = r.status == 404 || r.status == 410 ? HK_ERR_REVISION_NOT_FOUND
                                                     : hk__fail(HK_ERR_HTTP, "upstream answered HTTP %ld", r.status);
         } else if (rc == HK_OK) {
@@ -450,21 +353,21 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
     int out = 1;
     unsigned st = 0;
     char code[48];
-    if (memo_get(u, pq, u->rev_ttl, body, &st, code)) {
+    if (hk_up_memo_get(u, pq, u->rev_ttl, body, &st, code)) {
         if (st == 200 && *body) {
             out = 0;
             goto done;
         }
         free(*body);
         *body = NULL;
-        if (memo_get(u, pq, u->neg_ttl, NULL, &st, code)) {
+        if (hk_up_memo_get(u, pq, u->neg_ttl, NULL, &st, code)) {
             neg_answer(ans, st, code);
             goto done;
         }
     }
     unsigned retry;
     if (!hk_up_client_may_miss(u, &retry)) { /* over budget: a remembered answer, else 429 */
-        if (memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
+        if (hk_up_memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
             *mark = UP_STALE;
             out = 0;
         } else {
@@ -492,9 +395,9 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
         hk_up_client_spend(u);
         int rc = hk_up_get(u, pq, &r, &backoff);
         if (rc == HK_OK && r.status == 200 && r.body.data) {
-            memo_put(u, pq, r.body.data, 200, NULL);
+            hk_up_memo_put(u, pq, r.body.data, 200, NULL);
             *mark = UP_MISS;
-            if (r.body.len + sizeof(up_memo) + strlen(pq) + 1 > u->memo_cap) { /* too large to keep: this one only */
+            if (!hk_up_memo_fits(u, pq, r.body.len)) { /* too large to keep: this one only */
                 *body = hk__sb_steal(&r.body);
                 hk_up_resp_free(&r);
                 hk_up_leave(u->waits, pq, NULL);
@@ -503,11 +406,11 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
                 goto done;
             }
         } else if (rc == HK_OK && negative_status(r.status)) {
-            memo_put(u, pq, NULL, (unsigned)r.status, r.error_code);
+            hk_up_memo_put(u, pq, NULL, (unsigned)r.status, r.error_code);
         } else {
             atomic_fetch_add(&srv->metrics.up_errors, 1);
             if (backoff) atomic_fetch_add(&srv->metrics.up_rate_limited, 1);
-            if (!memo_get(u, pq, -1, body, &st, code) || st != 200 || !*body) {
+            if (!hk_up_memo_get(u, pq, -1, body, &st, code) || st != 200 || !*body) {
                 free(*body);
                 *body = NULL;
                 bool unavailable = hk_up_unavailable(rc, r.status);
@@ -527,7 +430,7 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
         hk_up_resp_free(&r);
         hk_up_leave(u->waits, pq, NULL);
     }
-    if (memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
+    if (hk_up_memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
         out = 0;
         goto done;
     }
