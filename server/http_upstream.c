@@ -118,3 +118,22 @@ enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, 
     MHD_add_response_header(r, "Cache-Control", "no-store");
     return hk_srv_queue(c, ctx, 200, r, len);
 }
+
+bool hk_srv_route_up(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                     size_t at, bool rest_is_rev, enum MHD_Result *ret) {
+    if (!srv->up) return false;
+    char *rev = hk_srv_join_decoded(s, at, rest_is_rev ? s->n - at : 1);
+    if (!rev) {
+        *ret = MHD_NO;
+        return true;
+    }
+    bool answered;
+    if (!hk__revision_valid(rev)) {
+        *ret = hk_srv_rev_invalid(c, ctx, rev);
+        answered = true;
+    } else {
+        answered = hk_srv_up_prepare(srv, c, ctx, repo, rev, ret);
+    }
+    free(rev);
+    return answered;
+}

@@ -182,6 +182,8 @@ char *hk_srv_seg_decode(const seglist *s, size_t i);
  * hk__revision_valid, hk__repo_path_valid; "" is the repo root for a path). */
 /* Segments [from, n) '/'-joined into a checked path (hk__repo_path_valid); NULL and *bad if not. */
 char *hk_srv_join_path(const seglist *s, size_t from, bool *bad);
+/* Decoded segments [at, at + k) '/'-joined (unchecked; NULL when out of memory). */
+char *hk_srv_join_decoded(const seglist *s, size_t at, size_t k);
 /* A repo id at segment `at` ("org/name" or "name"; `keywords` end a one-part id). REPO_INVALID: the
  * id is not one the Hub could have (answer 400, never look it up anywhere); REPO_NONE: no id there. */
 repo_parse hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
