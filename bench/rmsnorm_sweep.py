@@ -271,7 +271,7 @@ def main():
     by_name = {v: k for k, v in NAME.items()}
     todo = [(dt, wdt, rows, h) for dt, wdt, g in pairs for rows, h in grid(g)]
     if args.wide_grid:
-        todo += [(torch.bfloat16, torch.bfloat16, rows, h) for rows, h in grid("wide")]
+        todo = [(torch.bfloat16, torch.bfloat16, rows, h) for rows, h in grid("wide")] + todo
     if args.shapes:
         todo = []
         for spec in args.shapes.split(","):

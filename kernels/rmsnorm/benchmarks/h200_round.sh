@@ -14,17 +14,17 @@ mkdir -p /tmp/fi && tar xJf .dev/fi/pkg.tar.xz -C /tmp/fi || exit 3
 # 1. every launch path, poisoned outputs, float64 reference; then memcheck and racecheck on it
 .dev/rb/cuda_paths 2>&1 | tee $OUT/cuda_paths.txt | tail -3
 { echo "## compute-sanitizer --tool memcheck cuda_paths --quick"
-  timeout 150 compute-sanitizer --tool memcheck --leak-check full .dev/rb/cuda_paths --quick 2>&1 | tail -8
+  timeout ${SAN_S:-90} compute-sanitizer --tool memcheck --leak-check full .dev/rb/cuda_paths --quick 2>&1 | tail -8
   echo "## compute-sanitizer --tool racecheck cuda_paths --quick"
-  timeout 150 compute-sanitizer --tool racecheck .dev/rb/cuda_paths --quick 2>&1 | tail -8; } > $OUT/sanitizer.txt 2>&1
+  timeout ${SAN_S:-90} compute-sanitizer --tool racecheck .dev/rb/cuda_paths --quick 2>&1 | tail -8; } > $OUT/sanitizer.txt 2>&1
 tail -4 $OUT/sanitizer.txt
 # 2. the sweep: every build beside F.rms_norm, torch.compile, Liger, the Triton anchor, FlashInfer
 libs=(); for n in $names; do libs+=(--lib "$n=.dev/rb/$n.so"); done
-timeout ${SWEEP_S:-420} python3 bench/rmsnorm_sweep.py "${libs[@]}" --flashinfer /tmp/fi \
+timeout ${SWEEP_S:-300} python3 bench/rmsnorm_sweep.py "${libs[@]}" --flashinfer /tmp/fi \
   --triton .dev/fi/anchors/h200_triton_rmsnorm.py --json $OUT/sweep.json "$@" 2>&1 | tee $OUT/sweep.txt | grep -v '^|'
 # 3. ncu on wide rows, ours (each build) and the Triton anchor
 plibs=(); for n in $names; do plibs+=(--lib "$n=.dev/rb/$n.so"); done
-timeout ${NCU_S:-90} ncu --clock-control none -k 'regex:rms_|rms_fwd' --section SpeedOfLight --section Occupancy \
+timeout ${NCU_S:-60} ncu --clock-control none -k 'regex:rms_|rms_fwd' --section SpeedOfLight --section Occupancy \
   --section LaunchStats python3 kernels/rmsnorm/benchmarks/profile_wide.py "${plibs[@]}" \
   --triton .dev/fi/anchors/h200_triton_rmsnorm.py > $OUT/ncu.txt 2>&1
 echo "ncu rc=$?"; grep -E "rms_|rms_fwd|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Block Limit Registers" $OUT/ncu.txt | head -60
