@@ -56,7 +56,28 @@ __device__ __forceinline__ uint4 load_plain(const void *p) {
 __device__ __forceinline__ uint4 load_ro(const void *p) {
     return __ldg(reinterpret_cast<const uint4 *>(p));
 }
-__device__ __forceinline__ void store_vec(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+// One 16-byte store, spelled out: as a plain uint4 assignment NVVM split it into four 4-byte stores
+// in some instantiations (NOTES v7).
+__device__ __forceinline__ void store_vec(void *p, uint4 v) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+// 16 bytes of T from floats (rounded to nearest), as four 32-bit words.
+template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+    return (uint32_t)__half_as_ushort(__float2half_rn(a)) | ((uint32_t)__half_as_ushort(__float2half_rn(b)) << 16);
+}
+template <typename T> __device__ __forceinline__ uint4 pack_vec(const float *f) {
+    if constexpr (sizeof(T) == 4)
+        return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+    else
+        return make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
+}
 
 // Programmatic dependent launch (sm_90+): wait until the grid this one depends on has finished and
 // its writes are visible (a no-op when the launch was not programmatic), then let the next grid
@@ -116,7 +137,8 @@ __device__ __forceinline__ void load_rows(Pack<T> (&v)[RPI][VPT], const T *p, in
 //   VPT: 16-byte vectors per thread per row; RPI: rows per lane group (or per block)
 //   FUSED: dst = x, src = x, res = residual; else dst = out, src = x, res unused
 // Every load of x (and residual) is issued first, then the weight's (kept packed), so one memory
-// latency covers them all; the weight is re-read per row through the read-only path (L1 hits).
+// latency covers them all (but see LATE_W); the weight is re-read per row through the read-only
+// path (L1 hits).
 template <typename T, typename W, int MAXB, int TPR, int VPT, int RPI, bool FUSED>
 __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const W *__restrict__ w,
                                              int64_t rows, int nvec, float inv_hidden, float eps) {
@@ -131,6 +153,9 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
     const int64_t rows_per_iter = (int64_t)GROUPS * RPI;
 
     constexpr bool WHOLE = TPR == 0;
+    // A wider weight in the widest blocks (<= 64 registers): its 32 registers per 4 vectors of a
+    // 16-bit row would spill, so it is loaded after the reduction (L1 / L2 hits) instead (NOTES v7).
+    constexpr bool LATE_W = WHOLE && MAXB == 1024 && sizeof(W) > sizeof(T);
     __shared__ float red[WHOLE ? 2 : 1][WHOLE ? RPI : 1][WHOLE ? MAXWARPS : 1];
     int parity = 0;
     pdl_wait_then_release();
@@ -142,14 +167,17 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
         Pack<T> rv[FUSED ? RPI : 1][FUSED ? VPT : 1];
         if constexpr (FUSED) load_rows<T, VPT, RPI, GROUPS>(rv, res, base, group, lane, tpr, rows, nvec);
         Pack<W> wv[VPT][WQ];
+        auto load_w = [&]() {
 #pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            const int j = lane + k * tpr;
+            for (int k = 0; k < VPT; k++) {
+                const int j = lane + k * tpr;
 #pragma unroll
-            for (int q = 0; q < WQ; q++)
-                wv[k][q].u = j < nvec ? load_ro(w + (int64_t)j * VEC + q * (16 / sizeof(W)))
-                                      : make_uint4(0, 0, 0, 0);
-        }
+                for (int q = 0; q < WQ; q++)
+                    wv[k][q].u = j < nvec ? load_ro(w + (int64_t)j * VEC + q * (16 / sizeof(W)))
+                                          : make_uint4(0, 0, 0, 0);
+            }
+        };
+        if constexpr (!LATE_W) load_w();
         if constexpr (FUSED) {
 #pragma unroll
             for (int r = 0; r < RPI; r++) {
@@ -157,10 +185,10 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
 #pragma unroll
                 for (int k = 0; k < VPT; k++) {
                     const int j = lane + k * tpr;
+                    float f[VEC];
 #pragma unroll
-                    for (int i = 0; i < VEC; i++)
-                        xv[r][k].e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) +
-                                                       Cvt<T>::to_f(rv[r][k].e[i]));
+                    for (int i = 0; i < VEC; i++) f[i] = Cvt<T>::to_f(xv[r][k].e[i]) + Cvt<T>::to_f(rv[r][k].e[i]);
+                    xv[r][k].u = pack_vec<T>(f);
                     if (row < rows && j < nvec)
                         store_vec(res + row * hidden + (int64_t)j * VEC, xv[r][k].u);
                 }
@@ -200,6 +228,7 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
             }
             parity ^= 1;
         }
+        if constexpr (LATE_W) load_w();
 #pragma unroll
         for (int r = 0; r < RPI; r++) {
             const int64_t row = base + (int64_t)r * GROUPS + group;
@@ -208,14 +237,14 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
             for (int k = 0; k < VPT; k++) {
                 const int j = lane + k * tpr;
                 if (row < rows && j < nvec) {
-                    Pack<T> o;
+                    float f[VEC];
 #pragma unroll
                     for (int i = 0; i < VEC; i++) {
                         constexpr int WPER = 16 / sizeof(W);
                         const float wi = Cvt<W>::to_f(wv[k][i / WPER].e[i % WPER]);
-                        o.e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) * inv * wi);
+                        f[i] = Cvt<T>::to_f(xv[r][k].e[i]) * inv * wi;
                     }
-                    store_vec(dst + row * hidden + (int64_t)j * VEC, o.u);
+                    store_vec(dst + row * hidden + (int64_t)j * VEC, pack_vec<T>(f));
                 }
             }
         }
@@ -474,7 +503,7 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
     const bool few = a.rows < 2 * sms;
     if (nvec <= 256)
         return few ? launch_row<T, W, 128, 2, 1, FUSED>(a, nv) : launch_row<T, W, 128, 2, 2, FUSED>(a, nv);
-    if (nvec <= 1024 && !few) return launch_row<T, W, 256, 4, 2, FUSED>(a, nv);
+    if (nvec <= 1024) return few ? launch_row<T, W, 256, 4, 1, FUSED>(a, nv) : launch_row<T, W, 256, 4, 2, FUSED>(a, nv);
     // fused rows up to 512 threads keep a 512-thread bound (up to 128 registers, no spills; at
     // 1024 the fp32-weight instantiations spill 112-124 bytes)
     if (FUSED && nvec <= 2048) return launch_row<T, W, 512, 4, 1, FUSED>(a, nv);
