@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One H200 round for the RMSNorm kernel (issue 23), run by the device tool from the repo root with
-# .dev/rb (builds: NAME.so for each --lib, cuda_paths) and .dev/fi (pkg.tar.xz from
+# .dev/rb (builds: NAME.so for each --lib, cuda_paths* test programs) and .dev/fi (pkg.tar.xz from
 # flashinfer_prep.sh, whl/ apache-tvm-ffi + liger-kernel, anchors/h200_triton_rmsnorm.py) carried:
 #   kernels/rmsnorm/benchmarks/h200_round.sh "NAME1 NAME2 ..." [sweep args...]
 # Writes under $OUT: env.txt, cuda_paths.txt, sanitizer.txt, sweep.txt/.json, ncu.txt.
@@ -12,12 +12,15 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 mkdir -p /tmp/fi && tar xJf .dev/fi/pkg.tar.xz -C /tmp/fi || exit 3
 # 1. every launch path, poisoned outputs, float64 reference; then memcheck and racecheck on it
-.dev/rb/cuda_paths 2>&1 | tee $OUT/cuda_paths.txt | tail -3
-{ echo "## compute-sanitizer --tool memcheck cuda_paths --quick"
-  timeout ${SAN_S:-90} compute-sanitizer --tool memcheck --leak-check full .dev/rb/cuda_paths --quick 2>&1 | tail -8
-  echo "## compute-sanitizer --tool racecheck cuda_paths --quick"
-  timeout ${SAN_S:-90} compute-sanitizer --tool racecheck .dev/rb/cuda_paths --quick 2>&1 | tail -8; } > $OUT/sanitizer.txt 2>&1
-tail -4 $OUT/sanitizer.txt
+: > $OUT/cuda_paths.txt; : > $OUT/sanitizer.txt
+for t in .dev/rb/cuda_paths*; do
+  { echo "## $t"; $t 2>&1; } | tee -a $OUT/cuda_paths.txt | tail -1
+  { echo "## compute-sanitizer --tool memcheck $t --quick"
+    timeout ${SAN_S:-90} compute-sanitizer --tool memcheck --leak-check full $t --quick 2>&1 | tail -8
+    echo "## compute-sanitizer --tool racecheck $t --quick"
+    timeout ${SAN_S:-90} compute-sanitizer --tool racecheck $t --quick 2>&1 | tail -8; } >> $OUT/sanitizer.txt 2>&1
+done
+grep -E "^##|SUMMARY" $OUT/sanitizer.txt
 # 2. the sweep: every build beside F.rms_norm, torch.compile, Liger, the Triton anchor, FlashInfer
 libs=(); for n in $names; do libs+=(--lib "$n=.dev/rb/$n.so"); done
 timeout ${SWEEP_S:-300} python3 bench/rmsnorm_sweep.py "${libs[@]}" --flashinfer /tmp/fi \
