@@ -188,7 +188,7 @@ def grid(kind):
         rows, hidden = [64, 8192, 65536], [128, 4096, 7168, 12288]
     if kind == "wide":  # issue 23: hidden sizes that are not powers of two, 64 MB - 2 GB
         out = []
-        for h in (5120, 6144, 8192, 10240, 12288):
+        for h in (1280, 1536, 2560, 3072, 5120, 6144, 8192, 10240, 12288):
             out += [(r, h) for r in (1, 64, 1024, 4096, 8192, 32768, 65536, 98304) if r * h * 4 <= 2.2e9]
         return out
     return [(r, h) for r in rows for h in hidden if r * h * 2 <= 1.1e9]

@@ -26,6 +26,7 @@ libs=(); for n in $names; do libs+=(--lib "$n=.dev/rb/$n.so"); done
 timeout ${SWEEP_S:-300} python3 bench/rmsnorm_sweep.py "${libs[@]}" --flashinfer /tmp/fi \
   --triton .dev/fi/anchors/h200_triton_rmsnorm.py --json $OUT/sweep.json "$@" 2>&1 | tee $OUT/sweep.txt | grep -v '^|'
 # 3. ncu on wide rows, ours (each build) and the Triton anchor
+[ "${NCU_S:-60}" = 0 ] && exit 0
 plibs=(); for n in $names; do plibs+=(--lib "$n=.dev/rb/$n.so"); done
 timeout ${NCU_S:-60} ncu --clock-control none -k 'regex:rms_|rms_fwd' --section SpeedOfLight --section Occupancy \
   --section LaunchStats python3 kernels/rmsnorm/benchmarks/profile_wide.py "${plibs[@]}" \

@@ -56,28 +56,7 @@ __device__ __forceinline__ uint4 load_plain(const void *p) {
 __device__ __forceinline__ uint4 load_ro(const void *p) {
     return __ldg(reinterpret_cast<const uint4 *>(p));
 }
-// One 16-byte store, spelled out: as a plain uint4 assignment NVVM split it into four 4-byte stores
-// in some instantiations (NOTES v7).
-__device__ __forceinline__ void store_vec(void *p, uint4 v) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-}
-
-// 16 bytes of T from floats (rounded to nearest), as four 32-bit words.
-template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
-    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
-           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
-    return (uint32_t)__half_as_ushort(__float2half_rn(a)) | ((uint32_t)__half_as_ushort(__float2half_rn(b)) << 16);
-}
-template <typename T> __device__ __forceinline__ uint4 pack_vec(const float *f) {
-    if constexpr (sizeof(T) == 4)
-        return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
-    else
-        return make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
-}
+__device__ __forceinline__ void store_vec(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
 
 // Programmatic dependent launch (sm_90+): wait until the grid this one depends on has finished and
 // its writes are visible (a no-op when the launch was not programmatic), then let the next grid
@@ -133,7 +112,8 @@ __device__ __forceinline__ void load_rows(Pack<T> (&v)[RPI][VPT], const T *p, in
 
 // Row-in-registers body.
 //   MAXB: the block's most threads (its launch bound); TPR: threads per row (<= 32: a lane group of
-//   a MAXB-thread block; 0: the whole block, whose width is blockDim.x, sized at launch to the row)
+//   a MAXB-thread block; MAXB: the whole block; 0: the whole block, whose width is blockDim.x, sized
+//   at launch to the row)
 //   VPT: 16-byte vectors per thread per row; RPI: rows per lane group (or per block)
 //   FUSED: dst = x, src = x, res = residual; else dst = out, src = x, res unused
 // Every load of x (and residual) is issued first, then the weight's (kept packed), so one memory
@@ -152,7 +132,7 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
     const int64_t hidden = (int64_t)nvec * VEC;
     const int64_t rows_per_iter = (int64_t)GROUPS * RPI;
 
-    constexpr bool WHOLE = TPR == 0;
+    constexpr bool WHOLE = TPR == 0 || TPR > 32;
     // A wider weight in the widest blocks (<= 64 registers): its 32 registers per 4 vectors of a
     // 16-bit row would spill, so it is loaded after the reduction (L1 / L2 hits) instead (NOTES v7).
     constexpr bool LATE_W = WHOLE && MAXB == 1024 && sizeof(W) > sizeof(T);
@@ -185,10 +165,10 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
 #pragma unroll
                 for (int k = 0; k < VPT; k++) {
                     const int j = lane + k * tpr;
-                    float f[VEC];
 #pragma unroll
-                    for (int i = 0; i < VEC; i++) f[i] = Cvt<T>::to_f(xv[r][k].e[i]) + Cvt<T>::to_f(rv[r][k].e[i]);
-                    xv[r][k].u = pack_vec<T>(f);
+                    for (int i = 0; i < VEC; i++)
+                        xv[r][k].e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) +
+                                                       Cvt<T>::to_f(rv[r][k].e[i]));
                     if (row < rows && j < nvec)
                         store_vec(res + row * hidden + (int64_t)j * VEC, xv[r][k].u);
                 }
@@ -209,9 +189,9 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
         }
         if constexpr (!WHOLE) {
 #pragma unroll
-            for (int r = 0; r < RPI; r++) ss[r] = group_sum<TPR>(ss[r]);
+            for (int r = 0; r < RPI; r++) ss[r] = group_sum<(TPR > 0 && TPR <= 32 ? TPR : 32)>(ss[r]);
         } else {
-            const int nwarps = tpr / 32;
+            const int nwarps = TPR ? TPR / 32 : tpr / 32;  // a constant for fixed-width blocks
             const int warp = threadIdx.x / 32;
 #pragma unroll
             for (int r = 0; r < RPI; r++) {
@@ -222,8 +202,13 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
 #pragma unroll
             for (int r = 0; r < RPI; r++) {
                 float s = 0.f;
+                if constexpr (TPR > 32) {
+#pragma unroll
+                    for (int q = 0; q < TPR / 32; q++) s += red[parity][r][q];
+                } else {
 #pragma unroll 4
-                for (int q = 0; q < nwarps; q++) s += red[parity][r][q];
+                    for (int q = 0; q < nwarps; q++) s += red[parity][r][q];
+                }
                 ss[r] = s;
             }
             parity ^= 1;
@@ -237,14 +222,14 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
             for (int k = 0; k < VPT; k++) {
                 const int j = lane + k * tpr;
                 if (row < rows && j < nvec) {
-                    float f[VEC];
+                    Pack<T> o;
 #pragma unroll
                     for (int i = 0; i < VEC; i++) {
                         constexpr int WPER = 16 / sizeof(W);
                         const float wi = Cvt<W>::to_f(wv[k][i / WPER].e[i % WPER]);
-                        f[i] = Cvt<T>::to_f(xv[r][k].e[i]) * inv * wi;
+                        o.e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) * inv * wi);
                     }
-                    store_vec(dst + row * hidden + (int64_t)j * VEC, pack_vec<T>(f));
+                    store_vec(dst + row * hidden + (int64_t)j * VEC, o.u);
                 }
             }
         }
@@ -261,12 +246,13 @@ template <typename T, typename W, int BLOCK, bool FUSED, int VPT, int RPI> const
     return BLOCK <= 512 ? 512 / BLOCK : 1;
 }
 
-// Rows handled by lane groups of TPR <= 32 lanes, BLOCK / TPR rows side by side.
+// Rows handled by lane groups of TPR <= 32 lanes, BLOCK / TPR rows side by side, or (TPR ==
+// BLOCK) by the whole block of a fixed width.
 template <typename T, typename W, int BLOCK, int TPR, int VPT, int RPI, bool FUSED>
 __global__ void __launch_bounds__(BLOCK, (min_blocks<T, W, BLOCK, FUSED, VPT, RPI>()))
 rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t rows, int nvec,
                float inv_hidden, float eps) {
-    static_assert(TPR > 0 && TPR <= 32, "lane groups");
+    static_assert((TPR > 0 && TPR <= 32) || TPR == BLOCK, "lane groups or the whole block");
     rms_reg_body<T, W, BLOCK, TPR, VPT, RPI, FUSED>(dst, src, res, w, rows, nvec, inv_hidden, eps);
 }
 
@@ -497,13 +483,29 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
     if (nvec <= 32) return launch_reg<T, W, 256, 32, 1, 4, FUSED>(a);
     if (nvec <= 64) return launch_reg<T, W, 256, 32, 2, 2, FUSED>(a);
     if (nvec <= 128) return launch_reg<T, W, 256, 32, 4, 1, FUSED>(a);
-    // whole-block rows (H 1032..32768 bf16), the block as wide as the row: 2 vectors a thread up to
-    // 256 vectors, else 4; 2 rows a block up to 1024 vectors (run 3's sweep) unless rows are few
-    // (< 2 a SM: one a block, NOTES v3)
+    // whole-block rows of up to 1024 vectors (H 1032..8192 bf16): fixed-width blocks (2 vectors a
+    // thread up to 256 vectors, else 4; 2 rows a block, run 3's sweep; 1 when rows are few, < 2 a
+    // SM, NOTES v3), unless they would leave more than a quarter of their lanes idle: then a block
+    // as wide as the row (H 5120: 160 threads instead of 256, 3 blocks a SM instead of 2, 88 -> 99 %
+    // of copy; at 6144 / 7168 / 4096 and few rows the fixed blocks stayed faster, NOTES v6-v8)
     const bool few = a.rows < 2 * sms;
-    if (nvec <= 256)
-        return few ? launch_row<T, W, 128, 2, 1, FUSED>(a, nv) : launch_row<T, W, 128, 2, 2, FUSED>(a, nv);
-    if (nvec <= 1024) return few ? launch_row<T, W, 256, 4, 1, FUSED>(a, nv) : launch_row<T, W, 256, 4, 2, FUSED>(a, nv);
+    if (nvec <= 1024) {
+        const int cap = nvec <= 256 ? 256 : nvec <= 512 ? 512 : 1024;  // vectors a fixed block holds
+        const bool fit = !few && 4 * nvec < 3 * cap;
+        if (nvec <= 256)
+            return few  ? launch_reg<T, W, 128, 128, 2, 1, FUSED>(a)
+                   : fit ? launch_row<T, W, 128, 2, 2, FUSED>(a, nv)
+                         : launch_reg<T, W, 128, 128, 2, 2, FUSED>(a);
+        if (nvec <= 512)
+            return few  ? launch_reg<T, W, 128, 128, 4, 1, FUSED>(a)
+                   : fit ? launch_row<T, W, 256, 4, 2, FUSED>(a, nv)
+                         : launch_reg<T, W, 128, 128, 4, 2, FUSED>(a);
+        return few  ? launch_reg<T, W, 256, 256, 4, 1, FUSED>(a)
+               : fit ? launch_row<T, W, 256, 4, 2, FUSED>(a, nv)
+                     : launch_reg<T, W, 256, 256, 4, 2, FUSED>(a);
+    }
+    // wider rows (H 8200..32768 bf16): always a block as wide as the row (10240 / 12288 / 16384
+    // 80-94 -> 98-102 % of copy, few rows level or faster)
     // fused rows up to 512 threads keep a 512-thread bound (up to 128 registers, no spills; at
     // 1024 the fp32-weight instantiations spill 112-124 bytes)
     if (FUSED && nvec <= 2048) return launch_row<T, W, 512, 4, 1, FUSED>(a, nv);
