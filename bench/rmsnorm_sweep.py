@@ -16,6 +16,16 @@ to x's dtype once, outside the timing (it wants one dtype). Before any timing, e
 a correctness pass: outputs poisoned with NaN, every element against float64 (|err| <= 1e-4 +
 1e-2|ref| for 16-bit outputs), many shapes including misaligned bases and both ops.
 
+FlashInfer (--flashinfer DIR: the package that ../shared/tools/flashinfer/ built for sm_90a, its JIT off;
+kernels/rmsnorm/benchmarks/flashinfer_prep.sh makes it) is a baseline: flashinfer.norm.rmsnorm with
+its defaults (the CUDA norm module, programmatic dependent launch on where the device has it), the
+weight cast to x's dtype as for F.rms_norm. --triton FILE adds the Triton anchor (the Liger-style
+row kernel of shared/anchors/h200_triton_rmsnorm.py, executed from that file). --compile-per-hidden
+compiles one torch.compile function per (hidden size, dtypes) with the row dimension marked
+dynamic (what torch.compile does for a model's layer; the default one dynamic=True function
+compiles a looped reduction for every width). --only-alloc times the builds with a fresh output per
+call only (like for like with the baselines, which allocate theirs).
+
 --rounds N times every method N times per shape, in alternating order, and keeps each method's
 best (the same rule for every method). --shapes x/w:RxH,... times only those shapes (the same checks first). --pdl-chain adds, for each
 build with the _ex entry points, a chain of dependent launches y[i+1] = rms(y[i]) (32 calls in one
@@ -36,11 +46,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "rmsnorm", "benchmarks"))
-from bench import copy_ceiling, graph_time, nsets_for  # noqa: E402
+from bench import copy_ceiling, graph_time, load_triton, nsets_for  # noqa: E402
 
 DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 EPS = 1e-6
+BASES = ("F.rms_norm", "compile", "liger", "triton", "flashinfer")
 
 
 def load(path):
@@ -140,7 +151,10 @@ def correctness(name, lib):
               (263, 512), (264, 512), (2111, 256), (2111, 1024), (2112, 1024), (263, 2048), (264, 2048),
               (1, 8), (5, 24), (1, 2048), (64, 2048), (1055, 2048), (1056, 2048), (2000, 2048),
               (1, 4096), (64, 4096), (500, 4096), (1057, 4096), (64, 7168), (1055, 7168), (1056, 8192),
-              (3, 16384), (2, 40000), (7, 4097), (5, 4095), (33, 1000), (9, 256)]
+              (3, 16384), (2, 40000), (7, 4097), (5, 4095), (33, 1000), (9, 256),
+              # whole-block rows sized to the row (v6): widths of 96..1024 threads, 1 and 2 rows a block
+              (1, 1032), (300, 1032), (263, 5120), (264, 5120), (1000, 5120), (7, 6144), (513, 6144),
+              (263, 10240), (301, 10240), (5, 12288), (300, 12288), (300, 24576), (9, 32768)]
     fails, n = 0, 0
     for dt, wdt in ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32), (torch.float16, torch.float16),
                     (torch.float16, torch.float32), (torch.float32, torch.float32)):  # f32: same loose bound
@@ -170,6 +184,13 @@ def grid(kind):
     hidden = [128, 512, 2048, 4096, 7168, 16384]
     if kind == "quick":
         rows, hidden = [64, 8192, 65536], [128, 4096, 7168]
+    if kind == "quickwide":
+        rows, hidden = [64, 8192, 65536], [128, 4096, 7168, 12288]
+    if kind == "wide":  # issue 23: hidden sizes that are not powers of two, 64 MB - 2 GB
+        out = []
+        for h in (1280, 1536, 2560, 3072, 5120, 6144, 8192, 10240, 12288):
+            out += [(r, h) for r in (1, 64, 1024, 4096, 8192, 32768, 65536, 98304) if r * h * 4 <= 2.2e9]
+        return out
     return [(r, h) for r in rows for h in hidden if r * h * 2 <= 1.1e9]
 
 
@@ -186,6 +207,11 @@ def main():
                     help="also time each build allocating its output per call, as F.rms_norm, compile and Liger do "
                          "(inside a graph the pool hands every call the same block, which stays in L2); "
                          "the ratios then compare that column")
+    ap.add_argument("--flashinfer", default=None, help="dir holding the prebuilt flashinfer package")
+    ap.add_argument("--triton", default=None, help="the Triton anchor file (shared/anchors/h200_triton_rmsnorm.py)")
+    ap.add_argument("--compile-per-hidden", action="store_true")
+    ap.add_argument("--only-alloc", action="store_true")
+    ap.add_argument("--wide-grid", action="store_true", help="add the wide-row grid (H 5120..12288, to 2 GB)")
     ap.add_argument("--rounds", type=int, default=1, help="time every method this often, alternating order; keep each one's best")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -204,15 +230,48 @@ def main():
     except Exception as e:  # noqa: BLE001
         liger_fwd, liger_note = None, f"Liger-kernel not importable ({type(e).__name__}): not measured"
     print(liger_note)
-    names = [m for n, _ in libs for m in ([n, n + "+alloc"] if args.alloc else [n])]
+    fi_norm = None
+    if args.flashinfer:
+        sys.path.insert(0, args.flashinfer)
+        os.environ.setdefault("FLASHINFER_DISABLE_JIT", "1")
+        os.environ.setdefault("FLASHINFER_USE_CUDA_NORM", "1")
+        try:
+            import flashinfer
+            import flashinfer.norm as fi_mod
+            fi_norm = fi_mod.rmsnorm
+            print(f"FlashInfer {flashinfer.__version__} from {os.path.dirname(flashinfer.__file__)}: measured "
+                  f"(JIT disabled={os.environ['FLASHINFER_DISABLE_JIT']}, CUDA norm={os.environ['FLASHINFER_USE_CUDA_NORM']})")
+        except Exception as e:  # noqa: BLE001
+            print(f"FlashInfer not importable ({type(e).__name__}: {e}): not measured")
+    tri = load_triton(args.triton) if args.triton else None
+    if tri is not None:
+        print(f"Triton anchor {args.triton}: measured")
+    comps = {}
+    for k in ("recompile_limit", "cache_size_limit"):  # one function per width sees every row count
+        if hasattr(torch._dynamo.config, k):
+            setattr(torch._dynamo.config, k, 64)
+
+    def compiled(h, dt, wdt):
+        if not args.compile_per_hidden:
+            return comp
+        key = (h, dt, wdt)
+        if key not in comps:
+            comps[key] = torch.compile(norm_ref, dynamic=False)
+        return comps[key]
+
+    if args.only_alloc:
+        args.alloc = True
+    names = [m for n, _ in libs for m in ([n + "+alloc"] if args.only_alloc else [n, n + "+alloc"] if args.alloc else [n])]
     cols = " | ".join(f"{n} µs | {n} %copy" for n in names)
-    print(f"\n| x/w | rows x H | MB | {cols} | F.rms_norm µs | compile µs | Liger µs | best baseline | {names[-1]}/best |")
-    print("|" + "---|" * (7 + 2 * len(names)))
+    print(f"\n| x/w | rows x H | MB | {cols} | F.rms_norm µs | compile µs | Liger µs | triton µs | FlashInfer µs | best baseline | {names[-1]}/best |")
+    print("|" + "---|" * (9 + 2 * len(names)))
     rec = []
     pairs = [(torch.bfloat16, torch.bfloat16, args.grid), (torch.bfloat16, torch.float32, args.other_grid),
              (torch.float16, torch.float16, args.other_grid), (torch.float16, torch.float32, args.other_grid)]
     by_name = {v: k for k, v in NAME.items()}
     todo = [(dt, wdt, rows, h) for dt, wdt, g in pairs for rows, h in grid(g)]
+    if args.wide_grid:
+        todo = [(torch.bfloat16, torch.bfloat16, rows, h) for rows, h in grid("wide")] + todo
     if args.shapes:
         todo = []
         for spec in args.shapes.split(","):
@@ -234,15 +293,33 @@ def main():
                 if not ok16(ys[0], ref64(xs[0], ws[0])):
                     print(f"FAIL {n} at {rows}x{h}")
                     return 1
-                methods[n] = [lambda x=x, w=w, y=y, lib=lib: ours(lib, y, x, w) for x, w, y in zip(xs, ws, ys)]
+                if not args.only_alloc:
+                    methods[n] = [lambda x=x, w=w, y=y, lib=lib: ours(lib, y, x, w) for x, w, y in zip(xs, ws, ys)]
                 if args.alloc:  # like the baselines: a fresh output from torch's allocator per call
                     methods[n + "+alloc"] = [lambda x=x, w=w, lib=lib: ours(lib, torch.empty_like(x), x, w) for x, w in zip(xs, ws)]
             methods["F.rms_norm"] = [lambda x=x, w=w: F.rms_norm(x, (h,), w, EPS) for x, w in zip(xs, wc)]
             if not args.no_compile:
-                comp(xs[0], ws[0])
-                err = (comp(xs[0], ws[0]).double() - ref64(xs[0], ws[0])).norm() / ref64(xs[0], ws[0]).norm()
-                if err < 1e-2:
-                    methods["compile"] = [lambda x=x, w=w: comp(x, w) for x, w in zip(xs, ws)]
+                cf = compiled(h, dt, wdt)
+                if args.compile_per_hidden and rows > 1:  # a size-1 dim is always specialised
+                    for x in xs:
+                        torch._dynamo.mark_dynamic(x, 0)
+                cf(xs[0], ws[0])
+                if ok16(cf(xs[0], ws[0]), ref64(xs[0], ws[0])):
+                    methods["compile"] = [lambda x=x, w=w, cf=cf: cf(x, w) for x, w in zip(xs, ws)]
+                else:
+                    print(f"# compile off vs float64 at {NAME[dt]}/{NAME[wdt]} {rows}x{h}: not timed")
+            if tri is not None:
+                if ok16(tri(xs[0], wc[0], EPS), ref64(xs[0], wc[0])):
+                    methods["triton"] = [lambda x=x, w=w: tri(x, w, EPS) for x, w in zip(xs, wc)]
+                else:
+                    print(f"# triton off vs float64 at {NAME[dt]}/{NAME[wdt]} {rows}x{h}: not timed")
+            if fi_norm is not None:
+                got = torch.full_like(xs[0], float("nan"))
+                fi_norm(xs[0], wc[0], EPS, out=got)
+                if ok16(got, ref64(xs[0], wc[0])):
+                    methods["flashinfer"] = [lambda x=x, w=w: fi_norm(x, w, EPS) for x, w in zip(xs, wc)]
+                else:
+                    print(f"# flashinfer off vs float64 at {NAME[dt]}/{NAME[wdt]} {rows}x{h}: not timed")
             if liger_fwd is not None:
                 for mode in ("llama", "gemma"):
                     got = liger_fwd(xs[0], ws[0], EPS, 0.0, mode, None)[0]
@@ -260,13 +337,14 @@ def main():
                     row.setdefault(m + "_rounds", []).append(t)
                     row[m] = min(row.get(m, math.inf), t)
             del methods
-            row.setdefault("compile", math.nan)
+            for k in ("compile", "triton", "flashinfer"):
+                row.setdefault(k, math.nan)
             row["liger"] = min([row[k] for k in ("liger-llama", "liger-gemma") if k in row], default=math.nan)
-            base = {k: row[k] for k in ("F.rms_norm", "compile", "liger") if not math.isnan(row[k])}
+            base = {k: row[k] for k in BASES if not math.isnan(row[k])}
             best = min(base, key=base.get)
             pct = " | ".join(f"{row[n]:.2f} | {100 * nbytes / (row[n] * 1e-6) / 1e9 / copy:.0f}%" for n in names)
             print(f"| {NAME[dt]}/{NAME[wdt]} | {rows}x{h} | {nbytes / 1e6:.1f} | {pct} | {row['F.rms_norm']:.2f} | "
-                  f"{row['compile']:.2f} | {row['liger']:.2f} | {best} | {base[best] / row[names[-1]]:.2f}x |", flush=True)
+                  f"{row['compile']:.2f} | {row['liger']:.2f} | {row['triton']:.2f} | {row['flashinfer']:.2f} | {best} | {base[best] / row[names[-1]]:.2f}x |", flush=True)
             rec.append(row)
             del xs, ws, wc, ys
             torch.cuda.empty_cache()
@@ -281,7 +359,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"copy_GBps": copy, "rows": rec, "pdl_chain": chains}, f, indent=1)
     n = names[-1]
-    sp = [min(v for v in (r["F.rms_norm"], r["compile"], r["liger"]) if not math.isnan(v)) / r[n] for r in rec]
+    sp = [min(r[k] for k in BASES if not math.isnan(r[k])) / r[n] for r in rec]
     print(f"\n{n}: vs best baseline median {statistics.median(sp):.2f}x, min {min(sp):.2f}x over {len(sp)} shapes")
     if len(names) > 1:
         ratio = [r[names[0]] / r[n] for r in rec]

@@ -21,24 +21,10 @@
 
 #include "rmsnorm_cuda.h"
 
-// Launch-shape tables, picked by benchmarks/sweep_tune.py on the H200 (results/sweep.txt): WARP 1 =
-// 16 lanes x 2 rows per lane group for 128-wide rows; BLOCK 2 = two rows per block for rows of
-// 129..1024 vectors (H 1032..8192 bf16). The other tables stay selectable for re-tuning.
-#ifndef RMSNORM_TUNE_WARP
-#define RMSNORM_TUNE_WARP 1
-#endif
-#ifndef RMSNORM_TUNE_BLOCK
-#define RMSNORM_TUNE_BLOCK 2
-#endif
-// Few 128-wide rows (rows < 16 x SMs, H <= 128 bf16): 0 = 128 threads, 16 lanes x 1 vector a row;
-// 1 = 64 threads, 16 x 1; 2 = 64 threads, 8 lanes x 2 vectors; 3 = 32 threads, 16 x 1 (NOTES v4).
-#ifndef RMSNORM_TUNE_Q
-#define RMSNORM_TUNE_Q 0
-#endif
-// Rows per SM under which 128-wide rows take that few-row kernel (16: up to 2111 rows on 132 SMs).
-#ifndef RMSNORM_FEW_Q_ROWS_PER_SM
-#define RMSNORM_FEW_Q_ROWS_PER_SM 16
-#endif
+// Launch shapes (NOTES.md, results/README.md): chosen on the H200 by the sweeps of runs 3-6; the
+// candidates that lost are recorded there, not kept here as switches.
+// Rows per SM under which 128-wide rows take the few-row launch (16: up to 2111 rows on 132 SMs).
+constexpr int kFewQRowsPerSm = 16;
 
 namespace {
 
@@ -105,9 +91,9 @@ template <int WIDTH> __device__ __forceinline__ float group_sum(float v) {
 
 // This thread's 16-byte vectors of the RPI rows its lane group handles from `base` on; zero where
 // the row or the vector is out of range.
-template <typename T, int TPR, int VPT, int RPI, int GROUPS>
+template <typename T, int VPT, int RPI, int GROUPS>
 __device__ __forceinline__ void load_rows(Pack<T> (&v)[RPI][VPT], const T *p, int64_t base, int group,
-                                          int lane, int64_t rows, int nvec) {
+                                          int lane, int tpr, int64_t rows, int nvec) {
     constexpr int VEC = 16 / sizeof(T);
     const int64_t hidden = (int64_t)nvec * VEC;
 #pragma unroll
@@ -115,7 +101,7 @@ __device__ __forceinline__ void load_rows(Pack<T> (&v)[RPI][VPT], const T *p, in
         const int64_t row = base + (int64_t)r * GROUPS + group;
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
-            const int j = lane + k * TPR;
+            const int j = lane + k * tpr;
             if (row < rows && j < nvec)
                 v[r][k].u = load_plain(p + row * hidden + (int64_t)j * VEC);
             else
@@ -124,60 +110,61 @@ __device__ __forceinline__ void load_rows(Pack<T> (&v)[RPI][VPT], const T *p, in
     }
 }
 
-// Row-in-registers kernel.
-//   TPR: threads per row (<= 32: a lane group; == BLOCK: the whole block)
-//   VPT: 16-byte vectors per thread per row; RPI: rows per lane group
+// Row-in-registers body.
+//   MAXB: the block's most threads (its launch bound); TPR: threads per row (<= 32: a lane group of
+//   a MAXB-thread block; MAXB: the whole block; 0: the whole block, whose width is blockDim.x, sized
+//   at launch to the row)
+//   VPT: 16-byte vectors per thread per row; RPI: rows per lane group (or per block)
 //   FUSED: dst = x, src = x, res = residual; else dst = out, src = x, res unused
 // Every load of x (and residual) is issued first, then the weight's (kept packed), so one memory
-// latency covers them all; the weight is re-read per row through the read-only path (L1 hits).
-// Same-type weight, unfused, <= 4 vectors a thread: ask for >= half occupancy (<= 64 registers),
-// which fits without spilling. Other unfused kernels of <= 512 threads: >= 16 warps a SM (<= 128
-// registers): without it the f16-x/f32-weight 256-thread kernel took 133 and ran one block a SM at
-// 65 % of copy (NOTES v4). Fused variants need more registers and keep the default.
-template <typename T, typename W, int BLOCK, bool FUSED, int VPT, int RPI> constexpr int min_blocks() {
-    if (FUSED) return 1;
-    if (sizeof(W) == sizeof(T) && VPT * RPI <= 4) return 1024 / BLOCK;
-    return BLOCK <= 512 ? 512 / BLOCK : 1;
-}
-template <typename T, typename W, int BLOCK, int TPR, int VPT, int RPI, bool FUSED>
-__global__ void __launch_bounds__(BLOCK, (min_blocks<T, W, BLOCK, FUSED, VPT, RPI>()))
-rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t rows, int nvec,
-               float inv_hidden, float eps) {
+// latency covers them all (but see LATE_W); the weight is re-read per row through the read-only
+// path (L1 hits).
+template <typename T, typename W, int MAXB, int TPR, int VPT, int RPI, bool FUSED>
+__device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const W *__restrict__ w,
+                                             int64_t rows, int nvec, float inv_hidden, float eps) {
     constexpr int VEC = 16 / sizeof(T);
     constexpr int WQ = VEC * sizeof(W) / 16;  // uint4s of weight per vector of T
-    constexpr int GROUPS = BLOCK / TPR;     // rows handled side by side in a block
-    constexpr int NWARPS = BLOCK / 32;
-    const int lane = threadIdx.x % TPR;
-    const int group = threadIdx.x / TPR;
+    constexpr int GROUPS = TPR ? MAXB / TPR : 1;  // rows handled side by side in a block
+    constexpr int MAXWARPS = MAXB / 32;
+    const int tpr = TPR ? TPR : (int)blockDim.x;  // a multiple of 32 when the block is the row
+    const int lane = TPR ? threadIdx.x % TPR : threadIdx.x;
+    const int group = TPR ? threadIdx.x / TPR : 0;
     const int64_t hidden = (int64_t)nvec * VEC;
     const int64_t rows_per_iter = (int64_t)GROUPS * RPI;
 
-    __shared__ float red[TPR > 32 ? 2 : 1][TPR > 32 ? RPI : 1][TPR > 32 ? NWARPS : 1];
+    constexpr bool WHOLE = TPR == 0 || TPR > 32;
+    // A wider weight in the widest blocks (<= 64 registers): its 32 registers per 4 vectors of a
+    // 16-bit row would spill, so it is loaded after the reduction (L1 / L2 hits) instead (NOTES v7).
+    constexpr bool LATE_W = WHOLE && MAXB == 1024 && sizeof(W) > sizeof(T);
+    __shared__ float red[WHOLE ? 2 : 1][WHOLE ? RPI : 1][WHOLE ? MAXWARPS : 1];
     int parity = 0;
     pdl_wait_then_release();
 
     for (int64_t base = (int64_t)blockIdx.x * rows_per_iter; base < rows;
          base += (int64_t)gridDim.x * rows_per_iter) {
         Pack<T> xv[RPI][VPT];
-        load_rows<T, TPR, VPT, RPI, GROUPS>(xv, src, base, group, lane, rows, nvec);
+        load_rows<T, VPT, RPI, GROUPS>(xv, src, base, group, lane, tpr, rows, nvec);
         Pack<T> rv[FUSED ? RPI : 1][FUSED ? VPT : 1];
-        if constexpr (FUSED) load_rows<T, TPR, VPT, RPI, GROUPS>(rv, res, base, group, lane, rows, nvec);
+        if constexpr (FUSED) load_rows<T, VPT, RPI, GROUPS>(rv, res, base, group, lane, tpr, rows, nvec);
         Pack<W> wv[VPT][WQ];
+        auto load_w = [&]() {
 #pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            const int j = lane + k * TPR;
+            for (int k = 0; k < VPT; k++) {
+                const int j = lane + k * tpr;
 #pragma unroll
-            for (int q = 0; q < WQ; q++)
-                wv[k][q].u = j < nvec ? load_ro(w + (int64_t)j * VEC + q * (16 / sizeof(W)))
-                                      : make_uint4(0, 0, 0, 0);
-        }
+                for (int q = 0; q < WQ; q++)
+                    wv[k][q].u = j < nvec ? load_ro(w + (int64_t)j * VEC + q * (16 / sizeof(W)))
+                                          : make_uint4(0, 0, 0, 0);
+            }
+        };
+        if constexpr (!LATE_W) load_w();
         if constexpr (FUSED) {
 #pragma unroll
             for (int r = 0; r < RPI; r++) {
                 const int64_t row = base + (int64_t)r * GROUPS + group;
 #pragma unroll
                 for (int k = 0; k < VPT; k++) {
-                    const int j = lane + k * TPR;
+                    const int j = lane + k * tpr;
 #pragma unroll
                     for (int i = 0; i < VEC; i++)
                         xv[r][k].e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) +
@@ -200,10 +187,11 @@ rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t ro
                 }
             ss[r] = s;
         }
-        if constexpr (TPR <= 32) {
+        if constexpr (!WHOLE) {
 #pragma unroll
-            for (int r = 0; r < RPI; r++) ss[r] = group_sum<TPR>(ss[r]);
+            for (int r = 0; r < RPI; r++) ss[r] = group_sum<(TPR > 0 && TPR <= 32 ? TPR : 32)>(ss[r]);
         } else {
+            const int nwarps = TPR ? TPR / 32 : tpr / 32;  // a constant for fixed-width blocks
             const int warp = threadIdx.x / 32;
 #pragma unroll
             for (int r = 0; r < RPI; r++) {
@@ -214,19 +202,25 @@ rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t ro
 #pragma unroll
             for (int r = 0; r < RPI; r++) {
                 float s = 0.f;
+                if constexpr (TPR > 32) {
 #pragma unroll
-                for (int q = 0; q < NWARPS; q++) s += red[parity][r][q];
+                    for (int q = 0; q < TPR / 32; q++) s += red[parity][r][q];
+                } else {
+#pragma unroll 4
+                    for (int q = 0; q < nwarps; q++) s += red[parity][r][q];
+                }
                 ss[r] = s;
             }
             parity ^= 1;
         }
+        if constexpr (LATE_W) load_w();
 #pragma unroll
         for (int r = 0; r < RPI; r++) {
             const int64_t row = base + (int64_t)r * GROUPS + group;
             const float inv = rsqrtf(ss[r] * inv_hidden + eps);
 #pragma unroll
             for (int k = 0; k < VPT; k++) {
-                const int j = lane + k * TPR;
+                const int j = lane + k * tpr;
                 if (row < rows && j < nvec) {
                     Pack<T> o;
 #pragma unroll
@@ -240,6 +234,37 @@ rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t ro
             }
         }
     }
+}
+
+// Register caps. Lane-group kernels (unfused): same-type weight and <= 4 vectors a thread ask for
+// >= half occupancy (<= 64 registers), which fits without spilling; the others of <= 512 threads
+// >= 16 warps a SM (<= 128 registers): without it the f16-x/f32-weight 256-thread kernel took 133
+// and ran one block a SM at 65 % of copy (NOTES v4). Fused variants keep the default.
+template <typename T, typename W, int BLOCK, bool FUSED, int VPT, int RPI> constexpr int min_blocks() {
+    if (FUSED) return 1;
+    if (sizeof(W) == sizeof(T) && VPT * RPI <= 4) return 1024 / BLOCK;
+    return BLOCK <= 512 ? 512 / BLOCK : 1;
+}
+
+// Rows handled by lane groups of TPR <= 32 lanes, BLOCK / TPR rows side by side, or (TPR ==
+// BLOCK) by the whole block of a fixed width.
+template <typename T, typename W, int BLOCK, int TPR, int VPT, int RPI, bool FUSED>
+__global__ void __launch_bounds__(BLOCK, (min_blocks<T, W, BLOCK, FUSED, VPT, RPI>()))
+rms_reg_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t rows, int nvec,
+               float inv_hidden, float eps) {
+    static_assert((TPR > 0 && TPR <= 32) || TPR == BLOCK, "lane groups or the whole block");
+    rms_reg_body<T, W, BLOCK, TPR, VPT, RPI, FUSED>(dst, src, res, w, rows, nvec, inv_hidden, eps);
+}
+
+// Whole-block rows: the block is as wide as the row needs (blockDim.x = 32 * ceil(vectors / (32 *
+// VPT)) <= MAXB), so no lane idles at hidden sizes that are not a power of two (H 5120 on 256
+// threads left 37.5 % of them idle, and the blocks a SM holds, bounded by registers, carried
+// 40 KB of loads instead of 60: NOTES v6). REGS caps the registers, which sets the blocks a SM holds.
+template <typename T, typename W, int MAXB, int VPT, int RPI, bool FUSED, int REGS>
+__global__ void __launch_bounds__(MAXB) __maxnreg__(REGS)
+rms_row_kernel(T *dst, const T *src, T *res, const W *__restrict__ w, int64_t rows, int nvec,
+               float inv_hidden, float eps) {
+    rms_reg_body<T, W, MAXB, 0, VPT, RPI, FUSED>(dst, src, res, w, rows, nvec, inv_hidden, eps);
 }
 
 // Two-pass fallback: one block per row (grid-stride), any alignment (VECT=false: element by
@@ -403,6 +428,27 @@ cudaError_t launch_reg(const Args &a) {
                   1.0f / (float)a.hidden, a.eps);
 }
 
+// Register cap of a whole-block kernel: unfused ones with 1024-thread blocks at 56 (64 with a wider
+// weight), so that a 384-thread block (H 12288 bf16) fits 3 times a SM, not 2; the others as the
+// lane-group kernels' min_blocks gave (NOTES v6). Fused kernels: what the launch bound allows
+// (__maxnreg__ overrides the bound, so 1024-thread blocks must stay at 64).
+template <typename T, typename W, int MAXB, int VPT, int RPI, bool FUSED> constexpr int row_regs() {
+    if (FUSED) return MAXB == 1024 ? 64 : 255;
+    if (MAXB == 1024) return sizeof(W) == sizeof(T) ? 56 : 64;
+    return sizeof(W) == sizeof(T) && VPT * RPI <= 4 ? 64 : 128;
+}
+
+template <typename T, typename W, int MAXB, int VPT, int RPI, bool FUSED>
+cudaError_t launch_row(const Args &a, int nvec) {
+    auto kernel = rms_row_kernel<T, W, MAXB, VPT, RPI, FUSED, row_regs<T, W, MAXB, VPT, RPI, FUSED>()>;
+    const int threads = 32 * ((nvec + 32 * VPT - 1) / (32 * VPT));  // <= MAXB by the dispatch
+    const int64_t needed = (a.rows + RPI - 1) / RPI;
+    const int grid = (int)(needed < 0x7fffffff ? needed : 0x7fffffff);
+    return launch(kernel, grid, threads, a, static_cast<T *>(a.dst), static_cast<const T *>(a.src),
+                  static_cast<T *>(a.res), static_cast<const W *>(a.w), a.rows, nvec,
+                  1.0f / (float)a.hidden, a.eps);
+}
+
 template <typename T, typename W, bool FUSED, bool VECT> cudaError_t launch_loop(const Args &a) {
     constexpr int BLOCK = 512;
     auto kernel = rms_loop_kernel<T, W, BLOCK, FUSED, VECT>;
@@ -421,62 +467,49 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
                         (!FUSED || aligned16(a.res)) && aligned16(a.w);
     if (!vec_ok) return launch_loop<T, W, FUSED, false>(a);
     const int64_t nvec = a.hidden / VEC;
-    // Few rows (the tables below would give the grid about one block per SM or less): fewer rows
+    // Few rows (the launches below would give the grid about one block per SM or less): fewer rows
     // per block, so that the rows spread over more SMs (NOTES.md, v2/v3).
     const int64_t sms = sm_count(a.device);
-    if (nvec > 4 && nvec <= 128 && a.rows < (nvec <= 16 ? RMSNORM_FEW_Q_ROWS_PER_SM : 16) * sms) {
-#if RMSNORM_TUNE_Q == 1
-        if (nvec <= 16) return launch_reg<T, W, 64, 16, 1, 1, FUSED>(a);
-#elif RMSNORM_TUNE_Q == 2
-        if (nvec <= 16) return launch_reg<T, W, 64, 8, 2, 1, FUSED>(a);
-#elif RMSNORM_TUNE_Q == 3
-        if (nvec <= 16) return launch_reg<T, W, 32, 16, 1, 1, FUSED>(a);
-#else
+    const int nv = (int)(nvec < 0x7fffffff ? nvec : 0x7fffffff);
+    if (nvec > 4 && nvec <= 128 && a.rows < (nvec <= 16 ? kFewQRowsPerSm : 16) * sms) {
         if (nvec <= 16) return launch_reg<T, W, 128, 16, 1, 1, FUSED>(a);
-#endif
         if (nvec <= 32) return launch_reg<T, W, 128, 32, 1, 1, FUSED>(a);
         if (nvec <= 64) return launch_reg<T, W, 128, 32, 2, 1, FUSED>(a);
         return launch_reg<T, W, 128, 32, 4, 1, FUSED>(a);
     }
-    if (nvec > 128 && nvec <= 1024 && a.rows < 2 * sms) {
-        if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 1, FUSED>(a);
-        if (nvec <= 512) return launch_reg<T, W, 128, 128, 4, 1, FUSED>(a);
-        return launch_reg<T, W, 256, 256, 4, 1, FUSED>(a);
-    }
     if (nvec <= 4) return launch_reg<T, W, 256, 4, 1, 4, FUSED>(a);
-    // 128-wide bf16/fp16 rows (q/k-norm): 16 lanes per row
-#if RMSNORM_TUNE_WARP == 1
+    // 128-wide bf16/fp16 rows (q/k-norm): 16 lanes x 2 rows per lane group (run 3's sweep)
     if (nvec <= 16) return launch_reg<T, W, 256, 16, 1, 2, FUSED>(a);
-#elif RMSNORM_TUNE_WARP == 2
-    if (nvec <= 16) return launch_reg<T, W, 256, 16, 1, 8, FUSED>(a);
-#elif RMSNORM_TUNE_WARP == 3
-    if (nvec <= 16) return launch_reg<T, W, 128, 16, 1, 4, FUSED>(a);
-#else
-    if (nvec <= 16) return launch_reg<T, W, 256, 16, 1, 4, FUSED>(a);
-#endif
     if (nvec <= 32) return launch_reg<T, W, 256, 32, 1, 4, FUSED>(a);
     if (nvec <= 64) return launch_reg<T, W, 256, 32, 2, 2, FUSED>(a);
     if (nvec <= 128) return launch_reg<T, W, 256, 32, 4, 1, FUSED>(a);
-    // whole-block rows (H 1032..8192 bf16)
-#if RMSNORM_TUNE_BLOCK == 1
-    if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 1, FUSED>(a);
-    if (nvec <= 512) return launch_reg<T, W, 256, 256, 2, 1, FUSED>(a);
-    if (nvec <= 1024) return launch_reg<T, W, 512, 512, 2, 1, FUSED>(a);
-#elif RMSNORM_TUNE_BLOCK == 2
-    if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 2, FUSED>(a);
-    if (nvec <= 512) return launch_reg<T, W, 128, 128, 4, 2, FUSED>(a);
-    if (nvec <= 1024) return launch_reg<T, W, 256, 256, 4, 2, FUSED>(a);
-#elif RMSNORM_TUNE_BLOCK == 3
-    if (nvec <= 256) return launch_reg<T, W, 256, 256, 1, 1, FUSED>(a);
-    if (nvec <= 512) return launch_reg<T, W, 512, 512, 1, 1, FUSED>(a);
-    if (nvec <= 1024) return launch_reg<T, W, 1024, 1024, 1, 1, FUSED>(a);
-#else
-    if (nvec <= 256) return launch_reg<T, W, 128, 128, 2, 1, FUSED>(a);
-    if (nvec <= 512) return launch_reg<T, W, 128, 128, 4, 1, FUSED>(a);
-    if (nvec <= 1024) return launch_reg<T, W, 256, 256, 4, 1, FUSED>(a);
-#endif
-    if (nvec <= 2048) return launch_reg<T, W, 512, 512, 4, 1, FUSED>(a);
-    if (nvec <= 4096) return launch_reg<T, W, 1024, 1024, 4, 1, FUSED>(a);
+    // whole-block rows of up to 1024 vectors (H 1032..8192 bf16): fixed-width blocks (2 vectors a
+    // thread up to 256 vectors, else 4; 2 rows a block, run 3's sweep; 1 when rows are few, < 2 a
+    // SM, NOTES v3), unless they would leave more than a quarter of their lanes idle: then a block
+    // as wide as the row (H 5120: 160 threads instead of 256, 3 blocks a SM instead of 2, 88 -> 99 %
+    // of copy; at 6144 / 7168 / 4096 and few rows the fixed blocks stayed faster, NOTES v6-v8)
+    const bool few = a.rows < 2 * sms;
+    if (nvec <= 1024) {
+        const int cap = nvec <= 256 ? 256 : nvec <= 512 ? 512 : 1024;  // vectors a fixed block holds
+        const bool fit = !few && 4 * nvec < 3 * cap;
+        if (nvec <= 256)
+            return few  ? launch_reg<T, W, 128, 128, 2, 1, FUSED>(a)
+                   : fit ? launch_row<T, W, 128, 2, 2, FUSED>(a, nv)
+                         : launch_reg<T, W, 128, 128, 2, 2, FUSED>(a);
+        if (nvec <= 512)
+            return few  ? launch_reg<T, W, 128, 128, 4, 1, FUSED>(a)
+                   : fit ? launch_row<T, W, 256, 4, 2, FUSED>(a, nv)
+                         : launch_reg<T, W, 128, 128, 4, 2, FUSED>(a);
+        return few  ? launch_reg<T, W, 256, 256, 4, 1, FUSED>(a)
+               : fit ? launch_row<T, W, 256, 4, 2, FUSED>(a, nv)
+                     : launch_reg<T, W, 256, 256, 4, 2, FUSED>(a);
+    }
+    // wider rows (H 8200..32768 bf16): always a block as wide as the row (10240 / 12288 / 16384
+    // 80-94 -> 98-102 % of copy, few rows level or faster)
+    // fused rows up to 512 threads keep a 512-thread bound (up to 128 registers, no spills; at
+    // 1024 the fp32-weight instantiations spill 112-124 bytes)
+    if (FUSED && nvec <= 2048) return launch_row<T, W, 512, 4, 1, FUSED>(a, nv);
+    if (nvec <= 4096) return launch_row<T, W, 1024, 4, 1, FUSED>(a, nv);
     return launch_loop<T, W, FUSED, true>(a);
 }
 
