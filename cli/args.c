@@ -17,16 +17,6 @@ const hk_cli_opt hk_cli_common_opts[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-int hk_cli_usage_error(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "hubkern %s: %s\ntry 'hubkern %s --help'\n", hk_cli_command(), msg, hk_cli_command());
-    hk_cli_json_error("HK_ERR_INVALID_ARG", msg);
-    return 2;
-}
 
 size_t hk_cli_edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);

@@ -60,6 +60,9 @@ int hk_cli_fail(int status, const char *code_name, const char *fmt, ...)
 void hk_cli_json_error(const char *code_name, const char *message);
 /* Print j (formatted) on stdout as the command's JSON document and free it. */
 void hk_cli_print_json(cJSON *j);
+/* How to clear the line the progress display has drawn without its newline (progress.c registers
+ * it): every message on stderr calls it first. NULL: nothing to clear. */
+void hk_cli_output_set_line_clear(void (*clear)(void));
 /* Route the library's log callback to stderr at the given verbosity (0: warnings). */
 void hk_cli_install_logger(int verbosity);
 

@@ -1,5 +1,5 @@
-/* hubkern: entry point, subcommand dispatch, `hubkern help [CMD]`, -V/--version and the
- * "did you mean" for a mistyped command. */
+/* hubkern: entry point, subcommand dispatch (the table is in commands.c), `hubkern help [CMD]`,
+ * -V/--version and the "did you mean" for a mistyped command. */
 #include "cli/cli.h"
 #include "cli/help.h"
 
@@ -7,45 +7,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-const hk_command hk_cli_commands[] = {
-#define HK_ENTRY(name) {#name, hk_cmd_##name, &hk_spec_##name},
-    HK_COMMANDS(HK_ENTRY)
-};
-const size_t hk_cli_ncommands = sizeof hk_cli_commands / sizeof hk_cli_commands[0];
-
-static const hk_cli_opt k_version_opts[] = {
-    {HK_OPT_FLAG, "json", 0, NULL, "print {\"hubkern\": CLI version, \"library\": libhubkern version}", NULL, NULL},
-    {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
-};
-const hk_cli_spec hk_spec_version = {
-    .name = "version",
-    .summary = "print the hubkern version (also hubkern -V / --version)",
-    .synopsis = "hubkern version [--json]",
-    .tables = {k_version_opts},
-    .json = 1,
-};
-
-int hk_cmd_version(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_version, argc, argv);
-    if (rc || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_version);
-        hk_cli_args_free(&a);
-        return rc;
-    }
-    if (a.npos) rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[0]);
-    else if (hk_cli_json()) {
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "hubkern", HK_CLI_VERSION);
-        cJSON_AddStringToObject(j, "library", hk_version());
-        hk_cli_print_json(j);
-    } else {
-        printf("hubkern %s (libhubkern %s)\n", HK_CLI_VERSION, hk_version());
-    }
-    hk_cli_args_free(&a);
-    return rc;
-}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern <command> [options]\n\ncommands:\n");

@@ -1,9 +1,9 @@
 /* The command line's process-wide state (command name, --json, -v/-q) and the one way it reports
  * errors: "hubkern CMD: ..." on stderr and, under --json, a JSON error object on stdout. */
 #include "cli/cli.h"
-#include "cli/progress.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +11,17 @@ static const char *g_command = "";
 static int g_json, g_json_printed, g_quiet, g_verbose;
 
 void hk_cli_set_command(const char *name) { g_command = name ? name : ""; }
+/* The progress display (progress.c) leaves a line without its newline on stderr while it draws:
+ * it says here how to clear that line, and every message clears it first (so output.c never calls
+ * into the display). */
+static void (*g_clear_line)(void);
+
+void hk_cli_output_set_line_clear(void (*clear)(void)) { g_clear_line = clear; }
+
+static void clear_line(void) {
+    if (g_clear_line) g_clear_line();
+}
+
 const char *hk_cli_command(void) { return g_command; }
 void hk_cli_set_json(int on) { g_json = on; }
 int hk_cli_json(void) { return g_json; }
@@ -28,7 +39,7 @@ void hk_cli_set_verbosity(int verbose, int quiet) {
 
 static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
     static const char *const names[] = {"error", "warning", "info", "debug"};
-    hk_cli_progress_clear(); /* a message never lands in the middle of a progress line */
+    clear_line(); /* a message never lands in the middle of a progress line */
     fprintf(stderr, "hubkern: %s: %s\n", names[level], msg);
 }
 
@@ -59,7 +70,7 @@ void hk_cli_json_error(const char *code_name, const char *message) {
 }
 
 int hk_cli_report_error(const char *what) {
-    hk_cli_progress_clear();
+    clear_line();
     const char *code = hk_error_name(hk_last_error_code());
     fprintf(stderr, "hubkern%s%s: %s%s%s [%s]\n", *g_command ? " " : "", g_command, what ? what : "", what ? ": " : "",
             hk_last_error(), code);
@@ -79,8 +90,19 @@ int hk_cli_fail(int status, const char *code_name, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    hk_cli_progress_clear();
+    clear_line();
     fprintf(stderr, "hubkern%s%s: %s\n", *g_command ? " " : "", g_command, msg);
     hk_cli_json_error(code_name, msg);
     return status;
+}
+
+int hk_cli_usage_error(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "hubkern %s: %s\ntry 'hubkern %s --help'\n", hk_cli_command(), msg, hk_cli_command());
+    hk_cli_json_error("HK_ERR_INVALID_ARG", msg);
+    return 2;
 }

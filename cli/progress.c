@@ -154,6 +154,7 @@ int hk_cli_progress_cb(void *ud, const hk_progress *pr) {
     if (g_interrupted) return 1;
     if (!p || p->mode == HK_PROGRESS_NONE || strcmp(pr->stage, "download") != 0) return 0;
     g_active = p;
+    hk_cli_output_set_line_clear(hk_cli_progress_clear); /* messages clear the bar's line first */
     uint64_t t = now_ms();
     if (pr->item) snprintf(p->item, sizeof p->item, "%s", pr->item);
     if (p->speed_ms == 0) {
