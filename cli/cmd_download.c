@@ -165,6 +165,7 @@ int hk_cmd_download(int argc, char **argv) {
         cJSON_AddStringToObject(j, "cache", hk_hub_cache_root(hub));
         jk = cJSON_AddArrayToObject(j, "kernels");
     }
+    int no_variant = 0;
     for (size_t i = 0; i < hk_lockfile_count(lock) && rc == 0; i++) {
         const hk_lock_entry *e = hk_lockfile_entry(lock, i);
         const char *repo_id = hk_lock_entry_repo_id(e), *commit = hk_lock_entry_commit(e);
@@ -174,8 +175,14 @@ int hk_cmd_download(int argc, char **argv) {
         }
         char *variant = NULL;
         if (!all && loader_variant(&variant, hub, repo_id, commit, backend) != HK_OK) {
+            /* kernels download: an entry without a variant for this machine (FileNotFoundError) is
+             * reported and the next one downloaded; the exit status says one failed */
+            bool next = hk_last_error_code() == HK_ERR_NO_VARIANT;
             rc = hk_cli_report_error(repo_id);
-            break;
+            if (!next) break;
+            no_variant = rc;
+            rc = 0;
+            continue;
         }
         hk_pull_spec s = HK_PULL_SPEC_INIT;
         s.repo_id = repo_id;
@@ -223,6 +230,7 @@ int hk_cmd_download(int argc, char **argv) {
         hk_pull_result_free(r);
         hk_free(variant);
     }
+    if (rc == 0) rc = no_variant;
     if (rc == 0) hk_cli_print_json(j);
     else cJSON_Delete(j);
     hk_hub_free(hub);

@@ -87,7 +87,7 @@ static void test_poisoned_snapshot(void) {
     /* an honest variant: a.py, lib/_k.so, x.py and a metadata.json whose digest lists them */
     char *a = put_blob(repo, k_a), *so = put_blob(repo, k_so), *x = put_blob(repo, k_x);
     char *ba = b64_of(k_a), *bso = b64_of(k_so), *bx = b64_of(k_x);
-    char *meta_text = hk__asprintf("{\"name\":\"s\",\"digest\":{\"algorithm\":\"sha256\",\"files\":{\"a.py\":\"%s\","
+    char *meta_text = hk__asprintf("{\"name\":\"sk\",\"digest\":{\"algorithm\":\"sha256\",\"files\":{\"a.py\":\"%s\","
                                   "\"lib/_k.so\":\"%s\",\"x.py\":\"%s\"}}}",
                                   ba, bso, bx);
     char *meta = put_blob(repo, meta_text);
@@ -195,7 +195,7 @@ static void test_poisoned_snapshot(void) {
 static void test_no_digest_untouched(void) {
     char *root = hk__path_join(hk_test_tmpdir(), "nodigest");
     char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/n");
-    char *meta = put_blob(repo, "{\"name\":\"n\"}");
+    char *meta = put_blob(repo, "{\"name\":\"nk\"}");
     char *f = put_blob(repo, "anything\n");
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/metadata.json", meta), HK_OK);
     CHECK_RC(hk_cache_link_snapshot(repo, COMMIT, "build/v/any.py", f), HK_OK);

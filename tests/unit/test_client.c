@@ -182,7 +182,7 @@ static char *make_variant(const char *base) {
     char b1[100], b2[100];
     hk__hash_file_b64(b1, sizeof b1, HK_HASH_SHA256, f1);
     hk__hash_file_b64(b2, sizeof b2, HK_HASH_SHA256, f2);
-    char *meta = hk__asprintf("{\"name\":\"t\",\"id\":\"_t\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
+    char *meta = hk__asprintf("{\"name\":\"tk\",\"id\":\"_t\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
                              "\"backend\":{\"type\":\"cpu\"},\"digest\":{\"algorithm\":\"sha256\",\"files\":"
                              "{\"__init__.py\":\"%s\",\"sub/data.json\":\"%s\"}}}",
                              b1, b2);
@@ -222,7 +222,7 @@ static void test_digest(void) {
     CHECK_RC(hk__verify_variant_digest(&has, &bytes, v), HK_ERR_DIGEST);
     CHECK(strstr(hk_last_error(), "AlgorithmMismatch") != NULL);
     /* no digest: allowed (warning), per-file hashes still protect the download */
-    hk_test_write(mp, "{\"name\":\"t\"}");
+    hk_test_write(mp, "{\"name\":\"tk\"}");
     CHECK_RC(hk__verify_variant_digest(&has, &bytes, v), HK_OK);
     CHECK(!has);
     free(mp);

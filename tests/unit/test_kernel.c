@@ -252,14 +252,14 @@ static void test_kinds_and_bad_variants(void) {
 
     /* torch variant without libtorch in the process */
     char *torch = hk__asprintf("%s/torch213-cxx11-cpu-x86_64-linux", tmp);
-    write_variant(torch, "{\"name\":\"t\",\"id\":\"_t_cpu_1\",\"version\":1,\"license\":\"MIT\","
+    write_variant(torch, "{\"name\":\"tk\",\"id\":\"_t_cpu_1\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cpu\"}}", "_t_cpu_1.abi3.so", cubin);
     CHECK_RC(hk_get_local_kernel(&k, torch, NULL), HK_ERR_RUNTIME_MISSING);
     CHECK(strstr(hk_last_error(), "libtorch") != NULL);
 
     /* CUDA tvm-ffi variant whose metadata and code objects cover sm_90a only */
     char *cuda = hk__asprintf("%s/tvm-ffi01-cu130-x86_64-linux", tmp);
-    write_variant(cuda, "{\"name\":\"c\",\"id\":\"_c_cuda_1\",\"version\":1,\"license\":\"MIT\","
+    write_variant(cuda, "{\"name\":\"ck\",\"id\":\"_c_cuda_1\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cuda\",\"archs\":[\"9.0a\"]}}",
                   "_c_cuda_1.so", cubin);
     /* describe the machine: one GPU of compute capability 8.0 */
@@ -273,7 +273,7 @@ static void test_kinds_and_bad_variants(void) {
     CHECK(strstr(hk_last_error(), "8.0") != NULL && strstr(hk_last_error(), "9.0a") != NULL);
     /* metadata says any 9.x/10.x... but the library embeds only sm_90a: code objects refuse 10.0 */
     char *cuda2 = hk__asprintf("%s/x2/tvm-ffi01-cu130-x86_64-linux", tmp);
-    write_variant(cuda2, "{\"name\":\"c\",\"id\":\"_c_cuda_2\",\"version\":1,\"license\":\"MIT\","
+    write_variant(cuda2, "{\"name\":\"ck\",\"id\":\"_c_cuda_2\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cuda\",\"archs\":[\"9.0+PTX\"]}}",
                   "_c_cuda_2.so", cubin);
     CHECK_RC(hk_env_set(env, "gpus", "10.0"), HK_OK);
@@ -293,7 +293,7 @@ static void test_kinds_and_bad_variants(void) {
     write_variant(bad, "{not json", NULL, NULL);
     CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_PARSE);
     /* library missing */
-    write_variant(bad, "{\"name\":\"b\",\"id\":\"_b_cpu_1\",\"version\":1,\"license\":\"MIT\","
+    write_variant(bad, "{\"name\":\"bk\",\"id\":\"_b_cpu_1\",\"version\":1,\"license\":\"MIT\","
                   "\"python-depends\":[],\"backend\":{\"type\":\"cpu\"}}", NULL, NULL);
     CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_LOAD);
     CHECK(strstr(hk_last_error(), "_b_cpu_1.so") != NULL);
@@ -308,7 +308,7 @@ static void test_kinds_and_bad_variants(void) {
     CHECK(system(cp) == 0);
     static const char *const bad_ids[] = {"../planted", "a/b", "", ".hidden", "/abs/x", "..", "x;y", "sp ace"};
     for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
-        char *md = hk__asprintf("{\"name\":\"b\",\"id\":\"%s\",\"version\":1,\"license\":\"MIT\","
+        char *md = hk__asprintf("{\"name\":\"bk\",\"id\":\"%s\",\"version\":1,\"license\":\"MIT\","
                                 "\"python-depends\":[],\"backend\":{\"type\":\"cpu\"}}", bad_ids[i]);
         write_variant(bad, md, NULL, NULL);
         CHECK_RC(hk_get_local_kernel(&k, bad, NULL), HK_ERR_PARSE);

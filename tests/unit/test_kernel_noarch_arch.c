@@ -128,15 +128,22 @@ static void test_cuda(void) {
     expect_load(plain, env, false, HK_OK, __LINE__);
     hk_env_free(env);
     /* the check keys on metadata backend.type, as kernels does: rocm archs on a CUDA machine and
-     * cuda archs of a universal build are not a CUDA device's business */
+     * cuda archs of a cpu build are not a CUDA device's business */
     char *rocm_md = noarch_variant("cuda-rocm-md", "torch-rocm", "rocm", "[\"gfx942\"]");
     env = env_with("gpus", "9.0");
     expect_load(rocm_md, env, false, HK_OK, __LINE__);
     hk_env_free(env);
-    char *universal = noarch_variant("universal", "torch-universal", "universal", "[\"9.0\"]");
+    char *universal = noarch_variant("universal", "torch-universal", "cpu", "[\"9.0\"]");
     env = env_with("gpus", "8.0");
     expect_load(universal, env, false, HK_OK, __LINE__);
     hk_env_free(env);
+    /* a backend.type kernels' Backend enum lacks ("universal") is refused as kernels refuses it */
+    char *unknown = noarch_variant("unknown-type", "torch-universal", "universal", "[\"9.0\"]");
+    env = env_with("gpus", "8.0");
+    expect_load(unknown, env, false, HK_ERR_PARSE, __LINE__);
+    CHECK(strstr(hk_last_error(), "unknown backend.type") != NULL);
+    hk_env_free(env);
+    free(unknown);
     free(d);
     free(junk);
     free(plain);

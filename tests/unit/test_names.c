@@ -139,7 +139,7 @@ static void test_api_edge(void) {
 static void test_document_edges(void) {
     for (size_t i = 0; i < sizeof bad_repos / sizeof *bad_repos; i++) {
         if (!bad_repos[i][0] || !json_plain(bad_repos[i])) continue; /* "no repo-id" has its own message */
-        char *md = hk__asprintf("{\"name\":\"x\",\"id\":\"_x_1\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
+        char *md = hk__asprintf("{\"name\":\"xk\",\"id\":\"_x_1\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
                                 "\"backend\":{\"type\":\"cpu\"},\"kernel-depends\":[{\"repo-id\":\"%s\",\"version\":1}]}",
                                 bad_repos[i]);
         hk_metadata_owned m;
@@ -153,7 +153,7 @@ static void test_document_edges(void) {
     }
     for (size_t i = 0; i < N_BAD_REVS; i++) {
         if (!bad_revs[i][0] || !json_plain(bad_revs[i])) continue; /* written raw into JSON below */
-        char *md = hk__asprintf("{\"name\":\"x\",\"id\":\"_x_1\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
+        char *md = hk__asprintf("{\"name\":\"xk\",\"id\":\"_x_1\",\"version\":1,\"license\":\"MIT\",\"python-depends\":[],"
                                 "\"backend\":{\"type\":\"cpu\"},\"kernel-depends\":[{\"repo-id\":\"org/dep\","
                                 "\"revision\":\"%s\"}]}", bad_revs[i]);
         hk_metadata_owned m;

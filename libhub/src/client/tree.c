@@ -4,6 +4,7 @@
 #include "client/client.h"
 #include "client/memo.h"
 #include "client/strmap.h"
+#include "variant/variant_internal.h"
 #include "util/vec.h"
 
 #include <cjson/cJSON.h>
@@ -306,7 +307,11 @@ int hk__client_variants_from_commit_tree(char ***out, size_t *out_n, const tree 
             free(nm);
             break;
         }
-        if (hk__strmap_get(&seen, nm, NULL)) {
+        /* kernels get_variants: a folder whose name does not parse as a variant (build/docs) is
+         * skipped, not an error */
+        hk_variant pv;
+        if (hk__strmap_get(&seen, nm, NULL) || hk__variant_parse_into(&pv, nm) != HK_OK) {
+            hk_clear_error();
             free(nm);
             continue;
         }
@@ -335,6 +340,16 @@ int hk__client_list_variants_local(char ***out, size_t *out_n, const char *snaps
     if (rc == HK_ERR_NOT_FOUND)
         return hk__fail(HK_ERR_OFFLINE, "offline: %s has no build/ directory (the kernel was not pulled here)", snapshot);
     if (rc) return rc;
+    /* kernels get_variants_local: names that are not variants are skipped */
+    size_t k = 0;
+    for (size_t i = 0; i < *out_n; i++) {
+        hk_variant pv;
+        if (hk__variant_parse_into(&pv, (*out)[i]) == HK_OK) (*out)[k++] = (*out)[i];
+        else free((*out)[i]);
+    }
+    hk_clear_error();
+    (*out)[k] = NULL;
+    *out_n = k;
     qsort(*out, *out_n, sizeof **out, hk__client_cmp_str);
     return HK_OK;
 }

@@ -234,6 +234,14 @@ int hk__tree_expand(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c) {
         if (rc == HK_OK) rc = resolve_dep(t, child, c);
         if (rc == HK_OK) rc = hk__tree_expand(t, child, c);
         if (rc) return rc;
+        /* the same repo declared again further down: kernels resolves this entry too, then keys its
+         * tree by repo id (deps.py `kernel_deps[dep.repo_id] =`), so the last entry wins; drop this
+         * one's subtree (it is the tail of t->v: expansion is depth-first) */
+        for (size_t later = d + 1; later < nd; later++)
+            if (strcmp(t->v[i].md.deps[later].repo_id, dep->repo_id) == 0) {
+                while (t->n > child) node_free(&t->v[--t->n]);
+                break;
+            }
     }
     return HK_OK;
 }

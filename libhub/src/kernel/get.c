@@ -182,6 +182,21 @@ HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_opti
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_hub(&hub, &hub_owned, o);
     if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, true);
+    if (rc == HK_OK && !(*out)->v[0].has_md) {
+        /* a load reports an unreadable root metadata.json at the pull; the tree is the answer here,
+         * so its error is too (kernels resolve_kernel_tree reads it first) */
+        const hk__tnode *r = &(*out)->v[0];
+        hk_metadata_owned md;
+        rc = hk__tree_fetch_metadata(&md, hub, r->repo_id, r->commit, r->variant, r->signature, true);
+        if (rc == HK_OK) {
+            hk__metadata_free(&md);
+            rc = hk__fail(HK_ERR_INTERNAL, "the metadata.json of %s variant %s was unreadable, then read",
+                          r->repo_id, r->variant);
+        }
+        hk__fail_context("%s@%s variant %s", r->repo_id, r->commit, r->variant);
+        hk_kernel_tree_free(*out);
+        *out = NULL;
+    }
     if (rc == HK_OK) hk_clear_error();
     if (hub_owned) hk_hub_free(hub);
     hk__memo_op_end();

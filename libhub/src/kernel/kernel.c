@@ -360,6 +360,7 @@ int hk__kernel_load_variant(hk_kernel **out, const hk_load_request *req) {
         goto out;
     }
     rc = hk__metadata_read(&k->md, real);
+    if (rc == HK_OK) rc = hk__metadata_check_minver(&k->md, k->variant);
     if (rc) goto out;
     k->kind = kind_of_variant(k->variant, real, k->md.pub.id);
     if (k->kind == HK_KERNEL_TVM_FFI) rc = load_tvm_ffi(k, req);

@@ -57,6 +57,11 @@ typedef struct hk_metadata_owned {
 int hk__metadata_read(hk_metadata_owned *md, const char *variant_dir);
 int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what);
 void hk__metadata_free(hk_metadata_owned *md);
+/* kernels' Version::from_str (trimmed; three '.'-separated u64): 0, else the part count or -1. */
+int hk__kernels_version_parse(uint64_t out[3], const char *text);
+/* HK_ERR_UNSUPPORTED when md's kernels-minver is newer than the kernels version hubkern implements
+ * (kernels 0.17.2 MinverValidator, applied to every node of a load). */
+int hk__metadata_check_minver(const hk_metadata_owned *md, const char *variant);
 
 /* ---- tvmffi.c ------------------------------------------------------------------------------ */
 /* The callable for exported symbol sym (`__tvm_ffi_<name>`) of a loaded tvm-ffi kernel k. */

@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,11 +54,18 @@ static int parse_kernel_depends(hk_metadata_owned *md, const cJSON *list, const 
     md->deps = calloc((size_t)n, sizeof *md->deps);
     if (!md->deps) return hk__fail(HK_ERR_NOMEM, "out of memory");
     const cJSON *d;
-    cJSON_ArrayForEach(d, list) {
-        size_t i = md->num_deps;
+    size_t i = 0;
+    for (d = list->child; d; d = d->next, i++) {
         const cJSON *repo = cJSON_GetObjectItemCaseSensitive(d, "repo-id");
         const cJSON *ver = cJSON_GetObjectItemCaseSensitive(d, "version");
         const cJSON *rev = cJSON_GetObjectItemCaseSensitive(d, "revision");
+        if (!cJSON_IsObject(d))
+            return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu is not an object", what, i);
+        /* kernels' KernelDependency is serde deny_unknown_fields: a typo'd key is an error there */
+        for (const cJSON *k = d->child; k; k = k->next)
+            if (strcmp(k->string, "repo-id") && strcmp(k->string, "version") && strcmp(k->string, "revision"))
+                return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu has the unknown key '%.40s' "
+                               "(expected repo-id, version, revision)", what, i, k->string);
         if (!cJSON_IsString(repo) || !repo->valuestring[0])
             return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu has no 'repo-id'", what, i);
         /* names are checked where they enter: nothing below builds a path or URL from an unchecked one */
@@ -137,6 +145,164 @@ static bool id_is_safe(const char *id) {
     return true;
 }
 
+/* ---- what cJSON cannot tell: integer tokens -------------------------------------------------- */
+/* cJSON keeps numbers as doubles, so "version": 1.0 reads as 1; kernels (serde, usize) refuses a
+ * number token with a fraction or exponent. This walks the (already valid) JSON text and reports
+ * whether the top-level "version", or the "version" of an object in the top-level
+ * "kernel-depends" list, is written as a non-integer token. */
+typedef struct {
+    const char *p, *end;
+    bool bad;
+} jscan;
+
+static void js_ws(jscan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) s->p++;
+}
+
+/* a string token; key_out (when not NULL) gets its raw text when short */
+static void js_string(jscan *s, char *key_out, size_t cap) {
+    const char *start = ++s->p;
+    while (s->p < s->end && *s->p != '"') s->p += (*s->p == '\\') ? 2 : 1;
+    size_t n = (size_t)(s->p - start);
+    if (key_out) {
+        if (n >= cap) n = 0; /* too long to be a key we look for */
+        memcpy(key_out, start, n);
+        key_out[n] = '\0';
+    }
+    if (s->p < s->end) s->p++;
+}
+
+/* role: 0 other, 1 the top object, 2 the kernel-depends list, 3 an entry of it */
+static void js_value(jscan *s, int role, int depth) {
+    js_ws(s);
+    if (s->p >= s->end || depth > 64) return; /* cJSON has accepted the text; deeper is not ours */
+    char ch = *s->p;
+    if (ch == '"') {
+        js_string(s, NULL, 0);
+    } else if (ch == '{' || ch == '[') {
+        char close = ch == '{' ? '}' : ']';
+        s->p++;
+        for (;;) {
+            js_ws(s);
+            if (s->p >= s->end || *s->p == close) break;
+            int sub = 0;
+            bool version_key = false;
+            if (ch == '{') {
+                char key[32];
+                js_string(s, key, sizeof key);
+                js_ws(s);
+                if (s->p < s->end && *s->p == ':') s->p++;
+                version_key = (role == 1 || role == 3) && strcmp(key, "version") == 0;
+                if (role == 1 && strcmp(key, "kernel-depends") == 0) sub = 2;
+            } else if (role == 2) {
+                sub = 3;
+            }
+            js_ws(s);
+            const char *tok = s->p;
+            js_value(s, sub, depth + 1);
+            if (version_key && tok < s->end && (*tok == '-' || (*tok >= '0' && *tok <= '9')))
+                for (const char *q = tok; q < s->p; q++)
+                    if (*q == '.' || *q == 'e' || *q == 'E') s->bad = true;
+            js_ws(s);
+            if (s->p < s->end && *s->p == ',') s->p++;
+        }
+        if (s->p < s->end) s->p++;
+    } else {
+        while (s->p < s->end && !strchr(",]} \t\r\n", *s->p)) s->p++;
+    }
+}
+
+static bool versions_are_integer_tokens(const char *json, size_t len) {
+    jscan s = {json, json + len, false};
+    js_value(&s, 1, 0);
+    return !s.bad;
+}
+
+/* kernels' KernelName: [a-z][a-z0-9-]*[a-z0-9], at least two characters. */
+static bool kernel_name_valid(const char *n) {
+    size_t len = strlen(n);
+    if (len < 2 || !(n[0] >= 'a' && n[0] <= 'z')) return false;
+    for (size_t i = 1; i < len; i++)
+        if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= '0' && n[i] <= '9') || n[i] == '-')) return false;
+    return n[len - 1] != '-';
+}
+
+/* backend.type: kernels' Backend enum (serde: exact, lower case). */
+static bool backend_type_known(const char *t) {
+    static const char *const known[] = {"cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu"};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (strcmp(t, known[i]) == 0) return true;
+    return false;
+}
+
+/* Length of a Unicode White_Space character at p (Rust char::is_whitespace, which str::trim uses),
+ * 0 when there is none. */
+static size_t utf8_space_len(const unsigned char *p, const unsigned char *end) {
+    if (p >= end) return 0;
+    if (*p == ' ' || (*p >= 0x09 && *p <= 0x0d)) return 1;
+    if (end - p >= 2 && p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) return 2;
+    if (end - p >= 3) {
+        unsigned cp = ((p[0] & 0x0fu) << 12) | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
+        if ((p[0] & 0xf0) == 0xe0 && (p[1] & 0xc0) == 0x80 && (p[2] & 0xc0) == 0x80 &&
+            (cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+             cp == 0x202f || cp == 0x205f || cp == 0x3000))
+            return 3;
+    }
+    return 0;
+}
+
+/* The kernels version hubkern answers as (docs/loading.md): a kernel whose kernels-minver is newer
+ * is refused at load, as kernels 0.17.2's MinverValidator refuses it. */
+#define HK__KERNELS_COMPAT_MAJOR 0
+#define HK__KERNELS_COMPAT_MINOR 17
+#define HK__KERNELS_COMPAT_PATCH 2
+
+int hk__metadata_check_minver(const hk_metadata_owned *md, const char *variant) {
+    uint64_t mv[3];
+    if (!md->kernels_minver || hk__kernels_version_parse(mv, md->kernels_minver) != 0) return HK_OK;
+    const uint64_t have[3] = {HK__KERNELS_COMPAT_MAJOR, HK__KERNELS_COMPAT_MINOR, HK__KERNELS_COMPAT_PATCH};
+    for (int i = 0; i < 3; i++) {
+        if (mv[i] < have[i]) return HK_OK;
+        if (mv[i] > have[i])
+            return hk__fail(HK_ERR_UNSUPPORTED, "kernel '%s' variant '%s' requires kernels>=%llu.%llu.%llu, but "
+                            "hubkern implements kernels %d.%d.%d: use a newer hubkern, or an older version "
+                            "of the kernel", md->pub.name, variant ? variant : "?", (unsigned long long)mv[0],
+                            (unsigned long long)mv[1], (unsigned long long)mv[2], HK__KERNELS_COMPAT_MAJOR,
+                            HK__KERNELS_COMPAT_MINOR, HK__KERNELS_COMPAT_PATCH);
+    }
+    return HK_OK;
+}
+
+int hk__kernels_version_parse(uint64_t out[3], const char *text) {
+    const unsigned char *b = (const unsigned char *)text, *e = b + strlen(text);
+    for (size_t k; (k = utf8_space_len(b, e)) != 0;) b += k;
+    for (;;) { /* trailing: step back over whole characters */
+        size_t k = 0;
+        for (size_t back = 1; back <= 3 && back <= (size_t)(e - b) && !k; back++)
+            if (utf8_space_len(e - back, e) == back) k = back;
+        if (!k) break;
+        e -= k;
+    }
+    /* kernels' Version::from_str: exactly three '.'-separated u64 (Rust parse: an optional '+') */
+    size_t part = 0;
+    const unsigned char *p = b;
+    for (;;) {
+        const unsigned char *q = p;
+        if (q < e && *q == '+') q++;
+        if (q >= e || *q < '0' || *q > '9' || part >= 3) return -1;
+        uint64_t v = 0;
+        for (; q < e && *q >= '0' && *q <= '9'; q++) {
+            if (v > (UINT64_MAX - (uint64_t)(*q - '0')) / 10) return -1;
+            v = v * 10 + (uint64_t)(*q - '0');
+        }
+        out[part++] = v;
+        if (q == e) break;
+        if (*q != '.') return -1;
+        p = q + 1;
+    }
+    return part == 3 ? 0 : (int)part;
+}
+
 int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what) {
     memset(md, 0, sizeof *md);
     md->builder_dirty = md->source_dirty = -1;
@@ -159,11 +325,38 @@ int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, cons
     else if (!cJSON_IsNumber(version)) missing = "version";
     else if (!cJSON_IsString(license)) missing = "license";
     else if (!cJSON_IsString(btype)) missing = "backend.type";
+    else if (!cJSON_GetObjectItemCaseSensitive(root, "python-depends")) missing = "python-depends";
     if (missing) {
         rc = hk__fail(HK_ERR_PARSE,
                      "%s lacks the required field '%s' (builds older than kernels 0.14 carry only "
                      "python-depends; use a newer version of the kernel)",
                      what, missing);
+        goto done;
+    }
+    /* the rest of what kernels' serde parse refuses (kernels 0.17.2 Metadata.from_bytes) */
+    const cJSON *pydeps = cJSON_GetObjectItemCaseSensitive(root, "python-depends");
+    bool pydeps_ok = cJSON_IsArray(pydeps);
+    for (const cJSON *it = pydeps_ok ? pydeps->child : NULL; it; it = it->next)
+        if (!cJSON_IsString(it)) pydeps_ok = false;
+    if (!pydeps_ok) {
+        rc = hk__fail(HK_ERR_PARSE, "%s: 'python-depends' must be a list of strings", what);
+        goto done;
+    }
+    if (version->valuedouble < 0 || version->valuedouble > 2147483647.0 ||
+        version->valuedouble != (double)version->valueint || !versions_are_integer_tokens(json, len)) {
+        rc = hk__fail(HK_ERR_PARSE, "%s: 'version' must be a non-negative integer (written without a "
+                      "fraction or exponent)", what);
+        goto done;
+    }
+    if (!kernel_name_valid(name->valuestring)) {
+        rc = hk__fail(HK_ERR_PARSE, "%s: invalid kernel name \"%.64s\": a name starts with a lowercase "
+                      "letter, holds only lowercase letters, digits and dashes, ends with a letter or digit "
+                      "and is at least 2 characters long", what, name->valuestring);
+        goto done;
+    }
+    if (!backend_type_known(btype->valuestring)) {
+        rc = hk__fail(HK_ERR_PARSE, "%s: unknown backend.type \"%.40s\" (expected one of cann, cpu, cuda, "
+                      "metal, neuron, rocm, tpu, xpu)", what, btype->valuestring);
         goto done;
     }
     if (!id_is_safe(id->valuestring)) {
@@ -205,6 +398,13 @@ int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, cons
     }
     md->pub.archs = (const char *const *)md->archs;
     const cJSON *minver = cJSON_GetObjectItemCaseSensitive(root, "kernels-minver");
+    uint64_t mv[3];
+    if (minver && !cJSON_IsNull(minver) &&
+        (!cJSON_IsString(minver) || hk__kernels_version_parse(mv, minver->valuestring) != 0)) {
+        rc = hk__fail(HK_ERR_PARSE, "%s: 'kernels-minver' \"%.40s\" is not a version of three numbers "
+                      "(major.minor.patch)", what, cJSON_IsString(minver) ? minver->valuestring : "?");
+        goto done;
+    }
     if (cJSON_IsString(minver) && !(md->kernels_minver = hk__strdup(minver->valuestring))) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto done;
