@@ -5,6 +5,7 @@
 #include "cli/progress.h"
 
 #include <hubkern.h>
+#include <hubkern/sys/cache.h> /* a dependency's declared ref, as a load records it */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +178,23 @@ static hk_get_kernel_options tree_options(const hk_pull_spec *spec, hk_hub *hub,
 /* The dependencies of the pulled root (repo at commit, variant `root_variant`): the tree this
  * machine would load, resolved by the library (per node: publisher, commit, variant, archs), each
  * node pulled once. */
+/* Node i's declared branch or version as a ref to the commit it resolved to, so that the same tree
+ * resolves offline later (what a load records too); a commit or a lock pins no ref. */
+static int record_declared_ref(hk_hub *hub, const hk_kernel_tree *t, size_t i) {
+    const char *rev = hk_kernel_tree_revision(t, i);
+    char label[32];
+    if (!rev) {
+        snprintf(label, sizeof label, "v%d", hk_kernel_tree_version(t, i));
+        rev = label;
+    }
+    const char *commit = hk_kernel_tree_commit(t, i);
+    if (strcmp(rev, commit) == 0) return 0;
+    char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, hk_kernel_tree_repo_id(t, i));
+    int rc = dir ? hk_cache_write_ref(dir, rev, commit) : hk_last_error_code();
+    hk_free(dir);
+    return rc ? hk_cli_report_error("recording the ref of a dependency") : 0;
+}
+
 static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
                      const char *commit, const char *root_variant, const char *root_path, cJSON *arr) {
     hk_get_kernel_options o = tree_options(spec, hub, repo, commit);
@@ -204,6 +222,7 @@ static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_arg
         else if (!seen)
             rc = pull_node(hub, spec, hk_kernel_tree_signature(t, i), hk_kernel_tree_repo_id(t, i), hk_kernel_tree_commit(t, i),
                            hk_kernel_tree_variant(t, i), where, arr, mk_tree_node, &m);
+        if (!seen && rc == 0 && !hk_hub_is_offline(hub)) rc = record_declared_ref(hub, t, i);
     }
     hk_kernel_tree_free(t);
     return rc;

@@ -317,8 +317,6 @@ def test_offline_load_after_online_load_with_a_branch_dependency(env):
     assert q.returncode == 0, q.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="hubkern pull installs dependency nodes by commit and records no "
-                   "refs/vN or refs/<branch> for them (only load does): issue 26, open")
 def test_offline_pull_after_online_pull_of_a_tree(env):
     home = "hf_hk_offline_pull"
     p = hk(env, "pull", f"{ORG}/mid", "--version", "1", "--backend", "cpu", home=home)
