@@ -233,6 +233,42 @@ static void test_fake_tvm_ffi_and_order(void) {
     free(s2);
 }
 
+/* No Python, no site-packages, only HUBKERN_TVM_FFI_LIB (a host without an interpreter): the
+ * version is the one the library reports through TVMFFIGetVersion, so tvm-ffi variants resolve
+ * without HUBKERN_TVM_FFI_VERSION set by hand. */
+static void test_tvm_ffi_version_from_library(void) {
+    const char *b = getenv("HK_BUILD_DIR");
+    char *envf = hk__asprintf("%s/tests/kernel-fixtures.env", b ? b : ".");
+    char *text = NULL;
+    if (hk__read_file(&text, NULL, envf, 1 << 16) != HK_OK || !strstr(text, "HK_TVM_FFI_LIBDIR=")) {
+        fprintf(stderr, "%s: no apache-tvm-ffi library recorded (run scripts/setup.sh and re-configure)\n", envf);
+        CHECK(0);
+        free(envf);
+        free(text);
+        return;
+    }
+    char *dir = strstr(text, "HK_TVM_FFI_LIBDIR=") + strlen("HK_TVM_FFI_LIBDIR=");
+    dir[strcspn(dir, "\n")] = '\0';
+    char *lib = hk__asprintf("%s/libtvm_ffi.so", dir);
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .tvm_ffi_lib = lib, .no_python = 1, .no_cuda = 1,
+                        .no_rocm = 1, .no_env_overrides = 1};
+    hk_env *env = NULL;
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    CHECK_STR(hk_env_tvm_ffi_lib(env), lib);
+    CHECK_STR(hk_env_tvm_ffi_version(env), "0.1");
+    const char *full = hk_env_tvm_ffi_full_version(env);
+    CHECK(full && strncmp(full, "0.1.", 4) == 0);
+    hk_env_free(env);
+    /* a library that is no tvm-ffi: no version, and no error */
+    o.tvm_ffi_lib = "/nonexistent/libtvm_ffi.so";
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    CHECK(hk_env_tvm_ffi_version(env) == NULL);
+    hk_env_free(env);
+    free(lib);
+    free(text);
+    free(envf);
+}
+
 static void test_libtorch(void) {
     plant("lt/build-version", "2.11.0+cu130\n");
     plant("lt/share/cmake/Torch/TorchConfig.cmake", "# no ABI flag since 2.8\n");
@@ -635,6 +671,7 @@ int main(void) {
     test_fake_torch_old_abi();
     test_fake_torch_rocm_xpu();
     test_fake_tvm_ffi_and_order();
+    test_tvm_ffi_version_from_library();
     test_libtorch();
     test_fake_python();
     test_env_overrides();
