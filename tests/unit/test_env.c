@@ -381,6 +381,69 @@ static void test_fake_python(void) {
     free(site);
 }
 
+/* The interpreter's answer is remembered: a second detection runs no interpreter; a package
+ * installed into a sys.path directory (its mtime), another interpreter file, or another
+ * PYTHONPATH runs it again; HUBKERN_PYTHON_CACHE=0 runs it every time. Failures are not kept. */
+static size_t runs(const char *counter) {
+    char *text = NULL;
+    size_t n = 0;
+    if (hk__read_file(&text, &n, counter, 1 << 16) != HK_OK) hk_clear_error();
+    free(text);
+    return n; /* one byte per run */
+}
+
+static void test_python_answer_remembered(void) {
+    char *site = path("memo-site"), *counter = path("memo-runs");
+    hk__mkdirs(site, 0777);
+    char *script = hk__asprintf("#!/bin/sh\nprintf x >> '%s'\nprintf 'hubkern-env-1\\n/opt/py/bin/python3\\n3.12.1\\n0\\n%s\\n'\n",
+                                counter, site);
+    plant_exec("bin/memopy", script);
+    char *py = path("bin/memopy");
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .python = py, .no_cuda = 1, .no_rocm = 1, .no_env_overrides = 1};
+    hk_env *env = NULL;
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+        CHECK_STR(hk_env_python_version(env), "3.12.1");
+        CHECK_STR(hk_env_site_packages(env, 0), site);
+        hk_env_free(env);
+    }
+    CHECK(runs(counter) == 1);
+    /* a package appears in site-packages: its mtime changes */
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    plant("memo-site/newpkg.pth", "");
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    CHECK(runs(counter) == 2);
+    /* PYTHONPATH changes sys.path */
+    setenv("PYTHONPATH", "/somewhere", 1);
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    unsetenv("PYTHONPATH");
+    CHECK(runs(counter) == 3);
+    /* another interpreter in the same file (pyenv install, venv recreated) */
+    char *script2 = hk__asprintf("%s# another build\n", script);
+    plant_exec("bin/memopy", script2);
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    CHECK(runs(counter) == 4);
+    /* off */
+    setenv("HUBKERN_PYTHON_CACHE", "0", 1);
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+        hk_env_free(env);
+    }
+    unsetenv("HUBKERN_PYTHON_CACHE");
+    CHECK(runs(counter) == 6);
+    free(script2);
+    free(script);
+    free(py);
+    free(site);
+    free(counter);
+}
+
 static void test_env_overrides(void) {
     plant_torch("ov", "2.13.0+cu130", "'13.0'", "None", "None", k_init_literal);
     char *site = path("ov");
@@ -667,6 +730,10 @@ static void test_bare_detection(void) {
 }
 
 int main(void) {
+    /* the remembered Python answers of this run go to its own directory, never ~/.cache */
+    char *xdg = path("xdg-cache");
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    free(xdg);
     test_fake_torch_cuda();
     test_fake_torch_old_abi();
     test_fake_torch_rocm_xpu();
@@ -674,6 +741,7 @@ int main(void) {
     test_tvm_ffi_version_from_library();
     test_libtorch();
     test_fake_python();
+    test_python_answer_remembered();
     test_env_overrides();
     test_setters();
     test_parsers();
