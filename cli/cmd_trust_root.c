@@ -18,7 +18,7 @@ const hk_cli_spec hk_spec_trust_root = {
     .synopsis = "hubkern trust-root path | show [FILE] | install FILE",
     .description =
         "path     print the trusted_root.json in use and where it comes from (HUBKERN_SIGSTORE_TRUST_ROOT,\n"
-        "         installed, shipped with hubkern, build tree)\n"
+        "         installed, or shipped: <prefix>/share/hubkern/sigstore beside hubkern's bin and lib)\n"
         "show     summarise it (or FILE) as JSON: sha256, Fulcio CAs, transparency logs, CT logs, TSAs\n"
         "install  check that FILE loads as a trust root and install it for this user\n"
         "         ($XDG_CONFIG_HOME or ~/.config, /hubkern/sigstore/trusted_root.json); it then wins over\n"

@@ -233,6 +233,42 @@ static void test_fake_tvm_ffi_and_order(void) {
     free(s2);
 }
 
+/* No Python, no site-packages, only HUBKERN_TVM_FFI_LIB (a host without an interpreter): the
+ * version is the one the library reports through TVMFFIGetVersion, so tvm-ffi variants resolve
+ * without HUBKERN_TVM_FFI_VERSION set by hand. */
+static void test_tvm_ffi_version_from_library(void) {
+    const char *b = getenv("HK_BUILD_DIR");
+    char *envf = hk__asprintf("%s/tests/kernel-fixtures.env", b ? b : ".");
+    char *text = NULL;
+    if (hk__read_file(&text, NULL, envf, 1 << 16) != HK_OK || !strstr(text, "HK_TVM_FFI_LIBDIR=")) {
+        fprintf(stderr, "%s: no apache-tvm-ffi library recorded (run scripts/setup.sh and re-configure)\n", envf);
+        CHECK(0);
+        free(envf);
+        free(text);
+        return;
+    }
+    char *dir = strstr(text, "HK_TVM_FFI_LIBDIR=") + strlen("HK_TVM_FFI_LIBDIR=");
+    dir[strcspn(dir, "\n")] = '\0';
+    char *lib = hk__asprintf("%s/libtvm_ffi.so", dir);
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .tvm_ffi_lib = lib, .no_python = 1, .no_cuda = 1,
+                        .no_rocm = 1, .no_env_overrides = 1};
+    hk_env *env = NULL;
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    CHECK_STR(hk_env_tvm_ffi_lib(env), lib);
+    CHECK_STR(hk_env_tvm_ffi_version(env), "0.1");
+    const char *full = hk_env_tvm_ffi_full_version(env);
+    CHECK(full && strncmp(full, "0.1.", 4) == 0);
+    hk_env_free(env);
+    /* a library that is no tvm-ffi: no version, and no error */
+    o.tvm_ffi_lib = "/nonexistent/libtvm_ffi.so";
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    CHECK(hk_env_tvm_ffi_version(env) == NULL);
+    hk_env_free(env);
+    free(lib);
+    free(text);
+    free(envf);
+}
+
 static void test_libtorch(void) {
     plant("lt/build-version", "2.11.0+cu130\n");
     plant("lt/share/cmake/Torch/TorchConfig.cmake", "# no ABI flag since 2.8\n");
@@ -343,6 +379,69 @@ static void test_fake_python(void) {
     CHECK(hk_env_python_version(env) == NULL);
     hk_env_free(env);
     free(site);
+}
+
+/* The interpreter's answer is remembered: a second detection runs no interpreter; a package
+ * installed into a sys.path directory (its mtime), another interpreter file, or another
+ * PYTHONPATH runs it again; HUBKERN_PYTHON_CACHE=0 runs it every time. Failures are not kept. */
+static size_t runs(const char *counter) {
+    char *text = NULL;
+    size_t n = 0;
+    if (hk__read_file(&text, &n, counter, 1 << 16) != HK_OK) hk_clear_error();
+    free(text);
+    return n; /* one byte per run */
+}
+
+static void test_python_answer_remembered(void) {
+    char *site = path("memo-site"), *counter = path("memo-runs");
+    hk__mkdirs(site, 0777);
+    char *script = hk__asprintf("#!/bin/sh\nprintf x >> '%s'\nprintf 'hubkern-env-1\\n/opt/py/bin/python3\\n3.12.1\\n0\\n%s\\n'\n",
+                                counter, site);
+    plant_exec("bin/memopy", script);
+    char *py = path("bin/memopy");
+    hk_env_options o = {.version = HK_ENV_OPTIONS_VERSION, .python = py, .no_cuda = 1, .no_rocm = 1, .no_env_overrides = 1};
+    hk_env *env = NULL;
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+        CHECK_STR(hk_env_python_version(env), "3.12.1");
+        CHECK_STR(hk_env_site_packages(env, 0), site);
+        hk_env_free(env);
+    }
+    CHECK(runs(counter) == 1);
+    /* a package appears in site-packages: its mtime changes */
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    plant("memo-site/newpkg.pth", "");
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    CHECK(runs(counter) == 2);
+    /* PYTHONPATH changes sys.path */
+    setenv("PYTHONPATH", "/somewhere", 1);
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    unsetenv("PYTHONPATH");
+    CHECK(runs(counter) == 3);
+    /* another interpreter in the same file (pyenv install, venv recreated) */
+    char *script2 = hk__asprintf("%s# another build\n", script);
+    plant_exec("bin/memopy", script2);
+    CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+    hk_env_free(env);
+    CHECK(runs(counter) == 4);
+    /* off */
+    setenv("HUBKERN_PYTHON_CACHE", "0", 1);
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(hk_env_detect(&env, &o), HK_OK);
+        hk_env_free(env);
+    }
+    unsetenv("HUBKERN_PYTHON_CACHE");
+    CHECK(runs(counter) == 6);
+    free(script2);
+    free(script);
+    free(py);
+    free(site);
+    free(counter);
 }
 
 static void test_env_overrides(void) {
@@ -631,12 +730,18 @@ static void test_bare_detection(void) {
 }
 
 int main(void) {
+    /* the remembered Python answers of this run go to its own directory, never ~/.cache */
+    char *xdg = path("xdg-cache");
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    free(xdg);
     test_fake_torch_cuda();
     test_fake_torch_old_abi();
     test_fake_torch_rocm_xpu();
     test_fake_tvm_ffi_and_order();
+    test_tvm_ffi_version_from_library();
     test_libtorch();
     test_fake_python();
+    test_python_answer_remembered();
     test_env_overrides();
     test_setters();
     test_parsers();

@@ -42,7 +42,7 @@ static void test_load_and_list(void) {
     CHECK(md->num_archs == 0);
     CHECK(hk__str_ends_with(hk_kernel_library_path(k), "/_hkfixture_cpu_0000001.so"));
     /* exported functions, sorted, from the __tvm_ffi_ dynamic symbols */
-    static const char *const want[] = {"add_one", "current_stream", "fail", "greet", "is_none", "mix", "scale"};
+    static const char *const want[] = {"add_one", "current_stream", "fail", "greet", "inspect", "is_none", "mix", "scale"};
     CHECK(hk_kernel_num_functions(k) == HK_ARRAY_LEN(want));
     for (size_t i = 0; i < HK_ARRAY_LEN(want); i++) CHECK_STR(hk_kernel_function_name(k, i), want[i]);
     CHECK(hk_kernel_function_name(k, 99) == NULL);
@@ -116,6 +116,58 @@ static void test_calls(void) {
     CHECK_RC(hk_kernel_function(&f, k, "add_one"), HK_OK);
     CHECK_RC(hk_function_call(&r, f, a1, 1), HK_OK);
     CHECK(r.v.i == 42);
+    hk_kernel_unref(k);
+}
+
+/* A kernel that reads every DLTensor field through TensorView (size, stride, dtype, device,
+ * byte_offset), as third-party kernels do: strides == NULL reach it as compact row-major strides
+ * (tvm-ffi's stride(i) dereferences them: it crashed before), given strides and byte_offset as
+ * they are; the caller's tensor is left as it was. */
+static void test_tensor_fields(void) {
+    hk_kernel *k = NULL;
+    CHECK_RC(hk_get_local_kernel(&k, g_fixture, NULL), HK_OK);
+    if (!k) return;
+    float m[12];
+    for (int i = 0; i < 12; i++) m[i] = (float)(i + 1);
+    int64_t shape[2] = {2, 3};
+    hk_dltensor t = {m, {HK_DEVICE_CPU, 0}, 2, {HK_DTYPE_FLOAT, 32, 1}, shape, NULL, 0};
+    hk_value a[] = {hk_value_tensor(&t)};
+    hk_value r;
+    /* sum of m[k] * (k + 1) over the 6 compact elements 1..6: 1+4+9+16+25+36 */
+    CHECK_RC(hk_kernel_call(&r, k, "inspect", a, 1), HK_OK);
+    if (r.kind == HK_VALUE_STRING)
+        CHECK_STR(r.v.str, "shape=2x3 strides=3,1 dtype=2:32:1 device=1:0 offset=0 contiguous=1 sum=91");
+    hk_value_clear(&r);
+    CHECK(t.strides == NULL); /* the copy had them, not the caller's tensor */
+
+    /* non-compact: every other column of a 2x6 buffer, i.e. m[0,2,4] and m[6,8,10] */
+    int64_t strides[2] = {6, 2};
+    t.strides = strides;
+    CHECK_RC(hk_kernel_call(&r, k, "inspect", a, 1), HK_OK);
+    /* 1*1 + 3*2 + 5*3 + 7*4 + 9*5 + 11*6 = 161 */
+    if (r.kind == HK_VALUE_STRING)
+        CHECK_STR(r.v.str, "shape=2x3 strides=6,2 dtype=2:32:1 device=1:0 offset=0 contiguous=0 sum=161");
+    hk_value_clear(&r);
+
+    /* byte_offset with NULL strides: compact from m[2] (elements 3..8) */
+    t.strides = NULL;
+    t.byte_offset = 2 * sizeof(float);
+    CHECK_RC(hk_kernel_call(&r, k, "inspect", a, 1), HK_OK);
+    /* 3*1 + 4*2 + 5*3 + 6*4 + 7*5 + 8*6 = 133 */
+    if (r.kind == HK_VALUE_STRING)
+        CHECK_STR(r.v.str, "shape=2x3 strides=3,1 dtype=2:32:1 device=1:0 offset=8 contiguous=1 sum=133");
+    hk_value_clear(&r);
+
+    /* more dimensions than the call's stack buffer holds: 63 leading 1s, then 2x3 */
+    int64_t big[65];
+    for (int i = 0; i < 63; i++) big[i] = 1;
+    big[63] = 2;
+    big[64] = 3;
+    hk_dltensor tb = {m, {HK_DEVICE_CPU, 0}, 65, {HK_DTYPE_FLOAT, 32, 1}, big, NULL, 0};
+    hk_value ab[] = {hk_value_tensor(&tb)};
+    CHECK_RC(hk_kernel_call(&r, k, "inspect", ab, 1), HK_OK);
+    if (r.kind == HK_VALUE_STRING) CHECK(hk__str_ends_with(r.v.str, ",6,3,1 dtype=2:32:1 device=1:0 offset=0 contiguous=1 sum=91"));
+    hk_value_clear(&r);
     hk_kernel_unref(k);
 }
 
@@ -337,6 +389,7 @@ int main(void) {
     free(lib);
     test_load_and_list();
     test_calls();
+    test_tensor_fields();
     test_call_errors();
     test_registry();
     test_kinds_and_bad_variants();

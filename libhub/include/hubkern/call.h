@@ -51,7 +51,7 @@ typedef struct hk_dltensor {
     int32_t ndim;
     hk_dtype dtype;
     int64_t *shape;
-    int64_t *strides;     /* NULL: compact row-major */
+    int64_t *strides;     /* NULL: compact row-major (a call hands the kernel those strides) */
     uint64_t byte_offset;
 } hk_dltensor;
 

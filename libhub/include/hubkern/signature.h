@@ -16,7 +16,8 @@
  * Trust root (trusted_root.json): the option, else HUBKERN_SIGSTORE_TRUST_ROOT, else the copy
  * installed with `hubkern trust-root install` ($XDG_CONFIG_HOME or ~/.config, /hubkern/sigstore/),
  * else the one shipped with hubkern (<prefix>/share/hubkern/sigstore/, found relative to the
- * library; the source tree's data/sigstore/ in a build tree).
+ * library, or to the program when it links libhubkern.a; never in a source or build tree: a build
+ * tree has the same share/hubkern/sigstore/ layout).
  *
  * Policies: kernels' default is built in (GitHub Actions of huggingface/kernels-community, its
  * build, build-mac, build-windows and sign-old-builds workflows at refs/heads/main, covering the
@@ -70,7 +71,7 @@ HK_API void hk_signature_policies_free(hk_signature_policies *p);
 /* ---- trust root ---------------------------------------------------------------------------- */
 /* The trusted_root.json the client would use given this option (NULL: none): *out newly allocated
  * (free with hk_free); *out_source (may be NULL): "option", "HUBKERN_SIGSTORE_TRUST_ROOT",
- * "installed", "shipped" or "build tree" (static strings). HK_ERR_NOT_FOUND when none exists. */
+ * "installed" or "shipped" (static strings). HK_ERR_NOT_FOUND when none exists. */
 HK_API int hk_signature_trust_root_path(char **out, const char **out_source, const char *explicit_path);
 /* A JSON summary of a trusted_root.json (path, sha256, its CAs, transparency logs, CT logs and
  * timestamp authorities with their URLs and validity), after checking that it loads as a trust

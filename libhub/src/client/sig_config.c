@@ -1,7 +1,7 @@
 /* Signature configuration of a hub handle: the mode names, policies (API and policy file), which
- * trusted_root.json is used (option, environment, installed, shipped beside the library, build
- * tree) and the `trust-root` operations (describe, install). */
-#define _GNU_SOURCE 1 /* dladdr */
+ * trusted_root.json is used (option, environment, installed, shipped beside the library or program)
+ * and the `trust-root` operations (describe, install). */
+#define _GNU_SOURCE 1 /* dladdr1, RTLD_DL_LINKMAP */
 #include "client/signature.h"
 
 #include "internal.h"
@@ -10,12 +10,22 @@
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+/* Where the shipped trust root is from the directory of the library (<libdir>) and of a program
+ * linking this code statically (<bindir>, the hubkern CLI); CMake computes both from the install
+ * dirs. The build tree has the same layout (build/share/hubkern/sigstore beside build/libhub and
+ * build/cli), so no source or build path is compiled in. */
 #ifndef HK_SHIPPED_SIGSTORE_REL
 #define HK_SHIPPED_SIGSTORE_REL "../share/hubkern/sigstore"
+#endif
+#ifndef HK_SHIPPED_SIGSTORE_REL_BIN
+#define HK_SHIPPED_SIGSTORE_REL_BIN "../share/hubkern/sigstore"
 #endif
 
 #define TRUST_ROOT_MAX (4u << 20)
@@ -140,15 +150,37 @@ static char *installed_path(void) {
     return home ? hk__asprintf("%s/.config/hubkern/sigstore/trusted_root.json", home) : NULL;
 }
 
-/* <dir of the object holding this function>/<rel>/trusted_root.json */
-static char *shipped_path(const char *rel) {
+/* The real path of the object holding this code: libhubkern.so, or the program it is linked into.
+ * For the program glibc's dladdr reports argv[0], which is a bare "hubkern" when it was run from
+ * PATH (issue 24: such an install never found its shipped root), so the program is read from
+ * /proc/self/exe. *is_program: which of the two it is. */
+static char *this_object(bool *is_program) {
     Dl_info info;
-    if (!dladdr((void *)(uintptr_t)hk_signature_trust_root_path, &info) || !info.dli_fname) return NULL;
-    char *real = realpath(info.dli_fname, NULL);
+    struct link_map *lm = NULL;
+    if (!dladdr1((void *)(uintptr_t)hk_signature_trust_root_path, &info, (void **)&lm, RTLD_DL_LINKMAP))
+        return NULL;
+    *is_program = !lm || !lm->l_name || !lm->l_name[0];
+    if (*is_program) {
+        char buf[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+        if (n > 0) {
+            buf[n] = '\0';
+            return realpath(buf, NULL);
+        }
+        /* no /proc: argv[0] only when it names a path, never a lookup relative to the cwd */
+        return info.dli_fname && strchr(info.dli_fname, '/') ? realpath(info.dli_fname, NULL) : NULL;
+    }
+    return realpath(lm->l_name, NULL);
+}
+
+/* <dir of this object>/<rel>/trusted_root.json, rel by what the object is */
+static char *shipped_path(const char *rel_lib, const char *rel_bin) {
+    bool program = false;
+    char *real = this_object(&program);
     if (!real) return NULL;
     char *slash = strrchr(real, '/');
     if (slash) *slash = '\0';
-    char *p = hk__asprintf("%s/%s/trusted_root.json", real, rel);
+    char *p = hk__asprintf("%s/%s/trusted_root.json", real, program ? rel_bin : rel_lib);
     free(real);
     return p;
 }
@@ -167,27 +199,41 @@ HK_API int hk_signature_trust_root_path(char **out, const char **out_source, con
         if (out_source) *out_source = src;
         return HK_OK;
     }
+    /* the build tree's libhubkern.so and hubkern sit one level below build/, so ../share also
+     * holds when the install dirs are deeper (lib/x86_64-linux-gnu) */
     struct {
         char *path;
         const char *source;
-    } c[4] = {{installed_path(), "installed"}, {shipped_path(HK_SHIPPED_SIGSTORE_REL), "shipped"},
-              {shipped_path("../share/hubkern/sigstore"), "shipped"},
-#ifdef HK_SOURCE_DATA_DIR
-              {hk__strdup(HK_SOURCE_DATA_DIR "/sigstore/trusted_root.json"), "build tree"}
-#else
-              {NULL, NULL}
-#endif
-    };
-    for (int i = 0; i < 4; i++) {
+    } c[3] = {{installed_path(), "installed"},
+              {shipped_path(HK_SHIPPED_SIGSTORE_REL, HK_SHIPPED_SIGSTORE_REL_BIN), "shipped"},
+              {shipped_path("../share/hubkern/sigstore", "../share/hubkern/sigstore"), "shipped"}};
+    if (c[1].path && c[2].path && strcmp(c[1].path, c[2].path) == 0) {
+        free(c[2].path);
+        c[2].path = NULL;
+    }
+    hk_strbuf looked;
+    hk__sb_init(&looked);
+    for (int i = 0; i < 3; i++) {
         if (!*out && c[i].path && hk__path_exists(c[i].path)) {
+            char *canon = i > 0 ? realpath(c[i].path, NULL) : NULL; /* <bin>/../share: say where */
+            if (canon) {
+                free(c[i].path);
+                c[i].path = canon;
+            }
             *out = c[i].path;
             if (out_source) *out_source = c[i].source;
-        } else
-            free(c[i].path);
+            continue;
+        }
+        if (c[i].path) hk__sb_printf(&looked, "%s%s", looked.len ? ", " : "", c[i].path);
+        free(c[i].path);
     }
-    if (*out) return HK_OK;
-    return hk__fail(HK_ERR_NOT_FOUND, "no Sigstore trust root found: set HUBKERN_SIGSTORE_TRUST_ROOT, run "
-                                      "`hubkern trust-root install FILE`, or reinstall hubkern (share/hubkern/sigstore)");
+    int rc = *out ? HK_OK
+                  : hk__fail(HK_ERR_NOT_FOUND,
+                             "no Sigstore trust root found (looked at %s): set HUBKERN_SIGSTORE_TRUST_ROOT, run "
+                             "`hubkern trust-root install FILE`, or reinstall hubkern (share/hubkern/sigstore)",
+                             looked.len && !looked.oom ? looked.data : "nothing: neither HOME nor this object's path is known");
+    hk__sb_free(&looked);
+    return rc;
 }
 
 static void add_validity(cJSON *o, const cJSON *src) {

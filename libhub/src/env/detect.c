@@ -1,8 +1,8 @@
 /* hk_env_detect: machine detection, one piece per file: OS/CPU (detect_os.c), Python (one
- * interpreter call, detect_python.c), torch / LibTorch and tvm-ffi (files on disk, never imported:
- * detect_torch.c, detect_tvm_ffi.c), CUDA (detect_cuda.c) and ROCm (detect_rocm.c) through dlopen,
- * then the HUBKERN_* overrides. Everything is optional: a machine with none of it is a normal,
- * fast result. */
+ * interpreter call, its answer remembered across processes: detect_python.c), torch / LibTorch
+ * and tvm-ffi (files on disk, never imported: detect_torch.c, detect_tvm_ffi.c), CUDA
+ * (detect_cuda.c) and ROCm (detect_rocm.c) through dlopen, then the HUBKERN_* overrides.
+ * Everything is optional: a machine with none of it is a normal, fast result. */
 #include "env/env_internal.h"
 
 #include <ctype.h>

@@ -1,7 +1,11 @@
-/* tvm-ffi detection: the apache-tvm-ffi package in site-packages (version, libtvm_ffi path). */
+/* tvm-ffi detection: the apache-tvm-ffi package in site-packages (version, libtvm_ffi path), else
+ * the version libtvm_ffi itself reports (TVMFFIGetVersion) when only the library was named. */
 #include "env/env_internal.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +29,36 @@ static char *dist_info_version(const char *site, const char *prefix) {
     }
     closedir(d);
     return version;
+}
+
+/* TVMFFIVersion (include/tvm/ffi/c_api.h): major, minor, patch as uint32 */
+typedef struct tvm_ffi_version {
+    uint32_t major, minor, patch;
+} tvm_ffi_version;
+typedef void (*tvm_ffi_get_version_fn)(tvm_ffi_version *);
+
+/* The version of the library at path, as it reports it. On a host without Python
+ * (HUBKERN_NO_PYTHON=1, HUBKERN_TVM_FFI_LIB=...) this is the only source, and without it every
+ * tvm-ffi variant was refused until HUBKERN_TVM_FFI_VERSION was set by hand (issue 24). The
+ * library stays loaded: the loader opens the same one for the kernel, and tvm-ffi registers
+ * global functions that must not be unloaded. */
+static void version_from_library(hk_env *env, const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        hk__log(HK_LOG_DEBUG, "tvm-ffi library %s: %s", path, dlerror());
+        return;
+    }
+    tvm_ffi_get_version_fn get = HK_SYM(tvm_ffi_get_version_fn, h, "TVMFFIGetVersion");
+    if (!get) {
+        hk__log(HK_LOG_DEBUG, "tvm-ffi library %s has no TVMFFIGetVersion", path);
+        return;
+    }
+    tvm_ffi_version v = {0, 0, 0};
+    get(&v);
+    char full[48];
+    snprintf(full, sizeof full, "%u.%u.%u", v.major, v.minor, v.patch);
+    hk__env_put(env, HK_K_TVM_FFI_FULL_VERSION, full);
+    hk__env_put_version2(env, HK_K_TVM_FFI_VERSION, full);
 }
 
 void hk__env_detect_tvm_ffi(hk_env *env, const char *explicit_lib) {
@@ -65,5 +99,6 @@ void hk__env_detect_tvm_ffi(hk_env *env, const char *explicit_lib) {
         free(pkg);
         break;
     }
+    if (explicit_lib && !env->f[HK_K_TVM_FFI_VERSION]) version_from_library(env, explicit_lib);
 }
 

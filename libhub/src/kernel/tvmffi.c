@@ -321,6 +321,53 @@ static int convert_result(hk_value *out, tvm_any *r, const char *fname) {
     return HK_OK;
 }
 
+/* Compact strides for the tensors passed without them. hubkern documents strides == NULL as
+ * "compact row-major" (DLPack's meaning), but tvm-ffi's TensorView::stride(i) reads strides[i]
+ * unchecked, so a third-party kernel segfaults on such a tensor (issue 24): the callee gets a copy
+ * of the DLTensor whose strides point into *buf, which lives until the call returns. */
+typedef struct compact_args {
+    hk_dltensor tensors[8];
+    int64_t strides[64];
+    hk_dltensor *heap_tensors;
+    int64_t *heap_strides;
+} compact_args;
+
+static int compact_strides(compact_args *buf, tvm_any *a, const hk_value *args, size_t num_args, const char *fname) {
+    size_t nt = 0, ns = 0;
+    for (size_t i = 0; i < num_args; i++) {
+        const hk_dltensor *t = args[i].kind == HK_VALUE_TENSOR ? args[i].v.tensor : NULL;
+        if (!t || t->strides || t->ndim == 0) continue;
+        if (t->ndim < 0 || !t->shape)
+            return hk__fail(HK_ERR_INVALID_ARG, "%s: argument %zu: a tensor of ndim %d needs a shape", fname, i,
+                            (int)t->ndim);
+        nt++;
+        ns += (size_t)t->ndim;
+    }
+    if (nt == 0) return HK_OK;
+    hk_dltensor *tv = buf->tensors;
+    int64_t *sv = buf->strides;
+    if (nt > 8 || ns > 64) {
+        if (!(tv = buf->heap_tensors = calloc(nt, sizeof *tv)) || !(sv = buf->heap_strides = calloc(ns, sizeof *sv)))
+            return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < num_args; i++) {
+        const hk_dltensor *t = args[i].kind == HK_VALUE_TENSOR ? args[i].v.tensor : NULL;
+        if (!t || t->strides || t->ndim == 0) continue;
+        *tv = *t;
+        tv->strides = sv;
+        int64_t step = 1;
+        for (int32_t d = t->ndim - 1; d >= 0; d--) {
+            sv[d] = step;
+            /* as torch's contiguous strides: sizes 0 and 1 do not scale the outer strides */
+            if (t->shape[d] > 1 && __builtin_mul_overflow(step, t->shape[d], &step))
+                return hk__fail(HK_ERR_INVALID_ARG, "%s: argument %zu: the tensor's shape overflows 64 bits", fname, i);
+        }
+        a[i].v.p = tv++;
+        sv += t->ndim;
+    }
+    return HK_OK;
+}
+
 HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const hk_value *args,
                             size_t num_args) {
     if (out_result) *out_result = hk_value_none();
@@ -378,14 +425,23 @@ HK_API int hk_function_call(hk_value *out_result, const hk_function *fn, const h
                          (int)args[i].kind);
         }
     }
+    compact_args compact;
+    compact.heap_tensors = NULL;
+    compact.heap_strides = NULL;
+    if (rc == HK_OK) rc = compact_strides(&compact, a, args, num_args, fn->name);
     if (rc == HK_OK) {
         tvm_any result;
         memset(&result, 0, sizeof result);
         result.type_index = TVM_NONE; /* required by the safe-call convention */
         int crc = fn->fn(NULL, a, (int32_t)num_args, &result);
+        /* a kernel returning an argument as a DLTensor* returns our copy: hand back the caller's */
+        for (size_t i = 0; crc == 0 && result.type_index == TVM_DLTENSOR_PTR && i < num_args; i++)
+            if (args[i].kind == HK_VALUE_TENSOR && result.v.p == a[i].v.p) result.v.p = args[i].v.tensor;
         if (crc != 0) rc = raised_error(fn->name, crc);
         else rc = convert_result(out_result, &result, fn->name);
     }
+    free(compact.heap_tensors);
+    free(compact.heap_strides);
     for (size_t i = 0; i < num_args; i++) /* the Function objects made for the call */
         if (a[i].type_index == TVM_FUNCTION && a[i].v.p) g_rt.object_dec_ref(a[i].v.p);
     if (a != stack) free(a);
