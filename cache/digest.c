@@ -3,6 +3,7 @@
  * top-level metadata.json[.sigstore], __pycache__ and *.pyc) and report every violation. */
 #include "cache/cache.h"
 #include "internal.h"
+#include "util/strmap.h"
 #include "util/text.h"
 #include "util/vec.h"
 
@@ -78,7 +79,7 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
 /* A cache file that is a symlink to blobs/<64 hex> that this very pull has just written after
  * hashing every byte: its SHA-256 is the name itself, so the file need not be read again. Blobs
  * that were already in the cache are re-hashed (they may have rotted since). */
-static bool blob_name_b64(char b64[100], const char *path, const char *const *fresh, size_t nfresh) {
+static bool blob_name_b64(char b64[100], const char *path, const hk_strmap *fresh) {
     char target[4096];
     ssize_t n = readlink(path, target, sizeof target - 1);
     if (n <= 0) return false;
@@ -86,9 +87,7 @@ static bool blob_name_b64(char b64[100], const char *path, const char *const *fr
     const char *base = strrchr(target, '/');
     base = base ? base + 1 : target;
     if (strlen(base) != 64 || !hk__is_hex(base, 64)) return false;
-    bool is_fresh = false;
-    for (size_t i = 0; i < nfresh && !is_fresh; i++) is_fresh = strcmp(fresh[i], base) == 0;
-    if (!is_fresh) return false;
+    if (!hk__strmap_get(fresh, base, NULL)) return false;
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
     unsigned char bytes[32];
@@ -194,6 +193,13 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
     }
     walk w = {0};
     walk_dir(&w, variant_dir, "", 0);
+    /* digest entries and fresh blobs found by hash, not by a scan: constant cost per file at 100k */
+    hk_strmap byrel, fresh_set;
+    hk__strmap_init(&byrel);
+    hk__strmap_init(&fresh_set);
+    for (size_t i = 0; !w.rc && i < w.n; i++) w.rc = hk__strmap_put(&byrel, w.rel[i], i);
+    for (size_t i = 0; !w.rc && kind == HK_HASH_SHA256 && i < nfresh; i++)
+        if (fresh[i] && !hk__strmap_get(&fresh_set, fresh[i], NULL)) w.rc = hk__strmap_put(&fresh_set, fresh[i], i);
     hk_strbuf msg;
     hk__sb_init(&msg);
     size_t violations = 0;
@@ -204,8 +210,8 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
     cJSON *f;
     if (!rc) {
         cJSON_ArrayForEach(f, files) {
-            size_t i = 0;
-            while (i < w.n && strcmp(w.rel[i], f->string) != 0) i++;
+            size_t i = w.n;
+            if (!f->string || !hk__strmap_get(&byrel, f->string, &i)) i = w.n;
             if (i == w.n) {
                 hk__sb_printf(&msg, "\n  MissingFile: %s", f->string);
                 if (!quiet) hk__log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->string);
@@ -227,7 +233,7 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
                 snprintf(b64, sizeof b64, "%s", want);
                 hrc = HK_OK;
                 how = TRUSTED;
-            } else if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, fresh, nfresh)) {
+            } else if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, &fresh_set)) {
                 hrc = HK_OK;
                 how = FRESH;
             } else {
@@ -300,6 +306,8 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
     free(commit);
     free(variant);
     free(seen);
+    hk__strmap_free(&byrel);
+    hk__strmap_free(&fresh_set);
     for (size_t i = 0; i < w.n; i++) free(w.rel[i]);
     free(w.rel);
     hk__sb_free(&msg);

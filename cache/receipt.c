@@ -7,6 +7,7 @@
  * corrupt, other format, other cache root, other metadata.json) makes it void, and the caller then
  * hashes everything as it would without receipts. */
 #include "cache/cache.h"
+#include "util/strmap.h"
 #include "util/vec.h"
 #include "internal.h"
 
@@ -33,6 +34,7 @@ struct hk_receipt {
     char *meta_sha256;
     rfile *files;
     size_t n, cap;
+    hk_strmap index; /* path → files[i] of a loaded receipt: O(1) per lookup at 100k files */
     bool oom;
 };
 
@@ -100,6 +102,7 @@ hk_receipt *hk__receipt_new(const char *meta_sha256) {
 void hk__receipt_free(hk_receipt *r) {
     if (!r) return;
     for (size_t i = 0; i < r->n; i++) free(r->files[i].path);
+    hk__strmap_free(&r->index);
     free(r->files);
     free(r->meta_sha256);
     free(r);
@@ -157,14 +160,11 @@ void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
 size_t hk__receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
 
 bool hk__receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st) {
-    if (!r || !S_ISREG(st->st_mode)) return false;
-    for (size_t i = 0; i < r->n; i++) {
-        const rfile *f = &r->files[i];
-        if (strcmp(f->path, rel) != 0) continue;
-        return f->size == (uint64_t)st->st_size && f->dev == (uint64_t)st->st_dev && f->ino == (uint64_t)st->st_ino &&
-               f->mtime_ns == ts_ns(&st->st_mtim) && f->ctime_ns == ts_ns(&st->st_ctim);
-    }
-    return false;
+    size_t i;
+    if (!r || !S_ISREG(st->st_mode) || !hk__strmap_get(&r->index, rel, &i)) return false;
+    const rfile *f = &r->files[i];
+    return f->size == (uint64_t)st->st_size && f->dev == (uint64_t)st->st_dev && f->ino == (uint64_t)st->st_ino &&
+           f->mtime_ns == ts_ns(&st->st_mtim) && f->ctime_ns == ts_ns(&st->st_ctim);
 }
 
 /* numbers travel as decimal strings: JSON doubles would round 64-bit inodes and ns times */
@@ -246,8 +246,9 @@ hk_receipt *hk__receipt_load(const char *path, const char *root, const char *rep
                 why = "malformed file entry";
                 break;
             }
+            if (hk__strmap_get(&r->index, rel, NULL)) continue; /* the first entry of a path counts */
             rfile *e = add_entry(r, rel);
-            if (!e) {
+            if (!e || hk__strmap_put(&r->index, e->path, r->n - 1) != HK_OK) {
                 why = "out of memory";
                 break;
             }

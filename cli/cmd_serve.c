@@ -22,8 +22,8 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_VALUE, "port", 0, "N", "TCP port (default 8080; 0 picks a free port, printed on stdout)", NULL, NULL},
     {HK_OPT_VALUE, "threads", 0, "N", "worker threads (default 4)", NULL, NULL},
     {HK_OPT_VALUE, "max-connections", 0, "N", "simultaneous connections (default 1024)", NULL, NULL},
-    {HK_OPT_VALUE, "max-connections-per-ip", 0, "N", "simultaneous connections from one client address (default "
-     HK_STR(HK_SERVE_PER_IP_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "max-connections-per-ip", 0, "N", "simultaneous connections from one client address (default: no "
+     "limit, as every client behind a reverse proxy has the proxy's address)", NULL, NULL},
     {HK_OPT_VALUE, "header-timeout", 0, "SECONDS", "deadline for a request's headers, from accept or the end of the "
      "previous answer (default " HK_STR(HK_SERVE_HEADER_TIMEOUT_DEFAULT) "; against slowloris)", NULL, NULL},
     {HK_OPT_VALUE, "page-size", 0, "N", "entries per tree-listing page; more pages follow a Link rel=\"next\" header "

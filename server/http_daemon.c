@@ -202,7 +202,7 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
 static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *host, int fd) {
     unsigned threads = cfg->threads ? cfg->threads : 4;
     unsigned maxc = cfg->max_connections ? cfg->max_connections : 1024;
-    unsigned per_ip = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : HK_SERVE_PER_IP_DEFAULT;
+    unsigned per_ip = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : HK_SERVE_PER_IP_DEFAULT; /* 0: none */
     unsigned header_s = cfg->header_timeout ? cfg->header_timeout : HK_SERVE_HEADER_TIMEOUT_DEFAULT;
     int rc = hk_conn_guard_start(&s->guard, header_s);
     if (rc != HK_OK) {

@@ -25,7 +25,10 @@ extern "C" {
 #define HK_TREE_PAGE_SIZE_DEFAULT 1000 /* plain: also printed in hubkern serve --help */
 
 /* Defaults of the connection limits against slow clients (see hk_serve_config). */
-#define HK_SERVE_PER_IP_DEFAULT 64 /* plain: also printed in hubkern serve --help */
+/* 0: no per-address limit by default. Behind a reverse proxy every client has the proxy's address,
+ * so a default limit refused them (issue 25); the header deadline and --max-connections still
+ * bound what slow clients can hold. */
+#define HK_SERVE_PER_IP_DEFAULT 0
 #define HK_SERVE_HEADER_TIMEOUT_DEFAULT 10 /* plain: also printed in hubkern serve --help */
 /* Pull-through defaults: how long a branch/tag → commit answer from upstream is trusted, and how long
  * an upstream 404/410 is remembered (seconds). */
@@ -58,7 +61,7 @@ typedef struct hk_serve_config {
     unsigned threads;            /* worker threads (libmicrohttpd thread pool), default 4 */
     unsigned max_connections;    /* simultaneous connections, default 1024 */
     /* Against clients that hold connections open (slowloris): at most this many simultaneous
-     * connections from one client address (default 64), and a deadline in seconds for receiving a
+     * connections from one client address (default 0: no limit), and a deadline in seconds for receiving a
      * request's headers, counted from accept or from the end of the previous answer on a
      * keep-alive connection (default 10; an idle keep-alive connection is closed after it too). */
     unsigned max_connections_per_ip;

@@ -485,8 +485,9 @@ def timed_get(url, path, deadline_s):
 
 def test_slowloris_per_ip_limit(env):
     """150 half-open requests from one address against a server that takes 100 connections: only the
-    per-address limit (64 by default) are held, and another client is answered at once throughout."""
-    with Server(env["store"], "--max-connections", "100", "--threads", "2") as srv:
+    per-address limit (--max-connections-per-ip 64) are held, and another client is answered at once
+    throughout."""
+    with Server(env["store"], "--max-connections", "100", "--max-connections-per-ip", "64", "--threads", "2") as srv:
         socks = [open_from("127.0.0.2", srv.url) for _ in range(150)]
         try:
             time.sleep(0.5)

@@ -5,7 +5,7 @@
 
 #include "cache/cache.h"
 #include "client/client.h"
-#include "client/strmap.h"
+#include "util/strmap.h"
 #include "hubkern/hub.h"
 #include "internal.h"
 

@@ -51,6 +51,7 @@ static int start_attempt(hk_dl_ctx *c, CURLM *multi, hk_xfer *x) {
     x->body_ok = false;
     x->headers_seen = false;
     x->range_from = x->written;
+    if (!x->easy && c->nspare > 0) x->easy = c->spare[--c->nspare];
     if (!x->easy && !(x->easy = curl_easy_init())) return hk__fail(HK_ERR_NOMEM, "cannot create a curl handle");
     curl_easy_reset(x->easy);
     curl_slist_free_all(x->hdrs);
@@ -81,16 +82,35 @@ static int start_attempt(hk_dl_ctx *c, CURLM *multi, hk_xfer *x) {
     return HK_OK;
 }
 
-static void report(hk_dl_ctx *c, const char *item, bool force, const hk_xfer *xs, size_t n) {
+/* O(max_parallel): only the transfers holding a lock have bytes in flight */
+static void report(hk_dl_ctx *c, const char *item, bool force) {
     if (!c->hub->progress) return;
     uint64_t now = hk__now_ms();
     if (!force && now - c->last_progress < 100) return;
     c->last_progress = now;
     uint64_t done = c->done_bytes;
-    for (size_t i = 0; i < n; i++)
-        if (xs[i].state == X_ACTIVE || xs[i].state == X_READY) done += xs[i].written;
+    for (size_t i = 0; i < c->nheld; i++) done += c->held[i]->written;
     hk_progress p = {"download", item, done, c->total_bytes, (uint32_t)c->done_files, (uint32_t)c->total_files};
     if (c->hub->progress(c->hub->progress_ud, &p) != 0) c->cancelled = true;
+}
+
+/* x is done: out of the held set, its curl handle and headers released (the handle to the spare
+ * pool) so that memory does not grow with the number of files. */
+static void release(hk_dl_ctx *c, hk_xfer *x, size_t maxp) {
+    for (size_t i = 0; i < c->nheld; i++)
+        if (c->held[i] == x) {
+            c->held[i] = c->held[--c->nheld];
+            break;
+        }
+    if (x->easy) {
+        if (c->nspare < maxp) c->spare[c->nspare++] = x->easy;
+        else curl_easy_cleanup(x->easy);
+        x->easy = NULL;
+    }
+    curl_slist_free_all(x->hdrs);
+    x->hdrs = NULL;
+    hk__http_headers_free(&x->h);
+    hk__http_headers_init(&x->h);
 }
 
 /* The next attempt starts at the resolve URL again, after delay ms. */
@@ -271,11 +291,11 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
     char **locks = calloc(n, sizeof *locks);
     CURLM *multi = curl_multi_init();
     int rc = HK_OK;
+    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0};
     if (!xs || !locks || !multi) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at};
     int maxp = hub->max_parallel > 0 ? hub->max_parallel : 8;
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)maxp);
@@ -308,48 +328,71 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
     }
     size_t remaining = 0;
     for (size_t i = 0; i < n; i++) remaining += xs[i].state != X_DONE;
-    report(&c, NULL, true, xs, n);
+    size_t next_check = 0;            /* X_CHECK items are taken in order: none before this index */
+    size_t *waiting = calloc(n, sizeof *waiting); /* X_LOCK items (another process holds the lock) */
+    size_t nwaiting = 0;
+    c.held = calloc((size_t)maxp, sizeof *c.held);
+    c.spare = calloc((size_t)maxp, sizeof *c.spare);
+    if (!waiting || !c.held || !c.spare) {
+        free(waiting);
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    report(&c, NULL, true);
     while (remaining > 0) {
         uint64_t now = hk__now_ms();
         if (c.deadline && now >= c.deadline) { /* waiting for a lock or a retry counts too */
             for (size_t i = 0; i < n; i++)
                 if (xs[i].state != X_DONE) {
                     rc = pull_deadline_fail(&c, &xs[i]);
-                    goto out;
+                    goto out_loop;
                 }
         }
-        for (size_t i = 0; i < n; i++)
-            if (stalled(&c, &xs[i], now)) {
-                rc = stall_fail(&c, &xs[i]);
-                goto out;
+        for (size_t i = 0; i < c.nheld; i++)
+            if (stalled(&c, c.held[i], now)) {
+                rc = stall_fail(&c, c.held[i]);
+                goto out_loop;
             }
         int active = 0;
-        for (size_t i = 0; i < n; i++) active += xs[i].state == X_ACTIVE;
+        for (size_t i = 0; i < c.nheld; i++) active += c.held[i]->state == X_ACTIVE;
         /* fill free slots: files that already hold their lock first, then new locks */
-        for (size_t i = 0; i < n && active < maxp; i++) {
-            hk_xfer *x = &xs[i];
+        for (size_t i = 0; i < c.nheld && active < maxp; i++) {
+            hk_xfer *x = c.held[i];
             if (x->state == X_READY && x->ready_at <= now) {
-                if ((rc = start_attempt(&c, multi, x))) goto out;
+                if ((rc = start_attempt(&c, multi, x))) goto out_loop;
                 active++;
             }
         }
-        int holding = 0;
-        for (size_t i = 0; i < n; i++) holding += xs[i].state == X_READY || xs[i].state == X_ACTIVE;
-        for (size_t i = 0; i < n && holding < maxp; i++) {
+        /* then locks: those waited for (in order), then new files */
+        for (size_t k = 0; k < nwaiting + (n - next_check) && (int)c.nheld < maxp;) {
+            bool from_wait = k < nwaiting;
+            size_t i = from_wait ? waiting[k] : next_check;
             hk_xfer *x = &xs[i];
-            if ((x->state == X_CHECK || x->state == X_LOCK) && x->ready_at <= now) {
-                if ((rc = try_acquire(&c, x, locks[i]))) goto out;
-                if (x->state == X_READY) {
-                    holding++;
-                    if (active < maxp) {
-                        if ((rc = start_attempt(&c, multi, x))) goto out;
-                        active++;
-                    }
-                } else if (x->state == X_DONE) {
-                    remaining--;
-                    c.done_files++;
-                    c.done_bytes += x->item->size;
+            if (!from_wait && x->state != X_CHECK) { /* done up front (already in the cache) */
+                next_check++;
+                continue;
+            }
+            if (from_wait && x->ready_at > now) {
+                k++;
+                continue;
+            }
+            if ((rc = try_acquire(&c, x, locks[i]))) goto out_loop;
+            if (from_wait && x->state != X_LOCK) waiting[k] = waiting[--nwaiting]; /* (k stays) */
+            else if (from_wait) k++;
+            else {
+                next_check++;
+                if (x->state == X_LOCK) waiting[nwaiting++] = i, k++;
+            }
+            if (x->state == X_READY) {
+                c.held[c.nheld++] = x;
+                if (active < maxp) {
+                    if ((rc = start_attempt(&c, multi, x))) goto out_loop;
+                    active++;
                 }
+            } else if (x->state == X_DONE) {
+                remaining--;
+                c.done_files++;
+                c.done_bytes += x->item->size;
             }
         }
         if (remaining == 0) break;
@@ -363,36 +406,55 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
             CURLcode cc = m->data.result;
             curl_multi_remove_handle(multi, m->easy_handle);
-            if ((rc = on_done(&c, x, cc))) goto out;
+            if ((rc = on_done(&c, x, cc))) goto out_loop;
             if (x->state == X_DONE) {
                 hk__cache_unlock(x->lock_fd);
                 x->lock_fd = -1;
+                release(&c, x, (size_t)maxp);
                 remaining--;
                 c.done_files++;
                 c.done_bytes += x->item->size;
-                report(&c, x->item->paths[0], true, xs, n);
+                report(&c, x->item->paths[0], true);
             }
         }
         if (c.cancelled) {
             rc = hk__fail(HK_ERR_CANCELLED, "download cancelled by the progress callback");
-            goto out;
+            goto out_loop;
         }
-        report(&c, NULL, false, xs, n);
+        report(&c, NULL, false);
         if (remaining == 0) break;
-        /* wait for socket activity, but wake up for scheduled retries and lock polls */
+        /* Block for socket activity (curl_multi_poll also wakes for libcurl's own timers), but wake
+         * for scheduled retries and lock polls. Not at all only when something can start now: a
+         * due transfer with a free slot, or a file to lock with a free lock slot. Files merely
+         * queued behind full slots used to make the wait 0, spinning on curl_multi_perform. */
         long wait = 100;
         now = hk__now_ms();
-        for (size_t i = 0; i < n; i++) {
-            if ((xs[i].state == X_READY || xs[i].state == X_LOCK) && xs[i].ready_at > now) {
-                long d = (long)(xs[i].ready_at - now);
+        active = 0;
+        for (size_t i = 0; i < c.nheld; i++) active += c.held[i]->state == X_ACTIVE;
+        for (size_t i = 0; i < c.nheld; i++) {
+            hk_xfer *x = c.held[i];
+            if (x->state != X_READY) continue;
+            if (x->ready_at > now) {
+                long d = (long)(x->ready_at - now);
                 if (d < wait) wait = d;
-            } else if (xs[i].state == X_READY || xs[i].state == X_CHECK) {
+            } else if (active < maxp) {
                 wait = 0;
             }
         }
+        if ((int)c.nheld < maxp) {
+            for (size_t k = 0; k < nwaiting; k++) {
+                const hk_xfer *x = &xs[waiting[k]];
+                long d = x->ready_at > now ? (long)(x->ready_at - now) : 0;
+                if (d < wait) wait = d;
+            }
+            if (next_check < n) wait = 0;
+        }
         if (wait > 0) curl_multi_poll(multi, NULL, 0, (int)wait, NULL);
     }
-    report(&c, NULL, true, xs, n);
+out_loop:
+    free(waiting);
+    if (rc) goto out;
+    report(&c, NULL, true);
 out:
     if (xs) {
         for (size_t i = 0; i < n; i++) {
@@ -410,6 +472,9 @@ out:
             free(x->resolve_url);
         }
     }
+    for (size_t i = 0; i < c.nspare; i++) curl_easy_cleanup(c.spare[i]);
+    free(c.spare);
+    free(c.held);
     if (locks)
         for (size_t i = 0; i < n; i++) free(locks[i]);
     free(locks);

@@ -8,7 +8,7 @@
 #include "client/pull_internal.h"
 #include "client/signature.h"
 #include "client/stage.h"
-#include "client/strmap.h"
+#include "util/strmap.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #include "cache/cache.h"
 #include "client/client.h"
 #include "client/memo.h"
-#include "client/strmap.h"
+#include "util/strmap.h"
 #include "variant/variant_internal.h"
 #include "util/vec.h"
 

@@ -72,6 +72,13 @@ typedef struct hk_dl_ctx {
     bool cancelled;
     bool link; /* make the snapshot links (else blobs only) */
     uint64_t deadline; /* the pull's deadline (hk__now_ms clock), 0: none */
+    /* the transfers that hold their blob lock (X_READY / X_ACTIVE): at most max_parallel, so
+     * that each event costs O(max_parallel), not O(files) */
+    hk_xfer **held;
+    size_t nheld;
+    /* curl handles of finished transfers, reused by the next ones (a handle is ~10 kB) */
+    CURL **spare;
+    size_t nspare;
 } hk_dl_ctx;
 
 /* Close and unlink the temp file, free the buffer and the hasher. */

@@ -1,8 +1,8 @@
-/* A string → index map (open addressing, FNV-1a) for the client's lookups that a server controls
- * the size of: blob etags of a listing, pages of a listing already visited. Keys are borrowed
- * (they must outlive the map). Internal. */
-#ifndef HK_CLIENT_STRMAP_H
-#define HK_CLIENT_STRMAP_H
+/* A string → index map (open addressing, FNV-1a) for lookups whose size a server or a variant
+ * controls: blob etags of a listing, pages of a listing already visited (client/), digest entries
+ * and receipt paths of a variant (cache/). Keys are borrowed (they must outlive the map). Internal. */
+#ifndef HK_UTIL_STRMAP_H
+#define HK_UTIL_STRMAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* Open-addressing string map: linear probing, load factor at most 1/2. */
-#include "client/strmap.h"
+#include "util/strmap.h"
 
 #include "internal.h"
 
