@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const hk_cli_opt hk_cli_common_opts[] = {
+const cli_opt cli_common_opts[] = {
     {HK_OPT_FLAG, "help", 'h', NULL, "show this help and exit", NULL, NULL},
     {HK_OPT_COUNT, "verbose", 'v', NULL, "more log output on stderr: retries, requests (-vv: debug)", NULL, NULL},
     {HK_OPT_FLAG, "quiet", 'q', NULL, "no progress display and no summary lines on stderr", NULL, NULL},
@@ -18,7 +18,7 @@ const hk_cli_opt hk_cli_common_opts[] = {
 };
 
 
-size_t hk_cli_edit_distance(const char *a, const char *b) {
+size_t cli_edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 63 || lb > 63) return 64;
     size_t row[64];
@@ -39,30 +39,30 @@ size_t hk_cli_edit_distance(const char *a, const char *b) {
 }
 
 /* every table of a spec, the common options last */
-static const hk_cli_opt *table_at(const hk_cli_spec *s, int t) {
+static const cli_opt *table_at(const cli_spec *s, int t) {
     int n = 0;
     while (n < HK_CLI_MAX_TABLES && s->tables[n]) n++;
-    return t < n ? s->tables[t] : t == n ? hk_cli_common_opts : NULL;
+    return t < n ? s->tables[t] : t == n ? cli_common_opts : NULL;
 }
 
-static const hk_cli_opt *find_long(const hk_cli_spec *s, const char *name, size_t len) {
+static const cli_opt *find_long(const cli_spec *s, const char *name, size_t len) {
     for (int t = 0; table_at(s, t); t++)
-        for (const hk_cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++)
+        for (const cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++)
             if ((strlen(o->name) == len && strncmp(o->name, name, len) == 0) ||
                 (o->alias && strlen(o->alias) == len && strncmp(o->alias, name, len) == 0))
                 return o;
     return NULL;
 }
 
-static const hk_cli_opt *find_short(const hk_cli_spec *s, char c) {
+static const cli_opt *find_short(const cli_spec *s, char c) {
     for (int t = 0; table_at(s, t); t++)
-        for (const hk_cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++)
+        for (const cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++)
             if (o->short_name == c) return o;
     return NULL;
 }
 
-static const hk_cli_opt *find_name(const hk_cli_spec *s, const char *name) {
-    const hk_cli_opt *o = find_long(s, name, strlen(name));
+static const cli_opt *find_name(const cli_spec *s, const char *name) {
+    const cli_opt *o = find_long(s, name, strlen(name));
     if (!o) { /* a programming error: the command asked for an option its spec lacks */
         fprintf(stderr, "hubkern: internal error: option --%s not in the spec of '%s'\n", name, s->name);
         abort();
@@ -70,37 +70,37 @@ static const hk_cli_opt *find_name(const hk_cli_spec *s, const char *name) {
     return o;
 }
 
-static int unknown_option(const hk_cli_spec *s, const char *arg) {
+static int unknown_option(const cli_spec *s, const char *arg) {
     const char *name = arg + 2;
     size_t len = strcspn(name, "=");
     char want[64];
     snprintf(want, sizeof want, "%.*s", (int)(len < 63 ? len : 63), name);
-    const hk_cli_opt *best = NULL;
+    const cli_opt *best = NULL;
     size_t bestd = 3;
     for (int t = 0; arg[1] == '-' && table_at(s, t); t++)
-        for (const hk_cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++) {
-            size_t d = hk_cli_edit_distance(want, o->name);
+        for (const cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++) {
+            size_t d = cli_edit_distance(want, o->name);
             if (d < bestd) bestd = d, best = o;
         }
-    if (best) return hk_cli_usage_error("unrecognized option '%s' (did you mean --%s?)", arg, best->name);
-    return hk_cli_usage_error("unrecognized option '%s'", arg);
+    if (best) return cli_usage_error("unrecognized option '%s' (did you mean --%s?)", arg, best->name);
+    return cli_usage_error("unrecognized option '%s'", arg);
 }
 
-static int opt_label(char *buf, size_t cap, const hk_cli_opt *o) {
+static int opt_label(char *buf, size_t cap, const cli_opt *o) {
     return snprintf(buf, cap, "--%s", o->name);
 }
 
-static int add(hk_cli_args *a, const hk_cli_opt *o, const char *value) {
+static int add(cli_args *a, const cli_opt *o, const char *value) {
     if (o->kind == HK_OPT_VALUE || o->kind == HK_OPT_FLAG) {
         for (size_t i = 0; i < a->nocc; i++)
             if (a->occ[i].opt == o && o->kind == HK_OPT_VALUE) {
                 char l[80];
                 opt_label(l, sizeof l, o);
-                return hk_cli_usage_error("%s given more than once", l);
+                return cli_usage_error("%s given more than once", l);
             }
     }
-    hk_cli_occurrence *g = realloc(a->occ, (a->nocc + 1) * sizeof *g);
-    if (!g) return hk_cli_usage_error("out of memory");
+    cli_occurrence *g = realloc(a->occ, (a->nocc + 1) * sizeof *g);
+    if (!g) return cli_usage_error("out of memory");
     a->occ = g;
     a->occ[a->nocc].opt = o;
     a->occ[a->nocc].value = value;
@@ -108,7 +108,7 @@ static int add(hk_cli_args *a, const hk_cli_opt *o, const char *value) {
     return 0;
 }
 
-static int check_conflicts(hk_cli_args *a) {
+static int check_conflicts(cli_args *a) {
     const char *c = a->spec->conflicts;
     while (c && *c) {
         size_t n = strcspn(c, ";");
@@ -117,8 +117,8 @@ static int check_conflicts(hk_cli_args *a) {
         char *comma = strchr(pair, ',');
         if (comma) {
             *comma = '\0';
-            if (hk_cli_count(a, pair) && hk_cli_count(a, comma + 1))
-                return hk_cli_usage_error("--%s and --%s cannot be used together", pair, comma + 1);
+            if (cli_count(a, pair) && cli_count(a, comma + 1))
+                return cli_usage_error("--%s and --%s cannot be used together", pair, comma + 1);
         }
         c += n;
         if (*c == ';') c++;
@@ -126,14 +126,14 @@ static int check_conflicts(hk_cli_args *a) {
     return 0;
 }
 
-int hk_cli_parse(hk_cli_args *a, const hk_cli_spec *spec, int argc, char **argv) {
+int cli_parse(cli_args *a, const cli_spec *spec, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->spec = spec;
     a->pos = calloc((size_t)argc + 1, sizeof *a->pos);
-    if (!a->pos) return hk_cli_usage_error("out of memory");
+    if (!a->pos) return cli_usage_error("out of memory");
     /* --json decides how errors are reported, parse errors included: look for it first */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (spec->json && strcmp(argv[i], "--json") == 0) hk_cli_set_json(1);
+        if (spec->json && strcmp(argv[i], "--json") == 0) cli_set_json(1);
     int rc = 0;
     bool only_pos = false;
     for (int i = 1; i < argc && rc == 0; i++) {
@@ -148,23 +148,23 @@ int hk_cli_parse(hk_cli_args *a, const hk_cli_spec *spec, int argc, char **argv)
         }
         if (arg[1] == '-') {
             const char *name = arg + 2, *eq = strchr(name, '=');
-            const hk_cli_opt *o = find_long(spec, name, eq ? (size_t)(eq - name) : strlen(name));
+            const cli_opt *o = find_long(spec, name, eq ? (size_t)(eq - name) : strlen(name));
             if (!o) return unknown_option(spec, arg);
             if (o->kind == HK_OPT_FLAG || o->kind == HK_OPT_COUNT) {
-                if (eq) return hk_cli_usage_error("--%s takes no value", o->name);
+                if (eq) return cli_usage_error("--%s takes no value", o->name);
                 rc = add(a, o, NULL);
             } else if (eq) {
                 rc = add(a, o, eq + 1);
             } else if (i + 1 < argc) {
                 rc = add(a, o, argv[++i]);
             } else {
-                return hk_cli_usage_error("--%s needs a value (%s)", o->name, o->metavar ? o->metavar : "VALUE");
+                return cli_usage_error("--%s needs a value (%s)", o->name, o->metavar ? o->metavar : "VALUE");
             }
             continue;
         }
         for (const char *p = arg + 1; *p && rc == 0; p++) { /* -vq, -o FILE, -oFILE */
-            const hk_cli_opt *o = find_short(spec, *p);
-            if (!o) return hk_cli_usage_error("unrecognized option '-%c'", *p);
+            const cli_opt *o = find_short(spec, *p);
+            if (!o) return cli_usage_error("unrecognized option '-%c'", *p);
             if (o->kind == HK_OPT_FLAG || o->kind == HK_OPT_COUNT) {
                 rc = add(a, o, NULL);
             } else if (p[1]) {
@@ -173,54 +173,54 @@ int hk_cli_parse(hk_cli_args *a, const hk_cli_spec *spec, int argc, char **argv)
             } else if (i + 1 < argc) {
                 rc = add(a, o, argv[++i]);
             } else {
-                return hk_cli_usage_error("-%c needs a value (%s)", *p, o->metavar ? o->metavar : "VALUE");
+                return cli_usage_error("-%c needs a value (%s)", *p, o->metavar ? o->metavar : "VALUE");
             }
         }
     }
     if (rc) return rc;
-    a->help = hk_cli_count(a, "help") > 0;
+    a->help = cli_count(a, "help") > 0;
     if (a->help) return 0;
-    hk_cli_set_verbosity(hk_cli_count(a, "verbose"), hk_cli_count(a, "quiet") > 0);
+    cli_set_verbosity(cli_count(a, "verbose"), cli_count(a, "quiet") > 0);
     return check_conflicts(a);
 }
 
-void hk_cli_args_free(hk_cli_args *a) {
+void cli_args_free(cli_args *a) {
     free(a->pos);
     free(a->occ);
     memset(a, 0, sizeof *a);
 }
 
-const char *hk_cli_str(const hk_cli_args *a, const char *name) {
-    const hk_cli_opt *o = find_name(a->spec, name);
+const char *cli_str(const cli_args *a, const char *name) {
+    const cli_opt *o = find_name(a->spec, name);
     const char *v = NULL;
     for (size_t i = 0; i < a->nocc; i++)
         if (a->occ[i].opt == o) v = a->occ[i].value;
     return v;
 }
 
-int hk_cli_count(const hk_cli_args *a, const char *name) {
-    const hk_cli_opt *o = find_name(a->spec, name);
+int cli_count(const cli_args *a, const char *name) {
+    const cli_opt *o = find_name(a->spec, name);
     int n = 0;
     for (size_t i = 0; i < a->nocc; i++) n += a->occ[i].opt == o;
     return n;
 }
 
-int hk_cli_int(const hk_cli_args *a, const char *name, long max, int *out) {
-    const char *v = hk_cli_str(a, name);
+int cli_int(const cli_args *a, const char *name, long max, int *out) {
+    const char *v = cli_str(a, name);
     if (!v) return 0;
     char *end;
     long n = strtol(v, &end, 10);
     if (!*v || *end || n < 0 || n > max)
-        return hk_cli_usage_error("--%s takes a non-negative integer, got '%s'", name, v);
+        return cli_usage_error("--%s takes a non-negative integer, got '%s'", name, v);
     *out = (int)n;
     return 0;
 }
 
 /* ---- help ---------------------------------------------------------------------------------- */
 
-static void print_table(const hk_cli_opt *t, const char *title) {
+static void print_table(const cli_opt *t, const char *title) {
     printf("\n%s:\n", title);
-    for (const hk_cli_opt *o = t; o->kind != HK_OPT_END; o++) {
+    for (const cli_opt *o = t; o->kind != HK_OPT_END; o++) {
         char left[96];
         int n = snprintf(left, sizeof left, "  %s%c%s--%s%s%s%s%s", o->short_name ? "-" : "",
                          o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
@@ -232,7 +232,7 @@ static void print_table(const hk_cli_opt *t, const char *title) {
     }
 }
 
-int hk_cli_print_help(const hk_cli_spec *s) {
+int cli_print_help(const cli_spec *s) {
     const char *syn = s->synopsis;
     int first = 1;
     while (syn && *syn) {
@@ -246,6 +246,6 @@ int hk_cli_print_help(const hk_cli_spec *s) {
     if (s->description) printf("\n%s", s->description);
     for (int t = 0; t < HK_CLI_MAX_TABLES && s->tables[t]; t++)
         print_table(s->tables[t], s->table_titles && s->table_titles[t] ? s->table_titles[t] : "options");
-    print_table(hk_cli_common_opts, "common options");
+    print_table(cli_common_opts, "common options");
     return 0;
 }

@@ -1,6 +1,6 @@
-/* The hubkern command line: one file per subcommand, each `int hk_cmd_<name>(int argc, char **argv)`
+/* The hubkern command line: one file per subcommand, each `int cli_cmd_<name>(int argc, char **argv)`
  * returning the process exit status (0 ok, 1 failure, 2 usage, 130 interrupted), and a static
- * `hk_spec_<name>` describing it (cli/args.h): the parser, the help, the man page and the shell
+ * `cli_spec_<name>` describing it (cli/args.h): the parser, the help, the man page and the shell
  * completions all read that spec. */
 #ifndef HK_CLI_H
 #define HK_CLI_H
@@ -13,87 +13,87 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-typedef struct hk_command {
+typedef struct cli_command_def {
     const char *name;
     int (*run)(int argc, char **argv);
-    const hk_cli_spec *spec;
-} hk_command;
+    const cli_spec *spec;
+} cli_command_def;
 
 /* Subcommands register here; keep the list sorted by name. Each cmd_<name>.c defines
- * hk_cmd_<name> and its spec hk_spec_<name>. */
+ * cli_cmd_<name> and its spec cli_spec_<name>. */
 #define HK_COMMANDS(X) \
     X(benchmarks) X(bundle) X(cache) X(download) X(env) X(info) X(load) X(lock) X(publish) X(pull) X(serve) X(trust_root) \
     X(variants) X(verify_signature) X(version) X(versions)
 
-#define HK_DECLARE(name) int hk_cmd_##name(int argc, char **argv); extern const hk_cli_spec hk_spec_##name;
+#define HK_DECLARE(name) int cli_cmd_##name(int argc, char **argv); extern const cli_spec cli_spec_##name;
 HK_COMMANDS(HK_DECLARE)
 #undef HK_DECLARE
 
 /* The command table (cli/main.c), sorted by name. */
-extern const hk_command hk_cli_commands[];
-extern const size_t hk_cli_ncommands;
+extern const cli_command_def cli_commands[];
+extern const size_t cli_ncommands;
 
 /* ---- process-wide CLI state and output (cli/output.c) ------------------------------------- */
 
 /* "pull", "cache verify": the name after "hubkern " in every message. */
-void hk_cli_set_command(const char *name);
-const char *hk_cli_command(void);
+void cli_set_command(const char *name);
+const char *cli_command(void);
 /* --json was given: results (and errors) are JSON on stdout. */
-void hk_cli_set_json(int on);
-int hk_cli_json(void);
+void cli_set_json(int on);
+int cli_json(void);
 /* -v count and -q (also HUBKERN_VERBOSE); installs the log callback at that level. */
-void hk_cli_set_verbosity(int verbose, int quiet);
-int hk_cli_quiet(void);
-int hk_cli_verbose(void);
+void cli_set_verbosity(int verbose, int quiet);
+int cli_quiet(void);
+int cli_verbose(void);
 
 /* Print "hubkern CMD: [what: ]<hk_last_error()> [CODE]" on stderr and, under --json, the JSON
  * error object on stdout. Returns the exit status: 130 for HK_ERR_CANCELLED, else 1. */
-int hk_cli_report_error(const char *what);
+int cli_report_error(const char *what);
 /* The same for an error found by the CLI itself: code_name is an hk_error_name() string. */
-int hk_cli_fail(int status, const char *code_name, const char *fmt, ...)
+int cli_fail(int status, const char *code_name, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* Under --json, print {"error": {"code": CODE, "message": MSG}} on stdout unless a JSON document
  * was already printed (stdout stays one JSON document). */
-void hk_cli_json_error(const char *code_name, const char *message);
+void cli_json_error(const char *code_name, const char *message);
 /* Print j (formatted) on stdout as the command's JSON document and free it. */
-void hk_cli_print_json(cJSON *j);
+void cli_print_json(cJSON *j);
 /* How to clear the line the progress display has drawn without its newline (progress.c registers
  * it): every message on stderr calls it first. NULL: nothing to clear. */
-void hk_cli_output_set_line_clear(void (*clear)(void));
+void cli_output_set_line_clear(void (*clear)(void));
 /* Route the library's log callback to stderr at the given verbosity (0: warnings). */
-void hk_cli_install_logger(int verbosity);
+void cli_install_logger(int verbosity);
 
 /* ---- the Hub commands' common options (cli/common_opts.c) --------------------------------- */
 
 /* --endpoint URL, --cache-dir DIR (alias --cache), --offline, --token TOKEN */
-extern const hk_cli_opt hk_cli_hub_opts[];
+extern const cli_opt cli_hub_opts[];
 /* The same without --offline and --token (lock: always online; download: HF_HUB_OFFLINE decides). */
-extern const hk_cli_opt hk_cli_hub_opts_online[];
+extern const cli_opt cli_hub_opts_online[];
 
-typedef struct hk_cli_hub_args {
+typedef struct cli_hub_args {
     const char *endpoint;
     const char *cache;
     const char *token;
     int offline; /* 1: --offline given; 0: HF_HUB_OFFLINE decides */
-} hk_cli_hub_args;
+} cli_hub_args;
 
 /* Read the common options out of parsed arguments (options the spec lacks stay unset). */
-void hk_cli_hub_args_get(hk_cli_hub_args *h, const hk_cli_args *a);
+void cli_hub_args_get(cli_hub_args *h, const cli_args *a);
 /* hk_hub_new with the common options, and a progress callback (or NULL). */
-int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud);
+int cli_hub_open(hk_hub **out, const cli_hub_args *a, hk_progress_fn progress, void *ud);
 /* A --backend value is one hubkern knows (cpu, cuda, rocm, xpu, metal, ...)? Otherwise a usage
  * error naming the known ones (returns 2); checked before any network call. */
-int hk_cli_check_backend(const char *backend);
+int cli_check_backend(const char *backend);
 /* "kernel/org/name", "kernels/org/name" or "kernels--org--name" (the forms `cache ls` and
  * `hf cache ls` print) → "org/name" in buf; other text is copied as is. */
-const char *hk_cli_repo_arg(char *buf, size_t cap, const char *arg);
+const char *cli_repo_arg(char *buf, size_t cap, const char *arg);
 
 /* When `repo` (where kernel-status.toml redirects led, e.g. hk_hub_resolve_spec's *out_repo) is not
  * `asked`, print "hubkern: note: ASKED redirects to REPO (kernel-status.toml)[; WHAT]" on stderr and
  * return true; otherwise print nothing and return false. */
-bool hk_cli_note_redirect(const char *asked, const char *repo, const char *what);
+bool cli_note_redirect(const char *asked, const char *repo, const char *what);
 
 #endif

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "limit", 0, "N", "show at most N submissions (default 20; pages are followed)", NULL, NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print the submissions (or the error) as a JSON array on stdout", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_benchmarks = {
+const cli_spec cli_spec_benchmarks = {
     .name = "benchmarks",
     .summary = "list the benchmark results a mirror collected for a kernel",
     .synopsis = "hubkern benchmarks ORG/NAME [--limit N] [--json] [--endpoint URL]",
@@ -26,7 +26,7 @@ const hk_cli_spec hk_spec_benchmarks = {
         "kernel build, the machine, and each workload's mean and standard deviation. With --json, the\n"
         "records as the mirror stores them. Needs the network (HF_ENDPOINT or --endpoint; HF_TOKEN when\n"
         "the mirror needs a token).\n",
-    .tables = {k_opts, hk_cli_hub_opts_online},
+    .tables = {k_opts, cli_hub_opts_online},
     .table_titles = k_titles,
     .json = 1,
 };
@@ -55,28 +55,28 @@ static void print_record(const cJSON *r) {
     }
 }
 
-int hk_cmd_benchmarks(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_benchmarks, argc, argv);
+int cli_cmd_benchmarks(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_benchmarks, argc, argv);
     if (rc || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_benchmarks);
-        hk_cli_args_free(&a);
+        if (!rc) cli_print_help(&cli_spec_benchmarks);
+        cli_args_free(&a);
         return rc;
     }
-    hk_cli_hub_args h;
-    hk_cli_hub_args_get(&h, &a);
+    cli_hub_args h;
+    cli_hub_args_get(&h, &a);
     int limit = 20;
     char rbuf[256];
-    const char *repo = a.npos ? hk_cli_repo_arg(rbuf, sizeof rbuf, a.pos[0]) : NULL;
-    if ((rc = hk_cli_int(&a, "limit", 1000000, &limit))) goto out;
+    const char *repo = a.npos ? cli_repo_arg(rbuf, sizeof rbuf, a.pos[0]) : NULL;
+    if ((rc = cli_int(&a, "limit", 1000000, &limit))) goto out;
     if (limit < 0) limit = 20;
-    if (limit == 0) rc = hk_cli_usage_error("--limit: at least 1");
-    else if (!repo) rc = hk_cli_usage_error("missing ORG/NAME (the kernel repo)");
-    else if (a.npos > 1) rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    if (limit == 0) rc = cli_usage_error("--limit: at least 1");
+    else if (!repo) rc = cli_usage_error("missing ORG/NAME (the kernel repo)");
+    else if (a.npos > 1) rc = cli_usage_error("unexpected argument '%s'", a.pos[1]);
     if (rc) goto out;
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &h, NULL, NULL)) {
-        rc = hk_cli_report_error(NULL);
+    if (cli_hub_open(&hub, &h, NULL, NULL)) {
+        rc = cli_report_error(NULL);
         goto out;
     }
     cJSON *all = cJSON_CreateArray();
@@ -86,7 +86,7 @@ int hk_cmd_benchmarks(int argc, char **argv) {
         char *page = NULL, *next = NULL;
         unsigned want = (unsigned)(limit - shown > 1000 ? 1000 : limit - shown);
         if (hk_hub_list_benchmarks(&page, &next, hub, repo, want, cursor) != HK_OK) {
-            rc = hk_cli_report_error(repo);
+            rc = cli_report_error(repo);
             hk_free(page);
             break;
         }
@@ -96,7 +96,7 @@ int hk_cmd_benchmarks(int argc, char **argv) {
         hk_free(page);
         if (!cJSON_IsArray(arr)) {
             cJSON_Delete(arr);
-            rc = hk_cli_fail(1, "HK_ERR_PROTOCOL", "%s: the mirror's benchmark listing is not a JSON array", repo);
+            rc = cli_fail(1, "HK_ERR_PROTOCOL", "%s: the mirror's benchmark listing is not a JSON array", repo);
             break;
         }
         while (arr->child && shown < limit) {
@@ -107,8 +107,8 @@ int hk_cmd_benchmarks(int argc, char **argv) {
     } while (cursor && shown < limit);
     hk_free(cursor);
     if (rc == 0) {
-        if (hk_cli_json()) {
-            hk_cli_print_json(all);
+        if (cli_json()) {
+            cli_print_json(all);
             all = NULL;
         } else if (!shown) {
             fprintf(stderr, "%s: no benchmark submissions on %s\n", repo, hk_hub_endpoint(hub));
@@ -120,6 +120,6 @@ int hk_cmd_benchmarks(int argc, char **argv) {
     cJSON_Delete(all);
     hk_hub_free(hub);
 out:
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     return rc;
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "cache-dir", 0, "DIR", "cache root (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)", "cache",
      NULL},
     {HK_OPT_VALUE, "repo-type", 0, "T", "model, dataset, space or kernel (default kernel)", NULL,
@@ -16,7 +16,7 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-const hk_cli_spec hk_spec_bundle = {
+const cli_spec cli_spec_bundle = {
     .name = "bundle",
     .summary = "move cached repos to air-gapped machines as one tar file",
     .synopsis = "hubkern bundle create OUT.tar[.gz|.zst] REPO [REPO...] [--cache-dir DIR] [--repo-type T] [--json]\n"
@@ -62,34 +62,34 @@ static cJSON *report_json(const hk_bundle_report *st, const char *file, const ch
     return j;
 }
 
-static int run(const hk_cli_args *a) {
-    if (a->npos == 0) return hk_cli_usage_error("missing subcommand (create, extract or list)");
+static int run(const cli_args *a) {
+    if (a->npos == 0) return cli_usage_error("missing subcommand (create, extract or list)");
     const char *verb = a->pos[0];
     bool create = !strcmp(verb, "create"), extract = !strcmp(verb, "extract"), list = !strcmp(verb, "list");
-    if (!create && !extract && !list) return hk_cli_usage_error("unknown subcommand '%s' (create, extract or list)", verb);
-    if (a->npos < 2) return hk_cli_usage_error("missing the %s file", create ? "OUT.tar" : "IN.tar");
-    if (create && a->npos < 3) return hk_cli_usage_error("missing REPO (at least one repo to bundle)");
-    if (!create && a->npos > 2) return hk_cli_usage_error("unexpected argument '%s'", a->pos[2]);
+    if (!create && !extract && !list) return cli_usage_error("unknown subcommand '%s' (create, extract or list)", verb);
+    if (a->npos < 2) return cli_usage_error("missing the %s file", create ? "OUT.tar" : "IN.tar");
+    if (create && a->npos < 3) return cli_usage_error("missing REPO (at least one repo to bundle)");
+    if (!create && a->npos > 2) return cli_usage_error("unexpected argument '%s'", a->pos[2]);
     const char *file = a->pos[1];
     hk_repo_type type = HK_REPO_KERNEL;
-    const char *ts = hk_cli_str(a, "repo-type");
-    if (ts && hk_repo_type_parse(&type, ts)) return hk_cli_usage_error("%s", hk_last_error());
+    const char *ts = cli_str(a, "repo-type");
+    if (ts && hk_repo_type_parse(&type, ts)) return cli_usage_error("%s", hk_last_error());
     if (list) {
-        cJSON *arr = hk_cli_json() ? cJSON_CreateArray() : NULL;
+        cJSON *arr = cli_json() ? cJSON_CreateArray() : NULL;
         if (hk_bundle_list(file, print_entry, arr)) {
             cJSON_Delete(arr);
-            return hk_cli_report_error(NULL);
+            return cli_report_error(NULL);
         }
         if (arr) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "file", file);
             cJSON_AddItemToObject(j, "entries", arr);
-            hk_cli_print_json(j);
+            cli_print_json(j);
         }
         return 0;
     }
     char *root = NULL;
-    if (hk_cache_root(&root, hk_cli_str(a, "cache-dir"), type)) return hk_cli_report_error(NULL);
+    if (hk_cache_root(&root, cli_str(a, "cache-dir"), type)) return cli_report_error(NULL);
     hk_bundle_options o = HK_BUNDLE_OPTIONS_INIT;
     o.cache_dir = root;
     o.repo_type = type;
@@ -97,9 +97,9 @@ static int run(const hk_cli_args *a) {
     int rc = create ? hk_bundle_create(&st, file, (const char *const *)(a->pos + 2), a->npos - 2, &o)
                     : hk_bundle_extract(&st, file, &o);
     if (rc) {
-        rc = hk_cli_report_error(NULL);
-    } else if (hk_cli_json()) {
-        hk_cli_print_json(report_json(st, file, root));
+        rc = cli_report_error(NULL);
+    } else if (cli_json()) {
+        cli_print_json(report_json(st, file, root));
     } else if (create) {
         printf("bundled %u repo(s): %u blobs (%llu bytes), %u snapshot files, %u refs into %s\n",
                hk_bundle_report_repos(st), hk_bundle_report_blobs_added(st),
@@ -116,11 +116,11 @@ static int run(const hk_cli_args *a) {
     return rc;
 }
 
-int hk_cmd_bundle(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_bundle, argc, argv);
-    if (!rc && a.help) rc = hk_cli_print_help(&hk_spec_bundle);
+int cli_cmd_bundle(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_bundle, argc, argv);
+    if (!rc && a.help) rc = cli_print_help(&cli_spec_bundle);
     else if (!rc) rc = run(&a);
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     return rc;
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "revision", 0, "REV", "rm: one snapshot (a ref or commit) instead of the whole repo", NULL, NULL},
     {HK_OPT_FLAG, "dry-run", 0, NULL, "prune, rm: say what would be removed, remove nothing", NULL, NULL},
     {HK_OPT_FLAG, "detached", 0, NULL, "prune: also snapshots no ref names (and their receipts)", NULL, NULL},
@@ -17,7 +17,7 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-const hk_cli_spec hk_spec_cache = {
+const cli_spec cli_spec_cache = {
     .name = "cache",
     .summary = "inspect, verify, prune or remove entries of the local cache",
     .synopsis = "hubkern cache ls [REPO] [--json] [--cache-dir DIR]\n"
@@ -102,19 +102,19 @@ static void print_ls_table(const cJSON *doc) {
     }
 }
 
-static int run_sub(const char *sub, const hk_cli_args *a) {
-    bool json = hk_cli_json(), dry = hk_cli_count(a, "dry-run") > 0, detached = hk_cli_count(a, "detached") > 0;
-    const char *revision = hk_cli_str(a, "revision");
+static int run_sub(const char *sub, const cli_args *a) {
+    bool json = cli_json(), dry = cli_count(a, "dry-run") > 0, detached = cli_count(a, "detached") > 0;
+    const char *revision = cli_str(a, "revision");
     bool ls = !strcmp(sub, "ls"), verify = !strcmp(sub, "verify"), prune = !strcmp(sub, "prune"), rm = !strcmp(sub, "rm");
-    if (revision && !rm) return hk_cli_usage_error("--revision is an option of 'cache rm'");
-    if (detached && !prune) return hk_cli_usage_error("--detached is an option of 'cache prune'");
-    if (dry && !prune && !rm) return hk_cli_usage_error("--dry-run is an option of 'cache prune' and 'cache rm'");
-    if (a->npos > (prune ? 0u : 1u)) return hk_cli_usage_error("unexpected argument '%s'", a->pos[prune ? 0 : 1]);
-    if (rm && a->npos == 0) return hk_cli_usage_error("missing REPO (org/name or kernel/org/name) to remove");
+    if (revision && !rm) return cli_usage_error("--revision is an option of 'cache rm'");
+    if (detached && !prune) return cli_usage_error("--detached is an option of 'cache prune'");
+    if (dry && !prune && !rm) return cli_usage_error("--dry-run is an option of 'cache prune' and 'cache rm'");
+    if (a->npos > (prune ? 0u : 1u)) return cli_usage_error("unexpected argument '%s'", a->pos[prune ? 0 : 1]);
+    if (rm && a->npos == 0) return cli_usage_error("missing REPO (org/name or kernel/org/name) to remove");
     char repo[512];
-    if (a->npos) hk_cli_repo_arg(repo, sizeof repo, a->pos[0]);
+    if (a->npos) cli_repo_arg(repo, sizeof repo, a->pos[0]);
     char *root = NULL;
-    if (hk_cache_root(&root, hk_cli_str(a, "cache-dir"), HK_REPO_KERNEL)) return hk_cli_report_error(NULL);
+    if (hk_cache_root(&root, cli_str(a, "cache-dir"), HK_REPO_KERNEL)) return cli_report_error(NULL);
     lines l = {json ? cJSON_CreateArray() : NULL, NULL};
     hk_cache_options o = HK_CACHE_OPTIONS_INIT;
     o.cache_dir = root;
@@ -130,13 +130,13 @@ static int run_sub(const char *sub, const hk_cli_args *a) {
                                                                                : hk_cache_rm(&rep, &o);
     int status = 0;
     if (rc) {
-        status = hk_cli_report_error(NULL);
+        status = cli_report_error(NULL);
     } else if (ls) {
         cJSON *doc = l.doc ? cJSON_Parse(l.doc) : NULL;
         if (!doc) {
-            status = hk_cli_fail(1, "HK_ERR_INTERNAL", "the cache listing was not JSON");
+            status = cli_fail(1, "HK_ERR_INTERNAL", "the cache listing was not JSON");
         } else if (json) {
-            hk_cli_print_json(doc);
+            cli_print_json(doc);
             doc = NULL;
         } else {
             size_t repos = hk_cache_report_repos(rep);
@@ -160,7 +160,7 @@ static int run_sub(const char *sub, const hk_cli_args *a) {
             cJSON_AddNumberToObject(j, "problems", (double)problems);
             cJSON_AddItemToObject(j, "findings", l.arr);
             l.arr = NULL;
-            hk_cli_print_json(j);
+            cli_print_json(j);
         } else {
             printf("%s: %zu repo%s, %zu blob%s (%.1f MB), %zu snapshot%s, %zu ref%s: %zu problem%s\n",
                    problems ? "NOT CLEAN" : "clean", repos, repos == 1 ? "" : "s", blobs, blobs == 1 ? "" : "s",
@@ -178,7 +178,7 @@ static int run_sub(const char *sub, const hk_cli_args *a) {
             cJSON_AddNumberToObject(j, "removed_bytes", (double)hk_cache_report_removed_bytes(rep));
             cJSON_AddItemToObject(j, "entries", l.arr);
             l.arr = NULL;
-            hk_cli_print_json(j);
+            cli_print_json(j);
         } else {
             printf("%s %zu entr%s (%.1f MB)\n", dry ? "would remove" : "removed", removed, removed == 1 ? "y" : "ies",
                    hk_cache_report_removed_bytes(rep) / 1e6);
@@ -191,14 +191,14 @@ static int run_sub(const char *sub, const hk_cli_args *a) {
     return status;
 }
 
-int hk_cmd_cache(int argc, char **argv) {
+int cli_cmd_cache(int argc, char **argv) {
     static const char *const subs[] = {"ls", "verify", "prune", "rm"};
     if (argc < 2 || argv[1][0] == '-') { /* options before the subcommand: only --help makes sense */
-        hk_cli_args a;
-        int rc = hk_cli_parse(&a, &hk_spec_cache, argc, argv);
-        if (!rc && a.help) rc = hk_cli_print_help(&hk_spec_cache);
-        else if (!rc) rc = hk_cli_usage_error("missing subcommand (ls, verify, prune or rm)");
-        hk_cli_args_free(&a);
+        cli_args a;
+        int rc = cli_parse(&a, &cli_spec_cache, argc, argv);
+        if (!rc && a.help) rc = cli_print_help(&cli_spec_cache);
+        else if (!rc) rc = cli_usage_error("missing subcommand (ls, verify, prune or rm)");
+        cli_args_free(&a);
         return rc;
     }
     const char *sub = NULL;
@@ -207,17 +207,17 @@ int hk_cmd_cache(int argc, char **argv) {
     if (!sub) {
         const char *best = NULL;
         for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-            if (hk_cli_edit_distance(argv[1], subs[i]) <= (strlen(subs[i]) > 2 ? 2u : 1u)) best = subs[i];
-        if (best) return hk_cli_usage_error("unknown subcommand '%s' (did you mean '%s'?)", argv[1], best);
-        return hk_cli_usage_error("unknown subcommand '%s' (ls, verify, prune or rm)", argv[1]);
+            if (cli_edit_distance(argv[1], subs[i]) <= (strlen(subs[i]) > 2 ? 2u : 1u)) best = subs[i];
+        if (best) return cli_usage_error("unknown subcommand '%s' (did you mean '%s'?)", argv[1], best);
+        return cli_usage_error("unknown subcommand '%s' (ls, verify, prune or rm)", argv[1]);
     }
     static char name[32];
     snprintf(name, sizeof name, "cache %s", sub);
-    hk_cli_set_command(name);
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_cache, argc - 1, argv + 1);
-    if (!rc && a.help) rc = hk_cli_print_help(&hk_spec_cache);
+    cli_set_command(name);
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_cache, argc - 1, argv + 1);
+    if (!rc && a.help) rc = cli_print_help(&cli_spec_cache);
     else if (!rc) rc = run_sub(sub, &a);
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     return rc;
 }

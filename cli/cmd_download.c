@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "lock", 0, "FILE", "the kernels.lock to prefetch (required)", NULL, NULL},
     {HK_OPT_FLAG, "all-variants", 0, NULL, "every variant instead of the one this machine's loader would load", NULL, NULL},
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variants for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
@@ -24,7 +24,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_download = {
+const cli_spec cli_spec_download = {
     .name = "download",
     .summary = "prefetch the kernels pinned in a kernels.lock",
     .synopsis = "hubkern download --lock kernels.lock [--all-variants] [--backend B] [--json] [hub options]\n"
@@ -38,7 +38,7 @@ const hk_cli_spec hk_spec_download = {
         "A locked commit whose kernel-status.toml redirects elsewhere is refused (HK_ERR_LOCKFILE):\n"
         "`hubkern lock` pins the destination, which is what gets downloaded and loaded.\n"
         "HF_HUB_OFFLINE=1 checks that everything is in the cache instead.\n",
-    .tables = {k_opts, hk_cli_hub_opts_online},
+    .tables = {k_opts, cli_hub_opts_online},
     .table_titles = k_titles,
     .json = 1,
 };
@@ -116,50 +116,50 @@ static int check_deps_locked(const hk_lockfile *lock, const char *variant_dir, c
     return rc;
 }
 
-int hk_cmd_download(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_download, argc, argv);
+int cli_cmd_download(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_download, argc, argv);
     if (rc || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_download);
-        hk_cli_args_free(&a);
+        if (!rc) cli_print_help(&cli_spec_download);
+        cli_args_free(&a);
         return rc;
     }
-    hk_cli_hub_args ha; /* --endpoint, --cache-dir, --token; never --offline (HF_HUB_OFFLINE decides) */
-    hk_cli_hub_args_get(&ha, &a);
-    const char *lockpath = hk_cli_str(&a, "lock"), *backend = hk_cli_str(&a, "backend");
-    int all = hk_cli_count(&a, "all-variants") > 0, trust = hk_cli_count(&a, "trust-remote-code") > 0;
-    hk_cli_progress prog;
+    cli_hub_args ha; /* --endpoint, --cache-dir, --token; never --offline (HF_HUB_OFFLINE decides) */
+    cli_hub_args_get(&ha, &a);
+    const char *lockpath = cli_str(&a, "lock"), *backend = cli_str(&a, "backend");
+    int all = cli_count(&a, "all-variants") > 0, trust = cli_count(&a, "trust-remote-code") > 0;
+    cli_progress prog;
     const char *project = a.npos == 1 && !lockpath ? a.pos[0] : NULL;
     if (a.npos > 1 || (a.npos && lockpath))
-        rc = hk_cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
-    else if (!lockpath && !project) rc = hk_cli_usage_error("--lock FILE or PROJECT_DIR is required");
-    else if (!(rc = hk_cli_check_backend(backend))) rc = hk_cli_progress_init(&prog, hk_cli_str(&a, "progress"));
-    hk_cli_args_free(&a); /* the strings above live in argv */
+        rc = cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
+    else if (!lockpath && !project) rc = cli_usage_error("--lock FILE or PROJECT_DIR is required");
+    else if (!(rc = cli_check_backend(backend))) rc = cli_progress_init(&prog, cli_str(&a, "progress"));
+    cli_args_free(&a); /* the strings above live in argv */
     if (rc) return rc;
     char *project_lock = NULL;
     if (project) { /* kernels download PROJECT_DIR: its kernels.lock */
         project_lock = hk__path_join(project, "kernels.lock");
         if (!project_lock || !hk__path_exists(project_lock)) {
             free(project_lock);
-            return hk_cli_fail(1, "HK_ERR_NOT_FOUND", "No kernels.lock file found in: %s", project);
+            return cli_fail(1, "HK_ERR_NOT_FOUND", "No kernels.lock file found in: %s", project);
         }
         lockpath = project_lock;
     }
     hk_lockfile *lock = NULL;
     if (hk_lockfile_read(&lock, lockpath)) {
-        rc = hk_cli_report_error(NULL);
+        rc = cli_report_error(NULL);
         free(project_lock);
         return rc;
     }
-    hk_cli_catch_interrupt();
+    cli_catch_interrupt();
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &ha, hk_cli_progress_cb, &prog)) {
+    if (cli_hub_open(&hub, &ha, cli_progress_cb, &prog)) {
         hk_lockfile_free(lock);
-        rc = hk_cli_report_error(NULL);
+        rc = cli_report_error(NULL);
         free(project_lock);
         return rc;
     }
-    cJSON *j = hk_cli_json() ? cJSON_CreateObject() : NULL, *jk = NULL;
+    cJSON *j = cli_json() ? cJSON_CreateObject() : NULL, *jk = NULL;
     if (j) {
         cJSON_AddStringToObject(j, "lock", lockpath);
         cJSON_AddStringToObject(j, "cache", hk_hub_cache_root(hub));
@@ -170,7 +170,7 @@ int hk_cmd_download(int argc, char **argv) {
         const hk_lock_entry *e = hk_lockfile_entry(lock, i);
         const char *repo_id = hk_lock_entry_repo_id(e), *commit = hk_lock_entry_commit(e);
         if (!hk_hub_is_offline(hub) && refuse_redirected(hub, e, lockpath)) {
-            rc = hk_cli_report_error(repo_id);
+            rc = cli_report_error(repo_id);
             break;
         }
         char *variant = NULL;
@@ -178,7 +178,7 @@ int hk_cmd_download(int argc, char **argv) {
             /* kernels download: an entry without a variant for this machine (FileNotFoundError) is
              * reported and the next one downloaded; the exit status says one failed */
             bool next = hk_last_error_code() == HK_ERR_NO_VARIANT;
-            rc = hk_cli_report_error(repo_id);
+            rc = cli_report_error(repo_id);
             if (!next) break;
             no_variant = rc;
             rc = 0;
@@ -193,9 +193,9 @@ int hk_cmd_download(int argc, char **argv) {
         s.backend = backend;
         hk_pull_result *r = NULL;
         int prc = hk_hub_pull(&r, hub, &s);
-        hk_cli_progress_done(&prog);
+        cli_progress_done(&prog);
         if (prc != HK_OK) {
-            rc = hk_cli_report_error(repo_id);
+            rc = cli_report_error(repo_id);
             hk_free(variant);
             break;
         }
@@ -206,16 +206,16 @@ int hk_cmd_download(int argc, char **argv) {
                 const char *want = hk_lock_entry_variant_hash(e, h);
                 char *got = NULL;
                 if (hk_variant_hash_from_cache(&got, hk_pull_result_variant_path(r, v)) != HK_OK) {
-                    rc = hk_cli_report_error(name);
+                    rc = cli_report_error(name);
                 } else if (strcmp(got, want) != 0) {
-                    rc = hk_cli_fail(1, "HK_ERR_LOCKFILE", "%s %s hashes to %s but the lock says %s", repo_id, name,
+                    rc = cli_fail(1, "HK_ERR_LOCKFILE", "%s %s hashes to %s but the lock says %s", repo_id, name,
                                      got, want);
                 }
                 hk_free(got);
             }
             if (rc == 0 && hk_lockfile_format(lock) == HK_LOCK_NEW &&
                 check_deps_locked(lock, hk_pull_result_variant_path(r, v), repo_id, lockpath) != HK_OK)
-                rc = hk_cli_report_error(repo_id);
+                rc = cli_report_error(repo_id);
             if (rc == 0 && jk) {
                 cJSON *k = cJSON_CreateObject();
                 cJSON_AddStringToObject(k, "repo_id", repo_id);
@@ -231,7 +231,7 @@ int hk_cmd_download(int argc, char **argv) {
         hk_free(variant);
     }
     if (rc == 0) rc = no_variant;
-    if (rc == 0) hk_cli_print_json(j);
+    if (rc == 0) cli_print_json(j);
     else cJSON_Delete(j);
     hk_hub_free(hub);
     hk_lockfile_free(lock);

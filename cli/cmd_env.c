@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_FLAG, "json", 0, NULL, "print one JSON object (for programs)", NULL, NULL},
     {HK_OPT_VALUE, "endpoint", 0, "URL", "report this endpoint instead of HF_ENDPOINT's", NULL, NULL},
     {HK_OPT_VALUE, "cache-dir", 0, "DIR", "report this cache instead of the environment's", "cache", NULL},
@@ -16,7 +16,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "detection options", "system options (override what was detected)"};
 
-const hk_cli_spec hk_spec_env = {
+const cli_spec cli_spec_env = {
     .name = "env",
     .summary = "show the machine (OS, CPU, Python, torch, tvm-ffi, CUDA, backend) and the Hub settings",
     .synopsis = "hubkern env [--json] [detection options] [system options]",
@@ -26,7 +26,7 @@ const hk_cli_spec hk_spec_env = {
         "short Python call is made. Also the Hub settings as `hf env` shows them: endpoint, cache\n"
         "directories, where the token comes from and whether there is one (never the token), offline mode,\n"
         "and the CLI and library versions. No network call is made.\n",
-    .tables = {k_opts, hk_cli_env_detect_opts, hk_cli_env_system_opts},
+    .tables = {k_opts, cli_env_detect_opts, cli_env_system_opts},
     .table_titles = k_titles,
     .json = 1,
 };
@@ -75,32 +75,32 @@ static void print_hub(const hk_hub *hub) {
 
 static const char *tri(int v) { return v < 0 ? "-" : v ? "yes" : "no"; }
 
-int hk_cmd_env(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_env, argc, argv);
+int cli_cmd_env(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_env, argc, argv);
     if (rc || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_env);
-        hk_cli_args_free(&a);
+        if (!rc) cli_print_help(&cli_spec_env);
+        cli_args_free(&a);
         return rc;
     }
-    hk_cli_env_flags fl;
-    hk_cli_env_flags_init(&fl);
-    if (a.npos) rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[0]);
-    else rc = hk_cli_env_flags_get(&fl, &a);
+    cli_env_flags fl;
+    cli_env_flags_init(&fl);
+    if (a.npos) rc = cli_usage_error("unexpected argument '%s'", a.pos[0]);
+    else rc = cli_env_flags_get(&fl, &a);
     if (rc) {
-        hk_cli_env_flags_free(&fl);
-        hk_cli_args_free(&a);
+        cli_env_flags_free(&fl);
+        cli_args_free(&a);
         return rc;
     }
-    bool json = hk_cli_json();
-    hk_cli_hub_args h;
-    hk_cli_hub_args_get(&h, &a);
+    bool json = cli_json();
+    cli_hub_args h;
+    cli_hub_args_get(&h, &a);
     hk_env *env = NULL;
-    rc = hk_cli_env_flags_build(&env, &fl);
-    hk_cli_env_flags_free(&fl);
+    rc = cli_env_flags_build(&env, &fl);
+    cli_env_flags_free(&fl);
     hk_hub *hub = NULL;
     if (rc) {
-        rc = hk_cli_report_error("detecting the machine");
+        rc = cli_report_error("detecting the machine");
         goto out;
     }
     hk_hub_options ho = HK_HUB_OPTIONS_INIT;
@@ -108,7 +108,7 @@ int hk_cmd_env(int argc, char **argv) {
     ho.cache_dir = h.cache;
     if (h.offline) ho.offline = 1;
     if (hk_hub_new(&hub, &ho)) { /* e.g. an endpoint without http(s)://: say so, keep the rest */
-        rc = hk_cli_report_error("hub settings");
+        rc = cli_report_error("hub settings");
         goto out;
     }
     if (json) {
@@ -116,13 +116,13 @@ int hk_cmd_env(int argc, char **argv) {
         cJSON *j = text ? cJSON_Parse(text) : NULL;
         hk_free(text);
         if (!j) {
-            rc = hk_cli_fail(1, "HK_ERR_INTERNAL", "formatting JSON failed");
+            rc = cli_fail(1, "HK_ERR_INTERNAL", "formatting JSON failed");
             goto out;
         }
         cJSON_AddItemToObject(j, "hub", hub_json(hub));
         cJSON_AddStringToObject(j, "hubkern_version", HK_CLI_VERSION);
         cJSON_AddStringToObject(j, "library_version", hk_version());
-        hk_cli_print_json(j);
+        cli_print_json(j);
         goto out;
     }
 
@@ -183,6 +183,6 @@ int hk_cmd_env(int argc, char **argv) {
 out:
     hk_hub_free(hub);
     hk_env_free(env);
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     return rc;
 }

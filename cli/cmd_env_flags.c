@@ -8,7 +8,7 @@
 
 #define END {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL}
 
-const hk_cli_opt hk_cli_env_detect_opts[] = {
+const cli_opt cli_env_detect_opts[] = {
     {HK_OPT_VALUE, "python", 0, "PATH", "the interpreter to ask (default: $HUBKERN_PYTHON, else python3)", NULL, NULL},
     {HK_OPT_FLAG, "no-python", 0, NULL, "run no interpreter (no Python: noarch variants are rejected)", NULL, NULL},
     {HK_OPT_VALUE, "site-packages", 0, "DIRS", "':'-separated directories to look for torch / tvm_ffi in", NULL, NULL},
@@ -22,7 +22,7 @@ const hk_cli_opt hk_cli_env_detect_opts[] = {
 };
 
 /* system options: option name = hk_env_set key, except where the table below maps it */
-const hk_cli_opt hk_cli_env_system_opts[] = {
+const cli_opt cli_env_system_opts[] = {
     {HK_OPT_VALUE, "os", 0, "OS", "linux, darwin or windows", NULL, "linux|darwin|windows"},
     {HK_OPT_VALUE, "cpu", 0, "CPU", "x86_64 or aarch64", NULL, "x86_64|aarch64"},
     {HK_OPT_VALUE, "macos", 0, "VER", "the macOS version, e.g. 26.0", NULL, NULL},
@@ -57,40 +57,40 @@ static const struct {
     {"system-backend", "backend"},
 };
 
-void hk_cli_env_flags_init(hk_cli_env_flags *fl) {
+void cli_env_flags_init(cli_env_flags *fl) {
     memset(fl, 0, sizeof *fl);
     hk_env_options_init(&fl->opts, HK_ENV_OPTIONS_VERSION);
 }
 
-void hk_cli_env_flags_free(hk_cli_env_flags *fl) {
+void cli_env_flags_free(cli_env_flags *fl) {
     for (int i = 0; i < fl->nsets; i++) free(fl->sets[i]);
     free(fl->sets);
     memset(fl, 0, sizeof *fl);
 }
 
-static int add_set(hk_cli_env_flags *fl, const char *key, size_t keylen, const char *value) {
+static int add_set(cli_env_flags *fl, const char *key, size_t keylen, const char *value) {
     char **grown = realloc(fl->sets, (size_t)(fl->nsets + 1) * sizeof *grown);
-    if (!grown) return hk_cli_usage_error("out of memory");
+    if (!grown) return cli_usage_error("out of memory");
     fl->sets = grown;
     size_t n = keylen + strlen(value) + 2;
     char *kv = malloc(n);
-    if (!kv) return hk_cli_usage_error("out of memory");
+    if (!kv) return cli_usage_error("out of memory");
     snprintf(kv, n, "%.*s=%s", (int)keylen, key, value);
     fl->sets[fl->nsets++] = kv;
     return 0;
 }
 
-static bool in_table(const hk_cli_opt *t, const hk_cli_opt *o) {
+static bool in_table(const cli_opt *t, const cli_opt *o) {
     for (; t->kind != HK_OPT_END; t++)
         if (t == o) return true;
     return false;
 }
 
-int hk_cli_env_flags_get(hk_cli_env_flags *fl, const hk_cli_args *a) {
+int cli_env_flags_get(cli_env_flags *fl, const cli_args *a) {
     for (size_t i = 0; i < a->nocc; i++) {
-        const hk_cli_opt *o = a->occ[i].opt;
+        const cli_opt *o = a->occ[i].opt;
         const char *v = a->occ[i].value, *n = o->name;
-        if (in_table(hk_cli_env_detect_opts, o)) {
+        if (in_table(cli_env_detect_opts, o)) {
             if (strcmp(n, "blank") == 0) fl->blank = true;
             else if (strcmp(n, "no-python") == 0) fl->opts.no_python = 1;
             else if (strcmp(n, "no-cuda") == 0) fl->opts.no_cuda = 1;
@@ -102,11 +102,11 @@ int hk_cli_env_flags_get(hk_cli_env_flags *fl, const hk_cli_args *a) {
             else if (strcmp(n, "tvm-ffi-lib") == 0) fl->opts.tvm_ffi_lib = v;
             continue;
         }
-        if (!in_table(hk_cli_env_system_opts, o)) continue;
+        if (!in_table(cli_env_system_opts, o)) continue;
         int rc = 0;
         if (strcmp(n, "set") == 0) {
             const char *eq = strchr(v, '=');
-            if (!eq || eq == v || eq - v >= 64) return hk_cli_usage_error("--set needs KEY=VALUE, got '%s'", v);
+            if (!eq || eq == v || eq - v >= 64) return cli_usage_error("--set needs KEY=VALUE, got '%s'", v);
             rc = add_set(fl, v, (size_t)(eq - v), eq + 1);
         } else if (!strcmp(n, "cuda") || !strcmp(n, "rocm") || !strcmp(n, "xpu") || !strcmp(n, "cann")) {
             rc = add_set(fl, "backend", 7, n);
@@ -120,7 +120,7 @@ int hk_cli_env_flags_get(hk_cli_env_flags *fl, const hk_cli_args *a) {
     return 0;
 }
 
-int hk_cli_env_flags_build(hk_env **out, const hk_cli_env_flags *fl) {
+int cli_env_flags_build(hk_env **out, const cli_env_flags *fl) {
     int rc = fl->blank ? hk_env_new(out) : hk_env_detect(out, &fl->opts);
     if (rc) return rc;
     for (int i = 0; i < fl->nsets; i++) {

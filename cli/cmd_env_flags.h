@@ -10,22 +10,22 @@
 #include <stdbool.h>
 
 /* option tables: "detection options" and "system options" */
-extern const hk_cli_opt hk_cli_env_detect_opts[];
-extern const hk_cli_opt hk_cli_env_system_opts[];
+extern const cli_opt cli_env_detect_opts[];
+extern const cli_opt cli_env_system_opts[];
 
-typedef struct hk_cli_env_flags {
+typedef struct cli_env_flags {
     hk_env_options opts;
     bool blank;           /* --blank: start from nothing instead of detecting */
     char **sets;          /* "key=value" pairs, applied in order after detection */
     int nsets;
-} hk_cli_env_flags;
+} cli_env_flags;
 
-void hk_cli_env_flags_init(hk_cli_env_flags *fl);
-void hk_cli_env_flags_free(hk_cli_env_flags *fl);
+void cli_env_flags_init(cli_env_flags *fl);
+void cli_env_flags_free(cli_env_flags *fl);
 /* Read the detection and system options out of parsed arguments, in the order given. Returns 0,
  * or 2 after a usage error. */
-int hk_cli_env_flags_get(hk_cli_env_flags *fl, const hk_cli_args *a);
+int cli_env_flags_get(cli_env_flags *fl, const cli_args *a);
 /* Detect (or start blank), then apply the flags. */
-int hk_cli_env_flags_build(hk_env **out, const hk_cli_env_flags *fl);
+int cli_env_flags_build(hk_env **out, const cli_env_flags *fl);
 
 #endif

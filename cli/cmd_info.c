@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "version", 0, "N", "show version N (default: the newest)", NULL, NULL},
     {HK_OPT_VALUE, "revision", 0, "REV", "show a branch, tag or commit instead", NULL, NULL},
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
@@ -20,7 +20,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_info = {
+const cli_spec cli_spec_info = {
     .name = "info",
     .summary = "show a kernel's publisher trust, versions and variants",
     .synopsis = "hubkern info ORG/NAME [--version N | --revision REV] [--backend B] [--json] [hub options]",
@@ -31,7 +31,7 @@ const hk_cli_spec hk_spec_info = {
         "destination, which `pull`/`load` would use: redirects_to, redirect_revision and\n"
         "redirect_trusted_publisher name it, and a note on stderr says so. Offline, everything comes\n"
         "from the cache and the endpoint shows as offline.\n",
-    .tables = {k_opts, hk_cli_hub_opts},
+    .tables = {k_opts, cli_hub_opts},
     .table_titles = k_titles,
     .conflicts = "version,revision",
     .json = 1,
@@ -43,7 +43,7 @@ const hk_cli_spec hk_spec_info = {
  * downloaded). A tree hk_get_kernel would refuse is reported in dependency_tree_error; the rest of
  * the information is still shown. */
 static void add_tree(cJSON *j, const char *repo, int version, const char *revision, const char *backend,
-                     const hk_cli_hub_args *a) {
+                     const cli_hub_args *a) {
     hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
     o.repo_id = repo;
     o.kernel_version = revision ? HK_VERSION_UNSET : version;
@@ -94,26 +94,26 @@ static void add_tree(cJSON *j, const char *repo, int version, const char *revisi
     hk_kernel_tree_free(t);
 }
 
-int hk_cmd_info(int argc, char **argv) {
-    hk_cli_args a;
-    int prc = hk_cli_parse(&a, &hk_spec_info, argc, argv);
+int cli_cmd_info(int argc, char **argv) {
+    cli_args a;
+    int prc = cli_parse(&a, &cli_spec_info, argc, argv);
     if (prc || a.help) {
-        if (!prc) hk_cli_print_help(&hk_spec_info);
-        hk_cli_args_free(&a);
+        if (!prc) cli_print_help(&cli_spec_info);
+        cli_args_free(&a);
         return prc;
     }
-    hk_cli_hub_args h;
-    hk_cli_hub_args_get(&h, &a);
-    int json = hk_cli_json(), version = -1;
-    const char *repo = a.npos ? a.pos[0] : NULL, *revision = hk_cli_str(&a, "revision");
-    const char *backend = hk_cli_str(&a, "backend");
-    if (!repo) prc = hk_cli_usage_error("missing ORG/NAME (the kernel repo)");
-    else if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
-    else if (!(prc = hk_cli_int(&a, "version", 1000000, &version))) prc = hk_cli_check_backend(backend);
-    hk_cli_args_free(&a); /* the strings above live in argv */
+    cli_hub_args h;
+    cli_hub_args_get(&h, &a);
+    int json = cli_json(), version = -1;
+    const char *repo = a.npos ? a.pos[0] : NULL, *revision = cli_str(&a, "revision");
+    const char *backend = cli_str(&a, "backend");
+    if (!repo) prc = cli_usage_error("missing ORG/NAME (the kernel repo)");
+    else if (a.npos > 1) prc = cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    else if (!(prc = cli_int(&a, "version", 1000000, &version))) prc = cli_check_backend(backend);
+    cli_args_free(&a); /* the strings above live in argv */
     if (prc) return prc;
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &h, NULL, NULL)) return hk_cli_report_error(NULL);
+    if (cli_hub_open(&hub, &h, NULL, NULL)) return cli_report_error(NULL);
     int rc = 0;
     char *dest = NULL, *dest_rev = NULL;
     cJSON *j = cJSON_CreateObject();
@@ -132,7 +132,7 @@ int hk_cmd_info(int argc, char **argv) {
     }
     hk_hub_version_list *v = NULL;
     if (hk_hub_list_versions(&v, hub, repo)) {
-        rc = hk_cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
+        rc = cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
         goto out;
     }
     size_t n = hk_hub_version_list_count(v);
@@ -146,7 +146,7 @@ int hk_cmd_info(int argc, char **argv) {
     if (version < 0 && !revision) {
         if (n == 0) {
             hk_hub_version_list_free(v);
-            rc = hk_cli_fail(1, "HK_ERR_VERSION_NOT_FOUND", "%s has no versions (vN branches)%s; use --revision", repo,
+            rc = cli_fail(1, "HK_ERR_VERSION_NOT_FOUND", "%s has no versions (vN branches)%s; use --revision", repo,
                              hk_hub_is_offline(hub) ? " in the cache (offline: no refs/vN there)" : "");
             goto out;
         }
@@ -162,7 +162,7 @@ int hk_cmd_info(int argc, char **argv) {
     s.trust_remote_code = 1;
     char commit[65], *resolved = NULL;
     if (hk_hub_resolve_spec(&dest, &dest_rev, &resolved, hub, &s)) {
-        rc = hk_cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
+        rc = cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
         goto out;
     }
     snprintf(commit, sizeof commit, "%s", resolved);
@@ -171,7 +171,7 @@ int hk_cmd_info(int argc, char **argv) {
     else cJSON_AddStringToObject(j, "revision", revision);
     if (strcmp(dest, repo) != 0) {
         char *what = hk__asprintf("showing %s@%s", dest, dest_rev);
-        hk_cli_note_redirect(repo, dest, what);
+        cli_note_redirect(repo, dest, what);
         free(what);
         cJSON_AddStringToObject(j, "redirects_to", dest);
         cJSON_AddStringToObject(j, "redirect_revision", dest_rev);
@@ -185,7 +185,7 @@ int hk_cmd_info(int argc, char **argv) {
     char **names = NULL;
     size_t nn = 0;
     if (hk_hub_list_variants(&names, &nn, hub, dest, commit)) {
-        rc = hk_cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
+        rc = cli_report_error(hk_hub_is_offline(hub) ? "offline" : NULL);
         goto out;
     }
     cJSON *jn = cJSON_AddArrayToObject(j, "variants");
@@ -206,7 +206,7 @@ int hk_cmd_info(int argc, char **argv) {
     hk_hub_strv_free(names);
     add_tree(j, repo, version, revision, backend, &h);
     if (json) {
-        hk_cli_print_json(j);
+        cli_print_json(j);
         j = NULL;
     } else {
         cJSON *it;

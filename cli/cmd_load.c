@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "version", 0, "N", "the kernel's major version N (branch vN)", NULL, NULL},
     {HK_OPT_VALUE, "revision", 0, "REV", "a branch, tag or commit instead of --version", NULL, NULL},
     {HK_OPT_VALUE, "variant", 0, "V", "this exact build variant", NULL, NULL},
@@ -30,7 +30,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_load = {
+const cli_spec cli_spec_load = {
     .name = "load",
     .summary = "get, load and list a kernel as a C program would; --call smoke-tests it",
     .synopsis = "hubkern load ORG/NAME (--version N | --revision REV) [--call] [--json] [options]\n"
@@ -48,7 +48,7 @@ const hk_cli_spec hk_spec_load = {
         "--lock loads the commit pinned in a kernels.lock from the cache only (no network).\n"
         "Online, kernel-status.toml redirects are followed: the repo shown is the destination, and a\n"
         "note on stderr says so. A lock written by `hubkern lock` names the destination: load that name.\n",
-    .tables = {k_opts, hk_cli_hub_opts},
+    .tables = {k_opts, cli_hub_opts},
     .table_titles = k_titles,
     .conflicts = "version,revision;local,lock;version,local;revision,local;version,lock;revision,lock",
     .json = 1,
@@ -125,7 +125,7 @@ static int smoke_rmsnorm(const hk_kernel *k, cJSON *json) {
     double *ref = malloc(sizeof(double) * ROWS * HIDDEN);
     int rc = 0;
     if (!x || !out || !res || !ref) {
-        rc = hk_cli_fail(1, "HK_ERR_NOMEM", "out of memory");
+        rc = cli_fail(1, "HK_ERR_NOMEM", "out of memory");
         goto done;
     }
     for (int i = 0; i < ROWS * HIDDEN; i++) {
@@ -141,7 +141,7 @@ static int smoke_rmsnorm(const hk_kernel *k, cJSON *json) {
     hk_dltensor tw = {w, {HK_DEVICE_CPU, 0}, 1, {HK_DTYPE_FLOAT, 32, 1}, wshape, NULL, 0};
     hk_value args[4] = {hk_value_tensor(&tout), hk_value_tensor(&tx), hk_value_tensor(&tw), hk_value_float(eps)};
     if (hk_kernel_call(NULL, k, "rms_norm", args, 4) != HK_OK) {
-        rc = hk_cli_report_error("rms_norm");
+        rc = cli_report_error("rms_norm");
         goto done;
     }
     reference(ref, x, w, ROWS, HIDDEN, eps);
@@ -164,7 +164,7 @@ static int smoke_rmsnorm(const hk_kernel *k, cJSON *json) {
         for (int i = 0; i < ROWS * HIDDEN; i++) res[i] -= x[i];
         hk_value a2[4] = {hk_value_tensor(&tx), hk_value_tensor(&tres), hk_value_tensor(&tw), hk_value_float(eps)};
         if (hk_function_call(NULL, f, a2, 4) != HK_OK) {
-            rc = hk_cli_report_error("fused_add_rms_norm");
+            rc = cli_report_error("fused_add_rms_norm");
             goto done;
         }
         e = max_err(x, ref, ROWS * HIDDEN, &bad);
@@ -185,40 +185,40 @@ done:
     return rc;
 }
 
-int hk_cmd_load(int argc, char **argv) {
-    hk_cli_args a;
-    int prc = hk_cli_parse(&a, &hk_spec_load, argc, argv);
+int cli_cmd_load(int argc, char **argv) {
+    cli_args a;
+    int prc = cli_parse(&a, &cli_spec_load, argc, argv);
     if (prc || a.help) {
-        if (!prc) hk_cli_print_help(&hk_spec_load);
-        hk_cli_args_free(&a);
+        if (!prc) cli_print_help(&cli_spec_load);
+        cli_args_free(&a);
         return prc;
     }
     hk_get_kernel_options o;
     hk_get_kernel_options_init(&o, HK_GET_KERNEL_OPTIONS_VERSION);
-    hk_cli_hub_args h;
-    hk_cli_hub_args_get(&h, &a);
+    cli_hub_args h;
+    cli_hub_args_get(&h, &a);
     o.hub_options.endpoint = h.endpoint;
     o.hub_options.cache_dir = h.cache;
     o.hub_options.token = h.token;
     if (h.offline) o.hub_options.offline = 1;
-    o.trust_remote_code = hk_cli_count(&a, "trust-remote-code") > 0;
-    o.skip_arch_check = hk_cli_count(&a, "no-arch-check") > 0;
-    o.revision = hk_cli_str(&a, "revision");
-    o.backend = hk_cli_str(&a, "backend");
-    o.variant = hk_cli_str(&a, "variant");
-    o.tvm_ffi_library = hk_cli_str(&a, "tvm-ffi-lib");
-    const char *local = hk_cli_str(&a, "local"), *lock = hk_cli_str(&a, "lock");
-    int call = hk_cli_count(&a, "call") > 0, json = hk_cli_json();
+    o.trust_remote_code = cli_count(&a, "trust-remote-code") > 0;
+    o.skip_arch_check = cli_count(&a, "no-arch-check") > 0;
+    o.revision = cli_str(&a, "revision");
+    o.backend = cli_str(&a, "backend");
+    o.variant = cli_str(&a, "variant");
+    o.tvm_ffi_library = cli_str(&a, "tvm-ffi-lib");
+    const char *local = cli_str(&a, "local"), *lock = cli_str(&a, "lock");
+    int call = cli_count(&a, "call") > 0, json = cli_json();
     o.repo_id = a.npos ? a.pos[0] : NULL;
-    if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
-    else if (!(prc = hk_cli_int(&a, "version", 1000000, &o.kernel_version))) prc = hk_cli_check_backend(o.backend);
-    const char *sig = hk_cli_str(&a, "signature");
+    if (a.npos > 1) prc = cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    else if (!(prc = cli_int(&a, "version", 1000000, &o.kernel_version))) prc = cli_check_backend(o.backend);
+    const char *sig = cli_str(&a, "signature");
     if (!prc && sig && hk_signature_mode_parse(&o.signature, sig))
-        prc = hk_cli_usage_error("--signature: %s", hk_last_error());
-    if (!prc && !local && !o.repo_id) prc = hk_cli_usage_error("missing ORG/NAME (or --local DIR)");
+        prc = cli_usage_error("--signature: %s", hk_last_error());
+    if (!prc && !local && !o.repo_id) prc = cli_usage_error("missing ORG/NAME (or --local DIR)");
     if (!prc && !local && !lock && (o.kernel_version == HK_VERSION_UNSET) == (o.revision == NULL))
-        prc = hk_cli_usage_error("--version N or --revision REV is required");
-    hk_cli_args_free(&a); /* the strings above live in argv */
+        prc = cli_usage_error("--version N or --revision REV is required");
+    cli_args_free(&a); /* the strings above live in argv */
     if (prc) return prc;
     hk_kernel *k = NULL;
     int rc;
@@ -228,9 +228,9 @@ int hk_cmd_load(int argc, char **argv) {
         rc = hk_load_locked(&k, lock, o.repo_id, &o);
     } else {
         rc = hk_get_kernel(&k, &o);
-        if (rc == HK_OK) hk_cli_note_redirect(o.repo_id, hk_kernel_repo_id(k), "loaded from there");
+        if (rc == HK_OK) cli_note_redirect(o.repo_id, hk_kernel_repo_id(k), "loaded from there");
     }
-    if (rc) return hk_cli_report_error(NULL);
+    if (rc) return cli_report_error(NULL);
 
     const hk_kernel_metadata *md = hk_kernel_get_metadata(k);
     cJSON *j = json ? cJSON_CreateObject() : NULL;
@@ -308,11 +308,11 @@ int hk_cmd_load(int argc, char **argv) {
         if (strcmp(md->name, "rmsnorm") == 0 && hk_kernel_get_kind(k) == HK_KERNEL_TVM_FFI) {
             out = smoke_rmsnorm(k, j ? cJSON_AddObjectToObject(j, "call") : NULL);
         } else {
-            out = hk_cli_fail(1, "HK_ERR_UNSUPPORTED", "--call has no built-in smoke check for '%s' (%s variant); "
+            out = cli_fail(1, "HK_ERR_UNSUPPORTED", "--call has no built-in smoke check for '%s' (%s variant); "
                               "it knows the tvm-ffi builds of rmsnorm", md->name, kind_name(hk_kernel_get_kind(k)));
         }
     }
-    if (j) hk_cli_print_json(j);
+    if (j) cli_print_json(j);
     hk_kernel_unref(k);
     return out;
 }

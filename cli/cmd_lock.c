@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "output", 'o', "FILE", "the lock file to write (default kernels.lock)", NULL, NULL},
     {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print the lock written (or the error) as JSON on stdout", NULL, NULL},
@@ -19,7 +19,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_lock = {
+const cli_spec cli_spec_lock = {
     .name = "lock",
     .summary = "pin kernels (org/name=N) to commits in a kernels.lock",
     .synopsis = "hubkern lock [-o kernels.lock] [--json] [hub options] ORG/NAME=N | ORG/NAME@REVISION ...\n"
@@ -36,7 +36,7 @@ const hk_cli_spec hk_spec_lock = {
         "stderr says so; load it by the destination's name). Publisher trust is checked at every\n"
         "hop unless --trust-remote-code. Prefetch with\n"
         "`hubkern download --lock FILE`; load with hk_load_locked or `hubkern load --lock FILE`.\n",
-    .tables = {k_opts, hk_cli_hub_opts_online},
+    .tables = {k_opts, cli_hub_opts_online},
     .table_titles = k_titles,
     .json = 1,
 };
@@ -93,7 +93,7 @@ static int lock_project(const char *dir, const char *endpoint, const char *cache
     char *out = NULL;
     if (rc == HK_OK && !(out = hk__path_join(dir, "kernels.lock"))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) rc = hk_lockfile_write(out, lf);
-    if (rc == HK_OK && hk_cli_json()) {
+    if (rc == HK_OK && cli_json()) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "lock", out);
         cJSON *ks = cJSON_AddArrayToObject(j, "kernels");
@@ -104,7 +104,7 @@ static int lock_project(const char *dir, const char *endpoint, const char *cache
             cJSON_AddStringToObject(k, "commit", hk_lock_entry_commit(e));
             cJSON_AddItemToArray(ks, k);
         }
-        hk_cli_print_json(j);
+        cli_print_json(j);
     } else if (rc == HK_OK) {
         for (size_t i = 0; i < hk_lockfile_count(lf); i++) {
             const hk_lock_entry *e = hk_lockfile_entry(lf, i);
@@ -117,21 +117,21 @@ static int lock_project(const char *dir, const char *endpoint, const char *cache
     hk__toml_free(doc);
     free(text);
     free(py);
-    return rc == HK_OK ? 0 : hk_cli_report_error("lock");
+    return rc == HK_OK ? 0 : cli_report_error("lock");
 }
 
-int hk_cmd_lock(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_lock, argc, argv);
+int cli_cmd_lock(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_lock, argc, argv);
     if (rc || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_lock);
-        hk_cli_args_free(&a);
+        if (!rc) cli_print_help(&cli_spec_lock);
+        cli_args_free(&a);
         return rc;
     }
-    hk_cli_hub_args h;
-    hk_cli_hub_args_get(&h, &a);
-    const char *out = hk_cli_str(&a, "output") ? hk_cli_str(&a, "output") : "kernels.lock";
-    int trust = hk_cli_count(&a, "trust-remote-code") > 0;
+    cli_hub_args h;
+    cli_hub_args_get(&h, &a);
+    const char *out = cli_str(&a, "output") ? cli_str(&a, "output") : "kernels.lock";
+    int trust = cli_count(&a, "trust-remote-code") > 0;
     size_t n = 0;
     pin *e = calloc(a.npos + 1, sizeof *e);
     char **owned = calloc(a.npos * 4 + 1, sizeof *owned);
@@ -143,7 +143,7 @@ int hk_cmd_lock(int argc, char **argv) {
         const char *arg = a.pos[i];
         if (!strchr(arg, '=') && !strchr(arg, '@') && hk__is_dir(arg)) {
             if (project) {
-                rc = hk_cli_usage_error("only one PROJECT_DIR can be locked at a time");
+                rc = cli_usage_error("only one PROJECT_DIR can be locked at a time");
                 goto done;
             }
             project = arg;
@@ -159,7 +159,7 @@ int hk_cmd_lock(int argc, char **argv) {
             char *end;
             long v = strtol(eq + 1, &end, 10);
             if (!eq[1] || *end || v < 0 || v > 1000000) {
-                rc = hk_cli_usage_error("'%s': the version must be a non-negative integer", arg);
+                rc = cli_usage_error("'%s': the version must be a non-negative integer", arg);
                 goto done;
             }
             x->version = (int)v;
@@ -167,18 +167,18 @@ int hk_cmd_lock(int argc, char **argv) {
             *at = '\0';
             x->revision = at + 1;
         } else {
-            rc = hk_cli_usage_error("'%s' is not ORG/NAME=N or ORG/NAME@REVISION", arg);
+            rc = cli_usage_error("'%s' is not ORG/NAME=N or ORG/NAME@REVISION", arg);
             goto done;
         }
         if (!hk_repo_id_valid(spec)) {
-            rc = hk_cli_usage_error("'%s' is not a valid repo id", spec);
+            rc = cli_usage_error("'%s' is not a valid repo id", spec);
             goto done;
         }
         x->repo_id = spec;
         n++;
     }
     if (project && n > 0) {
-        rc = hk_cli_usage_error("PROJECT_DIR and ORG/NAME=N arguments cannot be mixed");
+        rc = cli_usage_error("PROJECT_DIR and ORG/NAME=N arguments cannot be mixed");
         goto done;
     }
     if (project) {
@@ -186,7 +186,7 @@ int hk_cmd_lock(int argc, char **argv) {
         goto done;
     }
     if (n == 0) {
-        rc = hk_cli_usage_error("missing ORG/NAME=N or ORG/NAME@REVISION (the kernels to pin)");
+        rc = cli_usage_error("missing ORG/NAME=N or ORG/NAME@REVISION (the kernels to pin)");
         goto done;
     }
     hk_hub_options ho = HK_HUB_OPTIONS_INIT;
@@ -196,7 +196,7 @@ int hk_cmd_lock(int argc, char **argv) {
     ho.offline = 0;
     hk_hub *hub = NULL;
     if (hk_hub_new(&hub, &ho)) {
-        rc = hk_cli_report_error(NULL);
+        rc = cli_report_error(NULL);
         goto done;
     }
     rc = 0;
@@ -210,7 +210,7 @@ int hk_cmd_lock(int argc, char **argv) {
         s.trust_remote_code = trust;
         char *repo = NULL, *rev = NULL, commit[65], *resolved = NULL;
         if (hk_hub_resolve_spec(&repo, &rev, &resolved, hub, &s) != HK_OK) {
-            rc = hk_cli_report_error(e[i].repo_id);
+            rc = cli_report_error(e[i].repo_id);
             break;
         }
         snprintf(commit, sizeof commit, "%s", resolved);
@@ -221,7 +221,7 @@ int hk_cmd_lock(int argc, char **argv) {
         if (strcmp(repo, e[i].repo_id) != 0) {
             /* pin the destination at the revision the last redirect named ("vN" is version N) */
             char *what = hk__asprintf("the lock pins %s@%s (load it as %s)", repo, rev, repo);
-            hk_cli_note_redirect(e[i].repo_id, repo, what);
+            cli_note_redirect(e[i].repo_id, repo, what);
             free(what);
             e[i].repo_id = owned[nowned++] = strdup(repo);
             e[i].revision = NULL;
@@ -230,8 +230,8 @@ int hk_cmd_lock(int argc, char **argv) {
             size_t nd = strspn(d, "0123456789");
             if (nd > 0 && nd < 8 && d[nd] == '\0' && (nd == 1 || d[0] != '0')) e[i].version = atoi(d);
             else e[i].revision = owned[nowned++] = strdup(rev);
-            if (!hk_cli_quiet()) fprintf(stderr, "%s -> %s@%s -> %s\n", asked, repo, rev, commit);
-        } else if (!hk_cli_quiet()) {
+            if (!cli_quiet()) fprintf(stderr, "%s -> %s@%s -> %s\n", asked, repo, rev, commit);
+        } else if (!cli_quiet()) {
             fprintf(stderr, "%s -> %s\n", asked, commit);
         }
         hk_free(repo);
@@ -250,8 +250,8 @@ int hk_cmd_lock(int argc, char **argv) {
     }
     if (rc == 0) n = kept;
     hk_hub_free(hub);
-    if (rc == 0 && write_lock(out, e, n) != HK_OK) rc = hk_cli_report_error(NULL);
-    if (rc == 0 && hk_cli_json()) {
+    if (rc == 0 && write_lock(out, e, n) != HK_OK) rc = cli_report_error(NULL);
+    if (rc == 0 && cli_json()) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "lock", out);
         cJSON *ks = cJSON_AddArrayToObject(j, "kernels");
@@ -263,7 +263,7 @@ int hk_cmd_lock(int argc, char **argv) {
             cJSON_AddStringToObject(k, "commit", e[i].commit);
             cJSON_AddItemToArray(ks, k);
         }
-        hk_cli_print_json(j);
+        cli_print_json(j);
     } else if (rc == 0) {
         printf("%s\n", out);
     }
@@ -271,6 +271,6 @@ done:
     for (size_t i = 0; i < nowned; i++) free(owned[i]);
     free(owned);
     free(e);
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     return rc;
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #ifdef HK_HAVE_SERVER
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "branch", 0, "BRANCH", "branch to create or move, e.g. v1 or main (required)", NULL, NULL},
     {HK_OPT_VALUE, "message", 'm', "TEXT", "commit message (default \"Publish BRANCH\")", NULL, NULL},
     {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the store (default: the hub cache, as HF_HUB_CACHE/HF_HOME resolve it)", "cache",
@@ -21,7 +21,7 @@ static const hk_cli_opt k_opts[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-const hk_cli_spec hk_spec_publish = {
+const cli_spec cli_spec_publish = {
     .name = "publish",
     .summary = "record a directory as a commit on a branch of a repo in a store",
     .synopsis = "hubkern publish SRC_DIR ORG/NAME --branch BRANCH [options]",
@@ -42,41 +42,41 @@ const hk_cli_spec hk_spec_publish = {
     .json = 1,
 };
 
-int hk_cmd_publish(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_publish, argc, argv);
+int cli_cmd_publish(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_publish, argc, argv);
     if (rc || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_publish);
-        hk_cli_args_free(&a);
+        if (!rc) cli_print_help(&cli_spec_publish);
+        cli_args_free(&a);
         return rc;
     }
-    hk_publish_options o;
+    srv_publish_options o;
     memset(&o, 0, sizeof o);
     o.repo_type = HK_REPO_KERNEL;
-    o.branch = hk_cli_str(&a, "branch");
-    o.message = hk_cli_str(&a, "message");
-    o.cache_dir = hk_cli_str(&a, "cache-dir");
-    const char *t = hk_cli_str(&a, "repo-type"), *lfs = hk_cli_str(&a, "lfs-threshold");
-    if (t && hk_repo_type_parse(&o.repo_type, t) != HK_OK) rc = hk_cli_usage_error("%s", hk_last_error());
+    o.branch = cli_str(&a, "branch");
+    o.message = cli_str(&a, "message");
+    o.cache_dir = cli_str(&a, "cache-dir");
+    const char *t = cli_str(&a, "repo-type"), *lfs = cli_str(&a, "lfs-threshold");
+    if (t && hk_repo_type_parse(&o.repo_type, t) != HK_OK) rc = cli_usage_error("%s", hk_last_error());
     if (!rc && lfs) {
         char *end;
         errno = 0;
         unsigned long long v = strtoull(lfs, &end, 10);
         if (errno || end == lfs || *end || v == 0 || lfs[0] == '-')
-            rc = hk_cli_usage_error("--lfs-threshold expects a positive integer, got '%s'", lfs);
+            rc = cli_usage_error("--lfs-threshold expects a positive integer, got '%s'", lfs);
         o.lfs_threshold = v;
     }
-    if (!rc && a.npos < 2) rc = hk_cli_usage_error("missing %s", a.npos ? "ORG/NAME" : "SRC_DIR and ORG/NAME");
-    else if (!rc && a.npos > 2) rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[2]);
-    else if (!rc && !o.branch) rc = hk_cli_usage_error("--branch BRANCH is required");
+    if (!rc && a.npos < 2) rc = cli_usage_error("missing %s", a.npos ? "ORG/NAME" : "SRC_DIR and ORG/NAME");
+    else if (!rc && a.npos > 2) rc = cli_usage_error("unexpected argument '%s'", a.pos[2]);
+    else if (!rc && !o.branch) rc = cli_usage_error("--branch BRANCH is required");
     char *src = a.npos > 0 ? a.pos[0] : NULL, *repo = a.npos > 1 ? a.pos[1] : NULL;
-    hk_cli_args_free(&a); /* the strings above live in argv */
+    cli_args_free(&a); /* the strings above live in argv */
     if (rc) return rc;
     o.src_dir = src;
     o.repo_id = repo;
-    hk_publish_result r;
-    if (hk_publish(&r, &o) != HK_OK) return hk_cli_report_error(NULL);
-    if (hk_cli_json()) {
+    srv_publish_result r;
+    if (srv_publish(&r, &o) != HK_OK) return cli_report_error(NULL);
+    if (cli_json()) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "repo", o.repo_id);
         cJSON_AddStringToObject(j, "branch", o.branch);
@@ -87,11 +87,11 @@ int hk_cmd_publish(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "files", (double)r.files);
         cJSON_AddNumberToObject(j, "lfs_files", (double)r.lfs_files);
         cJSON_AddNumberToObject(j, "bytes", (double)r.bytes);
-        hk_cli_print_json(j);
+        cli_print_json(j);
     } else {
         printf("%s\n", r.commit);
     }
-    if (hk_cli_quiet()) return 0;
+    if (cli_quiet()) return 0;
     if (r.changed)
         fprintf(stderr, "published %s@%s: commit %s (%s%s), %zu files (%zu LFS), %llu bytes\n", o.repo_id, o.branch,
                 r.commit, r.parent[0] ? "parent " : "new branch", r.parent, r.files, r.lfs_files,
@@ -102,9 +102,9 @@ int hk_cmd_publish(int argc, char **argv) {
 }
 
 #else
-const hk_cli_spec hk_spec_publish = {.name = "publish", .summary = "record a directory as a commit (not in this build)",
+const cli_spec cli_spec_publish = {.name = "publish", .summary = "record a directory as a commit (not in this build)",
                                      .synopsis = "hubkern publish SRC_DIR ORG/NAME --branch BRANCH"};
-int hk_cmd_publish(int argc, char **argv) {
+int cli_cmd_publish(int argc, char **argv) {
     fprintf(stderr, "hubkern publish: this hubkern was built without the server (HK_BUILD_SERVER=OFF)\n");
     return 1;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "version", 0, "N", "the kernel's major version N (branch vN)", NULL, NULL},
     {HK_OPT_VALUE, "revision", 0, "REV", "a branch, tag or commit instead of --version", NULL, NULL},
     {HK_OPT_VALUE, "variant", 0, "V", "this exact build variant instead of the one chosen for this machine", NULL, NULL},
@@ -28,7 +28,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_pull = {
+const cli_spec cli_spec_pull = {
     .name = "pull",
     .summary = "download a kernel variant into the cache, verified",
     .synopsis = "hubkern pull ORG/NAME (--version N | --revision REV) [--variant V | --all-variants] [options]",
@@ -49,7 +49,7 @@ const hk_cli_spec hk_spec_pull = {
         "Ctrl-C stops the download at once; the files completed so far stay in the cache (exit 130).\n"
         "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT,\n"
         "HF_HUB_DISABLE_PROGRESS_BARS, HUBKERN_VERIFY, HUBKERN_RECEIPTS_DIR.\n",
-    .tables = {k_opts, hk_cli_hub_opts},
+    .tables = {k_opts, cli_hub_opts},
     .table_titles = k_titles,
     .conflicts = "version,revision;variant,all-variants",
     .json = 1,
@@ -79,7 +79,7 @@ static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool m
     cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_pull_result_bytes_verified(r));
     cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_pull_result_bytes_trusted(r));
     cJSON_AddItemToObject(j, "dependency_tree", tree);
-    hk_cli_print_json(j);
+    cli_print_json(j);
 }
 
 /* Does the variant's metadata.json list kernel-depends? (An unreadable one: the load reports it.) */
@@ -131,12 +131,12 @@ static int pull_node(hk_hub *hub, const hk_pull_spec *root, int signature, const
     s.signature = signature; /* the tree's: inherited from the root, never lowered */
     s.trust_remote_code = 1; /* the publisher was checked while resolving the tree */
     hk_pull_result *r = NULL;
-    if (hk_hub_pull(&r, hub, &s) != HK_OK) return hk_cli_report_error(where);
+    if (hk_hub_pull(&r, hub, &s) != HK_OK) return cli_report_error(where);
     for (size_t v = 0; v < hk_pull_result_variant_count(r); v++) {
         if (arr) cJSON_AddItemToArray(arr, mk(ud, hk_pull_result_variant(r, v), hk_pull_result_variant_path(r, v)));
         else printf("%s\n", hk_pull_result_variant_path(r, v));
     }
-    if (!hk_cli_quiet() && !arr)
+    if (!cli_quiet() && !arr)
         fprintf(stderr, "%s: %s -> %.12s: %zu file%s, %zu downloaded, all verified\n", where, repo, commit,
                 hk_pull_result_file_count(r), hk_pull_result_file_count(r) == 1 ? "" : "s",
                 hk_pull_result_files_downloaded(r));
@@ -192,10 +192,10 @@ static int record_declared_ref(hk_hub *hub, const hk_kernel_tree *t, size_t i) {
     char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, hk_kernel_tree_repo_id(t, i));
     int rc = dir ? hk_cache_write_ref(dir, rev, commit) : hk_last_error_code();
     hk_free(dir);
-    return rc ? hk_cli_report_error("recording the ref of a dependency") : 0;
+    return rc ? cli_report_error("recording the ref of a dependency") : 0;
 }
 
-static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
+static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const cli_hub_args *h, const char *repo,
                      const char *commit, const char *root_variant, const char *root_path, cJSON *arr) {
     hk_get_kernel_options o = tree_options(spec, hub, repo, commit);
     o.variant = root_variant;
@@ -203,7 +203,7 @@ static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_arg
     /* archs are the load's check when a variant was named (it may be for another machine) */
     o.skip_arch_check = spec->variant != NULL;
     hk_kernel_tree *t = NULL;
-    if (hk_kernel_tree_resolve(&t, &o, NULL) != HK_OK) return hk_cli_report_error(NULL);
+    if (hk_kernel_tree_resolve(&t, &o, NULL) != HK_OK) return cli_report_error(NULL);
     int rc = 0;
     if (arr) {
         tree_mk m = {t, 0};
@@ -230,7 +230,7 @@ static int pull_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_arg
 
 /* --all-variants: every node that any variant's kernel-depends reaches (kernels' lock_kernel_tree),
  * each with all of its variants. */
-static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub_args *h, const char *repo,
+static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const cli_hub_args *h, const char *repo,
                          const char *commit, cJSON *arr) {
     hk_get_kernel_options o = tree_options(spec, hub, repo, commit);
     hk_lockfile *lf = NULL;
@@ -238,7 +238,7 @@ static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub
     if (rc == HK_OK) rc = hk_lockfile_add_tree(lf, &o);
     if (rc != HK_OK) {
         hk_lockfile_free(lf);
-        return hk_cli_report_error(NULL);
+        return cli_report_error(NULL);
     }
     for (size_t i = 0; i < hk_lockfile_count(lf) && rc == 0; i++) {
         const hk_lock_entry *e = hk_lockfile_entry(lf, i);
@@ -252,56 +252,56 @@ static int pull_all_tree(hk_hub *hub, const hk_pull_spec *spec, const hk_cli_hub
     return rc;
 }
 
-int hk_cmd_pull(int argc, char **argv) {
-    hk_cli_args a;
-    int rc = hk_cli_parse(&a, &hk_spec_pull, argc, argv);
+int cli_cmd_pull(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&a, &cli_spec_pull, argc, argv);
     if (rc || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_pull);
-        hk_cli_args_free(&a);
+        if (!rc) cli_print_help(&cli_spec_pull);
+        cli_args_free(&a);
         return rc;
     }
     hk_pull_spec s = HK_PULL_SPEC_INIT;
-    hk_cli_hub_args h;
-    hk_cli_hub_args_get(&h, &a);
-    s.revision = hk_cli_str(&a, "revision");
-    s.variant = hk_cli_str(&a, "variant");
-    s.backend = hk_cli_str(&a, "backend");
-    s.all_variants = hk_cli_count(&a, "all-variants") > 0;
-    s.trust_remote_code = hk_cli_count(&a, "trust-remote-code") > 0;
-    hk_cli_progress prog;
-    if ((rc = hk_cli_int(&a, "version", 1000000, &s.kernel_version))) goto out;
-    const char *sig = hk_cli_str(&a, "signature");
+    cli_hub_args h;
+    cli_hub_args_get(&h, &a);
+    s.revision = cli_str(&a, "revision");
+    s.variant = cli_str(&a, "variant");
+    s.backend = cli_str(&a, "backend");
+    s.all_variants = cli_count(&a, "all-variants") > 0;
+    s.trust_remote_code = cli_count(&a, "trust-remote-code") > 0;
+    cli_progress prog;
+    if ((rc = cli_int(&a, "version", 1000000, &s.kernel_version))) goto out;
+    const char *sig = cli_str(&a, "signature");
     if (sig && hk_signature_mode_parse(&s.signature, sig)) {
-        rc = hk_cli_usage_error("--signature: %s", hk_last_error());
+        rc = cli_usage_error("--signature: %s", hk_last_error());
         goto out;
     }
     if (a.npos == 0) {
-        rc = hk_cli_usage_error("missing ORG/NAME (the kernel repo to pull)");
+        rc = cli_usage_error("missing ORG/NAME (the kernel repo to pull)");
         goto out;
     }
     if (a.npos > 1) {
-        rc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
+        rc = cli_usage_error("unexpected argument '%s'", a.pos[1]);
         goto out;
     }
     s.repo_id = a.pos[0];
     if (s.kernel_version < 0 && !s.revision) {
-        rc = hk_cli_usage_error("--version N or --revision REV is required");
+        rc = cli_usage_error("--version N or --revision REV is required");
         goto out;
     }
-    if ((rc = hk_cli_check_backend(s.backend)) || (rc = hk_cli_progress_init(&prog, hk_cli_str(&a, "progress"))))
+    if ((rc = cli_check_backend(s.backend)) || (rc = cli_progress_init(&prog, cli_str(&a, "progress"))))
         goto out;
-    hk_cli_catch_interrupt();
+    cli_catch_interrupt();
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &h, hk_cli_progress_cb, &prog)) {
-        rc = hk_cli_report_error(NULL);
+    if (cli_hub_open(&hub, &h, cli_progress_cb, &prog)) {
+        rc = cli_report_error(NULL);
         goto out;
     }
     hk_pull_result *r = NULL;
     int prc = hk_hub_pull(&r, hub, &s);
-    hk_cli_progress_done(&prog);
+    cli_progress_done(&prog);
     if (prc) {
         int cancelled = hk_last_error_code() == HK_ERR_CANCELLED;
-        rc = hk_cli_report_error(NULL);
+        rc = cli_report_error(NULL);
         if (cancelled) {
             char done[32], total[32];
             snprintf(done, sizeof done, "%.1f MB", prog.done_bytes / 1e6);
@@ -313,9 +313,9 @@ int hk_cmd_pull(int argc, char **argv) {
         hk_hub_free(hub);
         goto out;
     }
-    bool moved = hk_cli_note_redirect(s.repo_id, hk_pull_result_repo(r), NULL);
-    if (!hk_cli_json()) {
-        if (!hk_cli_quiet())
+    bool moved = cli_note_redirect(s.repo_id, hk_pull_result_repo(r), NULL);
+    if (!cli_json()) {
+        if (!cli_quiet())
             fprintf(stderr, "%s %s -> %.12s: %zu file%s, %zu downloaded (%.1f MB), all verified\n",
                     hk_pull_result_repo(r), hk_pull_result_revision(r), hk_pull_result_commit(r),
                     hk_pull_result_file_count(r), hk_pull_result_file_count(r) == 1 ? "" : "s",
@@ -324,7 +324,7 @@ int hk_cmd_pull(int argc, char **argv) {
     }
     /* the dependency tree: of each pulled variant, or every node and variant with --all-variants;
      * a variant without kernel-depends costs no request */
-    cJSON *tree = hk_cli_json() ? cJSON_CreateArray() : NULL;
+    cJSON *tree = cli_json() ? cJSON_CreateArray() : NULL;
     bool any_deps = false;
     for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) {
         bool d = declares_deps(hk_pull_result_variant_path(r, i));
@@ -345,6 +345,6 @@ int hk_cmd_pull(int argc, char **argv) {
     hk_pull_result_free(r);
     hk_hub_free(hub);
 out:
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     return rc;
 }

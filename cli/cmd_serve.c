@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hk_cmd_serve(int argc, char **argv);
+int cli_cmd_serve(int argc, char **argv);
 
 #ifdef HK_HAVE_SERVER
 #define HK_STR2(x) #x
 #define HK_STR(x) HK_STR2(x)
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the store (default: the hub cache, as HF_HUB_CACHE/HF_HOME resolve it)", "cache", NULL},
     {HK_OPT_VALUE, "host", 0, "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 or :: for every interface)", NULL, NULL},
     {HK_OPT_VALUE, "port", 0, "N", "TCP port (default 8080; 0 picks a free port, printed on stdout)", NULL, NULL},
@@ -81,7 +81,7 @@ static const hk_cli_opt k_opts[] = {
 
 #ifdef HK_TEST_HOOKS
 /* test hooks: this build has HK_TEST_HOOKS; product builds have none of these */
-static const hk_cli_opt k_hooks[] = {
+static const cli_opt k_hooks[] = {
     {HK_OPT_VALUE, "fault-cut-after", 0, "BYTES", "close the connection after BYTES bytes of the first GET responses "
      "longer than that, to exercise clients' resume (default off)", NULL, NULL},
     {HK_OPT_VALUE, "fault-cut-count", 0, "N", "how many responses --fault-cut-after cuts (default 1)", NULL, NULL},
@@ -90,7 +90,7 @@ static const hk_cli_opt k_hooks[] = {
 static const char *const k_titles[] = {"options", "test hooks (HK_TEST_HOOKS builds only)"};
 #endif
 
-const hk_cli_spec hk_spec_serve = {
+const cli_spec cli_spec_serve = {
     .name = "serve",
     .summary = "run a Hub-compatible mirror over a store",
     .synopsis = "hubkern serve [--cache-dir DIR] [--host ADDR] [--port N] [options]",
@@ -158,18 +158,18 @@ static int read_token_file(strvec *sv, const char *path) {
     return 0;
 }
 
-int hk_cmd_serve(int argc, char **argv) {
-    hk_serve_config cfg;
+int cli_cmd_serve(int argc, char **argv) {
+    srv_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.host = "127.0.0.1";
     cfg.port = 8080;
     const char *cache = NULL;
     strvec tokens = {0}, trusted = {0}, upstreams = {0}, up_token = {0};
-    hk_cli_args a = {0};
+    cli_args a = {0};
     int verbose = 0, rc = 2;
     uint64_t v;
-    if ((rc = hk_cli_parse(&a, &hk_spec_serve, argc, argv)) || a.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_serve);
+    if ((rc = cli_parse(&a, &cli_spec_serve, argc, argv)) || a.help) {
+        if (!rc) cli_print_help(&cli_spec_serve);
         goto out;
     }
     rc = 2;
@@ -261,7 +261,7 @@ int hk_cmd_serve(int argc, char **argv) {
         }
 #endif
     }
-    verbose = hk_cli_count(&a, "verbose");
+    verbose = cli_count(&a, "verbose");
     if (a.npos) {
         fprintf(stderr, "hubkern serve: unexpected argument '%s'\n", a.pos[0]);
         goto usage;
@@ -269,11 +269,11 @@ int hk_cmd_serve(int argc, char **argv) {
     {
         int lvl = verbose;
         if (cfg.access_log && lvl < 1) lvl = 1;
-        hk_cli_set_verbosity(lvl, 0); /* HUBKERN_VERBOSE may raise it */
+        cli_set_verbosity(lvl, 0); /* HUBKERN_VERBOSE may raise it */
     }
     char *root = NULL;
     if (hk_cache_root(&root, cache, HK_REPO_MODEL) != HK_OK) {
-        rc = hk_cli_report_error("serve");
+        rc = cli_report_error("serve");
         goto out;
     }
     cfg.cache_dir = root;
@@ -293,21 +293,21 @@ int hk_cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    hk_server *srv = NULL;
-    if (hk_server_start(&srv, &cfg) != HK_OK) {
+    srv_server *srv = NULL;
+    if (srv_start(&srv, &cfg) != HK_OK) {
         free(root);
-        rc = hk_cli_report_error("serve");
+        rc = cli_report_error("serve");
         goto out;
     }
     const char *host = cfg.host;
-    if (strchr(host, ':')) printf("listening on http://[%s]:%u\n", host, hk_server_port(srv));
-    else printf("listening on http://%s:%u\n", host, hk_server_port(srv));
+    if (strchr(host, ':')) printf("listening on http://[%s]:%u\n", host, srv_port(srv));
+    else printf("listening on http://%s:%u\n", host, srv_port(srv));
     fflush(stdout);
     int sig = 0;
     while (sigwait(&stop, &sig) != 0) {
     }
     hk__log(HK_LOG_INFO, "signal %d: stopping", sig);
-    hk_server_stop(srv);
+    srv_stop(srv);
     free(root);
     fprintf(stderr, "hubkern serve: stopped\n");
     rc = 0;
@@ -321,7 +321,7 @@ usage:
     fprintf(stderr, "try 'hubkern serve --help'\n");
     rc = 2;
 out:
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     sv_free(&tokens);
     sv_free(&trusted);
     sv_free(&upstreams);
@@ -330,9 +330,9 @@ out:
 }
 
 #else
-const hk_cli_spec hk_spec_serve = {.name = "serve", .summary = "run a Hub-compatible mirror (not in this build)",
+const cli_spec cli_spec_serve = {.name = "serve", .summary = "run a Hub-compatible mirror (not in this build)",
                                    .synopsis = "hubkern serve [options]"};
-int hk_cmd_serve(int argc, char **argv) {
+int cli_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "hubkern serve: this hubkern was built without the server (HK_BUILD_SERVER=OFF)\n");
     return 1;
 }

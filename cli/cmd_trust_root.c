@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-const hk_cli_spec hk_spec_trust_root = {
+const cli_spec cli_spec_trust_root = {
     .name = "trust-root",
     .summary = "show, locate or install the Sigstore trusted_root.json",
     .synopsis = "hubkern trust-root path | show [FILE] | install FILE",
@@ -27,39 +27,39 @@ const hk_cli_spec hk_spec_trust_root = {
     .subcommands = "path show install",
 };
 
-int hk_cmd_trust_root(int argc, char **argv) {
-    hk_cli_args args;
-    int prc = hk_cli_parse(&args, &hk_spec_trust_root, argc, argv);
+int cli_cmd_trust_root(int argc, char **argv) {
+    cli_args args;
+    int prc = cli_parse(&args, &cli_spec_trust_root, argc, argv);
     if (prc || args.help) {
-        if (!prc) hk_cli_print_help(&hk_spec_trust_root);
-        hk_cli_args_free(&args);
+        if (!prc) cli_print_help(&cli_spec_trust_root);
+        cli_args_free(&args);
         return prc;
     }
     /* the subcommand and its argument, as positionals (strings live in argv) */
     size_t npos = args.npos;
     char *pos[3] = {NULL, NULL, NULL};
     for (size_t i = 0; i < npos && i < 3; i++) pos[i] = args.pos[i];
-    hk_cli_args_free(&args);
-    if (npos == 0) return hk_cli_usage_error("missing the subcommand: path, show or install");
+    cli_args_free(&args);
+    if (npos == 0) return cli_usage_error("missing the subcommand: path, show or install");
     argc = (int)npos + 1;
     char *sub_argv[4] = {NULL, pos[0], pos[1], pos[2]};
     argv = sub_argv;
     const char *cmd = argv[1];
     if (strcmp(cmd, "install") == 0) {
-        if (argc != 3) return hk_cli_usage_error("install takes one FILE");
+        if (argc != 3) return cli_usage_error("install takes one FILE");
         char *dest = NULL;
-        if (hk_signature_trust_root_install(&dest, argv[2])) return hk_cli_report_error(NULL);
+        if (hk_signature_trust_root_install(&dest, argv[2])) return cli_report_error(NULL);
         printf("%s\n", dest);
         hk_free(dest);
         return 0;
     }
     if (strcmp(cmd, "path") != 0 && strcmp(cmd, "show") != 0)
-        return hk_cli_usage_error("unknown subcommand '%s' (path, show or install)", cmd);
-    if (argc > 3 || (argc == 3 && cmd[0] == 'p')) return hk_cli_usage_error("unexpected argument '%s'", argv[argc - 1]);
+        return cli_usage_error("unknown subcommand '%s' (path, show or install)", cmd);
+    if (argc > 3 || (argc == 3 && cmd[0] == 'p')) return cli_usage_error("unexpected argument '%s'", argv[argc - 1]);
     char *path = NULL;
     const char *source = "argument";
     if (argc == 3) path = strdup(argv[2]);
-    else if (hk_signature_trust_root_path(&path, &source, NULL)) return hk_cli_report_error(NULL);
+    else if (hk_signature_trust_root_path(&path, &source, NULL)) return cli_report_error(NULL);
     if (cmd[0] == 'p') {
         printf("%s\t%s\n", path, source);
         hk_free(path);
@@ -71,5 +71,5 @@ int hk_cmd_trust_root(int argc, char **argv) {
     hk_free(json);
     if (argc == 3) free(path);
     else hk_free(path);
-    return rc ? hk_cli_report_error(NULL) : 0;
+    return rc ? cli_report_error(NULL) : 0;
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_FLAG, "json", 0, NULL, "print the decision trace as JSON", NULL, NULL},
     {HK_OPT_VALUE, "backend", 0, "NAME", "an explicit backend: cpu, or the detected backend's name", NULL,
      "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
@@ -19,7 +19,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "detection options", "system options (override what was detected)"};
 
-const hk_cli_spec hk_spec_variants = {
+const cli_spec cli_spec_variants = {
     .name = "variants",
     .summary = "resolve a local kernel's build variants for this (or a described) machine",
     .synopsis = "hubkern variants DIR [--json] [--backend cpu|<detected>] [options]",
@@ -30,7 +30,7 @@ const hk_cli_spec hk_spec_variants = {
         "reason it was accepted or rejected.\n"
         "Exit status (as grep's): 0 a variant fits, 1 none does, 2 no answer: a usage error, an\n"
         "unreadable DIR, an invalid machine description or backend.\n",
-    .tables = {k_opts, hk_cli_env_detect_opts, hk_cli_env_system_opts},
+    .tables = {k_opts, cli_env_detect_opts, cli_env_system_opts},
     .table_titles = k_titles,
     .json = 1,
 };
@@ -64,31 +64,31 @@ static int list_dirs(char ***out, size_t *n, const char *dir) {
     return 0;
 }
 
-int hk_cmd_variants(int argc, char **argv) {
-    hk_cli_args a;
-    int prc = hk_cli_parse(&a, &hk_spec_variants, argc, argv);
+int cli_cmd_variants(int argc, char **argv) {
+    cli_args a;
+    int prc = cli_parse(&a, &cli_spec_variants, argc, argv);
     if (prc || a.help) {
-        if (!prc) hk_cli_print_help(&hk_spec_variants);
-        hk_cli_args_free(&a);
+        if (!prc) cli_print_help(&cli_spec_variants);
+        cli_args_free(&a);
         return prc;
     }
-    bool json = hk_cli_json();
-    const char *dir = a.npos ? a.pos[0] : NULL, *backend = hk_cli_str(&a, "backend");
-    hk_cli_env_flags fl;
-    hk_cli_env_flags_init(&fl);
-    if (!dir) prc = hk_cli_usage_error("missing DIR (a kernel directory, or its build/)");
-    else if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
-    else prc = hk_cli_env_flags_get(&fl, &a);
+    bool json = cli_json();
+    const char *dir = a.npos ? a.pos[0] : NULL, *backend = cli_str(&a, "backend");
+    cli_env_flags fl;
+    cli_env_flags_init(&fl);
+    if (!dir) prc = cli_usage_error("missing DIR (a kernel directory, or its build/)");
+    else if (a.npos > 1) prc = cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    else prc = cli_env_flags_get(&fl, &a);
     if (prc) {
-        hk_cli_env_flags_free(&fl);
-        hk_cli_args_free(&a);
+        cli_env_flags_free(&fl);
+        cli_args_free(&a);
         return prc;
     }
     size_t blen = strlen(dir) + 8;
     char *build = malloc(blen);
     if (!build) {
-        hk_cli_env_flags_free(&fl);
-        hk_cli_args_free(&a);
+        cli_env_flags_free(&fl);
+        cli_args_free(&a);
         return 2;
     }
     snprintf(build, blen, "%s/build", dir);
@@ -97,36 +97,36 @@ int hk_cmd_variants(int argc, char **argv) {
     char **names = NULL;
     size_t n = 0;
     if (list_dirs(&names, &n, scan) != 0) {
-        int bad = hk_cli_fail(2, "HK_ERR_IO", "cannot read directory '%s'", scan);
+        int bad = cli_fail(2, "HK_ERR_IO", "cannot read directory '%s'", scan);
         free(build);
-        hk_cli_env_flags_free(&fl);
-        hk_cli_args_free(&a);
+        cli_env_flags_free(&fl);
+        cli_args_free(&a);
         return bad;
     }
 
     hk_env *env = NULL;
     hk_resolution *r = NULL;
     int status = 0;
-    int rc = hk_cli_env_flags_build(&env, &fl);
+    int rc = cli_env_flags_build(&env, &fl);
     if (rc) {
-        status = hk_cli_report_error("describing the machine") ? 2 : 0;
+        status = cli_report_error("describing the machine") ? 2 : 0;
         goto done;
     }
     rc = hk_resolve_variants(&r, env, (const char *const *)names, n, backend);
     if (rc) {
-        status = hk_cli_report_error("resolving variants") ? 2 : 0;
+        status = cli_report_error("resolving variants") ? 2 : 0;
         goto done;
     }
     const char *best = hk_resolution_best(r);
     if (json) {
         char *text = hk_resolution_to_json(r);
         if (!text) {
-            status = hk_cli_report_error("formatting JSON") ? 2 : 0;
+            status = cli_report_error("formatting JSON") ? 2 : 0;
             goto done;
         }
         cJSON *j = cJSON_Parse(text);
         hk_free(text);
-        hk_cli_print_json(j);
+        cli_print_json(j);
     } else {
         const char *tv = hk_env_torch_version(env), *fv = hk_env_tvm_ffi_version(env);
         int abi = hk_env_torch_cxx11_abi(env);
@@ -159,7 +159,7 @@ done:
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
     free(build);
-    hk_cli_env_flags_free(&fl);
-    hk_cli_args_free(&a);
+    cli_env_flags_free(&fl);
+    cli_args_free(&a);
     return status;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "version", 0, "N", "the kernel's major version N (also accepted positionally, as kernels does)", NULL, NULL},
     {HK_OPT_FLAG, "all-variants", 0, NULL, "every variant instead of the one this machine would load", NULL, NULL},
     {HK_OPT_FLAG, "filter-unsigned", 0, NULL, "skip variants without a signature bundle", NULL, NULL},
@@ -22,7 +22,7 @@ static const hk_cli_opt k_opts[] = {
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_verify_signature = {
+const cli_spec cli_spec_verify_signature = {
     .name = "verify-signature",
     .summary = "verify a kernel's Sigstore signatures as `kernels verify-signature` does",
     .synopsis = "hubkern verify-signature ORG/NAME (--version N | N) [--all-variants] [--filter-unsigned]\n"
@@ -34,7 +34,7 @@ const hk_cli_spec hk_spec_verify_signature = {
         "that every file matches the metadata's digest. --filter-unsigned skips unsigned variants,\n"
         "--filter-no-digest variants without a digest. Trust root: HUBKERN_SIGSTORE_TRUST_ROOT, else\n"
         "`hubkern trust-root path`. Exit status 1 when a variant fails.\n",
-    .tables = {k_opts, hk_cli_hub_opts},
+    .tables = {k_opts, cli_hub_opts},
     .table_titles = k_titles,
     .json = 1,
 };
@@ -79,47 +79,47 @@ static int report(int outcome, const char *variant, const char *reason, int filt
     }
 }
 
-int hk_cmd_verify_signature(int argc, char **argv) {
-    hk_cli_args args;
-    int rc = hk_cli_parse(&args, &hk_spec_verify_signature, argc, argv);
+int cli_cmd_verify_signature(int argc, char **argv) {
+    cli_args args;
+    int rc = cli_parse(&args, &cli_spec_verify_signature, argc, argv);
     if (rc || args.help) {
-        if (!rc) hk_cli_print_help(&hk_spec_verify_signature);
-        hk_cli_args_free(&args);
+        if (!rc) cli_print_help(&cli_spec_verify_signature);
+        cli_args_free(&args);
         return rc;
     }
-    hk_cli_hub_args a;
-    hk_cli_hub_args_get(&a, &args);
+    cli_hub_args a;
+    cli_hub_args_get(&a, &args);
     hk_pull_spec s = HK_PULL_SPEC_INIT;
-    int json = hk_cli_json();
-    int filter_unsigned = hk_cli_count(&args, "filter-unsigned") > 0;
-    int filter_no_digest = hk_cli_count(&args, "filter-no-digest") > 0;
-    s.all_variants = hk_cli_count(&args, "all-variants") > 0;
-    s.trust_remote_code = hk_cli_count(&args, "trust-remote-code") > 0;
+    int json = cli_json();
+    int filter_unsigned = cli_count(&args, "filter-unsigned") > 0;
+    int filter_no_digest = cli_count(&args, "filter-no-digest") > 0;
+    s.all_variants = cli_count(&args, "all-variants") > 0;
+    s.trust_remote_code = cli_count(&args, "trust-remote-code") > 0;
     s.repo_id = args.npos ? args.pos[0] : NULL;
-    rc = hk_cli_int(&args, "version", 1000000, &s.kernel_version);
+    rc = cli_int(&args, "version", 1000000, &s.kernel_version);
     if (!rc && args.npos == 2 && s.kernel_version < 0) { /* kernels takes the version positionally */
         char *end;
         long n = strtol(args.pos[1], &end, 10);
         if (!*args.pos[1] || *end || n < 0 || n > 1000000)
-            rc = hk_cli_usage_error("the version is a non-negative integer, got '%s'", args.pos[1]);
+            rc = cli_usage_error("the version is a non-negative integer, got '%s'", args.pos[1]);
         else s.kernel_version = (int)n;
     } else if (!rc && args.npos >= 2) {
-        rc = hk_cli_usage_error("unexpected argument '%s'", args.pos[args.npos - 1]);
+        rc = cli_usage_error("unexpected argument '%s'", args.pos[args.npos - 1]);
     }
-    if (!rc && !s.repo_id) rc = hk_cli_usage_error("missing ORG/NAME (the kernel repo)");
-    else if (!rc && s.kernel_version < 0) rc = hk_cli_usage_error("--version N (or N after ORG/NAME) is required");
-    hk_cli_args_free(&args); /* the strings above live in argv */
+    if (!rc && !s.repo_id) rc = cli_usage_error("missing ORG/NAME (the kernel repo)");
+    else if (!rc && s.kernel_version < 0) rc = cli_usage_error("--version N (or N after ORG/NAME) is required");
+    cli_args_free(&args); /* the strings above live in argv */
     if (rc) return rc;
     s.signature = HK_SIGNATURE_OFF; /* checked below, variant by variant, with kernels' outcomes */
     hk_hub *hub = NULL;
-    if (hk_cli_hub_open(&hub, &a, NULL, NULL)) return hk_cli_report_error(NULL);
+    if (cli_hub_open(&hub, &a, NULL, NULL)) return cli_report_error(NULL);
     hk_pull_result *r = NULL;
     if (hk_hub_pull(&r, hub, &s)) {
         int code = hk_last_error_code();
         if (!json && (code == HK_ERR_DIGEST || code == HK_ERR_INTEGRITY)) /* the pull keeps no mismatching file */
             printf("\u274c %s: kernel integrity check failed\n%s\n", s.repo_id, hk_last_error());
         else
-            hk_cli_report_error(NULL);
+            cli_report_error(NULL);
         hk_hub_free(hub);
         return 1;
     }
@@ -136,7 +136,7 @@ int hk_cmd_verify_signature(int argc, char **argv) {
         const char *variant = hk_pull_result_variant(r, i);
         if (hk_signature_verify_variant(&outcome, &reason, hub, hk_pull_result_repo(r), hk_pull_result_variant_path(r, i))) {
             failed = 1;
-            hk_cli_report_error(variant);
+            cli_report_error(variant);
             continue;
         }
         failed |= report(outcome, variant, reason ? reason : "", filter_unsigned, filter_no_digest, &skipped, json);
@@ -152,7 +152,7 @@ int hk_cmd_verify_signature(int argc, char **argv) {
     }
     if (out) {
         cJSON_AddBoolToObject(out, "ok", !failed);
-        hk_cli_print_json(out);
+        cli_print_json(out);
     }
     hk_pull_result_free(r);
     hk_hub_free(hub);

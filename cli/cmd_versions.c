@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const hk_cli_opt k_opts[] = {
+static const cli_opt k_opts[] = {
     {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as JSON on stdout", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 static const char *const k_titles[] = {"options", "hub options"};
 
-const hk_cli_spec hk_spec_versions = {
+const cli_spec cli_spec_versions = {
     .name = "versions",
     .summary = "list the versions (vN branches) of a kernel",
     .synopsis = "hubkern versions ORG/NAME [--json] [--endpoint URL] [--cache-dir DIR] [--offline]",
@@ -26,35 +26,35 @@ const hk_cli_spec hk_spec_versions = {
         "kernel-status.toml redirects is marked '-> ORG/NAME@REV' (JSON: redirects_to, redirect_revision;\n"
         "a chain that cannot be followed: redirect_error): pull, load, lock and info of that version\n"
         "act on the destination.\n",
-    .tables = {k_opts, hk_cli_hub_opts},
+    .tables = {k_opts, cli_hub_opts},
     .table_titles = k_titles,
     .json = 1,
 };
 
-int hk_cmd_versions(int argc, char **argv) {
-    hk_cli_args a;
-    int prc = hk_cli_parse(&a, &hk_spec_versions, argc, argv);
+int cli_cmd_versions(int argc, char **argv) {
+    cli_args a;
+    int prc = cli_parse(&a, &cli_spec_versions, argc, argv);
     if (prc || a.help) {
-        if (!prc) hk_cli_print_help(&hk_spec_versions);
-        hk_cli_args_free(&a);
+        if (!prc) cli_print_help(&cli_spec_versions);
+        cli_args_free(&a);
         return prc;
     }
-    hk_cli_hub_args h;
-    hk_cli_hub_args_get(&h, &a);
-    int json = hk_cli_json();
+    cli_hub_args h;
+    cli_hub_args_get(&h, &a);
+    int json = cli_json();
     const char *repo = a.npos ? a.pos[0] : NULL;
-    if (!repo) prc = hk_cli_usage_error("missing ORG/NAME (the kernel repo)");
-    else if (a.npos > 1) prc = hk_cli_usage_error("unexpected argument '%s'", a.pos[1]);
+    if (!repo) prc = cli_usage_error("missing ORG/NAME (the kernel repo)");
+    else if (a.npos > 1) prc = cli_usage_error("unexpected argument '%s'", a.pos[1]);
     if (prc) {
-        hk_cli_args_free(&a);
+        cli_args_free(&a);
         return prc;
     }
     hk_hub *hub = NULL;
     hk_hub_version_list *v = NULL;
-    if (hk_cli_hub_open(&hub, &h, NULL, NULL) || hk_hub_list_versions(&v, hub, repo)) {
+    if (cli_hub_open(&hub, &h, NULL, NULL) || hk_hub_list_versions(&v, hub, repo)) {
         hk_hub_free(hub);
-        hk_cli_args_free(&a);
-        return hk_cli_report_error(NULL);
+        cli_args_free(&a);
+        return cli_report_error(NULL);
     }
     size_t n = hk_hub_version_list_count(v);
     char *dir = hk_cache_repo_dir(hk_hub_cache_root(hub), HK_REPO_KERNEL, repo);
@@ -106,13 +106,13 @@ int hk_cmd_versions(int argc, char **argv) {
     }
     hk_clear_error();
     if (j) {
-        hk_cli_print_json(j);
+        cli_print_json(j);
     } else if (n == 0) {
         fprintf(stderr, "%s has no versions%s\n", repo, hk_hub_is_offline(hub) ? " in the cache" : "");
     }
     free(dir);
     hk_hub_version_list_free(v);
     hk_hub_free(hub);
-    hk_cli_args_free(&a);
+    cli_args_free(&a);
     return 0;
 }

@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 
-const hk_command hk_cli_commands[] = {
-#define HK_ENTRY(name) {#name, hk_cmd_##name, &hk_spec_##name},
+const cli_command_def cli_commands[] = {
+#define HK_ENTRY(name) {#name, cli_cmd_##name, &cli_spec_##name},
     HK_COMMANDS(HK_ENTRY)
 };
-const size_t hk_cli_ncommands = sizeof hk_cli_commands / sizeof hk_cli_commands[0];
+const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];

@@ -13,7 +13,7 @@
     {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the cache (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)", \
      "cache", NULL}
 
-const hk_cli_opt hk_cli_hub_opts[] = {
+const cli_opt cli_hub_opts[] = {
     HK_HUB_ENDPOINT_OPT,
     HK_HUB_CACHE_OPT,
     {HK_OPT_VALUE, "token", 0, "TOKEN", "the Hub token (default: HF_TOKEN, then the token file); never printed", NULL,
@@ -22,7 +22,7 @@ const hk_cli_opt hk_cli_hub_opts[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-const hk_cli_opt hk_cli_hub_opts_online[] = {
+const cli_opt cli_hub_opts_online[] = {
     HK_HUB_ENDPOINT_OPT,
     HK_HUB_CACHE_OPT,
     {HK_OPT_VALUE, "token", 0, "TOKEN", "the Hub token (default: HF_TOKEN, then the token file); never printed", NULL,
@@ -30,22 +30,22 @@ const hk_cli_opt hk_cli_hub_opts_online[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-static bool spec_has(const hk_cli_spec *s, const char *name) {
+static bool spec_has(const cli_spec *s, const char *name) {
     for (int t = 0; t < HK_CLI_MAX_TABLES && s->tables[t]; t++)
-        for (const hk_cli_opt *o = s->tables[t]; o->kind != HK_OPT_END; o++)
+        for (const cli_opt *o = s->tables[t]; o->kind != HK_OPT_END; o++)
             if (strcmp(o->name, name) == 0) return true;
     return false;
 }
 
-void hk_cli_hub_args_get(hk_cli_hub_args *h, const hk_cli_args *a) {
+void cli_hub_args_get(cli_hub_args *h, const cli_args *a) {
     memset(h, 0, sizeof *h);
-    if (spec_has(a->spec, "endpoint")) h->endpoint = hk_cli_str(a, "endpoint");
-    if (spec_has(a->spec, "cache-dir")) h->cache = hk_cli_str(a, "cache-dir");
-    if (spec_has(a->spec, "token")) h->token = hk_cli_str(a, "token");
-    if (spec_has(a->spec, "offline")) h->offline = hk_cli_count(a, "offline") > 0;
+    if (spec_has(a->spec, "endpoint")) h->endpoint = cli_str(a, "endpoint");
+    if (spec_has(a->spec, "cache-dir")) h->cache = cli_str(a, "cache-dir");
+    if (spec_has(a->spec, "token")) h->token = cli_str(a, "token");
+    if (spec_has(a->spec, "offline")) h->offline = cli_count(a, "offline") > 0;
 }
 
-int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progress, void *ud) {
+int cli_hub_open(hk_hub **out, const cli_hub_args *a, hk_progress_fn progress, void *ud) {
     hk_hub_options o = HK_HUB_OPTIONS_INIT;
     o.endpoint = a->endpoint;
     o.cache_dir = a->cache;
@@ -56,7 +56,7 @@ int hk_cli_hub_open(hk_hub **out, const hk_cli_hub_args *a, hk_progress_fn progr
     return hk_hub_new(out, &o);
 }
 
-int hk_cli_check_backend(const char *backend) {
+int cli_check_backend(const char *backend) {
     if (!backend) return 0;
     char known[160] = "";
     for (int k = HK_BACKEND_CUDA; k <= HK_BACKEND_TPU; k++) {
@@ -64,10 +64,10 @@ int hk_cli_check_backend(const char *backend) {
         if (strcmp(n, backend) == 0) return 0;
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", *known ? ", " : "", n);
     }
-    return hk_cli_usage_error("--backend '%s' is not a backend (one of: %s)", backend, known);
+    return cli_usage_error("--backend '%s' is not a backend (one of: %s)", backend, known);
 }
 
-const char *hk_cli_repo_arg(char *buf, size_t cap, const char *arg) {
+const char *cli_repo_arg(char *buf, size_t cap, const char *arg) {
     static const char *const prefixes[] = {"kernel/", "kernels/", "kernels--"};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         size_t n = strlen(prefixes[i]);
@@ -82,7 +82,7 @@ const char *hk_cli_repo_arg(char *buf, size_t cap, const char *arg) {
     return buf;
 }
 
-bool hk_cli_note_redirect(const char *asked, const char *repo, const char *what) {
+bool cli_note_redirect(const char *asked, const char *repo, const char *what) {
     if (!asked || !repo || !*repo || strcmp(asked, repo) == 0) return false; /* "": a local kernel */
     fprintf(stderr, "hubkern: note: %s redirects to %s (kernel-status.toml)%s%s\n", asked, repo, what ? "; " : "",
             what ? what : "");

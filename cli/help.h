@@ -5,6 +5,6 @@
 #define HK_CLI_HELP_H
 
 /* argv[0] is "help"; argv[1] the generator option. Returns the exit status. */
-int hk_cli_help_generate(int argc, char **argv);
+int cli_help_generate(int argc, char **argv);
 
 #endif

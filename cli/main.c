@@ -10,25 +10,25 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < hk_cli_ncommands; i++)
-        fprintf(f, "  %-16s %s\n", hk_cli_commands[i].spec->name, hk_cli_commands[i].spec->summary);
+    for (size_t i = 0; i < cli_ncommands; i++)
+        fprintf(f, "  %-16s %s\n", cli_commands[i].spec->name, cli_commands[i].spec->summary);
     fprintf(f, "  %-16s %s\n", "help", "describe a command (hubkern help CMD = hubkern CMD --help)");
     fprintf(f, "\n'hubkern <command> --help' describes each command's options; -V prints the version.\n");
 }
 
-static const hk_command *find(const char *name) {
-    for (size_t i = 0; i < hk_cli_ncommands; i++)
-        if (strcmp(name, hk_cli_commands[i].spec->name) == 0) return &hk_cli_commands[i]; /* "trust-root" */
+static const cli_command_def *find(const char *name) {
+    for (size_t i = 0; i < cli_ncommands; i++)
+        if (strcmp(name, cli_commands[i].spec->name) == 0) return &cli_commands[i]; /* "trust-root" */
     return NULL;
 }
 
 static int unknown_command(const char *name) {
     const char *best = NULL;
     size_t bestd = 3;
-    for (size_t i = 0; i < hk_cli_ncommands; i++) {
-        size_t d = hk_cli_edit_distance(name, hk_cli_commands[i].spec->name);
+    for (size_t i = 0; i < cli_ncommands; i++) {
+        size_t d = cli_edit_distance(name, cli_commands[i].spec->name);
         /* a prefix of one command counts as close too ("ver" -> versions is not: two match) */
-        if (d < bestd) bestd = d, best = hk_cli_commands[i].spec->name;
+        if (d < bestd) bestd = d, best = cli_commands[i].spec->name;
     }
     if (best) fprintf(stderr, "hubkern: unknown command '%s' (did you mean '%s'?)\n", name, best);
     else fprintf(stderr, "hubkern: unknown command '%s'\n", name);
@@ -41,11 +41,11 @@ static int help(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (argv[1][0] == '-') return hk_cli_help_generate(argc, argv);
-    const hk_command *c = find(argv[1]);
+    if (argv[1][0] == '-') return cli_help_generate(argc, argv);
+    const cli_command_def *c = find(argv[1]);
     if (!c) return unknown_command(argv[1]);
-    hk_cli_set_command(c->spec->name);
-    return hk_cli_print_help(c->spec);
+    cli_set_command(c->spec->name);
+    return cli_print_help(c->spec);
 }
 
 int main(int argc, char **argv) {
@@ -60,19 +60,19 @@ int main(int argc, char **argv) {
     }
     if (strcmp(name, "help") == 0) return help(argc - 1, argv + 1);
     if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
-        hk_cli_set_command("version");
-        return hk_cmd_version(argc - 1, argv + 1);
+        cli_set_command("version");
+        return cli_cmd_version(argc - 1, argv + 1);
     }
     if (name[0] == '-') {
         fprintf(stderr, "hubkern: unrecognized option '%s' before the command\ntry 'hubkern --help'\n", name);
         return 2;
     }
-    const hk_command *c = find(name);
+    const cli_command_def *c = find(name);
     if (!c) return unknown_command(name);
-    hk_cli_set_command(c->spec->name);
-    hk_cli_set_verbosity(0, 0); /* HUBKERN_VERBOSE until the command's -v/-q are parsed */
+    cli_set_command(c->spec->name);
+    cli_set_verbosity(0, 0); /* HUBKERN_VERBOSE until the command's -v/-q are parsed */
     /* libcurl's global state, set up before any thread starts (the server's included) */
-    if (hk_init() != HK_OK) return hk_cli_report_error(NULL);
+    if (hk_init() != HK_OK) return cli_report_error(NULL);
     int rc = c->run(argc - 1, argv + 1);
     fflush(stdout);
     hk_shutdown();

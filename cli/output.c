@@ -10,31 +10,31 @@
 static const char *g_command = "";
 static int g_json, g_json_printed, g_quiet, g_verbose;
 
-void hk_cli_set_command(const char *name) { g_command = name ? name : ""; }
+void cli_set_command(const char *name) { g_command = name ? name : ""; }
 /* The progress display (progress.c) leaves a line without its newline on stderr while it draws:
  * it says here how to clear that line, and every message clears it first (so output.c never calls
  * into the display). */
 static void (*g_clear_line)(void);
 
-void hk_cli_output_set_line_clear(void (*clear)(void)) { g_clear_line = clear; }
+void cli_output_set_line_clear(void (*clear)(void)) { g_clear_line = clear; }
 
 static void clear_line(void) {
     if (g_clear_line) g_clear_line();
 }
 
-const char *hk_cli_command(void) { return g_command; }
-void hk_cli_set_json(int on) { g_json = on; }
-int hk_cli_json(void) { return g_json; }
-int hk_cli_quiet(void) { return g_quiet; }
-int hk_cli_verbose(void) { return g_verbose; }
+const char *cli_command(void) { return g_command; }
+void cli_set_json(int on) { g_json = on; }
+int cli_json(void) { return g_json; }
+int cli_quiet(void) { return g_quiet; }
+int cli_verbose(void) { return g_verbose; }
 
-void hk_cli_set_verbosity(int verbose, int quiet) {
+void cli_set_verbosity(int verbose, int quiet) {
     const char *env = getenv("HUBKERN_VERBOSE");
     int lvl = verbose;
     if (env && atoi(env) > lvl) lvl = atoi(env);
     g_verbose = lvl;
     g_quiet = quiet && lvl == 0;
-    hk_cli_install_logger(lvl);
+    cli_install_logger(lvl);
 }
 
 static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
@@ -43,12 +43,12 @@ static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
     fprintf(stderr, "hubkern: %s: %s\n", names[level], msg);
 }
 
-void hk_cli_install_logger(int verbosity) {
+void cli_install_logger(int verbosity) {
     hk_log_level lvl = verbosity >= 2 ? HK_LOG_DEBUG : verbosity == 1 ? HK_LOG_INFO : HK_LOG_WARN;
     hk_set_log_callback(log_to_stderr, NULL, lvl);
 }
 
-void hk_cli_print_json(cJSON *j) {
+void cli_print_json(cJSON *j) {
     char *txt = j && !g_json_printed ? cJSON_Print(j) : NULL; /* one document on stdout, never two */
     if (txt) {
         printf("%s\n", txt);
@@ -58,18 +58,18 @@ void hk_cli_print_json(cJSON *j) {
     cJSON_Delete(j);
 }
 
-void hk_cli_json_error(const char *code_name, const char *message) {
+void cli_json_error(const char *code_name, const char *message) {
     if (!g_json || g_json_printed) return;
     cJSON *j = cJSON_CreateObject();
     cJSON *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "code", code_name);
     cJSON_AddStringToObject(e, "message", message);
     if (*g_command) cJSON_AddStringToObject(e, "command", g_command);
-    hk_cli_print_json(j);
+    cli_print_json(j);
     fflush(stdout);
 }
 
-int hk_cli_report_error(const char *what) {
+int cli_report_error(const char *what) {
     clear_line();
     const char *code = hk_error_name(hk_last_error_code());
     fprintf(stderr, "hubkern%s%s: %s%s%s [%s]\n", *g_command ? " " : "", g_command, what ? what : "", what ? ": " : "",
@@ -78,13 +78,13 @@ int hk_cli_report_error(const char *what) {
         size_t n = strlen(hk_last_error()) + (what ? strlen(what) : 0) + 3;
         char *msg = malloc(n);
         if (msg) snprintf(msg, n, "%s%s%s", what ? what : "", what ? ": " : "", hk_last_error());
-        hk_cli_json_error(code, msg ? msg : hk_last_error());
+        cli_json_error(code, msg ? msg : hk_last_error());
         free(msg);
     }
     return hk_last_error_code() == HK_ERR_CANCELLED ? 130 : 1;
 }
 
-int hk_cli_fail(int status, const char *code_name, const char *fmt, ...) {
+int cli_fail(int status, const char *code_name, const char *fmt, ...) {
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
@@ -92,17 +92,17 @@ int hk_cli_fail(int status, const char *code_name, const char *fmt, ...) {
     va_end(ap);
     clear_line();
     fprintf(stderr, "hubkern%s%s: %s\n", *g_command ? " " : "", g_command, msg);
-    hk_cli_json_error(code_name, msg);
+    cli_json_error(code_name, msg);
     return status;
 }
 
-int hk_cli_usage_error(const char *fmt, ...) {
+int cli_usage_error(const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "hubkern %s: %s\ntry 'hubkern %s --help'\n", hk_cli_command(), msg, hk_cli_command());
-    hk_cli_json_error("HK_ERR_INVALID_ARG", msg);
+    fprintf(stderr, "hubkern %s: %s\ntry 'hubkern %s --help'\n", cli_command(), msg, cli_command());
+    cli_json_error("HK_ERR_INVALID_ARG", msg);
     return 2;
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t g_interrupted;
-static hk_cli_progress *g_active; /* the display on screen, for hk_cli_progress_clear */
+static cli_progress *g_active; /* the display on screen, for cli_progress_clear */
 
 static void on_sigint(int sig) {
     (void)sig;
@@ -29,7 +29,7 @@ static void on_sigint(int sig) {
     g_interrupted = 1;
 }
 
-void hk_cli_catch_interrupt(void) {
+void cli_catch_interrupt(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -37,7 +37,7 @@ void hk_cli_catch_interrupt(void) {
     sigaction(SIGINT, &sa, NULL);
 }
 
-int hk_cli_interrupted(void) { return g_interrupted != 0; }
+int cli_interrupted(void) { return g_interrupted != 0; }
 
 static uint64_t now_ms(void) {
     struct timespec ts;
@@ -51,15 +51,15 @@ static int env_true(const char *name) {
     return strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0;
 }
 
-int hk_cli_progress_init(hk_cli_progress *p, const char *arg) {
+int cli_progress_init(cli_progress *p, const char *arg) {
     memset(p, 0, sizeof *p);
     if (!arg || strcmp(arg, "auto") == 0) p->mode = isatty(STDERR_FILENO) ? HK_PROGRESS_BAR : HK_PROGRESS_NONE;
     else if (strcmp(arg, "bar") == 0) p->mode = HK_PROGRESS_BAR;
     else if (strcmp(arg, "plain") == 0) p->mode = HK_PROGRESS_PLAIN;
     else if (strcmp(arg, "none") == 0) p->mode = HK_PROGRESS_NONE;
-    else return hk_cli_usage_error("--progress takes auto, bar, plain or none, got '%s'", arg);
+    else return cli_usage_error("--progress takes auto, bar, plain or none, got '%s'", arg);
     /* an explicit --progress wins over the environment, as in hf; -q and --json always win */
-    if ((!arg && env_true("HF_HUB_DISABLE_PROGRESS_BARS")) || hk_cli_quiet() || hk_cli_json()) p->mode = HK_PROGRESS_NONE;
+    if ((!arg && env_true("HF_HUB_DISABLE_PROGRESS_BARS")) || cli_quiet() || cli_json()) p->mode = HK_PROGRESS_NONE;
     p->start_ms = now_ms();
     return 0;
 }
@@ -81,7 +81,7 @@ static void human(char *buf, size_t cap, double n) {
     else snprintf(buf, cap, "%.1f %s", n, u[i]);
 }
 
-static void eta_text(char *buf, size_t cap, const hk_cli_progress *p) {
+static void eta_text(char *buf, size_t cap, const cli_progress *p) {
     if (p->speed <= 0 || p->total_bytes <= p->done_bytes) {
         snprintf(buf, cap, p->total_bytes && p->total_bytes <= p->done_bytes ? "0:00" : "--:--");
         return;
@@ -97,7 +97,7 @@ static const char *base(const char *path) {
     return s ? s + 1 : path;
 }
 
-static void draw_bar(hk_cli_progress *p) {
+static void draw_bar(cli_progress *p) {
     int w = term_width();
     if (w < 20) w = 20;
     char done[24], total[24], speed[24], eta[48], stats[200];
@@ -138,23 +138,23 @@ static void draw_bar(hk_cli_progress *p) {
     p->drawn = 1;
 }
 
-static void draw_plain(const hk_cli_progress *p) {
+static void draw_plain(const cli_progress *p) {
     char done[24], total[24], speed[24], eta[48];
     human(done, sizeof done, (double)p->done_bytes);
     human(total, sizeof total, (double)p->total_bytes);
     human(speed, sizeof speed, p->speed);
     eta_text(eta, sizeof eta, p);
-    fprintf(stderr, "hubkern %s: %s of %s (%u/%u files) at %s/s, eta %s%s%s\n", hk_cli_command(), done, total,
+    fprintf(stderr, "hubkern %s: %s of %s (%u/%u files) at %s/s, eta %s%s%s\n", cli_command(), done, total,
             p->done_files, p->total_files, speed, eta, p->item[0] ? ", " : "", p->item);
     fflush(stderr);
 }
 
-int hk_cli_progress_cb(void *ud, const hk_progress *pr) {
-    hk_cli_progress *p = ud;
+int cli_progress_cb(void *ud, const hk_progress *pr) {
+    cli_progress *p = ud;
     if (g_interrupted) return 1;
     if (!p || p->mode == HK_PROGRESS_NONE || strcmp(pr->stage, "download") != 0) return 0;
     g_active = p;
-    hk_cli_output_set_line_clear(hk_cli_progress_clear); /* messages clear the bar's line first */
+    cli_output_set_line_clear(cli_progress_clear); /* messages clear the bar's line first */
     uint64_t t = now_ms();
     if (pr->item) snprintf(p->item, sizeof p->item, "%s", pr->item);
     if (p->speed_ms == 0) {
@@ -187,15 +187,15 @@ int hk_cli_progress_cb(void *ud, const hk_progress *pr) {
     return 0;
 }
 
-void hk_cli_progress_clear(void) {
-    hk_cli_progress *p = g_active;
+void cli_progress_clear(void) {
+    cli_progress *p = g_active;
     if (p && p->mode == HK_PROGRESS_BAR && p->drawn) {
         fprintf(stderr, "\r\033[K");
         p->drawn = 0;
     }
 }
 
-void hk_cli_progress_done(hk_cli_progress *p) {
+void cli_progress_done(cli_progress *p) {
     if (p->mode == HK_PROGRESS_BAR && p->drawn) fprintf(stderr, "\n");
     p->drawn = 0;
     if (g_active == p) g_active = NULL;

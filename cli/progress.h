@@ -6,37 +6,37 @@
 
 #include <stdint.h>
 
-typedef enum hk_cli_progress_mode {
+typedef enum cli_progress_mode {
     HK_PROGRESS_AUTO = 0, /* a bar when stderr is a terminal, nothing otherwise */
     HK_PROGRESS_BAR,      /* --progress=bar: a bar even when stderr is not a terminal */
     HK_PROGRESS_PLAIN,    /* --progress=plain: one plain line every few seconds */
     HK_PROGRESS_NONE,     /* --progress=none, -q, --json or HF_HUB_DISABLE_PROGRESS_BARS */
-} hk_cli_progress_mode;
+} cli_progress_mode;
 
-typedef struct hk_cli_progress {
-    hk_cli_progress_mode mode;
+typedef struct cli_progress {
+    cli_progress_mode mode;
     int drawn;             /* a bar line is on the screen (needs a newline or clearing) */
     uint64_t start_ms, last_ms, done_bytes, total_bytes;
     uint32_t done_files, total_files;
     double speed;          /* bytes/s, smoothed */
     uint64_t speed_ms, speed_bytes;
     char item[256];        /* the last file named by the library */
-} hk_cli_progress;
+} cli_progress;
 
 /* Parse --progress (NULL: auto) into a mode, applying -q, --json and HF_HUB_DISABLE_PROGRESS_BARS.
  * Returns 0, or 2 after a usage error for an unknown value. */
-int hk_cli_progress_init(hk_cli_progress *p, const char *arg);
-/* The hk_progress_fn to hand to the library (ud = the hk_cli_progress). It also returns non-zero
+int cli_progress_init(cli_progress *p, const char *arg);
+/* The hk_progress_fn to hand to the library (ud = the cli_progress). It also returns non-zero
  * once SIGINT arrived, so that a download stops at once (HK_ERR_CANCELLED). */
-int hk_cli_progress_cb(void *ud, const hk_progress *pr);
+int cli_progress_cb(void *ud, const hk_progress *pr);
 /* End the display (a newline after a bar). */
-void hk_cli_progress_done(hk_cli_progress *p);
+void cli_progress_done(cli_progress *p);
 /* Erase a bar line before some other message is written to stderr (no-op without one). */
-void hk_cli_progress_clear(void);
+void cli_progress_clear(void);
 
 /* Install the SIGINT handler of a long command: the first Ctrl-C sets a flag that the progress
  * callback turns into a cancel; a second one ends the process at once (exit 130). */
-void hk_cli_catch_interrupt(void);
-int hk_cli_interrupted(void);
+void cli_catch_interrupt(void);
+int cli_interrupted(void);
 
 #endif

@@ -124,7 +124,7 @@ static bool check_machine(const cJSON *m, char *err, size_t cap) {
     return true;
 }
 
-bool hk_srv_bench_check(const cJSON *doc, char *err, size_t cap) {
+bool srv_bench_check(const cJSON *doc, char *err, size_t cap) {
     static const char *const keys[] = {"results", "machineInfo", "kernelCommitSha", "benchmarkScriptPath",
                                        "benchmarkScriptSha", NULL};
     if (!cJSON_IsObject(doc)) return bad(err, cap, "the body must be a JSON object");

@@ -18,7 +18,7 @@
 
 /* Hash an open file: decide LFS from its first bytes and size, then stream the chosen digest.
  * If `copy_fd` >= 0 the bytes are also written there. */
-int hk_hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const char *what, uint64_t lfs_threshold,
+int srv_hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const char *what, uint64_t lfs_threshold,
                        int force_lfs, int copy_fd) {
     struct stat st;
     if (fstat(fd, &st) != 0) return hk__fail(HK_ERR_IO, "cannot stat %s: %s", what, strerror(errno));
@@ -92,10 +92,10 @@ int hk_hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const char 
     return HK_OK;
 }
 
-int hk_classify_file(char etag[65], bool *lfs, uint64_t *size, const char *path, uint64_t lfs_threshold) {
+int srv_classify_file(char etag[65], bool *lfs, uint64_t *size, const char *path, uint64_t lfs_threshold) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
-    int rc = hk_hash_stream(etag, lfs, size, fd, path, lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT, -1, -1);
+    int rc = srv_hash_stream(etag, lfs, size, fd, path, lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT, -1, -1);
     close(fd);
     return rc;
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t hk_git_lfs_pointer(char *buf, size_t cap, const char *sha256_hex, uint64_t size) {
+size_t srv_git_lfs_pointer(char *buf, size_t cap, const char *sha256_hex, uint64_t size) {
     int n = snprintf(buf, cap, "version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %llu\n",
                      sha256_hex, (unsigned long long)size);
     return n < 0 ? 0 : (size_t)n;
@@ -30,14 +30,14 @@ static void git_hash_object(char out[41], const char *kind, const void *data, si
     hk__hex(out, d, 20);
 }
 
-void hk_git_lfs_pointer_oid(char out[41], size_t *pointer_size, const char *sha256_hex, uint64_t size) {
+void srv_git_lfs_pointer_oid(char out[41], size_t *pointer_size, const char *sha256_hex, uint64_t size) {
     char ptr[256];
-    size_t n = hk_git_lfs_pointer(ptr, sizeof ptr, sha256_hex, size);
+    size_t n = srv_git_lfs_pointer(ptr, sizeof ptr, sha256_hex, size);
     if (pointer_size) *pointer_size = n;
     git_hash_object(out, "blob", ptr, n);
 }
 
-void hk_git_commit_oid(char out[41], const char *tree_oid, const char *parent_oid, const char *message) {
+void srv_git_commit_oid(char out[41], const char *tree_oid, const char *parent_oid, const char *message) {
     /* Fixed identity and time: the id depends only on tree, parent and message. */
     static const char who[] = "hubkern <hubkern@localhost> 0 +0000";
     hk_strbuf sb;
@@ -56,7 +56,7 @@ void hk_git_commit_oid(char out[41], const char *tree_oid, const char *parent_oi
 }
 
 /* ---- listings ------------------------------------------------------------------------------ */
-int hk_path_cmp(const char *a, const char *b) {
+int srv_path_cmp(const char *a, const char *b) {
     for (;; a++, b++) {
         unsigned char ca = (unsigned char)*a, cb = (unsigned char)*b;
         if (ca == cb) {
@@ -72,31 +72,31 @@ int hk_path_cmp(const char *a, const char *b) {
 }
 
 static int entry_cmp(const void *x, const void *y) {
-    return hk_path_cmp(((const hk_sentry *)x)->path, ((const hk_sentry *)y)->path);
+    return srv_path_cmp(((const srv_sentry *)x)->path, ((const srv_sentry *)y)->path);
 }
 
-void hk_listing_free(hk_listing *l) {
+void srv_listing_free(srv_listing *l) {
     if (!l) return;
     for (size_t i = 0; i < l->n; i++) free(l->v[i].path);
     free(l->v);
     memset(l, 0, sizeof *l);
 }
 
-static hk_sentry *listing_push(hk_listing *l) {
+static srv_sentry *listing_push(srv_listing *l) {
     if (HK_VEC_RESERVE(l->v, l->cap, l->n + 1) != HK_OK) return NULL;
-    hk_sentry *e = &l->v[l->n++];
+    srv_sentry *e = &l->v[l->n++];
     memset(e, 0, sizeof *e);
     return e;
 }
 
-int hk_listing_add_file(hk_listing *l, char *path, uint64_t size, const char *etag, bool lfs) {
-    hk_sentry *e = listing_push(l);
+int srv_listing_add_file(srv_listing *l, char *path, uint64_t size, const char *etag, bool lfs) {
+    srv_sentry *e = listing_push(l);
     if (!e) return hk__fail(HK_ERR_NOMEM, "out of memory");
     e->path = path;
     e->size = size;
     e->lfs = lfs;
     snprintf(e->etag, sizeof e->etag, "%s", etag);
-    if (lfs) hk_git_lfs_pointer_oid(e->oid, &e->pointer_size, etag, size);
+    if (lfs) srv_git_lfs_pointer_oid(e->oid, &e->pointer_size, etag, size);
     else snprintf(e->oid, sizeof e->oid, "%s", etag);
     l->total_bytes += size;
     return HK_OK;
@@ -132,12 +132,12 @@ static void unhex20(unsigned char out[20], const char *hex) {
 
 /* Hash the tree whose entries start at v[i] and all lie under `prefix` (length plen, "" or "dir/").
  * Returns the index after the subtree, or (size_t)-1 on allocation failure. */
-static size_t hash_tree(hk_listing *l, size_t i, const char *prefix, size_t plen, char out_oid[41]) {
+static size_t hash_tree(srv_listing *l, size_t i, const char *prefix, size_t plen, char out_oid[41]) {
     size_t cap = 16, n = 0;
     tree_item *items = malloc(cap * sizeof *items);
     if (!items) return (size_t)-1;
     while (i < l->n && strncmp(l->v[i].path, prefix, plen) == 0) {
-        hk_sentry *e = &l->v[i];
+        srv_sentry *e = &l->v[i];
         if (n == cap) {
             cap *= 2;
             tree_item *t = realloc(items, cap * sizeof *t);
@@ -192,7 +192,7 @@ static size_t hash_tree(hk_listing *l, size_t i, const char *prefix, size_t plen
     return i;
 }
 
-int hk_listing_finish(hk_listing *l) {
+int srv_listing_finish(srv_listing *l) {
     qsort(l->v, l->n, sizeof *l->v, entry_cmp);
     /* Drop duplicate paths (keep the first). */
     size_t w = 0;
@@ -214,7 +214,7 @@ int hk_listing_finish(hk_listing *l) {
             if (i > 0 && strncmp(l->v[i - 1].path, p, dlen) == 0 && l->v[i - 1].path[dlen] == '/') continue;
             char *d = hk__strndup(p, dlen);
             if (!d) return hk__fail(HK_ERR_NOMEM, "out of memory");
-            hk_sentry *e = listing_push(l);
+            srv_sentry *e = listing_push(l);
             if (!e) {
                 free(d);
                 return hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -230,11 +230,11 @@ int hk_listing_finish(hk_listing *l) {
     return HK_OK;
 }
 
-long hk_listing_find(const hk_listing *l, const char *path) {
+long srv_listing_find(const srv_listing *l, const char *path) {
     size_t lo = 0, hi = l->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = hk_path_cmp(l->v[mid].path, path);
+        int c = srv_path_cmp(l->v[mid].path, path);
         if (c == 0) return (long)mid;
         if (c < 0) lo = mid + 1;
         else hi = mid;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-void hk_srv_json_entry(hk_strbuf *sb, const hk_sentry *e) {
+void srv_json_entry(hk_strbuf *sb, const srv_sentry *e) {
     if (e->is_dir) {
         hk__sb_append(sb, "{\"type\":\"directory\",\"oid\":\"");
         hk__sb_append(sb, e->oid);
@@ -27,22 +27,22 @@ void hk_srv_json_entry(hk_strbuf *sb, const hk_sentry *e) {
     hk__sb_append(sb, "}");
 }
 
-enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+enum MHD_Result srv_handle_repo_info(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                         const repo_ref *repo, const char *commit) {
-    const hk_listing *lp = NULL;
-    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
+    const srv_listing *lp = NULL;
+    if (srv_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
-        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
+        return srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
-    const hk_listing l = *lp;
-    bool blobs = hk_srv_query_true(c, "blobs");
+    const srv_listing l = *lp;
+    bool blobs = srv_query_true(c, "blobs");
     char *snap = hk_cache_snapshot_path(repo->dir, commit, NULL);
     struct stat st;
     time_t mtime = snap && stat(snap, &st) == 0 ? st.st_mtime : time(NULL);
     if (!snap) hk_clear_error();
     hk_free(snap);
     char when[32];
-    hk_srv_iso_time(when, mtime);
+    srv_iso_time(when, mtime);
     const char *slash = strchr(repo->id, '/');
     hk_strbuf sb;
     hk__sb_init(&sb);
@@ -66,7 +66,7 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
                  commit, when, when, (unsigned long long)l.total_bytes);
     bool first = true;
     for (size_t i = 0; i < l.n; i++) {
-        const hk_sentry *e = &l.v[i];
+        const srv_sentry *e = &l.v[i];
         if (e->is_dir) continue;
         if (!first) hk__sb_append(&sb, ",");
         first = false;
@@ -81,14 +81,14 @@ enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c
         hk__sb_append(&sb, "}");
     }
     hk__sb_append(&sb, "]}");
-    hk_store_list_release(srv->store, lp);
-    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+    srv_store_list_release(srv->store, lp);
+    return srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
 /* Link to the page after `next_cursor` entries. */
-static char *tree_next_link(hk_server *srv, const repo_ref *repo, const char *commit,
+static char *tree_next_link(srv_server *srv, const repo_ref *repo, const char *commit,
                             const char *path, bool recursive, size_t next_cursor) {
-    char *base = hk_srv_base_url(srv); /* "" without --public-url: a relative link */
+    char *base = srv_base_url(srv); /* "" without --public-url: a relative link */
     hk_strbuf lk;
     hk__sb_init(&lk);
     hk__sb_printf(&lk, "<%s/api/%s/%s/tree/%s", base ? base : "", hk_repo_type_plural(repo->type), repo->id, commit);
@@ -102,23 +102,23 @@ static char *tree_next_link(hk_server *srv, const repo_ref *repo, const char *co
     return hk__sb_steal(&lk);
 }
 
-enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
+enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                    const char *commit, const char *path) {
-    const hk_listing *lp = NULL;
-    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
+    const srv_listing *lp = NULL;
+    if (srv_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
-        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
+        return srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
-    const hk_listing l = *lp;
+    const srv_listing l = *lp;
     if (*path) {
-        long k = hk_listing_find(&l, path);
+        long k = srv_listing_find(&l, path);
         if (k < 0 || !l.v[k].is_dir) {
-            hk_store_list_release(srv->store, lp);
-            return hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found: %s is not a directory",
+            srv_store_list_release(srv->store, lp);
+            return srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found: %s is not a directory",
                                      path);
         }
     }
-    bool recursive = hk_srv_query_true(c, "recursive");
+    bool recursive = srv_query_true(c, "recursive");
     const char *cur = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
     size_t cursor = 0;
     if (cur && *cur) {
@@ -126,8 +126,8 @@ enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req
         errno = 0;
         unsigned long long v = strtoull(cur, &end, 10);
         if (errno || *end || cur[0] < '0' || cur[0] > '9') {
-            hk_store_list_release(srv->store, lp);
-            return hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid cursor");
+            srv_store_list_release(srv->store, lp);
+            return srv_send_error(c, ctx, 400, NULL, NULL, "Invalid cursor");
         }
         cursor = (size_t)v;
     }
@@ -153,25 +153,25 @@ enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req
             break;
         }
         if (emitted) hk__sb_append(&sb, ",");
-        hk_srv_json_entry(&sb, &l.v[i]);
+        srv_json_entry(&sb, &l.v[i]);
         emitted++;
     }
     hk__sb_append(&sb, "]");
-    hk_store_list_release(srv->store, lp);
+    srv_store_list_release(srv->store, lp);
     char *link = more ? tree_next_link(srv, repo, commit, path, recursive, cursor + emitted) : NULL;
-    enum MHD_Result ret = hk_srv_send_json(c, ctx, 200, &sb, link);
+    enum MHD_Result ret = srv_send_json(c, ctx, 200, &sb, link);
     free(link);
     return ret;
 }
 
-enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo) {
-    hk_ref *refs = NULL;
+enum MHD_Result srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo) {
+    srv_ref *refs = NULL;
     size_t n = 0;
-    if (hk_store_list_refs(&refs, &n, repo->dir) != HK_OK) {
+    if (srv_store_list_refs(&refs, &n, repo->dir) != HK_OK) {
         hk_clear_error();
-        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the refs");
+        return srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the refs");
     }
-    bool prs = hk_srv_query_true(c, "include_prs");
+    bool prs = srv_query_true(c, "include_prs");
     hk_strbuf br, tg, pr;
     hk__sb_init(&br);
     hk__sb_init(&tg);
@@ -206,7 +206,7 @@ enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const
         hk__sb_printf(sb, ",\"targetCommit\":\"%s\"}", refs[i].commit);
         free(full);
     }
-    hk_refs_free(refs, n);
+    srv_refs_free(refs, n);
     hk_strbuf sb;
     hk__sb_init(&sb);
     hk__sb_printf(&sb, "{\"branches\":[%s],\"tags\":[%s],\"converts\":[]", br.data ? br.data : "",
@@ -216,5 +216,5 @@ enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const
     hk__sb_free(&br);
     hk__sb_free(&tg);
     hk__sb_free(&pr);
-    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+    return srv_send_json(c, ctx, 200, &sb, NULL);
 }

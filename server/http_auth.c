@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-int hk_srv_token_spec_parse(token_spec *t, const char *spec) {
+int srv_token_spec_parse(token_spec *t, const char *spec) {
     memset(t, 0, sizeof *t);
     const char *colon = strchr(spec, ':');
     size_t tl = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -54,7 +54,7 @@ int hk_srv_token_spec_parse(token_spec *t, const char *spec) {
     return HK_OK;
 }
 
-void hk_srv_token_spec_free(token_spec *t) {
+void srv_token_spec_free(token_spec *t) {
     if (t->token) {
         OPENSSL_cleanse(t->token, strlen(t->token));
         free(t->token);
@@ -64,7 +64,7 @@ void hk_srv_token_spec_free(token_spec *t) {
     memset(t, 0, sizeof *t);
 }
 
-auth_result hk_srv_check_token(hk_server *srv, struct MHD_Connection *c, const token_spec **who) {
+auth_result srv_check_token(srv_server *srv, struct MHD_Connection *c, const token_spec **who) {
     *who = NULL;
     if (srv->n_tokens == 0) return AUTH_OK;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -91,7 +91,7 @@ static bool allows_ns(const token_spec *who, const char *ns, size_t n) {
     return false;
 }
 
-bool hk_srv_token_allows(const token_spec *who, const repo_ref *repo) {
+bool srv_token_allows(const token_spec *who, const repo_ref *repo) {
     const char *id = repo->id;
     /* repo_ref ids are checked where they are made; checked again so that no caller can hand an
      * unchecked "org/x/../../other" through (its namespace part would read "org") */
@@ -105,11 +105,11 @@ bool hk_srv_token_allows(const token_spec *who, const repo_ref *repo) {
     return !slash && allows_ns(who, id, strlen(id));
 }
 
-bool hk_srv_token_may_write(const token_spec *who, const repo_ref *repo) {
-    return who && who->write && hk_srv_token_allows(who, repo);
+bool srv_token_may_write(const token_spec *who, const repo_ref *repo) {
+    return who && who->write && srv_token_allows(who, repo);
 }
 
-bool hk_srv_token_allows_namespace(const token_spec *who, const char *ns) {
+bool srv_token_allows_namespace(const token_spec *who, const char *ns) {
     if (allows_ns(who, ns, strlen(ns))) return true;
     size_t n = strlen(ns); /* a repo scope "ns/name" names its namespace too */
     for (size_t i = 0; i < who->n_orgs; i++)

@@ -92,7 +92,7 @@ static int list_records(char ***out, size_t *n, const char *dir);
 
 /* Past the repo's quota (count or bytes), the oldest records go; `keep` (the one just stored) stays.
  * Concurrent uploads may both evict: a record already gone is not an error. */
-static void evict_over_quota(hk_server *srv, const char *dir, const char *keep, const char *repo_id) {
+static void evict_over_quota(srv_server *srv, const char *dir, const char *keep, const char *repo_id) {
     char **names = NULL;
     size_t n = 0;
     if (list_records(&names, &n, dir) != HK_OK) {
@@ -122,44 +122,44 @@ static void evict_over_quota(hk_server *srv, const char *dir, const char *keep, 
     }
 }
 
-static enum MHD_Result handle_post(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
+static enum MHD_Result handle_post(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                    const token_spec *who) {
     if (srv->n_tokens == 0)
-        return hk_srv_send_error(c, ctx, 403, "Forbidden", NULL, "This mirror accepts no benchmark uploads: it was "
+        return srv_send_error(c, ctx, 403, "Forbidden", NULL, "This mirror accepts no benchmark uploads: it was "
                                  "started without --token (uploads need a token)");
-    if (!hk_srv_token_allows(who, repo))
-        return hk_srv_send_error(c, ctx, 403, "Forbidden", NULL, "This token may not submit benchmarks for %s",
+    if (!srv_token_allows(who, repo))
+        return srv_send_error(c, ctx, 403, "Forbidden", NULL, "This token may not submit benchmarks for %s",
                                  repo->id);
-    if (!hk_srv_token_may_write(who, repo)) /* reading a mirror is not writing to it */
-        return hk_srv_send_error(c, ctx, 403, "Forbidden", NULL, "This token is read-only: benchmark uploads need a "
+    if (!srv_token_may_write(who, repo)) /* reading a mirror is not writing to it */
+        return srv_send_error(c, ctx, 403, "Forbidden", NULL, "This token is read-only: benchmark uploads need a "
                                  "write token (--token TOKEN::write or TOKEN:ORG:write)");
-    if (!repo->dir) return hk_srv_repo_not_found(c, ctx);
+    if (!repo->dir) return srv_repo_not_found(c, ctx);
     if (ctx->body_too_big || ctx->body.len > srv->bench_max)
-        return hk_srv_send_error(c, ctx, 413, "PayloadTooLarge", NULL,
+        return srv_send_error(c, ctx, 413, "PayloadTooLarge", NULL,
                                  "Benchmark submission too large: at most %llu bytes",
                                  (unsigned long long)srv->bench_max);
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     if (!ct || strncasecmp(ct, "application/json", 16) != 0 || (ct[16] && ct[16] != ';' && ct[16] != ' '))
-        return hk_srv_send_error(c, ctx, 415, "UnsupportedMediaType", NULL,
+        return srv_send_error(c, ctx, 415, "UnsupportedMediaType", NULL,
                                  "A benchmark submission is sent as Content-Type: application/json");
     const char *end = NULL;
     cJSON *doc = ctx->body.len ? cJSON_ParseWithLengthOpts(ctx->body.data, ctx->body.len, &end, false) : NULL;
     if (!doc) {
         size_t at = end && ctx->body.data ? (size_t)(end - ctx->body.data) : 0;
-        return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Malformed JSON in the benchmark submission (at "
+        return srv_send_error(c, ctx, 400, "BadRequest", NULL, "Malformed JSON in the benchmark submission (at "
                                  "byte %zu)", at);
     }
     /* trailing bytes after the JSON value (other than whitespace) are malformed too */
     for (const char *p = end; p && p < ctx->body.data + ctx->body.len; p++)
         if (!strchr(" \t\r\n", *p) || !*p) {
             cJSON_Delete(doc);
-            return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Malformed JSON in the benchmark submission "
+            return srv_send_error(c, ctx, 400, "BadRequest", NULL, "Malformed JSON in the benchmark submission "
                                      "(data after the value at byte %zu)", (size_t)(p - ctx->body.data));
         }
     char why[256];
-    if (!hk_srv_bench_check(doc, why, sizeof why)) {
+    if (!srv_bench_check(doc, why, sizeof why)) {
         cJSON_Delete(doc);
-        return hk_srv_send_error(c, ctx, 422, "InvalidBenchmark", NULL, "Invalid benchmark submission: %s", why);
+        return srv_send_error(c, ctx, 422, "InvalidBenchmark", NULL, "Invalid benchmark submission: %s", why);
     }
     char id[ID_LEN + 1], created[32];
     char *text = make_record(id, created, doc, repo->id);
@@ -176,7 +176,7 @@ static enum MHD_Result handle_post(hk_server *srv, struct MHD_Connection *c, req
         if (path) unlink(path); /* not acknowledged: not kept */
         hk__log(HK_LOG_WARN, "benchmark for %s not stored: %s", repo->id, hk_last_error());
         hk_clear_error();
-        ret = hk_srv_send_error(c, ctx, 500, NULL, NULL, "The benchmark submission could not be stored");
+        ret = srv_send_error(c, ctx, 500, NULL, NULL, "The benchmark submission could not be stored");
     } else {
         hk__log(HK_LOG_INFO, "benchmark %s stored for %s", id, repo->id);
         evict_over_quota(srv, dir, id, repo->id);
@@ -185,7 +185,7 @@ static enum MHD_Result handle_post(hk_server *srv, struct MHD_Connection *c, req
         hk__sb_printf(&sb, "{\"id\":\"%s\",\"createdAt\":\"%s\",\"repoId\":", id, created);
         hk__sb_json_str(&sb, repo->id);
         hk__sb_append(&sb, "}");
-        ret = hk_srv_send_json(c, ctx, 200, &sb, NULL);
+        ret = srv_send_json(c, ctx, 200, &sb, NULL);
     }
     free(text);
     free(dir);
@@ -215,8 +215,8 @@ static int list_records(char ***out, size_t *n, const char *dir) {
     return rc;
 }
 
-static enum MHD_Result handle_get(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo) {
-    if (!repo->dir) return hk_srv_repo_not_found(c, ctx);
+static enum MHD_Result handle_get(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo) {
+    if (!repo->dir) return srv_repo_not_found(c, ctx);
     unsigned long limit = HK_BENCH_PAGE_DEFAULT;
     const char *ls = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
     if (ls) {
@@ -224,12 +224,12 @@ static enum MHD_Result handle_get(hk_server *srv, struct MHD_Connection *c, req_
         errno = 0;
         limit = strtoul(ls, &e, 10);
         if (!*ls || *e || errno || limit < 1 || limit > HK_BENCH_PAGE_MAX)
-            return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid limit: a number from 1 to %d",
+            return srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid limit: a number from 1 to %d",
                                      HK_BENCH_PAGE_MAX);
     }
     const char *cursor = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
     if (cursor && !is_id(cursor, strlen(cursor)))
-        return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid cursor");
+        return srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid cursor");
     char *dir = bench_dir(repo);
     char **names = NULL;
     size_t n = 0;
@@ -237,7 +237,7 @@ static enum MHD_Result handle_get(hk_server *srv, struct MHD_Connection *c, req_
         hk__log(HK_LOG_WARN, "benchmarks of %s: %s", repo->id, dir ? hk_last_error() : "out of memory");
         hk_clear_error();
         free(dir);
-        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "The benchmarks could not be listed");
+        return srv_send_error(c, ctx, 500, NULL, NULL, "The benchmarks could not be listed");
     }
     hk_strbuf sb;
     hk__sb_init(&sb);
@@ -266,7 +266,7 @@ static enum MHD_Result handle_get(hk_server *srv, struct MHD_Connection *c, req_
     for (; i < n && !more; i++) more = !cursor || strncmp(names[i], cursor, ID_LEN) < 0;
     char *link = NULL;
     if (more && last) {
-        char *base = hk_srv_base_url(srv);
+        char *base = srv_base_url(srv);
         hk_strbuf lk;
         hk__sb_init(&lk);
         hk__sb_printf(&lk, "<%s/api/kernels/", base ? base : "");
@@ -275,7 +275,7 @@ static enum MHD_Result handle_get(hk_server *srv, struct MHD_Connection *c, req_
         link = hk__sb_steal(&lk);
         free(base);
     }
-    enum MHD_Result ret = hk_srv_send_json(c, ctx, 200, &sb, link);
+    enum MHD_Result ret = srv_send_json(c, ctx, 200, &sb, link);
     free(link);
     for (size_t k = 0; k < n; k++) free(names[k]);
     free(names);
@@ -283,21 +283,21 @@ static enum MHD_Result handle_get(hk_server *srv, struct MHD_Connection *c, req_
     return ret;
 }
 
-bool hk_srv_is_bench_post(const seglist *s, const char *method) {
-    return strcmp(method, "POST") == 0 && s->n >= 5 && hk_srv_seg_is(s, 0, "api") && hk_srv_seg_is(s, 1, "kernels") &&
-           hk_srv_seg_is(s, s->n - 1, "benchmarks");
+bool srv_is_bench_post(const seglist *s, const char *method) {
+    return strcmp(method, "POST") == 0 && s->n >= 5 && srv_seg_is(s, 0, "api") && srv_seg_is(s, 1, "kernels") &&
+           srv_seg_is(s, s->n - 1, "benchmarks");
 }
 
-enum MHD_Result hk_srv_handle_benchmarks(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+enum MHD_Result srv_handle_benchmarks(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *method, const token_spec *who) {
     if (!hk_repo_id_valid(repo->id) || !strchr(repo->id, '/'))
-        return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid repo id: expected org/name");
+        return srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid repo id: expected org/name");
     if (strcmp(method, "POST") == 0) return handle_post(srv, c, ctx, repo, who);
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
-        if (!hk_srv_token_allows(who, repo))
-            return hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL,
+        if (!srv_token_allows(who, repo))
+            return srv_send_error(c, ctx, 403, "GatedRepo", NULL,
                                      "Access to %s is restricted: this token does not grant it", repo->id);
         return handle_get(srv, c, ctx, repo);
     }
-    return hk_srv_method_not_allowed(c, ctx);
+    return srv_method_not_allowed(c, ctx);
 }

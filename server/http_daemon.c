@@ -18,16 +18,16 @@
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-    hk_server *srv = cls;
+    srv_server *srv = cls;
     req_ctx *ctx = *con_cls;
     if (!ctx) {
-        hk_conn_guard_headers_done(c);
+        srv_conn_guard_headers_done(c);
         ctx = calloc(1, sizeof *ctx);
         if (!ctx) return MHD_NO;
         hk__sb_init(&ctx->body);
         clock_gettime(CLOCK_MONOTONIC, &ctx->start);
         snprintf(ctx->method, sizeof ctx->method, "%s", method);
-        if (srv->access_log) ctx->url = hk_srv_sanitize(url, 1024);
+        if (srv->access_log) ctx->url = srv_sanitize(url, 1024);
         ctx->max_age = srv->rev_ttl;
         ctx->route = MET_OTHER;
         ctx->tokens = srv->n_tokens > 0;
@@ -40,23 +40,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
-    hk_srv_up_begin(srv, c);
-    enum MHD_Result ret = hk_srv_dispatch(srv, c, ctx, url, method);
-    hk_srv_up_end();
+    srv_up_begin(srv, c);
+    enum MHD_Result ret = srv_dispatch(srv, c, ctx, url, method);
+    srv_up_end();
     return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    hk_server *srv = cls;
+    srv_server *srv = cls;
     req_ctx *ctx = *con_cls;
     if (!ctx) return;
-    hk_conn_guard_request_done(c);
-    hk_metrics_count(&srv->metrics, ctx->route, ctx->status, ctx->bytes);
-    hk_metrics_mark(&srv->metrics, ctx->mark);
+    srv_conn_guard_request_done(c);
+    srv_metrics_count(&srv->metrics, ctx->route, ctx->status, ctx->bytes);
+    srv_metrics_mark(&srv->metrics, ctx->mark);
     static const char *const marks[] = {"", " hit", " miss", " coalesced", " stale"};
     if (srv->access_log && hk__log_enabled(HK_LOG_INFO)) {
         char ip[64];
-        hk_srv_client_ip(ip, sizeof ip, c);
+        srv_client_ip(ip, sizeof ip, c);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         double ms = (double)(now.tv_sec - ctx->start.tv_sec) * 1e3 + (double)(now.tv_nsec - ctx->start.tv_nsec) / 1e6;
@@ -122,12 +122,12 @@ static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsi
     return HK_OK;
 }
 
-static void free_server(hk_server *s) {
+static void free_server(srv_server *s) {
     if (!s) return;
-    hk_conn_guard_stop(s->guard);
-    hk_store_close(s->store);
-    hk_up_free(s->up);
-    for (size_t i = 0; i < s->n_tokens; i++) hk_srv_token_spec_free(&s->tokens[i]);
+    srv_conn_guard_stop(s->guard);
+    srv_store_close(s->store);
+    srv_up_free(s->up);
+    for (size_t i = 0; i < s->n_tokens; i++) srv_token_spec_free(&s->tokens[i]);
     free(s->tokens);
     for (size_t i = 0; i < s->n_trusted; i++) free(s->trusted[i]);
     free(s->trusted);
@@ -137,7 +137,7 @@ static void free_server(hk_server *s) {
 }
 
 /* Everything of the configuration that is copied into the server, before any socket exists. */
-static int take_config(hk_server *s, const hk_serve_config *cfg) {
+static int take_config(srv_server *s, const srv_config *cfg) {
     /* Without --public-url a next-page Link can only be relative, and huggingface_hub 2.4 cannot
      * follow a relative Link (httpx2 refuses a URL without a scheme): unless a page size is asked
      * for, such a mirror answers a listing in one page of up to HK_SERVE_UNPAGED_MAX entries. */
@@ -162,11 +162,11 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
         return hk__fail(HK_ERR_INVALID_ARG, "benchmark quota of %llu bytes is below the largest submission accepted "
                         "(%llu bytes)", (unsigned long long)s->bench_quota_bytes, (unsigned long long)s->bench_max);
     if (cfg->n_upstreams) {
-        int urc = hk_up_create(&s->up, cfg);
+        int urc = srv_up_create(&s->up, cfg);
         if (urc != HK_OK) return urc;
     }
 #ifdef HK_TEST_HOOKS
-    hk_srv_fault_init(&s->fault, cfg);
+    srv_fault_init(&s->fault, cfg);
 #endif
     if (RAND_bytes(s->lfs_key, sizeof s->lfs_key) != 1) return hk__fail(HK_ERR_INTERNAL, "cannot generate a random key");
     if (cfg->public_url && *cfg->public_url) {
@@ -185,7 +185,7 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
         if (!(s->tokens = calloc(cfg->n_tokens, sizeof *s->tokens))) return hk__fail(HK_ERR_NOMEM, "out of memory");
         for (size_t i = 0; i < cfg->n_tokens; i++) {
             s->n_tokens = i + 1;
-            int rc = hk_srv_token_spec_parse(&s->tokens[i], cfg->tokens[i]);
+            int rc = srv_token_spec_parse(&s->tokens[i], cfg->tokens[i]);
             if (rc != HK_OK) return rc;
         }
     }
@@ -199,12 +199,12 @@ static int take_config(hk_server *s, const hk_serve_config *cfg) {
     return HK_OK;
 }
 
-static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *host, int fd) {
+static int start_daemon(srv_server *s, const srv_config *cfg, const char *host, int fd) {
     unsigned threads = cfg->threads ? cfg->threads : 4;
     unsigned maxc = cfg->max_connections ? cfg->max_connections : 1024;
     unsigned per_ip = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : HK_SERVE_PER_IP_DEFAULT; /* 0: none */
     unsigned header_s = cfg->header_timeout ? cfg->header_timeout : HK_SERVE_HEADER_TIMEOUT_DEFAULT;
-    int rc = hk_conn_guard_start(&s->guard, header_s);
+    int rc = srv_conn_guard_start(&s->guard, header_s);
     if (rc != HK_OK) {
         close(fd);
         return rc;
@@ -221,7 +221,7 @@ static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *ho
 #define HK_MHD_COMMON_OPTIONS                                                                         \
     MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, \
         MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL, \
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s, MHD_OPTION_NOTIFY_CONNECTION, hk_conn_guard_notify, \
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_guard_notify, \
         (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL
     if (s->up)
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS, MHD_OPTION_END);
@@ -236,12 +236,12 @@ static int start_daemon(hk_server *s, const hk_serve_config *cfg, const char *ho
     return HK_OK;
 }
 
-int hk_server_start(hk_server **out, const hk_serve_config *cfg) {
+int srv_start(srv_server **out, const srv_config *cfg) {
     *out = NULL;
     if (!cfg || !cfg->cache_dir) return hk__fail(HK_ERR_INVALID_ARG, "serve needs a store directory (--cache DIR)");
-    hk_server *s = calloc(1, sizeof *s);
+    srv_server *s = calloc(1, sizeof *s);
     if (!s) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    int rc = hk_store_open(&s->store, cfg->cache_dir, cfg->lfs_threshold);
+    int rc = srv_store_open(&s->store, cfg->cache_dir, cfg->lfs_threshold);
     if (rc == HK_OK) rc = take_config(s, cfg);
     const char *host = cfg->host && *cfg->host ? cfg->host : "127.0.0.1";
     int fd = -1;
@@ -255,15 +255,15 @@ int hk_server_start(hk_server **out, const hk_serve_config *cfg) {
         free_server(s);
         return rc;
     }
-    hk__log(HK_LOG_INFO, "serving %s on %s (%u threads)", hk_store_root(s->store), s->bound_base,
+    hk__log(HK_LOG_INFO, "serving %s on %s (%u threads)", srv_store_root(s->store), s->bound_base,
            cfg->threads ? cfg->threads : 4);
     *out = s;
     return HK_OK;
 }
 
-unsigned hk_server_port(const hk_server *s) { return s ? s->port : 0; }
+unsigned srv_port(const srv_server *s) { return s ? s->port : 0; }
 
-void hk_server_stop(hk_server *s) {
+void srv_stop(srv_server *s) {
     if (!s) return;
     /* upstream transfers in flight end first (their partial files removed), so that stopping
      * closes the in-flight responses at once instead of waiting for a slow upstream */

@@ -11,7 +11,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-char *hk_srv_sanitize(const char *s, size_t max) {
+char *srv_sanitize(const char *s, size_t max) {
     size_t n = strlen(s);
     if (n > max) n = max;
     char *o = malloc(n + 1);
@@ -24,18 +24,18 @@ char *hk_srv_sanitize(const char *s, size_t max) {
     return o;
 }
 
-bool hk_srv_query_true(struct MHD_Connection *c, const char *key) {
+bool srv_query_true(struct MHD_Connection *c, const char *key) {
     const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
     return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
 }
 
-void hk_srv_iso_time(char out[32], time_t t) {
+void srv_iso_time(char out[32], time_t t) {
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(out, 32, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
 }
 
-void hk_srv_client_ip(char *out, size_t cap, struct MHD_Connection *c) {
+void srv_client_ip(char *out, size_t cap, struct MHD_Connection *c) {
     snprintf(out, cap, "?");
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (!ci || !ci->client_addr) return;

@@ -31,12 +31,12 @@ static void cut_free(void *cls) {
     free(r);
 }
 
-void hk_srv_fault_init(hk_srv_fault *f, const hk_serve_config *cfg) {
+void srv_fault_init(srv_fault *f, const srv_config *cfg) {
     f->cut_after = cfg->fault_cut_after;
     atomic_init(&f->left, cfg->fault_cut_after ? (cfg->fault_cut_count ? cfg->fault_cut_count : 1) : 0);
 }
 
-bool hk_srv_fault_cut(struct MHD_Response **out, hk_srv_fault *f, bool is_get, int fd, uint64_t start,
+bool srv_fault_cut(struct MHD_Response **out, srv_fault *f, bool is_get, int fd, uint64_t start,
                       uint64_t len) {
     *out = NULL;
     if (!is_get || !f->cut_after || len <= f->cut_after) return false;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void lfs_sig(hk_server *srv, char out[65], hk_repo_type type, const char *repo_id, const char *sha,
+static void lfs_sig(srv_server *srv, char out[65], hk_repo_type type, const char *repo_id, const char *sha,
                     const char *commit) {
     char *msg = hk__asprintf("%s/%s/%s/%s", hk_repo_type_plural(type), repo_id, sha, commit);
     unsigned char mac[EVP_MAX_MD_SIZE];
@@ -22,11 +22,11 @@ static void lfs_sig(hk_server *srv, char out[65], hk_repo_type type, const char 
     free(msg);
 }
 
-static enum MHD_Result redirect_lfs(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
-                                    hk_sfile *f, const char *commit) {
+static enum MHD_Result redirect_lfs(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
+                                    srv_sfile *f, const char *commit) {
     char sig[65];
     lfs_sig(srv, sig, repo->type, repo->id, f->etag, commit);
-    char *base = hk_srv_base_url(srv); /* relative without --public-url: never the request's Host */
+    char *base = srv_base_url(srv); /* relative without --public-url: never the request's Host */
     char *loc = base ? hk__asprintf("%s/lfs/%s/%s/%s?commit=%s&sig=%s", base, hk_repo_type_plural(repo->type), repo->id,
                                    f->etag, commit, sig)
                      : NULL;
@@ -47,29 +47,29 @@ static enum MHD_Result redirect_lfs(hk_server *srv, struct MHD_Connection *c, re
     }
     MHD_add_response_header(r, "Location", loc);
     MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-    hk_srv_add_file_headers(r, f, commit);
+    srv_add_file_headers(r, f, commit);
     free(loc);
-    return hk_srv_queue(c, ctx, 302, r, blen);
+    return srv_queue(c, ctx, 302, r, blen);
 }
 
-enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+enum MHD_Result srv_handle_lfs(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                   const seglist *s) {
     hk_repo_type type;
     int trc = s->n > 1 ? hk_repo_type_parse(&type, s->d[1]) : HK_ERR_INVALID_ARG;
     hk_clear_error();
-    if (trc || s->n < 4) return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+    if (trc || s->n < 4) return srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     static const char *const none[] = {NULL};
     repo_ref repo;
-    repo_parse pr = hk_srv_parse_repo(&repo, srv, s, 2, type, none);
+    repo_parse pr = srv_parse_repo(&repo, srv, s, 2, type, none);
     if (pr == REPO_INVALID) {
-        hk_srv_repo_ref_free(&repo);
-        return hk_srv_repo_invalid(c, ctx);
+        srv_repo_ref_free(&repo);
+        return srv_repo_invalid(c, ctx);
     }
     if (pr != REPO_OK || repo.next + 1 != s->n || !repo.dir) {
-        hk_srv_repo_ref_free(&repo);
-        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+        srv_repo_ref_free(&repo);
+        return srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     }
-    char *sha = hk_srv_seg_decode(s, repo.next);
+    char *sha = srv_seg_decode(s, repo.next);
     const char *commit = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "commit");
     const char *sig = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig");
     char want[65];
@@ -79,36 +79,36 @@ enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_
         ok = strlen(sig) == 64 && CRYPTO_memcmp(sig, want, 64) == 0;
     }
     enum MHD_Result ret;
-    hk_sfile f;
+    srv_sfile f;
     if (!ok) {
-        ret = hk_srv_send_error(c, ctx, 403, NULL, NULL, "Invalid or missing blob signature");
-    } else if (hk_store_open_blob(&f, srv->store, repo.dir, sha) != HK_OK) {
+        ret = srv_send_error(c, ctx, 403, NULL, NULL, "Invalid or missing blob signature");
+    } else if (srv_store_open_blob(&f, srv->store, repo.dir, sha) != HK_OK) {
         hk_clear_error();
-        ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
+        ret = srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
     } else {
-        ret = hk_srv_serve_file(srv, c, ctx, method, &f, commit);
+        ret = srv_serve_file(srv, c, ctx, method, &f, commit);
     }
     free(sha);
-    hk_srv_repo_ref_free(&repo);
+    srv_repo_ref_free(&repo);
     return ret;
 }
 
 /* "kernels/x/resolve/..." could be the kernel x or the model "kernels/x": the typed repo wins unless
  * only the model exists. Returns the segment where the repo id starts and sets *type. */
-static size_t resolve_repo_start(hk_server *srv, const seglist *s, hk_repo_type *type) {
+static size_t resolve_repo_start(srv_server *srv, const seglist *s, hk_repo_type *type) {
     static const char *const kws[] = {"resolve", NULL};
     static const char *const prefixes[] = {NULL, "datasets", "spaces", "kernels"};
     size_t at = 0;
     *type = HK_REPO_MODEL;
     for (int i = 1; i < 4; i++) {
-        if (hk_srv_seg_is(s, 0, prefixes[i]) && s->n >= 4) {
+        if (srv_seg_is(s, 0, prefixes[i]) && s->n >= 4) {
             repo_ref probe;
-            bool okp = hk_srv_parse_repo(&probe, srv, s, 1, (hk_repo_type)i, kws) == REPO_OK && probe.dir;
-            hk_srv_repo_ref_free(&probe);
+            bool okp = srv_parse_repo(&probe, srv, s, 1, (hk_repo_type)i, kws) == REPO_OK && probe.dir;
+            srv_repo_ref_free(&probe);
             repo_ref mprobe;
             memset(&mprobe, 0, sizeof mprobe);
-            bool okm = !okp && hk_srv_parse_repo(&mprobe, srv, s, 0, HK_REPO_MODEL, kws) == REPO_OK && mprobe.dir;
-            hk_srv_repo_ref_free(&mprobe);
+            bool okm = !okp && srv_parse_repo(&mprobe, srv, s, 0, HK_REPO_MODEL, kws) == REPO_OK && mprobe.dir;
+            srv_repo_ref_free(&mprobe);
             if (okp || !okm) {
                 *type = (hk_repo_type)i;
                 at = 1;
@@ -119,29 +119,29 @@ static size_t resolve_repo_start(hk_server *srv, const seglist *s, hk_repo_type 
 }
 
 /* A file the store lacks, from upstream: 0 = now in the store, else *ans says why not. */
-static int up_file(hk_server *srv, req_ctx *ctx, const repo_ref *repo, const char *commit, const char *path,
+static int up_file(srv_server *srv, req_ctx *ctx, const repo_ref *repo, const char *commit, const char *path,
                    up_answer *ans) {
     up_mark mark = UP_NONE;
-    int r = hk_srv_up_file(srv, repo, commit, path, &mark, ans);
-    hk_srv_note_mark(ctx, mark);
+    int r = srv_up_file(srv, repo, commit, path, &mark, ans);
+    srv_note_mark(ctx, mark);
     return r;
 }
 
-enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                       const seglist *s, const token_spec *who) {
     static const char *const kws[] = {"resolve", NULL};
     bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
     hk_repo_type type;
     size_t at = resolve_repo_start(srv, s, &type);
     repo_ref repo;
-    repo_parse pr = hk_srv_parse_repo(&repo, srv, s, at, type, kws);
+    repo_parse pr = srv_parse_repo(&repo, srv, s, at, type, kws);
     if (pr == REPO_INVALID) {
-        hk_srv_repo_ref_free(&repo);
-        return hk_srv_repo_invalid(c, ctx);
+        srv_repo_ref_free(&repo);
+        return srv_repo_invalid(c, ctx);
     }
-    if (pr != REPO_OK || !hk_srv_seg_is(s, repo.next, "resolve")) {
-        hk_srv_repo_ref_free(&repo);
-        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+    if (pr != REPO_OK || !srv_seg_is(s, repo.next, "resolve")) {
+        srv_repo_ref_free(&repo);
+        return srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     }
     enum MHD_Result ret;
     char commit[65];
@@ -149,42 +149,42 @@ enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, 
     size_t used = 0;
     size_t a = repo.next + 1;
     if (!is_get && !is_head) {
-        ret = hk_srv_method_not_allowed(c, ctx);
-    } else if (!hk_srv_token_allows(who, &repo)) {
-        ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
+        ret = srv_method_not_allowed(c, ctx);
+    } else if (!srv_token_allows(who, &repo)) {
+        ret = srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
-    } else if (hk_srv_route_up(srv, c, ctx, &repo, s, a, false, &ret)) {
+    } else if (srv_route_up(srv, c, ctx, &repo, s, a, false, &ret)) {
         /* answered: upstream refused */
     } else if (!repo.dir) {
-        ret = hk_srv_repo_not_found(c, ctx);
-    } else if (hk_srv_resolve_rev_segs(commit, &rev, &used, &repo, s, a, false) != HK_OK) {
+        ret = srv_repo_not_found(c, ctx);
+    } else if (srv_resolve_rev_segs(commit, &rev, &used, &repo, s, a, false) != HK_OK) {
         bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
-        ret = invalid ? hk_srv_rev_invalid(c, ctx, rev) : hk_srv_rev_not_found(c, ctx, rev);
+        ret = invalid ? srv_rev_invalid(c, ctx, rev) : srv_rev_not_found(c, ctx, rev);
     } else {
         bool bad;
-        char *path = hk_srv_join_path(s, a + used, &bad);
-        hk_sfile f;
+        char *path = srv_join_path(s, a + used, &bad);
+        srv_sfile f;
         up_answer ans;
         memset(&ans, 0, sizeof ans);
         ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1;
         if (bad || !path) {
-            ret = hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
+            ret = srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
         } else if (!*path) {
-            ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
-        } else if (hk_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK &&
+            ret = srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
+        } else if (srv_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK &&
                    (hk_clear_error(), !srv->up || up_file(srv, ctx, &repo, commit, path, &ans) ||
-                                          hk_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK)) {
+                                          srv_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK)) {
             hk_clear_error();
-            if (ans.status) ret = hk_srv_send_up_answer(c, ctx, &ans, commit);
-            else ret = hk_srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
+            if (ans.status) ret = srv_send_up_answer(c, ctx, &ans, commit);
+            else ret = srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
         } else if (srv->lfs_302 && f.lfs) {
             ret = redirect_lfs(srv, c, ctx, &repo, &f, commit);
         } else {
-            ret = hk_srv_serve_file(srv, c, ctx, method, &f, commit);
+            ret = srv_serve_file(srv, c, ctx, method, &f, commit);
         }
         free(path);
     }
     free(rev);
-    hk_srv_repo_ref_free(&repo);
+    srv_repo_ref_free(&repo);
     return ret;
 }

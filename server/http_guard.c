@@ -21,7 +21,7 @@
 
 typedef struct conn_watch {
     struct conn_watch *prev, *next;
-    hk_conn_guard *guard;
+    srv_conn_guard *guard;
     int fd;
     bool waiting;          /* for a request's headers */
     bool served;           /* answered a request already (keep-alive) */
@@ -29,7 +29,7 @@ typedef struct conn_watch {
     char ip[INET6_ADDRSTRLEN];
 } conn_watch;
 
-struct hk_conn_guard {
+struct srv_conn_guard {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC; signalled to stop */
     pthread_t thread;
@@ -46,7 +46,7 @@ static double elapsed_s(const struct timespec *from, const struct timespec *to) 
 }
 
 static void *guard_main(void *arg) {
-    hk_conn_guard *g = arg;
+    srv_conn_guard *g = arg;
     pthread_mutex_lock(&g->mu);
     while (!g->stop) {
         struct timespec now;
@@ -73,9 +73,9 @@ static void *guard_main(void *arg) {
     return NULL;
 }
 
-int hk_conn_guard_start(hk_conn_guard **out, unsigned timeout_s) {
+int srv_conn_guard_start(srv_conn_guard **out, unsigned timeout_s) {
     *out = NULL;
-    hk_conn_guard *g = calloc(1, sizeof *g);
+    srv_conn_guard *g = calloc(1, sizeof *g);
     if (!g) return hk__fail(HK_ERR_NOMEM, "out of memory");
     g->timeout_s = timeout_s;
     g->head.next = g->head.prev = &g->head;
@@ -97,7 +97,7 @@ int hk_conn_guard_start(hk_conn_guard **out, unsigned timeout_s) {
     return HK_OK;
 }
 
-void hk_conn_guard_stop(hk_conn_guard *g) {
+void srv_conn_guard_stop(srv_conn_guard *g) {
     if (!g) return;
     pthread_mutex_lock(&g->mu);
     g->stop = true;
@@ -115,9 +115,9 @@ void hk_conn_guard_stop(hk_conn_guard *g) {
     free(g);
 }
 
-void hk_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+void srv_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
-    hk_conn_guard *g = cls;
+    srv_conn_guard *g = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         *socket_context = NULL;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -127,7 +127,7 @@ void hk_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_con
         w->fd = ci->connect_fd;
         w->waiting = true;
         clock_gettime(CLOCK_MONOTONIC, &w->since);
-        hk_srv_client_ip(w->ip, sizeof w->ip, c);
+        srv_client_ip(w->ip, sizeof w->ip, c);
         pthread_mutex_lock(&g->mu);
         w->prev = g->head.prev;
         w->next = &g->head;
@@ -152,7 +152,7 @@ static conn_watch *watch_of(struct MHD_Connection *c) {
     return ci ? ci->socket_context : NULL;
 }
 
-void hk_conn_guard_headers_done(struct MHD_Connection *c) {
+void srv_conn_guard_headers_done(struct MHD_Connection *c) {
     conn_watch *w = watch_of(c);
     if (!w) return;
     pthread_mutex_lock(&w->guard->mu);
@@ -160,7 +160,7 @@ void hk_conn_guard_headers_done(struct MHD_Connection *c) {
     pthread_mutex_unlock(&w->guard->mu);
 }
 
-void hk_conn_guard_request_done(struct MHD_Connection *c) {
+void srv_conn_guard_request_done(struct MHD_Connection *c) {
     conn_watch *w = watch_of(c);
     if (!w) return;
     pthread_mutex_lock(&w->guard->mu);

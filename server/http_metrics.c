@@ -8,7 +8,7 @@
 static const char *const k_routes[MET_N_ROUTES] = {"api", "resolve", "lfs", "metrics", "other"};
 static const unsigned k_status[7] = {200, 206, 304, 404, 429, 502, 503};
 
-void hk_metrics_count(hk_metrics *m, met_route route, unsigned status, uint64_t bytes) {
+void srv_metrics_count(srv_metrics *m, met_route route, unsigned status, uint64_t bytes) {
     if ((unsigned)route >= MET_N_ROUTES) route = MET_OTHER;
     unsigned cls = status >= 100 && status < 600 ? status / 100 : 0;
     atomic_fetch_add(&m->req[route][cls], 1);
@@ -19,7 +19,7 @@ void hk_metrics_count(hk_metrics *m, met_route route, unsigned status, uint64_t 
     atomic_fetch_add(&m->bytes, bytes);
 }
 
-void hk_metrics_mark(hk_metrics *m, up_mark mark) {
+void srv_metrics_mark(srv_metrics *m, up_mark mark) {
     switch (mark) {
     case UP_HIT: atomic_fetch_add(&m->hits, 1); break;
     case UP_MISS: atomic_fetch_add(&m->misses, 1); break;
@@ -28,7 +28,7 @@ void hk_metrics_mark(hk_metrics *m, up_mark mark) {
     }
 }
 
-char *hk_metrics_text(const hk_metrics *m) {
+char *srv_metrics_text(const srv_metrics *m) {
     hk_strbuf sb;
     hk__sb_init(&sb);
     hk__sb_append(&sb, "# HELP hubkern_requests_total Requests answered, by route and status.\n"

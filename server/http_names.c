@@ -9,15 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit) {
+bool srv_seg_is(const seglist *s, size_t i, const char *lit) {
     return i < s->n && s->len[i] == strlen(lit) && memcmp(s->p[i], lit, s->len[i]) == 0;
 }
 
-char *hk_srv_seg_decode(const seglist *s, size_t i) { return i < s->n ? hk__strdup(s->d[i]) : NULL; }
+char *srv_seg_decode(const seglist *s, size_t i) { return i < s->n ? hk__strdup(s->d[i]) : NULL; }
 
 
 /* Decoded segments [at, at+k) joined with '/' (NULL when out of memory). */
-char *hk_srv_join_decoded(const seglist *s, size_t at, size_t k) {
+char *srv_join_decoded(const seglist *s, size_t at, size_t k) {
     hk_strbuf sb;
     hk__sb_init(&sb);
     hk__sb_append(&sb, "");
@@ -30,9 +30,9 @@ char *hk_srv_join_decoded(const seglist *s, size_t at, size_t k) {
 
 /* An encoded '/' joins like a real one: huggingface_hub sends tree paths as "build%2Fvariant". The
  * joined result must be a checked path, so "..%2F.." is refused the same as "../..". */
-char *hk_srv_join_path(const seglist *s, size_t from, bool *bad) {
+char *srv_join_path(const seglist *s, size_t from, bool *bad) {
     *bad = false;
-    char *out = hk_srv_join_decoded(s, from, from < s->n ? s->n - from : 0);
+    char *out = srv_join_decoded(s, from, from < s->n ? s->n - from : 0);
     if (out && !(!*out || hk__repo_path_valid(out))) {
         free(out);
         *bad = true;
@@ -41,7 +41,7 @@ char *hk_srv_join_path(const seglist *s, size_t from, bool *bad) {
     return out;
 }
 
-void hk_srv_repo_ref_free(repo_ref *r) {
+void srv_repo_ref_free(repo_ref *r) {
     free(r->id);
     free(r->dir);
 }
@@ -51,7 +51,7 @@ static bool id_part_ok(const char *p) { return p && !strchr(p, '/') && hk_repo_i
 
 /* "org/name" when that repo exists or when the segment after "org" is not an action keyword;
  * else "name". Every id made here is checked (repo_ref's promise). */
-repo_parse hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
+repo_parse srv_parse_repo(repo_ref *out, srv_server *srv, const seglist *s, size_t at, hk_repo_type type,
                              const char *const *keywords) {
     memset(out, 0, sizeof *out);
     out->type = type;
@@ -61,8 +61,8 @@ repo_parse hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, si
     if (!id_part_ok(a)) return REPO_INVALID;
     bool b_ok = id_part_ok(b);
     char *two = b_ok ? hk__asprintf("%s/%s", a, b) : NULL;
-    char *dir2 = two ? hk_store_repo_dir(srv->store, type, two) : NULL;
-    char *dir1 = dir2 ? NULL : hk_store_repo_dir(srv->store, type, a);
+    char *dir2 = two ? srv_store_repo_dir(srv->store, type, two) : NULL;
+    char *dir1 = dir2 ? NULL : srv_store_repo_dir(srv->store, type, a);
     bool b_is_kw = false;
     for (size_t k = 0; b && keywords[k]; k++)
         if (strcmp(b, keywords[k]) == 0) b_is_kw = true;
@@ -89,7 +89,7 @@ repo_parse hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, si
 }
 
 /* The single decoded segment is tried first, then raw "refs/pr/1"-style joins of up to 4. */
-int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
+int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
                             size_t at, bool rest_is_rev) {
     *rev_out = NULL;
     *used = 0;
@@ -97,7 +97,7 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
     size_t max_k = rest_is_rev ? s->n - at : (s->n - at > 4 ? 4 : s->n - at);
     size_t first_k = rest_is_rev ? max_k : 1;
     for (size_t k = first_k; k >= 1 && k <= max_k; k = rest_is_rev ? 0 : k + 1) {
-        char *rev = hk_srv_join_decoded(s, at, k);
+        char *rev = srv_join_decoded(s, at, k);
         if (!rev) break;
         if (!hk__revision_valid(rev)) {
             if (k == first_k) { /* the revision as sent is no name at all */
@@ -107,7 +107,7 @@ int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const
             free(rev); /* a longer raw join is only a candidate */
             continue;
         }
-        if (hk_store_resolve_rev(commit, repo->dir, rev) == HK_OK) {
+        if (srv_store_resolve_rev(commit, repo->dir, rev) == HK_OK) {
             free(*rev_out);
             *rev_out = rev;
             *used = k;

@@ -13,7 +13,7 @@
  * --trust; with upstreams and the org not named there, from the upstream's answer (the memoised
  * pass-through the overview route uses, so a fleet's refs cost the upstream one overview per
  * revision TTL). A false or failed answer: false (the client then asks the overview itself). */
-bool hk_srv_repo_publisher_trusted(hk_server *srv, const char *repo_id) {
+bool srv_repo_publisher_trusted(srv_server *srv, const char *repo_id) {
     const char *slash = repo_id ? strchr(repo_id, '/') : NULL;
     if (!slash || slash == repo_id || (size_t)(slash - repo_id) > 96) return false;
     char org[128];
@@ -31,7 +31,7 @@ bool hk_srv_repo_publisher_trusted(hk_server *srv, const char *repo_id) {
     up_answer ans;
     memset(&ans, 0, sizeof ans);
     bool trusted = false;
-    if (pq && hk_srv_up_passthrough(srv, pq, &body, &mark, &ans) == 0 && body) {
+    if (pq && srv_up_passthrough(srv, pq, &body, &mark, &ans) == 0 && body) {
         cJSON *j = cJSON_Parse(body);
         trusted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "trustedKernelPublisher"));
         cJSON_Delete(j);
@@ -42,31 +42,31 @@ bool hk_srv_repo_publisher_trusted(hk_server *srv, const char *repo_id) {
     return trusted;
 }
 
-enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+enum MHD_Result srv_handle_org(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
                                   const token_spec *who) {
-    char *org = hk_srv_seg_decode(s, 2);
+    char *org = srv_seg_decode(s, 2);
     /* A namespace the token does not grant answers exactly like one that does not exist, so that a
      * scoped token cannot learn which other namespaces the store holds. */
-    if (!org || !hk_repo_id_valid(org) || strchr(org, '/') || !hk_srv_token_allows_namespace(who, org)) {
+    if (!org || !hk_repo_id_valid(org) || strchr(org, '/') || !srv_token_allows_namespace(who, org)) {
         free(org);
-        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");
+        return srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");
     }
     bool trusted = false, named = false;
     for (size_t i = 0; i < srv->n_trusted; i++) {
         if (strcmp(srv->trusted[i], org) == 0) named = true;
         if (strcmp(srv->trusted[i], org) == 0 || strcmp(srv->trusted[i], "*") == 0) trusted = true;
     }
-    bool exists = hk_store_has_namespace(srv->store, org);
+    bool exists = srv_store_has_namespace(srv->store, org);
     if (!named && srv->up) { /* the upstream's own answer, memoised (--trust ORG overrides it) */
         char *pq = hk__asprintf("/api/organizations/%s/overview", org);
         free(org);
-        enum MHD_Result ret = pq ? hk_srv_up_json(srv, c, ctx, pq, NULL) : MHD_NO;
+        enum MHD_Result ret = pq ? srv_up_json(srv, c, ctx, pq, NULL) : MHD_NO;
         free(pq);
         return ret;
     }
     if (!exists && !named) {
         free(org);
-        return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");
+        return srv_send_error(c, ctx, 404, NULL, NULL, "Organization not found");
     }
     hk_strbuf sb;
     hk__sb_init(&sb);
@@ -77,5 +77,5 @@ enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_
     hk__sb_printf(&sb, ",\"avatarUrl\":\"\",\"type\":\"org\",\"isVerified\":false,\"trustedKernelPublisher\":%s}",
                  trusted ? "true" : "false");
     free(org);
-    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+    return srv_send_json(c, ctx, 200, &sb, NULL);
 }

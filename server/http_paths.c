@@ -104,9 +104,9 @@ static int parse_paths_body(path_vec *pv, const req_ctx *ctx, struct MHD_Connect
     return rc;
 }
 
-enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+enum MHD_Result srv_handle_paths_info(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *commit) {
-    if (ctx->body_too_big || ctx->body.len > HK_SRV_MAX_BODY) return hk_srv_send_error(c, ctx, 413, NULL, NULL, "Request body too large");
+    if (ctx->body_too_big || ctx->body.len > HK_SRV_MAX_BODY) return srv_send_error(c, ctx, 413, NULL, NULL, "Request body too large");
     path_vec paths;
     path_set seen = {0};
     if (parse_paths_body(&paths, ctx, c) != HK_OK || path_set_init(&seen, paths.n) != HK_OK) {
@@ -114,12 +114,12 @@ enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *
         path_vec_free(&paths);
         return MHD_NO;
     }
-    const hk_listing *lp = NULL;
-    if (hk_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
+    const srv_listing *lp = NULL;
+    if (srv_store_list_shared(&lp, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
         path_vec_free(&paths);
         free(seen.slot);
-        return hk_srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
+        return srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
     hk_strbuf sb;
     hk__sb_init(&sb);
@@ -127,15 +127,15 @@ enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *
     bool first = true;
     for (size_t i = 0; i < paths.n; i++) {
         if (!path_set_add(&seen, paths.v[i])) continue;
-        long idx = hk_listing_find(lp, paths.v[i]);
+        long idx = srv_listing_find(lp, paths.v[i]);
         if (idx < 0) continue;
         if (!first) hk__sb_append(&sb, ",");
         first = false;
-        hk_srv_json_entry(&sb, &lp->v[idx]);
+        srv_json_entry(&sb, &lp->v[idx]);
     }
     hk__sb_append(&sb, "]");
-    hk_store_list_release(srv->store, lp);
+    srv_store_list_release(srv->store, lp);
     path_vec_free(&paths);
     free(seen.slot);
-    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+    return srv_send_json(c, ctx, 200, &sb, NULL);
 }

@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-void hk_srv_add_file_headers(struct MHD_Response *r, const hk_sfile *f, const char *commit) {
+void srv_add_file_headers(struct MHD_Response *r, const srv_sfile *f, const char *commit) {
     char q[80];
     snprintf(q, sizeof q, "\"%s\"", f->etag);
     if (commit && *commit) MHD_add_response_header(r, "X-Repo-Commit", commit);
@@ -23,7 +23,7 @@ void hk_srv_add_file_headers(struct MHD_Response *r, const hk_sfile *f, const ch
     }
 }
 
-int hk_srv_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len) {
+int srv_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len) {
     if (!h) return 0;
     while (*h == ' ') h++;
     if (strncasecmp(h, "bytes=", 6) != 0) return 0;
@@ -64,16 +64,16 @@ int hk_srv_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *
     return 1;
 }
 
-static enum MHD_Result not_modified(struct MHD_Connection *c, req_ctx *ctx, hk_sfile *f, const char *commit) {
+static enum MHD_Result not_modified(struct MHD_Connection *c, req_ctx *ctx, srv_sfile *f, const char *commit) {
     close(f->fd);
     f->fd = -1;
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    hk_srv_add_file_headers(r, f, commit);
-    return hk_srv_queue(c, ctx, 304, r, 0);
+    srv_add_file_headers(r, f, commit);
+    return srv_queue(c, ctx, 304, r, 0);
 }
 
-static enum MHD_Result unsatisfiable(struct MHD_Connection *c, req_ctx *ctx, hk_sfile *f, const char *commit) {
+static enum MHD_Result unsatisfiable(struct MHD_Connection *c, req_ctx *ctx, srv_sfile *f, const char *commit) {
     close(f->fd);
     f->fd = -1;
     hk_strbuf b;
@@ -89,13 +89,13 @@ static enum MHD_Result unsatisfiable(struct MHD_Connection *c, req_ctx *ctx, hk_
     char cr[64];
     snprintf(cr, sizeof cr, "bytes */%llu", (unsigned long long)f->size);
     MHD_add_response_header(r, "Content-Range", cr);
-    hk_srv_add_file_headers(r, f, commit);
+    srv_add_file_headers(r, f, commit);
     MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
-    return hk_srv_queue(c, ctx, 416, r, blen);
+    return srv_queue(c, ctx, 416, r, blen);
 }
 
-enum MHD_Result hk_srv_serve_file(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
-                                  hk_sfile *f, const char *commit) {
+enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+                                  srv_sfile *f, const char *commit) {
     bool is_get = strcmp(method, "GET") == 0;
     char q[80];
     snprintf(q, sizeof q, "\"%s\"", f->etag);
@@ -104,7 +104,7 @@ enum MHD_Result hk_srv_serve_file(hk_server *srv, struct MHD_Connection *c, req_
         return not_modified(c, ctx, f, commit);
     uint64_t start = 0, len = f->size;
     unsigned status = 200;
-    int rr = hk_srv_parse_range(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range"), f->size, &start, &len);
+    int rr = srv_parse_range(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range"), f->size, &start, &len);
     if (rr < 0) return unsatisfiable(c, ctx, f, commit);
     if (rr > 0) status = 206;
     struct MHD_Response *r = NULL;
@@ -113,7 +113,7 @@ enum MHD_Result hk_srv_serve_file(hk_server *srv, struct MHD_Connection *c, req_
         r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     }
 #ifdef HK_TEST_HOOKS
-    else if (hk_srv_fault_cut(&r, &srv->fault, is_get, f->fd, start, len)) {
+    else if (srv_fault_cut(&r, &srv->fault, is_get, f->fd, start, len)) {
         /* r (or NULL) already owns or closed the fd */
     }
 #endif
@@ -123,7 +123,7 @@ enum MHD_Result hk_srv_serve_file(hk_server *srv, struct MHD_Connection *c, req_
     }
     f->fd = -1;
     if (!r) return MHD_NO;
-    hk_srv_add_file_headers(r, f, commit);
+    srv_add_file_headers(r, f, commit);
     MHD_add_response_header(r, "Content-Type", "application/octet-stream");
     if (status == 206) {
         char cr[96];
@@ -131,5 +131,5 @@ enum MHD_Result hk_srv_serve_file(hk_server *srv, struct MHD_Connection *c, req_
                  (unsigned long long)f->size);
         MHD_add_response_header(r, "Content-Range", cr);
     }
-    return hk_srv_queue(c, ctx, status, r, is_get ? len : 0);
+    return srv_queue(c, ctx, status, r, is_get ? len : 0);
 }

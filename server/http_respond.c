@@ -11,7 +11,7 @@ static const char k_expose[] =
     "X-Repo-Commit, X-Request-Id, X-Error-Code, X-Error-Message, X-Total-Count, ETag, Link, Accept-Ranges, "
     "Content-Range, X-Linked-Size, X-Linked-ETag";
 
-enum MHD_Result hk_srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
+enum MHD_Result srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
                              uint64_t body_bytes) {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Access-Control-Expose-Headers", k_expose);
@@ -32,7 +32,7 @@ enum MHD_Result hk_srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned st
     return ret;
 }
 
-enum MHD_Result hk_srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
+enum MHD_Result srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
                                  const char *link) {
     size_t len = sb->len;
     char *data = hk__sb_steal(sb);
@@ -45,10 +45,10 @@ enum MHD_Result hk_srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigne
     MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
     if (link) MHD_add_response_header(r, "Link", link);
     if (ctx->publisher_trusted) MHD_add_response_header(r, "X-Kernel-Publisher-Trusted", "true");
-    return hk_srv_queue(c, ctx, status, r, len);
+    return srv_queue(c, ctx, status, r, len);
 }
 
-enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsigned status, const char *code,
+enum MHD_Result srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsigned status, const char *code,
                                   const char *commit, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -63,7 +63,7 @@ enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsign
     hk__sb_append(&body, "}");
     size_t len = body.len;
     char *data = hk__sb_steal(&body);
-    char *hmsg = hk_srv_sanitize(msg.data ? msg.data : "error", 512);
+    char *hmsg = srv_sanitize(msg.data ? msg.data : "error", 512);
     hk__sb_free(&msg);
     if (!data || !hmsg) {
         free(data);
@@ -81,36 +81,36 @@ enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsign
     MHD_add_response_header(r, "X-Error-Message", hmsg);
     if (commit && *commit) MHD_add_response_header(r, "X-Repo-Commit", commit);
     free(hmsg);
-    return hk_srv_queue(c, ctx, status, r, len);
+    return srv_queue(c, ctx, status, r, len);
 }
 
-enum MHD_Result hk_srv_repo_not_found(struct MHD_Connection *c, req_ctx *ctx) {
-    return hk_srv_send_error(c, ctx, 404, "RepoNotFound", NULL, "Repository not found");
+enum MHD_Result srv_repo_not_found(struct MHD_Connection *c, req_ctx *ctx) {
+    return srv_send_error(c, ctx, 404, "RepoNotFound", NULL, "Repository not found");
 }
 
-enum MHD_Result hk_srv_rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
+enum MHD_Result srv_rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
     hk_clear_error();
-    char *m = hk_srv_sanitize(rev ? rev : "", 200);
-    enum MHD_Result ret = hk_srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
+    char *m = srv_sanitize(rev ? rev : "", 200);
+    enum MHD_Result ret = srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: %s", m ? m : "");
     free(m);
     return ret;
 }
 
-enum MHD_Result hk_srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx) {
-    return hk_srv_send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
+enum MHD_Result srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx) {
+    return srv_send_error(c, ctx, 405, NULL, NULL, "Method not allowed");
 }
 
-char *hk_srv_base_url(hk_server *srv) { return hk__strdup(srv->public_url ? srv->public_url : ""); }
+char *srv_base_url(srv_server *srv) { return hk__strdup(srv->public_url ? srv->public_url : ""); }
 
-enum MHD_Result hk_srv_repo_invalid(struct MHD_Connection *c, req_ctx *ctx) {
-    return hk_srv_send_error(c, ctx, 400, "BadRequest", NULL,
+enum MHD_Result srv_repo_invalid(struct MHD_Connection *c, req_ctx *ctx) {
+    return srv_send_error(c, ctx, 400, "BadRequest", NULL,
                              "Invalid repo id: expected org/name, each part letters, digits, '-', '_' or '.' "
                              "(no '/', '..', '--' or '%%' inside a part, at most 96 characters)");
 }
 
-enum MHD_Result hk_srv_rev_invalid(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
-    char *m = hk_srv_sanitize(rev ? rev : "", 200);
-    enum MHD_Result ret = hk_srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid revision: %s", m ? m : "");
+enum MHD_Result srv_rev_invalid(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
+    char *m = srv_sanitize(rev ? rev : "", 200);
+    enum MHD_Result ret = srv_send_error(c, ctx, 400, "BadRequest", NULL, "Invalid revision: %s", m ? m : "");
     free(m);
     return ret;
 }

@@ -19,17 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The answer to a failed hk_srv_resolve_rev_segs. */
+/* The answer to a failed srv_resolve_rev_segs. */
 static enum MHD_Result rev_failed(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
     bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
-    return invalid ? hk_srv_rev_invalid(c, ctx, rev) : hk_srv_rev_not_found(c, ctx, rev);
+    return invalid ? srv_rev_invalid(c, ctx, rev) : srv_rev_not_found(c, ctx, rev);
 }
 
 /* Cache-Control class of an answer addressed by `rev` (set before the answer is queued). */
 static void addressed_by(req_ctx *ctx, const char *rev) { ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1; }
 
 /* /api/T/{repo}[/...]: the repo's own routes once the token was checked against it. */
-static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+static enum MHD_Result route_repo_api(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
                                       repo_ref *repo, const char *method) {
     bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0,
          is_post = strcmp(method, "POST") == 0;
@@ -41,152 +41,152 @@ static enum MHD_Result route_repo_api(hk_server *srv, struct MHD_Connection *c, 
 
     if (a == s->n) { /* repo info at main */
         ctx->cacheable = 1;
-        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (srv->up && hk_srv_up_prepare(srv, c, ctx, repo, "main", &ret)) {
-        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
-        else if (hk_store_resolve_rev(commit, repo->dir, "main") != HK_OK) {
+        if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
+        else if (srv->up && srv_up_prepare(srv, c, ctx, repo, "main", &ret)) {
+        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
+        else if (srv_store_resolve_rev(commit, repo->dir, "main") != HK_OK) {
             hk_clear_error();
-            ret = hk_srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: main");
-        } else ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
-    } else if (hk_srv_seg_is(s, a, "refs") && s->n == a + 1) {
+            ret = srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: main");
+        } else ret = srv_handle_repo_info(srv, c, ctx, repo, commit);
+    } else if (srv_seg_is(s, a, "refs") && s->n == a + 1) {
         /* a kernel repo's refs also carry the trust answer of its publisher (hubkern clients read it) */
-        if ((is_get || is_head) && repo->type == HK_REPO_KERNEL) ctx->publisher_trusted = hk_srv_repo_publisher_trusted(srv, repo->id);
-        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
+        if ((is_get || is_head) && repo->type == HK_REPO_KERNEL) ctx->publisher_trusted = srv_repo_publisher_trusted(srv, repo->id);
+        if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
         else if (srv->up) {
-            bool prs = hk_srv_query_true(c, "include_prs");
+            bool prs = srv_query_true(c, "include_prs");
             char *pq = hk__asprintf("/api/%s/%s/refs%s", hk_repo_type_plural(repo->type), repo->id,
                                     prs ? "?include_prs=1" : "");
-            ret = pq ? hk_srv_up_json(srv, c, ctx, pq, repo) : MHD_NO;
+            ret = pq ? srv_up_json(srv, c, ctx, pq, repo) : MHD_NO;
             free(pq);
-        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
-        else ret = hk_srv_handle_refs(c, ctx, repo);
-    } else if (hk_srv_seg_is(s, a, "revision") && s->n > a + 1) {
-        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (hk_srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
-        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
-        else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
+        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
+        else ret = srv_handle_refs(c, ctx, repo);
+    } else if (srv_seg_is(s, a, "revision") && s->n > a + 1) {
+        if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
+        else if (srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
+        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
+        else if (srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
             ret = rev_failed(c, ctx, rev);
         else {
             addressed_by(ctx, rev);
-            ret = hk_srv_handle_repo_info(srv, c, ctx, repo, commit);
+            ret = srv_handle_repo_info(srv, c, ctx, repo, commit);
         }
-    } else if (hk_srv_seg_is(s, a, "paths-info") && s->n > a + 1) {
-        if (!is_post) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (hk_srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
-        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
-        else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
+    } else if (srv_seg_is(s, a, "paths-info") && s->n > a + 1) {
+        if (!is_post) ret = srv_method_not_allowed(c, ctx);
+        else if (srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
+        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
+        else if (srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
             ret = rev_failed(c, ctx, rev);
-        else ret = hk_srv_handle_paths_info(srv, c, ctx, repo, commit);
-    } else if (hk_srv_seg_is(s, a, "tree") && s->n > a + 1) {
-        if (!is_get && !is_head) ret = hk_srv_method_not_allowed(c, ctx);
-        else if (hk_srv_route_up(srv, c, ctx, repo, s, a + 1, false, &ret)) {
-        } else if (!repo->dir) ret = hk_srv_repo_not_found(c, ctx);
-        else if (hk_srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, false) != HK_OK) {
+        else ret = srv_handle_paths_info(srv, c, ctx, repo, commit);
+    } else if (srv_seg_is(s, a, "tree") && s->n > a + 1) {
+        if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
+        else if (srv_route_up(srv, c, ctx, repo, s, a + 1, false, &ret)) {
+        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
+        else if (srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, false) != HK_OK) {
             ret = rev_failed(c, ctx, rev);
         } else {
             bool bad;
-            char *path = hk_srv_join_path(s, a + 1 + used, &bad);
+            char *path = srv_join_path(s, a + 1 + used, &bad);
             addressed_by(ctx, rev);
-            if (bad || !path) ret = hk_srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
-            else ret = hk_srv_handle_tree(srv, c, ctx, repo, commit, path);
+            if (bad || !path) ret = srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
+            else ret = srv_handle_tree(srv, c, ctx, repo, commit, path);
             free(path);
         }
     } else {
-        ret = hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+        ret = srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     }
     free(rev);
     return ret;
 }
 
 
-static enum MHD_Result route_api(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+static enum MHD_Result route_api(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
                                  const char *method, const token_spec *who) {
     bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
-    if (hk_srv_seg_is(s, 1, "agent-harnesses") && s->n == 2) {
+    if (srv_seg_is(s, 1, "agent-harnesses") && s->n == 2) {
         /* huggingface_hub >= 2 fetches this registry for its User-Agent; an empty one is valid */
         hk_strbuf sb;
         hk__sb_init(&sb);
         hk__sb_append(&sb, "{\"standardEnvVars\":[],\"harnesses\":{}}");
-        return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+        return srv_send_json(c, ctx, 200, &sb, NULL);
     }
-    if (hk_srv_seg_is(s, 1, "organizations") && s->n == 4 && hk_srv_seg_is(s, 3, "overview")) {
-        if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
-        return hk_srv_handle_org(srv, c, ctx, s, who);
+    if (srv_seg_is(s, 1, "organizations") && s->n == 4 && srv_seg_is(s, 3, "overview")) {
+        if (!is_get && !is_head) return srv_method_not_allowed(c, ctx);
+        return srv_handle_org(srv, c, ctx, s, who);
     }
     static const char *const types[] = {"models", "datasets", "spaces", "kernels"};
     int ti = -1;
     for (int i = 0; i < 4; i++)
-        if (hk_srv_seg_is(s, 1, types[i])) ti = i;
-    if (ti < 0 || s->n < 3) return hk_srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
+        if (srv_seg_is(s, 1, types[i])) ti = i;
+    if (ti < 0 || s->n < 3) return srv_send_error(c, ctx, 404, NULL, NULL, "Not found");
     static const char *const kws[] = {"revision", "tree", "refs", "paths-info", "commits", "benchmarks", NULL};
     repo_ref repo;
-    repo_parse pr = hk_srv_parse_repo(&repo, srv, s, 2, (hk_repo_type)ti, kws);
+    repo_parse pr = srv_parse_repo(&repo, srv, s, 2, (hk_repo_type)ti, kws);
     if (pr != REPO_OK) {
-        hk_srv_repo_ref_free(&repo);
-        return pr == REPO_INVALID ? hk_srv_repo_invalid(c, ctx) : hk_srv_repo_not_found(c, ctx);
+        srv_repo_ref_free(&repo);
+        return pr == REPO_INVALID ? srv_repo_invalid(c, ctx) : srv_repo_not_found(c, ctx);
     }
     enum MHD_Result ret;
-    if (repo.type == HK_REPO_KERNEL && hk_srv_seg_is(s, repo.next, "benchmarks") && s->n == repo.next + 1)
-        ret = hk_srv_handle_benchmarks(srv, c, ctx, &repo, method, who); /* checks id and scope itself */
-    else if (!hk_srv_token_allows(who, &repo))
-        ret = hk_srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
+    if (repo.type == HK_REPO_KERNEL && srv_seg_is(s, repo.next, "benchmarks") && s->n == repo.next + 1)
+        ret = srv_handle_benchmarks(srv, c, ctx, &repo, method, who); /* checks id and scope itself */
+    else if (!srv_token_allows(who, &repo))
+        ret = srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
-    else if (!repo.dir && !srv->up) ret = hk_srv_repo_not_found(c, ctx);
+    else if (!repo.dir && !srv->up) ret = srv_repo_not_found(c, ctx);
     else ret = route_repo_api(srv, c, ctx, s, &repo, method);
-    hk_srv_repo_ref_free(&repo);
+    srv_repo_ref_free(&repo);
     return ret;
 }
 
-static enum MHD_Result route(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+static enum MHD_Result route(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
                              const char *method) {
     bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
     if (s->n == 1 && s->len[0] == 0) {
         hk_strbuf sb;
         hk__sb_init(&sb);
         hk__sb_printf(&sb, "{\"hubkern\":\"%s\",\"status\":\"ok\"}", hk_version());
-        return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+        return srv_send_json(c, ctx, 200, &sb, NULL);
     }
-    if (hk_srv_seg_is(s, 0, "metrics") && s->n == 1) {
+    if (srv_seg_is(s, 0, "metrics") && s->n == 1) {
         ctx->route = MET_METRICS;
-        if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
-        return hk_srv_handle_metrics(srv, c, ctx);
+        if (!is_get && !is_head) return srv_method_not_allowed(c, ctx);
+        return srv_handle_metrics(srv, c, ctx);
     }
     /* the /lfs/ route authenticates through its signature */
-    if (hk_srv_seg_is(s, 0, "lfs")) {
+    if (srv_seg_is(s, 0, "lfs")) {
         ctx->route = MET_LFS;
         ctx->cacheable = 2;
-        if (!is_get && !is_head) return hk_srv_method_not_allowed(c, ctx);
-        return hk_srv_handle_lfs(srv, c, ctx, method, s);
+        if (!is_get && !is_head) return srv_method_not_allowed(c, ctx);
+        return srv_handle_lfs(srv, c, ctx, method, s);
     }
     const token_spec *who = NULL;
-    auth_result ar = hk_srv_check_token(srv, c, &who);
+    auth_result ar = srv_check_token(srv, c, &who);
     /* As the Hub answers private repos to anonymous clients: 401 + RepoNotFound (existence not revealed) */
-    if (ar == AUTH_MISSING && hk_srv_is_bench_post(s, method))
-        return hk_srv_send_error(c, ctx, 401, "Unauthorized", NULL, "Benchmark uploads need a token "
+    if (ar == AUTH_MISSING && srv_is_bench_post(s, method))
+        return srv_send_error(c, ctx, 401, "Unauthorized", NULL, "Benchmark uploads need a token "
                                  "(Authorization: Bearer <token>; kernels sends HF_TOKEN)");
     if (ar == AUTH_MISSING)
-        return hk_srv_send_error(c, ctx, 401, "RepoNotFound", NULL, "Repository not found (this mirror needs a token)");
+        return srv_send_error(c, ctx, 401, "RepoNotFound", NULL, "Repository not found (this mirror needs a token)");
     if (ar == AUTH_INVALID)
-        return hk_srv_send_error(c, ctx, 401, NULL, NULL, "Invalid credentials in Authorization header");
-    if (hk_srv_seg_is(s, 0, "api")) {
+        return srv_send_error(c, ctx, 401, NULL, NULL, "Invalid credentials in Authorization header");
+    if (srv_seg_is(s, 0, "api")) {
         ctx->route = MET_API;
         return route_api(srv, c, ctx, s, method, who);
     }
     ctx->route = MET_RESOLVE;
-    return hk_srv_handle_resolve(srv, c, ctx, method, s, who);
+    return srv_handle_resolve(srv, c, ctx, method, s, who);
 }
 
-enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
+enum MHD_Result srv_dispatch(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
                                 const char *method) {
-    if (strlen(url) > HK_SRV_MAX_URL) return hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too long");
-    if (url[0] != '/') return hk_srv_send_error(c, ctx, 400, NULL, NULL, "Bad request");
+    if (strlen(url) > HK_SRV_MAX_URL) return srv_send_error(c, ctx, 414, NULL, NULL, "URL too long");
+    if (url[0] != '/') return srv_send_error(c, ctx, 400, NULL, NULL, "Bad request");
     seglist *s = calloc(1, sizeof *s);
     if (!s) return MHD_NO;
     enum MHD_Result ret = MHD_NO;
     bool split = true;
     for (const char *p = url + 1;;) {
         if (s->n == HK_SRV_MAX_SEGS) {
-            ret = hk_srv_send_error(c, ctx, 414, NULL, NULL, "URL too deep");
+            ret = srv_send_error(c, ctx, 414, NULL, NULL, "URL too deep");
             split = false;
             break;
         }
@@ -203,7 +203,7 @@ enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ct
     for (size_t i = 0; split && i < s->n; i++) {
         char *d = hk__pct_decode(s->p[i], s->len[i], false);
         if (!d) {
-            ret = hk_srv_send_error(c, ctx, 400, "BadRequest", NULL,
+            ret = srv_send_error(c, ctx, 400, "BadRequest", NULL,
                                     "Invalid percent-encoding in the URL (a bad escape or %%00)");
             split = false;
             break;

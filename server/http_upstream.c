@@ -7,25 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-void hk_srv_note_mark(req_ctx *ctx, up_mark m) {
+void srv_note_mark(req_ctx *ctx, up_mark m) {
     static const int rank[] = {[UP_NONE] = 0, [UP_HIT] = 1, [UP_COALESCED] = 2, [UP_MISS] = 3, [UP_STALE] = 4};
     if (rank[m] > rank[ctx->mark]) ctx->mark = m;
 }
 
-bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
+bool srv_up_prepare(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
                        enum MHD_Result *ret) {
     if (!srv->up) return false;
     up_mark mark = UP_NONE;
     up_answer ans;
     memset(&ans, 0, sizeof ans);
-    int r = hk_srv_up_revision(srv, repo, rev, &mark, &ans);
-    hk_srv_note_mark(ctx, mark);
+    int r = srv_up_revision(srv, repo, rev, &mark, &ans);
+    srv_note_mark(ctx, mark);
     if (!r) return false;
-    *ret = hk_srv_send_up_answer(c, ctx, &ans, NULL);
+    *ret = srv_send_up_answer(c, ctx, &ans, NULL);
     return true;
 }
 
-enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit) {
+enum MHD_Result srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit) {
     hk_strbuf body;
     hk__sb_init(&body);
     hk__sb_append(&body, "{\"error\":");
@@ -33,7 +33,7 @@ enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, co
     hk__sb_append(&body, "}");
     size_t len = body.len;
     char *data = hk__sb_steal(&body);
-    char *hmsg = hk_srv_sanitize(a->msg[0] ? a->msg : "upstream error", 512);
+    char *hmsg = srv_sanitize(a->msg[0] ? a->msg : "upstream error", 512);
     struct MHD_Response *r = data ? MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
         free(data);
@@ -51,33 +51,33 @@ enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, co
     }
     free(hmsg);
     ctx->cacheable = 0;
-    return hk_srv_queue(c, ctx, a->status ? a->status : 502, r, len);
+    return srv_queue(c, ctx, a->status ? a->status : 502, r, len);
 }
 
-enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
+enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
                                const repo_ref *refs_of) {
     char *body = NULL;
     up_mark mark = UP_NONE;
     up_answer ans;
     memset(&ans, 0, sizeof ans);
-    int r = hk_srv_up_passthrough(srv, path_query, &body, &mark, &ans);
-    hk_srv_note_mark(ctx, mark);
+    int r = srv_up_passthrough(srv, path_query, &body, &mark, &ans);
+    srv_note_mark(ctx, mark);
     /* upstream unwell, rate-limited, or this client over its budget: a repo the store holds still
      * gets its refs from the store, so that nobody's misses lock out what is already here */
     if (r && refs_of && refs_of->dir && (ans.status == 429 || ans.status == 502 || ans.status == 503)) {
-        hk_srv_note_mark(ctx, UP_STALE);
-        return hk_srv_handle_refs(c, ctx, refs_of);
+        srv_note_mark(ctx, UP_STALE);
+        return srv_handle_refs(c, ctx, refs_of);
     }
-    if (r) return hk_srv_send_up_answer(c, ctx, &ans, NULL);
+    if (r) return srv_send_up_answer(c, ctx, &ans, NULL);
     hk_strbuf sb;
     hk__sb_init(&sb);
     hk__sb_append(&sb, body);
     free(body);
     ctx->cacheable = 1;
-    return hk_srv_send_json(c, ctx, 200, &sb, NULL);
+    return srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
-void hk_srv_up_begin(hk_server *srv, struct MHD_Connection *c) {
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c) {
     if (!srv->up) return;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     char key[72];
@@ -90,20 +90,20 @@ void hk_srv_up_begin(hk_server *srv, struct MHD_Connection *c) {
         snprintf(key, sizeof key, "t:%.32s", hex);
     } else {
         char ip[64];
-        hk_srv_client_ip(ip, sizeof ip, c);
+        srv_client_ip(ip, sizeof ip, c);
         snprintf(key, sizeof key, "a:%s", ip);
     }
-    hk_up_client_set(ci ? ci->connect_fd : -1, key);
+    srv_up_client_set(ci ? ci->connect_fd : -1, key);
 }
 
-void hk_srv_up_end(void) { hk_up_client_set(-1, NULL); }
+void srv_up_end(void) { srv_up_client_set(-1, NULL); }
 
-enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx) {
-    char *text = hk_metrics_text(&srv->metrics);
+enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx) {
+    char *text = srv_metrics_text(&srv->metrics);
     if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes) made visible */
         char *more = hk__asprintf("%s# HELP hubkern_upstream_memo_bytes Bytes of passed-through answers held in memory.\n"
                                   "# TYPE hubkern_upstream_memo_bytes gauge\nhubkern_upstream_memo_bytes %llu\n",
-                                  text, (unsigned long long)hk_up_memo_bytes(srv->up));
+                                  text, (unsigned long long)srv_up_memo_bytes(srv->up));
         free(text);
         text = more;
     }
@@ -116,23 +116,23 @@ enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, 
     }
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     MHD_add_response_header(r, "Cache-Control", "no-store");
-    return hk_srv_queue(c, ctx, 200, r, len);
+    return srv_queue(c, ctx, 200, r, len);
 }
 
-bool hk_srv_route_up(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+bool srv_route_up(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
                      size_t at, bool rest_is_rev, enum MHD_Result *ret) {
     if (!srv->up) return false;
-    char *rev = hk_srv_join_decoded(s, at, rest_is_rev ? s->n - at : 1);
+    char *rev = srv_join_decoded(s, at, rest_is_rev ? s->n - at : 1);
     if (!rev) {
         *ret = MHD_NO;
         return true;
     }
     bool answered;
     if (!hk__revision_valid(rev)) {
-        *ret = hk_srv_rev_invalid(c, ctx, rev);
+        *ret = srv_rev_invalid(c, ctx, rev);
         answered = true;
     } else {
-        answered = hk_srv_up_prepare(srv, c, ctx, repo, rev, ret);
+        answered = srv_up_prepare(srv, c, ctx, repo, rev, ret);
     }
     free(rev);
     return answered;

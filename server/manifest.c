@@ -17,27 +17,27 @@
 #define MANIFEST_MAX (256u << 20)
 #define PARTIAL_MARK "#partial\n"
 
-char *hk_manifest_path(const char *root, const char *repo_dir, const char *commit) {
+char *srv_manifest_path(const char *root, const char *repo_dir, const char *commit) {
     const char *folder = strrchr(repo_dir, '/');
     folder = folder ? folder + 1 : repo_dir;
     if (!hk__is_commit_id(commit)) return NULL;
     return hk__asprintf("%s/.hubkern-upstream/%s/%s", root, folder, commit);
 }
 
-bool hk_manifest_exists(const char *root, const char *repo_dir, const char *commit) {
-    char *p = hk_manifest_path(root, repo_dir, commit);
+bool srv_manifest_exists(const char *root, const char *repo_dir, const char *commit) {
+    char *p = srv_manifest_path(root, repo_dir, commit);
     bool ok = p && hk__path_exists(p);
     free(p);
     return ok;
 }
 
-int hk_manifest_write(const char *root, const char *repo_dir, const char *commit, const hk_listing *l) {
-    char *p = hk_manifest_path(root, repo_dir, commit);
+int srv_manifest_write(const char *root, const char *repo_dir, const char *commit, const srv_listing *l) {
+    char *p = srv_manifest_path(root, repo_dir, commit);
     if (!p) return hk__fail(HK_ERR_INVALID_ARG, "bad commit id");
     hk_strbuf sb;
     hk__sb_init(&sb);
     for (size_t i = 0; i < l->n; i++) {
-        const hk_sentry *e = &l->v[i];
+        const srv_sentry *e = &l->v[i];
         if (!e->is_dir)
             hk__sb_printf(&sb, "%s %llu %c %s\n", e->etag, (unsigned long long)e->size, e->lfs ? 'L' : 'G', e->path);
     }
@@ -50,8 +50,8 @@ int hk_manifest_write(const char *root, const char *repo_dir, const char *commit
     return rc;
 }
 
-int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, const char *commit) {
-    char *p = hk_manifest_path(root, repo_dir, commit);
+int srv_manifest_read(srv_listing *l, const char *root, const char *repo_dir, const char *commit) {
+    char *p = srv_manifest_path(root, repo_dir, commit);
     if (!p || !hk__path_exists(p)) {
         free(p);
         return hk__fail(HK_ERR_NOT_FOUND, "no manifest");
@@ -75,7 +75,7 @@ int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, cons
         if (sscanf(line, "%64s %llu %c %n", etag, &size, &kind, &used) == 3 && used > 0 &&
             hk__path_is_safe_relative(line + used) && hk__is_hex(etag, kind == 'L' ? 64 : 40)) {
             char *path = hk__strdup(line + used);
-            rc = path ? hk_listing_add_file(l, path, size, etag, kind == 'L') : hk__fail(HK_ERR_NOMEM, "out of memory");
+            rc = path ? srv_listing_add_file(l, path, size, etag, kind == 'L') : hk__fail(HK_ERR_NOMEM, "out of memory");
             if (rc) free(path);
         }
         line = nl + 1;
@@ -84,8 +84,8 @@ int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, cons
     return rc;
 }
 
-bool hk_manifest_partial(const char *root, const char *repo_dir, const char *commit) {
-    char *p = hk_manifest_path(root, repo_dir, commit);
+bool srv_manifest_partial(const char *root, const char *repo_dir, const char *commit) {
+    char *p = srv_manifest_path(root, repo_dir, commit);
     FILE *f = p ? fopen(p, "r") : NULL;
     char head[16] = "";
     bool partial = f && fgets(head, sizeof head, f) && strcmp(head, PARTIAL_MARK) == 0;
@@ -94,16 +94,16 @@ bool hk_manifest_partial(const char *root, const char *repo_dir, const char *com
     return partial;
 }
 
-int hk_manifest_reject(const char *root, const char *repo_dir, const char *commit) {
-    hk_listing l;
+int srv_manifest_reject(const char *root, const char *repo_dir, const char *commit) {
+    srv_listing l;
     memset(&l, 0, sizeof l);
-    int rc = hk_manifest_read(&l, root, repo_dir, commit);
-    char *p = rc == HK_OK ? hk_manifest_path(root, repo_dir, commit) : NULL;
+    int rc = srv_manifest_read(&l, root, repo_dir, commit);
+    char *p = rc == HK_OK ? srv_manifest_path(root, repo_dir, commit) : NULL;
     hk_strbuf sb;
     hk__sb_init(&sb);
     hk__sb_append(&sb, PARTIAL_MARK);
     for (size_t i = 0; rc == HK_OK && i < l.n; i++) {
-        const hk_sentry *e = &l.v[i];
+        const srv_sentry *e = &l.v[i];
         char *blob = hk_cache_blob_path(repo_dir, e->etag);
         struct stat st;
         if (blob && lstat(blob, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size)
@@ -114,6 +114,6 @@ int hk_manifest_reject(const char *root, const char *repo_dir, const char *commi
     if (rc == HK_OK) rc = p ? hk__write_file_atomic(p, sb.data, sb.len) : hk__fail(HK_ERR_NOMEM, "out of memory");
     free(p);
     hk__sb_free(&sb);
-    hk_listing_free(&l);
+    srv_listing_free(&l);
     return rc;
 }

@@ -151,7 +151,7 @@ static int store_blob(const char *repo_dir, const char *abs, const char *etag, b
         char got[65];
         bool got_lfs;
         uint64_t got_size;
-        rc = hk_hash_stream(got, &got_lfs, &got_size, in, abs, lfs_threshold, lfs ? 1 : 0, out);
+        rc = srv_hash_stream(got, &got_lfs, &got_size, in, abs, lfs_threshold, lfs ? 1 : 0, out);
         if (rc == HK_OK && strcmp(got, etag) != 0)
             rc = hk__fail(HK_ERR_INTEGRITY, "%s changed while being published; publish it again when it is stable", abs);
     }
@@ -233,7 +233,7 @@ static bool branch_name_valid(const char *b) {
     return true;
 }
 
-int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
+int srv_publish(srv_publish_result *out, const srv_publish_options *o) {
     memset(out, 0, sizeof *out);
     if (!o || !o->src_dir || !o->repo_id || !o->branch)
         return hk__fail(HK_ERR_INVALID_ARG, "publish needs a source directory, a repo id and a branch");
@@ -250,7 +250,7 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     char *message = o->message && *o->message ? hk__strdup(o->message) : hk__asprintf("Publish %s", o->branch);
     char *root = NULL, *repo_dir = NULL;
     src_list files = {0};
-    hk_listing l = {0}, parent_l = {0};
+    srv_listing l = {0}, parent_l = {0};
     int lock_fd = -1;
     int rc = message ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) rc = collect(&files, src_real, src_real, "", 0);
@@ -262,13 +262,13 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
         char etag[65];
         bool lfs;
         uint64_t size;
-        rc = hk_classify_file(etag, &lfs, &size, files.v[i].abs, threshold);
+        rc = srv_classify_file(etag, &lfs, &size, files.v[i].abs, threshold);
         if (rc) break;
         char *rel = hk__strdup(files.v[i].rel);
         if (!rel) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-        else if ((rc = hk_listing_add_file(&l, rel, size, etag, lfs)) != HK_OK) free(rel);
+        else if ((rc = srv_listing_add_file(&l, rel, size, etag, lfs)) != HK_OK) free(rel);
     }
-    if (rc == HK_OK) rc = hk_listing_finish(&l);
+    if (rc == HK_OK) rc = srv_listing_finish(&l);
 
     /* 2. under the repo lock: compare with the branch head, write blobs, snapshot, ref */
     if (rc == HK_OK) rc = hk_cache_root(&root, o->cache_dir, o->repo_type);
@@ -306,10 +306,10 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     }
     bool same = false;
     if (rc == HK_OK && parent[0]) {
-        hk_store *st = NULL;
-        rc = hk_store_open(&st, root, threshold);
-        if (rc == HK_OK) rc = hk_store_list(&parent_l, st, repo_dir, parent);
-        hk_store_close(st);
+        srv_store *st = NULL;
+        rc = srv_store_open(&st, root, threshold);
+        if (rc == HK_OK) rc = srv_store_list(&parent_l, st, repo_dir, parent);
+        srv_store_close(st);
         if (rc == HK_OK) same = strcmp(parent_l.root_oid, l.root_oid) == 0;
     }
     if (rc == HK_OK) {
@@ -328,12 +328,12 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     } else if (rc == HK_OK) {
         char commit[41];
         char *last_dir = NULL;
-        hk_git_commit_oid(commit, l.root_oid, parent, message);
+        srv_git_commit_oid(commit, l.root_oid, parent, message);
         /* map listing entries back to their source files */
         abs_of = calloc(l.n ? l.n : 1, sizeof *abs_of);
         if (!abs_of) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         for (size_t i = 0; rc == HK_OK && i < files.n; i++) {
-            long k = hk_listing_find(&l, files.v[i].rel);
+            long k = srv_listing_find(&l, files.v[i].rel);
             if (k >= 0) abs_of[k] = files.v[i].abs;
         }
         for (size_t i = 0; rc == HK_OK && i < l.n; i++) {
@@ -366,8 +366,8 @@ int hk_publish(hk_publish_result *out, const hk_publish_options *o) {
     }
     if (lock_fd >= 0) close(lock_fd); /* releases the flock; the lock file stays */
     free(abs_of);
-    hk_listing_free(&l);
-    hk_listing_free(&parent_l);
+    srv_listing_free(&l);
+    srv_listing_free(&parent_l);
     src_list_free(&files);
     free(message);
     free(root);

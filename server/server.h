@@ -24,7 +24,7 @@ extern "C" {
  * expand=false listings [inferred]. */
 #define HK_TREE_PAGE_SIZE_DEFAULT 1000 /* plain: also printed in hubkern serve --help */
 
-/* Defaults of the connection limits against slow clients (see hk_serve_config). */
+/* Defaults of the connection limits against slow clients (see srv_config). */
 /* 0: no per-address limit by default. Behind a reverse proxy every client has the proxy's address,
  * so a default limit refused them (issue 25); the header deadline and --max-connections still
  * bound what slow clients can hold. */
@@ -54,10 +54,10 @@ extern "C" {
 #define HK_SERVE_MAX_BACKOFF_DEFAULT 60    /* plain: also printed in hubkern serve --help */
 
 /* ---- serve -------------------------------------------------------------------------------- */
-typedef struct hk_serve_config {
+typedef struct srv_config {
     const char *cache_dir;       /* the store: a huggingface_hub-layout cache directory (required) */
     const char *host;            /* address to bind, default "127.0.0.1" ("0.0.0.0" / "::" for all) */
-    unsigned port;               /* 0 = an ephemeral port, see hk_server_port() */
+    unsigned port;               /* 0 = an ephemeral port, see srv_port() */
     unsigned threads;            /* worker threads (libmicrohttpd thread pool), default 4 */
     unsigned max_connections;    /* simultaneous connections, default 1024 */
     /* Against clients that hold connections open (slowloris): at most this many simultaneous
@@ -120,19 +120,19 @@ typedef struct hk_serve_config {
     uint64_t fault_cut_after;
     unsigned fault_cut_count;
 #endif
-} hk_serve_config;
+} srv_config;
 
-typedef struct hk_server hk_server;
+typedef struct srv_server srv_server;
 
-/* Bind, start the worker threads and return. Requests are served until hk_server_stop(). */
-int hk_server_start(hk_server **out, const hk_serve_config *config);
+/* Bind, start the worker threads and return. Requests are served until srv_stop(). */
+int srv_start(srv_server **out, const srv_config *config);
 /* The TCP port actually bound (useful with port 0). */
-unsigned hk_server_port(const hk_server *server);
+unsigned srv_port(const srv_server *server);
 /* Stop accepting, finish, free. NULL is ignored. */
-void hk_server_stop(hk_server *server);
+void srv_stop(srv_server *server);
 
 /* ---- publish ------------------------------------------------------------------------------ */
-typedef struct hk_publish_options {
+typedef struct srv_publish_options {
     const char *src_dir;     /* directory to record; it becomes the repo root */
     const char *repo_id;     /* "org/name" */
     hk_repo_type repo_type;  /* HK_REPO_KERNEL unless set */
@@ -140,19 +140,19 @@ typedef struct hk_publish_options {
     const char *message;     /* commit message, default "Publish <branch>" */
     const char *cache_dir;   /* store root; NULL = the default cache (hk_cache_root) */
     uint64_t lfs_threshold;  /* 0 = HK_LFS_THRESHOLD_DEFAULT */
-} hk_publish_options;
+} srv_publish_options;
 
-typedef struct hk_publish_result {
+typedef struct srv_publish_result {
     char commit[41];         /* the branch's commit after publishing */
     char parent[41];         /* previous head of the branch, "" if the branch is new */
     bool changed;            /* false when the tree equals the branch head's tree (nothing written) */
     size_t files;            /* files recorded */
     size_t lfs_files;        /* of which stored as LFS (sha256 etag) */
     uint64_t bytes;          /* total content bytes */
-} hk_publish_result;
+} srv_publish_result;
 
 /* Record src_dir as a new commit on `branch` (see docs/serve.md for the exact rules). */
-int hk_publish(hk_publish_result *out, const hk_publish_options *options);
+int srv_publish(srv_publish_result *out, const srv_publish_options *options);
 
 #ifdef __cplusplus
 }

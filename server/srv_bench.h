@@ -15,6 +15,6 @@
 #define HK_BENCH_PAGE_MAX 1000
 
 /* Does doc follow the submission schema? false: err gets what is wrong, by its JSON path. */
-bool hk_srv_bench_check(const cJSON *doc, char *err, size_t cap);
+bool srv_bench_check(const cJSON *doc, char *err, size_t cap);
 
 #endif

@@ -2,7 +2,7 @@
  * request's state, the parsed URL, and the helpers every answer uses.
  *
  * Who owns what:
- *   http_daemon.c    hk_server_start/stop: configuration, the listening socket, libmicrohttpd callbacks
+ *   http_daemon.c    srv_start/stop: configuration, the listening socket, libmicrohttpd callbacks
  *   http_guard.c     connection guard: the deadline for a request's headers (slowloris)
  *   http_auth.c      bearer tokens and their namespace scopes
  *   http_route.c     URL → segments (decoded once) → route; repo ids, revisions and paths checked there
@@ -47,19 +47,19 @@ typedef struct token_spec {
     bool write;  /* may also write (benchmark uploads); a plain token only reads */
 } token_spec;
 
-typedef struct hk_conn_guard hk_conn_guard;
+typedef struct srv_conn_guard srv_conn_guard;
 
 #ifdef HK_TEST_HOOKS
-typedef struct hk_srv_fault {
+typedef struct srv_fault {
     uint64_t cut_after; /* 0 = off */
     atomic_uint left;   /* responses still to cut */
-} hk_srv_fault;
+} srv_fault;
 #endif
 
-struct hk_server {
+struct srv_server {
     struct MHD_Daemon *daemon;
-    hk_store *store;
-    hk_conn_guard *guard;
+    srv_store *store;
+    srv_conn_guard *guard;
     unsigned port;
     char *bound_base; /* "http://host:port" of the bound socket */
     char *public_url;
@@ -71,14 +71,14 @@ struct hk_server {
     bool lfs_302;
     bool access_log;
     unsigned char lfs_key[32];
-    hk_upstream *up;    /* NULL: no pull-through */
+    srv_upstream *up;    /* NULL: no pull-through */
     unsigned rev_ttl;   /* max-age of branch-addressed answers */
     uint64_t bench_max; /* largest benchmark submission accepted, bytes */
     uint64_t bench_quota_count, bench_quota_bytes; /* per repo; the oldest are evicted past them */
     size_t max_body;    /* request bodies are collected up to this many bytes */
-    hk_metrics metrics;
+    srv_metrics metrics;
 #ifdef HK_TEST_HOOKS
-    hk_srv_fault fault;
+    srv_fault fault;
 #endif
 };
 
@@ -101,7 +101,7 @@ typedef struct req_ctx {
 /* Checked names: a revision is at most this long, a file path too (and each of its parts 255). */
 
 /* The URL path split at '/': p/len the raw segment (route keywords are matched on it), d the segment
- * percent-decoded once, at the route entry (hk_srv_dispatch); nothing decodes a segment again. */
+ * percent-decoded once, at the route entry (srv_dispatch); nothing decodes a segment again. */
 typedef struct seglist {
     const char *p[HK_SRV_MAX_SEGS];
     size_t len[HK_SRV_MAX_SEGS];
@@ -109,7 +109,7 @@ typedef struct seglist {
     size_t n;
 } seglist;
 
-/* A repo named by a request. Only hk_srv_parse_repo makes one, and only from an id that passed
+/* A repo named by a request. Only srv_parse_repo makes one, and only from an id that passed
  * hk_repo_id_valid part by part ("org/name" or "name": no '/', "..", '%', control characters), so
  * whatever takes a repo_ref (store paths, upstream URLs, token scopes) takes a checked id. */
 typedef struct repo_ref {
@@ -124,165 +124,165 @@ typedef enum { REPO_OK, REPO_NONE, REPO_INVALID } repo_parse;
 /* ---- http_encode.c -------------------------------------------------------------------------- */
 /* (percent-encoding and JSON strings are the util layer's: util/text.h) */
 /* A copy safe for a header value or a log line: printable ASCII only, at most `max` bytes. */
-char *hk_srv_sanitize(const char *s, size_t max);
+char *srv_sanitize(const char *s, size_t max);
 /* ?key=true or ?key=1 */
-bool hk_srv_query_true(struct MHD_Connection *c, const char *key);
+bool srv_query_true(struct MHD_Connection *c, const char *key);
 /* "2024-01-02T03:04:05.000Z" */
-void hk_srv_iso_time(char out[32], time_t t);
+void srv_iso_time(char out[32], time_t t);
 /* The client's address as text ("?" when unknown). */
-void hk_srv_client_ip(char *out, size_t cap, struct MHD_Connection *c);
+void srv_client_ip(char *out, size_t cap, struct MHD_Connection *c);
 
 /* ---- http_respond.c ------------------------------------------------------------------------- */
 /* Queue `r` (destroyed here) with `status`; records status and body bytes for the access log. */
-enum MHD_Result hk_srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
+enum MHD_Result srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
                              uint64_t body_bytes);
 /* Queue sb's text as application/json (sb is emptied); `link` is an optional Link header. */
-enum MHD_Result hk_srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
+enum MHD_Result srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
                                  const char *link);
 /* Errors the way the Hub signals them: X-Error-Code, X-Error-Message, {"error": ...}. */
-enum MHD_Result hk_srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsigned status, const char *code,
+enum MHD_Result srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsigned status, const char *code,
                                   const char *commit, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-enum MHD_Result hk_srv_repo_not_found(struct MHD_Connection *c, req_ctx *ctx);
+enum MHD_Result srv_repo_not_found(struct MHD_Connection *c, req_ctx *ctx);
 /* 404 RevisionNotFound naming the revision as the client sent it; clears the resolve error. */
-enum MHD_Result hk_srv_rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
-enum MHD_Result hk_srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx);
+enum MHD_Result srv_rev_not_found(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
+enum MHD_Result srv_method_not_allowed(struct MHD_Connection *c, req_ctx *ctx);
 /* Base URL for links and redirects: --public-url, else "" (the link is relative). Never the request's
  * Host: a cache in front that keys without it would hand a hostile Host to every later client. */
-char *hk_srv_base_url(hk_server *srv);
+char *srv_base_url(srv_server *srv);
 /* 400 "Invalid repo id" / "Invalid revision" (the checked-name refusals every route shares). */
-enum MHD_Result hk_srv_repo_invalid(struct MHD_Connection *c, req_ctx *ctx);
-enum MHD_Result hk_srv_rev_invalid(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
+enum MHD_Result srv_repo_invalid(struct MHD_Connection *c, req_ctx *ctx);
+enum MHD_Result srv_rev_invalid(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
 
 /* ---- http_auth.c ---------------------------------------------------------------------------- */
 typedef enum { AUTH_OK, AUTH_MISSING, AUTH_INVALID } auth_result;
 
 /* "TOKEN", "TOKEN:org1,org2/name" (scopes: namespaces or single repos), and either with ":write"
- * after (":" alone for every repo: "TOKEN::write") → t (freed with hk_srv_token_spec_free, also after
+ * after (":" alone for every repo: "TOKEN::write") → t (freed with srv_token_spec_free, also after
  * a failure). Scopes must be valid ids. */
-int hk_srv_token_spec_parse(token_spec *t, const char *spec);
-void hk_srv_token_spec_free(token_spec *t);
+int srv_token_spec_parse(token_spec *t, const char *spec);
+void srv_token_spec_free(token_spec *t);
 /* The request's bearer token among the configured ones; AUTH_OK with *who NULL when none is needed. */
-auth_result hk_srv_check_token(hk_server *srv, struct MHD_Connection *c, const token_spec **who);
+auth_result srv_check_token(srv_server *srv, struct MHD_Connection *c, const token_spec **who);
 /* May `who` see the repo? The whole checked id is compared with each scope, case-insensitively as the
  * Hub compares ids: a namespace scope grants "ns/anything", a repo scope that repo only. */
-bool hk_srv_token_allows(const token_spec *who, const repo_ref *repo);
+bool srv_token_allows(const token_spec *who, const repo_ref *repo);
 /* May `who` write (benchmark uploads) to the repo? Needs a write token whose scope allows it. */
-bool hk_srv_token_may_write(const token_spec *who, const repo_ref *repo);
+bool srv_token_may_write(const token_spec *who, const repo_ref *repo);
 /* May `who` see namespace `ns` at all? */
-bool hk_srv_token_allows_namespace(const token_spec *who, const char *ns);
+bool srv_token_allows_namespace(const token_spec *who, const char *ns);
 
 /* ---- http_route.c --------------------------------------------------------------------------- */
 /* The access handler's work once the request (body included) is in. */
-enum MHD_Result hk_srv_dispatch(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
+enum MHD_Result srv_dispatch(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *url,
                                 const char *method);
-bool hk_srv_seg_is(const seglist *s, size_t i, const char *lit);
+bool srv_seg_is(const seglist *s, size_t i, const char *lit);
 /* A copy of the decoded segment i (NULL when out of memory). */
-char *hk_srv_seg_decode(const seglist *s, size_t i);
+char *srv_seg_decode(const seglist *s, size_t i);
 /* Revisions and file paths are checked by the project's one rule for each (util/text.h:
  * hk__revision_valid, hk__repo_path_valid; "" is the repo root for a path). */
 /* Segments [from, n) '/'-joined into a checked path (hk__repo_path_valid); NULL and *bad if not. */
-char *hk_srv_join_path(const seglist *s, size_t from, bool *bad);
+char *srv_join_path(const seglist *s, size_t from, bool *bad);
 /* Decoded segments [at, at + k) '/'-joined (unchecked; NULL when out of memory). */
-char *hk_srv_join_decoded(const seglist *s, size_t at, size_t k);
+char *srv_join_decoded(const seglist *s, size_t at, size_t k);
 /* A repo id at segment `at` ("org/name" or "name"; `keywords` end a one-part id). REPO_INVALID: the
  * id is not one the Hub could have (answer 400, never look it up anywhere); REPO_NONE: no id there. */
-repo_parse hk_srv_parse_repo(repo_ref *out, hk_server *srv, const seglist *s, size_t at, hk_repo_type type,
+repo_parse srv_parse_repo(repo_ref *out, srv_server *srv, const seglist *s, size_t at, hk_repo_type type,
                              const char *const *keywords);
-void hk_srv_repo_ref_free(repo_ref *r);
+void srv_repo_ref_free(repo_ref *r);
 /* The revision in segments from `at` (one segment, or a raw "refs/pr/1" over several; all the rest
  * when rest_is_rev); *used = segments taken; *rev_out = the revision text, also on failure.
- * HK_ERR_INVALID_ARG when the revision is not a valid name (answer hk_srv_rev_invalid). */
-int hk_srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
+ * HK_ERR_INVALID_ARG when the revision is not a valid name (answer srv_rev_invalid). */
+int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
                             size_t at, bool rest_is_rev);
 /* With --upstream: the revision at `at` (all the rest when rest_is_rev) checked, then brought into
- * the store (hk_srv_up_prepare). false = go on; true = answered (*ret): 400 for a name that is not a
+ * the store (srv_up_prepare). false = go on; true = answered (*ret): 400 for a name that is not a
  * valid revision (never sent upstream), or the upstream's refusal. */
-bool hk_srv_route_up(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+bool srv_route_up(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
                      size_t at, bool rest_is_rev, enum MHD_Result *ret);
 
 /* ---- http_range.c --------------------------------------------------------------------------- */
 /* Headers every file answer carries: X-Repo-Commit, ETag, Accept-Ranges, X-Linked-* for LFS. */
-void hk_srv_add_file_headers(struct MHD_Response *r, const hk_sfile *f, const char *commit);
+void srv_add_file_headers(struct MHD_Response *r, const srv_sfile *f, const char *commit);
 /* Parse a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range. 0: no usable Range (serve 200),
  * 1: range in *start,*len, -1: unsatisfiable (416). */
-int hk_srv_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len);
+int srv_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len);
 /* Answer an opened file: 304, 416, 206 or 200 (takes ownership of f->fd). */
-enum MHD_Result hk_srv_serve_file(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
-                                  hk_sfile *f, const char *commit);
+enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+                                  srv_sfile *f, const char *commit);
 
 /* ---- http_file.c ---------------------------------------------------------------------------- */
 /* /[datasets/|spaces/|kernels/]{repo}/resolve/{rev}/{path} */
-enum MHD_Result hk_srv_handle_resolve(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                       const seglist *s, const token_spec *who);
 /* /lfs/T/{repo}/{sha256}?commit=&sig= */
-enum MHD_Result hk_srv_handle_lfs(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
+enum MHD_Result srv_handle_lfs(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                   const seglist *s);
 
 /* ---- http_api.c ----------------------------------------------------------------------------- */
 /* One tree / paths-info entry as the Hub writes it. */
-void hk_srv_json_entry(hk_strbuf *sb, const hk_sentry *e);
-enum MHD_Result hk_srv_handle_repo_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+void srv_json_entry(hk_strbuf *sb, const srv_sentry *e);
+enum MHD_Result srv_handle_repo_info(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                         const repo_ref *repo, const char *commit);
-enum MHD_Result hk_srv_handle_tree(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
+enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                    const char *commit, const char *path);
-enum MHD_Result hk_srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo);
+enum MHD_Result srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo);
 /* Is the namespace of repo_id a trusted kernel publisher, as this mirror's overview would say? The
  * refs answer then carries X-Kernel-Publisher-Trusted: true (the client skips its overview request). */
-bool hk_srv_repo_publisher_trusted(hk_server *srv, const char *repo_id);
+bool srv_repo_publisher_trusted(srv_server *srv, const char *repo_id);
 /* /api/organizations/{org}/overview; a namespace outside the token's scope answers as unknown. */
-enum MHD_Result hk_srv_handle_org(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
+enum MHD_Result srv_handle_org(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
                                   const token_spec *who);
 
 /* ---- http_paths.c --------------------------------------------------------------------------- */
-enum MHD_Result hk_srv_handle_paths_info(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+enum MHD_Result srv_handle_paths_info(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *commit);
 
 /* ---- http_benchmarks.c --------------------------------------------------------------------- */
 /* POST /api/kernels/.../benchmarks (answered with its own 401 when no token was sent). */
-bool hk_srv_is_bench_post(const seglist *s, const char *method);
+bool srv_is_bench_post(const seglist *s, const char *method);
 /* /api/kernels/{repo}/benchmarks: POST stores a submission, GET/HEAD lists them (?limit=&cursor=). */
-enum MHD_Result hk_srv_handle_benchmarks(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx,
+enum MHD_Result srv_handle_benchmarks(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *method, const token_spec *who);
 
 /* ---- http_upstream.c ------------------------------------------------------------------------ */
-/* With --upstream: bring the checked revision `rev` (hk_srv_rev_valid; the router checks it) of repo
+/* With --upstream: bring the checked revision `rev` (srv_rev_valid; the router checks it) of repo
  * into the store before the store resolves it. false = go on; true = answered (*ret). */
-bool hk_srv_up_prepare(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
+bool srv_up_prepare(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
                        enum MHD_Result *ret);
 /* Answer an upstream refusal (404 / 429 / 502 / 503, Retry-After when known). */
-enum MHD_Result hk_srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit);
+enum MHD_Result srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit);
 /* The marks of one request combined: stale beats miss beats coalesced beats hit. */
-void hk_srv_note_mark(req_ctx *ctx, up_mark m);
+void srv_note_mark(req_ctx *ctx, up_mark m);
 /* GET /metrics */
-enum MHD_Result hk_srv_handle_metrics(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx);
+enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx);
 /* refs / organization overview from upstream (JSON passed through). */
 /* refs_of: the repo of a refs request, answered from the store when upstream cannot answer. */
-enum MHD_Result hk_srv_up_json(hk_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
+enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
                                const repo_ref *refs_of);
-/* Around each request with --upstream: whose request this thread answers (hk_up_client_set). */
-void hk_srv_up_begin(hk_server *srv, struct MHD_Connection *c);
-void hk_srv_up_end(void);
+/* Around each request with --upstream: whose request this thread answers (srv_up_client_set). */
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c);
+void srv_up_end(void);
 
 /* ---- http_guard.c --------------------------------------------------------------------------- */
 /* Start the watchdog that closes connections whose request headers take longer than timeout_s. */
-int hk_conn_guard_start(hk_conn_guard **out, unsigned timeout_s);
+int srv_conn_guard_start(srv_conn_guard **out, unsigned timeout_s);
 /* Stop and free it (after MHD_stop_daemon). NULL is ignored. */
-void hk_conn_guard_stop(hk_conn_guard *g);
+void srv_conn_guard_stop(srv_conn_guard *g);
 /* MHD_OPTION_NOTIFY_CONNECTION callback (cls = the guard): tracks connections from accept to close. */
-void hk_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+void srv_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code);
 /* The request's headers are in (first access-handler call): its deadline no longer applies. */
-void hk_conn_guard_headers_done(struct MHD_Connection *c);
+void srv_conn_guard_headers_done(struct MHD_Connection *c);
 /* A request finished: the connection now waits for the next request's headers, deadline restarts. */
-void hk_conn_guard_request_done(struct MHD_Connection *c);
+void srv_conn_guard_request_done(struct MHD_Connection *c);
 
 /* ---- http_fault.c (HK_TEST_HOOKS only) ------------------------------------------------------ */
 #ifdef HK_TEST_HOOKS
-void hk_srv_fault_init(hk_srv_fault *f, const hk_serve_config *cfg);
+void srv_fault_init(srv_fault *f, const srv_config *cfg);
 /* For a body of `len` bytes from `start` of fd: when this response is one to cut, *out is a response
  * that ends after the configured byte count (fd owned by it, or closed when that fails) and true is
  * returned; false leaves fd alone. */
-bool hk_srv_fault_cut(struct MHD_Response **out, hk_srv_fault *f, bool is_get, int fd, uint64_t start,
+bool srv_fault_cut(struct MHD_Response **out, srv_fault *f, bool is_get, int fd, uint64_t start,
                       uint64_t len);
 #endif
 

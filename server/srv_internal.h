@@ -12,14 +12,14 @@
 /* ---- git objects (gitobj.c) --------------------------------------------------------------- */
 /* The LFS pointer exactly as git-lfs writes it:
  * "version https://git-lfs.github.com/spec/v1\noid sha256:<hex>\nsize <n>\n". Returns its length. */
-size_t hk_git_lfs_pointer(char *buf, size_t cap, const char *sha256_hex, uint64_t size);
+size_t srv_git_lfs_pointer(char *buf, size_t cap, const char *sha256_hex, uint64_t size);
 /* Git blob oid of that pointer (what the Hub lists as the LFS file's "oid"), and its length. */
-void hk_git_lfs_pointer_oid(char out[41], size_t *pointer_size, const char *sha256_hex, uint64_t size);
+void srv_git_lfs_pointer_oid(char out[41], size_t *pointer_size, const char *sha256_hex, uint64_t size);
 /* sha1("commit <len>\0tree T\n[parent P\n]author A 0 +0000\ncommitter A 0 +0000\n\n<message>\n") */
-void hk_git_commit_oid(char out[41], const char *tree_oid, const char *parent_oid, const char *message);
+void srv_git_commit_oid(char out[41], const char *tree_oid, const char *parent_oid, const char *message);
 
 /* One entry of a snapshot listing. */
-typedef struct hk_sentry {
+typedef struct srv_sentry {
     char *path;          /* repo-relative, '/'-separated */
     bool is_dir;
     bool lfs;            /* file stored in LFS: etag is the content sha256 */
@@ -27,81 +27,81 @@ typedef struct hk_sentry {
     size_t pointer_size; /* LFS pointer length */
     char etag[65];       /* blob name: git sha1 (40) or sha256 (64) */
     char oid[41];        /* git oid: blob sha1 (of the pointer for LFS) or tree sha1 */
-} hk_sentry;
+} srv_sentry;
 
-typedef struct hk_listing {
-    hk_sentry *v;        /* sorted depth-first ('/' orders before every other byte) */
+typedef struct srv_listing {
+    srv_sentry *v;        /* sorted depth-first ('/' orders before every other byte) */
     size_t n, cap;
     char root_oid[41];   /* git tree oid of the whole snapshot */
     uint64_t total_bytes;
-} hk_listing;
+} srv_listing;
 
-void hk_listing_free(hk_listing *l);
+void srv_listing_free(srv_listing *l);
 /* Add a file (path owned by the listing afterwards on success). */
-int hk_listing_add_file(hk_listing *l, char *path, uint64_t size, const char *etag, bool lfs);
+int srv_listing_add_file(srv_listing *l, char *path, uint64_t size, const char *etag, bool lfs);
 /* Sort, synthesise directory entries from file paths, compute every git oid. */
-int hk_listing_finish(hk_listing *l);
+int srv_listing_finish(srv_listing *l);
 /* Index of an entry by path, or -1. Listing must be finished. */
-long hk_listing_find(const hk_listing *l, const char *path);
+long srv_listing_find(const srv_listing *l, const char *path);
 /* Path comparison used for the order ('/' lowest). */
-int hk_path_cmp(const char *a, const char *b);
+int srv_path_cmp(const char *a, const char *b);
 
 /* ---- store reader (store.c) --------------------------------------------------------------- */
-typedef struct hk_store hk_store;
+typedef struct srv_store srv_store;
 
-int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold);
-void hk_store_close(hk_store *s);
-const char *hk_store_root(const hk_store *s);
+int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold);
+void srv_store_close(srv_store *s);
+const char *srv_store_root(const srv_store *s);
 
 /* The folder of repo_id in the store, existing or not; NULL (HK_ERR_INVALID_ARG) for an id that
- * fails hk_repo_id_valid: every repo folder name is made here or by hk_store_repo_dir. */
-char *hk_store_repo_path(const hk_store *s, hk_repo_type type, const char *repo_id);
+ * fails hk_repo_id_valid: every repo folder name is made here or by srv_store_repo_dir. */
+char *srv_store_repo_path(const srv_store *s, hk_repo_type type, const char *repo_id);
 /* Repo folder (realpath) if it exists as a directory; NULL otherwise. Caller frees. */
-char *hk_store_repo_dir(const hk_store *s, hk_repo_type type, const char *repo_id);
+char *srv_store_repo_dir(const srv_store *s, hk_repo_type type, const char *repo_id);
 /* Branch, tag, "refs/pr/N", "refs/heads/X" or a commit id present in snapshots/ → commit.
  * HK_ERR_REVISION_NOT_FOUND otherwise. */
-int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev);
+int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev);
 
 /* The file at `path` in snapshot `commit`: opened fd (O_RDONLY) and its metadata.
  * HK_ERR_ENTRY_NOT_FOUND if absent, a directory, or a link leaving the repo folder. */
-typedef struct hk_sfile {
+typedef struct srv_sfile {
     int fd;
     uint64_t size;
     bool lfs;
     char etag[65];
-} hk_sfile;
-int hk_store_open_file(hk_sfile *out, hk_store *s, const char *repo_dir, const char *commit, const char *path);
+} srv_sfile;
+int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, const char *commit, const char *path);
 /* Open blobs/<sha256> of a repo (for the /lfs/ route). */
-int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const char *sha256);
+int srv_store_open_blob(srv_sfile *out, srv_store *s, const char *repo_dir, const char *sha256);
 
 /* Walk snapshots/<commit>/ into a finished listing. */
-int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char *commit);
+int srv_store_list(srv_listing *out, srv_store *s, const char *repo_dir, const char *commit);
 
 /* The same, shared between requests for a few seconds (tree pages, repo info, paths-info): release
- * with hk_store_list_release(). */
-int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_dir, const char *commit);
-void hk_store_list_release(hk_store *s, const hk_listing *l);
+ * with srv_store_list_release(). */
+int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *repo_dir, const char *commit);
+void srv_store_list_release(srv_store *s, const srv_listing *l);
 /* Drop the shared listing of that commit (its manifest changed): the next request lists it anew. */
-void hk_store_forget_listing(hk_store *s, const char *repo_dir, const char *commit);
+void srv_store_forget_listing(srv_store *s, const char *repo_dir, const char *commit);
 
 /* Branches (and PR refs) of a repo: names relative to refs/ with their commits. */
-typedef struct hk_ref {
+typedef struct srv_ref {
     char *name;
     char commit[65];
-} hk_ref;
-int hk_store_list_refs(hk_ref **out, size_t *n, const char *repo_dir);
-void hk_refs_free(hk_ref *refs, size_t n);
+} srv_ref;
+int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir);
+void srv_refs_free(srv_ref *refs, size_t n);
 
 /* Does any repo of namespace `org` exist in the store (any type)? */
-bool hk_store_has_namespace(const hk_store *s, const char *org);
+bool srv_store_has_namespace(const srv_store *s, const char *org);
 
 /* ---- blob names (blob_name.c: used by publish.c and store.c) ------------------------------- */
 /* Hash a file the way publish names it: LFS (sha256) when it is binary (a NUL byte in its first
  * 8000 bytes, git's rule) or at least lfs_threshold bytes; otherwise its git blob sha1. */
-int hk_classify_file(char etag[65], bool *lfs, uint64_t *size, const char *path, uint64_t lfs_threshold);
-/* Hash an open file as hk_classify_file names it (force_lfs: -1 decide, 0 git blob, 1 sha256),
+int srv_classify_file(char etag[65], bool *lfs, uint64_t *size, const char *path, uint64_t lfs_threshold);
+/* Hash an open file as srv_classify_file names it (force_lfs: -1 decide, 0 git blob, 1 sha256),
  * writing its bytes to copy_fd too when that is >= 0. */
-int hk_hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const char *what, uint64_t lfs_threshold,
+int srv_hash_stream(char etag[65], bool *lfs, uint64_t *size, int fd, const char *what, uint64_t lfs_threshold,
                    int force_lfs, int copy_fd);
 
 #endif

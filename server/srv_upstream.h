@@ -18,7 +18,7 @@
 
 #include "server/srv_internal.h"
 
-typedef struct hk_server hk_server;
+typedef struct srv_server srv_server;
 typedef struct repo_ref repo_ref;
 
 #include "internal.h"
@@ -43,19 +43,19 @@ typedef struct up_answer {
 
 /* ---- upstream_wait.c: coalescing inside one process ------------------------------------------ */
 typedef struct up_waitset up_waitset;
-int hk_up_waitset_new(up_waitset **out);
-void hk_up_waitset_free(up_waitset *w);
-/* true: the caller leads (does the work, then calls hk_up_leave); false: another thread did it
+int srv_up_waitset_new(up_waitset **out);
+void srv_up_waitset_free(up_waitset *w);
+/* true: the caller leads (does the work, then calls srv_up_leave); false: another thread did it
  * meanwhile and the caller waited until it finished: *leader = what the leader answered its
  * client when it failed (status 0: it succeeded), so that every waiter answers the same (a 503
  * with its Retry-After, a 429, a 404, a 502) instead of a blanket 502. A wait lasts at most
  * wait_s and ends early when this thread's client disconnects or *stopping: then *leader is a 503
  * with Retry-After (the leader goes on for the others). */
-bool hk_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bool *stopping, up_answer *leader);
+bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bool *stopping, up_answer *leader);
 /* failed: the leader's answer to its own client, or NULL when it succeeded. */
-void hk_up_leave(up_waitset *w, const char *key, const up_answer *failed);
+void srv_up_leave(up_waitset *w, const char *key, const up_answer *failed);
 /* How many threads wait on the leader of key (0 when none leads it). */
-unsigned hk_up_waiters(up_waitset *w, const char *key);
+unsigned srv_up_waiters(up_waitset *w, const char *key);
 
 /* ---- upstream_http.c ------------------------------------------------------------------------ */
 typedef struct up_site {
@@ -67,7 +67,7 @@ typedef struct up_site {
 
 typedef struct up_budget up_budget; /* one client's upstream misses (upstream_client.c) */
 
-typedef struct hk_upstream {
+typedef struct srv_upstream {
     up_site *sites;
     size_t n_sites;
     char *token; /* never logged */
@@ -75,7 +75,7 @@ typedef struct hk_upstream {
     unsigned stall_s; /* --upstream-timeout */
     unsigned deadline_s; /* --upstream-deadline */
     unsigned max_backoff; /* --upstream-max-backoff: most of a Retry-After honoured */
-    atomic_bool stopping; /* the server is stopping: transfers in flight end now (hk_server_stop) */
+    atomic_bool stopping; /* the server is stopping: transfers in flight end now (srv_stop) */
     up_waitset *waits;
     pthread_mutex_t mu; /* the negative cache and the pass-through memo */
     struct up_memo *memo;
@@ -85,7 +85,7 @@ typedef struct hk_upstream {
     pthread_mutex_t bmu;           /* the per-client miss budgets */
     up_budget *budgets;
     unsigned miss_budget, miss_window; /* --client-miss-budget misses per --client-miss-window s */
-} hk_upstream;
+} srv_upstream;
 
 typedef struct up_resp {
     long status;
@@ -93,95 +93,95 @@ typedef struct up_resp {
     int fd;               /* the body goes here when >= 0 */
     hk_hasher *h256, *hgit; /* fed with the body when set */
     uint64_t written, max_body;
-    double t0;            /* when the transfer started (hk_up_get sets it): the deadline counts from it */
-    const char *lead_key; /* the coalescing key this transfer leads, if any (for hk_up_waiters) */
+    double t0;            /* when the transfer started (srv_up_get sets it): the deadline counts from it */
+    const char *lead_key; /* the coalescing key this transfer leads, if any (for srv_up_waiters) */
     bool too_big;
     char etag[80], linked_etag[80], linked_size[32], commit[72], retry_after[16], error_code[48];
     size_t site; /* the upstream that answered */
 } up_resp;
 
-int hk_up_create(hk_upstream **out, const hk_serve_config *cfg);
-void hk_up_free(hk_upstream *u);
+int srv_up_create(srv_upstream **out, const srv_config *cfg);
+void srv_up_free(srv_upstream *u);
 /* upstream_memo.c: the memo of passed-through and negative answers (u->mu guards it). */
-void hk_up_memo_free(hk_upstream *u);
-uint64_t hk_up_memo_bytes(hk_upstream *u); /* bytes the pass-through memo holds now */
+void srv_up_memo_free(srv_upstream *u);
+uint64_t srv_up_memo_bytes(srv_upstream *u); /* bytes the pass-through memo holds now */
 /* A copy of the answer kept for key if younger than max_age (any age when max_age < 0): body (may
  * be NULL: not wanted; *body NULL for a negative answer), status and error code. */
-bool hk_up_memo_get(hk_upstream *u, const char *key, double max_age, char **body, unsigned *status, char code[48]);
+bool srv_up_memo_get(srv_upstream *u, const char *key, double max_age, char **body, unsigned *status, char code[48]);
 /* Keep an answer (body NULL: a negative one) under key, evicting the least recently used. */
-void hk_up_memo_put(hk_upstream *u, const char *key, const char *body, unsigned status, const char *code);
+void srv_up_memo_put(srv_upstream *u, const char *key, const char *body, unsigned status, const char *code);
 /* Would an answer of body_len bytes under key be kept (not larger than the whole memo)? */
-bool hk_up_memo_fits(const hk_upstream *u, const char *key, size_t body_len);
+bool srv_up_memo_fits(const srv_upstream *u, const char *key, size_t body_len);
 /* flock of <root>/.locks/<repo folder>/<name>.lock, waited for at most wait_s (and not past the
  * client's disconnect or the mirror's stop): the fd, -1 when locking is impossible (the work is
- * then done unlocked), -2 when the wait was given up. hk_up_unlock(-1) is fine. */
-int hk_up_lock(hk_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s);
+ * then done unlocked), -2 when the wait was given up. srv_up_unlock(-1) is fine. */
+int srv_up_lock(srv_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s);
 /* How long a transfer of `bytes` (0: unknown) may run, and so how long to wait for one. */
-double hk_up_wait_s(const hk_upstream *u, uint64_t bytes);
+double srv_up_wait_s(const srv_upstream *u, uint64_t bytes);
 /* The client of the request this thread answers (with --upstream every connection has its own
  * thread): its socket, for noticing a disconnect, and its budget key (token or address). Set by
- * hk_srv_up_begin around each request; fd -1 / key NULL clears it. */
+ * srv_up_begin around each request; fd -1 / key NULL clears it. */
 /* upstream_client.c */
-void hk_up_client_set(int fd, const char *key);
-bool hk_up_client_gone(void);
+void srv_up_client_set(int fd, const char *key);
+bool srv_up_client_gone(void);
 /* Has this thread's client budget left for an upstream miss? false: *retry_s until it has. */
-bool hk_up_client_may_miss(hk_upstream *u, unsigned *retry_s);
+bool srv_up_client_may_miss(srv_upstream *u, unsigned *retry_s);
 /* Spend one miss of this thread's client (the request is about to go upstream). */
-void hk_up_client_spend(hk_upstream *u);
+void srv_up_client_spend(srv_upstream *u);
 /* The table of client budgets an upstream handle keeps (free with free). */
-up_budget *hk_up_budgets_new(void);
-void hk_up_unlock(int fd);
-double hk_up_now(void);
+up_budget *srv_up_budgets_new(void);
+void srv_up_unlock(int fd);
+double srv_up_now(void);
 /* GET base + path_query from the first upstream that answers (fallbacks on network errors, 5xx and
  * 429). HK_OK with r->status set when some upstream answered; HK_ERR_NETWORK when none did;
  * HK_ERR_RATE_LIMITED-like: *backoff_s > 0 when every upstream is inside a 429 back-off. */
-int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s);
-/* Is a failed hk_up_get (rc, r->status) "the upstream is unavailable, try again later" (a 503
+int srv_up_get(srv_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s);
+/* Is a failed srv_up_get (rc, r->status) "the upstream is unavailable, try again later" (a 503
  * with Retry-After for the client: a 503, no answer, a stall, the mirror stopping) rather than a
  * bad answer (a 502)? */
-bool hk_up_unavailable(int rc, long status);
-void hk_up_resp_init(up_resp *r);
-void hk_up_resp_free(up_resp *r);
+bool srv_up_unavailable(int rc, long status);
+void srv_up_resp_init(up_resp *r);
+void srv_up_resp_free(up_resp *r);
 
 /* ---- upstream_rev.c ------------------------------------------------------------------------- */
 /* Before the store resolves `rev` of `repo`: make sure the store knows it (fetch on a miss or past
  * the TTL), repo->dir refreshed. 0 = go on with the store (which may still say 404); 1 = answer
  * with *ans. *mark says hit / miss / coalesced / stale. */
-int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans);
+int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans);
 /* Upstream's refs (or overview) JSON, memoised for the revision TTL, stale on error. 0 = *body
  * (caller frees), 1 = answer with *ans. */
-int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans);
+int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans);
 
 /* ---- upstream_blob.c ------------------------------------------------------------------------ */
 /* The file `path` of `commit` (from the manifest) into blobs/ and the snapshot. 0 = now in the store;
  * 1 = answer with *ans (404 when the manifest has no such file). */
-int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, const char *path, up_mark *mark,
+int srv_up_file(srv_server *srv, const repo_ref *repo, const char *commit, const char *path, up_mark *mark,
                    up_answer *ans);
 
 /* ---- manifest.c ----------------------------------------------------------------------------- */
 /* <root>/.hubkern-upstream/<repo folder>/<commit>: one line per file, "<etag> <size> <L|G> <path>". */
-char *hk_manifest_path(const char *root, const char *repo_dir, const char *commit);
-int hk_manifest_write(const char *root, const char *repo_dir, const char *commit, const hk_listing *l);
+char *srv_manifest_path(const char *root, const char *repo_dir, const char *commit);
+int srv_manifest_write(const char *root, const char *repo_dir, const char *commit, const srv_listing *l);
 /* Files of the manifest added to l (not finished). HK_ERR_NOT_FOUND when there is none. */
-int hk_manifest_read(hk_listing *l, const char *root, const char *repo_dir, const char *commit);
-bool hk_manifest_exists(const char *root, const char *repo_dir, const char *commit);
+int srv_manifest_read(srv_listing *l, const char *root, const char *repo_dir, const char *commit);
+bool srv_manifest_exists(const char *root, const char *repo_dir, const char *commit);
 /* Bytes contradicted what the manifest claimed for a file (upstream_blob.c): keep only the entries
  * whose blobs are in the store (verified when they were renamed in) and mark the manifest partial,
  * so that the commit is asked upstream again instead of the lie being believed for good. */
-int hk_manifest_reject(const char *root, const char *repo_dir, const char *commit);
-bool hk_manifest_partial(const char *root, const char *repo_dir, const char *commit);
+int srv_manifest_reject(const char *root, const char *repo_dir, const char *commit);
+bool srv_manifest_partial(const char *root, const char *repo_dir, const char *commit);
 
 /* ---- http_metrics.c ------------------------------------------------------------------------- */
 typedef enum { MET_API, MET_RESOLVE, MET_LFS, MET_METRICS, MET_OTHER, MET_N_ROUTES } met_route;
-typedef struct hk_metrics {
+typedef struct srv_metrics {
     atomic_ullong req[MET_N_ROUTES][6]; /* status class 1xx..5xx, [0] = other */
     atomic_ullong by_status[MET_N_ROUTES][8]; /* 200 206 304 404 429 502 503 other */
     atomic_ullong bytes;
     atomic_ullong hits, misses, coalesced, stale;
     atomic_ullong up_fetches, up_bytes, up_errors, up_rejected, up_rate_limited;
-} hk_metrics;
-void hk_metrics_count(hk_metrics *m, met_route route, unsigned status, uint64_t bytes);
-void hk_metrics_mark(hk_metrics *m, up_mark mark);
-char *hk_metrics_text(const hk_metrics *m);
+} srv_metrics;
+void srv_metrics_count(srv_metrics *m, met_route route, unsigned status, uint64_t bytes);
+void srv_metrics_mark(srv_metrics *m, up_mark mark);
+char *srv_metrics_text(const srv_metrics *m);
 
 #endif

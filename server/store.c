@@ -34,7 +34,7 @@ typedef struct cached_listing {
     char *key; /* repo_dir "\n" commit */
     struct timespec at;
     int refs;  /* the cache's own reference + one per caller */
-    hk_listing l;
+    srv_listing l;
 } cached_listing;
 
 typedef struct hash_memo {
@@ -46,7 +46,7 @@ typedef struct hash_memo {
     char etag[65];
 } hash_memo;
 
-struct hk_store {
+struct srv_store {
     char *root; /* realpath */
     uint64_t lfs_threshold;
     pthread_mutex_t mu;
@@ -55,12 +55,12 @@ struct hk_store {
     cached_listing *lcache[LISTING_CACHE_MAX];
 };
 
-int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold) {
+int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold) {
     *out = NULL;
     char real[PATH_MAX];
     if (!realpath(root, real)) return hk__fail(hk__errno_code(errno), "cannot open the store %s: %s", root, strerror(errno));
     if (!hk__is_dir(real)) return hk__fail(HK_ERR_NOT_FOUND, "the store %s is not a directory", root);
-    hk_store *s = calloc(1, sizeof *s);
+    srv_store *s = calloc(1, sizeof *s);
     if (!s || !(s->root = hk__strdup(real)) || !(s->memo = calloc(HASH_CACHE_MAX, sizeof *s->memo))) {
         if (s) free(s->root);
         free(s);
@@ -74,12 +74,12 @@ int hk_store_open(hk_store **out, const char *root, uint64_t lfs_threshold) {
 
 static void cached_unref(cached_listing *c) {
     if (--c->refs > 0) return;
-    hk_listing_free(&c->l);
+    srv_listing_free(&c->l);
     free(c->key);
     free(c);
 }
 
-void hk_store_close(hk_store *s) {
+void srv_store_close(srv_store *s) {
     if (!s) return;
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++)
         if (s->lcache[i]) cached_unref(s->lcache[i]);
@@ -89,9 +89,9 @@ void hk_store_close(hk_store *s) {
     free(s);
 }
 
-const char *hk_store_root(const hk_store *s) { return s->root; }
+const char *srv_store_root(const srv_store *s) { return s->root; }
 
-char *hk_store_repo_path(const hk_store *s, hk_repo_type type, const char *repo_id) {
+char *srv_store_repo_path(const srv_store *s, hk_repo_type type, const char *repo_id) {
     /* the one place a repo folder's name is made: an id that is not a Hub id ("x/../../y", "..")
      * gets none, so no folder can be named outside the root or with ".." in it */
     if (!hk_repo_id_valid(repo_id)) {
@@ -101,8 +101,8 @@ char *hk_store_repo_path(const hk_store *s, hk_repo_type type, const char *repo_
     return hk_cache_repo_dir(s->root, type, repo_id);
 }
 
-char *hk_store_repo_dir(const hk_store *s, hk_repo_type type, const char *repo_id) {
-    char *dir = hk_store_repo_path(s, type, repo_id);
+char *srv_store_repo_dir(const srv_store *s, hk_repo_type type, const char *repo_id) {
+    char *dir = srv_store_repo_path(s, type, repo_id);
     if (!dir) {
         hk_clear_error();
         return NULL;
@@ -134,23 +134,26 @@ static int read_ref(char out_commit[65], const char *repo_dir, const char *rev) 
     return rc;
 }
 
-int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev) {
+int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev) {
     out_commit[0] = '\0';
     const char *candidates[2] = {rev, NULL};
     if (hk__str_starts_with(rev, "refs/heads/")) candidates[1] = rev + strlen("refs/heads/");
     else if (hk__str_starts_with(rev, "refs/tags/")) candidates[1] = rev + strlen("refs/tags/");
     for (int i = 0; i < 2 && candidates[i]; i++) {
         const char *r = candidates[i];
-        if (!hk__path_is_safe_relative(r)) continue;
-        char *ref = hk__asprintf("%s/refs/%s", repo_dir, r);
-        if (!ref) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        char *ref = hk_cache_ref_path(repo_dir, r); /* NULL for a name that would leave refs/ */
+        if (!ref) {
+            if (hk_last_error_code() == HK_ERR_NOMEM) return HK_ERR_NOMEM;
+            hk_clear_error();
+            continue;
+        }
         bool ok = is_regular_file(ref);
         free(ref);
         if (ok && read_ref(out_commit, repo_dir, r) == HK_OK) return HK_OK;
     }
     if (is_lower_hex(rev, 40) || is_lower_hex(rev, 64)) {
-        char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, rev);
-        if (!snap) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        char *snap = hk_cache_snapshot_path(repo_dir, rev, NULL);
+        if (!snap) return hk_last_error_code();
         struct stat st;
         bool ok = lstat(snap, &st) == 0 && S_ISDIR(st.st_mode);
         free(snap);
@@ -164,7 +167,7 @@ int hk_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *
 }
 
 /* Content hash for a blob whose name is not an etag, memoised by identity and mtime. */
-static int etag_by_content(hk_store *s, char etag[65], bool *lfs, const char *real, const struct stat *st) {
+static int etag_by_content(srv_store *s, char etag[65], bool *lfs, const char *real, const struct stat *st) {
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->n_memo; i++) {
         hash_memo *m = &s->memo[i];
@@ -178,7 +181,7 @@ static int etag_by_content(hk_store *s, char etag[65], bool *lfs, const char *re
     }
     pthread_mutex_unlock(&s->mu);
     uint64_t size = 0;
-    int rc = hk_classify_file(etag, lfs, &size, real, s->lfs_threshold);
+    int rc = srv_classify_file(etag, lfs, &size, real, s->lfs_threshold);
     if (rc) return rc;
     hk__log(HK_LOG_DEBUG, "hashed %s (its name is not an etag): %s", real, etag);
     pthread_mutex_lock(&s->mu);
@@ -198,17 +201,20 @@ static int etag_by_content(hk_store *s, char etag[65], bool *lfs, const char *re
 
 /* Resolve snapshot entry `full` (absolute path inside snapshots/<commit>/) to a regular file that
  * lies in the repo's blobs/ or in that snapshot itself; fill etag/lfs/size and the real path. */
-static int resolve_entry(hk_store *s, char real[PATH_MAX], struct stat *st, char etag[65], bool *lfs,
+static int resolve_entry(srv_store *s, char real[PATH_MAX], struct stat *st, char etag[65], bool *lfs,
                          const char *repo_dir, const char *commit, const char *full, bool warn) {
     if (!realpath(full, real)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "no such file");
     char repo_real[PATH_MAX];
     if (!realpath(repo_dir, repo_real)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "no such repo");
-    char *blobs = hk__asprintf("%s/blobs/", repo_real);
-    char *snap = hk__asprintf("%s/snapshots/%s/", repo_real, commit);
+    /* the two folders an entry may resolve into, '/'-terminated for the prefix test */
+    char *bdir = hk_cache_repo_part(repo_real, "blobs"), *sdir = hk_cache_snapshot_path(repo_real, commit, NULL);
+    char *blobs = bdir ? hk__asprintf("%s/", bdir) : NULL, *snap = sdir ? hk__asprintf("%s/", sdir) : NULL;
+    hk_free(bdir);
+    hk_free(sdir);
     if (!blobs || !snap) {
         free(blobs);
         free(snap);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
+        return hk_last_error_code() ? hk_last_error_code() : hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     bool in_blobs = hk__str_starts_with(real, blobs) && !strchr(real + strlen(blobs), '/');
     bool in_snap = hk__str_starts_with(real, snap);
@@ -228,12 +234,12 @@ static int resolve_entry(hk_store *s, char real[PATH_MAX], struct stat *st, char
     return etag_by_content(s, etag, lfs, real, st);
 }
 
-int hk_store_open_file(hk_sfile *out, hk_store *s, const char *repo_dir, const char *commit, const char *path) {
+int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, const char *commit, const char *path) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
-    char *full = hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, path);
-    if (!full) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char *full = hk_cache_snapshot_path(repo_dir, commit, path);
+    if (!full) return hk_last_error_code() == HK_ERR_NOMEM ? HK_ERR_NOMEM : hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
     char real[PATH_MAX];
     struct stat st;
     int rc = resolve_entry(s, real, &st, out->etag, &out->lfs, repo_dir, commit, full, true);
@@ -251,12 +257,12 @@ int hk_store_open_file(hk_sfile *out, hk_store *s, const char *repo_dir, const c
     return HK_OK;
 }
 
-int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const char *sha256) {
+int srv_store_open_blob(srv_sfile *out, srv_store *s, const char *repo_dir, const char *sha256) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (!is_lower_hex(sha256, 64)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "not a sha256");
-    char *p = hk__asprintf("%s/blobs/%s", repo_dir, sha256);
-    if (!p) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char *p = hk_cache_blob_path(repo_dir, sha256);
+    if (!p) return hk_last_error_code();
     int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     free(p);
     struct stat st;
@@ -277,8 +283,8 @@ int hk_store_open_blob(hk_sfile *out, hk_store *s, const char *repo_dir, const c
 static bool utf8_valid(const char *s) { return hk__utf8_valid(s, strlen(s)); }
 
 typedef struct walk_ctx {
-    hk_listing *l;
-    hk_store *s;
+    srv_listing *l;
+    srv_store *s;
     const char *repo_dir;
     const char *commit;
     bool blobs_is_dir; /* <repo>/blobs is a real directory: links into it can be trusted by name */
@@ -302,9 +308,10 @@ static bool fast_blob(walk_ctx *w, const char *abs, const char *rel, struct stat
     if (strncmp(t, "blobs/", 6) != 0) return false;
     t += 6;
     if (!is_lower_hex(t, 40) && !is_lower_hex(t, 64)) return false;
-    char *blob = hk__asprintf("%s/blobs/%s", w->repo_dir, t);
+    char *blob = hk_cache_blob_path(w->repo_dir, t);
     bool ok = blob && lstat(blob, st) == 0 && S_ISREG(st->st_mode);
-    free(blob);
+    if (!blob) hk_clear_error();
+    hk_free(blob);
     if (ok) snprintf(etag, 65, "%s", t);
     return ok;
 }
@@ -352,7 +359,7 @@ static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
                 hk_clear_error();
             }
             if (found) {
-                rc = hk_listing_add_file(w->l, child_rel, (uint64_t)st.st_size, etag, lfs);
+                rc = srv_listing_add_file(w->l, child_rel, (uint64_t)st.st_size, etag, lfs);
                 if (rc == HK_OK) child_rel = NULL; /* owned by the listing */
             }
         }
@@ -363,30 +370,30 @@ static int walk(walk_ctx *w, const char *abs, const char *rel, int depth) {
     return rc;
 }
 
-int hk_store_list(hk_listing *out, hk_store *s, const char *repo_dir, const char *commit) {
+int srv_store_list(srv_listing *out, srv_store *s, const char *repo_dir, const char *commit) {
     memset(out, 0, sizeof *out);
-    char *snap = hk__asprintf("%s/snapshots/%s", repo_dir, commit);
-    char *blobs = hk__asprintf("%s/blobs", repo_dir);
+    char *snap = hk_cache_snapshot_path(repo_dir, commit, NULL);
+    char *blobs = snap ? hk_cache_repo_part(repo_dir, "blobs") : NULL;
     if (!snap || !blobs) {
         free(snap);
         free(blobs);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
+        return hk_last_error_code() ? hk_last_error_code() : hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     int rc = HK_OK;
     struct stat st;
     walk_ctx w = {.l = out, .s = s, .repo_dir = repo_dir, .commit = commit};
     w.blobs_is_dir = lstat(blobs, &st) == 0 && S_ISDIR(st.st_mode);
     /* a commit fetched from upstream lists what upstream promised (manifest.c), fetched or not */
-    if (hk_manifest_exists(s->root, repo_dir, commit)) rc = hk_manifest_read(out, s->root, repo_dir, commit);
+    if (srv_manifest_exists(s->root, repo_dir, commit)) rc = srv_manifest_read(out, s->root, repo_dir, commit);
     else if (lstat(snap, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(&w, snap, "", 0);
     free(snap);
     free(blobs);
-    if (rc == HK_OK) rc = hk_listing_finish(out);
-    if (rc) hk_listing_free(out);
+    if (rc == HK_OK) rc = srv_listing_finish(out);
+    if (rc) srv_listing_free(out);
     return rc;
 }
 
-static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, const char *abs, const char *rel,
+static int refs_walk(srv_ref **v, size_t *n, size_t *cap, const char *repo_dir, const char *abs, const char *rel,
                      int depth) {
     if (depth > 8) return HK_OK;
     DIR *d = opendir(abs);
@@ -423,9 +430,9 @@ static int refs_walk(hk_ref **v, size_t *n, size_t *cap, const char *repo_dir, c
     return rc;
 }
 
-static int ref_cmp(const void *a, const void *b) { return strcmp(((const hk_ref *)a)->name, ((const hk_ref *)b)->name); }
+static int ref_cmp(const void *a, const void *b) { return strcmp(((const srv_ref *)a)->name, ((const srv_ref *)b)->name); }
 
-int hk_store_list_refs(hk_ref **out, size_t *n, const char *repo_dir) {
+int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir) {
     *out = NULL;
     *n = 0;
     size_t cap = 0;
@@ -434,7 +441,7 @@ int hk_store_list_refs(hk_ref **out, size_t *n, const char *repo_dir) {
     int rc = refs_walk(out, n, &cap, repo_dir, refs, "", 0);
     free(refs);
     if (rc) {
-        hk_refs_free(*out, *n);
+        srv_refs_free(*out, *n);
         *out = NULL;
         *n = 0;
         return rc;
@@ -443,12 +450,12 @@ int hk_store_list_refs(hk_ref **out, size_t *n, const char *repo_dir) {
     return HK_OK;
 }
 
-void hk_refs_free(hk_ref *refs, size_t n) {
+void srv_refs_free(srv_ref *refs, size_t n) {
     for (size_t i = 0; i < n; i++) free(refs[i].name);
     free(refs);
 }
 
-bool hk_store_has_namespace(const hk_store *s, const char *org) {
+bool srv_store_has_namespace(const srv_store *s, const char *org) {
     if (!hk_repo_id_valid(org)) return false;
     DIR *d = opendir(s->root);
     if (!d) return false;
@@ -472,7 +479,7 @@ static long ms_since(const struct timespec *t) {
     return (long)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
-int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_dir, const char *commit) {
+int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *repo_dir, const char *commit) {
     *out = NULL;
     char *key = hk__asprintf("%s\n%s", repo_dir, commit);
     if (!key) return hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -497,7 +504,7 @@ int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_d
         free(key);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    int rc = hk_store_list(&c->l, s, repo_dir, commit);
+    int rc = srv_store_list(&c->l, s, repo_dir, commit);
     if (rc) {
         free(c);
         free(key);
@@ -537,7 +544,7 @@ int hk_store_list_shared(const hk_listing **out, hk_store *s, const char *repo_d
     return HK_OK;
 }
 
-void hk_store_list_release(hk_store *s, const hk_listing *l) {
+void srv_store_list_release(srv_store *s, const srv_listing *l) {
     if (!l) return;
     cached_listing *c = (cached_listing *)(void *)((char *)(uintptr_t)l - offsetof(cached_listing, l));
     pthread_mutex_lock(&s->mu);
@@ -545,7 +552,7 @@ void hk_store_list_release(hk_store *s, const hk_listing *l) {
     pthread_mutex_unlock(&s->mu);
 }
 
-void hk_store_forget_listing(hk_store *s, const char *repo_dir, const char *commit) {
+void srv_store_forget_listing(srv_store *s, const char *repo_dir, const char *commit) {
     char *key = hk__asprintf("%s\n%s", repo_dir, commit);
     if (!key) return;
     pthread_mutex_lock(&s->mu);

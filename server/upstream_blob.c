@@ -5,7 +5,7 @@
  * sha1 is computed; it becomes blobs/<etag> by rename only when size and digest match what the
  * manifest promised and the upstream's headers (X-Linked-Etag, X-Linked-Size, ETag) agree. A lie
  * leaves nothing behind and the client gets a 502: neither the bytes nor the claim they contradict
- * (the manifest is demoted to its verified entries, hk_manifest_reject), so that once the upstream
+ * (the manifest is demoted to its verified entries, srv_manifest_reject), so that once the upstream
  * is honest again the next request is answered. */
 #include "server/srv_http.h"
 
@@ -42,7 +42,7 @@ static void unquote(char *out, size_t cap, const char *v) {
 }
 
 /* What is wrong with the body just received, or NULL when it is what was promised. */
-static const char *check_body(up_resp *r, const hk_sentry *e, const char *digest) {
+static const char *check_body(up_resp *r, const srv_sentry *e, const char *digest) {
     if (r->status != 200) return "status";
     if (r->written != e->size) return "size";
     if (r->linked_size[0] && strtoull(r->linked_size, NULL, 10) != e->size) return "X-Linked-Size";
@@ -60,7 +60,7 @@ static const char *check_body(up_resp *r, const hk_sentry *e, const char *digest
 }
 
 /* One transfer into blobs/<etag>. 0 = done; 1 = *ans says why not. */
-static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, const hk_sentry *e, const char *key,
+static int fetch_blob(srv_server *srv, const repo_ref *repo, const char *commit, const srv_sentry *e, const char *key,
                       up_answer *ans) {
     static const char *const prefix[] = {"", "datasets/", "spaces/", "kernels/"};
     char *blobs = hk_cache_repo_part(repo->dir, "blobs");
@@ -78,7 +78,7 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
         goto done;
     }
     up_resp r;
-    hk_up_resp_init(&r);
+    srv_up_resp_init(&r);
     r.fd = fd;
     r.max_body = e->size;
     r.lead_key = key;
@@ -88,7 +88,7 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
         r.h256 = e->lfs ? hk__hasher_new(HK_HASH_SHA256, 0) : NULL;
         r.hgit = e->lfs ? NULL : hk__hasher_new(HK_HASH_GIT_BLOB, e->size);
         atomic_fetch_add(&srv->metrics.up_fetches, 1);
-        rc = hk_up_get(srv->up, pq, &r, &backoff);
+        rc = srv_up_get(srv->up, pq, &r, &backoff);
         /* shorter than claimed: taken for a cut body once; a second time it is what upstream has */
         if (rc == HK_OK && r.status == 200 && r.written < e->size && attempt == 0)
             rc = hk__fail(HK_ERR_NETWORK, "upstream body cut");
@@ -115,8 +115,8 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
     } else if (bad || rc == HK_ERR_INTEGRITY) {
         atomic_fetch_add(&srv->metrics.up_rejected, 1);
         /* the claim goes with the bytes: the listing or the body lied, and which one cannot be told */
-        if (hk_manifest_reject(hk_store_root(srv->store), repo->dir, commit) != HK_OK) hk_clear_error();
-        hk_store_forget_listing(srv->store, repo->dir, commit);
+        if (srv_manifest_reject(srv_store_root(srv->store), repo->dir, commit) != HK_OK) hk_clear_error();
+        srv_store_forget_listing(srv->store, repo->dir, commit);
         ans->status = 502;
         snprintf(ans->msg, sizeof ans->msg, "Upstream sent %s that does not match what it promised (%s); not kept",
                  e->path, bad ? bad : "size");
@@ -133,12 +133,12 @@ static int fetch_blob(hk_server *srv, const repo_ref *repo, const char *commit, 
         snprintf(ans->msg, sizeof ans->msg, "Upstream rate limit: retry later");
     } else {
         /* a 503, or no answer at all (unreachable, stalled past --upstream-timeout): try again later */
-        ans->status = hk_up_unavailable(rc, r.status) ? 503 : 502;
+        ans->status = srv_up_unavailable(rc, r.status) ? 503 : 502;
         ans->retry_after = ans->status == 503 ? 5 : 0;
         snprintf(ans->msg, sizeof ans->msg, "Upstream unavailable for %s", e->path);
     }
     if (out) atomic_fetch_add(&srv->metrics.up_errors, 1);
-    hk_up_resp_free(&r);
+    srv_up_resp_free(&r);
 done:
     if (fd >= 0) close(fd);
     if (tmp && out) unlink(tmp);
@@ -150,43 +150,43 @@ done:
     return out;
 }
 
-int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, const char *path, up_mark *mark,
+int srv_up_file(srv_server *srv, const repo_ref *repo, const char *commit, const char *path, up_mark *mark,
                    up_answer *ans) {
     *mark = UP_HIT;
-    const hk_listing *l = NULL;
-    if (!repo->dir || hk_store_list_shared(&l, srv->store, repo->dir, commit) != HK_OK) {
+    const srv_listing *l = NULL;
+    if (!repo->dir || srv_store_list_shared(&l, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
         ans->status = 404;
         ans->code = "EntryNotFound";
         snprintf(ans->msg, sizeof ans->msg, "Entry not found");
         return 1;
     }
-    long i = hk_listing_find(l, path);
+    long i = srv_listing_find(l, path);
     if (i < 0 || l->v[i].is_dir) {
-        hk_store_list_release(srv->store, l);
+        srv_store_list_release(srv->store, l);
         ans->status = 404;
         ans->code = "EntryNotFound";
         snprintf(ans->msg, sizeof ans->msg, "Entry not found");
         return 1;
     }
-    hk_sentry e = l->v[i];
+    srv_sentry e = l->v[i];
     char *epath = hk__strdup(e.path);
-    hk_store_list_release(srv->store, l);
+    srv_store_list_release(srv->store, l);
     if (!epath) return 1;
     e.path = epath;
     int out = 0;
     char *key = hk__asprintf("blob:%s/%s", repo->dir, e.etag);
     up_answer leader;
     unsigned retry;
-    double wait_s = hk_up_wait_s(srv->up, e.size);
+    double wait_s = srv_up_wait_s(srv->up, e.size);
     if (blob_present(repo->dir, e.etag)) {
         /* another commit (or a client of the store) brought it: only the link is new */
-    } else if (!hk_up_client_may_miss(srv->up, &retry)) {
+    } else if (!srv_up_client_may_miss(srv->up, &retry)) {
         ans->status = 429;
         ans->retry_after = retry;
         snprintf(ans->msg, sizeof ans->msg, "Too many upstream misses from this client (--client-miss-budget): retry later");
         out = 1;
-    } else if (key && !hk_up_enter(srv->up->waits, key, wait_s, &srv->up->stopping, &leader)) {
+    } else if (key && !srv_up_enter(srv->up->waits, key, wait_s, &srv->up->stopping, &leader)) {
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         if (!blob_present(repo->dir, e.etag)) {
@@ -199,7 +199,7 @@ int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, con
             out = 1;
         }
     } else {
-        int fd = hk_up_lock(srv->up, hk_store_root(srv->store), repo->dir, e.etag, wait_s);
+        int fd = srv_up_lock(srv->up, srv_store_root(srv->store), repo->dir, e.etag, wait_s);
         if (fd == -2) { /* another process's transfer of it is past the deadline (or this client left) */
             ans->status = 503;
             ans->retry_after = 5;
@@ -209,12 +209,12 @@ int hk_srv_up_file(hk_server *srv, const repo_ref *repo, const char *commit, con
             *mark = UP_COALESCED; /* another process fetched it while this one waited */
             atomic_fetch_add(&srv->metrics.coalesced, 1);
         } else {
-            hk_up_client_spend(srv->up);
+            srv_up_client_spend(srv->up);
             out = fetch_blob(srv, repo, commit, &e, key, ans);
             if (!out) *mark = UP_MISS;
         }
-        hk_up_unlock(fd);
-        if (key) hk_up_leave(srv->up->waits, key, out ? ans : NULL);
+        srv_up_unlock(fd);
+        if (key) srv_up_leave(srv->up->waits, key, out ? ans : NULL);
     }
     if (!out && hk_cache_link_snapshot(repo->dir, commit, e.path, e.etag) != HK_OK) {
         hk_clear_error();

@@ -27,12 +27,12 @@ static _Thread_local struct {
     char key[72];
 } t_client = {-1, ""};
 
-void hk_up_client_set(int fd, const char *key) {
+void srv_up_client_set(int fd, const char *key) {
     t_client.fd = fd;
     snprintf(t_client.key, sizeof t_client.key, "%s", key ? key : "");
 }
 
-bool hk_up_client_gone(void) {
+bool srv_up_client_gone(void) {
     if (t_client.fd < 0) return false;
     /* the client closed its side (or the connection broke): nobody will read this answer */
     struct pollfd p = {.fd = t_client.fd, .events = POLLRDHUP};
@@ -40,9 +40,9 @@ bool hk_up_client_gone(void) {
 }
 
 /* The budget slot of this thread's client (u->bmu held), refilled to now; NULL without a client. */
-static up_budget *budget_of(hk_upstream *u) {
+static up_budget *budget_of(srv_upstream *u) {
     if (!t_client.key[0] || !u->budgets) return NULL;
-    double now = hk_up_now();
+    double now = srv_up_now();
     up_budget *b = NULL, *oldest = &u->budgets[0];
     for (size_t i = 0; i < UP_BUDGET_CLIENTS && !b; i++) {
         up_budget *c = &u->budgets[i];
@@ -62,7 +62,7 @@ static up_budget *budget_of(hk_upstream *u) {
     return b;
 }
 
-bool hk_up_client_may_miss(hk_upstream *u, unsigned *retry_s) {
+bool srv_up_client_may_miss(srv_upstream *u, unsigned *retry_s) {
     *retry_s = 0;
     pthread_mutex_lock(&u->bmu);
     up_budget *b = budget_of(u);
@@ -75,17 +75,17 @@ bool hk_up_client_may_miss(hk_upstream *u, unsigned *retry_s) {
     return ok;
 }
 
-void hk_up_client_spend(hk_upstream *u) {
+void srv_up_client_spend(srv_upstream *u) {
     pthread_mutex_lock(&u->bmu);
     up_budget *b = budget_of(u);
     if (b) b->tokens -= 1.0;
     pthread_mutex_unlock(&u->bmu);
 }
 
-double hk_up_now(void) {
+double srv_up_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-up_budget *hk_up_budgets_new(void) { return calloc(UP_BUDGET_CLIENTS, sizeof(up_budget)); }
+up_budget *srv_up_budgets_new(void) { return calloc(UP_BUDGET_CLIENTS, sizeof(up_budget)); }

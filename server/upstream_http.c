@@ -30,7 +30,7 @@
 #define UP_MAX_JSON (64u << 20)
 #define UP_DEFAULT_RETRY_S 5
 
-double hk_up_wait_s(const hk_upstream *u, uint64_t bytes) {
+double srv_up_wait_s(const srv_upstream *u, uint64_t bytes) {
     /* the deadline, plus what the slowest transfer allowed past it needs for these bytes, plus a
      * little for the leader's answer to reach its waiters */
     return (double)u->deadline_s + (double)bytes / HK_SERVE_UPSTREAM_MIN_RATE + 2.0;
@@ -57,9 +57,9 @@ static char *url_origin(const char *url) {
     return out;
 }
 
-int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
+int srv_up_create(srv_upstream **out, const srv_config *cfg) {
     *out = NULL;
-    hk_upstream *u = calloc(1, sizeof *u);
+    srv_upstream *u = calloc(1, sizeof *u);
     if (!u || !(u->sites = calloc(cfg->n_upstreams, sizeof *u->sites))) {
         free(u);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -71,7 +71,7 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
     u->memo_cap = cfg->upstream_memo_bytes ? cfg->upstream_memo_bytes : HK_SERVE_UPSTREAM_MEMO_DEFAULT;
     u->miss_budget = cfg->client_miss_budget ? cfg->client_miss_budget : HK_SERVE_CLIENT_MISSES_DEFAULT;
     u->miss_window = cfg->client_miss_window ? cfg->client_miss_window : HK_SERVE_CLIENT_WINDOW_DEFAULT;
-    u->budgets = hk_up_budgets_new();
+    u->budgets = srv_up_budgets_new();
     if (!u->budgets) {
         pthread_mutex_destroy(&u->bmu);
         pthread_mutex_destroy(&u->mu);
@@ -89,7 +89,7 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
     if (cv && cv->version_num < 0x080e01u)
         hk__log(HK_LOG_WARN, "libcurl %s is older than 8.14.1: 7.88.1 reads freed memory on folded header lines an "
                 "upstream can send; install libcurl >= 8.14 (Debian 12: bookworm-backports)", cv->version);
-    int rc = hk_up_waitset_new(&u->waits);
+    int rc = srv_up_waitset_new(&u->waits);
     for (size_t i = 0; rc == HK_OK && i < cfg->n_upstreams; i++) {
         up_site *s = &u->sites[i];
         const char *b = cfg->upstreams[i];
@@ -105,14 +105,14 @@ int hk_up_create(hk_upstream **out, const hk_serve_config *cfg) {
     if (rc == HK_OK && cfg->upstream_token && *cfg->upstream_token && !(u->token = hk__strdup(cfg->upstream_token)))
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc) {
-        hk_up_free(u);
+        srv_up_free(u);
         return rc;
     }
     *out = u;
     return HK_OK;
 }
 
-void hk_up_free(hk_upstream *u) {
+void srv_up_free(srv_upstream *u) {
     if (!u) return;
     for (size_t i = 0; i < u->n_sites; i++) {
         free(u->sites[i].base);
@@ -124,26 +124,26 @@ void hk_up_free(hk_upstream *u) {
         memset(u->token, 0, strlen(u->token));
         free(u->token);
     }
-    hk_up_waitset_free(u->waits);
-    hk_up_memo_free(u);
+    srv_up_waitset_free(u->waits);
+    srv_up_memo_free(u);
     free(u->budgets);
     pthread_mutex_destroy(&u->bmu);
     pthread_mutex_destroy(&u->mu);
     free(u);
 }
 
-void hk_up_resp_init(up_resp *r) {
+void srv_up_resp_init(up_resp *r) {
     memset(r, 0, sizeof *r);
     r->fd = -1;
     hk__sb_init(&r->body);
 }
 
-void hk_up_resp_free(up_resp *r) { hk__sb_free(&r->body); }
+void srv_up_resp_free(up_resp *r) { hk__sb_free(&r->body); }
 
 typedef struct xfer {
     up_resp *r;
     CURL *curl;
-    const hk_upstream *u;
+    const srv_upstream *u;
     int io_error;
     unsigned stall_s;      /* --upstream-timeout */
     curl_off_t last_bytes; /* received so far, when last_at was taken */
@@ -166,13 +166,13 @@ static int on_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
     xfer *x = p;
     if (atomic_load(&x->u->stopping)) return 1; /* libcurl calls this at least once a second */
     /* past the deadline only a transfer that averages the minimum rate goes on: a drip does not */
-    double ran = hk_up_now() - x->r->t0;
+    double ran = srv_up_now() - x->r->t0;
     if (ran >= (double)x->u->deadline_s && (double)dlnow < HK_SERVE_UPSTREAM_MIN_RATE * ran) {
         x->overdue = true;
         return 1;
     }
     /* its client left and nobody else waits on it: the thread is released */
-    if (hk_up_client_gone() && (!x->r->lead_key || hk_up_waiters(x->u->waits, x->r->lead_key) == 0)) {
+    if (srv_up_client_gone() && (!x->r->lead_key || srv_up_waiters(x->u->waits, x->r->lead_key) == 0)) {
         x->abandoned = true;
         return 1;
     }
@@ -253,7 +253,7 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *p) {
 }
 
 /* One request, no redirects followed. *next_url = the Location of a 3xx (caller frees). */
-static int one_request(const hk_upstream *u, const char *url, bool with_token, const char *token, up_resp *r,
+static int one_request(const srv_upstream *u, const char *url, bool with_token, const char *token, up_resp *r,
                        char **next_url) {
     *next_url = NULL;
     CURL *c = curl_easy_init();
@@ -315,7 +315,7 @@ static int one_request(const hk_upstream *u, const char *url, bool with_token, c
 }
 
 /* GET from one site, following up to UP_MAX_REDIRECTS redirects; the token only on the site's origin. */
-static int site_get(hk_upstream *u, up_site *s, const char *path_query, up_resp *r) {
+static int site_get(srv_upstream *u, up_site *s, const char *path_query, up_resp *r) {
     char *url = hk__asprintf("%s%s", s->base, path_query);
     int rc = url ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     for (int hop = 0; rc == HK_OK; hop++) {
@@ -352,15 +352,15 @@ static int site_get(hk_upstream *u, up_site *s, const char *path_query, up_resp 
     return rc;
 }
 
-bool hk_up_unavailable(int rc, long status) {
+bool srv_up_unavailable(int rc, long status) {
     if (status == 503) return true;
     return rc != HK_OK && (rc == HK_ERR_TIMEOUT || rc == HK_ERR_CANCELLED || status == 0);
 }
 
-int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s) {
+int srv_up_get(srv_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s) {
     *backoff_s = 0;
-    if (r->t0 <= 0) r->t0 = hk_up_now();
-    double now = hk_up_now(), soonest = 0;
+    if (r->t0 <= 0) r->t0 = srv_up_now();
+    double now = srv_up_now(), soonest = 0;
     bool answered = false;
     int rc = hk__fail(HK_ERR_NETWORK, "no upstream answered");
     for (size_t i = 0; i < u->n_sites; i++) {
@@ -384,7 +384,7 @@ int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *back
             if (!ra) ra = UP_DEFAULT_RETRY_S;
             if (ra > u->max_backoff) ra = u->max_backoff; /* a hostile Retry-After cannot lock the tier out */
             pthread_mutex_lock(&s->mu);
-            s->retry_until = hk_up_now() + ra;
+            s->retry_until = srv_up_now() + ra;
             until = s->retry_until;
             pthread_mutex_unlock(&s->mu);
             if (!soonest || until < soonest) soonest = until;
@@ -403,7 +403,7 @@ int hk_up_get(hk_upstream *u, const char *path_query, up_resp *r, unsigned *back
             break; /* ours, a liar, or stopping */
     }
     if (soonest > 0 && (!answered || r->status == 429)) {
-        double left = soonest - hk_up_now();
+        double left = soonest - srv_up_now();
         *backoff_s = left < 1 ? 1 : (unsigned)(left + 0.999);
         return hk__fail(HK_ERR_RATE_LIMITED, "upstream rate limit: retry in %u s", *backoff_s);
     }

@@ -22,7 +22,7 @@ typedef struct up_memo {
     size_t bytes;  /* what it holds, counted against u->memo_cap */
 } up_memo;
 
-void hk_up_memo_free(hk_upstream *u) {
+void srv_up_memo_free(srv_upstream *u) {
     for (size_t i = 0; i < u->n_memo; i++) {
         free(u->memo[i].key);
         free(u->memo[i].body);
@@ -34,7 +34,7 @@ void hk_up_memo_free(hk_upstream *u) {
 }
 
 /* u->mu held */
-static void memo_drop(hk_upstream *u, size_t i) {
+static void memo_drop(srv_upstream *u, size_t i) {
     up_memo *m = &u->memo[i];
     u->memo_bytes -= m->bytes;
     free(m->key);
@@ -43,9 +43,9 @@ static void memo_drop(hk_upstream *u, size_t i) {
 }
 
 /* A copy of the memo for key if younger than max_age (or any age when max_age < 0). */
-bool hk_up_memo_get(hk_upstream *u, const char *key, double max_age, char **body, unsigned *status, char code[48]) {
+bool srv_up_memo_get(srv_upstream *u, const char *key, double max_age, char **body, unsigned *status, char code[48]) {
     bool found = false;
-    double now = hk_up_now();
+    double now = srv_up_now();
     pthread_mutex_lock(&u->mu);
     for (size_t i = 0; i < u->n_memo; i++) {
         up_memo *m = &u->memo[i];
@@ -63,7 +63,7 @@ bool hk_up_memo_get(hk_upstream *u, const char *key, double max_age, char **body
     return found;
 }
 
-void hk_up_memo_put(hk_upstream *u, const char *key, const char *body, unsigned status, const char *code) {
+void srv_up_memo_put(srv_upstream *u, const char *key, const char *body, unsigned status, const char *code) {
     size_t bytes = sizeof(up_memo) + strlen(key) + 1 + (body ? strlen(body) + 1 : 0);
     char *k = hk__strdup(key), *b = body ? hk__strdup(body) : NULL;
     pthread_mutex_lock(&u->mu);
@@ -90,7 +90,7 @@ void hk_up_memo_put(hk_upstream *u, const char *key, const char *body, unsigned 
         k = b = NULL;
         m->status = status;
         snprintf(m->code, sizeof m->code, "%s", code ? code : "");
-        m->at = hk_up_now();
+        m->at = srv_up_now();
         m->used = ++u->memo_tick;
         m->bytes = bytes;
         u->memo_bytes += bytes;
@@ -100,13 +100,13 @@ void hk_up_memo_put(hk_upstream *u, const char *key, const char *body, unsigned 
     free(b);
 }
 
-uint64_t hk_up_memo_bytes(hk_upstream *u) {
+uint64_t srv_up_memo_bytes(srv_upstream *u) {
     pthread_mutex_lock(&u->mu);
     uint64_t n = u->memo_bytes;
     pthread_mutex_unlock(&u->mu);
     return n;
 }
 
-bool hk_up_memo_fits(const hk_upstream *u, const char *key, size_t body_len) {
+bool srv_up_memo_fits(const srv_upstream *u, const char *key, size_t body_len) {
     return sizeof(up_memo) + strlen(key) + 1 + body_len + 1 <= u->memo_cap;
 }

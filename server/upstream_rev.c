@@ -46,7 +46,7 @@ static const char *known_code(const char *c) {
 /* Open and flock (exclusive) <root>/.locks/<folder>/<name>.lock: the cross-process half of
  * coalescing. The wait is bounded (another process's leader may be stuck on a drip) and ends when
  * this client leaves or the mirror stops. */
-int hk_up_lock(hk_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s) {
+int srv_up_lock(srv_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s) {
     const char *folder = strrchr(repo_dir, '/');
     folder = folder ? folder + 1 : repo_dir;
     char *dir = hk__asprintf("%s/.locks/%s", root, folder);
@@ -57,11 +57,11 @@ int hk_up_lock(hk_upstream *u, const char *root, const char *repo_dir, const cha
     free(dir);
     free(path);
     if (fd < 0) return -1;
-    double until = hk_up_now() + wait_s;
+    double until = srv_up_now() + wait_s;
     for (unsigned n = 0;; n++) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
         if (errno != EWOULDBLOCK && errno != EINTR) return fd; /* no locking here: done unlocked */
-        if (hk_up_now() >= until || atomic_load(&u->stopping) || ((n & 7) == 7 && hk_up_client_gone())) {
+        if (srv_up_now() >= until || atomic_load(&u->stopping) || ((n & 7) == 7 && srv_up_client_gone())) {
             close(fd);
             return -2;
         }
@@ -70,7 +70,7 @@ int hk_up_lock(hk_upstream *u, const char *root, const char *repo_dir, const cha
     }
 }
 
-void hk_up_unlock(int fd) {
+void srv_up_unlock(int fd) {
     if (fd < 0) return;
     flock(fd, LOCK_UN);
     close(fd);
@@ -85,11 +85,11 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
          * second step (idempotent) is taken here so that the commit resolves at once */
         char *snap = hk_cache_snapshot_path(repo_dir, rev, NULL);
         bool have = snap && hk__is_dir(snap);
-        if (snap && !have && hk_manifest_exists(root, repo_dir, rev)) have = hk__mkdirs(snap, 0755) == HK_OK;
+        if (snap && !have && srv_manifest_exists(root, repo_dir, rev)) have = hk__mkdirs(snap, 0755) == HK_OK;
         free(snap);
         *known = have; /* what it holds stays servable (stale) while upstream cannot answer */
         /* commit-addressed: immutable, unless bytes contradicted its claims: then asked again */
-        return have && !hk_manifest_partial(root, repo_dir, rev);
+        return have && !srv_manifest_partial(root, repo_dir, rev);
     }
     if (!hk__path_is_safe_relative(rev)) return false;
     char *ref = hk_cache_ref_path(repo_dir, rev);
@@ -100,13 +100,13 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
     if (!have) return false;
     char commit[65];
     /* a branch naming a commit whose claims were contradicted is asked again too */
-    bool partial = hk_store_resolve_rev(commit, repo_dir, rev) == HK_OK && hk_manifest_partial(root, repo_dir, commit);
+    bool partial = srv_store_resolve_rev(commit, repo_dir, rev) == HK_OK && srv_manifest_partial(root, repo_dir, commit);
     hk_clear_error();
     return !partial && difftime(time(NULL), st.st_mtime) < (double)ttl;
 }
 
 /* Siblings of a revision answer into a listing (the manifest). */
-static int siblings_listing(hk_listing *l, const cJSON *sibs) {
+static int siblings_listing(srv_listing *l, const cJSON *sibs) {
     const cJSON *s;
     cJSON_ArrayForEach(s, sibs) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "rfilename");
@@ -123,7 +123,7 @@ static int siblings_listing(hk_listing *l, const cJSON *sibs) {
             return hk__fail(HK_ERR_PROTOCOL, "upstream revision: %s has no usable blobId / lfs.sha256",
                             name->valuestring);
         char *p = hk__strdup(name->valuestring);
-        int rc = p ? hk_listing_add_file(l, p, (uint64_t)size->valuedouble, etag, is_lfs) : HK_ERR_NOMEM;
+        int rc = p ? srv_listing_add_file(l, p, (uint64_t)size->valuedouble, etag, is_lfs) : HK_ERR_NOMEM;
         if (rc) {
             free(p);
             return rc;
@@ -133,8 +133,8 @@ static int siblings_listing(hk_listing *l, const cJSON *sibs) {
 }
 
 /* Record an upstream revision answer: manifest, snapshot folder, ref. */
-static int record_revision(hk_store *store, const char *repo_dir, const char *rev, const char *json, char commit[65]) {
-    const char *root = hk_store_root(store);
+static int record_revision(srv_store *store, const char *repo_dir, const char *rev, const char *json, char commit[65]) {
+    const char *root = srv_store_root(store);
     cJSON *doc = cJSON_Parse(json);
     const cJSON *sha = doc ? cJSON_GetObjectItemCaseSensitive(doc, "sha") : NULL;
     const cJSON *sibs = doc ? cJSON_GetObjectItemCaseSensitive(doc, "siblings") : NULL;
@@ -144,13 +144,13 @@ static int record_revision(hk_store *store, const char *repo_dir, const char *re
     else if (hk__is_commit_id(rev) && strcmp(rev, sha->valuestring) != 0)
         rc = hk__fail(HK_ERR_PROTOCOL, "upstream answered commit %s for commit %s", sha->valuestring, rev);
     if (rc == HK_OK) snprintf(commit, 65, "%s", sha->valuestring);
-    if (rc == HK_OK && (!hk_manifest_exists(root, repo_dir, commit) || hk_manifest_partial(root, repo_dir, commit))) {
-        hk_listing l;
+    if (rc == HK_OK && (!srv_manifest_exists(root, repo_dir, commit) || srv_manifest_partial(root, repo_dir, commit))) {
+        srv_listing l;
         memset(&l, 0, sizeof l);
         rc = siblings_listing(&l, sibs);
-        if (rc == HK_OK) rc = hk_manifest_write(root, repo_dir, commit, &l);
-        hk_listing_free(&l);
-        hk_store_forget_listing(store, repo_dir, commit); /* the next listing reads the new claims */
+        if (rc == HK_OK) rc = srv_manifest_write(root, repo_dir, commit, &l);
+        srv_listing_free(&l);
+        srv_store_forget_listing(store, repo_dir, commit); /* the next listing reads the new claims */
     }
     cJSON_Delete(doc);
     if (rc == HK_OK) {
@@ -177,11 +177,11 @@ static bool negative_status(long st) { return st >= 400 && st < 500 && st != 429
 
 /* After a failed refresh: the remembered 404, the back-off, the stale ref, a 503 (unavailable) or
  * a 502. */
-static int after_failure(hk_upstream *u, const char *negkey, bool known, unsigned backoff, bool unavailable, up_mark *mark,
+static int after_failure(srv_upstream *u, const char *negkey, bool known, unsigned backoff, bool unavailable, up_mark *mark,
                          up_answer *ans) {
     unsigned st = 0;
     char code[48];
-    if (hk_up_memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
+    if (srv_up_memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
         neg_answer(ans, st, code);
         return 1;
     }
@@ -205,15 +205,15 @@ static void over_budget(up_answer *ans, unsigned retry) {
     answer(ans, 429, NULL, retry, "Too many upstream misses from this client (--client-miss-budget): retry later");
 }
 
-int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans) {
-    hk_upstream *u = srv->up;
-    const char *root = hk_store_root(srv->store);
+int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans) {
+    srv_upstream *u = srv->up;
+    const char *root = srv_store_root(srv->store);
     *mark = UP_HIT;
     if (!hk_repo_id_valid(repo->id)) { /* never pasted into an upstream URL */
         answer(ans, 400, NULL, 0, "Invalid repo id");
         return 1;
     }
-    char *repo_dir = hk_store_repo_path(srv->store, repo->type, repo->id); /* checked id: inside the root */
+    char *repo_dir = srv_store_repo_path(srv->store, repo->type, repo->id); /* checked id: inside the root */
     if (!repo_dir || !*rev) {
         hk_clear_error();
         free(repo_dir);
@@ -231,20 +231,20 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
     if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
     unsigned st;
     char code[48];
-    if (hk_up_memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
+    if (srv_up_memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
         neg_answer(ans, st, code);
         out = 1;
         goto done;
     }
     unsigned retry;
-    if (!hk_up_client_may_miss(u, &retry)) { /* what the store has is still served */
+    if (!srv_up_client_may_miss(u, &retry)) { /* what the store has is still served */
         if (known) *mark = UP_STALE;
         else over_budget(ans, retry), out = 1;
         goto done;
     }
     up_answer leader;
-    double wait_s = hk_up_wait_s(u, 0);
-    if (!hk_up_enter(u->waits, key, wait_s, &u->stopping, &leader)) { /* another thread of this process asked */
+    double wait_s = srv_up_wait_s(u, 0);
+    if (!srv_up_enter(u->waits, key, wait_s, &u->stopping, &leader)) { /* another thread of this process asked */
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         *mark = UP_COALESCED;
         if (!leader.status || rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
@@ -252,7 +252,7 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
         else *ans = leader, out = 1;
         goto done;
     }
-    int fd = hk_up_lock(u, root, repo_dir, lockname, wait_s);
+    int fd = srv_up_lock(u, root, repo_dir, lockname, wait_s);
     int rc = HK_OK;
     if (fd == -2) { /* another process's request for it is past the deadline (or this client left) */
         if (known) *mark = UP_STALE;
@@ -267,19 +267,19 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
                         : NULL;
         free(erev);
         up_resp r;
-        hk_up_resp_init(&r);
+        srv_up_resp_init(&r);
         r.lead_key = key;
         unsigned backoff = 0;
         atomic_fetch_add(&srv->metrics.up_fetches, 1);
-        hk_up_client_spend(u);
-        rc = pq ? hk_up_get(u, pq, &r, &backoff) : HK_ERR_NOMEM;
+        srv_up_client_spend(u);
+        rc = pq ? srv_up_get(u, pq, &r, &backoff) : HK_ERR_NOMEM;
         free(pq);
         if (rc == HK_OK && r.status == 200) {
             char commit[65];
             rc = record_revision(srv->store, repo_dir, rev, r.body.data ? r.body.data : "", commit);
             if (rc == HK_OK) *mark = UP_MISS;
         } else if (rc == HK_OK && negative_status(r.status)) {
-            hk_up_memo_put(u, negkey, NULL, (unsigned)r.status, r.error_code); /* made-up revisions cost one miss each */
+            srv_up_memo_put(u, negkey, NULL, (unsigned)r.status, r.error_code); /* made-up revisions cost one miss each */
             rc = r.status == 404 || r.status == 410 ? HK_ERR_REVISION_NOT_FOUND
                                                     : hk__fail(HK_ERR_HTTP, "upstream answered HTTP %ld", r.status);
         } else if (rc == HK_OK) {
@@ -288,16 +288,16 @@ int hk_srv_up_revision(hk_server *srv, repo_ref *repo, const char *rev, up_mark 
         if (rc != HK_OK) {
             atomic_fetch_add(&srv->metrics.up_errors, 1);
             if (backoff) atomic_fetch_add(&srv->metrics.up_rate_limited, 1);
-            out = after_failure(u, negkey, known, backoff, hk_up_unavailable(rc, r.status), mark, ans);
+            out = after_failure(u, negkey, known, backoff, srv_up_unavailable(rc, r.status), mark, ans);
         }
-        hk_up_resp_free(&r);
+        srv_up_resp_free(&r);
     }
-    hk_up_unlock(fd);
-    hk_up_leave(u->waits, key, out ? ans : NULL);
+    srv_up_unlock(fd);
+    srv_up_leave(u->waits, key, out ? ans : NULL);
 done:
     if (!out) {
         free(repo->dir);
-        repo->dir = hk_store_repo_dir(srv->store, repo->type, repo->id);
+        repo->dir = srv_store_repo_dir(srv->store, repo->type, repo->id);
     }
     free(key);
     free(negkey);
@@ -341,8 +341,8 @@ static char *canon_passthrough(const char *pq) {
     return out;
 }
 
-int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans) {
-    hk_upstream *u = srv->up;
+int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans) {
+    srv_upstream *u = srv->up;
     *body = NULL;
     *mark = UP_HIT;
     char *pq = canon_passthrough(path_query);
@@ -353,21 +353,21 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
     int out = 1;
     unsigned st = 0;
     char code[48];
-    if (hk_up_memo_get(u, pq, u->rev_ttl, body, &st, code)) {
+    if (srv_up_memo_get(u, pq, u->rev_ttl, body, &st, code)) {
         if (st == 200 && *body) {
             out = 0;
             goto done;
         }
         free(*body);
         *body = NULL;
-        if (hk_up_memo_get(u, pq, u->neg_ttl, NULL, &st, code)) {
+        if (srv_up_memo_get(u, pq, u->neg_ttl, NULL, &st, code)) {
             neg_answer(ans, st, code);
             goto done;
         }
     }
     unsigned retry;
-    if (!hk_up_client_may_miss(u, &retry)) { /* over budget: a remembered answer, else 429 */
-        if (hk_up_memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
+    if (!srv_up_client_may_miss(u, &retry)) { /* over budget: a remembered answer, else 429 */
+        if (srv_up_memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
             *mark = UP_STALE;
             out = 0;
         } else {
@@ -378,7 +378,7 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
         goto done;
     }
     up_answer first;
-    bool leader = hk_up_enter(u->waits, pq, hk_up_wait_s(u, 0), &u->stopping, &first);
+    bool leader = srv_up_enter(u->waits, pq, srv_up_wait_s(u, 0), &u->stopping, &first);
     if (!leader) {
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
@@ -388,49 +388,49 @@ int hk_srv_up_passthrough(hk_server *srv, const char *path_query, char **body, u
         }
     } else {
         up_resp r;
-        hk_up_resp_init(&r);
+        srv_up_resp_init(&r);
         r.lead_key = pq;
         unsigned backoff = 0;
         atomic_fetch_add(&srv->metrics.up_fetches, 1);
-        hk_up_client_spend(u);
-        int rc = hk_up_get(u, pq, &r, &backoff);
+        srv_up_client_spend(u);
+        int rc = srv_up_get(u, pq, &r, &backoff);
         if (rc == HK_OK && r.status == 200 && r.body.data) {
-            hk_up_memo_put(u, pq, r.body.data, 200, NULL);
+            srv_up_memo_put(u, pq, r.body.data, 200, NULL);
             *mark = UP_MISS;
-            if (!hk_up_memo_fits(u, pq, r.body.len)) { /* too large to keep: this one only */
+            if (!srv_up_memo_fits(u, pq, r.body.len)) { /* too large to keep: this one only */
                 *body = hk__sb_steal(&r.body);
-                hk_up_resp_free(&r);
-                hk_up_leave(u->waits, pq, NULL);
+                srv_up_resp_free(&r);
+                srv_up_leave(u->waits, pq, NULL);
                 out = *body ? 0 : 1;
                 if (out) answer(ans, 502, NULL, 0, "Upstream unavailable");
                 goto done;
             }
         } else if (rc == HK_OK && negative_status(r.status)) {
-            hk_up_memo_put(u, pq, NULL, (unsigned)r.status, r.error_code);
+            srv_up_memo_put(u, pq, NULL, (unsigned)r.status, r.error_code);
         } else {
             atomic_fetch_add(&srv->metrics.up_errors, 1);
             if (backoff) atomic_fetch_add(&srv->metrics.up_rate_limited, 1);
-            if (!hk_up_memo_get(u, pq, -1, body, &st, code) || st != 200 || !*body) {
+            if (!srv_up_memo_get(u, pq, -1, body, &st, code) || st != 200 || !*body) {
                 free(*body);
                 *body = NULL;
-                bool unavailable = hk_up_unavailable(rc, r.status);
+                bool unavailable = srv_up_unavailable(rc, r.status);
                 if (backoff) answer(ans, 429, NULL, backoff, "Upstream rate limit: retry later");
                 else answer(ans, unavailable ? 503 : 502, NULL, unavailable ? 5 : 0, "Upstream unavailable");
-                hk_up_resp_free(&r);
-                hk_up_leave(u->waits, pq, ans);
+                srv_up_resp_free(&r);
+                srv_up_leave(u->waits, pq, ans);
                 goto done;
             }
             *mark = UP_STALE;
-            hk_up_resp_free(&r);
-            hk_up_leave(u->waits, pq, NULL);
+            srv_up_resp_free(&r);
+            srv_up_leave(u->waits, pq, NULL);
             hk_clear_error();
             out = 0;
             goto done;
         }
-        hk_up_resp_free(&r);
-        hk_up_leave(u->waits, pq, NULL);
+        srv_up_resp_free(&r);
+        srv_up_leave(u->waits, pq, NULL);
     }
-    if (hk_up_memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
+    if (srv_up_memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
         out = 0;
         goto done;
     }

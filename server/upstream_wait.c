@@ -28,7 +28,7 @@ struct up_waitset {
     up_wait *head;
 };
 
-int hk_up_waitset_new(up_waitset **out) {
+int srv_up_waitset_new(up_waitset **out) {
     *out = calloc(1, sizeof **out);
     if (!*out) return hk__fail(HK_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&(*out)->mu, NULL);
@@ -40,7 +40,7 @@ int hk_up_waitset_new(up_waitset **out) {
     return HK_OK;
 }
 
-void hk_up_waitset_free(up_waitset *w) {
+void srv_up_waitset_free(up_waitset *w) {
     if (!w) return;
     for (up_wait *e = w->head, *n; e; e = n) {
         n = e->next;
@@ -68,7 +68,7 @@ static up_wait *find_open(up_waitset *w, const char *key) {
     return e;
 }
 
-bool hk_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bool *stopping, up_answer *leader) {
+bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bool *stopping, up_answer *leader) {
     memset(leader, 0, sizeof *leader);
     pthread_mutex_lock(&w->mu);
     up_wait *e = find_open(w, key);
@@ -84,16 +84,16 @@ bool hk_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_boo
             w->head = e;
         }
         pthread_mutex_unlock(&w->mu);
-        return true; /* out of memory: lead without coalescing; hk_up_leave finds nothing */
+        return true; /* out of memory: lead without coalescing; srv_up_leave finds nothing */
     }
     e->users++;
-    double until = hk_up_now() + wait_s;
+    double until = srv_up_now() + wait_s;
     const char *why = NULL;
     while (!e->done) {
-        double left = until - hk_up_now();
+        double left = until - srv_up_now();
         if (left <= 0) why = "the upstream transfer this request waits on is past --upstream-deadline";
         else if (stopping && atomic_load(stopping)) why = "the mirror is stopping";
-        else if (hk_up_client_gone()) why = "the client disconnected";
+        else if (srv_up_client_gone()) why = "the client disconnected";
         if (why) break;
         double slice = left < WAIT_SLICE_MS / 1e3 ? left : WAIT_SLICE_MS / 1e3;
         struct timespec ts;
@@ -115,7 +115,7 @@ bool hk_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_boo
     return false;
 }
 
-unsigned hk_up_waiters(up_waitset *w, const char *key) {
+unsigned srv_up_waiters(up_waitset *w, const char *key) {
     pthread_mutex_lock(&w->mu);
     up_wait *e = find_open(w, key);
     unsigned n = e && e->users > 0 ? e->users - 1 : 0;
@@ -123,7 +123,7 @@ unsigned hk_up_waiters(up_waitset *w, const char *key) {
     return n;
 }
 
-void hk_up_leave(up_waitset *w, const char *key, const up_answer *failed) {
+void srv_up_leave(up_waitset *w, const char *key, const up_answer *failed) {
     pthread_mutex_lock(&w->mu);
     up_wait *e = find_open(w, key);
     if (e) {

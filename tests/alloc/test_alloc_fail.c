@@ -245,14 +245,14 @@ int main(void) {
     char *variant = hk__asprintf("%s/build/tvm-ffi01-cpu-x86_64-linux", rms);
     bool have_kernel = hk__is_dir(variant);
     if (have_kernel) hk_test_publish(store, rms, "hubkern/rmsnorm", "v1", NULL, NULL);
-    hk_server *srv = hk_test_start_mirror(store, "hubkern", g_endpoint, sizeof g_endpoint);
+    srv_server *srv = hk_test_start_mirror(store, "hubkern", g_endpoint, sizeof g_endpoint);
     if (srv) {
         pull_ctx p = {hk__asprintf("%s/cache", hk_test_tmpdir()), env};
         sweep("hk_hub_pull", op_pull, reset_cache, &p);
         if (have_kernel) sweep("hk_get_kernel", op_get_kernel, reset_cache, &p);
         else fprintf(stderr, "hk_get_kernel skipped: no staged RMSNorm variant %s\n", variant);
         free(p.cache);
-        hk_server_stop(srv);
+        srv_stop(srv);
     }
     hk_env_free(env);
     free(variant);

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-static hk_server *srv;
+static srv_server *srv;
 static unsigned port;
 
 static void put_file(const char *root, const char *rel, const char *text) {
@@ -38,7 +38,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     put_file(src, "build/torch-universal/metadata.json", "{\"name\": \"relu\", \"version\": 1}\n");
     put_file(src, "build/tvm-ffi01-cpu-x86_64-linux/metadata.json", "{\"version\": 1}\n");
     put_file(src, "README.md", "# relu\n");
-    hk_publish_options p;
+    srv_publish_options p;
     memset(&p, 0, sizeof p);
     p.src_dir = src;
     p.repo_id = "org/relu";
@@ -46,14 +46,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     p.branch = "v1";
     p.cache_dir = store;
     p.lfs_threshold = 16; /* some files LFS, some not */
-    hk_publish_result r;
-    if (hk_publish(&r, &p)) abort();
+    srv_publish_result r;
+    if (srv_publish(&r, &p)) abort();
     p.branch = "main";
-    if (hk_publish(&r, &p)) abort();
+    if (srv_publish(&r, &p)) abort();
     /* read tokens (one scoped) and a write token: uploads are refused to the first two */
     static const char *tokens[] = {"tok-all", "tok-org:org", "tok-w:org:write"};
     static const char *trusted[] = {"org"};
-    hk_serve_config c;
+    srv_config c;
     memset(&c, 0, sizeof c);
     c.cache_dir = store;
     c.host = "127.0.0.1";
@@ -65,8 +65,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     c.tokens = getenv("HK_FUZZ_SERVER_NO_TOKENS") ? NULL : tokens;
     c.n_tokens = c.tokens ? 3 : 0;
     c.max_connections_per_ip = 1000;
-    if (hk_server_start(&srv, &c)) abort();
-    port = hk_server_port(srv);
+    if (srv_start(&srv, &c)) abort();
+    port = srv_port(srv);
     return 0;
 }
 

@@ -32,7 +32,7 @@ static void put_big(const char *dir, const char *rel, size_t n) {
 }
 
 static void publish(const char *src, const char *branch) {
-    const hk_publish_options lfs = {.lfs_threshold = 100000};
+    const srv_publish_options lfs = {.lfs_threshold = 100000};
     hk_test_publish(g_store, src, "org/capi", branch, &lfs, NULL);
 }
 
@@ -109,14 +109,14 @@ int main(void) {
     }
     publish(src, "v1");
     publish(src, "v3");
-    hk_server *srv = hk_test_start_mirror(g_store, "org", g_endpoint, sizeof g_endpoint - 1);
+    srv_server *srv = hk_test_start_mirror(g_store, "org", g_endpoint, sizeof g_endpoint - 1);
     if (!srv) return hk_test_finish();
     strcat(g_endpoint, "/"); /* a trailing '/' on the endpoint */
 
     char *cache = hk__path_join(tmp, "c1");
     hk_hub *h = new_hub(cache, NULL, NULL, 0);
     char want_ep[128];
-    snprintf(want_ep, sizeof want_ep, "http://127.0.0.1:%u", hk_server_port(srv));
+    snprintf(want_ep, sizeof want_ep, "http://127.0.0.1:%u", srv_port(srv));
     CHECK_STR(hk_hub_endpoint(h), want_ep);
     char commit[65];
     CHECK_RC(resolve65(commit, h, "org/capi", 1, NULL), HK_OK);
@@ -211,7 +211,7 @@ int main(void) {
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_INVALID_ARG);
     hk_hub_free(h);
 
-    hk_server_stop(srv);
+    srv_stop(srv);
     free(ref);
     free(cache);
     free(src);

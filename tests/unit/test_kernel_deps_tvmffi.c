@@ -58,7 +58,7 @@ int main(void) {
     hk_test_publish(store, rms, "hubkern/rmsnorm", "v1", NULL, NULL);
     hk_test_publish(store, scaled, "hubkern/scaled-rmsnorm", "v1", NULL, NULL);
     char endpoint[128];
-    hk_server *srv = hk_test_start_mirror(store, "hubkern", endpoint, sizeof endpoint);
+    srv_server *srv = hk_test_start_mirror(store, "hubkern", endpoint, sizeof endpoint);
     CHECK(srv != NULL);
 
     hk_get_kernel_options o;
@@ -106,7 +106,7 @@ int main(void) {
         CHECK_RC(call_scaled(k, hk_value_function(NULL), 1.0), HK_ERR_INVALID_ARG);
         hk_kernel_unref(k);
     }
-    hk_server_stop(srv);
+    srv_stop(srv);
     free(rms);
     free(scaled);
     free(sv);

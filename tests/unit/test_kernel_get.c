@@ -636,7 +636,7 @@ int main(void) {
     g_store = hk__asprintf("%s/store", hk_test_tmpdir());
     publish(g_hub_src, "hubkern/rmsnorm", "v1", NULL);
     /* v2: the same build under a new message, so another commit */
-    hk_publish_options v2 = {.message = "second major version"};
+    srv_publish_options v2 = {.message = "second major version"};
     hk_test_publish(g_store, g_hub_src, "hubkern/rmsnorm", "v2", &v2, NULL);
     publish(g_hub_src, "hubkern/corrupt", "v1", NULL);
     publish(g_hub_src, "stranger/rmsnorm", "v1", NULL);
@@ -650,7 +650,7 @@ int main(void) {
     publish(armsrc, "hubkern/armonly", "v1", NULL);
     /* redirects: oldnorm (aarch64 build only) -> newnorm (x86_64); oldarm -> armonly */
     {
-        hk_publish_options pn = {.message = "redirect destination"};
+        srv_publish_options pn = {.message = "redirect destination"};
         hk_test_publish(g_store, g_hub_src, "hubkern/newnorm", "v1", &pn, g_new_commit);
         char *oldsrc = hk__asprintf("%s/oldsrc", hk_test_tmpdir());
         char *c2 = hk__asprintf("mkdir -p '%s/build' && cp -r '%s' '%s/build/' && "
@@ -677,7 +677,7 @@ int main(void) {
         publish_redirect(repo, dest, "v1", NULL);
     }
 
-    hk_server *srv = hk_test_start_mirror(g_store, "hubkern", g_endpoint, sizeof g_endpoint);
+    srv_server *srv = hk_test_start_mirror(g_store, "hubkern", g_endpoint, sizeof g_endpoint);
     if (!srv) return hk_test_finish();
     unsetenv("HF_HUB_OFFLINE");
     setenv("HUBKERN_RETRY_BASE_MS", "1", 1); /* the unreachable-endpoint case must not back off for seconds */
@@ -692,7 +692,7 @@ int main(void) {
     test_redirect();
     test_redirect_loops();
 
-    hk_server_stop(srv);
+    srv_stop(srv);
     free(arm);
     free(armsrc);
     free(g_store);

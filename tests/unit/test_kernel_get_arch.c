@@ -321,7 +321,7 @@ int main(void) {
     hk_test_write(init, "def f(x):\n    return x\n");
     publish(rsrc, "hubkern/rocmnorm");
 
-    hk_server *srv = hk_test_start_mirror(g_store, "hubkern", g_endpoint, sizeof g_endpoint);
+    srv_server *srv = hk_test_start_mirror(g_store, "hubkern", g_endpoint, sizeof g_endpoint);
     if (!srv) return hk_test_finish();
     unsetenv("HF_HUB_OFFLINE");
     unsetenv("LOCAL_KERNELS");
@@ -331,7 +331,7 @@ int main(void) {
     test_has_kernel_rocm();
     test_get_refused_before_download();
 
-    hk_server_stop(srv);
+    srv_stop(srv);
     free(md);
     free(init);
     free(rsrc);

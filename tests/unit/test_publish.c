@@ -1,4 +1,4 @@
-/* hk_publish: blob naming (git sha1 / sha256 by the binary and size rules), deterministic commit
+/* srv_publish: blob naming (git sha1 / sha256 by the binary and size rules), deterministic commit
  * ids, no-op re-publish, parents, skipped files, symlink policy, branch-name validation, and two
  * publishers racing on one branch. */
 #include "support.h"
@@ -63,33 +63,33 @@ static void test_blob_rules(void) {
     p = hk__asprintf("%s/empty", src);
     write_bytes(p, "", 0);
     free(p);
-    hk_publish_options o = {.src_dir = src, .repo_id = "org/rules", .repo_type = HK_REPO_MODEL, .branch = "main",
+    srv_publish_options o = {.src_dir = src, .repo_id = "org/rules", .repo_type = HK_REPO_MODEL, .branch = "main",
                             .cache_dir = store, .lfs_threshold = 9500};
-    hk_publish_result r;
-    CHECK_RC(hk_publish(&r, &o), HK_OK);
+    srv_publish_result r;
+    CHECK_RC(srv_publish(&r, &o), HK_OK);
     CHECK(r.files == 5 && r.lfs_files == 2 && r.changed && r.parent[0] == '\0');
-    hk_store *s = NULL;
-    CHECK_RC(hk_store_open(&s, store, 9500), HK_OK);
-    char *repo = hk_store_repo_dir(s, HK_REPO_MODEL, "org/rules");
+    srv_store *s = NULL;
+    CHECK_RC(srv_store_open(&s, store, 9500), HK_OK);
+    char *repo = srv_store_repo_dir(s, HK_REPO_MODEL, "org/rules");
     CHECK(repo != NULL);
-    hk_listing l;
-    CHECK_RC(hk_store_list(&l, s, repo, r.commit), HK_OK);
+    srv_listing l;
+    CHECK_RC(srv_store_list(&l, s, repo, r.commit), HK_OK);
     const char *lfs_files[] = {"nul-at-7999.bin", "at-threshold.txt"};
     const char *git_files[] = {"nul-at-8000.txt", "below-threshold.txt", "empty"};
     for (int i = 0; i < 2; i++) {
-        long k = hk_listing_find(&l, lfs_files[i]);
+        long k = srv_listing_find(&l, lfs_files[i]);
         CHECK(k >= 0 && l.v[k].lfs && strlen(l.v[k].etag) == 64);
         if (k >= 0) CHECK(blob_exists(store, "models--org--rules", l.v[k].etag));
     }
     for (int i = 0; i < 3; i++) {
-        long k = hk_listing_find(&l, git_files[i]);
+        long k = srv_listing_find(&l, git_files[i]);
         CHECK(k >= 0 && !l.v[k].lfs && strlen(l.v[k].etag) == 40);
     }
-    long k = hk_listing_find(&l, "empty");
+    long k = srv_listing_find(&l, "empty");
     if (k >= 0) CHECK_STR(l.v[k].etag, "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"); /* git's empty blob */
-    hk_listing_free(&l);
+    srv_listing_free(&l);
     free(repo);
-    hk_store_close(s);
+    srv_store_close(s);
     /* the store looks like a huggingface_hub cache */
     p = hk__asprintf("%s/CACHEDIR.TAG", store);
     CHECK(hk__path_exists(p));
@@ -128,10 +128,10 @@ static void test_commits(void) {
     CHECK(symlink("torch-cpu/data.json", p) == 0);
     free(p);
 
-    hk_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
+    srv_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
                             .cache_dir = store};
-    hk_publish_result r1, again, other, r2;
-    CHECK_RC(hk_publish(&r1, &o), HK_OK);
+    srv_publish_result r1, again, other, r2;
+    CHECK_RC(srv_publish(&r1, &o), HK_OK);
     CHECK(r1.files == 3 && r1.changed); /* __init__.py, data.json, alias.json */
     char *snap = hk__asprintf("%s/kernels--org--k/snapshots/%s", store, r1.commit);
     char *q = hk__asprintf("%s/build/torch-cpu/__pycache__", snap);
@@ -154,19 +154,19 @@ static void test_commits(void) {
     char *ref = hk__asprintf("%s/kernels--org--k/refs/v1", store);
     struct stat before, after;
     CHECK(stat(ref, &before) == 0);
-    CHECK_RC(hk_publish(&again, &o), HK_OK);
+    CHECK_RC(srv_publish(&again, &o), HK_OK);
     CHECK(!again.changed);
     CHECK_STR(again.commit, r1.commit);
     CHECK(stat(ref, &after) == 0 && before.st_ino == after.st_ino && before.st_mtim.tv_nsec == after.st_mtim.tv_nsec);
 
     /* same tree, same (no) parent, same message, another store: the same id */
     o.cache_dir = store2;
-    CHECK_RC(hk_publish(&other, &o), HK_OK);
+    CHECK_RC(srv_publish(&other, &o), HK_OK);
     CHECK_STR(other.commit, r1.commit);
     /* ... but another message is another commit */
     o.branch = "v2";
     o.message = "different";
-    CHECK_RC(hk_publish(&other, &o), HK_OK);
+    CHECK_RC(srv_publish(&other, &o), HK_OK);
     CHECK(strcmp(other.commit, r1.commit) != 0);
     o.message = NULL;
     o.branch = "v1";
@@ -176,7 +176,7 @@ static void test_commits(void) {
     p = hk__asprintf("%s/build/torch-cpu/__init__.py", src);
     hk_test_write(p, "x = 2\n");
     free(p);
-    CHECK_RC(hk_publish(&r2, &o), HK_OK);
+    CHECK_RC(srv_publish(&r2, &o), HK_OK);
     CHECK(r2.changed && strcmp(r2.commit, r1.commit) != 0);
     CHECK_STR(r2.parent, r1.commit);
     CHECK(hk__is_dir(snap));
@@ -185,15 +185,15 @@ static void test_commits(void) {
     CHECK_RC(hk__cache_read_ref(got, repo_dir, "v1"), HK_OK);
     CHECK_STR(got, r2.commit);
     /* the commit id is the git commit of (tree, parent, message) */
-    hk_store *s = NULL;
-    CHECK_RC(hk_store_open(&s, store, 0), HK_OK);
-    hk_listing l;
-    CHECK_RC(hk_store_list(&l, s, repo_dir, r2.commit), HK_OK);
+    srv_store *s = NULL;
+    CHECK_RC(srv_store_open(&s, store, 0), HK_OK);
+    srv_listing l;
+    CHECK_RC(srv_store_list(&l, s, repo_dir, r2.commit), HK_OK);
     char want[41];
-    hk_git_commit_oid(want, l.root_oid, r1.commit, "Publish v1");
+    srv_git_commit_oid(want, l.root_oid, r1.commit, "Publish v1");
     CHECK_STR(r2.commit, want);
-    hk_listing_free(&l);
-    hk_store_close(s);
+    srv_listing_free(&l);
+    srv_store_close(s);
 
     free(repo_dir);
     free(ref);
@@ -209,43 +209,43 @@ static void test_refusals(void) {
     char *p = hk__asprintf("%s/ok.txt", src);
     hk_test_write(p, "ok\n");
     free(p);
-    hk_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
+    srv_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
                             .cache_dir = store};
-    hk_publish_result r;
+    srv_publish_result r;
     const char *bad_branches[] = {"../x", "a/../b", "", "refs/heads/x", "0123456789012345678901234567890123456789",
                                   "x y", "v1.lock"};
     for (size_t i = 0; i < HK_ARRAY_LEN(bad_branches); i++) {
         o.branch = bad_branches[i];
-        CHECK_RC(hk_publish(&r, &o), HK_ERR_INVALID_ARG);
+        CHECK_RC(srv_publish(&r, &o), HK_ERR_INVALID_ARG);
     }
     o.branch = "v1";
     o.repo_id = "org/../x";
-    CHECK_RC(hk_publish(&r, &o), HK_ERR_INVALID_ARG);
+    CHECK_RC(srv_publish(&r, &o), HK_ERR_INVALID_ARG);
     o.repo_id = "org/k";
     o.src_dir = "/nonexistent/hk-src";
-    CHECK_RC(hk_publish(&r, &o), HK_ERR_NOT_FOUND);
+    CHECK_RC(srv_publish(&r, &o), HK_ERR_NOT_FOUND);
     o.src_dir = src;
     /* a symlink leaving the source directory */
     p = hk__asprintf("%s/leak", src);
     CHECK(symlink("/etc/hostname", p) == 0);
-    CHECK_RC(hk_publish(&r, &o), HK_ERR_UNSAFE_PATH);
+    CHECK_RC(srv_publish(&r, &o), HK_ERR_UNSAFE_PATH);
     CHECK(strstr(hk_last_error(), "outside") != NULL);
     unlink(p);
     free(p);
     p = hk__asprintf("%s/up", src);
     CHECK(symlink("..", p) == 0);
-    CHECK_RC(hk_publish(&r, &o), HK_ERR_UNSAFE_PATH);
+    CHECK_RC(srv_publish(&r, &o), HK_ERR_UNSAFE_PATH);
     unlink(p);
     free(p);
     /* a broken link and a fifo */
     p = hk__asprintf("%s/broken", src);
     CHECK(symlink("does-not-exist", p) == 0);
-    CHECK(hk_publish(&r, &o) != HK_OK);
+    CHECK(srv_publish(&r, &o) != HK_OK);
     unlink(p);
     free(p);
     p = hk__asprintf("%s/fifo", src);
     CHECK(mkfifo(p, 0600) == 0);
-    CHECK_RC(hk_publish(&r, &o), HK_ERR_INVALID_ARG);
+    CHECK_RC(srv_publish(&r, &o), HK_ERR_INVALID_ARG);
     unlink(p);
     free(p);
     /* nothing was recorded by the refused attempts */
@@ -256,7 +256,7 @@ static void test_refusals(void) {
     char *empty = pathf("empty-src");
     hk__mkdirs(empty, 0777);
     o.src_dir = empty;
-    CHECK_RC(hk_publish(&r, &o), HK_ERR_INVALID_ARG);
+    CHECK_RC(srv_publish(&r, &o), HK_ERR_INVALID_ARG);
     free(empty);
     free(src);
     free(store);
@@ -265,15 +265,15 @@ static void test_refusals(void) {
 typedef struct race_arg {
     const char *src;
     const char *store;
-    hk_publish_result r;
+    srv_publish_result r;
     int rc;
 } race_arg;
 
 static void *race(void *p) {
     race_arg *a = p;
-    hk_publish_options o = {.src_dir = a->src, .repo_id = "org/race", .repo_type = HK_REPO_KERNEL, .branch = "v1",
+    srv_publish_options o = {.src_dir = a->src, .repo_id = "org/race", .repo_type = HK_REPO_KERNEL, .branch = "v1",
                             .cache_dir = a->store};
-    a->rc = hk_publish(&a->r, &o);
+    a->rc = srv_publish(&a->r, &o);
     return NULL;
 }
 

@@ -1,5 +1,5 @@
 /* server/: git object ids (checked against git's own output), listings, the store reader, and an
- * in-process hk_server answering real HTTP requests (libcurl). */
+ * in-process srv_server answering real HTTP requests (libcurl). */
 #include "util/text.h"
 #include "support.h"
 
@@ -44,47 +44,47 @@ static void git_blob(char out[41], const char *content) {
 static void test_git_ids(void) {
     char oid[41];
     size_t psize = 0;
-    hk_git_lfs_pointer_oid(oid, &psize, SHA256_HELLO, 13);
+    srv_git_lfs_pointer_oid(oid, &psize, SHA256_HELLO, 13);
     CHECK_STR(oid, POINTER_OID);
     CHECK(psize == 127);
 
-    hk_listing l = {0};
+    srv_listing l = {0};
     char a[41], b[41], x[41];
     git_blob(a, "a\n");
     git_blob(b, "b\n");
     git_blob(x, "x");
     /* added out of order on purpose: finish() sorts */
-    CHECK_RC(hk_listing_add_file(&l, hk__strdup("dir-x"), 1, x, false), HK_OK);
-    CHECK_RC(hk_listing_add_file(&l, hk__strdup("dir/b.txt"), 2, b, false), HK_OK);
-    CHECK_RC(hk_listing_add_file(&l, hk__strdup("big.bin"), 13, SHA256_HELLO, true), HK_OK);
-    CHECK_RC(hk_listing_add_file(&l, hk__strdup("a.txt"), 2, a, false), HK_OK);
-    CHECK_RC(hk_listing_finish(&l), HK_OK);
+    CHECK_RC(srv_listing_add_file(&l, hk__strdup("dir-x"), 1, x, false), HK_OK);
+    CHECK_RC(srv_listing_add_file(&l, hk__strdup("dir/b.txt"), 2, b, false), HK_OK);
+    CHECK_RC(srv_listing_add_file(&l, hk__strdup("big.bin"), 13, SHA256_HELLO, true), HK_OK);
+    CHECK_RC(srv_listing_add_file(&l, hk__strdup("a.txt"), 2, a, false), HK_OK);
+    CHECK_RC(srv_listing_finish(&l), HK_OK);
     CHECK(l.n == 5);
     CHECK_STR(l.root_oid, TREE_ROOT);
-    long k = hk_listing_find(&l, "dir");
+    long k = srv_listing_find(&l, "dir");
     CHECK(k >= 0 && l.v[k].is_dir);
     if (k >= 0) CHECK_STR(l.v[k].oid, TREE_DIR);
-    k = hk_listing_find(&l, "big.bin");
+    k = srv_listing_find(&l, "big.bin");
     CHECK(k >= 0 && l.v[k].lfs && l.v[k].pointer_size == 127);
     if (k >= 0) {
         CHECK_STR(l.v[k].oid, POINTER_OID);
         CHECK_STR(l.v[k].etag, SHA256_HELLO);
     }
-    CHECK(hk_listing_find(&l, "dir/b.txt") == hk_listing_find(&l, "dir") + 1); /* depth-first order */
-    CHECK(hk_listing_find(&l, "nope") == -1);
+    CHECK(srv_listing_find(&l, "dir/b.txt") == srv_listing_find(&l, "dir") + 1); /* depth-first order */
+    CHECK(srv_listing_find(&l, "nope") == -1);
     CHECK(l.total_bytes == 18);
 
     char c1[41], c2[41];
-    hk_git_commit_oid(c1, l.root_oid, NULL, "Publish v1");
+    srv_git_commit_oid(c1, l.root_oid, NULL, "Publish v1");
     CHECK_STR(c1, COMMIT_1);
-    hk_git_commit_oid(c2, l.root_oid, c1, "second\n"); /* a trailing newline is not doubled */
+    srv_git_commit_oid(c2, l.root_oid, c1, "second\n"); /* a trailing newline is not doubled */
     CHECK_STR(c2, COMMIT_2);
-    hk_listing_free(&l);
+    srv_listing_free(&l);
 
-    CHECK(hk_path_cmp("a/b", "a-b") < 0); /* '/' sorts first: a directory's entries follow it */
-    CHECK(hk_path_cmp("a", "a/b") < 0);
-    CHECK(hk_path_cmp("a.txt", "a/b") > 0);
-    CHECK(hk_path_cmp("x", "x") == 0);
+    CHECK(srv_path_cmp("a/b", "a-b") < 0); /* '/' sorts first: a directory's entries follow it */
+    CHECK(srv_path_cmp("a", "a/b") < 0);
+    CHECK(srv_path_cmp("a.txt", "a/b") > 0);
+    CHECK(srv_path_cmp("x", "x") == 0);
 }
 
 /* Publish a small tree with the C API and read it back through the store reader. */
@@ -97,57 +97,57 @@ static void test_store_reader(const char *dir) {
     p = hk__asprintf("%s/build/v/lib.so", src);
     hk_test_write(p, "\x7f" "ELF");
     free(p);
-    hk_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
+    srv_publish_options o = {.src_dir = src, .repo_id = "org/k", .repo_type = HK_REPO_KERNEL, .branch = "v1",
                             .cache_dir = store};
-    hk_publish_result r;
-    CHECK_RC(hk_publish(&r, &o), HK_OK);
+    srv_publish_result r;
+    CHECK_RC(srv_publish(&r, &o), HK_OK);
     /* make binary detection see a NUL: rewrite lib.so with one and publish to v2 */
     p = hk__asprintf("%s/build/v/lib.so", src);
     FILE *f = fopen(p, "wb");
     fwrite("\x7f" "ELF\0\1", 1, 6, f);
     fclose(f);
     free(p);
-    hk_publish_result r2;
+    srv_publish_result r2;
     o.branch = "v2";
-    CHECK_RC(hk_publish(&r2, &o), HK_OK);
+    CHECK_RC(srv_publish(&r2, &o), HK_OK);
     CHECK(r2.lfs_files == 1 && r.lfs_files == 0);
 
-    hk_store *s = NULL;
-    CHECK_RC(hk_store_open(&s, store, 0), HK_OK);
-    char *repo = hk_store_repo_dir(s, HK_REPO_KERNEL, "org/k");
+    srv_store *s = NULL;
+    CHECK_RC(srv_store_open(&s, store, 0), HK_OK);
+    char *repo = srv_store_repo_dir(s, HK_REPO_KERNEL, "org/k");
     CHECK(repo != NULL);
-    CHECK(hk_store_repo_dir(s, HK_REPO_MODEL, "org/k") == NULL);
-    CHECK(hk_store_repo_dir(s, HK_REPO_KERNEL, "../k") == NULL);
+    CHECK(srv_store_repo_dir(s, HK_REPO_MODEL, "org/k") == NULL);
+    CHECK(srv_store_repo_dir(s, HK_REPO_KERNEL, "../k") == NULL);
     char commit[65];
-    CHECK_RC(hk_store_resolve_rev(commit, repo, "v1"), HK_OK);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "v1"), HK_OK);
     CHECK_STR(commit, r.commit);
-    CHECK_RC(hk_store_resolve_rev(commit, repo, "refs/heads/v2"), HK_OK);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "refs/heads/v2"), HK_OK);
     CHECK_STR(commit, r2.commit);
-    CHECK_RC(hk_store_resolve_rev(commit, repo, r.commit), HK_OK);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, r.commit), HK_OK);
     CHECK_STR(commit, r.commit);
-    CHECK_RC(hk_store_resolve_rev(commit, repo, "v3"), HK_ERR_REVISION_NOT_FOUND);
-    CHECK_RC(hk_store_resolve_rev(commit, repo, "../v1"), HK_ERR_REVISION_NOT_FOUND);
-    CHECK_RC(hk_store_resolve_rev(commit, repo, "0000000000000000000000000000000000000000"), HK_ERR_REVISION_NOT_FOUND);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "v3"), HK_ERR_REVISION_NOT_FOUND);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "../v1"), HK_ERR_REVISION_NOT_FOUND);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "0000000000000000000000000000000000000000"), HK_ERR_REVISION_NOT_FOUND);
 
-    hk_sfile sf;
-    CHECK_RC(hk_store_open_file(&sf, s, repo, r2.commit, "build/v/lib.so"), HK_OK);
+    srv_sfile sf;
+    CHECK_RC(srv_store_open_file(&sf, s, repo, r2.commit, "build/v/lib.so"), HK_OK);
     CHECK(sf.size == 6 && sf.lfs && strlen(sf.etag) == 64);
     if (sf.fd >= 0) close(sf.fd);
-    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "README.md"), HK_OK);
+    CHECK_RC(srv_store_open_file(&sf, s, repo, r.commit, "README.md"), HK_OK);
     char want[41];
     git_blob(want, "hello\n");
     CHECK_STR(sf.etag, want);
     CHECK(!sf.lfs && sf.size == 6);
     if (sf.fd >= 0) close(sf.fd);
-    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "build"), HK_ERR_ENTRY_NOT_FOUND);
-    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "../refs/v1"), HK_ERR_ENTRY_NOT_FOUND);
-    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "nope"), HK_ERR_ENTRY_NOT_FOUND);
+    CHECK_RC(srv_store_open_file(&sf, s, repo, r.commit, "build"), HK_ERR_ENTRY_NOT_FOUND);
+    CHECK_RC(srv_store_open_file(&sf, s, repo, r.commit, "../refs/v1"), HK_ERR_ENTRY_NOT_FOUND);
+    CHECK_RC(srv_store_open_file(&sf, s, repo, r.commit, "nope"), HK_ERR_ENTRY_NOT_FOUND);
 
     /* a snapshot file that is a plain file whose name is no etag (a cache written without symlinks) */
     p = hk__asprintf("%s/snapshots/%s/plain.txt", repo, r.commit);
     hk_test_write(p, "b\n");
     free(p);
-    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "plain.txt"), HK_OK);
+    CHECK_RC(srv_store_open_file(&sf, s, repo, r.commit, "plain.txt"), HK_OK);
     git_blob(want, "b\n");
     CHECK_STR(sf.etag, want);
     if (sf.fd >= 0) close(sf.fd);
@@ -155,46 +155,46 @@ static void test_store_reader(const char *dir) {
     p = hk__asprintf("%s/snapshots/%s/evil", repo, r.commit);
     CHECK(symlink("/etc/hostname", p) == 0);
     free(p);
-    CHECK_RC(hk_store_open_file(&sf, s, repo, r.commit, "evil"), HK_ERR_ENTRY_NOT_FOUND);
+    CHECK_RC(srv_store_open_file(&sf, s, repo, r.commit, "evil"), HK_ERR_ENTRY_NOT_FOUND);
 
     /* a name that is not UTF-8 is not listed (it could not be written into JSON) */
     p = hk__asprintf("%s/snapshots/%s/bad-\xff-name.txt", repo, r.commit);
     hk_test_write(p, "x");
     free(p);
-    hk_listing l;
-    CHECK_RC(hk_store_list(&l, s, repo, r.commit), HK_OK);
-    CHECK(hk_listing_find(&l, "plain.txt") >= 0 && hk_listing_find(&l, "evil") < 0);
-    CHECK(hk_listing_find(&l, "bad-\xff-name.txt") < 0);
-    CHECK(hk_listing_find(&l, "README.md") >= 0);
-    CHECK(hk_listing_find(&l, "build/v") >= 0 && l.v[hk_listing_find(&l, "build/v")].is_dir);
-    hk_listing_free(&l);
+    srv_listing l;
+    CHECK_RC(srv_store_list(&l, s, repo, r.commit), HK_OK);
+    CHECK(srv_listing_find(&l, "plain.txt") >= 0 && srv_listing_find(&l, "evil") < 0);
+    CHECK(srv_listing_find(&l, "bad-\xff-name.txt") < 0);
+    CHECK(srv_listing_find(&l, "README.md") >= 0);
+    CHECK(srv_listing_find(&l, "build/v") >= 0 && l.v[srv_listing_find(&l, "build/v")].is_dir);
+    srv_listing_free(&l);
 
     /* shared listings: the same object for requests close in time, freed after the last release */
-    const hk_listing *s1 = NULL, *s2 = NULL;
-    CHECK_RC(hk_store_list_shared(&s1, s, repo, r.commit), HK_OK);
-    CHECK_RC(hk_store_list_shared(&s2, s, repo, r.commit), HK_OK);
+    const srv_listing *s1 = NULL, *s2 = NULL;
+    CHECK_RC(srv_store_list_shared(&s1, s, repo, r.commit), HK_OK);
+    CHECK_RC(srv_store_list_shared(&s2, s, repo, r.commit), HK_OK);
     CHECK(s1 != NULL && s1 == s2);
-    if (s1) CHECK(hk_listing_find(s1, "plain.txt") >= 0);
-    const hk_listing *s3 = NULL;
-    CHECK_RC(hk_store_list_shared(&s3, s, repo, r2.commit), HK_OK);
+    if (s1) CHECK(srv_listing_find(s1, "plain.txt") >= 0);
+    const srv_listing *s3 = NULL;
+    CHECK_RC(srv_store_list_shared(&s3, s, repo, r2.commit), HK_OK);
     CHECK(s3 != NULL && s3 != s1);
-    hk_store_list_release(s, s1);
-    hk_store_list_release(s, s2);
-    hk_store_list_release(s, s3);
+    srv_store_list_release(s, s1);
+    srv_store_list_release(s, s2);
+    srv_store_list_release(s, s3);
 
-    hk_ref *refs = NULL;
+    srv_ref *refs = NULL;
     size_t n = 0;
-    CHECK_RC(hk_store_list_refs(&refs, &n, repo), HK_OK);
+    CHECK_RC(srv_store_list_refs(&refs, &n, repo), HK_OK);
     CHECK(n == 2);
     if (n == 2) {
         CHECK_STR(refs[0].name, "v1");
         CHECK_STR(refs[1].commit, r2.commit);
     }
-    hk_refs_free(refs, n);
-    CHECK(hk_store_has_namespace(s, "org"));
-    CHECK(!hk_store_has_namespace(s, "other"));
+    srv_refs_free(refs, n);
+    CHECK(srv_store_has_namespace(s, "org"));
+    CHECK(!srv_store_has_namespace(s, "other"));
     free(repo);
-    hk_store_close(s);
+    srv_store_close(s);
     free(src);
     free(store);
 }
@@ -218,10 +218,10 @@ static long http_get(hk_strbuf *body, const char *url, bool head) {
 
 static void test_server_in_process(const char *dir) {
     char *store = hk__path_join(dir, "store");
-    hk_serve_config cfg = {.cache_dir = store, .port = 0, .threads = 2, .page_size = 1};
-    hk_server *srv = NULL;
-    CHECK_RC(hk_server_start(&srv, &cfg), HK_OK);
-    unsigned port = hk_server_port(srv);
+    srv_config cfg = {.cache_dir = store, .port = 0, .threads = 2, .page_size = 1};
+    srv_server *srv = NULL;
+    CHECK_RC(srv_start(&srv, &cfg), HK_OK);
+    unsigned port = srv_port(srv);
     CHECK(port > 0);
     hk_strbuf b;
     hk__sb_init(&b);
@@ -248,16 +248,16 @@ static void test_server_in_process(const char *dir) {
     CHECK(http_get(&b, url, false) == 404);
     free(url);
     hk__sb_free(&b);
-    hk_server_stop(srv);
+    srv_stop(srv);
     /* a second server cannot take a port that is in use */
-    hk_server *a = NULL, *bsrv = NULL;
-    CHECK_RC(hk_server_start(&a, &cfg), HK_OK);
-    hk_serve_config cfg2 = cfg;
-    cfg2.port = hk_server_port(a);
-    CHECK_RC(hk_server_start(&bsrv, &cfg2), HK_ERR_NETWORK);
-    hk_server_stop(a);
-    hk_serve_config bad = {.cache_dir = "/nonexistent/hk-store"};
-    CHECK(hk_server_start(&bsrv, &bad) != HK_OK && bsrv == NULL);
+    srv_server *a = NULL, *bsrv = NULL;
+    CHECK_RC(srv_start(&a, &cfg), HK_OK);
+    srv_config cfg2 = cfg;
+    cfg2.port = srv_port(a);
+    CHECK_RC(srv_start(&bsrv, &cfg2), HK_ERR_NETWORK);
+    srv_stop(a);
+    srv_config bad = {.cache_dir = "/nonexistent/hk-store"};
+    CHECK(srv_start(&bsrv, &bad) != HK_OK && bsrv == NULL);
     free(store);
 }
 
@@ -299,10 +299,10 @@ static double wait_closed(int fd, double limit) {
  * the per-address limit are closed at once, and requests keep being answered. */
 static void test_server_guard(const char *dir) {
     char *store = hk__path_join(dir, "store");
-    hk_serve_config cfg = {.cache_dir = store, .threads = 2, .header_timeout = 1, .max_connections_per_ip = 3};
-    hk_server *srv = NULL;
-    CHECK_RC(hk_server_start(&srv, &cfg), HK_OK);
-    unsigned port = hk_server_port(srv);
+    srv_config cfg = {.cache_dir = store, .threads = 2, .header_timeout = 1, .max_connections_per_ip = 3};
+    srv_server *srv = NULL;
+    CHECK_RC(srv_start(&srv, &cfg), HK_OK);
+    unsigned port = srv_port(srv);
     int drip = connect_from("127.0.0.2", port);
     CHECK(drip >= 0);
     double t0 = now_s(), closed = -1;
@@ -316,14 +316,14 @@ static void test_server_guard(const char *dir) {
     }
     CHECK(closed >= 0.9 && closed < 5.0); /* cut after the 1 s timeout, not before; slack for a loaded box */
     if (drip >= 0) close(drip);
-    hk_server_stop(srv);
+    srv_stop(srv);
     /* three from one address are held, a fourth is closed at once; another address is answered.
      * A server with a long header timeout: with 1 s, the held (idle) connections are themselves
      * cut after 1 s, which a loaded machine can reach before the check below. */
     cfg.header_timeout = 30;
     srv = NULL;
-    CHECK_RC(hk_server_start(&srv, &cfg), HK_OK);
-    port = hk_server_port(srv);
+    CHECK_RC(srv_start(&srv, &cfg), HK_OK);
+    port = srv_port(srv);
     int held[4];
     for (int i = 0; i < 4; i++) held[i] = connect_from("127.0.0.3", port);
     CHECK(held[3] >= 0 && wait_closed(held[3], 5.0) >= 0);
@@ -336,7 +336,7 @@ static void test_server_guard(const char *dir) {
     hk__sb_free(&b);
     for (int i = 0; i < 4; i++)
         if (held[i] >= 0) close(held[i]);
-    hk_server_stop(srv);
+    srv_stop(srv);
     free(store);
 }
 
@@ -347,12 +347,12 @@ typedef struct lead_arg {
 
 static void *lead_and_hold(void *p) {
     lead_arg *a = p;
-    CHECK(hk_up_enter(a->w, "blob:k", 5.0, NULL, &(up_answer){0}));
+    CHECK(srv_up_enter(a->w, "blob:k", 5.0, NULL, &(up_answer){0}));
     atomic_store(&a->led, true);
     struct timespec ts = {1, 200 * 1000 * 1000}; /* a leader stuck on a dripping upstream */
     nanosleep(&ts, NULL);
     up_answer failed = {.status = 429, .retry_after = 7};
-    hk_up_leave(a->w, "blob:k", &failed);
+    srv_up_leave(a->w, "blob:k", &failed);
     return NULL;
 }
 
@@ -361,7 +361,7 @@ static void *lead_and_hold(void *p) {
  * and the entry is gone once everyone left (TSan runs this). */
 static void test_up_wait_deadline(void) {
     up_waitset *w = NULL;
-    CHECK_RC(hk_up_waitset_new(&w), HK_OK);
+    CHECK_RC(srv_up_waitset_new(&w), HK_OK);
     lead_arg a = {.w = w};
     atomic_init(&a.led, false);
     pthread_t t;
@@ -370,20 +370,20 @@ static void test_up_wait_deadline(void) {
         struct timespec ts = {0, 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    CHECK(hk_up_waiters(w, "blob:k") == 0);
+    CHECK(srv_up_waiters(w, "blob:k") == 0);
     up_answer ans;
     double t0 = now_s();
-    CHECK(!hk_up_enter(w, "blob:k", 0.3, NULL, &ans));
+    CHECK(!srv_up_enter(w, "blob:k", 0.3, NULL, &ans));
     double took = now_s() - t0;
     CHECK(took >= 0.25 && took < 1.0);
     CHECK(ans.status == 503 && ans.retry_after > 0 && strstr(ans.msg, "deadline"));
-    CHECK(!hk_up_enter(w, "blob:k", 5.0, NULL, &ans)); /* waits for the leader this time */
+    CHECK(!srv_up_enter(w, "blob:k", 5.0, NULL, &ans)); /* waits for the leader this time */
     CHECK(ans.status == 429 && ans.retry_after == 7);
     pthread_join(t, NULL);
-    CHECK(hk_up_waiters(w, "blob:k") == 0);
-    CHECK(hk_up_enter(w, "blob:k", 1.0, NULL, &ans)); /* nothing in flight: leads */
-    hk_up_leave(w, "blob:k", NULL);
-    hk_up_waitset_free(w);
+    CHECK(srv_up_waiters(w, "blob:k") == 0);
+    CHECK(srv_up_enter(w, "blob:k", 1.0, NULL, &ans)); /* nothing in flight: leads */
+    srv_up_leave(w, "blob:k", NULL);
+    srv_up_waitset_free(w);
 }
 
 typedef struct edge_arg {
@@ -414,19 +414,19 @@ static void test_up_edge_in_process(const char *dir) {
     char *store = hk__path_join(dir, "store");
     char *edge_store = hk__path_join(dir, "edge-store");
     CHECK(hk__mkdirs(edge_store, 0755) == HK_OK);
-    hk_serve_config ocfg = {.cache_dir = store, .threads = 2};
-    hk_server *origin = NULL;
-    CHECK_RC(hk_server_start(&origin, &ocfg), HK_OK);
-    char *up = hk__asprintf("http://127.0.0.1:%u", hk_server_port(origin));
+    srv_config ocfg = {.cache_dir = store, .threads = 2};
+    srv_server *origin = NULL;
+    CHECK_RC(srv_start(&origin, &ocfg), HK_OK);
+    char *up = hk__asprintf("http://127.0.0.1:%u", srv_port(origin));
     const char *ups[] = {up};
-    hk_serve_config ecfg = {.cache_dir = edge_store, .upstreams = ups, .n_upstreams = 1, .client_miss_budget = 6,
+    srv_config ecfg = {.cache_dir = edge_store, .upstreams = ups, .n_upstreams = 1, .client_miss_budget = 6,
                             .upstream_deadline = 5, .upstream_memo_bytes = 100000};
-    hk_server *edge = NULL;
-    CHECK_RC(hk_server_start(&edge, &ecfg), HK_OK);
+    srv_server *edge = NULL;
+    CHECK_RC(srv_start(&edge, &ecfg), HK_OK);
     edge_arg args[8];
     pthread_t t[8];
     for (int i = 0; i < 8; i++) {
-        args[i] = (edge_arg){.port = hk_server_port(edge), .i = i};
+        args[i] = (edge_arg){.port = srv_port(edge), .i = i};
         CHECK(pthread_create(&t[i], NULL, edge_client, &args[i]) == 0);
     }
     for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
@@ -439,7 +439,7 @@ static void test_up_edge_in_process(const char *dir) {
      * what the store now holds is still answered, a new miss is not */
     hk_strbuf b;
     hk__sb_init(&b);
-    char *url = hk__asprintf("http://127.0.0.1:%u/kernels/org/k/resolve/v1/README.md", hk_server_port(edge));
+    char *url = hk__asprintf("http://127.0.0.1:%u/kernels/org/k/resolve/v1/README.md", srv_port(edge));
     CHECK(http_get(&b, url, false) == 200);
     CHECK_STR(b.data, "hello\n");
     free(url);
@@ -447,14 +447,14 @@ static void test_up_edge_in_process(const char *dir) {
     hk__sb_init(&b);
     long st = 0;
     for (int i = 0; i < 8 && st != 429; i++) { /* made-up revisions until the budget says no */
-        url = hk__asprintf("http://127.0.0.1:%u/api/kernels/org/k/revision/made-up-%d", hk_server_port(edge), i);
+        url = hk__asprintf("http://127.0.0.1:%u/api/kernels/org/k/revision/made-up-%d", srv_port(edge), i);
         st = http_get(&b, url, false);
         free(url);
     }
     CHECK(st == 429);
     hk__sb_free(&b);
-    hk_server_stop(edge);
-    hk_server_stop(origin);
+    srv_stop(edge);
+    srv_stop(origin);
     free(up);
     free(store);
     free(edge_store);
@@ -492,7 +492,7 @@ static void test_checked_names(void) {
     CHECK(!hk__repo_path_valid(part));
 
     token_spec t;
-    CHECK_RC(hk_srv_token_spec_parse(&t, "tok:org,Other/Repo"), HK_OK);
+    CHECK_RC(srv_token_spec_parse(&t, "tok:org,Other/Repo"), HK_OK);
     CHECK(!t.write);
     repo_ref r = {.type = HK_REPO_KERNEL};
     static const char *const granted[] = {"org/x", "ORG/x", "Org/y", "other/repo", "OTHER/REPO"};
@@ -500,34 +500,34 @@ static void test_checked_names(void) {
                                           "or/g", "other/repo2", "gpt2", "", "org/x%2F..", "org/x\\..\\other"};
     for (size_t i = 0; i < HK_ARRAY_LEN(granted); i++) {
         r.id = (char *)granted[i];
-        CHECK(hk_srv_token_allows(&t, &r));
-        CHECK(!hk_srv_token_may_write(&t, &r));
+        CHECK(srv_token_allows(&t, &r));
+        CHECK(!srv_token_may_write(&t, &r));
     }
     for (size_t i = 0; i < HK_ARRAY_LEN(refused); i++) {
         r.id = (char *)refused[i];
-        if (hk_srv_token_allows(&t, &r)) fprintf(stderr, "granted '%s'\n", refused[i]);
-        CHECK(!hk_srv_token_allows(&t, &r));
+        if (srv_token_allows(&t, &r)) fprintf(stderr, "granted '%s'\n", refused[i]);
+        CHECK(!srv_token_allows(&t, &r));
     }
-    CHECK(hk_srv_token_allows_namespace(&t, "ORG") && hk_srv_token_allows_namespace(&t, "other"));
-    CHECK(!hk_srv_token_allows_namespace(&t, "orgx"));
-    hk_srv_token_spec_free(&t);
+    CHECK(srv_token_allows_namespace(&t, "ORG") && srv_token_allows_namespace(&t, "other"));
+    CHECK(!srv_token_allows_namespace(&t, "orgx"));
+    srv_token_spec_free(&t);
     /* write permission: ":write" after the scopes, "::write" for every repo; read stays read */
-    CHECK_RC(hk_srv_token_spec_parse(&t, "tok:org:write"), HK_OK);
+    CHECK_RC(srv_token_spec_parse(&t, "tok:org:write"), HK_OK);
     r.id = (char *)"org/x";
-    CHECK(t.write && hk_srv_token_may_write(&t, &r));
+    CHECK(t.write && srv_token_may_write(&t, &r));
     r.id = (char *)"other/x";
-    CHECK(!hk_srv_token_may_write(&t, &r));
-    hk_srv_token_spec_free(&t);
-    CHECK_RC(hk_srv_token_spec_parse(&t, "tok::write"), HK_OK);
-    CHECK(t.write && !t.orgs && hk_srv_token_may_write(&t, &r));
-    hk_srv_token_spec_free(&t);
-    CHECK_RC(hk_srv_token_spec_parse(&t, "tok"), HK_OK);
-    CHECK(!t.write && hk_srv_token_allows(&t, &r) && !hk_srv_token_may_write(&t, &r));
-    hk_srv_token_spec_free(&t);
-    CHECK(hk_srv_token_spec_parse(&t, "tok:org:admin") == HK_ERR_INVALID_ARG);
-    hk_srv_token_spec_free(&t);
-    CHECK(hk_srv_token_spec_parse(&t, "tok:../x") == HK_ERR_INVALID_ARG);
-    hk_srv_token_spec_free(&t);
+    CHECK(!srv_token_may_write(&t, &r));
+    srv_token_spec_free(&t);
+    CHECK_RC(srv_token_spec_parse(&t, "tok::write"), HK_OK);
+    CHECK(t.write && !t.orgs && srv_token_may_write(&t, &r));
+    srv_token_spec_free(&t);
+    CHECK_RC(srv_token_spec_parse(&t, "tok"), HK_OK);
+    CHECK(!t.write && srv_token_allows(&t, &r) && !srv_token_may_write(&t, &r));
+    srv_token_spec_free(&t);
+    CHECK(srv_token_spec_parse(&t, "tok:org:admin") == HK_ERR_INVALID_ARG);
+    srv_token_spec_free(&t);
+    CHECK(srv_token_spec_parse(&t, "tok:../x") == HK_ERR_INVALID_ARG);
+    srv_token_spec_free(&t);
     hk_clear_error();
 }
 

@@ -143,21 +143,21 @@ int main(void) {
     hk_test_write(f, "{\"version\": 1}\n");
     free(f);
     hk_test_publish(store, small, "hubkern/small", "v1", NULL, NULL);
-    hk_publish_options second = {.message = "second major version"};
+    srv_publish_options second = {.message = "second major version"};
     hk_test_publish(store, small, "hubkern/small", "v2", &second, NULL);
     bool have_kernel = hk__is_dir(variant);
     if (have_kernel) {
         hk_test_publish(store, src, "hubkern/rmsnorm", "v1", NULL, NULL);
         hk_test_publish(store, src, "hubkern/rmsnorm", "v2", &second, NULL);
     }
-    hk_server *srv = hk_test_start_mirror(store, "hubkern", g_endpoint, sizeof g_endpoint);
+    srv_server *srv = hk_test_start_mirror(store, "hubkern", g_endpoint, sizeof g_endpoint);
     if (!srv) return hk_test_finish();
     unsetenv("HF_HUB_OFFLINE");
     g_cache_shared = hk__asprintf("%s/cache-shared", hk_test_tmpdir());
     if (have_kernel) test_get_kernel_threads();
     else fprintf(stderr, "hk_get_kernel threads skipped: no staged RMSNorm variant %s (HK_BUILD_KERNELS=OFF)\n", variant);
     test_server_load();
-    hk_server_stop(srv);
+    srv_stop(srv);
     free(g_cache_shared);
     free(small);
     free(store);
