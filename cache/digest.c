@@ -1,7 +1,7 @@
 /* metadata.json `digest` check of a variant directory (kernel-hub-format.md §7): recompute the
  * per-file base64 SHA-256/512 over build/<variant>/ (following the cache's symlinks, skipping the
  * top-level metadata.json[.sigstore], __pycache__ and *.pyc) and report every violation. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 #include "util/strmap.h"
 #include "util/text.h"

@@ -1,5 +1,5 @@
 /* Names and small atomic writes of the huggingface_hub cache layout. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 #include "util/text.h"
 

@@ -4,7 +4,7 @@
 #ifndef HK_CACHE_MAINT_INTERNAL_H
 #define HK_CACHE_MAINT_INTERNAL_H
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <stdbool.h>

@@ -6,7 +6,7 @@
  * A receipt is only ever a reason to skip work: anything unexpected in it (missing, unreadable,
  * corrupt, other format, other cache root, other metadata.json) makes it void, and the caller then
  * hashes everything as it would without receipts. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "util/strmap.h"
 #include "util/vec.h"
 #include "internal.h"

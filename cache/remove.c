@@ -50,12 +50,12 @@ int hk__cache_collect_used(void *p, const char *path, const char *rel, const str
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static bool blob_locked(hk_prune_ctx *c, const char *etag) {
-    char *lp = hk__cache_lock_path(c->root, c->repo_dir, etag);
+    char *lp = hk__cache_filelock_path(c->root, c->repo_dir, etag);
     int fd = -1;
     bool busy = false;
     if (lp && hk__path_exists(lp)) {
-        if (hk__cache_lock_try(&fd, lp) == HK_OK && fd < 0) busy = true;
-        hk__cache_unlock(fd);
+        if (hk__cache_filelock_try(&fd, lp) == HK_OK && fd < 0) busy = true;
+        hk__cache_filelock_release(fd);
     }
     hk_clear_error();
     free(lp);

@@ -1,7 +1,7 @@
 /* Signature receipts: see cache/sig_receipt.h. */
 #include "cache/sig_receipt.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>

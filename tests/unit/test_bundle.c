@@ -2,7 +2,7 @@
  * nothing recorded in refs/. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <archive.h>

@@ -1,8 +1,8 @@
-/* cache/store.c and cache/maint.c: blob locks, temp files, blob hashing, and the verify / prune /
+/* cache/blobs.c and cache/maint.c: blob locks, temp files, blob hashing, and the verify / prune /
  * rm maintenance passes on a hand-made cache. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -13,27 +13,27 @@
 static void test_locks(void) {
     const char *dir = hk_test_tmpdir();
     char *repo = hk_cache_repo_dir(dir, HK_REPO_KERNEL, "org/k");
-    char *lp = hk__cache_lock_path(dir, repo, "abc");
+    char *lp = hk__cache_filelock_path(dir, repo, "abc");
     char *want = hk__asprintf("%s/.locks/kernels--org--k/abc.lock", dir);
     CHECK_STR(lp, want);
     int a = -1, b = -1;
-    CHECK_RC(hk__cache_lock_try(&a, lp), HK_OK);
+    CHECK_RC(hk__cache_filelock_try(&a, lp), HK_OK);
     CHECK(a >= 0);
     struct stat st;
     CHECK(stat(lp, &st) == 0 && (st.st_mode & 0777) == 0664);
     /* a second open file description (as another process would have) cannot take it */
-    CHECK_RC(hk__cache_lock_try(&b, lp), HK_OK);
+    CHECK_RC(hk__cache_filelock_try(&b, lp), HK_OK);
     CHECK(b == -1);
-    CHECK_RC(hk__cache_lock_wait(&b, lp, 300), HK_ERR_LOCK);
-    hk__cache_unlock(a);
+    CHECK_RC(hk__cache_filelock_wait(&b, lp, 300), HK_ERR_LOCK);
+    hk__cache_filelock_release(a);
     CHECK(hk__path_exists(lp)); /* never unlinked */
-    CHECK_RC(hk__cache_lock_try(&b, lp), HK_OK);
+    CHECK_RC(hk__cache_filelock_try(&b, lp), HK_OK);
     CHECK(b >= 0);
-    hk__cache_unlock(b);
+    hk__cache_filelock_release(b);
     /* a symlink planted at the lock path is refused (O_NOFOLLOW) */
-    char *evil = hk__cache_lock_path(dir, repo, "evil");
+    char *evil = hk__cache_filelock_path(dir, repo, "evil");
     symlink("/tmp/somewhere", evil);
-    CHECK_RC(hk__cache_lock_try(&a, evil), HK_ERR_LOCK);
+    CHECK_RC(hk__cache_filelock_try(&a, evil), HK_ERR_LOCK);
     free(evil);
     free(want);
     free(lp);

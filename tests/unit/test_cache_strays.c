@@ -6,7 +6,7 @@
  * hubkern/cache.h calls the maintenance; the cache is laid out with the internal helpers. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <stdlib.h>

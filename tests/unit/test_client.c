@@ -3,7 +3,7 @@
  * and offline resolution from a hand-made cache (with an unreachable endpoint). */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 #include "util/strmap.h"
 #include "hubkern/hub.h"

@@ -3,7 +3,7 @@
  * progress callback (HK_ERR_CANCELLED, no temp file left), and a 1-transfer pull. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "hubkern/hub.h"
 #include "internal.h"
 #include "mirror.h"

@@ -6,7 +6,7 @@
  */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "hubkern/hub.h"
 #include "hubkern.h"
 #include "hubkern/variant.h"

@@ -15,7 +15,7 @@
  * device it loads and runs on the CPU. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "hubkern/env.h"
 #include "hubkern/hub.h"
 #include "hubkern.h"

@@ -5,7 +5,7 @@
  * made of it. Each hostile name is tried at every edge, as a class, not one case. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "hubkern.h"
 #include "kernel/kernel_internal.h"
 #include "util/text.h"

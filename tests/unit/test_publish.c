@@ -3,7 +3,7 @@
  * publishers racing on one branch. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 #include "server/server.h"
 #include "server/srv_internal.h"

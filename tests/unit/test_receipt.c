@@ -2,7 +2,7 @@
  * receipt, and the "settled" rule for coarse file-system clocks. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <stdbool.h>

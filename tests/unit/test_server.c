@@ -3,7 +3,7 @@
 #include "util/text.h"
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 #include "server/server.h"
 #include "server/srv_http.h"

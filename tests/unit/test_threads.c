@@ -4,7 +4,7 @@
  * mirror under load from many clients at once. */
 #include "support.h"
 
-#include "env/env_cache.h"
+#include "env/detected.h"
 #include "hubkern/hub.h"
 #include "hubkern.h"
 #include "internal.h"

@@ -1,7 +1,7 @@
 /* util/ and cache/layout: hashing test vectors, path safety, relative links, refs. */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * CPU time per file at 20k is more than 1.5x that at 1k (best of a few runs; a few seconds). */
 #include "support.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>

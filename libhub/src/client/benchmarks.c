@@ -1,6 +1,6 @@
 /* Benchmark submissions kept by a hubkern mirror (GET /api/kernels/<repo>/benchmarks, docs/serve.md
  * "Benchmarks"): one page, newest first, and the cursor of the next page from its Link header. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/http.h"
 #include "client/url.h"
 #include "hubkern/hub.h"

@@ -5,7 +5,7 @@
  * failure on a refused connection, the pull's deadline, redirects followed by hand so that the
  * token never leaves the endpoint's origin. Memory stays flat: bytes go straight from libcurl's
  * buffer to the temp file. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 #include "client/partial.h"
 #include "client/xfer.h"
@@ -237,7 +237,7 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
         x->state = X_DONE;
         return HK_OK;
     }
-    int rc = hk__cache_lock_try(&x->lock_fd, lock_path);
+    int rc = hk__cache_filelock_try(&x->lock_fd, lock_path);
     if (rc) return rc;
     uint64_t now = hk__now_ms();
     if (x->lock_fd < 0) {
@@ -253,7 +253,7 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     /* re-check under the lock: the holder we waited for may have finished it */
     if (hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
         hk__partial_forget(c->repo_dir, x->item->etag);
-        hk__cache_unlock(x->lock_fd);
+        hk__cache_filelock_release(x->lock_fd);
         x->lock_fd = -1;
         if ((rc = hk__xfer_link_all(c, x))) return rc;
         x->state = X_DONE;
@@ -273,7 +273,7 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
         bool again = false;
         if ((rc = hk__xfer_finish_file(c, x, &again))) return rc;
         if (!again) {
-            hk__cache_unlock(x->lock_fd);
+            hk__cache_filelock_release(x->lock_fd);
             x->lock_fd = -1;
             x->state = X_DONE;
             return HK_OK;
@@ -313,7 +313,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         free(epath);
         free(erev);
         xs[i].url = hk__strdup(xs[i].resolve_url);
-        locks[i] = hk__cache_lock_path(hub->cache_root, repo_dir, items[i].etag);
+        locks[i] = hk__cache_filelock_path(hub->cache_root, repo_dir, items[i].etag);
         if (!xs[i].url || !locks[i]) {
             rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             goto out;
@@ -408,7 +408,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
             curl_multi_remove_handle(multi, m->easy_handle);
             if ((rc = on_done(&c, x, cc))) goto out_loop;
             if (x->state == X_DONE) {
-                hk__cache_unlock(x->lock_fd);
+                hk__cache_filelock_release(x->lock_fd);
                 x->lock_fd = -1;
                 release(&c, x, (size_t)maxp);
                 remaining--;
@@ -465,7 +465,7 @@ out:
             }
             curl_slist_free_all(x->hdrs);
             hk__xfer_keep_or_drop(x, rc);
-            hk__cache_unlock(x->lock_fd);
+            hk__cache_filelock_release(x->lock_fd);
             x->lock_fd = -1;
             hk__http_headers_free(&x->h);
             free(x->url);

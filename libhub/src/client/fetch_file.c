@@ -2,7 +2,7 @@
  * metadata.json before a pull): listed, downloaded, hash-checked and linked into the snapshot,
  * nothing else fetched. A variant's metadata.json comes with its metadata.json.sigstore, and both
  * are linked only after the signature check passed (nothing unverified enters the snapshot). */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 #include "client/signature.h"
 

@@ -2,7 +2,7 @@
  * timeouts and listing bounds from options and the environment; accessors. */
 #include "client/memo.h"
 #include "client/signature.h"
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 
 #include <stddef.h>

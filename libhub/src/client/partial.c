@@ -3,7 +3,7 @@
  * exclude (Lustre, GPFS, some NFS), two writers of the same blob write the same bytes at the same
  * offsets (never O_APPEND), a discard unlinks instead of truncating under the other writer, and
  * the content hash decides before the rename into blobs/. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/partial.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* hk_hub_pull: resolve, follow redirects, list, choose the variant(s), download the blobs, stage the
  * variant, verify it against its metadata.json digest and only then publish it into
  * snapshots/<commit>/ and write refs/. Offline: the same answers from the cache. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "util/vec.h"
 #include "client/client.h"
 #include "client/memo.h"

@@ -2,7 +2,7 @@
 #include "client/client.h"
 #include "util/vec.h"
 #include "client/pull_internal.h"
-#include "env/env_cache.h"
+#include "env/detected.h"
 #include "hubkern/variant.h"
 
 #include <dirent.h>
@@ -78,7 +78,7 @@ int hk__client_choose_variants(hk_pull_result *r, char **names, size_t n, const 
         hk__sb_free(&sb);
         return rc;
     }
-    /* the caller's machine description, else the process-wide detected one (env/cache.c) */
+    /* the caller's machine description, else the process-wide detected one (env/detected.c) */
     const hk_env *env = spec->env;
     hk_choose_options co = HK_CHOOSE_OPTIONS_INIT;
     co.backend = spec->backend;

@@ -1,6 +1,6 @@
 /* Versions and revisions: the refs API (branches vN and tags), the revision endpoint, and the same
  * answers offline from refs/ of the cache (hub-protocol.md §13, kernel-hub-format.md §2). */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "util/vec.h"
 #include "client/client.h"
 #include "client/memo.h"

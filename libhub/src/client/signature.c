@@ -3,7 +3,7 @@
  * one variant directory (hk_signature_verify_variant). The cryptography is the sigstore layer's. */
 #include "client/signature.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "cache/sig_receipt.h"
 #include "client/hub_internal.h"
 #include "internal.h"

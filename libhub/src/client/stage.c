@@ -2,7 +2,7 @@
  * publishing is a rename) but outside snapshots/, where neither huggingface_hub nor a loader looks. */
 #include "client/stage.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -69,7 +69,7 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
     char *build = hk__cache_snapshot_path(s->repo_dir, s->commit, "build");
     char *dst = build ? hk__cache_variant_path(s->repo_dir, s->commit, variant) : NULL;
     char *name = hk__asprintf("publish-%s-%s", s->commit, variant);
-    char *lock = name ? hk__cache_lock_path(s->cache_root, s->repo_dir, name) : NULL;
+    char *lock = name ? hk__cache_filelock_path(s->cache_root, s->repo_dir, name) : NULL;
     char *trash = NULL;
     int fd = -1, rc = HK_OK;
     if (!src || !build || !dst || !lock) {
@@ -79,7 +79,7 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
     if ((rc = hk__mkdirs(build, 0777))) goto out;
     /* one publisher of a variant at a time: a concurrent pull of the same commit either finds this
      * one's copy complete or replaces a broken one, never swaps a good copy out mid-way */
-    if ((rc = hk__cache_lock_wait(&fd, lock, -1))) goto out;
+    if ((rc = hk__cache_filelock_wait(&fd, lock, -1))) goto out;
     struct stat st;
     if (lstat(dst, &st) == 0) {
         if (complete && complete(dst, ud)) goto out; /* published by another process meanwhile */
@@ -102,7 +102,7 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
         if (rc == HK_OK) hk_clear_error();
     }
 out:
-    if (fd >= 0) hk__cache_unlock(fd);
+    if (fd >= 0) hk__cache_filelock_release(fd);
     free(src);
     free(build);
     free(dst);

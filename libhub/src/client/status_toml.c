@@ -1,7 +1,7 @@
 /* kernel-status.toml (kernel-hub-format.md §13): the three string keys of a redirect, read with a
  * minimal TOML subset; whether it exists at a commit read from that commit's listing, and its
  * absence remembered under .no_exist/ as huggingface_hub does. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 
 #include <stdlib.h>

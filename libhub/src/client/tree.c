@@ -1,6 +1,6 @@
 /* Tree listings (GET /api/kernels/<repo>/tree/<commit>/<path>, Link-paginated) and the variant
  * names they or a local snapshot hold. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 #include "client/memo.h"
 #include "util/strmap.h"

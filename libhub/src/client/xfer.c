@@ -1,7 +1,7 @@
 /* One blob's transfer: the write-behind buffer and temp file (blobs/<etag>.incomplete, see
  * partial.c), the streaming size and hash checks in the libcurl callbacks, what is kept of a
  * failed attempt, and the rename into blobs/ once the hash matches. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/partial.h"
 #include "client/xfer.h"
 

@@ -5,7 +5,7 @@
 #include "kernel/kernel_internal.h"
 #include "hubkern/signature.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 #include "hubkern/hub.h"
 #include "util/vec.h"

@@ -3,7 +3,7 @@
  * local.c, hk_load_locked in locked.c, what they share in loader.c. */
 #include "kernel/kernel_internal.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
 #include "client/memo.h"
 #include "hubkern/hub.h"

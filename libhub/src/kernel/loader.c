@@ -3,9 +3,9 @@
  * pull of one variant. */
 #include "kernel/kernel_internal.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "client/client.h"
-#include "env/env_cache.h"
+#include "env/detected.h"
 #include "hubkern/hub.h"
 #include "hubkern/variant.h"
 

@@ -2,7 +2,7 @@
  * one. The old format's git_lfs_concat variant hash is in lock_hash.c. */
 #include "kernel/kernel_internal.h"
 
-#include "cache/cache.h" /* hk_repo_id_valid */
+#include "cache/cache_internal.h" /* hk_repo_id_valid */
 #include "util/text.h"
 #include "util/vec.h"
 

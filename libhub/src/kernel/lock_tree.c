@@ -3,7 +3,7 @@
 #include "kernel/kernel_internal.h"
 #include "hubkern/signature.h"
 
-#include "cache/cache.h" /* hk_repo_id_valid */
+#include "cache/cache_internal.h" /* hk_repo_id_valid */
 #include "hubkern/hub.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* hk_load_locked: load a kernel pinned by a kernels.lock, from the cache only. */
 #include "kernel/kernel_internal.h"
 
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "hubkern/hub.h"
 
 #include <stdlib.h>

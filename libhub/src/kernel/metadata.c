@@ -1,7 +1,7 @@
 /* metadata.json of a build variant (kernel-hub-format §6). */
 #include "kernel/kernel_internal.h"
 
-#include "cache/cache.h" /* hk_repo_id_valid */
+#include "cache/cache_internal.h" /* hk_repo_id_valid */
 #include "util/text.h"
 
 #include <cjson/cJSON.h>

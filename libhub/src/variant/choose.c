@@ -1,7 +1,7 @@
 /* The one variant chooser: a pull (client), hk_get_kernel / hk_has_kernel / hk_load_locked and
  * local loads (kernel) and the CLI all pick a build variant here, from an hk_env (the caller's,
  * else the process-wide detected one). */
-#include "env/env_cache.h"
+#include "env/detected.h"
 #include "variant/variant_internal.h"
 
 #include <stdlib.h>

@@ -41,18 +41,18 @@ int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *re
 /* hk_cache_write_ref, hk_cache_link_snapshot, hk_cache_ensure_tag: public (hubkern/cache.h). */
 
 
-/* ---- blob store: locks, temp files, verification (cache/store.c) --------------------------- */
+/* ---- blob store: locks, temp files, verification (cache/blobs.c) --------------------------- */
 #include <stdint.h>
 
 /* <root>/.locks/<repo folder>/<etag>.lock. Caller frees. */
-char *hk__cache_lock_path(const char *root, const char *repo_dir, const char *etag);
+char *hk__cache_filelock_path(const char *root, const char *repo_dir, const char *etag);
 /* Try to take an exclusive lock (flock, mode 0664, O_NOFOLLOW, inode re-check after acquiring;
  * the lock file is never unlinked). *out_fd >= 0 when acquired, -1 when another process holds it.
  * Filesystems without flock: acquired "softly" (correctness then rests on temp file + rename). */
-int hk__cache_lock_try(int *out_fd, const char *lock_path);
+int hk__cache_filelock_try(int *out_fd, const char *lock_path);
 /* Block until acquired (polling every 100 ms, logging every 10 s); timeout_ms < 0: forever. */
-int hk__cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms);
-void hk__cache_unlock(int fd);
+int hk__cache_filelock_wait(int *out_fd, const char *lock_path, long timeout_ms);
+void hk__cache_filelock_release(int fd);
 
 /* Open a fresh blobs/<etag>.<rand8>.incomplete (O_EXCL, mode 0666 & ~umask). Caller frees *out_tmp. */
 int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag);

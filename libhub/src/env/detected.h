@@ -1,4 +1,4 @@
-/* The process-wide detected machine (env/cache.c), for callers that were given no hk_env. */
+/* The process-wide detected machine (env/detected.c), for callers that were given no hk_env. */
 #ifndef HK_ENV_CACHE_H
 #define HK_ENV_CACHE_H
 

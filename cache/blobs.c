@@ -1,6 +1,6 @@
 /* Blob store of the cache: per-blob locks (hub-protocol.md §7.2), unique temp files renamed into
  * place, and content checks of blobs against their names. */
-#include "cache/cache.h"
+#include "cache/cache_internal.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -12,13 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-char *hk__cache_lock_path(const char *root, const char *repo_dir, const char *etag) {
+char *hk__cache_filelock_path(const char *root, const char *repo_dir, const char *etag) {
     const char *folder = strrchr(repo_dir, '/');
     folder = folder ? folder + 1 : repo_dir;
     return hk__asprintf("%s/.locks/%s/%s.lock", root, folder, etag);
 }
 
-int hk__cache_lock_try(int *out_fd, const char *lock_path) {
+int hk__cache_filelock_try(int *out_fd, const char *lock_path) {
     *out_fd = -1;
     char *dir = hk__strdup(lock_path);
     if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -62,10 +62,10 @@ int hk__cache_lock_try(int *out_fd, const char *lock_path) {
     return hk__fail(HK_ERR_LOCK, "lock file %s keeps being replaced; is another tool deleting it?", lock_path);
 }
 
-int hk__cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms) {
+int hk__cache_filelock_wait(int *out_fd, const char *lock_path, long timeout_ms) {
     long waited = 0, next_log = 10000;
     for (;;) {
-        int rc = hk__cache_lock_try(out_fd, lock_path);
+        int rc = hk__cache_filelock_try(out_fd, lock_path);
         if (rc || *out_fd >= 0) return rc;
         if (timeout_ms >= 0 && waited >= timeout_ms)
             return hk__fail(HK_ERR_LOCK, "timed out after %ld ms waiting for lock %s", waited, lock_path);
@@ -78,7 +78,7 @@ int hk__cache_lock_wait(int *out_fd, const char *lock_path, long timeout_ms) {
     }
 }
 
-void hk__cache_unlock(int fd) {
+void hk__cache_filelock_release(int fd) {
     if (fd < 0) return;
     flock(fd, LOCK_UN);
     close(fd); /* never unlink: a waiter may hold an fd to this inode */

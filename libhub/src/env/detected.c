@@ -1,7 +1,7 @@
 /* The process-wide detected machine: detection runs a Python interpreter and dlopens CUDA / HIP
  * libraries, so it is done once per process and shared by every caller that gave no hk_env
  * (pull, get, has, lock downloads). */
-#include "env/env_cache.h"
+#include "env/detected.h"
 
 #include "internal.h"
 
