@@ -13,7 +13,7 @@
 const cli_opt cli_common_opts[] = {
     {HK_OPT_FLAG, "help", 'h', NULL, "show this help and exit", NULL, NULL},
     {HK_OPT_COUNT, "verbose", 'v', NULL, "more log output on stderr: retries, requests (-vv: debug)", NULL, NULL},
-    {HK_OPT_FLAG, "quiet", 'q', NULL, "no progress display and no summary lines on stderr", NULL, NULL},
+    {HK_OPT_FLAG, "quiet", 'q', NULL, "no progress display, summary lines or warnings on stderr (errors still)", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 

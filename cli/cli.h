@@ -63,7 +63,7 @@ void cli_print_json(cJSON *j);
 /* How to clear the line the progress display has drawn without its newline (progress.c registers
  * it): every message on stderr calls it first. NULL: nothing to clear. */
 void cli_output_set_line_clear(void (*clear)(void));
-/* Route the library's log callback to stderr at the given verbosity (0: warnings). */
+/* Route the library's log callback to stderr at the given verbosity (-1: errors only, 0: warnings). */
 void cli_install_logger(int verbosity);
 
 /* ---- the Hub commands' common options (cli/common_opts.c) --------------------------------- */

@@ -16,8 +16,8 @@ static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "version", 0, "N", "the kernel's major version N (branch vN)", NULL, NULL},
     {HK_OPT_VALUE, "revision", 0, "REV", "a branch, tag or commit instead of --version", NULL, NULL},
     {HK_OPT_VALUE, "variant", 0, "V", "this exact build variant", NULL, NULL},
-    {HK_OPT_VALUE, "signature", 0, "MODE", "the metadata.json.sigstore check (docs/sigstore.md); default: require for "
-     "orgs a signing policy covers, warn for others (HUBKERN_SIGNATURE)", NULL, "require|warn|off"},
+    {HK_OPT_VALUE, "signature", 0, "MODE", "the metadata.json.sigstore check (docs/sigstore.md): require, warn or off; "
+     "default: require for orgs a signing policy covers, warn for others (HUBKERN_SIGNATURE)", NULL, "require|warn|off"},
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
     {HK_OPT_VALUE, "local", 0, "DIR", "load a local kernel directory instead (hk_get_local_kernel)", NULL, NULL},
     {HK_OPT_VALUE, "lock", 0, "FILE", "load the commit a kernels.lock pins, from the cache only", NULL, NULL},

@@ -16,8 +16,8 @@ static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "revision", 0, "REV", "a branch, tag or commit instead of --version", NULL, NULL},
     {HK_OPT_VALUE, "variant", 0, "V", "this exact build variant instead of the one chosen for this machine", NULL, NULL},
     {HK_OPT_FLAG, "all-variants", 0, NULL, "every variant under build/", NULL, NULL},
-    {HK_OPT_VALUE, "signature", 0, "MODE", "the metadata.json.sigstore check (docs/sigstore.md); default: require for "
-     "orgs a signing policy covers, warn for others (HUBKERN_SIGNATURE)", NULL, "require|warn|off"},
+    {HK_OPT_VALUE, "signature", 0, "MODE", "the metadata.json.sigstore check (docs/sigstore.md): require, warn or off; "
+     "default: require for orgs a signing policy covers, warn for others (HUBKERN_SIGNATURE)", NULL, "require|warn|off"},
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend (cpu, cuda, rocm, ...)", NULL,
      "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
     {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},

@@ -34,7 +34,7 @@ void cli_set_verbosity(int verbose, int quiet) {
     if (env && atoi(env) > lvl) lvl = atoi(env);
     g_verbose = lvl;
     g_quiet = quiet && lvl == 0;
-    cli_install_logger(lvl);
+    cli_install_logger(g_quiet ? -1 : lvl); /* -q: the library's warnings too (issue 24) */
 }
 
 static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
@@ -44,7 +44,10 @@ static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
 }
 
 void cli_install_logger(int verbosity) {
-    hk_log_level lvl = verbosity >= 2 ? HK_LOG_DEBUG : verbosity == 1 ? HK_LOG_INFO : HK_LOG_WARN;
+    hk_log_level lvl = verbosity >= 2    ? HK_LOG_DEBUG
+                       : verbosity == 1  ? HK_LOG_INFO
+                       : verbosity == 0  ? HK_LOG_WARN
+                                         : HK_LOG_ERROR;
     hk_set_log_callback(log_to_stderr, NULL, lvl);
 }
 

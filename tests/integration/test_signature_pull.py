@@ -151,6 +151,21 @@ def test_missing_bundle_under_warn_loads_with_a_warning(world, tmp_path):
     p = hk("load", "kernels-community/rms-unsigned", "--version", 1, "--backend", "cpu", "--signature", "off",
            env=env_for(world, tmp_path / "c"))
     assert p.returncode == 0 and "not signed" not in p.stderr, p.stderr
+    # -q hides the warning (cold, in another cache), not the error that require makes of it
+    for cmd in ("pull", "load"):
+        p = hk(cmd, "-q", "kernels-community/rms-unsigned", "--version", 1, "--backend", "cpu", "--signature", "warn",
+               env=env_for(world, tmp_path / f"q-{cmd}"))
+        assert p.returncode == 0 and p.stderr == "", p.stderr
+    p = hk("pull", "-q", "kernels-community/rms-unsigned", "--version", 1, "--backend", "cpu", "--signature", "require",
+           env=env_for(world, tmp_path / "q-require"))
+    assert p.returncode != 0 and "has no metadata.json.sigstore" in p.stderr, p.stderr
+
+
+def test_help_lists_the_signature_modes():
+    for cmd in ("pull", "load"):
+        p = subprocess.run([hubkern_bin(), cmd, "--help"], capture_output=True, text=True)
+        line = next(ln for ln in p.stdout.splitlines() if "--signature" in ln)
+        assert "require, warn or off" in line, line
 
 
 def test_repo_no_policy_covers_defaults_to_warn(world, tmp_path):
