@@ -132,6 +132,9 @@ static bool same_identity(const struct stat *a, const struct stat *b) {
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+/* One piece: the digest check of a variant is one pass over its files in which the receipt, the
+ * fresh-blob set and the hashing decide per file together (what was vouched for, hashed now or
+ * just downloaded); its steps share the counters the receipt is then written from. */
 int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                              const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh) {
     *out_has_digest = false;

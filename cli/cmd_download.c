@@ -116,6 +116,9 @@ static int check_deps_locked(const hk_lockfile *lock, const char *variant_dir, c
     return rc;
 }
 
+/* One piece: a command's main reads its options and goes through the lock's entries in order,
+ * going on past a kernel without a fitting variant as kernels does; split, each part would take
+ * the arguments, the client and the running exit status. */
 int cli_cmd_download(int argc, char **argv) {
     cli_args a;
     int rc = cli_parse(&a, &cli_spec_download, argc, argv);

@@ -75,6 +75,8 @@ static void print_hub(const hk_hub *hub) {
 
 static const char *tri(int v) { return v < 0 ? "-" : v ? "yes" : "no"; }
 
+/* One piece: a command's main that prints one report, field after field, as text or JSON from the
+ * same list; split, each part would take the report being built. */
 int cli_cmd_env(int argc, char **argv) {
     cli_args a;
     int rc = cli_parse(&a, &cli_spec_env, argc, argv);

@@ -94,6 +94,9 @@ static void add_tree(cJSON *j, const char *repo, int version, const char *revisi
     hk_kernel_tree_free(t);
 }
 
+/* One piece: a command's main reads its options, asks the library in order and prints one report
+ * (text or JSON) as it goes; split, each part would take the arguments, the client and the report
+ * being built. */
 int cli_cmd_info(int argc, char **argv) {
     cli_args a;
     int prc = cli_parse(&a, &cli_spec_info, argc, argv);

@@ -185,6 +185,8 @@ done:
     return rc;
 }
 
+/* One piece: a command's main reads its options into one hk_get_kernel_options, loads and reports;
+ * split, each part would take the arguments and the options being filled. */
 int cli_cmd_load(int argc, char **argv) {
     cli_args a;
     int prc = cli_parse(&a, &cli_spec_load, argc, argv);

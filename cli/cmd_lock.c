@@ -120,6 +120,9 @@ static int lock_project(const char *dir, const char *endpoint, const char *cache
     return rc == HK_OK ? 0 : cli_report_error("lock");
 }
 
+/* One piece: a command's main reads its options, builds the lock in one pass over the project's
+ * kernels and writes it; split, each part would take the arguments, the client and the lock being
+ * built. */
 int cli_cmd_lock(int argc, char **argv) {
     cli_args a;
     int rc = cli_parse(&a, &cli_spec_lock, argc, argv);

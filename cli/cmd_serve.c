@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One piece: a command's main reads its options in the order of its spec into one config and hands
+ * it to the library; split, each part would take the parsed arguments and the config being filled. */
 int cli_cmd_serve(int argc, char **argv);
 
 #ifdef HK_HAVE_SERVER

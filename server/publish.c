@@ -233,6 +233,10 @@ static bool branch_name_valid(const char *b) {
     return true;
 }
 
+/* One piece: the publish sequence runs under one repo lock taken in the middle of it (hash, lock,
+ * compare with the head, write blobs and links, flush, move the ref), and its error paths release
+ * what the earlier steps took; the steps that stand alone are functions (collect, store_blob,
+ * link_file). */
 int srv_publish(srv_publish_result *out, const srv_publish_options *o) {
     memset(out, 0, sizeof *out);
     if (!o || !o->src_dir || !o->repo_id || !o->branch)

@@ -341,6 +341,8 @@ static char *canon_passthrough(const char *pq) {
     return out;
 }
 
+/* One piece: the coalescing of one pass-through request (memo, negative answers, budget, leader or
+ * waiter, the upstream's answer) is one sequence whose every exit must leave the wait it entered. */
 int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans) {
     srv_upstream *u = srv->up;
     *body = NULL;

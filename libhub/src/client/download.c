@@ -126,6 +126,8 @@ static int reschedule(hk_xfer *x, long delay) {
 }
 
 /* Handle a finished attempt. Returns a fatal error code, or HK_OK (file done or rescheduled). */
+/* One piece: the end of one transfer decides in one place between done, resumed, retried and
+ * failed, from the status, the hash and the retry budget together. */
 static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
     hk_hub *hub = c->hub;
     if (x->err) {
@@ -284,6 +286,10 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     return HK_OK;
 }
 
+/* One piece (about 200 lines): the curl multi event loop. Starting, finishing and resuming a
+ * transfer are functions of their own (on_done, the start path); what stays here is the loop over
+ * the state they all share (the held set, the spare handles, the stall clock, progress), which
+ * split up would be passed between functions by a dozen pointers. */
 int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
                       const char *commit, hk_dl_item *items, size_t n, bool link) {
     if (n == 0) return HK_OK;

@@ -186,6 +186,8 @@ static const char *normalise_cpu(const char *lower) {
 }
 
 /* Validate and normalise `value` for key k into a malloc'd string (*norm NULL = clear). */
+/* One piece: one case per environment key, each a few lines of that key's grammar; a function per
+ * key would only add a dispatch table. */
 static int normalise(hk_env_key k, const char *value, char **norm) {
     *norm = NULL;
     if (!value || !*value) return HK_OK;

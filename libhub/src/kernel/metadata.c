@@ -303,6 +303,9 @@ int hk__kernels_version_parse(uint64_t out[3], const char *text) {
     return part == 3 ? 0 : (int)part;
 }
 
+/* One piece: the fields are read in the order kernels 0.17.2 checks them, so that the first error
+ * reported is the one kernels reports; the parts with structure of their own (kernel-depends,
+ * provenance) are functions. */
 int hk__metadata_parse(hk_metadata_owned *md, const char *json, size_t len, const char *what) {
     memset(md, 0, sizeof *md);
     md->builder_dirty = md->source_dirty = -1;
