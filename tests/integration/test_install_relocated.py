@@ -30,6 +30,17 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sigstore")
 from hk_serve_helpers import BUILD_DIR, SOURCE_DIR, Server, publish  # noqa: E402
 from testsigstore import FakeSigstore  # noqa: E402
 
+
+def sanitized_build() -> bool:
+    """HK_SANITIZE=ON: what gets installed is instrumented (ASan/UBSan record each check's source
+    location, the full path, by design, and a program linked to the library must load the ASan
+    runtime first): a test build, never the product. The release build runs this file."""
+    cache = BUILD_DIR / "CMakeCache.txt"
+    return cache.exists() and re.search(r"^HK_SANITIZE:BOOL=ON$", cache.read_text(), re.M) is not None
+
+
+pytestmark = pytest.mark.skipif(sanitized_build(), reason="an installed sanitizer build is not a product install")
+
 VARIANT = "tvm-ffi01-cpu-x86_64-linux"
 SRC = BUILD_DIR / "kernels" / "rmsnorm" / "hub" / "build" / VARIANT
 REPO = "kernels-community/rms-installed"
@@ -76,14 +87,6 @@ def elf_files(prefix):
             yield p
 
 
-def sanitized_build() -> bool:
-    """HK_SANITIZE=ON: ASan/UBSan instrumentation records each check's source location (the full
-    path) in the object by design; such a build is for tests, never installed as the product."""
-    cache = BUILD_DIR / "CMakeCache.txt"
-    return cache.exists() and re.search(r"^HK_SANITIZE:BOOL=ON$", cache.read_text(), re.M) is not None
-
-
-@pytest.mark.skipif(sanitized_build(), reason="sanitizer builds embed source locations by design (not a product build)")
 def test_no_source_or_build_path_is_compiled_in(inst):
     trees = {os.path.realpath(SOURCE_DIR).encode(), os.path.realpath(BUILD_DIR).encode(),
              str(SOURCE_DIR).encode(), str(BUILD_DIR).encode()}
