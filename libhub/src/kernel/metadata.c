@@ -175,7 +175,11 @@ static void js_string(jscan *s, char *key_out, size_t cap) {
 /* role: 0 other, 1 the top object, 2 the kernel-depends list, 3 an entry of it */
 static void js_value(jscan *s, int role, int depth) {
     js_ws(s);
-    if (s->p >= s->end || depth > 64) return; /* cJSON has accepted the text; deeper is not ours */
+    if (depth > 64) { /* the fields looked at are at depth 3 at most: stop, consuming everything */
+        s->p = s->end;
+        return;
+    }
+    if (s->p >= s->end) return;
     char ch = *s->p;
     if (ch == '"') {
         js_string(s, NULL, 0);
@@ -185,6 +189,7 @@ static void js_value(jscan *s, int role, int depth) {
         for (;;) {
             js_ws(s);
             if (s->p >= s->end || *s->p == close) break;
+            const char *before = s->p; /* every round consumes something, whatever the text */
             int sub = 0;
             bool version_key = false;
             if (ch == '{') {
@@ -205,6 +210,7 @@ static void js_value(jscan *s, int role, int depth) {
                     if (*q == '.' || *q == 'e' || *q == 'E') s->bad = true;
             js_ws(s);
             if (s->p < s->end && *s->p == ',') s->p++;
+            if (s->p == before) s->p = s->end;
         }
         if (s->p < s->end) s->p++;
     } else {
