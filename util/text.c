@@ -72,6 +72,10 @@ bool hk__revision_valid(const char *s) {
     return hk__utf8_valid(s, n);
 }
 
+bool hk__variant_name_valid(const char *name) {
+    return name && hk__path_is_safe_relative(name) && !strchr(name, '/');
+}
+
 bool hk__repo_path_valid(const char *path) {
     size_t n = path ? strlen(path) : 0;
     if (n == 0 || n > HK_REPO_PATH_MAX || !hk__path_is_safe_relative(path)) return false;

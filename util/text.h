@@ -29,6 +29,9 @@ bool hk__revision_valid(const char *s);
 /* A file path of a repo as it may enter from outside: hk__path_is_safe_relative, shortest-form
  * UTF-8, at most HK_REPO_PATH_MAX bytes and 255 a component. */
 bool hk__repo_path_valid(const char *path);
+/* A build variant's name as a caller or a listing gives it: one safe path component (the
+ * directory under build/). */
+bool hk__variant_name_valid(const char *name);
 
 /* Append s percent-encoded: RFC 3986 unreserved characters kept (and '/' when keep_slash), every
  * other byte as %XX (uppercase), bytes >= 0x80 included. */

@@ -349,7 +349,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
 static int check_pull_spec(const hk_pull_spec *spec) {
     int rc = hk__check_options_version("hk_pull_spec", spec->version, HK_PULL_SPEC_VERSION);
     if (rc) return rc;
-    if (spec->variant && (!hk__path_is_safe_relative(spec->variant) || strchr(spec->variant, '/')))
+    if (spec->variant && !hk__variant_name_valid(spec->variant))
         return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a variant name", spec->variant);
     return HK_OK;
 }

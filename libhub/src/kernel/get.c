@@ -29,7 +29,7 @@ static int check_opts(hk_get_kernel_options *o, const hk_get_kernel_options *opt
         return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of version and revision for %s", o->repo_id);
     if (o->revision && !hk__revision_valid(o->revision))
         return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a revision name (a branch, tag or commit)", o->revision);
-    if (o->variant && (!hk__path_is_safe_relative(o->variant) || strchr(o->variant, '/')))
+    if (o->variant && !hk__variant_name_valid(o->variant))
         return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a variant name", o->variant);
     return HK_OK;
 }
