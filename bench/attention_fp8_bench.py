@@ -9,7 +9,10 @@ then SDPA); whether torch SDPA takes FP8 K/V directly, and whether flash_attn / 
 installed, is probed and printed. Timing as bench/attention_bench.py: CUDA events, 256 MB L2 flush
 before each rep, warm-up, median; fresh random inputs per case; every FP8 output is poisoned
 (NaN) and checked against float64 on the dequantised cache (3 sequences) before it is timed.
-Usage: python3 bench/attention_fp8_bench.py [--reps N] [--quick] [--pick i,j,...]"""
+With --flashinfer DIR (bench/gpu/flashinfer_attn.py), every case also runs FlashInfer's FP8 and
+bf16 decode (CUDA-core and tensor-core paths, the faster kept) on the same caches; its FP8 API takes
+one scale per tensor, so it gets the mean of the per-head scales (the same bytes and work).
+Usage: python3 bench/attention_fp8_bench.py [--reps N] [--quick] [--pick i,j,...] [--flashinfer DIR]"""
 import argparse, importlib.util, json, math, os, sys
 import torch
 import torch.nn.functional as F
@@ -21,6 +24,8 @@ from test_attention_gpu import ref_attn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attention_bench import timeit as _timeit  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
+import flashinfer_attn  # noqa: E402
 
 dev = torch.device("cuda")
 HQ, HKV, D = 32, 8, 128
@@ -104,11 +109,32 @@ def run_case(args, name, lens, bs, qlen, rows):
             tdq = float("nan")
         r.update({"sdpa_bf16_us": best * 1e3, "sdpa_bf16_pct_copy": 100 * b16 / best / 1e6 / args.copy,
                   "deq_sdpa_us": tdq * 1e3, "fp8_vs_sdpa_bf16": best / t8, "fp8_vs_deq_sdpa": tdq / t8})
+    if args.fi is not None:  # FlashInfer, FP8 (one scale per tensor: its API) and bf16, same caches
+        bl = order[-1]
+        ksc, vsc = float(ks.mean()), float(vs.mean())
+
+        def check_fn(kcache, vcache, sk, sv):
+            def check(o):
+                L = lens[bl]
+                kk = gather(kcache, bl, L, bt, bs).double() * sk
+                vv = gather(vcache, bl, L, bt, bs).double() * sv
+                ro, _ = ref_attn(q[bl], kk, vv, qlen, L, True, D ** -0.5)
+                return float((o[bl].double() - ro).norm() / ro.norm())
+            return check
+        f8 = flashinfer_attn.time_decode(args.fi, timeit, args.reps, q, k8, v8, lens, bt, bs, check_fn(k8, v8, ksc, vsc),
+                                         ksc, vsc)
+        f16 = flashinfer_attn.time_decode(args.fi, timeit, args.reps, q, k16, v16, lens, bt, bs, check_fn(k16, v16, 1.0, 1.0))
+        b8f = min([v for v in f8.values() if v is not None] or [float("nan")])
+        b16f = min([v for v in f16.values() if v is not None] or [float("nan")])
+        r.update({"fi_fp8_us": {k: (v * 1e3 if v else None) for k, v in f8.items()},
+                  "fi_bf16_us": {k: (v * 1e3 if v else None) for k, v in f16.items()},
+                  "fp8_vs_fi_fp8": b8f / t8, "bf16_vs_fi_bf16": b16f / t16})
     rows.append(r)
+    fib = (f" | FI fp8 {r['fp8_vs_fi_fp8']:.2f}x, FI bf16 {r['bf16_vs_fi_bf16']:.2f}x" if "fp8_vs_fi_fp8" in r else "")
     base = (f" | SDPA bf16 {r['sdpa_bf16_pct_copy']:.0f}% ({r['sdpa_bf16_us']:.0f} us), fp8/SDPA-bf16 tok/s {r['fp8_vs_sdpa_bf16']:.2f}x, "
             f"dequant+SDPA {r['deq_sdpa_us']:.0f} us ({r['fp8_vs_deq_sdpa']:.1f}x)") if "sdpa_bf16_us" in r else ""
     print(f"| {name} | {'contig' if bs == 0 else bs} | {qlen} | {r['kernel']} | {t8*1e3:.1f} | {r['fp8_pct_copy']:.0f}% | "
-          f"{r['fp8_cps2_pct_copy']:.0f}% | {t16*1e3:.1f} | {r['bf16_pct_copy']:.0f}% | {r['tok_ratio']:.2f} | {err:.1e} |{base}", flush=True)
+          f"{r['fp8_cps2_pct_copy']:.0f}% | {t16*1e3:.1f} | {r['bf16_pct_copy']:.0f}% | {r['tok_ratio']:.2f} | {err:.1e} |{base}{fib}", flush=True)
     del k16, v16, k8, v8
 
 
@@ -116,8 +142,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30); ap.add_argument("--quick", action="store_true")
     ap.add_argument("--pick", default="", help="comma-separated case indices (default: all)")
+    ap.add_argument("--flashinfer", default=None, help="dir holding the prebuilt flashinfer package (bench/gpu/flashinfer_prep.sh)")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "attention_fp8_bench.json"))
     args = ap.parse_args()
+    args.fi = flashinfer_attn.load(args.flashinfer)
     n = 1 << 30
     a = torch.empty(n, dtype=torch.uint8, device=dev); b = torch.empty_like(a)
     args.copy = 2 * n / timeit(lambda: b.copy_(a), 30) / 1e6

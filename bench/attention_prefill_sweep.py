@@ -13,7 +13,10 @@ batch with a key-padding mask (marked "pad": it does the padded FLOPs, so it is 
 baseline only in memory, not in time). TFLOP/s use the FA convention 4*H*sum(Sq*Sk)*D (halved for
 causal), the same count for every method.
 
-usage: attention_prefill_sweep.py [--reps N] [--quick] [--json F]   (HK_ATTN_LIB=... or nvcc builds it)"""
+FlashInfer (--flashinfer DIR, bench/gpu/flashinfer_attn.py): its FA2 ragged prefill on the same
+tensors (D=128; the shared tool builds no D=64 prefill module), checked against float64 like ours.
+
+usage: attention_prefill_sweep.py [--reps N] [--quick] [--short] [--no-baselines] [--flashinfer DIR] [--json F]   (HK_ATTN_LIB=... or nvcc builds it)"""
 import argparse
 import json
 import math
@@ -32,9 +35,12 @@ import hk_attention_ctypes as hk  # noqa: E402
 from attention_bench import rel_err  # noqa: E402
 from attention_bench import timeit as _timeit  # noqa: E402
 from test_attention_gpu import ref_attn  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "gpu"))
+import flashinfer_attn  # noqa: E402
 
 dev = torch.device("cuda")
 HQ = 32
+FI = None
 
 
 def timeit(fn, reps):
@@ -132,19 +138,35 @@ def run_case(rows, name, lens, hkv, D, causal):
     r = {"case": name, "B": B, "lens": lens if len(set(lens)) > 1 else lens[0], "hkv": hkv, "D": D,
          "causal": causal, "rel_l2": err}
     r["ours"] = flops / timeit(lambda: hk.prefill(q, k, v, cu, cu, maxs, causal, None, out, lse), ARGS.reps)[0] / 1e9
+    r["flashinfer"] = math.nan
+    if FI is not None and not ARGS.no_baselines:
+        try:  # FlashInfer's FA2 ragged prefill on the same tensors, checked like ours before timing
+            call, fo = FI.prefill(q, k, v, cu, cu, causal)
+            call()
+            torch.cuda.synchronize()
+            e, fok = check(q, k, v, fo, cu, lens, causal, D)
+            if fok:
+                r["flashinfer"] = flops / timeit(call, ARGS.reps)[0] / 1e9
+            else:
+                print(f"  FlashInfer: rel_l2 {e:.2e} vs float64: wrong, not timed")
+        except Exception as ex:  # noqa: BLE001
+            r["flashinfer_error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:120]}"
     for bn, be in BACKENDS:
+        if ARGS.no_baselines:
+            r[bn], r[bn + "_how"] = math.nan, "-"
+            continue
         if len(set(lens)) == 1:
             ms, how = sdpa_fixed(q, k, v, B, lens[0], hkv, D, causal, be)
         else:
             ms, how = sdpa_varlen(q, k, v, lens, hkv, D, causal, be)
         r[bn], r[bn + "_how"] = flops / ms / 1e9 if ms == ms else math.nan, how
-    best = max((r[b] for b, _ in BACKENDS if r[b] == r[b]), default=math.nan)
+    best = max((r[b] for b in ("cudnn", "flash", "flashinfer") if r[b] == r[b]), default=math.nan)
     r["vs_best"] = r["ours"] / best if best == best else math.nan
     r["vs_cudnn"] = r["ours"] / r["cudnn"] if r["cudnn"] == r["cudnn"] else math.nan
     rows.append(r)
     ratio = f"{HQ // hkv}" if hkv > 1 else "MQA"
     print(f"| {name} | {ratio} | {D} | {'causal' if causal else 'full'} | {r['ours']:.0f} | {r['cudnn']:.0f}{r['cudnn_how']} | "
-          f"{r['flash']:.0f}{r['flash_how']} | {r['vs_cudnn']:.2f} | {r['vs_best']:.2f} | {err:.1e} |", flush=True)
+          f"{r['flash']:.0f}{r['flash_how']} | {r['flashinfer']:.0f} | {r['vs_cudnn']:.2f} | {r['vs_best']:.2f} | {err:.1e} |", flush=True)
     del q, k, v, out, lse
     torch.cuda.empty_cache()
 
@@ -162,21 +184,34 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="a quarter of the grid, for a smoke run")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--short", action="store_true", help="only the short-sequence grid (128 to 2.5k tokens a sequence)")
+    ap.add_argument("--no-baselines", action="store_true", help="ours only (e.g. another HK_ATTN_PREFILL_IMPL)")
+    ap.add_argument("--flashinfer", default=None, help="dir holding the prebuilt flashinfer package (bench/gpu/flashinfer_prep.sh)")
     ARGS = ap.parse_args()
+    global FI
+    FI = flashinfer_attn.load(ARGS.flashinfer)
     torch.manual_seed(0)
     fixed = [(32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384), (1, 32768), (1, 512)]
+    # short sequences, where the grid is thin (issue 23: 0.58x at 256 tokens, 0.76x at 640-1024)
+    short = [(1, 128), (64, 128), (1, 256), (16, 256), (1, 640), (4, 640), (1, 1024), (2, 1536), (1, 2560), (8, 256)]
+    if ARGS.short:
+        fixed = short
+    else:
+        fixed = short + fixed
     g = torch.Generator().manual_seed(7)
     varlen = {"varlen 16 x U[128,4k]": [int(x) for x in torch.randint(128, 4097, (16,), generator=g)],
               "varlen 8 x U[1k,16k]": [int(x) for x in torch.randint(1024, 16385, (8,), generator=g)],
               "varlen 32 x log[64,8k]": [int(round(math.exp(x))) for x in
                                          torch.empty(32).uniform_(math.log(64), math.log(8192), generator=g)]}
     hkvs, dims = (32, 8, 4, 1), (128, 64)
+    if ARGS.short:
+        varlen = {"varlen 8 x U[64,1k]": [int(x) for x in torch.randint(64, 1025, (8,), generator=g)]}
     if ARGS.quick:
         fixed, hkvs, varlen = fixed[1::3], (32, 1), dict(list(varlen.items())[:1])
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; "
           f"our kernel: {hk.prefill_kernel()}; bf16, Hq = {HQ}; TFLOP/s, median of {ARGS.reps}")
-    print("| case | GQA | D | mask | ours | SDPA cuDNN | SDPA flash | ours/cuDNN | ours/best | rel_l2 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | GQA | D | mask | ours | SDPA cuDNN | SDPA flash | FlashInfer FA2 | ours/cuDNN | ours/best | rel_l2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for D in dims:
         for causal in (False, True):
@@ -187,7 +222,7 @@ def main():
                     run_case(rows, name, lens, hkv, D, causal)
     vs = [r["vs_best"] for r in rows if r["vs_best"] == r["vs_best"]]
     behind = [r for r in rows if r["vs_best"] == r["vs_best"] and r["vs_best"] < 0.98]
-    print(f"\nours / best SDPA backend: median {statistics.median(vs):.3f}x, min {min(vs):.3f}x over {len(vs)} cases; "
+    print(f"\nours / best of cuDNN, flash, FlashInfer: median {statistics.median(vs):.3f}x, min {min(vs):.3f}x over {len(vs)} cases; "
           f"{len(behind)} cases more than 2 % behind")
     if ARGS.json:
         with open(ARGS.json, "w") as f:

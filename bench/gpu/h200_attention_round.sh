@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One H200 round for the attention kernels (issue 23), run by the device tool from the repo root with
+# .dev/ab (NAME/libhk_attention_cuda.so per build, NAME/tests/ when a build brings its own GPU tests)
+# and .dev/fi (pkg.tar.xz from bench/gpu/flashinfer_prep.sh, whl/ with apache-tvm-ffi) carried:
+#   bench/gpu/h200_attention_round.sh STAGES BASE [NEW]
+# STAGES (comma-separated): tests (NEW's GPU tests, poisoned outputs, float64), fp8 (FP8 decode bench,
+# BASE and NEW), ragged (ragged/paged/contiguous/q_len decode, NEW with BASE as "old"), prefill (the
+# short-sequence prefill sweep, NEW, then NEW with the portable kernel forced, ours only), sweep
+# (the full prefill sweep). FlashInfer (bench/gpu/flashinfer_attn.py) is measured in every bench.
+# Writes under $OUT: env.txt and one .txt/.json per stage and build.
+set -uo pipefail
+stages=",$1,"; base=$2; new=${3:-$2}
+export PYTHONUNBUFFERED=1
+lib() { echo ".dev/ab/$1/libhk_attention_cuda.so"; }
+{ nvidia-smi -L; nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv; date -u; } > $OUT/env.txt 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .dev/fi/whl/*.whl >> $OUT/env.txt 2>&1
+export PYTHONPATH=/tmp/site
+mkdir -p /tmp/fi && tar xJf .dev/fi/pkg.tar.xz -C /tmp/fi || echo "no FlashInfer package" >> $OUT/env.txt
+t0=$(date +%s)
+lap() { echo "$1 rc=$2 at $(( $(date +%s) - t0 )) s"; }
+if [[ $stages == *,tests,* ]]; then
+  tdir=.dev/ab/$new/tests; [ -d "$tdir" ] || tdir=kernels/attention/tests
+  HK_ATTN_LIB=$(lib $new) timeout ${TESTS_S:-240} python3 $tdir/test_attention_gpu.py > $OUT/gpu_tests_$new.txt 2>&1
+  lap "tests $new" $?; grep -E "^FAIL|PASS|passed|failed" $OUT/gpu_tests_$new.txt | tail -5
+fi
+if [[ $stages == *,fp8,* ]]; then
+  for b in $(echo "$base $new" | tr ' ' '\n' | awk '!s[$0]++'); do
+    HK_ATTN_LIB=$(lib $b) timeout ${FP8_S:-240} python3 bench/attention_fp8_bench.py --reps 30 --flashinfer /tmp/fi \
+      --json $OUT/fp8_$b.json > $OUT/fp8_$b.txt 2>&1
+    lap "fp8 $b" $?
+  done
+fi
+if [[ $stages == *,ragged,* ]]; then
+  HK_ATTN_LIB=$(lib $new) HK_ATTN_OLD_LIB=$(lib $base) timeout ${RAGGED_S:-240} python3 bench/attention_ragged_bench.py \
+    --reps 30 --flashinfer /tmp/fi --json $OUT/ragged_$new.json > $OUT/ragged_$new.txt 2>&1
+  lap "ragged $new" $?
+fi
+if [[ $stages == *,prefill,* ]]; then
+  HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py --short --flashinfer /tmp/fi \
+    --json $OUT/prefill_short_$new.json > $OUT/prefill_short_$new.txt 2>&1
+  lap "prefill short $new" $?
+  HK_ATTN_PREFILL_IMPL=portable HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py \
+    --short --no-baselines --json $OUT/prefill_short_portable_$new.json > $OUT/prefill_short_portable_$new.txt 2>&1
+  lap "prefill short portable $new" $?
+fi
+if [[ $stages == *,sweep,* ]]; then
+  HK_ATTN_LIB=$(lib $new) timeout ${SWEEP_S:-400} python3 bench/attention_prefill_sweep.py --flashinfer /tmp/fi \
+    --json $OUT/prefill_sweep_$new.json > $OUT/prefill_sweep_$new.txt 2>&1
+  lap "prefill sweep $new" $?
+fi
