@@ -58,6 +58,31 @@ __device__ __forceinline__ uint4 load_ro(const void *p) {
 }
 __device__ __forceinline__ void store_vec(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
 
+// One 16-byte store spelled out in PTX, and the vector packed as four 32-bit words: used by the
+// 1024-bound row-sized kernel only (rows over 1024 vectors), where it measured faster (8192x16384
+// 137.7 -> 132.9 us, NOTES v7); in the fixed-width kernels it changed ptxas's schedule for the
+// worse (weight loads sunk below the reduction, NOTES v8), so they keep the plain assignment.
+__device__ __forceinline__ void store_vec_asm(void *p, uint4 v) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+// 16 bytes of T from floats (rounded to nearest), as four 32-bit words.
+template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+    return (uint32_t)__half_as_ushort(__float2half_rn(a)) | ((uint32_t)__half_as_ushort(__float2half_rn(b)) << 16);
+}
+template <typename T> __device__ __forceinline__ uint4 pack_vec(const float *f) {
+    if constexpr (sizeof(T) == 4)
+        return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+    else
+        return make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
+}
+
 // Programmatic dependent launch (sm_90+): wait until the grid this one depends on has finished and
 // its writes are visible (a no-op when the launch was not programmatic), then let the next grid
 // start its launch while this one runs. Before sm_90 both are left out.
@@ -135,7 +160,8 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
     constexpr bool WHOLE = TPR == 0 || TPR > 32;
     // A wider weight in the widest blocks (<= 64 registers): its 32 registers per 4 vectors of a
     // 16-bit row would spill, so it is loaded after the reduction (L1 / L2 hits) instead (NOTES v7).
-    constexpr bool LATE_W = WHOLE && MAXB == 1024 && sizeof(W) > sizeof(T);
+    constexpr bool LATE_W = TPR == 0 && MAXB == 1024 && sizeof(W) > sizeof(T);
+    constexpr bool PACKED = TPR == 0 && MAXB == 1024;  // see store_vec_asm
     __shared__ float red[WHOLE ? 2 : 1][WHOLE ? RPI : 1][WHOLE ? MAXWARPS : 1];
     int parity = 0;
     pdl_wait_then_release();
@@ -165,12 +191,20 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
 #pragma unroll
                 for (int k = 0; k < VPT; k++) {
                     const int j = lane + k * tpr;
+                    if constexpr (PACKED) {
+                        float f[VEC];
 #pragma unroll
-                    for (int i = 0; i < VEC; i++)
-                        xv[r][k].e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) +
-                                                       Cvt<T>::to_f(rv[r][k].e[i]));
-                    if (row < rows && j < nvec)
-                        store_vec(res + row * hidden + (int64_t)j * VEC, xv[r][k].u);
+                        for (int i = 0; i < VEC; i++) f[i] = Cvt<T>::to_f(xv[r][k].e[i]) + Cvt<T>::to_f(rv[r][k].e[i]);
+                        xv[r][k].u = pack_vec<T>(f);
+                        if (row < rows && j < nvec) store_vec_asm(res + row * hidden + (int64_t)j * VEC, xv[r][k].u);
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < VEC; i++)
+                            xv[r][k].e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) +
+                                                           Cvt<T>::to_f(rv[r][k].e[i]));
+                        if (row < rows && j < nvec)
+                            store_vec(res + row * hidden + (int64_t)j * VEC, xv[r][k].u);
+                    }
                 }
             }
         }
@@ -222,14 +256,22 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
             for (int k = 0; k < VPT; k++) {
                 const int j = lane + k * tpr;
                 if (row < rows && j < nvec) {
-                    Pack<T> o;
+                    constexpr int WPER = 16 / sizeof(W);
+                    if constexpr (PACKED) {
+                        float f[VEC];
 #pragma unroll
-                    for (int i = 0; i < VEC; i++) {
-                        constexpr int WPER = 16 / sizeof(W);
-                        const float wi = Cvt<W>::to_f(wv[k][i / WPER].e[i % WPER]);
-                        o.e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) * inv * wi);
+                        for (int i = 0; i < VEC; i++)
+                            f[i] = Cvt<T>::to_f(xv[r][k].e[i]) * inv * Cvt<W>::to_f(wv[k][i / WPER].e[i % WPER]);
+                        store_vec_asm(dst + row * hidden + (int64_t)j * VEC, pack_vec<T>(f));
+                    } else {
+                        Pack<T> o;
+#pragma unroll
+                        for (int i = 0; i < VEC; i++) {
+                            const float wi = Cvt<W>::to_f(wv[k][i / WPER].e[i % WPER]);
+                            o.e[i] = Cvt<T>::from_f(Cvt<T>::to_f(xv[r][k].e[i]) * inv * wi);
+                        }
+                        store_vec(dst + row * hidden + (int64_t)j * VEC, o.u);
                     }
-                    store_vec(dst + row * hidden + (int64_t)j * VEC, o.u);
                 }
             }
         }
@@ -491,7 +533,10 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
     const bool few = a.rows < 2 * sms;
     if (nvec <= 1024) {
         const int cap = nvec <= 256 ? 256 : nvec <= 512 ? 512 : 1024;  // vectors a fixed block holds
-        const bool fit = !few && 4 * nvec < 3 * cap;
+        // row-sized blocks only from enough rows: at 1024 rows they lost (1024x5120 7.12 -> 8.06 us,
+        // the grid's last wave), and 2560-wide rows gained only from 32768 rows (results/sweep_v8)
+        const int64_t min_rows = (nvec <= 256 ? 32 : nvec <= 512 ? 128 : 16) * sms;
+        const bool fit = !few && 4 * nvec < 3 * cap && a.rows >= min_rows;
         if (nvec <= 256)
             return few  ? launch_reg<T, W, 128, 128, 2, 1, FUSED>(a)
                    : fit ? launch_row<T, W, 128, 2, 2, FUSED>(a, nv)
@@ -504,8 +549,11 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
                : fit ? launch_row<T, W, 256, 4, 2, FUSED>(a, nv)
                      : launch_reg<T, W, 256, 256, 4, 2, FUSED>(a);
     }
-    // wider rows (H 8200..32768 bf16): always a block as wide as the row (10240 / 12288 / 16384
-    // 80-94 -> 98-102 % of copy, few rows level or faster)
+    // wider rows (H 8200..32768 bf16): a block as wide as the row (10240 / 12288 / 16384: 80-94 ->
+    // 98-102 % of copy), except few rows, which keep the fixed 512/1024-thread blocks (with an fp32
+    // weight the row-sized kernel, which loads it late, lost 0.4-0.5 us there: NOTES v7/v8)
+    if (few && !FUSED && nvec <= 2048) return launch_reg<T, W, 512, 512, 4, 1, FUSED>(a);
+    if (few && !FUSED && nvec <= 4096) return launch_reg<T, W, 1024, 1024, 4, 1, FUSED>(a);
     // fused rows up to 512 threads keep a 512-thread bound (up to 128 registers, no spills; at
     // 1024 the fp32-weight instantiations spill 112-124 bytes)
     if (FUSED && nvec <= 2048) return launch_row<T, W, 512, 4, 1, FUSED>(a, nv);
