@@ -221,6 +221,11 @@ def main():
                 for name, lens in varlen.items():
                     run_case(rows, name, lens, hkv, D, causal)
     vs = [r["vs_best"] for r in rows if r["vs_best"] == r["vs_best"]]
+    if not vs:  # ours only (--no-baselines): no ratios to sum up
+        if ARGS.json:
+            with open(ARGS.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return 0
     behind = [r for r in rows if r["vs_best"] == r["vs_best"] and r["vs_best"] < 0.98]
     print(f"\nours / best of cuDNN, flash, FlashInfer: median {statistics.median(vs):.3f}x, min {min(vs):.3f}x over {len(vs)} cases; "
           f"{len(behind)} cases more than 2 % behind")

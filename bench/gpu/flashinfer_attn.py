@@ -6,8 +6,8 @@ plan time and is reported, not built on the device.
 
 Every call here takes our own tensors in our layouts, so the baseline reads the same bytes:
   paged cache [pages, page_size, Hkv, D] + block table [B, max_pages] -> FlashInfer's NHD paged cache
-  (indptr / indices / last_page_len); a contiguous cache [B, S, Hkv, D] is the same with one page of
-  S tokens per sequence; q [B, q_len, Hq, D]; varlen prefill q [Tq, Hq, D], k/v [Tk, Hkv, D].
+  (indptr / indices / last_page_len); a contiguous cache [B, S, Hkv, D] is the same bytes viewed as
+  pages of 16 tokens; q [B, q_len, Hq, D]; varlen prefill q [Tq, Hq, D], k/v [Tk, Hkv, D].
 The FA3 prefill backend is not among the shared tool's modules, so prefill is FlashInfer's FA2
 path (backend="fa2", what its auto rule picks off sm_90); D=64 has decode modules only.
 
@@ -32,11 +32,17 @@ class FlashInfer:
         B, ql, hq, D = q.shape
         dev = q.device
         lens_h = [int(x) for x in lens]
-        if bt is None:  # one page of S tokens per sequence
+        if bt is None:
+            # a contiguous [B, S, Hkv, D] cache is, byte for byte, pages of any size p dividing S
+            # (sequence b's pages start at b * S / p); p = 16 (FlashInfer's usual page, and its
+            # CUDA-core decode is slow on one huge page), else the largest power of two dividing S
             S = kc.shape[1]
-            bs = S
-            nb = [1] * B
-            indices = torch.arange(B, dtype=torch.int32, device=dev)
+            bs = next(p for p in (16, 8, 4, 2, 1) if S % p == 0)
+            kc = kc.view(B * S // bs, bs, *kc.shape[2:])
+            vc = vc.view(B * S // bs, bs, *vc.shape[2:])
+            nb = [max(1, (L + bs - 1) // bs) for L in lens_h]
+            indices = torch.cat([torch.arange(b * S // bs, b * S // bs + nb[b], dtype=torch.int32, device=dev)
+                                 for b in range(B)])
         else:
             nb = [(L + bs - 1) // bs for L in lens_h]
             indices = torch.cat([bt[b, :nb[b]] for b in range(B)]).to(torch.int32)

@@ -1,9 +1,10 @@
 // Hopper prefill (sm_90a): FlashAttention-3's structure, warp-specialised.
 //
-// One CTA = 128 query rows of one head, three warpgroups:
+// One CTA = 64 x NC query rows of one head (NC = 2, or 1 where the grid of 128-row CTAs would not
+// fill the GPU once), NC + 1 warpgroups:
 //   warpgroup 0, the producer: one thread issues TMA copies (Q once, then K and V tiles of 128
 //     keys into a ring of shared-memory stages) and gives its registers to the others;
-//   warpgroups 1 and 2, the consumers: 64 query rows each. Per key tile: S = Q K^T with wgmma
+//   warpgroups 1 (and 2), the consumers: 64 query rows each. Per key tile: S = Q K^T with wgmma
 //     (both operands from shared memory), mask, online softmax in registers, then O += P V with
 //     wgmma taking P from registers (the accumulator layout of S is the A-fragment layout) and V
 //     from shared memory as a transposed (MN-major) operand. The two consumers take turns on the
@@ -32,9 +33,13 @@ namespace {
 
 using namespace hk_attn_dev;
 
-constexpr int kBM = 128;       // query rows per CTA (2 consumer warpgroups x 64)
-constexpr int kBN = 128;       // keys per tile
-constexpr int kThreads = 384;  // 3 warpgroups
+constexpr int kBN = 128;  // keys per tile
+// NC consumer warpgroups of 64 query rows each, plus the producer warpgroup
+template <int NC> struct CtaShape {
+    static_assert(NC == 1 || NC == 2, "one or two consumer warpgroups");
+    static constexpr int kBM = 64 * NC;
+    static constexpr int kThreads = 128 * (NC + 1);
+};
 [[maybe_unused]] constexpr int kRowBytes = 128;  // one swizzled row: 64 16-bit elements
 
 // Build-time switches kept for comparisons (NOTES.md v6, v9): the intra-warpgroup overlap of
@@ -46,10 +51,10 @@ constexpr int kThreads = 384;  // 3 warpgroups
 #define HK_SM90_STAGES_D128 2
 #endif
 
-template <int D>
+template <int D, int NC>
 struct Layout {
     static constexpr int kStages = D == 128 ? HK_SM90_STAGES_D128 : 3;
-    static constexpr int kQBytes = kBM * D * 2;
+    static constexpr int kQBytes = CtaShape<NC>::kBM * D * 2;
     static constexpr int kTileBytes = kBN * D * 2;
     static constexpr int kOffK = kQBytes;
     static constexpr int kOffV = kOffK + kStages * kTileBytes;
@@ -66,14 +71,15 @@ struct Sm90Params {
     float scale, scale_log2;
 };
 
-template <bool BF16, int D, bool CAUSAL>
-__global__ void __launch_bounds__(kThreads, 1)
+template <bool BF16, int D, bool CAUSAL, int NC>
+__global__ void __launch_bounds__(CtaShape<NC>::kThreads, 1)
     prefill_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v, const Sm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace hk_sm90;
-    using L = Layout<D>;
+    using L = Layout<D, NC>;
+    constexpr int kBM = CtaShape<NC>::kBM;
     using T = typename Ty<BF16>::T;
     constexpr int ST = L::kStages, HALVES = D / 64;
     extern __shared__ uint8_t smem_raw[];
@@ -102,8 +108,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int s = 0; s < ST; s++) {
             mbar_init(bar_k(s), 1);
             mbar_init(bar_v(s), 1);
-            mbar_init(bar_k_empty(s), 8);  // one arrival per consumer warp
-            mbar_init(bar_v_empty(s), 8);
+            mbar_init(bar_k_empty(s), 4 * NC);  // one arrival per consumer warp
+            mbar_init(bar_v_empty(s), 4 * NC);
         }
         mbar_init_fence();
     }
@@ -238,10 +244,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Within a warpgroup, S_i and PV_(i-1) are two commit groups: the softmax of S_i starts as
     // soon as S_i is done, while PV_(i-1) still runs (FA3's intra-warpgroup overlap).
     // (The MMAs are issued outside any data-dependent branch: ptxas serialises wgmma otherwise.)
-    auto my_turn = [&] { named_bar_sync<256>(1 + cw); };
-    auto pass_turn = [&] { named_bar_arrive<256>(2 - cw); };
+    // With one consumer warpgroup there is nobody to take turns with.
+    auto my_turn = [&] {
+        if constexpr (NC == 2) named_bar_sync<256>(1 + cw);
+    };
+    auto pass_turn = [&] {
+        if constexpr (NC == 2) named_bar_arrive<256>(2 - cw);
+    };
     if (ntiles > 0) {
-        if (cw == 1) pass_turn();  // warpgroup 1 lets warpgroup 0 go first
+        if (NC == 2 && cw == 1) pass_turn();  // warpgroup 1 lets warpgroup 0 go first
         mbar_wait(bar_q, 0);
         mbar_wait(bar_k(0), 0);
         my_turn();
@@ -291,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
         issue_pv(last);
         wgmma_commit();
-        if (cw == 0) pass_turn();  // warpgroup 1's last pass would have no taker
+        if (NC == 2 && cw == 0) pass_turn();  // warpgroup 1's last pass would have no taker
         wgmma_wait<0>();
         fence_regs(o);
         release(bar_v_empty(last % ST));
@@ -327,16 +338,46 @@ bool make_map(CUtensorMap *map, const void *ptr, int d, int heads, int tokens, i
     return hk_tma::map_16bit(map, ptr, 3, dims, strides, box);
 }
 
-template <bool BF16, int D, bool CAUSAL>
-int launch(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p,
-           int batch, int max_seqlen_q, cudaStream_t st) {
-    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout<D>::kSmem) !=
+template <bool BF16, int D, bool CAUSAL, int NC>
+int launch_nc(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
+              int total_q, int batch, int max_seqlen_q, cudaStream_t st) {
+    constexpr int kBM = CtaShape<NC>::kBM;
+    CUtensorMap tq;
+    if (!make_map(&tq, q, d, p.hq, total_q, kBM)) return HK_ATTN_ECUDA;
+    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL, NC>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout<D, NC>::kSmem) !=
         cudaSuccess)
         return HK_ATTN_ECUDA;
     dim3 grid((max_seqlen_q + kBM - 1) / kBM, p.hq, batch);
-    kern<<<grid, kThreads, Layout<D>::kSmem, st>>>(tq, tk, tv, p);
+    kern<<<grid, CtaShape<NC>::kThreads, Layout<D, NC>::kSmem, st>>>(tq, tk, tv, p);
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
+}
+
+// The current device's SM count (an attribute read, well under a microsecond).
+int sm_count() {
+    int dev = 0, v = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0
+               ? v
+               : 1;
+}
+
+// 64-row CTAs where 128-row ones would leave SMs idle (fewer CTAs than SMs: short sequences, few
+// heads): twice the CTAs, each with half the rows, shortens a grid that is all latency.
+int consumers_for(int batch, int max_seqlen_q, int hq) {
+    const int forced = hk_attn_knob_prefill_sm90_rows();
+    if (forced == 64) return 1;
+    if (forced == 128) return 2;
+    const long ctas128 = (long)((max_seqlen_q + 127) / 128) * hq * batch;
+    return ctas128 < sm_count() ? 1 : 2;
+}
+
+template <bool BF16, int D, bool CAUSAL>
+int launch(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
+           int total_q, int batch, int max_seqlen_q, cudaStream_t st) {
+    if (consumers_for(batch, max_seqlen_q, p.hq) == 1)
+        return launch_nc<BF16, D, CAUSAL, 1>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+    return launch_nc<BF16, D, CAUSAL, 2>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
 }
 
 }  // namespace
@@ -352,13 +393,12 @@ int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, co
                          int causal, float scale, void *stream) {
     if (!hk_attn_prefill_sm90_applicable()) return HK_ATTN_SM90_NOT_APPLICABLE;
     const bool bf = dtype == HK_ATTN_BF16;
-    CUtensorMap tq, tk, tv;
-    if (!make_map(&tq, q, d, hq, total_q, kBM) || !make_map(&tk, k, d, hkv, total_k, kBN) ||
-        !make_map(&tv, v, d, hkv, total_k, kBN))
+    CUtensorMap tk, tv;
+    if (!make_map(&tk, k, d, hkv, total_k, kBN) || !make_map(&tv, v, d, hkv, total_k, kBN))
         return HK_ATTN_ECUDA;
     const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, scale, scale * kLog2e};
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-#define HK_L(BF, DD, C) return launch<BF, DD, C>(tq, tk, tv, p, batch, max_seqlen_q, st)
+#define HK_L(BF, DD, C) return launch<BF, DD, C>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st)
     if (bf) {
         if (d == 128) { if (causal) HK_L(true, 128, true); HK_L(true, 128, false); }
         if (causal) HK_L(true, 64, true);
