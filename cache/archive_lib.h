@@ -1,7 +1,6 @@
 /* libarchive, loaded on first use. Only `hubkern bundle` (and hk_bundle_*) needs it, and libarchive
- * links libxml2, ICU, nettle, lzma, lz4, bzip2 and acl behind it: linked, every program using
- * libhubkern (shared or static) would load them at start-up, and a static link would need their
- * libraries. So the library never links it: hk__archive_load() dlopens libarchive.so.13 once, and the
+ * brings libxml2, ICU (and with it libstdc++), lzma, lz4, bzip2 and acl: linked, every program
+ * using libhubkern (shared or static) loaded those 11 libraries at start-up (bench/link_deps.md). So the library never links it: hk__archive_load() dlopens libarchive.so.13 once, and the
  * bundle files call libarchive by its own names through the macros below, which route each call
  * to the pointer loaded. The prototypes come from archive.h itself (__typeof__), so that a pointer
  * cannot disagree with the function it points to. Private to the bundle files. */
