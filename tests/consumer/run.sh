@@ -66,6 +66,22 @@ case "$flags" in *"$prefix"*) ;; *) echo "pkg-config flags do not point at the i
 cc -std=c11 -Wall -Werror "$here/main.c" $flags -o "$tmp/consumer_pc"
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/consumer_pc"
 
+echo "-- README's C snippet, examples/rmsnorm_example.c, bench/get_kernel_warm.c: plain -std=c11, installed headers"
+# README's build line, as written there (-lm, the rpath), with warnings as errors
+src=$(cd "$here/../.." && pwd)
+awk '/^```c$/ {on = 1; next} /^```$/ {on = 0} on' "$src/README.md" >"$tmp/readme_app.c"
+grep -q 'hk_init()' "$tmp/readme_app.c" || { echo "README has no C snippet calling hk_init" >&2; exit 1; }
+for c in "$tmp/readme_app.c" "$src/examples/rmsnorm_example.c" "$src/bench/get_kernel_warm.c"; do
+  cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$c" $flags -lm -Wl,-rpath,"$libdir" -o "$tmp/snippet"
+  echo "   $(basename "$c"): builds"
+done
+# hubkern.hpp is installed and the serving example builds against it as its comment says
+if command -v c++ >/dev/null; then
+  c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror "$src/examples/serving/serving.cpp" $flags -pthread \
+    -Wl,-rpath,"$libdir" -o "$tmp/serving"
+  echo "   serving.cpp (hubkern.hpp, C++17): builds"
+fi
+
 echo "-- pkg-config --static: libhubkern.a and what it needs, no LD_LIBRARY_PATH"
 static_libs=$(PKG_CONFIG_PATH="$pcdir" pkg-config --static --libs-only-l hubkern | sed 's/-lhubkern//')
 cc -std=c11 -Wall -Werror "$here/main.c" $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags hubkern) \
