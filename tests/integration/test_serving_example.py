@@ -97,6 +97,7 @@ def test_serving_picks_up_a_new_commit_without_restart(mirror, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    print("\n".join(out.lines))  # pytest -s shows the run
     assert rc == 0, err
     calls = {m.group(1): int(m.group(2))
              for m in (re.fullmatch(r"calls ([0-9a-f]{40}) (\d+)", line) for line in out.lines) if m}
