@@ -37,8 +37,8 @@ static void load_once(void) {
 #define HK__ARCHIVE_RESOLVE(name)                                                                  \
     *(void **)(&f.name) = dlsym(h, #name);                                                         \
     if (!f.name) {                                                                                 \
-        snprintf(g_why, sizeof g_why, "%s lacks %s (libarchive >= 3.3 is needed): update libarchive", \
-                 path, #name);                                                                     \
+        snprintf(g_why, sizeof g_why, "%s lacks %s (bundles need libarchive 3.3.3 or later, for "     \
+                 "zstd): update libarchive", path, #name);                                         \
         g_code = HK_ERR_RUNTIME_MISSING;                                                           \
         dlclose(h);                                                                                \
         return;                                                                                    \

@@ -1,6 +1,7 @@
 /* libarchive, loaded on first use. Only `hubkern bundle` (and hk_bundle_*) needs it, and libarchive
  * brings libxml2, ICU (and with it libstdc++), lzma, lz4, bzip2 and acl: linked, every program
- * using libhubkern (shared or static) loaded those 11 libraries at start-up (bench/link_deps.md). So the library never links it: hk__archive_load() dlopens libarchive.so.13 once, and the
+ * using libhubkern (shared or static) loaded those 11 libraries at start-up (bench/link_deps.md).
+ * So the library never links it: hk__archive_load() dlopens libarchive.so.13 once, and the
  * bundle files call libarchive by its own names through the macros below, which route each call
  * to the pointer loaded. The prototypes come from archive.h itself (__typeof__), so that a pointer
  * cannot disagree with the function it points to. Private to the bundle files. */

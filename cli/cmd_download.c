@@ -118,6 +118,19 @@ static int check_deps_locked(const hk_lockfile *lock, const char *variant_dir, c
     return rc;
 }
 
+/* --max-workers N: 1..64 concurrent transfers (0 in *out when not given). 0, or 2 after a usage
+ * error. */
+static int max_workers_arg(int *out, const char *v) {
+    *out = 0;
+    if (!v) return 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 1 || n > 64)
+        return cli_usage_error("--max-workers takes a number of transfers from 1 to 64, got '%s'", v);
+    *out = (int)n;
+    return 0;
+}
+
 /* One piece: a command's main reads its options and goes through the lock's entries in order,
  * going on past a kernel without a fitting variant as kernels does; split, each part would take
  * the arguments, the client and the running exit status. */
@@ -138,9 +151,8 @@ int cli_cmd_download(int argc, char **argv) {
     if (a.npos > 1 || (a.npos && lockpath))
         rc = cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
     else if (!lockpath && !project) rc = cli_usage_error("--lock FILE or PROJECT_DIR is required");
-    else if (!(rc = cli_int(&a, "max-workers", 64, &ha.max_workers)) && cli_str(&a, "max-workers") && ha.max_workers < 1)
-        rc = cli_usage_error("--max-workers takes a number of transfers from 1 to 64, got 0");
-    if (!rc && !(rc = cli_check_backend(backend))) rc = cli_progress_init(&prog, cli_str(&a, "progress"));
+    else if (!(rc = max_workers_arg(&ha.max_workers, cli_str(&a, "max-workers"))) && !(rc = cli_check_backend(backend)))
+        rc = cli_progress_init(&prog, cli_str(&a, "progress"));
     cli_args_free(&a); /* the strings above live in argv */
     if (rc) return rc;
     char *project_lock = NULL;
