@@ -1,7 +1,8 @@
 /* Driver for bench/get_kernel_warm.py: warm hk_get_kernel latency (cached, offline).
  * usage: get_kernel_warm REPO VERSION CACHE N [BACKEND]
  * Prints one JSON object: the first (cold, in-process) call and the median/p90/min of N warm calls,
- * in microseconds. */
+ * in microseconds. Built by CMake (bench/CMakeLists.txt) so that it keeps compiling. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under plain -std=c11 */
 #include <hubkern.h>
 
 #include <stdio.h>

@@ -2,8 +2,6 @@
  * listing a bundle. The archive helpers that every part shares are in bundle_archive.c. */
 #include "cache/bundle_internal.h"
 
-#include <archive_entry.h>
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

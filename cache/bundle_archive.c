@@ -10,6 +10,8 @@ int hk__bundle_ar_fail(struct archive *ar, const char *what) {
 }
 
 int hk__bundle_open_reader(struct archive **out, const char *path) {
+    int lrc = hk__archive_load();
+    if (lrc) return lrc;
     struct archive *ar = archive_read_new();
     if (!ar) return hk__fail(HK_ERR_NOMEM, "out of memory");
     archive_read_support_format_tar(ar);

@@ -2,8 +2,6 @@
  * then refs, in a reproducible order. */
 #include "cache/bundle_internal.h"
 
-#include <archive_entry.h>
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -110,6 +108,8 @@ static int add_tree(export_ctx *cx, const char *rel, bool count_blobs) {
 }
 
 static int open_writer(struct archive **out, const char *path) {
+    int lrc = hk__archive_load();
+    if (lrc) return lrc;
     struct archive *ar = archive_write_new();
     if (!ar) return hk__fail(HK_ERR_NOMEM, "out of memory");
     archive_write_set_format_pax_restricted(ar);

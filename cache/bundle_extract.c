@@ -4,8 +4,6 @@
 #include "cache/bundle_internal.h"
 #include "util/vec.h"
 
-#include <archive_entry.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -10,7 +10,8 @@
 #include "cache/cache_internal.h"
 #include "internal.h"
 
-#include <archive.h>
+#include "cache/archive_lib.h"
+
 #include <stdint.h>
 
 #define HK_BUNDLE_CHUNK (1 << 20)

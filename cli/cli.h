@@ -78,6 +78,7 @@ typedef struct cli_hub_args {
     const char *cache;
     const char *token;
     int offline; /* 1: --offline given; 0: HF_HUB_OFFLINE decides */
+    int max_workers; /* concurrent file transfers (hf's --max-workers); 0: the library's default */
 } cli_hub_args;
 
 /* Read the common options out of parsed arguments (options the spec lacks stay unset). */

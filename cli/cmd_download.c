@@ -17,6 +17,8 @@ static const cli_opt k_opts[] = {
     {HK_OPT_FLAG, "all-variants", 0, NULL, "every variant instead of the one this machine's loader would load", NULL, NULL},
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variants for this backend", NULL, "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
     {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
+    {HK_OPT_VALUE, "max-workers", 0, "N", "at most N files in transfer at once (1-64; default 8, as hf download)", NULL,
+     NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print what was downloaded (or the error) as JSON on stdout", NULL, NULL},
     {HK_OPT_VALUE, "progress", 0, "MODE", "auto (a bar on a terminal), bar, plain (a line every 2 s) or none", NULL,
      "auto|bar|plain|none"},
@@ -27,7 +29,7 @@ static const char *const k_titles[] = {"options", "hub options"};
 const cli_spec cli_spec_download = {
     .name = "download",
     .summary = "prefetch the kernels pinned in a kernels.lock",
-    .synopsis = "hubkern download --lock kernels.lock [--all-variants] [--backend B] [--json] [hub options]\n"
+    .synopsis = "hubkern download --lock kernels.lock [--all-variants] [--backend B] [--max-workers N] [...]\n"
                 "       hubkern download PROJECT_DIR [--all-variants] [...]   (PROJECT_DIR/kernels.lock, as\n"
                 "                        `kernels download PROJECT_DIR`)",
     .description =
@@ -116,6 +118,19 @@ static int check_deps_locked(const hk_lockfile *lock, const char *variant_dir, c
     return rc;
 }
 
+/* --max-workers N: 1..64 concurrent transfers (0 in *out when not given). 0, or 2 after a usage
+ * error. */
+static int max_workers_arg(int *out, const char *v) {
+    *out = 0;
+    if (!v) return 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 1 || n > 64)
+        return cli_usage_error("--max-workers takes a number of transfers from 1 to 64, got '%s'", v);
+    *out = (int)n;
+    return 0;
+}
+
 /* One piece: a command's main reads its options and goes through the lock's entries in order,
  * going on past a kernel without a fitting variant as kernels does; split, each part would take
  * the arguments, the client and the running exit status. */
@@ -136,7 +151,8 @@ int cli_cmd_download(int argc, char **argv) {
     if (a.npos > 1 || (a.npos && lockpath))
         rc = cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
     else if (!lockpath && !project) rc = cli_usage_error("--lock FILE or PROJECT_DIR is required");
-    else if (!(rc = cli_check_backend(backend))) rc = cli_progress_init(&prog, cli_str(&a, "progress"));
+    else if (!(rc = max_workers_arg(&ha.max_workers, cli_str(&a, "max-workers"))) && !(rc = cli_check_backend(backend)))
+        rc = cli_progress_init(&prog, cli_str(&a, "progress"));
     cli_args_free(&a); /* the strings above live in argv */
     if (rc) return rc;
     char *project_lock = NULL;

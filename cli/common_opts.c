@@ -51,6 +51,7 @@ int cli_hub_open(hk_hub **out, const cli_hub_args *a, hk_progress_fn progress, v
     o.cache_dir = a->cache;
     o.token = a->token;
     if (a->offline) o.offline = 1;
+    o.max_parallel = a->max_workers;
     o.progress = progress;
     o.progress_userdata = ud;
     return hk_hub_new(out, &o);

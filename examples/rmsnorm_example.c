@@ -2,7 +2,9 @@
  *
  * This is the program to copy into a C serving binary: no Python in the process.
  *
- *   cc rmsnorm_example.c $(pkg-config --cflags --libs hubkern) -lm -o rmsnorm_example
+ *   cc -std=c11 rmsnorm_example.c $(pkg-config --cflags --libs hubkern) -lm \
+ *      -Wl,-rpath,$(pkg-config --variable=libdir hubkern) -o rmsnorm_example
+ *   (the rpath lets it find libhubkern.so.0 outside the paths ldconfig knows)
  *   ./rmsnorm_example --repo kernels-community/rmsnorm --version 1 [--device cuda]
  *
  * What it does:
@@ -17,6 +19,7 @@
  *
  * The CUDA runtime is opened with dlopen only when --device cuda is given, so this builds and runs
  * on machines without CUDA. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under plain -std=c11 */
 #include <hubkern.h>
 
 #include <stdbool.h>
