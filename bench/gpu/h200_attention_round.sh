@@ -3,8 +3,8 @@
 # .dev/ab (NAME/libhk_attention_cuda.so per build, NAME/tests/ when a build brings its own GPU tests)
 # and .dev/fi (pkg.tar.xz from bench/gpu/flashinfer_prep.sh, whl/ with apache-tvm-ffi) carried:
 #   bench/gpu/h200_attention_round.sh STAGES BASE [NEW]
-# STAGES (comma-separated): tests (NEW's GPU tests, poisoned outputs, float64), tests64 (NEW's prefill
-# tests with the sm_90a CTA's rows forced to 64 and to 128), prefill64 (the short grid, rows forced 64), fp8 (FP8 decode bench,
+# STAGES (comma-separated): tests (NEW's GPU tests, poisoned outputs, float64), testscta (NEW's prefill
+# tests with each sm_90a CTA shape forced), prefillcta (the short grid, ours only, each CTA shape forced), fp8 (FP8 decode bench,
 # BASE and NEW), ragged (ragged/paged/contiguous/q_len decode, NEW with BASE as "old"), prefill (the
 # short-sequence prefill sweep, NEW, then NEW with the portable kernel forced at two tile sizes, ours only), sweep
 # (the full prefill sweep). FlashInfer (bench/gpu/flashinfer_attn.py) is measured in every bench.
@@ -24,18 +24,20 @@ if [[ $stages == *,tests,* ]]; then
   HK_ATTN_LIB=$(lib $new) timeout ${TESTS_S:-240} python3 $tdir/test_attention_gpu.py > $OUT/gpu_tests_$new.txt 2>&1
   lap "tests $new" $?; grep -E "^FAIL|PASS|passed|failed" $OUT/gpu_tests_$new.txt | tail -5
 fi
-if [[ $stages == *,tests64,* ]]; then  # the prefill checks with the sm_90a CTA's rows forced each way
+if [[ $stages == *,testscta,* ]]; then  # the prefill checks with each sm_90a CTA shape forced
   tdir=.dev/ab/$new/tests; [ -d "$tdir" ] || tdir=kernels/attention/tests
-  for rows in 64 128; do
-    HK_ATTN_PREFILL_SM90_ROWS=$rows HK_ATTN_LIB=$(lib $new) timeout ${TESTS_S:-240} python3 $tdir/test_attention_gpu.py \
-      --prefill-only > $OUT/gpu_tests_prefill_rows${rows}_$new.txt 2>&1
-    lap "prefill tests rows $rows $new" $?; grep -E "^FAIL|PASS|passed|failed" $OUT/gpu_tests_prefill_rows${rows}_$new.txt | tail -3
+  for cta in 128 64 64x2; do
+    HK_ATTN_PREFILL_SM90_CTA=$cta HK_ATTN_LIB=$(lib $new) timeout ${TESTS_S:-240} python3 $tdir/test_attention_gpu.py \
+      --prefill-only > $OUT/gpu_tests_prefill_cta${cta}_$new.txt 2>&1
+    lap "prefill tests cta $cta $new" $?; grep -E "^FAIL|PASS|passed|failed" $OUT/gpu_tests_prefill_cta${cta}_$new.txt | tail -3
   done
 fi
-if [[ $stages == *,prefill64,* ]]; then  # ours only, the sm_90a CTA's rows forced to 64 (to place the rule)
-  HK_ATTN_PREFILL_SM90_ROWS=64 HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py \
-    --short --no-baselines --json $OUT/prefill_short_rows64_$new.json > $OUT/prefill_short_rows64_$new.txt 2>&1
-  lap "prefill short rows 64 $new" $?
+if [[ $stages == *,prefillcta,* ]]; then  # ours only, each sm_90a CTA shape forced (to place the rule)
+  for cta in 128 64 64x2; do
+    HK_ATTN_PREFILL_SM90_CTA=$cta HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py \
+      --short --no-baselines --reps ${PREFILL_REPS:-10} --json $OUT/prefill_short_cta${cta}_$new.json > $OUT/prefill_short_cta${cta}_$new.txt 2>&1
+    lap "prefill short cta $cta $new" $?
+  done
 fi
 if [[ $stages == *,fp8,* ]]; then
   for b in $(echo "$base $new" | tr ' ' '\n' | awk '!s[$0]++'); do
@@ -50,10 +52,10 @@ if [[ $stages == *,ragged,* ]]; then
   lap "ragged $new" $?
 fi
 if [[ $stages == *,prefill,* ]]; then
-  HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py --short --flashinfer /tmp/fi \
+  HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py --short --reps ${PREFILL_REPS:-10} --flashinfer /tmp/fi \
     --json $OUT/prefill_short_$new.json > $OUT/prefill_short_$new.txt 2>&1
   lap "prefill short $new" $?
-  for cfg in -1 0; do  # the portable kernel's default tiles (BM 128) and cfg 0 (BM 64: twice the CTAs)
+  [ "${PORTABLE:-1}" = 1 ] && for cfg in -1 0; do  # the portable kernel's default tiles (BM 128) and cfg 0 (BM 64: twice the CTAs)
     HK_ATTN_PREFILL_CFG=$cfg HK_ATTN_PREFILL_IMPL=portable HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} \
       python3 bench/attention_prefill_sweep.py --short --no-baselines --json $OUT/prefill_short_portable${cfg}_$new.json \
       > $OUT/prefill_short_portable${cfg}_$new.txt 2>&1

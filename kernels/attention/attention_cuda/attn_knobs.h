@@ -3,7 +3,7 @@
 // tests and the benchmarks, through tests/hk_attention_ctypes.py) reads them once per process:
 //   HK_ATTN_PREFILL_CFG=<n>       portable D=128 prefill tile configuration (prefill_sm80.cu)
 //   HK_ATTN_PREFILL_IMPL=portable the mma.sync prefill also on sm_90 (the fallback's tests)
-//   HK_ATTN_PREFILL_SM90_ROWS=64|128  query rows per CTA of the sm_90a prefill (default: picked)
+//   HK_ATTN_PREFILL_SM90_CTA=128|64|64x2  the sm_90a prefill's CTA shape (default: picked)
 //   HK_ATTN_DECODE_TMA=0|all      paged decode on cp.async / contiguous caches through the TMA too
 //   HK_ATTN_DECODE_PLAN=uniform   decode splits of max_seqlen_k instead of the balanced plan
 //   HK_ATTN_DECODE_CPS=1|2        CTAs per SM of the balanced plan's grid
@@ -41,13 +41,14 @@ inline int hk_attn_knob_prefill_sm90() {
 #endif
 }
 
-// Query rows per CTA of the sm_90a prefill: 0 picks (64 where 128-row CTAs would not fill the GPU
-// once, else 128); HK_ATTN_PREFILL_SM90_ROWS=64|128 forces one in test builds. Read at every call.
-inline int hk_attn_knob_prefill_sm90_rows() {
+// The sm_90a prefill's CTA shape: 0 picks (prefill_sm90.cu, sm90_cta_for); test builds force one
+// with HK_ATTN_PREFILL_SM90_CTA=128 (two consumer warpgroups), 64 (one, one CTA a SM) or 64x2 (one,
+// two CTAs a SM). Read at every call.
+inline int hk_attn_knob_prefill_sm90_cta() {
 #ifdef HK_TEST_HOOKS
-    const char *e = getenv("HK_ATTN_PREFILL_SM90_ROWS");
-    const int v = e ? atoi(e) : 0;
-    return v == 64 || v == 128 ? v : 0;
+    const char *e = getenv("HK_ATTN_PREFILL_SM90_CTA");
+    if (!e) return 0;
+    return strcmp(e, "128") == 0 ? 1 : strcmp(e, "64") == 0 ? 2 : strcmp(e, "64x2") == 0 ? 3 : 0;
 #else
     return 0;
 #endif

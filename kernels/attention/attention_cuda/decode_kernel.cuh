@@ -8,8 +8,9 @@
 // each group to finish merges the partials.
 //
 // FP8 (e4m3fn) caches run the same kernel with F8: tiles of 128 keys of 1-byte codes (the bytes
-// of a 64-key 16-bit tile), converted to the query's type in registers (decode_fp8.cuh); K's
-// scale folded into the softmax scale, V's applied to the normalised output.
+// of a 64-key 16-bit tile), converted to fp16 in registers, the MMAs then in fp16 whatever the
+// query type (decode_fp8.cuh); K's scale folded into the softmax scale, V's applied to the
+// normalised output.
 //
 // Semantics (masking, fully masked rows, LSE) are those of attention_cpu/hk_attention.h.
 // Included by decode_kernel.cu (16-bit caches) and decode_fp8.cu (FP8 caches): one kernel
@@ -46,6 +47,7 @@ constexpr int decode_smem_bytes() {
 template <bool BF16, bool F8, int D, int MT, int NW, int STAGES, int KV>
 __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__ DecodeParams p) {
     using T = typename Ty<BF16>::T;
+    using MMA = Ty<BF16 && !F8>;  // the MMAs' type: fp16 for FP8 caches (decode_fp8.cuh)
     constexpr bool PAGED = KV != kContiguous, TMA = KV == kPagedTma;
     constexpr int BN = 16 * NW, CH = D / 8, KS = D / 16, DT = D / 8, NTH = NW * 32, R = 16 * MT;
     // K/V: bytes per element, per tile (one of K or V), 16-byte chunks per key row
@@ -73,6 +75,8 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     __shared__ int s_last;
+    __shared__ uint32_t s_red[F8 && BF16 ? NW : 1];  // the FP8 decode's query scale (decode_fp8.cuh)
+    (void)s_red;
     int gt = 0;  // key tiles this CTA has consumed in earlier segments (TMA stage and phase)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (TMA) {
@@ -238,6 +242,10 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
             cp_async_commit();
         }
         if (j == 0) {
+            if constexpr (F8 && BF16) {  // fp16 MMAs: the queries scaled into fp16 (decode_fp8.cuh)
+                const float undo = bf16_tile_to_f16<R * D / 2, NTH>(reinterpret_cast<uint32_t *>(sQ), s_red);
+                sc *= undo, sc_log2 *= undo;
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -276,9 +284,9 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     uint32_t b0, b1;
-                    e4m3x4_to_16<BF16>(kr[i], b0, b1);
+                    e4m3x4_to_f16(kr[i], b0, b1);
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++) Ty<BF16>::mma(s[mt][i & 1], qf[mt][ks + (i >> 1)], b0, b1);
+                    for (int mt = 0; mt < MT; mt++) MMA::mma(s[mt][i & 1], qf[mt][ks + (i >> 1)], b0, b1);
                 }
             }
         } else {
@@ -288,8 +296,8 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
                 ldsm_x4(kr, kb + kv_off(wkey + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    Ty<BF16>::mma(s[mt][0], qf[mt][ks], kr[0], kr[1]);
-                    Ty<BF16>::mma(s[mt][1], qf[mt][ks], kr[2], kr[3]);
+                    MMA::mma(s[mt][0], qf[mt][ks], kr[0], kr[1]);
+                    MMA::mma(s[mt][1], qf[mt][ks], kr[2], kr[3]);
                 }
             }
         }
@@ -311,10 +319,10 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         uint32_t a[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
-            a[mt][0] = Ty<BF16>::pack(s[mt][0][0], s[mt][0][1]);
-            a[mt][1] = Ty<BF16>::pack(s[mt][0][2], s[mt][0][3]);
-            a[mt][2] = Ty<BF16>::pack(s[mt][1][0], s[mt][1][1]);
-            a[mt][3] = Ty<BF16>::pack(s[mt][1][2], s[mt][1][3]);
+            a[mt][0] = MMA::pack(s[mt][0][0], s[mt][0][1]);
+            a[mt][1] = MMA::pack(s[mt][0][2], s[mt][0][3]);
+            a[mt][2] = MMA::pack(s[mt][1][0], s[mt][1][1]);
+            a[mt][3] = MMA::pack(s[mt][1][2], s[mt][1][3]);
         }
         if constexpr (F8) {
             // transposed: a thread gets dims (2g, 2g+1) of keys (2c, 2c+1); matrix i = (keys
@@ -327,12 +335,12 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
 #pragma unroll
                 for (int jj = 0; jj < 2; jj++) {
                     uint32_t e0, o0, e1, o1;
-                    e4m3x4_to_16<BF16>(vr[2 * jj], e0, o0);
-                    e4m3x4_to_16<BF16>(vr[2 * jj + 1], e1, o1);
+                    e4m3x4_to_f16(vr[2 * jj], e0, o0);
+                    e4m3x4_to_f16(vr[2 * jj + 1], e1, o1);
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
-                        Ty<BF16>::mma(o[mt][2 * (jp + jj)], a[mt], e0, e1);
-                        Ty<BF16>::mma(o[mt][2 * (jp + jj) + 1], a[mt], o0, o1);
+                        MMA::mma(o[mt][2 * (jp + jj)], a[mt], e0, e1);
+                        MMA::mma(o[mt][2 * (jp + jj) + 1], a[mt], o0, o1);
                     }
                 }
             }
@@ -343,8 +351,8 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
                 ldsm_x4_t(vr, vb + kv_off(wkey + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    Ty<BF16>::mma(o[mt][2 * dp], a[mt], vr[0], vr[1]);
-                    Ty<BF16>::mma(o[mt][2 * dp + 1], a[mt], vr[2], vr[3]);
+                    MMA::mma(o[mt][2 * dp], a[mt], vr[0], vr[1]);
+                    MMA::mma(o[mt][2 * dp + 1], a[mt], vr[2], vr[3]);
                 }
             }
         }

@@ -1,7 +1,8 @@
 // Hopper prefill (sm_90a): FlashAttention-3's structure, warp-specialised.
 //
-// One CTA = 64 x NC query rows of one head (NC = 2, or 1 where the grid of 128-row CTAs would not
-// fill the GPU once), NC + 1 warpgroups:
+// One CTA = 64 x NC query rows of one head (NC = 2; or 1 where the grid of 128-row CTAs would not
+// fill the GPU once, or, two such CTAs a SM, where every CTA has few key tiles: sm90_cta_for),
+// NC + 1 warpgroups:
 //   warpgroup 0, the producer: one thread issues TMA copies (Q once, then K and V tiles of 128
 //     keys into a ring of shared-memory stages) and gives its registers to the others;
 //   warpgroups 1 (and 2), the consumers: 64 query rows each. Per key tile: S = Q K^T with wgmma
@@ -22,6 +23,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <algorithm>
+
 #include "attn_device.cuh"
 #include "attn_knobs.h"
 #include "hk_attention_cuda.h"
@@ -34,11 +37,16 @@ namespace {
 using namespace hk_attn_dev;
 
 constexpr int kBN = 128;  // keys per tile
-// NC consumer warpgroups of 64 query rows each, plus the producer warpgroup
-template <int NC> struct CtaShape {
+// NC consumer warpgroups of 64 query rows each, plus the producer warpgroup; MINB CTAs resident
+// on an SM. Two CTAs of one consumer warpgroup share an SM where each CTA has few key tiles, so
+// that one CTA's loads and epilogue overlap the other's MMAs; their registers (half an SM's each)
+// are rebalanced to the consumers with setmaxnreg: 24 for the producer, 232 for the consumers.
+template <int NC, int MINB> struct CtaShape {
     static_assert(NC == 1 || NC == 2, "one or two consumer warpgroups");
+    static_assert(MINB == 1 || (MINB == 2 && NC == 1), "two CTAs a SM only with one consumer warpgroup");
     static constexpr int kBM = 64 * NC;
     static constexpr int kThreads = 128 * (NC + 1);
+    static constexpr int kConsumerRegs = MINB == 1 ? 240 : 232;
 };
 [[maybe_unused]] constexpr int kRowBytes = 128;  // one swizzled row: 64 16-bit elements
 
@@ -51,10 +59,11 @@ template <int NC> struct CtaShape {
 #define HK_SM90_STAGES_D128 2
 #endif
 
-template <int D, int NC>
+template <int D, int NC, int MINB>
 struct Layout {
-    static constexpr int kStages = D == 128 ? HK_SM90_STAGES_D128 : 3;
-    static constexpr int kQBytes = CtaShape<NC>::kBM * D * 2;
+    // two CTAs a SM: as many stages as fit in half of the SM's 227 KB
+    static constexpr int kStages = MINB == 2 ? (D == 128 ? 1 : 2) : D == 128 ? HK_SM90_STAGES_D128 : 3;
+    static constexpr int kQBytes = CtaShape<NC, MINB>::kBM * D * 2;
     static constexpr int kTileBytes = kBN * D * 2;
     static constexpr int kOffK = kQBytes;
     static constexpr int kOffV = kOffK + kStages * kTileBytes;
@@ -71,15 +80,15 @@ struct Sm90Params {
     float scale, scale_log2;
 };
 
-template <bool BF16, int D, bool CAUSAL, int NC>
-__global__ void __launch_bounds__(CtaShape<NC>::kThreads, 1)
+template <bool BF16, int D, bool CAUSAL, int NC, int MINB>
+__global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     prefill_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v, const Sm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace hk_sm90;
-    using L = Layout<D, NC>;
-    constexpr int kBM = CtaShape<NC>::kBM;
+    using L = Layout<D, NC, MINB>;
+    constexpr int kBM = CtaShape<NC, MINB>::kBM;
     using T = typename Ty<BF16>::T;
     constexpr int ST = L::kStages, HALVES = D / 64;
     extern __shared__ uint8_t smem_raw[];
@@ -144,7 +153,7 @@ __global__ void __launch_bounds__(CtaShape<NC>::kThreads, 1)
     }
 
     // ---- consumers ----
-    regs_alloc<240>();
+    regs_alloc<CtaShape<NC, MINB>::kConsumerRegs>();
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int row_in_seq = m0 + cw * 64 + warp * 16 + g;  // +8 for the thread's second row
@@ -338,18 +347,22 @@ bool make_map(CUtensorMap *map, const void *ptr, int d, int heads, int tokens, i
     return hk_tma::map_16bit(map, ptr, 3, dims, strides, box);
 }
 
-template <bool BF16, int D, bool CAUSAL, int NC>
-int launch_nc(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
-              int total_q, int batch, int max_seqlen_q, cudaStream_t st) {
-    constexpr int kBM = CtaShape<NC>::kBM;
+template <bool BF16, int D, bool CAUSAL, int NC, int MINB>
+int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
+               int total_q, int batch, int max_seqlen_q, cudaStream_t st) {
+    using Shape = CtaShape<NC, MINB>;
+    using L = Layout<D, NC, MINB>;
     CUtensorMap tq;
-    if (!make_map(&tq, q, d, p.hq, total_q, kBM)) return HK_ATTN_ECUDA;
-    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL, NC>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout<D, NC>::kSmem) !=
-        cudaSuccess)
+    if (!make_map(&tq, q, d, p.hq, total_q, Shape::kBM)) return HK_ATTN_ECUDA;
+    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL, NC, MINB>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) != cudaSuccess)
         return HK_ATTN_ECUDA;
-    dim3 grid((max_seqlen_q + kBM - 1) / kBM, p.hq, batch);
-    kern<<<grid, CtaShape<NC>::kThreads, Layout<D, NC>::kSmem, st>>>(tq, tk, tv, p);
+    // two CTAs a SM need the largest shared-memory carveout
+    if (MINB > 1 && cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+        return HK_ATTN_ECUDA;
+    dim3 grid((max_seqlen_q + Shape::kBM - 1) / Shape::kBM, p.hq, batch);
+    kern<<<grid, Shape::kThreads, L::kSmem, st>>>(tq, tk, tv, p);
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }
 
@@ -362,22 +375,43 @@ int sm_count() {
                : 1;
 }
 
+enum class Sm90Cta { kRows128, kRows64, kRows64Pair };
+
+// Keys a sequence may have for two 64-row CTAs a SM to beat one 128-row CTA (measured on the H200,
+// NOTES.md v16): at D=64 (two stages each) at every length measured, to 2560 keys; at D=128 (one
+// stage each) while a CTA has few key tiles: 256 keys for full attention, 1024 for causal (where a
+// CTA sees half of them). Past these, the one-stage pipeline loses what the second CTA hides.
+int pair_max_keys(int d, bool causal) { return d == 64 ? 2560 : causal ? 1024 : 256; }
+
 // 64-row CTAs where 128-row ones would leave SMs idle (fewer CTAs than SMs: short sequences, few
-// heads): twice the CTAs, each with half the rows, shortens a grid that is all latency.
-int consumers_for(int batch, int max_seqlen_q, int hq) {
-    const int forced = hk_attn_knob_prefill_sm90_rows();
-    if (forced == 64) return 1;
-    if (forced == 128) return 2;
+// heads): twice the CTAs, each with half the rows, shortens a grid that is all latency. Where the
+// grid is full but every CTA has few key tiles, two 64-row CTAs a SM.
+// (The entry point is not told the longest key sequence; the keys a sequence has on average, or
+// its queries if more, stand for it: a speed choice only, every shape is computed right.)
+Sm90Cta sm90_cta_for(int batch, int max_seqlen_q, int total_k, int hq, int d, bool causal) {
+    switch (hk_attn_knob_prefill_sm90_cta()) {
+    case 1: return Sm90Cta::kRows128;
+    case 2: return Sm90Cta::kRows64;
+    case 3: return Sm90Cta::kRows64Pair;
+    default: break;
+    }
     const long ctas128 = (long)((max_seqlen_q + 127) / 128) * hq * batch;
-    return ctas128 < sm_count() ? 1 : 2;
+    if (ctas128 < sm_count()) return Sm90Cta::kRows64;
+    const long keys = std::max<long>(max_seqlen_q, total_k / std::max(batch, 1));
+    return keys <= pair_max_keys(d, causal) ? Sm90Cta::kRows64Pair : Sm90Cta::kRows128;
 }
 
 template <bool BF16, int D, bool CAUSAL>
 int launch(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
-           int total_q, int batch, int max_seqlen_q, cudaStream_t st) {
-    if (consumers_for(batch, max_seqlen_q, p.hq) == 1)
-        return launch_nc<BF16, D, CAUSAL, 1>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
-    return launch_nc<BF16, D, CAUSAL, 2>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+           int total_q, int total_k, int batch, int max_seqlen_q, cudaStream_t st) {
+    switch (sm90_cta_for(batch, max_seqlen_q, total_k, p.hq, d, CAUSAL)) {
+    case Sm90Cta::kRows64:
+        return launch_cta<BF16, D, CAUSAL, 1, 1>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+    case Sm90Cta::kRows64Pair:
+        return launch_cta<BF16, D, CAUSAL, 1, 2>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+    default:
+        return launch_cta<BF16, D, CAUSAL, 2, 1>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+    }
 }
 
 }  // namespace
@@ -398,7 +432,7 @@ int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, co
         return HK_ATTN_ECUDA;
     const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, scale, scale * kLog2e};
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-#define HK_L(BF, DD, C) return launch<BF, DD, C>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st)
+#define HK_L(BF, DD, C) return launch<BF, DD, C>(q, tk, tv, p, d, total_q, total_k, batch, max_seqlen_q, st)
     if (bf) {
         if (d == 128) { if (causal) HK_L(true, 128, true); HK_L(true, 128, false); }
         if (causal) HK_L(true, 64, true);

@@ -151,6 +151,7 @@ def test_decode(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, nu
     else:  # bhsd (SDPA layout)
         kc, vc = rnd(B, Hkv, smax, D, dtype=dtype), rnd(B, Hkv, smax, D, dtype=dtype)
         strides = (Hkv * smax * D, D, smax * D)
+    scale = D ** -0.5
     q = rnd(B, qlen, Hq, D, dtype=dtype)
     out = torch.full_like(q, float("nan"))
     lse = torch.full((B, qlen, Hq), float("nan"), device=dev)
@@ -209,8 +210,11 @@ def fp8_cache(shape, kind):
 
 
 def test_decode_fp8(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0, per_head=False,
-                    num_splits=0, v_kind="normal", nan_key=None):
-    """nan_key (b, t, hk): a NaN code in K there; rows that see it must be NaN, all others exact."""
+                    num_splits=0, v_kind="normal", nan_key=None, q_mag=None):
+    """nan_key (b, t, hk): a NaN code in K there; rows that see it must be NaN, all others exact.
+    q_mag: a factor on every query, the softmax scale divided by it (the same attention, with
+    queries out of fp16's range or below its subnormals: the FP8 decode computes in fp16), or
+    "mixed": each head's queries times 2^U(-14, 14) (rows of very different size in one CTA)."""
     B, smax = len(seqlens), max(max(seqlens), 1)
     bt = None
     if layout == "paged":
@@ -227,7 +231,12 @@ def test_decode_fp8(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0
     ns = Hkv if per_head else 1
     ks = (torch.rand(ns, device=dev) * 0.1 + 0.02).float()
     vs = (torch.rand(ns, device=dev) * 2 + 0.5).float()
+    scale = D ** -0.5
     q = rnd(B, qlen, Hq, D, dtype=dtype)
+    if q_mag == "mixed":
+        q = (q.float() * torch.exp2(torch.rand(Hq, device=dev) * 28 - 14).view(1, 1, Hq, 1)).to(dtype)
+    elif q_mag is not None:
+        q, scale = (q.float() * q_mag).to(dtype), scale / q_mag
     out = torch.full_like(q, float("nan"))
     lse = torch.full((B, qlen, Hq), float("nan"), device=dev)
     sl = torch.tensor(seqlens, dtype=torch.int32, device=dev)
@@ -256,7 +265,7 @@ def test_decode_fp8(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0
         bt_ref = bt.clone()
         for b in range(B):
             bt[b, (seqlens[b] + block_size - 1) // block_size:] = 1 << 30
-    call = hk.Decode(q, kc, vc, strides, sl, smax, bt, block_size, None, num_splits, out, lse, ks, vs).set_hkv(Hkv)
+    call = hk.Decode(q, kc, vc, strides, sl, smax, bt, block_size, scale, num_splits, out, lse, ks, vs).set_hkv(Hkv)
     kernel = call.kernel()
     expect_kernel(f"decode fp8 {name}", kernel, expected_decode_kernel(layout, block_size))
     call()
@@ -275,7 +284,7 @@ def test_decode_fp8(name, seqlens, qlen, Hq, Hkv, D, dtype, layout, block_size=0
             kk, vv = kc[b, :L], vc[b, :L]
         else:
             kk, vv = kc[b, :, :L].transpose(0, 1), vc[b, :, :L].transpose(0, 1)
-        ro, rl = ref_attn(q[b], kk.double() * ksh, vv.double() * vsh, qlen, L, True, D ** -0.5)
+        ro, rl = ref_attn(q[b], kk.double() * ksh, vv.double() * vsh, qlen, L, True, scale)
         o_b, l_b = out[b], lse[b]
         if nan_key is not None and b == nan_key[0]:
             g = Hq // Hkv
@@ -328,6 +337,11 @@ def fp8_cases():
         test_decode_fp8(f"{dn} D128 paged64 q1 32/8 V subnormal codes only", sl, 1, 32, 8, 128, dtype, "paged", 64, False, 0, "sub")
         test_decode_fp8(f"{dn} D128 paged16 q4 32/8 NaN code in K (seq 3 key 500)", sl, 4, 32, 8, 128, dtype, "paged", 16, True, 0, "normal", (3, 500, 2))
         test_decode_fp8(f"{dn} D64 bshd q2 32/8 NaN code in K (seq 2 key 128)", sl, 2, 32, 8, 64, dtype, "bshd", 0, False, 0, "normal", (2, 128, 7))
+    # bf16 queries past fp16's range and below its subnormals, and heads 2^28 apart in one CTA
+    for mag in (3e6, 1e-9, 1e30, "mixed"):
+        test_decode_fp8(f"bf16 D128 bshd q1 32/8 queries x {mag}", sl, 1, 32, 8, 128, bf, "bshd", 0, True, q_mag=mag)
+        test_decode_fp8(f"bf16 D128 paged16 q4 32/4 queries x {mag}", sl, 4, 32, 4, 128, bf, "paged", 16, False, q_mag=mag)
+        test_decode_fp8(f"bf16 D64 paged64 q2 16/2 queries x {mag}", sl, 2, 16, 2, 64, bf, "paged", 64, True, q_mag=mag)
 
 
 def main():
