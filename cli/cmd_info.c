@@ -45,6 +45,7 @@ const cli_spec cli_spec_info = {
 static void add_tree(cJSON *j, const char *repo, int version, const char *revision, const char *backend,
                      const cli_hub_args *a) {
     hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+    o.read_only = 1; /* info answers questions: it never writes to the cache */
     o.repo_id = repo;
     o.kernel_version = revision ? HK_VERSION_UNSET : version;
     o.revision = revision;

@@ -27,7 +27,14 @@ int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
 }
 
 int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
-    HK__OPTIONS_INIT_BODY(hk_pull_spec, s, version, HK_PULL_SPEC_VERSION, HK_PULL_SPEC_INIT);
+    if (!s) return hk__fail(HK_ERR_INVALID_ARG, "hk_pull_spec_init: the options pointer is NULL");
+    int rc = hk__check_options_version("hk_pull_spec", version, HK_PULL_SPEC_VERSION);
+    if (rc) return rc;
+    hk_pull_spec d = HK_PULL_SPEC_INIT;
+    d.version = version;
+    /* a version 1 struct ends before force_download: write only what it holds */
+    memcpy(s, &d, version >= 2 ? sizeof d : offsetof(hk_pull_spec, force_download));
+    return HK_OK;
 }
 
 /* A positive integer from the environment (name), else the option (opt > 0), else def. */
