@@ -119,6 +119,12 @@ HK_API const char *hk_hub_endpoint(const hk_hub *hub);
 HK_API const char *hk_hub_cache_root(const hk_hub *hub);
 /* Whether the client is offline (option or environment). */
 HK_API int hk_hub_is_offline(const hk_hub *hub);
+/* on = 1: the client writes nothing into its cache, for tools that only ask (`hubkern info`): the
+ * trust answer and a commit's absent kernel-status.toml are not remembered on disk, a metadata.json
+ * that hk_kernel_tree_resolve reads is fetched into memory and not kept (its signature is then the
+ * pull's and the load's check), and hk_hub_pull (and so hk_get_kernel) fails with
+ * HK_ERR_INVALID_ARG. on = 0: the default. HK_ERR_INVALID_ARG for a NULL hub. */
+HK_API int hk_hub_set_read_only(hk_hub *hub, int on);
 /* Where the client's token came from, never the token itself: "option" (hk_hub_options.token),
  * "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", or the path of the token file read; NULL when the client
  * has no token. Valid while the handle lives. */

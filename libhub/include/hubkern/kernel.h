@@ -84,20 +84,14 @@ typedef struct hk_get_kernel_options {
      * hub_options is ignored), else one made for the call from hub_options (hubkern/hub.h). */
     hk_hub *hub;
     hk_hub_options hub_options;
-    /* ---- version 4 ---- */
-    int read_only;               /* hk_kernel_tree_resolve: 1 writes nothing to the cache (each
-                                    metadata.json is read from the cache, else fetched into memory
-                                    and not kept, as hk_has_kernel does; its signature is then the
-                                    pull's and load's check, not this call's). Others ignore it. */
 } hk_get_kernel_options;
 
-/* 2: freshness_s; 3: hub and hub_options (the client's fields nest instead of being copied);
- * 4: read_only */
-#define HK_GET_KERNEL_OPTIONS_VERSION 4
+/* 2: freshness_s; 3: hub and hub_options (the client's fields nest instead of being copied) */
+#define HK_GET_KERNEL_OPTIONS_VERSION 3
 /* Defaults: kernel version unset, nothing overridden, trust check on, arch check on. */
 #define HK_GET_KERNEL_OPTIONS_INIT \
     {HK_GET_KERNEL_OPTIONS_VERSION, NULL, HK_VERSION_UNSET, NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, \
-     HK_HUB_OPTIONS_INIT, 0}
+     HK_HUB_OPTIONS_INIT}
 
 /* The defaults into *opts; HK_ERR_INVALID_ARG for a version this library does not know. Every
  * function taking the options checks opts->version on entry (HK_ERR_INVALID_ARG). */

@@ -210,6 +210,11 @@ void hk_hub_free(hk_hub *h) {
 const char *hk_hub_endpoint(const hk_hub *h) { return h->endpoint; }
 const char *hk_hub_cache_root(const hk_hub *h) { return h->cache_root; }
 int hk_hub_is_offline(const hk_hub *h) { return h->offline; }
+int hk_hub_set_read_only(hk_hub *h, int on) {
+    if (!h) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_set_read_only: NULL hub");
+    h->read_only = on != 0;
+    return HK_OK;
+}
 const char *hk_hub_token_source(const hk_hub *h) { return h && h->token ? h->token_source : NULL; }
 
 void hk_hub_strv_free(char **v) {

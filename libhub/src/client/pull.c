@@ -439,6 +439,9 @@ int hk__client_pull_target(hk_pull_result **out, hk_hub *hub, const hk_pull_spec
     *out = NULL;
     int rc = check_pull_spec(spec);
     if (rc) return rc;
+    if (hub->read_only)
+        return hk__fail(HK_ERR_INVALID_ARG, "cannot pull %s with a read-only client (hk_hub_set_read_only): it "
+                        "writes nothing into the cache", spec->repo_id);
     hk_pull_result *r = calloc(1, sizeof *r);
     if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->offline = hub->offline;

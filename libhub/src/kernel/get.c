@@ -196,7 +196,8 @@ HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_opti
     bool hub_owned = false;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_hub(&hub, &hub_owned, o);
-    bool store = !o->read_only; /* read_only: `hubkern info` and other questions leave the cache as it was */
+    /* a read-only client (`hubkern info`) leaves the cache as it was: metadata.json read, not kept */
+    bool store = rc == HK_OK && !hub->read_only;
     if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, store);
     if (rc == HK_OK && !(*out)->v[0].has_md) {
         /* a load reports an unreadable root metadata.json at the pull; the tree is the answer here,

@@ -50,9 +50,7 @@ HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int 
         return HK_OK;
     }
     hk_get_kernel_options d = HK_GET_KERNEL_OPTIONS_INIT;
-    d.version = version;
-    /* a version 3 struct ends before read_only: write only what it holds */
-    memcpy(opts, &d, version >= 4 ? sizeof d : offsetof(hk_get_kernel_options, read_only));
+    *opts = d;
     return HK_OK;
 }
 
@@ -88,8 +86,7 @@ int hk__get_kernel_options_take(hk_get_kernel_options *dst, const hk_get_kernel_
     int rc = hk__check_options_version("hk_get_kernel_options", src->version, HK_GET_KERNEL_OPTIONS_VERSION);
     if (rc) return hk__fail_context("%s", fn);
     if (src->version < 3) from_v2(dst, (const get_kernel_options_v2 *)(const void *)src);
-    else memcpy(dst, src, src->version >= 4 ? sizeof *dst : offsetof(hk_get_kernel_options, read_only));
-    dst->version = HK_GET_KERNEL_OPTIONS_VERSION;
+    else *dst = *src;
     if (dst->hub_options.version == 0) dst->hub_options.version = HK_HUB_OPTIONS_VERSION; /* zero-filled */
     return HK_OK;
 }
