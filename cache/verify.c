@@ -143,8 +143,8 @@ static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
                 free(fp);
             }
             if (missing) {
-                hk__cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled; "
-                               "pull it to complete it)", c->label, de->d_name, commit, missing, missing == 1 ? "" : "s");
+                hk__cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled): "
+                               "pull it to complete it", c->label, de->d_name, commit, missing, missing == 1 ? "" : "s");
             } else if (files) {
                 bool has = false;
                 /* always every byte: receipts are neither read nor written here */
