@@ -12,7 +12,6 @@ Interleaved: each rep runs every binary once, in order. Median wall over the rep
     python3 bench/repair_bench.py --bin base=/work/main/build/cli/hubkern --bin new=build/cli/hubkern [--reps 3]
 """
 import argparse
-import hashlib
 import os
 import shutil
 import statistics
@@ -64,7 +63,6 @@ def main():
         small = {f"py/m{i:02d}.py": os.urandom(2000) for i in range(20)}
         make_variant(src, V, {"__init__.py": b"#\n", "big.bin": os.urandom(64_000_000), **small})
         publish(src, REPO, "v1", store, ["--lfs-threshold", "1000000"])
-        victim = hashlib.sha1(b"blob %d\0" % 2000 + small["py/m00.py"]).hexdigest()  # its git blob name
         res = {(n, s): [] for n, _ in bins for s in ("warm", "damaged", "rm+pull")}
         with Server(store, ["--trust", "bench"]) as srv, FaultProxy(srv.url) as px:
             for rep in range(a.reps):
@@ -74,7 +72,9 @@ def main():
                     before = px.sent("GET")
                     _, wall = pull(binary, px.url, cache)
                     res[(name, "warm")].append((wall, px.sent("GET") - before, "ok"))
-                    flip(os.path.join(cache, FOLDER, "blobs", victim))
+                    snap = os.path.join(cache, FOLDER, "snapshots")
+                    (commit,) = os.listdir(snap)
+                    flip(os.path.realpath(os.path.join(snap, commit, "build", V, "py", "m00.py")))  # a small file's blob
                     before = px.sent("GET")
                     r, wall = pull(binary, px.url, cache, ok=False)
                     outcome = "ok" if r.returncode == 0 else ("HK_ERR_DIGEST" if "HK_ERR_DIGEST" in r.stderr
