@@ -465,6 +465,9 @@ int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec_in) 
     if (!hub || !spec_in) return hk__fail(HK_ERR_INVALID_ARG, "hub and spec are required");
     int rc = check_pull_spec(spec_in);
     if (rc) return rc;
+    if (hub->read_only) /* before any request: nothing of the pull could be kept */
+        return hk__fail(HK_ERR_INVALID_ARG, "cannot pull %s with a read-only client (hk_hub_set_read_only): it "
+                        "writes nothing into the cache", spec_in->repo_id);
     /* a version 1 spec ends before force_download: only its own bytes are read */
     hk_pull_spec full = HK_PULL_SPEC_INIT;
     memcpy(&full, spec_in, spec_in->version >= 2 ? sizeof full : offsetof(hk_pull_spec, force_download));
