@@ -321,6 +321,15 @@ int cli_cmd_pull(int argc, char **argv) {
         hk_hub_free(hub);
         goto out;
     }
+    if (cli_interrupted()) { /* the signal came after the last transfer: say so, do not go on silently */
+        fprintf(stderr, "hubkern pull: interrupted by %s after %s was complete in %s; its dependencies were "
+                "not pulled\n", cli_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT", hk_pull_result_snapshot(r),
+                hk_hub_cache_root(hub));
+        rc = cli_interrupt_status(1);
+        hk_pull_result_free(r);
+        hk_hub_free(hub);
+        goto out;
+    }
     bool moved = cli_note_redirect(s.repo_id, hk_pull_result_repo(r), NULL);
     if (!cli_json()) {
         if (!cli_quiet()) {
