@@ -117,6 +117,26 @@ int hk__receipt_write_json(const char *path, struct cJSON *doc);
 void hk__receipt_remove(const char *path);
 void hk__receipt_free(hk_receipt *r);
 
+/* ---- plans of unfinished pulls (cache/pull_plan.c) ------------------------------------------ */
+/* A plan older than this (seconds) belongs to a pull nobody resumed: it no longer protects its blobs
+ * from prune, which removes it. */
+#define HK_PULL_PLAN_MAX_AGE_S (7 * 24 * 3600)
+/* Record, before downloading, the blob names a pull of commit will link (atomic write). */
+int hk__pull_plan_write(const char *root, const char *repo_dir, const char *commit, const char *const *etags,
+                        size_t n);
+/* The pull's variant is published (or it has nothing left to fetch): forget its plan. */
+void hk__pull_plan_remove(const char *root, const char *repo_dir, const char *commit);
+/* The blob names of the repo's live plans (sorted), and the paths of its stale plans. */
+typedef struct hk_pull_plans {
+    char **names;
+    size_t n;
+    char **stale;
+    size_t nstale;
+} hk_pull_plans;
+int hk__pull_plans_load(hk_pull_plans *p, const char *root, const char *repo_dir);
+bool hk__pull_plans_name(const hk_pull_plans *p, const char *etag);
+void hk__pull_plans_free(hk_pull_plans *p);
+
 /* ---- metadata.json digest of a cached variant (cache/digest.c) ------------------------------ */
 /* Recompute the digest of a variant directory and compare it with metadata.json. Each violation is
  * logged (warning) and listed in the HK_ERR_DIGEST message. *out_bytes gets the bytes hashed.
@@ -143,6 +163,12 @@ typedef struct hk_verify_stats {
  * counts go to the log at debug level. */
 int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                              const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh);
+
+/* How many of the files the variant's metadata.json digest lists are absent from variant_dir
+ * (*out_missing of *out_listed; *out_first, when not NULL, the first one absent, to free). A
+ * variant left by an interrupted pull, or by a metadata.json fetched alone, has some missing.
+ * HK_ERR_NOT_FOUND when there is no readable metadata.json with a digest. */
+int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out_first, const char *variant_dir);
 
 /* Is `name` (one path component inside build/<variant>/) left out of the digest: __pycache__ and
  * *.pyc anywhere, metadata.json and metadata.json.sigstore at the top (top != 0)? */

@@ -23,6 +23,32 @@ bool hk__digest_skips(const char *name, int top) {
     return top && (strcmp(name, "metadata.json") == 0 || strcmp(name, "metadata.json.sigstore") == 0);
 }
 
+int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out_first, const char *variant_dir) {
+    *out_missing = *out_listed = 0;
+    if (out_first) *out_first = NULL;
+    char *meta = hk__path_join(variant_dir, "metadata.json"), *text = NULL;
+    int rc = meta ? hk__read_file(&text, NULL, meta, 16u << 20) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    cJSON *j = rc == HK_OK ? cJSON_Parse(text) : NULL;
+    cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
+    if (rc == HK_OK && !cJSON_IsObject(files))
+        rc = hk__fail(HK_ERR_NOT_FOUND, "%s carries no digest", meta);
+    cJSON *f;
+    if (rc == HK_OK) cJSON_ArrayForEach(f, files) {
+        (*out_listed)++;
+        char *fp = f->string && hk__path_is_safe_relative(f->string) ? hk__path_join(variant_dir, f->string) : NULL;
+        struct stat st;
+        if (!fp || stat(fp, &st) != 0) {
+            if (out_first && !*out_first) *out_first = hk__strdup(f->string ? f->string : "");
+            (*out_missing)++;
+        }
+        free(fp);
+    }
+    cJSON_Delete(j);
+    free(text);
+    free(meta);
+    return rc;
+}
+
 typedef struct walk {
     char **rel;
     size_t n, cap;

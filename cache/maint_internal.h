@@ -46,7 +46,7 @@ void hk__cache_repos_free(hk_cache_repos *r);
 typedef int (*hk_cache_visit_fn)(void *ud, const char *path, const char *rel, const struct stat *st);
 int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs);
 
-/* Bytes of the regular files directly in dir. */
+/* Bytes of the blobs directly in dir (regular files without a '.' in their name: not temp files). */
 uint64_t hk__cache_dir_bytes(const char *dir);
 /* "kernels--org--name" of ".../kernels--org--name". */
 const char *hk__cache_folder_of(const char *repo_dir);

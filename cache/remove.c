@@ -62,8 +62,25 @@ static bool blob_locked(hk_prune_ctx *c, const char *etag) {
     return busy;
 }
 
+/* The deterministic partial file of a blob, "<etag>.incomplete", which the next pull resumes (the
+ * unique "<etag>.<8 hex>.incomplete" ones are never resumed). */
+static bool resumable_partial(const char *name, const char *etag) {
+    size_t n = strlen(etag);
+    return strncmp(name, etag, n) == 0 && strcmp(name + n, ".incomplete") == 0;
+}
+
 void hk__cache_prune_blobs(hk_prune_ctx *c) {
     if (c->nused) qsort(c->used, c->nused, sizeof *c->used, cmp_str);
+    /* what an unfinished pull will link or resume is not garbage (cache/pull_plan.c) */
+    hk_pull_plans plans;
+    if (hk__pull_plans_load(&plans, c->root, c->repo_dir) != HK_OK) {
+        hk__cache_emit(c->fn, c->ud, "cannot read the plans of unfinished pulls of %s (%s): no blob removed", c->label,
+                       hk_last_error());
+        hk_clear_error();
+        return;
+    }
+    for (size_t i = 0; i < plans.nstale; i++)
+        hk__cache_remove_path(c, plans.stale[i], "plan of a pull not resumed for 7 days", 0);
     char *blobs = hk__path_join(c->repo_dir, "blobs");
     DIR *d = blobs ? opendir(blobs) : NULL;
     struct dirent *de;
@@ -79,7 +96,12 @@ void hk__cache_prune_blobs(hk_prune_ctx *c) {
         char *etag = hk__strndup(name, strcspn(name, "."));
         bool temp = strchr(name, '.') != NULL;
         bool used = !temp && c->nused && bsearch(&name, c->used, c->nused, sizeof *c->used, cmp_str) != NULL;
-        if ((temp || !used) && etag && !blob_locked(c, etag)) {
+        bool planned = etag && (!temp || resumable_partial(name, etag)) && hk__pull_plans_name(&plans, etag);
+        if (planned && !used) {
+            hk__cache_emit(c->fn, c->ud, "kept %s: %s blobs/%s belongs to an unfinished pull (run it again to "
+                           "finish; pruned once the pull is 7 days old)", c->label,
+                           temp ? "partial file" : "downloaded", name);
+        } else if ((temp || !used) && etag && !blob_locked(c, etag)) {
             char *what = hk__asprintf("%s blobs/%s", temp ? "temp file" : "unreferenced blob", name);
             hk__cache_remove_path(c, path, what ? what : name, (uint64_t)st.st_size);
             free(what);
@@ -89,6 +111,7 @@ void hk__cache_prune_blobs(hk_prune_ctx *c) {
     }
     if (d) closedir(d);
     free(blobs);
+    hk__pull_plans_free(&plans);
 }
 
 void hk__prune_ctx_free(hk_prune_ctx *c) {

@@ -1,6 +1,7 @@
 /* hubkern cache verify: every blob against its name, every snapshot link, every ref, every
- * variant's entries and (complete variants) content against its metadata.json digest. Reads only;
- * the one thing it deletes is the verification receipt of a variant it finds broken. */
+ * variant's entries and (complete variants) content against its metadata.json digest. Reads only:
+ * it creates, changes and deletes nothing (repairs are `cache verify --repair`, in the CLI, which
+ * pulls what is damaged again). */
 #include "cache/maint_internal.h"
 
 #include <cjson/cJSON.h>
@@ -24,7 +25,8 @@ static int verify_blob(void *p, const char *path, const char *rel, const struct 
     vctx *c = p;
     if (S_ISDIR(st->st_mode)) return HK_OK;
     if (hk__str_ends_with(rel, ".incomplete") || hk__str_ends_with(rel, ".tmp")) {
-        hk__cache_emit(c->fn, c->ud, "note: %s: leftover temp file blobs/%s (prune removes it)", c->label, rel);
+        hk__cache_emit(c->fn, c->ud, "note: %s: leftover temp file blobs/%s (prune removes it unless an unfinished pull "
+                       "will resume it)", c->label, rel);
         return HK_OK;
     }
     if (!S_ISREG(st->st_mode)) {
@@ -43,7 +45,7 @@ static int verify_blob(void *p, const char *path, const char *rel, const struct 
     } else if (!checkable) {
         hk__cache_emit(c->fn, c->ud, "note: %s: blobs/%s is not named by a content hash; not verifiable", c->label, rel);
     } else if (strcmp(actual, rel) != 0) {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s content hash is %s (corrupt blob; `hubkern cache rm` and pull again)",
+        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s content hash is %s (corrupt blob; `hubkern cache verify --repair` fetches it again)",
                       c->label, rel, actual);
         c->rep->problems++;
     }
@@ -126,11 +128,9 @@ static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
         char *meta = vdir ? hk__path_join(vdir, "metadata.json") : NULL;
         char *text = NULL;
         stray_ctx sc = {c, commit, de->d_name};
-        if (vdir && hk__cache_variant_strays(vdir, report_stray, &sc)) {
-            char *rp = hk__receipt_path(c->root, c->repo_dir, commit, de->d_name);
-            hk__receipt_remove(rp); /* no load may trust a variant with entries its digest lacks */
-            free(rp);
-        }
+        /* reads only: a receipt vouches for each file's stat identity, which a damaged file no
+         * longer has, and the digest check of a load still finds entries the digest lacks */
+        if (vdir) (void)hk__cache_variant_strays(vdir, report_stray, &sc);
         if (meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK) {
             cJSON *j = cJSON_Parse(text);
             cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
@@ -143,18 +143,15 @@ static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
                 free(fp);
             }
             if (missing) {
-                hk__cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled)", c->label,
-                              de->d_name, commit, missing, missing == 1 ? "" : "s");
+                hk__cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled): "
+                               "pull it to complete it", c->label, de->d_name, commit, missing, missing == 1 ? "" : "s");
             } else if (files) {
                 bool has = false;
                 /* always every byte: receipts are neither read nor written here */
                 if (hk__verify_variant_digest(&has, NULL, vdir) != HK_OK) {
-                    hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: %s", c->label, hk_last_error());
+                    hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: %s (`hubkern cache verify --repair` fetches the "
+                                   "damaged files again)", c->label, hk_last_error());
                     c->rep->problems++;
-                    /* and a pull must not skip these files on the strength of an older receipt */
-                    char *rp = hk__receipt_path(c->root, c->repo_dir, commit, de->d_name);
-                    hk__receipt_remove(rp);
-                    free(rp);
                 }
             }
             cJSON_Delete(j);

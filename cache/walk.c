@@ -135,6 +135,9 @@ uint64_t hk__cache_dir_bytes(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
+        /* blobs only: a temp or partial file ("<etag>.incomplete", "<etag>.<hex>.incomplete") holds
+         * no cached content yet (huggingface_hub's scan counts blobs alone too) */
+        if (strchr(de->d_name, '.')) continue;
         char *p = hk__path_join(dir, de->d_name);
         struct stat st;
         if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;

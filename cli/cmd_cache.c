@@ -1,4 +1,5 @@
 /* hubkern cache ls | verify | prune | rm: inspect and repair the shared cache. */
+#include "cli/cache_cmds.h"
 #include "cli/cli.h"
 
 #include <hubkern.h>
@@ -11,6 +12,11 @@ static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "revision", 0, "REV", "rm: one snapshot (a ref or commit) instead of the whole repo", NULL, NULL},
     {HK_OPT_FLAG, "dry-run", 0, NULL, "prune, rm: say what would be removed, remove nothing", NULL, NULL},
     {HK_OPT_FLAG, "detached", 0, NULL, "prune: also snapshots no ref names (and their receipts)", NULL, NULL},
+    {HK_OPT_FLAG, "repair", 0, NULL, "verify: pull every damaged variant again at its commit (online), then verify",
+     NULL, NULL},
+    {HK_OPT_VALUE, "endpoint", 0, "URL", "verify --repair: the Hub or mirror to fetch from (default HF_ENDPOINT)", NULL,
+     NULL},
+    {HK_OPT_FLAG, "yes", 'y', NULL, "rm: remove without asking (required when stdin is not a terminal)", NULL, NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as one JSON object on stdout", NULL, NULL},
     {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the cache (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)", "cache",
      NULL},
@@ -21,19 +27,25 @@ const cli_spec cli_spec_cache = {
     .name = "cache",
     .summary = "inspect, verify, prune or remove entries of the local cache",
     .synopsis = "hubkern cache ls [REPO] [--json] [--cache-dir DIR]\n"
-                "hubkern cache verify [REPO] [--json] [--cache-dir DIR]\n"
+                "hubkern cache verify [REPO] [--repair [--endpoint URL]] [--json] [--cache-dir DIR]\n"
                 "hubkern cache prune [--detached] [--dry-run] [--json] [--cache-dir DIR]\n"
-                "hubkern cache rm REPO [--revision REV] [--dry-run] [--json] [--cache-dir DIR]",
+                "hubkern cache rm REPO [--revision REV] [--dry-run] [-y] [--json] [--cache-dir DIR]",
     .description =
         "ls      repos in the cache with their size, refs and snapshots\n"
         "verify  re-hash every blob against its name (sha256 / git blob sha1), check every snapshot link,\n"
-        "        every ref and the metadata.json digest of complete variants; exit 1 on any problem\n"
+        "        every ref and the metadata.json digest of complete variants; exit 1 on any problem.\n"
+        "        It writes nothing. --repair pulls each damaged kernel variant again at its commit (only\n"
+        "        the damaged or missing files are fetched, each replaced atomically), says what it\n"
+        "        repaired, then verifies again (exit 1 when problems remain)\n"
         "prune   remove temp files (*.incomplete, *.tmp) no live download holds, broken links, blobs no\n"
         "        snapshot uses, empty directories and verification receipts of snapshots, variants or\n"
-        "        repos no longer cached; --detached also removes snapshots no ref names (and their receipts)\n"
+        "        repos no longer cached; --detached also removes snapshots no ref names (and their receipts).\n"
+        "        Kept: the downloaded blobs and resumable <etag>.incomplete files of an unfinished pull\n"
+        "        (interrupted; its plan is in .locks/<repo folder>/hubkern-pulls/) for 7 days\n"
         "rm      remove a whole repo, or with --revision one snapshot, the refs naming it and the blobs\n"
         "        left unused; with either, the verification receipts of what goes (in .locks/<repo\n"
-        "        folder>/hubkern-receipts/ or HUBKERN_RECEIPTS_DIR; lock files stay)\n"
+        "        folder>/hubkern-receipts/ or HUBKERN_RECEIPTS_DIR; lock files stay). Asks first unless\n"
+        "        -y/--yes; without -y and without a terminal on stdin it refuses (exit 2)\n"
         "REPO is org/name, or kernel/org/name as `cache ls` (and `hf cache ls`) print it.\n"
         "The cache is --cache-dir DIR, else KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub.\n",
     .tables = {k_opts},
@@ -104,8 +116,12 @@ static void print_ls_table(const cJSON *doc) {
 
 static int run_sub(const char *sub, const cli_args *a) {
     bool json = cli_json(), dry = cli_count(a, "dry-run") > 0, detached = cli_count(a, "detached") > 0;
+    bool repair = cli_count(a, "repair") > 0, yes = cli_count(a, "yes") > 0;
     const char *revision = cli_str(a, "revision");
     bool ls = !strcmp(sub, "ls"), verify = !strcmp(sub, "verify"), prune = !strcmp(sub, "prune"), rm = !strcmp(sub, "rm");
+    if (repair && !verify) return cli_usage_error("--repair is an option of 'cache verify'");
+    if (cli_str(a, "endpoint") && !repair) return cli_usage_error("--endpoint is an option of 'cache verify --repair'");
+    if (yes && !rm) return cli_usage_error("-y/--yes is an option of 'cache rm'");
     if (revision && !rm) return cli_usage_error("--revision is an option of 'cache rm'");
     if (detached && !prune) return cli_usage_error("--detached is an option of 'cache prune'");
     if (dry && !prune && !rm) return cli_usage_error("--dry-run is an option of 'cache prune' and 'cache rm'");
@@ -126,9 +142,23 @@ static int run_sub(const char *sub, const cli_args *a) {
     o.line_fn = ls ? on_ls_doc : on_line;
     o.line_userdata = &l;
     hk_cache_report *rep = NULL;
-    int rc = ls ? hk_cache_ls(&rep, &o) : verify ? hk_cache_verify(&rep, &o) : prune ? hk_cache_prune(&rep, &o)
-                                                                               : hk_cache_rm(&rep, &o);
-    int status = 0;
+    int rc = HK_OK, status = 0;
+    if (rm && !dry && !yes && (status = cli_cache_confirm_rm(&o, repo))) {
+        cJSON_Delete(l.arr);
+        free(root);
+        return status == 3 ? 1 : status; /* 3: the user said no */
+    }
+    if (verify && repair) {
+        size_t failed = 0;
+        if ((status = cli_cache_repair(root, o.repo_id, cli_str(a, "endpoint"), on_line, &l, &failed))) {
+            cJSON_Delete(l.arr);
+            free(root);
+            return status;
+        }
+        if (failed) status = 1;
+    }
+    rc = ls ? hk_cache_ls(&rep, &o) : verify ? hk_cache_verify(&rep, &o) : prune ? hk_cache_prune(&rep, &o)
+                                                                       : hk_cache_rm(&rep, &o);
     if (rc) {
         status = cli_report_error(NULL);
     } else if (ls) {
@@ -167,7 +197,7 @@ static int run_sub(const char *sub, const cli_args *a) {
                    hk_cache_report_bytes(rep) / 1e6, snaps, snaps == 1 ? "" : "s", refs, refs == 1 ? "" : "s",
                    problems, problems == 1 ? "" : "s");
         }
-        status = problems ? 1 : 0;
+        status = problems || status ? 1 : 0;
     } else {
         size_t removed = hk_cache_report_removed(rep);
         if (json) {

@@ -19,6 +19,8 @@ static const cli_opt k_opts[] = {
     {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
     {HK_OPT_VALUE, "max-workers", 0, "N", "at most N files in transfer at once (1-64; default 8, as hf download)", NULL,
      NULL},
+    {HK_OPT_FLAG, "force-download", 0, NULL, "fetch every file again, even if cached and intact (each replaced "
+     "atomically)", NULL, NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print what was downloaded (or the error) as JSON on stdout", NULL, NULL},
     {HK_OPT_VALUE, "progress", 0, "MODE", "auto (a bar on a terminal), bar, plain (a line every 2 s) or none", NULL,
      "auto|bar|plain|none"},
@@ -146,6 +148,7 @@ int cli_cmd_download(int argc, char **argv) {
     cli_hub_args_get(&ha, &a);
     const char *lockpath = cli_str(&a, "lock"), *backend = cli_str(&a, "backend");
     int all = cli_count(&a, "all-variants") > 0, trust = cli_count(&a, "trust-remote-code") > 0;
+    int force = cli_count(&a, "force-download") > 0;
     cli_progress prog;
     const char *project = a.npos == 1 && !lockpath ? a.pos[0] : NULL;
     if (a.npos > 1 || (a.npos && lockpath))
@@ -209,12 +212,15 @@ int cli_cmd_download(int argc, char **argv) {
         s.variant = variant;
         s.all_variants = all;
         s.trust_remote_code = trust;
+        s.force_download = force;
         s.backend = backend;
         hk_pull_result *r = NULL;
         int prc = hk_hub_pull(&r, hub, &s);
         cli_progress_done(&prog);
         if (prc != HK_OK) {
+            bool cancelled = hk_last_error_code() == HK_ERR_CANCELLED;
             rc = cli_report_error(repo_id);
+            if (cancelled) rc = cli_interrupt_status(rc); /* 130 SIGINT, 143 SIGTERM */
             hk_free(variant);
             break;
         }

@@ -43,15 +43,13 @@ const cli_spec cli_spec_info = {
  * downloaded). A tree hk_get_kernel would refuse is reported in dependency_tree_error; the rest of
  * the information is still shown. */
 static void add_tree(cJSON *j, const char *repo, int version, const char *revision, const char *backend,
-                     const cli_hub_args *a) {
+                     hk_hub *hub) {
     hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
     o.repo_id = repo;
     o.kernel_version = revision ? HK_VERSION_UNSET : version;
     o.revision = revision;
     o.backend = backend;
-    o.hub_options.endpoint = a->endpoint;
-    o.hub_options.cache_dir = a->cache;
-    o.hub_options.offline = a->offline ? 1 : -1;
+    o.hub = hub; /* info's read-only client: the tree is resolved without writing to the cache */
     o.no_local_kernels = 1;
     hk_kernel_tree *t = NULL;
     if (hk_kernel_tree_resolve(&t, &o, NULL) != HK_OK) {
@@ -117,6 +115,7 @@ int cli_cmd_info(int argc, char **argv) {
     if (prc) return prc;
     hk_hub *hub = NULL;
     if (cli_hub_open(&hub, &h, NULL, NULL)) return cli_report_error(NULL);
+    hk_hub_set_read_only(hub, 1); /* info only asks: the cache stays as it was (issue 24 item 6) */
     int rc = 0;
     char *dest = NULL, *dest_rev = NULL;
     cJSON *j = cJSON_CreateObject();
@@ -207,7 +206,7 @@ int cli_cmd_info(int argc, char **argv) {
     free(dir);
     free(snap);
     hk_hub_strv_free(names);
-    add_tree(j, repo, version, revision, backend, &h);
+    add_tree(j, repo, version, revision, backend, hub);
     if (json) {
         cli_print_json(j);
         j = NULL;

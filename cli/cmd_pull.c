@@ -7,6 +7,7 @@
 #include <hubkern.h>
 #include <hubkern/sys/cache.h> /* a dependency's declared ref, as a load records it */
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "backend", 0, "B", "choose the variant for this backend (cpu, cuda, rocm, ...)", NULL,
      "cpu|cuda|rocm|xpu|cann|metal|neuron|tpu"},
     {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
+    {HK_OPT_FLAG, "force-download", 0, NULL, "fetch every file of the variant again, even if cached and intact "
+     "(each replaced atomically)", NULL, NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as one JSON object on stdout", NULL, NULL},
     {HK_OPT_VALUE, "progress", 0, "MODE", "auto (a bar on a terminal), bar, plain (a line every 2 s) or none", NULL,
      "auto|bar|plain|none"},
@@ -46,7 +49,11 @@ const cli_spec cli_spec_pull = {
         "would load; with --all-variants every variant of every node, following every variant's\n"
         "kernel-depends as `kernels lock` does); a failure names the path from the root\n"
         "(org/root -> org/dep: ...). --json lists the nodes under \"dependency_tree\".\n"
-        "Ctrl-C stops the download at once; the files completed so far stay in the cache (exit 130).\n"
+        "A cached file whose bytes no longer match its hash is downloaded again and replaced atomically;\n"
+        "--force-download replaces every file of the variant that way.\n"
+        "Ctrl-C (SIGINT) or SIGTERM stops the download at once and says how many files were complete\n"
+        "(they stay in the cache) and how many partial bytes were kept (the next pull resumes them);\n"
+        "exit 130 (SIGINT) or 143 (SIGTERM).\n"
         "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT,\n"
         "HF_HUB_DISABLE_PROGRESS_BARS, HUBKERN_VERIFY, HUBKERN_RECEIPTS_DIR.\n",
     .tables = {k_opts, cli_hub_opts},
@@ -76,6 +83,7 @@ static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool m
         cJSON_AddItemToArray(fs, cJSON_CreateString(hk_pull_result_file(r, i)));
     cJSON_AddNumberToObject(j, "files_downloaded", (double)hk_pull_result_files_downloaded(r));
     cJSON_AddNumberToObject(j, "bytes_downloaded", (double)hk_pull_result_bytes_downloaded(r));
+    cJSON_AddNumberToObject(j, "bytes_resumed", (double)hk_pull_result_bytes_resumed(r));
     cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_pull_result_bytes_verified(r));
     cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_pull_result_bytes_trusted(r));
     cJSON_AddItemToObject(j, "dependency_tree", tree);
@@ -268,6 +276,7 @@ int cli_cmd_pull(int argc, char **argv) {
     s.backend = cli_str(&a, "backend");
     s.all_variants = cli_count(&a, "all-variants") > 0;
     s.trust_remote_code = cli_count(&a, "trust-remote-code") > 0;
+    s.force_download = cli_count(&a, "force-download") > 0;
     cli_progress prog;
     if ((rc = cli_int(&a, "version", 1000000, &s.kernel_version))) goto out;
     const char *sig = cli_str(&a, "signature");
@@ -301,25 +310,37 @@ int cli_cmd_pull(int argc, char **argv) {
     cli_progress_done(&prog);
     if (prc) {
         int cancelled = hk_last_error_code() == HK_ERR_CANCELLED;
-        rc = cli_report_error(NULL);
+        rc = cli_report_error(NULL); /* the library's message counts complete files and kept partial bytes */
         if (cancelled) {
-            char done[32], total[32];
-            snprintf(done, sizeof done, "%.1f MB", prog.done_bytes / 1e6);
-            snprintf(total, sizeof total, "%.1f MB", prog.total_bytes / 1e6);
-            fprintf(stderr, "hubkern pull: interrupted: %u of %u files (%s of %s) were complete and stay in %s; "
-                    "run the same command to fetch the rest\n", prog.done_files, prog.total_files, done, total,
+            rc = cli_interrupt_status(rc);
+            int signo = cli_interrupted();
+            fprintf(stderr, "hubkern pull: interrupted%s: complete files stay in %s; run the same command to "
+                    "resume\n", signo == SIGTERM ? " by SIGTERM" : signo == SIGINT ? " by SIGINT" : "",
                     hk_hub_cache_root(hub));
         }
         hk_hub_free(hub);
         goto out;
     }
+    if (cli_interrupted()) { /* the signal came after the last transfer: say so, do not go on silently */
+        fprintf(stderr, "hubkern pull: interrupted by %s after %s was complete in %s; its dependencies were "
+                "not pulled\n", cli_interrupted() == SIGTERM ? "SIGTERM" : "SIGINT", hk_pull_result_snapshot(r),
+                hk_hub_cache_root(hub));
+        rc = cli_interrupt_status(1);
+        hk_pull_result_free(r);
+        hk_hub_free(hub);
+        goto out;
+    }
     bool moved = cli_note_redirect(s.repo_id, hk_pull_result_repo(r), NULL);
     if (!cli_json()) {
-        if (!cli_quiet())
-            fprintf(stderr, "%s %s -> %.12s: %zu file%s, %zu downloaded (%.1f MB), all verified\n",
+        if (!cli_quiet()) {
+            char resumed[64] = ""; /* bytes an interrupted pull kept are not counted as transferred */
+            if (hk_pull_result_bytes_resumed(r))
+                snprintf(resumed, sizeof resumed, " transferred, %.1f MB resumed", hk_pull_result_bytes_resumed(r) / 1e6);
+            fprintf(stderr, "%s %s -> %.12s: %zu file%s, %zu downloaded (%.1f MB%s), all verified\n",
                     hk_pull_result_repo(r), hk_pull_result_revision(r), hk_pull_result_commit(r),
                     hk_pull_result_file_count(r), hk_pull_result_file_count(r) == 1 ? "" : "s",
-                    hk_pull_result_files_downloaded(r), hk_pull_result_bytes_downloaded(r) / 1e6);
+                    hk_pull_result_files_downloaded(r), hk_pull_result_bytes_downloaded(r) / 1e6, resumed);
+        }
         for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) printf("%s\n", hk_pull_result_variant_path(r, i));
     }
     /* the dependency tree: of each pulled variant, or every node and variant with --all-variants;

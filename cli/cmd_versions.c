@@ -51,7 +51,9 @@ int cli_cmd_versions(int argc, char **argv) {
     }
     hk_hub *hub = NULL;
     hk_hub_version_list *v = NULL;
-    if (cli_hub_open(&hub, &h, NULL, NULL) || hk_hub_list_versions(&v, hub, repo)) {
+    /* a read-only client: listing versions never writes to the cache (issue 24 item 6) */
+    if (cli_hub_open(&hub, &h, NULL, NULL) || hk_hub_set_read_only(hub, 1) ||
+        hk_hub_list_versions(&v, hub, repo)) {
         hk_hub_free(hub);
         cli_args_free(&a);
         return cli_report_error(NULL);

@@ -70,7 +70,8 @@ static int man(void) {
     printf(".SH SYNOPSIS\n.B hubkern\n.I command\n[\\fIoptions\\fR]\n");
     printf(".SH DESCRIPTION\nDownloads, verifies, loads, locks and serves compute kernels in the layout of the "
            "huggingface_hub cache. \\fBhubkern help\\fR \\fIcommand\\fR prints what this page says about one "
-           "command. Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.\n");
+           "command. Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted (Ctrl-C), 143 stopped "
+           "by SIGTERM.\n");
     printf(".SH COMMANDS\n");
     for (size_t i = 0; i < cli_ncommands; i++) {
         const cli_spec *s = cli_commands[i].spec;

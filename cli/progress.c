@@ -18,26 +18,30 @@
 static volatile sig_atomic_t g_interrupted;
 static cli_progress *g_active; /* the display on screen, for cli_progress_clear */
 
-static void on_sigint(int sig) {
-    (void)sig;
-    if (g_interrupted) { /* a second Ctrl-C: do not wait for the transfer loop */
-        static const char msg[] = "\nhubkern: interrupted\n";
+/* SIGINT and SIGTERM alike: the first stops the transfer at its next step (the command then says
+ * what was kept), a second one ends the process at once with the shell's code for the signal. */
+static void on_signal(int sig) {
+    if (g_interrupted) { /* do not wait for the transfer loop */
+        static const char msg[] = "\nhubkern: interrupted again; stopping now (partial files stay for the next pull)\n";
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)w;
-        _exit(130);
+        _exit(128 + sig);
     }
-    g_interrupted = 1;
+    g_interrupted = sig;
 }
 
 void cli_catch_interrupt(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
-int cli_interrupted(void) { return g_interrupted != 0; }
+int cli_interrupted(void) { return (int)g_interrupted; }
+
+int cli_interrupt_status(int rc) { return g_interrupted ? 128 + (int)g_interrupted : rc; }
 
 static uint64_t now_ms(void) {
     struct timespec ts;

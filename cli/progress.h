@@ -34,9 +34,13 @@ void cli_progress_done(cli_progress *p);
 /* Erase a bar line before some other message is written to stderr (no-op without one). */
 void cli_progress_clear(void);
 
-/* Install the SIGINT handler of a long command: the first Ctrl-C sets a flag that the progress
- * callback turns into a cancel; a second one ends the process at once (exit 130). */
+/* Install the SIGINT and SIGTERM handler of a long command: the first signal sets a flag that the
+ * progress callback turns into a cancel; a second one ends the process at once (exit 128 + signal). */
 void cli_catch_interrupt(void);
+/* The signal that interrupted the command (SIGINT, SIGTERM), or 0. */
 int cli_interrupted(void);
+/* The exit status of a command that stopped: 128 + the signal (130 Ctrl-C, 143 SIGTERM) when one
+ * interrupted it, else rc. */
+int cli_interrupt_status(int rc);
 
 #endif

@@ -87,14 +87,14 @@ def test_ls_verify_prune_rm(hub, tmp_path):
     pull(hub, cache, 1)
     pull(hub, cache, 2)
     assert run(["cache", "verify", "--cache", cache]).returncode == 0
-    run(["cache", "rm", "org/cachekern", "--revision", "v1", "--cache", cache])
+    run(["cache", "rm", "-y", "org/cachekern", "--revision", "v1", "--cache", cache])
     assert not os.path.exists(os.path.join(repo, "snapshots", o1["commit"]))
     assert not os.path.exists(os.path.join(repo, "refs", "v1"))
     assert os.path.exists(blob)  # v2 still uses it
     assert run(["cache", "verify", "--cache", cache]).returncode == 0
-    r = run(["cache", "rm", "org/cachekern", "--revision", "v1", "--cache", cache], check=False)
+    r = run(["cache", "rm", "-y", "org/cachekern", "--revision", "v1", "--cache", cache], check=False)
     assert r.returncode == 1 and "HK_ERR_NOT_FOUND" in r.stderr
-    run(["cache", "rm", "org/cachekern", "--cache", cache])
+    run(["cache", "rm", "-y", "org/cachekern", "--cache", cache])
     assert not os.path.exists(repo)
     assert "0 repos" in run(["cache", "ls", "--cache", cache]).stdout
 

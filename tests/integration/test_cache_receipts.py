@@ -81,7 +81,7 @@ def test_rm_repo_removes_its_receipts_only(hub, filled):
     assert "would remove kernels/org/reca: verification receipts" in dry.stdout
     assert "would remove 2 entries" in dry.stdout
     assert os.path.isdir(receipts(cache, A))
-    r = cache_cli(["rm", "org/reca"], cache)
+    r = cache_cli(["rm", "-y", "org/reca"], cache)
     assert "removed kernels/org/reca: whole repo" in r.stdout
     assert "removed kernels/org/reca: verification receipts" in r.stdout and "removed 2 entries" in r.stdout
     assert not os.path.exists(os.path.join(cache, A))
@@ -96,7 +96,7 @@ def test_rm_repo_removes_its_receipts_only(hub, filled):
 def test_rm_revision_removes_that_commits_receipts(hub, filled):
     cache, commits = filled
     c1, c2 = commits[("org/reca", 1)], commits[("org/reca", 2)]
-    r = cache_cli(["rm", "org/reca", "--revision", "v1"], cache)
+    r = cache_cli(["rm", "-y", "org/reca", "--revision", "v1"], cache)
     assert f"removed kernels/org/reca: verification receipts of {c1}" in r.stdout
     assert not os.path.exists(os.path.join(receipts(cache, A), c1))
     assert os.path.isfile(os.path.join(receipts(cache, A), c2, V + ".json"))
@@ -104,7 +104,7 @@ def test_rm_revision_removes_that_commits_receipts(hub, filled):
     assert lock_files(cache, A)
     assert warm_is_trusted(hub, cache, "org/reca", 2)
     # by commit too
-    r = cache_cli(["rm", "org/reca", "--revision", c2], cache)
+    r = cache_cli(["rm", "-y", "org/reca", "--revision", c2], cache)
     assert f"verification receipts of {c2}" in r.stdout
     assert os.listdir(receipts(cache, A)) == []
 
@@ -118,7 +118,7 @@ def test_rm_removes_receipts_kept_outside_the_cache(hub, tmp_path):
     where = os.path.join(outside, root_dir)
     assert os.path.isfile(os.path.join(where, A, c1, V + ".json"))
     assert not os.path.exists(receipts(cache, A))
-    cache_cli(["rm", "org/reca"], cache, env=env)
+    cache_cli(["rm", "-y", "org/reca"], cache, env=env)
     assert not os.path.exists(os.path.join(where, A))
     assert os.path.isfile(os.path.join(where, B, cb, V + ".json"))
 
@@ -214,7 +214,7 @@ def test_rm_revision_with_only_receipts_left(hub, filled):
     dry = cache_cli(["rm", "org/reca", "--revision", c1, "--dry-run"], cache)
     assert f"would remove {line}" in dry.stdout and "would remove 1 entry" in dry.stdout, dry.stdout
     assert os.path.isdir(os.path.join(receipts(cache, A), c1))
-    r = cache_cli(["rm", "org/reca", "--revision", c1], cache)
+    r = cache_cli(["rm", "-y", "org/reca", "--revision", c1], cache)
     assert f"removed {line}" in r.stdout, r.stdout
     # and, as always, the blobs only that snapshot used (it is gone: they are unreferenced now)
     blobs = [ln for ln in r.stdout.splitlines() if ln.startswith("removed kernels/org/reca: unreferenced blob")]
@@ -224,11 +224,11 @@ def test_rm_revision_with_only_receipts_left(hub, filled):
     assert os.path.isdir(os.path.join(cache, A, "snapshots", c2))
     assert os.path.isfile(os.path.join(receipts(cache, A), c2, V + ".json"))
     # now nothing matches c1: not found, and nothing else is touched
-    again = cache_cli(["rm", "org/reca", "--revision", c1], cache, check=False)
+    again = cache_cli(["rm", "-y", "org/reca", "--revision", c1], cache, check=False)
     assert again.returncode == 1 and "HK_ERR_NOT_FOUND" in again.stderr, (again.stdout, again.stderr)
     assert "no snapshot, ref or verification receipt" in again.stderr
     gone = "0" * 40
-    r = cache_cli(["rm", "org/reca", "--revision", gone], cache, check=False)
+    r = cache_cli(["rm", "-y", "org/reca", "--revision", gone], cache, check=False)
     assert r.returncode == 1 and "HK_ERR_NOT_FOUND" in r.stderr
     assert os.path.isfile(os.path.join(receipts(cache, A), c2, V + ".json"))
     assert warm_is_trusted(hub, cache, "org/reca", 2)

@@ -116,7 +116,7 @@ def json_cases(hub, tmp_path):
         "info": ["info", "org/nope", *hubopts],
         "lock": ["lock", "-o", lock, "org/nope=1", *hubopts],
         "download": ["download", "--lock", str(tmp_path / "missing.lock"), *hubopts],
-        "cache": ["cache", "rm", "org/nope", f"--cache-dir={cache}"],
+        "cache": ["cache", "rm", "-y", "org/nope", f"--cache-dir={cache}"],
         "bundle": ["bundle", "list", str(tmp_path / "missing.tar")],
         "publish": ["publish", str(tmp_path / "missing"), "org/pub", "--branch", "v1", f"--cache-dir={store}"],
         "env": ["env", "--bogus"],
@@ -170,7 +170,7 @@ def test_cache_ls_form_is_accepted_by_rm(hub, tmp_path):
     assert out[0].index("SIZE") + 4 == row.index("MB") + 2  # right-aligned size column
     r = run(["cache", "rm", "kernel/org/clikern", "--dry-run", f"--cache-dir={cache}"], check=True)
     assert "would remove" in r.stdout
-    run(["cache", "rm", "kernel/org/clikern", f"--cache-dir={cache}"], check=True)
+    run(["cache", "rm", "-y", "kernel/org/clikern", f"--cache-dir={cache}"], check=True)
     assert "0 repos" in run(["cache", "ls", f"--cache-dir={cache}"], check=True).stdout
 
 

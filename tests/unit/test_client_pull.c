@@ -176,7 +176,8 @@ int main(void) {
         CHECK(hk_pull_result_file_count(r) == 8);
         CHECK(hk_pull_result_files_downloaded(r) <= 7); /* same.txt twice: one blob */
         CHECK(hk_pull_result_bytes_downloaded(r) >= 12000006);
-        CHECK(hk_pull_result_bytes_verified(r) == hk_pull_result_bytes_downloaded(r));
+        /* the blobs the cancelled pull finished are hashed again before they are reused, not fetched */
+        CHECK(hk_pull_result_bytes_verified(r) >= hk_pull_result_bytes_downloaded(r));
         CHECK(!hk_pull_result_offline(r));
         char *copy = hk__asprintf("%s/copy/same.txt", hk_pull_result_variant_path(r, 0));
         char *data = NULL;

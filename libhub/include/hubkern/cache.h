@@ -98,8 +98,8 @@ typedef struct hk_cache_report hk_cache_report;
  * empty cache. Errors: HK_ERR_IO (root unreadable), HK_ERR_NOMEM, HK_ERR_INVALID_ARG (options).
  * *out (may be NULL when only the lines matter): free with hk_cache_report_free; NULL on failure. */
 HK_API int hk_cache_ls(hk_cache_report **out, const hk_cache_options *opts);
-/* Check the cache without changing it (except that the verification receipt of a variant found
- * broken is deleted, so that no load trusts it): re-hash every blob against its name (sha256 or git
+/* Check the cache without changing anything in it (a verification receipt vouches only for files
+ * whose stat identity is unchanged, so a damaged file is hashed again by the next load): re-hash every blob against its name (sha256 or git
  * blob sha1), check every snapshot link (relative, inside blobs/, target present), every ref (holds
  * exactly a commit whose snapshot exists), every variant's entries against its metadata.json digest
  * (stray files not in the digest, directories where the digest lists a file) and the full digest of
@@ -107,9 +107,13 @@ HK_API int hk_cache_ls(hk_cache_report **out, const hk_cache_options *opts);
  * (hk_cache_report_problems); HK_OK even when problems were found. Errors: HK_ERR_NOT_FOUND
  * (opts->repo_id given and not cached), HK_ERR_IO, HK_ERR_NOMEM, HK_ERR_INVALID_ARG. */
 HK_API int hk_cache_verify(hk_cache_report **out, const hk_cache_options *opts);
-/* Repair and trim: remove temp files (*.incomplete, *.tmp) no live download holds, broken links,
+/* Repair and trim: remove temp files (*.incomplete, *.tmp) no live download holds and no unfinished
+ * pull will resume (a pull records the blobs it will link in .locks/<repo folder>/hubkern-pulls/
+ * before downloading and forgets them once published; such blobs and their <etag>.incomplete files
+ * are kept, and reported, for 7 days), broken links,
  * snapshot entries a variant's metadata.json digest does not list (stray files, directories where a
- * file belongs: what a hostile or broken mirror can leave), blobs no snapshot link points to, empty
+ * file belongs: what a hostile or broken mirror can leave), blobs no snapshot link points to (and no
+ * unfinished pull will), empty
  * directories, stale verification receipts; with detached, snapshots no ref names. Blobs that any
  * remaining snapshot entry points to are kept. Removals go to line_fn and are counted
  * (hk_cache_report_removed / _removed_bytes). Errors: HK_ERR_IO, HK_ERR_NOMEM, HK_ERR_INVALID_ARG. */

@@ -119,13 +119,19 @@ HK_API const char *hk_hub_endpoint(const hk_hub *hub);
 HK_API const char *hk_hub_cache_root(const hk_hub *hub);
 /* Whether the client is offline (option or environment). */
 HK_API int hk_hub_is_offline(const hk_hub *hub);
+/* on = 1: the client writes nothing into its cache, for tools that only ask (`hubkern info`): the
+ * trust answer and a commit's absent kernel-status.toml are not remembered on disk, a metadata.json
+ * that hk_kernel_tree_resolve reads is fetched into memory and not kept (its signature is then the
+ * pull's and the load's check), and hk_hub_pull (and so hk_get_kernel) fails with
+ * HK_ERR_INVALID_ARG. on = 0: the default. HK_ERR_INVALID_ARG for a NULL hub. */
+HK_API int hk_hub_set_read_only(hk_hub *hub, int on);
 /* Where the client's token came from, never the token itself: "option" (hk_hub_options.token),
  * "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", or the path of the token file read; NULL when the client
  * has no token. Valid while the handle lives. */
 HK_API const char *hk_hub_token_source(const hk_hub *hub);
 
 /* What to pull. Exactly one of kernel_version (>= 0) or revision must be given. */
-#define HK_PULL_SPEC_VERSION 1
+#define HK_PULL_SPEC_VERSION 2 /* 2: force_download */
 
 typedef struct hk_pull_spec {
     unsigned int version;      /* HK_PULL_SPEC_VERSION (the struct's version, not the kernel's) */
@@ -142,9 +148,14 @@ typedef struct hk_pull_spec {
                                   process's detected machine, detected once and cached */
     int signature;             /* HK_SIGNATURE_DEFAULT / _REQUIRE / _WARN / _OFF (hubkern/signature.h):
                                   the metadata.json.sigstore check of each pulled or cached variant */
+    /* ---- version 2 ---- */
+    int force_download;        /* 1: fetch every file of the variant(s) again even when cached and
+                                  intact (huggingface_hub's force_download): each blob from byte 0
+                                  into a temp file renamed over the cached one, so that no partial
+                                  file is ever visible; kept partial downloads are not resumed */
 } hk_pull_spec;
 
-#define HK_PULL_SPEC_INIT {HK_PULL_SPEC_VERSION, NULL, -1, NULL, NULL, 0, 0, NULL, 0u, NULL, 0}
+#define HK_PULL_SPEC_INIT {HK_PULL_SPEC_VERSION, NULL, -1, NULL, NULL, 0, 0, NULL, 0u, NULL, 0, 0}
 
 /* Defaults (kernel_version = -1, everything else NULL/0) and spec->version set; HK_ERR_INVALID_ARG
  * for a version this library does not know. */
@@ -204,7 +215,11 @@ typedef struct hk_pull_result hk_pull_result;
 
 /* Resolve, choose the variant(s), download everything under build/<variant>/ (no *.pyc, no __pycache__) in
  * parallel, verify sizes, content hashes and the metadata.json digest, write refs/vN (or
- * refs/<branch>). Offline: resolve from refs and snapshots only and verify the digest there. */
+ * refs/<branch>). A cached blob whose bytes no longer match its name (a flipped byte, a truncated
+ * copy) is downloaded again and renamed over the bad one, so a pull repairs what it reuses.
+ * Offline: resolve from refs and snapshots only and verify the digest there: a variant with files
+ * missing (an interrupted pull) is HK_ERR_OFFLINE ("incomplete: pull it online"), one whose bytes
+ * do not match is HK_ERR_DIGEST naming the file (`hubkern cache verify --repair`, or pull online). */
 HK_API int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec);
 
 /* THE ENTRY POINT FOR LOADERS: pull (or find offline) and return, newly allocated (free each with
@@ -225,7 +240,10 @@ HK_API const char *hk_pull_result_variant_path(const hk_pull_result *r, size_t i
 HK_API size_t hk_pull_result_file_count(const hk_pull_result *r);    /* files in the pulled variant(s) */
 HK_API const char *hk_pull_result_file(const hk_pull_result *r, size_t i); /* path in the repo */
 HK_API size_t hk_pull_result_files_downloaded(const hk_pull_result *r);
+/* Bytes transferred by this pull; the prefixes of partial downloads an earlier, interrupted pull
+ * kept (blobs/<etag>.incomplete) and this one resumed are not counted: they are ..._bytes_resumed. */
 HK_API uint64_t hk_pull_result_bytes_downloaded(const hk_pull_result *r);
+HK_API uint64_t hk_pull_result_bytes_resumed(const hk_pull_result *r);
 HK_API uint64_t hk_pull_result_bytes_verified(const hk_pull_result *r); /* hashed against etag/digest */
 /* Bytes of cached files not read again: the variant's verification receipt showed each one unchanged
  * (same st_dev, st_ino, size, mtime and ctime) since it was hashed against this metadata.json digest.

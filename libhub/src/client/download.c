@@ -82,6 +82,20 @@ static int start_attempt(hk_dl_ctx *c, CURLM *multi, hk_xfer *x) {
     return HK_OK;
 }
 
+/* What a cancel leaves: the files completed (their blobs stay, verified) apart from the bytes of
+ * the transfers still running (kept as .incomplete files where resumable, for the next pull). */
+static int cancelled_fail(const hk_dl_ctx *c) {
+    uint64_t partial = 0;
+    size_t nparts = 0;
+    for (size_t i = 0; i < c->nheld; i++)
+        if (c->held[i]->written > 0 && c->held[i]->resumable) partial += c->held[i]->written, nparts++;
+    return hk__fail(HK_ERR_CANCELLED, "download cancelled: %zu of %zu file%s complete (%llu of %llu bytes)%s; "
+                    "%zu partial file%s (%llu bytes) kept to resume from", c->done_files, c->total_files,
+                    c->total_files == 1 ? "" : "s", (unsigned long long)c->done_bytes,
+                    (unsigned long long)c->total_bytes, c->done_files ? ", kept in the cache" : "", nparts,
+                    nparts == 1 ? "" : "s", (unsigned long long)partial);
+}
+
 /* O(max_parallel): only the transfers holding a lock have bytes in flight */
 static void report(hk_dl_ctx *c, const char *item, bool force) {
     if (!c->hub->progress) return;
@@ -233,7 +247,8 @@ static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
 
 /* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
 static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
-    if (hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+    bool refetch = x->item->refetch; /* the cached blob is not to be trusted: never "already there" */
+    if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
         int rc = hk__xfer_link_all(c, x);
         if (rc) return rc;
         x->state = X_DONE;
@@ -253,7 +268,7 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
         return HK_OK;
     }
     /* re-check under the lock: the holder we waited for may have finished it */
-    if (hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+    if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
         hk__partial_forget(c->repo_dir, x->item->etag);
         hk__cache_filelock_release(x->lock_fd);
         x->lock_fd = -1;
@@ -262,8 +277,13 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
         return HK_OK;
     }
     uint64_t kept = 0;
-    if ((rc = hk__partial_open(&x->fd, &x->tmp, &kept, &x->resumable, c->repo_dir, x->item->etag, x->item->size)))
+    if (refetch) { /* whole, into a unique temp file renamed over the old blob when its hash matches */
+        x->resumable = false;
+        if ((rc = hk__cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
+    } else if ((rc = hk__partial_open(&x->fd, &x->tmp, &kept, &x->resumable, c->repo_dir, x->item->etag,
+                                      x->item->size))) {
         return rc;
+    }
     if ((rc = hk__xfer_new_hasher(x))) return rc;
     if (kept > 0) { /* the hash covers the whole file: the kept bytes first */
         if ((rc = hk__partial_rehash(x->hasher, x->fd, kept, x->tmp))) return rc;
@@ -325,7 +345,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
             goto out;
         }
         /* already complete in the cache? (no lock needed to notice) */
-        if (hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
+        if (!items[i].refetch && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
             if ((rc = hk__xfer_link_all(&c, &xs[i]))) goto out;
             xs[i].state = X_DONE;
             c.total_bytes -= items[i].size;
@@ -424,7 +444,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
             }
         }
         if (c.cancelled) {
-            rc = hk__fail(HK_ERR_CANCELLED, "download cancelled by the progress callback");
+            rc = cancelled_fail(&c);
             goto out_loop;
         }
         report(&c, NULL, false);

@@ -15,10 +15,15 @@ typedef struct hk_dl_item {
     char **paths;      /* repo paths that point to this blob */
     size_t npaths;
     bool downloaded;   /* out: fetched by this call (false: was cached or fetched by another process) */
+    bool refetch;      /* in: fetch it even though blobs/ has it (corrupt, or a forced download): from
+                          byte 0 into a unique temp file renamed over the old blob, so that readers
+                          see the old file or the new one, never a partial one */
+    bool hashed;       /* in: its cached blob was hashed against etag by this pull (no need again) */
 } hk_dl_item;
 
 typedef struct hk_dl_stats {
-    uint64_t bytes_downloaded;
+    uint64_t bytes_downloaded; /* bytes transferred by this call (resumed prefixes not counted) */
+    uint64_t bytes_resumed;    /* bytes taken over from .incomplete files an earlier attempt kept */
     uint64_t bytes_verified;
     size_t files_downloaded;
 } hk_dl_stats;

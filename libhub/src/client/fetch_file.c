@@ -117,7 +117,7 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
             items[i].paths = &paths[i];
             items[i].npaths = 1;
         }
-        hk_dl_stats st = {0, 0, 0};
+        hk_dl_stats st = {0, 0, 0, 0};
         /* a variant's metadata.json: blobs first, links only after its signature check */
         if (rc == HK_OK) rc = hk__download_blobs(&st, hub, repo_id, repo_dir, commit, items, n, variant == NULL);
         if (rc == HK_OK && variant)

@@ -27,7 +27,14 @@ int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
 }
 
 int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
-    HK__OPTIONS_INIT_BODY(hk_pull_spec, s, version, HK_PULL_SPEC_VERSION, HK_PULL_SPEC_INIT);
+    if (!s) return hk__fail(HK_ERR_INVALID_ARG, "hk_pull_spec_init: the options pointer is NULL");
+    int rc = hk__check_options_version("hk_pull_spec", version, HK_PULL_SPEC_VERSION);
+    if (rc) return rc;
+    hk_pull_spec d = HK_PULL_SPEC_INIT;
+    d.version = version;
+    /* a version 1 struct ends before force_download: write only what it holds */
+    memcpy(s, &d, version >= 2 ? sizeof d : offsetof(hk_pull_spec, force_download));
+    return HK_OK;
 }
 
 /* A positive integer from the environment (name), else the option (opt > 0), else def. */
@@ -203,6 +210,11 @@ void hk_hub_free(hk_hub *h) {
 const char *hk_hub_endpoint(const hk_hub *h) { return h->endpoint; }
 const char *hk_hub_cache_root(const hk_hub *h) { return h->cache_root; }
 int hk_hub_is_offline(const hk_hub *h) { return h->offline; }
+int hk_hub_set_read_only(hk_hub *h, int on) {
+    if (!h) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_set_read_only: NULL hub");
+    h->read_only = on != 0;
+    return HK_OK;
+}
 const char *hk_hub_token_source(const hk_hub *h) { return h && h->token ? h->token_source : NULL; }
 
 void hk_hub_strv_free(char **v) {

@@ -30,6 +30,8 @@ struct hk_hub {
     char *token_source;   /* where token came from (hk_hub_token_source); NULL with no token */
     char *cache_root;     /* absolute */
     bool offline;
+    bool read_only;       /* hk_hub_set_read_only: nothing is written into the cache (no memo files,
+                             no .no_exist markers, no fetched files; pulls refused) */
     char *user_agent;     /* NULL: send none */
     int max_parallel;
     long etag_timeout_ms;

@@ -10,6 +10,7 @@
 #include "client/stage.h"
 #include "util/strmap.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,24 @@ static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *ski
         r->bytes_trusted += st.bytes_trusted;
     }
     return HK_OK;
+}
+
+/* Offline, a variant some of whose files never arrived (an interrupted pull, or a metadata.json
+ * fetched alone) is incomplete, not tampered with: say so, and what completes it. */
+static int offline_variant_complete(const char *vdir, const char *repo, const char *commit, const char *variant) {
+    size_t missing = 0, listed = 0;
+    char *first = NULL;
+    int rc = hk__digest_missing_files(&missing, &listed, &first, vdir);
+    if (rc) { /* no digest to count against: the digest check reports it */
+        hk_clear_error();
+        return HK_OK;
+    }
+    if (missing)
+        rc = hk__fail(HK_ERR_OFFLINE, "offline: build/%s of %s at %.12s is incomplete in the cache (%zu of %zu files "
+                      "missing, e.g. %s): an earlier pull did not finish; pull it online to complete it",
+                      variant, repo, commit, missing, listed, first ? first : "?");
+    free(first);
+    return rc;
 }
 
 static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec, const hk__target *t) {
@@ -68,12 +87,18 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         rc = hk__client_collect_local_files(r, &cap, r->snapshot, rel);
         free(rel);
         if (rc) return rc;
+        if ((rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i]))) return rc;
         char *rd = hk__client_local_repo_dir(hub, spec->repo_id, r->revision); /* signature: client/signature.c */
         rc = hk__client_check_signature(hub, t->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
         free(rd);
         if (rc) return rc;
     }
-    return verify_variants(r, hub, NULL, NULL, 0);
+    rc = verify_variants(r, hub, NULL, NULL, 0);
+    if (rc == HK_ERR_DIGEST)
+        hk__fail_context("offline: cached bytes of %s at %.12s no longer match what was verified (a damaged "
+                         "blob); run `hubkern cache verify --repair`, or pull again online, which fetches the "
+                         "damaged files again", spec->repo_id, commit);
+    return rc;
 }
 
 /* Is snapshots/<commit>/build/<variant> complete and intact, as its metadata.json digest proves?
@@ -118,7 +143,7 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
     size_t nfresh = 0, nsha = 0;
     if (!fresh || !sha) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == HK_OK && i < nitems; i++) {
-        if (items[i].downloaded) fresh[nfresh++] = items[i].etag;
+        if (items[i].downloaded || items[i].hashed) fresh[nfresh++] = items[i].etag;
         if (strlen(items[i].etag) == 64) sha[nsha++] = items[i].etag;
         for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++)
             rc = hk__stage_link(&stage, items[i].paths[k], items[i].etag);
@@ -231,6 +256,56 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
     return rc;
 }
 
+/* The blobs a pull would reuse are hashed against their names first: a cached blob whose bytes
+ * changed (a flipped byte, a truncated copy) is fetched again and renamed over the bad one instead
+ * of failing the pull's digest check for good. Those that match are not hashed again by the stage.
+ * force: every blob is fetched again. */
+static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan *p, bool force) {
+    for (size_t i = 0; i < p->n; i++) {
+        hk_dl_item *it = &p->items[i];
+        if (force) {
+            it->refetch = true;
+            continue;
+        }
+        if (!hk__cache_blob_present(repo_dir, it->etag, it->size)) continue;
+        char *blob = hk__cache_blob_path(repo_dir, it->etag, NULL);
+        if (!blob) return hk_last_error_code();
+        char actual[129];
+        bool checkable = false;
+        int rc = hk__cache_hash_blob(actual, &checkable, blob, it->etag);
+        if (rc == HK_ERR_NOMEM) {
+            free(blob);
+            return rc;
+        }
+        if (rc == HK_OK && checkable && strcmp(actual, it->etag) == 0) {
+            it->hashed = true;
+            r->bytes_verified += it->size;
+        } else {
+            hk__log(HK_LOG_WARN, "cached %s (%s) does not match its hash%s%s: downloading it again", it->paths[0],
+                    blob, rc ? ": " : "", rc ? hk_last_error() : "");
+            hk_clear_error();
+            it->refetch = true;
+        }
+        free(blob);
+    }
+    return HK_OK;
+}
+
+/* Before anything is downloaded: the plan that keeps prune from taking this pull's finished but not
+ * yet linked blobs, and its partial files, should the pull be interrupted (cache/pull_plan.c). */
+static int record_plan(const hk_hub *hub, const char *repo_dir, const char *commit, const pull_plan *p) {
+    bool fetches = false;
+    for (size_t i = 0; i < p->n && !fetches; i++)
+        fetches = p->items[i].refetch || !hk__cache_blob_present(repo_dir, p->items[i].etag, p->items[i].size);
+    if (!fetches) return HK_OK;
+    const char **names = malloc((p->n + 1) * sizeof *names);
+    if (!names) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < p->n; i++) names[i] = p->items[i].etag;
+    int rc = hk__pull_plan_write(hub->cache_root, repo_dir, commit, names, p->n);
+    free(names);
+    return rc;
+}
+
 /* r's place: the target's repo, revision and commit, and the snapshot folder; *repo_dir the
  * repo's folder in the cache (caller frees, also on failure). */
 static int result_at(hk_pull_result *r, char **repo_dir, const hk_hub *hub, const hk__target *tg) {
@@ -259,7 +334,9 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     bool have_tree = false;
     char **names = NULL;
     size_t n = 0;
-    char *local = spec.variant && !spec.all_variants ? hk__asprintf("%s/build/%s", r->snapshot, spec.variant) : NULL;
+    bool force = spec.force_download != 0;
+    char *local = spec.variant && !spec.all_variants && !force ? hk__asprintf("%s/build/%s", r->snapshot, spec.variant)
+                                                               : NULL;
     hk_verify_stats local_st;
     memset(&local_st, 0, sizeof local_st);
     bool local_ok = local && variant_complete_locally(hub, local, &local_st);
@@ -303,8 +380,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             break;
         }
         hk_verify_stats vs = local_st;
-        if ((local_ok && strcmp(r->variants[v], spec.variant) == 0) ||
-            variant_complete_locally(hub, r->variant_paths[v], &vs)) {
+        if (!force && ((local_ok && strcmp(r->variants[v], spec.variant) == 0) ||
+                       variant_complete_locally(hub, r->variant_paths[v], &vs))) {
             /* warm: the commit's variant is here and matches its digest */
             hk__log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
             rc = hk__client_collect_local_files(r, &fcap, r->snapshot, prefix);
@@ -322,10 +399,13 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(prefix);
     }
     hk__client_tree_free(&t);
+    if (rc == HK_OK) rc = check_cached_blobs(r, repo_dir, &plan, force);
+    if (rc == HK_OK) rc = record_plan(hub, repo_dir, commit, &plan);
     if (rc == HK_OK) { /* blobs only: the links are made in the stage, after every byte arrived */
-        hk_dl_stats st = {0, 0, 0};
+        hk_dl_stats st = {0, 0, 0, 0};
         rc = hk__download_blobs(&st, hub, repo, repo_dir, commit, plan.items, plan.n, false);
         r->bytes_downloaded = st.bytes_downloaded;
+        r->bytes_resumed = st.bytes_resumed;
         r->bytes_verified += st.bytes_verified;
         r->files_downloaded = st.files_downloaded;
     }
@@ -341,6 +421,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     /* refs only once the variant is complete and verified, so that offline use never finds a
      * half-pulled snapshot through refs/vN */
     if (rc == HK_OK && strcmp(r->revision, commit) != 0) rc = hk_cache_write_ref(repo_dir, r->revision, commit);
+    if (rc == HK_OK) hk__pull_plan_remove(hub->cache_root, repo_dir, commit); /* nothing left to resume */
     free(repo_dir);
     return rc;
 }
@@ -358,6 +439,9 @@ int hk__client_pull_target(hk_pull_result **out, hk_hub *hub, const hk_pull_spec
     *out = NULL;
     int rc = check_pull_spec(spec);
     if (rc) return rc;
+    if (hub->read_only)
+        return hk__fail(HK_ERR_INVALID_ARG, "cannot pull %s with a read-only client (hk_hub_set_read_only): it "
+                        "writes nothing into the cache", spec->repo_id);
     hk_pull_result *r = calloc(1, sizeof *r);
     if (!r) return hk__fail(HK_ERR_NOMEM, "out of memory");
     r->offline = hub->offline;
@@ -375,12 +459,20 @@ int hk__client_pull_target(hk_pull_result **out, hk_hub *hub, const hk_pull_spec
     return HK_OK;
 }
 
-int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec) {
+int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec_in) {
     if (!out) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_pull: NULL out");
     *out = NULL;
-    if (!hub || !spec) return hk__fail(HK_ERR_INVALID_ARG, "hub and spec are required");
-    int rc = check_pull_spec(spec);
+    if (!hub || !spec_in) return hk__fail(HK_ERR_INVALID_ARG, "hub and spec are required");
+    int rc = check_pull_spec(spec_in);
     if (rc) return rc;
+    if (hub->read_only) /* before any request: nothing of the pull could be kept */
+        return hk__fail(HK_ERR_INVALID_ARG, "cannot pull %s with a read-only client (hk_hub_set_read_only): it "
+                        "writes nothing into the cache", spec_in->repo_id);
+    /* a version 1 spec ends before force_download: only its own bytes are read */
+    hk_pull_spec full = HK_PULL_SPEC_INIT;
+    memcpy(&full, spec_in, spec_in->version >= 2 ? sizeof full : offsetof(hk_pull_spec, force_download));
+    full.version = HK_PULL_SPEC_VERSION;
+    const hk_pull_spec *spec = &full;
     hk__target t;
     bool deadline = hk__pull_deadline_begin(hub); /* the resolution counts against the pull's deadline */
     hk__memo_op_begin();

@@ -15,7 +15,7 @@ struct hk_pull_result {
     char **files;
     size_t nfiles;
     size_t files_downloaded;
-    uint64_t bytes_downloaded, bytes_verified, bytes_trusted;
+    uint64_t bytes_downloaded, bytes_resumed, bytes_verified, bytes_trusted;
     bool offline;
 };
 

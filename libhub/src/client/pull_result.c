@@ -41,6 +41,7 @@ size_t hk_pull_result_file_count(const hk_pull_result *r) { return r->nfiles; }
 const char *hk_pull_result_file(const hk_pull_result *r, size_t i) { return i < r->nfiles ? r->files[i] : NULL; }
 size_t hk_pull_result_files_downloaded(const hk_pull_result *r) { return r->files_downloaded; }
 uint64_t hk_pull_result_bytes_downloaded(const hk_pull_result *r) { return r->bytes_downloaded; }
+uint64_t hk_pull_result_bytes_resumed(const hk_pull_result *r) { return r->bytes_resumed; }
 uint64_t hk_pull_result_bytes_verified(const hk_pull_result *r) { return r->bytes_verified; }
 uint64_t hk_pull_result_bytes_trusted(const hk_pull_result *r) { return r ? r->bytes_trusted : 0; }
 int hk_pull_result_offline(const hk_pull_result *r) { return r->offline; }

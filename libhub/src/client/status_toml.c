@@ -32,6 +32,7 @@ static char *toml_string(const char *text, const char *key) {
 /* No kernel-status.toml at commit: recorded as .no_exist/<commit>/kernel-status.toml, as
  * huggingface_hub does, so that a later resolve of that commit asks nothing. */
 static void remember_absent(const hk_hub *hub, const char *repo_id, const char *commit) {
+    if (hub->read_only) return; /* asked again next time instead */
     char *dir = hk_cache_repo_dir(hub->cache_root, HK_REPO_KERNEL, repo_id);
     char *marker = dir ? hk__cache_no_exist_path(dir, commit, "kernel-status.toml") : NULL;
     char *mdir = marker ? hk__strdup(marker) : NULL;

@@ -37,7 +37,7 @@ static bool memo_fresh(const hk_hub *hub, const char *path) {
 }
 
 static void memo_write(const hk_hub *hub, const char *path) {
-    if (!path || hub->freshness_ms <= 0) return;
+    if (!path || hub->freshness_ms <= 0 || hub->read_only) return;
     char *dir = hk__strdup(path);
     if (dir) *strrchr(dir, '/') = '\0';
     if (dir && hk__mkdirs(dir, 0777) == HK_OK) hk__write_file_atomic(path, "", 0);

@@ -256,7 +256,8 @@ int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again) {
     }
     free(x->tmp);
     x->tmp = NULL;
-    c->stats->bytes_downloaded += x->item->size;
+    c->stats->bytes_downloaded += x->item->size - x->kept; /* what crossed the wire this time */
+    c->stats->bytes_resumed += x->kept;
     c->stats->bytes_verified += x->item->size;
     c->stats->files_downloaded++;
     x->item->downloaded = true;

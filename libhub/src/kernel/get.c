@@ -77,17 +77,33 @@ static int resolve_target(hk__target *t, char **out_best, hk_hub *hub, const hk_
  * that follow report those), or when the archs admit the device; HK_ERR_ARCH naming the variant
  * otherwise. */
 static int precheck_arch(hk_hub *hub, const hk__target *t, const char *variant, const hk_get_kernel_options *o,
-                         const hk_env *env) {
+                         const hk_env *env, bool store) {
     const char *repo = t->repo, *commit = t->commit;
     if (o->skip_arch_check) return HK_OK;
     hk_load_request req;
     hk__loader_fill_request(&req, o, env);
     /* no CUDA capability and no ROCm arch known: no archs list can refuse it, nothing to fetch */
     if (req.cuda_major < 0 && !req.gpu_arch) return HK_OK;
+    hk_metadata_owned md;
+    int rc;
+    if (!store) { /* read, not kept: a fetch or parse failure leaves the check to the pull and load */
+        rc = hk__tree_fetch_metadata(&md, hub, repo, commit, variant, t->signature, false);
+        if (rc == HK_ERR_NOMEM) return rc;
+        if (rc) {
+            hk__log(HK_LOG_DEBUG, "%s variant %s: metadata.json not read before the pull (%s)", repo, variant,
+                    hk_last_error());
+            hk_clear_error();
+            return HK_OK;
+        }
+        rc = hk__kernel_check_metadata_fitness(&md.pub, &req);
+        hk__metadata_free(&md);
+        if (rc) hk__fail_context("%s variant %s at %s", repo, variant, commit);
+        return rc;
+    }
     char *rel = hk__asprintf("build/%s/metadata.json", variant);
     if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *path = NULL;
-    int rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, t->signature);
+    rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, t->signature);
     free(rel);
     if (rc == HK_ERR_OFFLINE) {
         hk_clear_error();
@@ -96,7 +112,6 @@ static int precheck_arch(hk_hub *hub, const hk__target *t, const char *variant, 
     if (rc) return hk__fail_context("fetching the metadata.json of %s variant %s", repo, variant);
     char *data = NULL;
     size_t len = 0;
-    hk_metadata_owned md;
     rc = hk__read_file(&data, &len, path, 1u << 20);
     if (rc == HK_OK) rc = hk__metadata_parse(&md, data, len, path);
     free(data);
@@ -158,7 +173,7 @@ int hk__tree_resolve_hub(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, c
     char *best = NULL;
     int rc = resolve_target(&t, &best, hub, env, o, trust_root);
     if (rc) return rc;
-    rc = precheck_arch(hub, &t, best, o, env);
+    rc = precheck_arch(hub, &t, best, o, env, store);
     if (rc == HK_OK) rc = build_tree(out, hub, env, o, &t, best, trust_deps, store);
     hk__target_free(&t);
     hk_free(best);
@@ -181,13 +196,15 @@ HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_opti
     bool hub_owned = false;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
     rc = hk__loader_hub(&hub, &hub_owned, o);
-    if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, true);
+    /* a read-only client (`hubkern info`) leaves the cache as it was: metadata.json read, not kept */
+    bool store = rc == HK_OK && !hub->read_only;
+    if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, store);
     if (rc == HK_OK && !(*out)->v[0].has_md) {
         /* a load reports an unreadable root metadata.json at the pull; the tree is the answer here,
          * so its error is too (kernels resolve_kernel_tree reads it first) */
         const hk__tnode *r = &(*out)->v[0];
         hk_metadata_owned md;
-        rc = hk__tree_fetch_metadata(&md, hub, r->repo_id, r->commit, r->variant, r->signature, true);
+        rc = hk__tree_fetch_metadata(&md, hub, r->repo_id, r->commit, r->variant, r->signature, store);
         if (rc == HK_OK) {
             hk__metadata_free(&md);
             rc = hk__fail(HK_ERR_INTERNAL, "the metadata.json of %s variant %s was unreadable, then read",
@@ -239,7 +256,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts) {
     rc = hk__loader_hub(&hub, &hub_owned, o);
     if (rc == HK_OK) rc = resolve_target(&t, &best, hub, env, o, o->trust_remote_code);
     if (rc == HK_OK && hk__loader_already_loaded(out, hub, t.repo, t.commit, best)) goto done;
-    if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env); /* before the download */
+    if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env, true); /* before the download */
     /* the whole ktree is resolved (and checked) before anything of it is installed, as kernels does */
     if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, o->trust_remote_code, true);
     if (rc == HK_OK) {
@@ -307,7 +324,7 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
         rc = resolve_target(&t, &best, hub, env, o, 1);
         /* kernels has_kernel(check_arch=True): the chosen variant's metadata archs must admit the
          * device (skip_arch_check skips it, as check_arch=False) */
-        if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env);
+        if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env, true);
         /* and so must every dependency's, each with a variant for this machine (kernels resolves
          * the tree in has_kernel too) */
         hk_kernel_tree *ktree = NULL;

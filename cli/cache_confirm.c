@@ -1,0 +1,46 @@
+/* hubkern cache rm's confirmation, in the spirit of `hf cache rm`: what would go is listed and a
+ * person says yes; -y/--yes skips the question; with no terminal to ask on (a script, a pipe) or
+ * under --json, it refuses instead of deleting unasked. */
+#include "cli/cache_cmds.h"
+#include "cli/cli.h"
+
+#include <hubkern.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+void cli_cache_keep_doc(void *ud, const char *doc) {
+    char **out = ud;
+    free(*out);
+    *out = strdup(doc);
+}
+
+static void to_stderr(void *ud, const char *line) {
+    (void)ud;
+    fprintf(stderr, "  %s\n", line);
+}
+
+int cli_cache_confirm_rm(const hk_cache_options *o, const char *repo) {
+    if (cli_json() || !isatty(STDIN_FILENO))
+        return cli_usage_error("refusing to remove %s without confirmation: %s; pass -y (--yes) to remove it, or "
+                               "--dry-run to list what would go", repo,
+                               cli_json() ? "--json cannot ask" : "stdin is not a terminal");
+    hk_cache_options dry = *o;
+    dry.dry_run = 1;
+    dry.line_fn = to_stderr;
+    hk_cache_report *rep = NULL;
+    if (hk_cache_rm(&rep, &dry) != HK_OK) return cli_report_error(NULL);
+    fprintf(stderr, "Remove these %zu entries (%.1f MB)? [y/N] ", hk_cache_report_removed(rep),
+            hk_cache_report_removed_bytes(rep) / 1e6);
+    hk_cache_report_free(rep);
+    fflush(stderr);
+    char answer[16] = "";
+    if (!fgets(answer, sizeof answer, stdin)) answer[0] = '\0';
+    answer[strcspn(answer, "\r\n")] = '\0';
+    if (strcasecmp(answer, "y") == 0 || strcasecmp(answer, "yes") == 0) return 0;
+    fprintf(stderr, "hubkern %s: nothing removed\n", cli_command());
+    return 3;
+}
