@@ -64,6 +64,22 @@ out:
 
 char *hk__stage_variant_dir(const hk_stage *s, const char *variant) { return hk__asprintf("%s/build/%s", s->dir, variant); }
 
+/* fsync dir and each folder above it up to and including top (dir lies under top). */
+static int sync_parents(const char *dir, const char *top) {
+    char *p = hk__strdup(dir);
+    if (!p) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    size_t tl = strlen(top);
+    int rc = HK_OK;
+    for (;;) {
+        if ((rc = hk__fsync_path(p))) break;
+        char *slash = strrchr(p, '/');
+        if (strlen(p) <= tl || !slash || slash == p) break;
+        *slash = '\0';
+    }
+    free(p);
+    return rc;
+}
+
 int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const char *variant_dir, void *ud), void *ud) {
     char *src = hk__stage_variant_dir(s, variant);
     char *build = hk__cache_snapshot_path(s->repo_dir, s->commit, "build");
@@ -96,7 +112,11 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
             goto out;
         }
     }
+    /* the staged links durable before the rename makes them visible, and the rename itself (with
+     * every folder above it that this pull may have created) before the caller writes the ref */
+    if ((rc = hk__fsync_dir_tree(src))) goto out;
     if (rename(src, dst) != 0) rc = hk__fail(hk__errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
+    if (rc == HK_OK) rc = sync_parents(build, s->repo_dir);
     if (trash && hk__rmtree(trash) != HK_OK) {
         hk__log(HK_LOG_WARN, "cannot remove %s: %s", trash, hk_last_error());
         if (rc == HK_OK) hk_clear_error();
