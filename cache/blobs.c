@@ -134,11 +134,13 @@ int hk__cache_blob_commit(const char *tmp_path, const char *repo_dir, const char
 
 int hk__cache_blobs_durable(const char *repo_dir, const char *const *etags, size_t n) {
     int rc = HK_OK;
-    for (size_t i = 0; rc == HK_OK && i < n; i++) {
-        char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etags[i]);
-        rc = blob ? hk__fdatasync_path(blob) : hk__fail(HK_ERR_NOMEM, "out of memory");
-        free(blob);
-    }
+    char **paths = calloc(n + 1, sizeof *paths);
+    if (!paths) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == HK_OK && i < n; i++)
+        if (!(paths[i] = hk__asprintf("%s/blobs/%s", repo_dir, etags[i]))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__fdatasync_all((const char *const *)paths, n);
+    for (size_t i = 0; i < n; i++) free(paths[i]);
+    free(paths);
     char *blobs = rc == HK_OK ? hk__path_join(repo_dir, "blobs") : NULL;
     if (rc == HK_OK && !blobs) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) rc = hk__fsync_path(blobs);

@@ -133,11 +133,21 @@ def test_blobs_and_folders_are_flushed_before_the_variant_and_the_ref_appear(hub
                        capture_output=True, text=True, env={**os.environ, **env()})
     assert r.returncode == 0, r.stderr
     rd = os.path.realpath(repo_dir(cache))
-    events = []  # (kind, path[, path2]) in the order the kernel saw them
+    events = []  # (kind, path[, path2]) in the order the calls returned
+    pending = {}  # pid -> flush call begun in one thread, its end reported later ("resumed")
     for line in open(trace):
-        m = re.search(r"\b(fsync|fdatasync)\(\d+<([^>]*)>\) = 0", line)
+        pid = line.split(None, 1)[0]
+        m = re.search(r"\b(fsync|fdatasync)\(\d+<([^>]*)>\)\s*= 0", line)
         if m:
             events.append((m.group(1), m.group(2)))
+            continue
+        m = re.search(r"\b(fsync|fdatasync)\(\d+<([^>]*)> <unfinished", line)
+        if m:
+            pending[pid] = (m.group(1), m.group(2))
+            continue
+        m = re.search(r"<\.\.\. (fsync|fdatasync) resumed>.*\)\s*= 0", line)
+        if m and pid in pending:
+            events.append(pending.pop(pid))
             continue
         m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", line)
         if m and "= 0" in line:
