@@ -93,6 +93,8 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
         goto out;
     }
     if ((rc = hk__mkdirs(build, 0777))) goto out;
+    /* the staged links durable before the rename below makes them visible */
+    if ((rc = hk__fsync_dir_tree(src))) goto out;
     /* one publisher of a variant at a time: a concurrent pull of the same commit either finds this
      * one's copy complete or replaces a broken one, never swaps a good copy out mid-way */
     if ((rc = hk__cache_filelock_wait(&fd, lock, -1))) goto out;
@@ -112,11 +114,8 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
             goto out;
         }
     }
-    /* the staged links durable before the rename makes them visible, and the rename itself (with
-     * every folder above it that this pull may have created) before the caller writes the ref */
-    if ((rc = hk__fsync_dir_tree(src))) goto out;
     if (rename(src, dst) != 0) rc = hk__fail(hk__errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
-    if (rc == HK_OK) rc = sync_parents(build, s->repo_dir);
+    if (rc == HK_OK) rc = sync_parents(build, s->repo_dir); /* the rename durable before the caller's ref */
     if (trash && hk__rmtree(trash) != HK_OK) {
         hk__log(HK_LOG_WARN, "cannot remove %s: %s", trash, hk_last_error());
         if (rc == HK_OK) hk_clear_error();
