@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 int hk__fsync_path(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open(path, O_RDONLY | O_CLOEXEC); /* a repo folder linked to another disk is flushed there */
     if (fd < 0) {
         int e = errno;
         return hk__fail(hk__errno_code(e), "cannot open %s to flush it to disk: %s", path, strerror(e));

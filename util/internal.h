@@ -85,8 +85,8 @@ int hk__list_subdirs(char ***out, size_t *count, const char *dir);
 int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len);
 /* Write via a unique temp file in the same directory, fsync, rename. Mode 0666 & ~umask. */
 int hk__write_file_atomic(const char *path, const void *data, size_t len);
-/* Durability (util/durable.c). fsync of the file or directory at path (not followed if a
- * symlink); HK_ERR_IO-family codes with a message on failure. */
+/* Durability (util/durable.c). fsync of the file or directory at path (a link is followed);
+ * HK_ERR_IO-family codes with a message on failure. */
 int hk__fsync_path(const char *path);
 /* fdatasync every path (files, not followed if links), several at a time; the first failure's
  * error. */
