@@ -132,6 +132,23 @@ int hk__cache_blob_commit(const char *tmp_path, const char *repo_dir, const char
     return rc;
 }
 
+int hk__cache_blobs_durable(const char *repo_dir, const char *const *etags, size_t n) {
+    int rc = HK_OK;
+    char **paths = calloc(n + 1, sizeof *paths);
+    if (!paths) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == HK_OK && i < n; i++)
+        if (!(paths[i] = hk__asprintf("%s/blobs/%s", repo_dir, etags[i]))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__fdatasync_all((const char *const *)paths, n);
+    for (size_t i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    char *blobs = rc == HK_OK ? hk__path_join(repo_dir, "blobs") : NULL;
+    if (rc == HK_OK && !blobs) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__fsync_path(blobs);
+    if (rc == HK_OK) rc = hk__fsync_path(repo_dir);
+    free(blobs);
+    return rc;
+}
+
 bool hk__cache_blob_present(const char *repo_dir, const char *etag, uint64_t size) {
     char *blob = hk__asprintf("%s/blobs/%s", repo_dir, etag);
     if (!blob) return false;

@@ -58,6 +58,10 @@ void hk__cache_filelock_release(int fd);
 int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag);
 /* Rename a finished temp file to blobs/<etag>. */
 int hk__cache_blob_commit(const char *tmp_path, const char *repo_dir, const char *etag);
+/* Make blobs/<etag> of every etag durable (fdatasync each, 8 at a time: their writeback was
+ * started as they arrived, so this mostly waits for the tail), then the names in blobs/ and the repo folder
+ * (fsync of both directories). A snapshot may name these blobs only after this returns HK_OK. */
+int hk__cache_blobs_durable(const char *repo_dir, const char *const *etags, size_t n);
 /* blobs/<etag> exists as a regular file of `size` bytes (size UINT64_MAX: any size). */
 bool hk__cache_blob_present(const char *repo_dir, const char *etag, uint64_t size);
 /* snapshots/<commit>/<path> is a symlink that resolves to an existing blobs/<etag>. */

@@ -71,6 +71,10 @@ typedef struct srv_sfile {
     char etag[65];
 } srv_sfile;
 int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, const char *commit, const char *path);
+/* The common case of srv_store_open_file without realpath() (store_linked.c): true when path is a
+ * link of the canonical shape into the repo's blobs/ and the blob is open in *out; false: use the
+ * general resolution (nothing recorded as an error). */
+bool srv_store_open_linked(srv_sfile *out, const char *repo_dir, const char *commit, const char *path);
 /* Open blobs/<sha256> of a repo (for the /lfs/ route). */
 int srv_store_open_blob(srv_sfile *out, srv_store *s, const char *repo_dir, const char *sha256);
 

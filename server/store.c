@@ -238,6 +238,8 @@ int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, cons
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
+    if (srv_store_open_linked(out, repo_dir, commit, path)) return HK_OK; /* no realpath() in the common case */
+    out->fd = -1;
     char *full = hk_cache_snapshot_path(repo_dir, commit, path);
     if (!full) return hk_last_error_code() == HK_ERR_NOMEM ? HK_ERR_NOMEM : hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
     char real[PATH_MAX];

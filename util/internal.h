@@ -85,6 +85,17 @@ int hk__list_subdirs(char ***out, size_t *count, const char *dir);
 int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len);
 /* Write via a unique temp file in the same directory, fsync, rename. Mode 0666 & ~umask. */
 int hk__write_file_atomic(const char *path, const void *data, size_t len);
+/* Durability (util/durable.c). fsync of the file or directory at path (a link is followed);
+ * HK_ERR_IO-family codes with a message on failure. */
+int hk__fsync_path(const char *path);
+/* fdatasync every path (files, not followed if links), several at a time; the first failure's
+ * error. */
+int hk__fdatasync_all(const char *const *paths, size_t n);
+/* fsync dir and every directory below it (their entries: names, links), dir last. */
+int hk__fsync_dir_tree(const char *dir);
+/* Ask the kernel to start writing fd's dirty pages now, without waiting (a later fdatasync then
+ * finds little left to do). Never fails: a file system without it just flushes later. */
+void hk__writeback_start(int fd);
 /* Remove a directory tree (no symlink following). */
 int hk__rmtree(const char *path);
 /* 8 random lowercase hex chars + NUL into buf[9] (for temp names). */

@@ -600,3 +600,41 @@ def test_paths_info_bounded_time(env):
         t.join()
     assert st == 200 and probe < 2.0, probe
     assert results == [200] * 8
+
+
+def test_links_of_the_canonical_shape_do_not_escape_through_linked_folders(tmp_path):
+    """The realpath()-free file path (server/store_linked.c) trusts a link only of the shape
+    "../"x(depth+2) + "blobs/<etag>" reached through real folders into a real blobs/: a linked
+    folder in the snapshot, or a blobs/ that is itself a link, must not let such a link reach bytes
+    outside the repo (both answered 404, the secret never sent)."""
+    store, src = tmp_path / "store", tmp_path / "src"
+    (src / "build").mkdir(parents=True)
+    (src / "README.md").write_bytes(b"hello\n")
+    commit = publish(src, "org-c/k", "v1", store)
+    repo = store / "kernels--org-c--k"
+    etag = hashlib.sha1(b"blob %d\0" % len(SECRET) + SECRET).hexdigest()
+    # outside: out/a/b/x -> ../../../blobs/<etag> lands in out/../blobs = tmp_path/blobs, not the repo's
+    out = tmp_path / "out" / "a" / "b"
+    out.mkdir(parents=True)
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "blobs" / etag).write_bytes(SECRET)
+    os.symlink(f"../../../blobs/{etag}", out / "x")
+    snap = repo / "snapshots" / commit
+    os.symlink(str(tmp_path / "out" / "a"), snap / "evil")  # a linked folder: evil/b/x has depth 2
+    srv = Server(store)
+    try:
+        st, _, body = request(srv.url, "GET", f"/kernels/org-c/k/resolve/{commit}/evil/b/x")
+        assert st == 404 and SECRET not in body
+        st, _, body = request(srv.url, "GET", f"/kernels/org-c/k/resolve/{commit}/README.md")
+        assert st == 200 and body == b"hello\n"
+        # blobs/ replaced by a link to a folder holding the secret under README's blob name
+        readme_etag = os.readlink(snap / "README.md").rsplit("/", 1)[1]
+        os.rename(repo / "blobs", tmp_path / "real-blobs")
+        fake = tmp_path / "fake-blobs"
+        fake.mkdir()
+        (fake / readme_etag).write_bytes(SECRET)
+        os.symlink(str(fake), repo / "blobs")
+        st, _, body = request(srv.url, "GET", f"/kernels/org-c/k/resolve/{commit}/README.md")
+        assert st == 404 and SECRET not in body
+    finally:
+        assert srv.stop() == 0, "\n".join(srv.log_lines[-40:])

@@ -249,8 +249,6 @@ static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
 static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     bool refetch = x->item->refetch; /* the cached blob is not to be trusted: never "already there" */
     if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
-        int rc = hk__xfer_link_all(c, x);
-        if (rc) return rc;
         x->state = X_DONE;
         return HK_OK;
     }
@@ -272,7 +270,6 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
         hk__partial_forget(c->repo_dir, x->item->etag);
         hk__cache_filelock_release(x->lock_fd);
         x->lock_fd = -1;
-        if ((rc = hk__xfer_link_all(c, x))) return rc;
         x->state = X_DONE;
         return HK_OK;
     }
@@ -304,6 +301,21 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     x->state = X_READY;
     x->ready_at = 0;
     return HK_OK;
+}
+
+/* Every blob of the batch (downloaded now, or found here: another process may have renamed it in
+ * just before its own flush) durable before anything names it: one fdatasync pass (their
+ * writeback began as their bytes arrived), then the directories; only then the snapshot links
+ * when c->link (the fetch of single files; a pull links in its stage, after this). Replaces an
+ * fsync per blob that blocked the transfer loop each time a file finished. */
+static int commit_batch(hk_dl_ctx *c, hk_xfer *xs, size_t n) {
+    const char **etags = calloc(n, sizeof *etags);
+    if (!etags) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) etags[i] = xs[i].item->etag;
+    int rc = hk__cache_blobs_durable(c->repo_dir, etags, n);
+    free(etags);
+    for (size_t i = 0; rc == HK_OK && i < n; i++) rc = hk__xfer_link_all(c, &xs[i]);
+    return rc;
 }
 
 /* One piece (about 200 lines): the curl multi event loop. Starting, finishing and resuming a
@@ -346,7 +358,6 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         }
         /* already complete in the cache? (no lock needed to notice) */
         if (!items[i].refetch && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
-            if ((rc = hk__xfer_link_all(&c, &xs[i]))) goto out;
             xs[i].state = X_DONE;
             c.total_bytes -= items[i].size;
             c.total_files--;
@@ -481,6 +492,7 @@ out_loop:
     free(waiting);
     if (rc) goto out;
     report(&c, NULL, true);
+    rc = commit_batch(&c, xs, n);
 out:
     if (xs) {
         for (size_t i = 0; i < n; i++) {

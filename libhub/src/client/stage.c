@@ -64,6 +64,22 @@ out:
 
 char *hk__stage_variant_dir(const hk_stage *s, const char *variant) { return hk__asprintf("%s/build/%s", s->dir, variant); }
 
+/* fsync dir and each folder above it up to and including top (dir lies under top). */
+static int sync_parents(const char *dir, const char *top) {
+    char *p = hk__strdup(dir);
+    if (!p) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    size_t tl = strlen(top);
+    int rc = HK_OK;
+    for (;;) {
+        if ((rc = hk__fsync_path(p))) break;
+        char *slash = strrchr(p, '/');
+        if (strlen(p) <= tl || !slash || slash == p) break;
+        *slash = '\0';
+    }
+    free(p);
+    return rc;
+}
+
 int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const char *variant_dir, void *ud), void *ud) {
     char *src = hk__stage_variant_dir(s, variant);
     char *build = hk__cache_snapshot_path(s->repo_dir, s->commit, "build");
@@ -77,6 +93,8 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
         goto out;
     }
     if ((rc = hk__mkdirs(build, 0777))) goto out;
+    /* the staged links durable before the rename below makes them visible */
+    if ((rc = hk__fsync_dir_tree(src))) goto out;
     /* one publisher of a variant at a time: a concurrent pull of the same commit either finds this
      * one's copy complete or replaces a broken one, never swaps a good copy out mid-way */
     if ((rc = hk__cache_filelock_wait(&fd, lock, -1))) goto out;
@@ -97,6 +115,7 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
         }
     }
     if (rename(src, dst) != 0) rc = hk__fail(hk__errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
+    if (rc == HK_OK) rc = sync_parents(build, s->repo_dir); /* the rename durable before the caller's ref */
     if (trash && hk__rmtree(trash) != HK_OK) {
         hk__log(HK_LOG_WARN, "cannot remove %s: %s", trash, hk_last_error());
         if (rc == HK_OK) hk_clear_error();

@@ -1,6 +1,7 @@
 /* One blob's transfer: the write-behind buffer and temp file (blobs/<etag>.incomplete, see
  * partial.c), the streaming size and hash checks in the libcurl callbacks, what is kept of a
- * failed attempt, and the rename into blobs/ once the hash matches. */
+ * failed attempt, and the rename into blobs/ once the hash matches (durable later, in one pass
+ * over the pull's blobs: hk__cache_blobs_durable). */
 #include "cache/cache_internal.h"
 #include "client/partial.h"
 #include "client/xfer.h"
@@ -42,6 +43,13 @@ static int flush_raw(hk_xfer *x) {
         left -= (size_t)w;
     }
     x->buf_len = 0;
+    /* writeback of every HK_XFER_WRITEBACK_STEP bytes starts now, overlapping the download: the
+     * flush before the snapshot is published (hk__cache_blobs_durable) then waits for the tail */
+    if (x->written < x->kicked) x->kicked = 0; /* the content started over */
+    if (x->written - x->kicked >= HK_XFER_WRITEBACK_STEP) {
+        hk__writeback_start(x->fd);
+        x->kicked = x->written;
+    }
     return 0;
 }
 
@@ -215,10 +223,9 @@ int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again) {
     if (frc) return frc;
     free(x->buf);
     x->buf = NULL;
-    if (fsync(x->fd) != 0) {
-        int e = errno;
-        return hk__fail(hk__errno_code(e), "cannot write %s: %s", x->tmp, strerror(e));
-    }
+    /* no fsync here (it blocked the download loop once per blob): the writeback of the rest starts
+     * now, and the caller flushes every blob of the pull in one pass before any snapshot names it */
+    hk__writeback_start(x->fd);
     unsigned char d[64];
     size_t dn = hk__hasher_finish(x->hasher, d);
     x->hasher = NULL;
@@ -261,5 +268,5 @@ int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again) {
     c->stats->bytes_verified += x->item->size;
     c->stats->files_downloaded++;
     x->item->downloaded = true;
-    return hk__xfer_link_all(c, x);
+    return HK_OK; /* linked (when c->link) only once every blob is durable: download.c */
 }

@@ -52,9 +52,13 @@ typedef struct hk_xfer {
     uint64_t moved_at;
     uint64_t moved_mark;
     bool clock_restart;      /* a 408/429/5xx retry is pending: its wait is bounded apart */
+    uint64_t kicked;         /* `written` when the file's writeback was last started */
 } hk_xfer;
 
 #define HK_XFER_BUF (1u << 20)
+/* Start the temp file's writeback every this many bytes (sync_file_range, no wait), so that the
+ * disk writes while the network delivers instead of all at the end. */
+#define HK_XFER_WRITEBACK_STEP (8u << 20)
 /* What counts as progress for HUBKERN_STALL_TIMEOUT: a body dripping a few bytes a second passes
  * libcurl's low-speed limit (1 byte/s) forever; 64 KiB per 30 s (about 2 KB/s) does not. */
 #define HK_XFER_PROGRESS_STEP (64u << 10)
@@ -96,9 +100,10 @@ size_t hk__xfer_on_header(char *p, size_t sz, size_t n, void *ud);
 size_t hk__xfer_on_body(char *p, size_t sz, size_t n, void *ud);
 /* The snapshot links of the item's paths (when c->link). */
 int hk__xfer_link_all(hk_dl_ctx *c, hk_xfer *x);
-/* The whole blob is in the temp file: check its hash and move it into blobs/. *again: the kept
- * bytes of an earlier attempt made the hash fail; they were discarded and the blob is to be
- * fetched again from byte 0. */
+/* The whole blob is in the temp file: check its hash and move it into blobs/ (not yet durable,
+ * not yet linked: hk__download_blobs does both for the whole batch). *again: the kept bytes of an
+ * earlier attempt made the hash fail; they were discarded and the blob is to be fetched again
+ * from byte 0. */
 int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again);
 
 #endif

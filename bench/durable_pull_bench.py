@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Cold pulls with durability vs curl to file (issue 25, item 1), interleaved in one run.
+
+For each shape (--shape MB:FILES, default 300:20 and 2000:202) a kernel variant is published into
+a store (18 weighted binaries making up the MB, plus small files up to FILES, plus __init__.py and
+metadata.json) and served by `hubkern serve --threads 8` on loopback. Each rep runs, in order:
+every hubkern binary (--bin NAME=PATH) pulling the variant into a fresh cache (8 parallel
+transfers, durable: the binary's own fsync scheme), then `curl -Z --parallel-max 8` of the same
+URLs to files (no fsync: the speed limit of the link and the page cache), then the same curl
+followed by an fdatasync of every file and an fsync of the folder ("curl+fsync": the limit for
+bytes that survive a power cut). `sync` runs before each timed command so that no command pays
+for the previous one's dirty pages. Wall time of the whole process; medians of --reps.
+
+    python3 bench/durable_pull_bench.py --bin base=/tmp/hubkern-base --bin new=build/cli/hubkern [--reps 3]
+"""
+import argparse
+import base64
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+V = "tvm-ffi01-cpu-x86_64-linux"
+WEIGHTS = [30, 20, 12, 8, 6, 5, 4, 3, 3, 2, 2, 1, 1, 1, 0.5, 0.5, 0.01, 0.01]
+
+
+def make_kernel(src, total_mb, nfiles):
+    vdir = os.path.join(src, "build", V)
+    os.makedirs(vdir)
+    scale = total_mb * 1_000_000 / sum(WEIGHTS)
+    block = bytearray(os.urandom(1 << 20))
+    for i, w in enumerate(WEIGHTS):
+        left = max(1000, int(w * scale))
+        with open(os.path.join(vdir, f"lib{i:02d}.bin"), "wb") as fh:
+            first = True
+            while left > 0:
+                k = min(left, len(block))
+                if first:  # each file's own bytes: no two blobs alike
+                    block[0] = i
+                    first = False
+                fh.write(block[:k])
+                left -= k
+    for i in range(max(0, nfiles - len(WEIGHTS) - 2)):
+        with open(os.path.join(vdir, f"small{i:04d}.py"), "wb") as fh:
+            fh.write(os.urandom(2000))
+    with open(os.path.join(vdir, "__init__.py"), "w") as fh:
+        fh.write("# bench kernel\n")
+    files = {}
+    for name in sorted(os.listdir(vdir)):
+        h = hashlib.sha256()
+        with open(os.path.join(vdir, name), "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        files[name] = base64.b64encode(h.digest()).decode()
+    meta = {"name": "durkern", "id": "_durkern_cpu_0000000", "version": 1, "license": "MIT", "python-depends": [],
+            "backend": {"type": "cpu"}, "digest": {"algorithm": "sha256", "files": files}}
+    with open(os.path.join(vdir, "metadata.json"), "w") as fh:
+        json.dump(meta, fh)
+    names = sorted(os.listdir(vdir))
+    return names, sum(os.path.getsize(os.path.join(vdir, f)) for f in names)
+
+
+def timed(fn):
+    subprocess.run(["sync"], check=True)
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def run(cmd):
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{cmd[0]} failed: {p.stderr}")
+
+
+def fsync_all(d):
+    for n in os.listdir(d):
+        fd = os.open(os.path.join(d, n), os.O_RDONLY)
+        os.fdatasync(fd)
+        os.close(fd)
+    fd = os.open(d, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+
+
+def bench_shape(a, bins, work, mb, nfiles):
+    repo = f"bench/dur{mb}"
+    src, store = os.path.join(work, f"src{mb}"), os.path.join(work, f"store{mb}")
+    names, total = make_kernel(src, mb, nfiles)
+    run([bins[-1][1], "publish", src, repo, "--branch", "v1", "--lfs-threshold", str(a.lfs_threshold), "--cache", store])
+    shutil.rmtree(src)
+    srv = subprocess.Popen([bins[-1][1], "serve", "--cache", store, "--host", "127.0.0.1", "--port", "0",
+                            "--trust", "bench", "--threads", "8"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+    url = srv.stdout.readline().split("listening on ")[1].strip().rstrip("/")
+    res = {name: [] for name, _ in bins}
+    res["curl"], res["curl+fsync"] = [], []
+    try:
+        for rep in range(a.reps):
+            for name, b in bins:
+                cache = os.path.join(work, f"cache-{name}")
+                res[name].append(timed(lambda: run([b, "pull", repo, "--version", "1", "--variant", V, "-q",
+                                                    "--progress=none", "--endpoint", url, "--cache", cache])))
+                shutil.rmtree(cache)
+            for label, sync in (("curl", False), ("curl+fsync", True)):
+                out = os.path.join(work, "curl")
+                os.makedirs(out)
+                cmd = ["curl", "-sSf", "-Z", "--parallel-max", "8"]
+                for i, n in enumerate(names):
+                    cmd += ["-o", os.path.join(out, f"{i}"), f"{url}/kernels/{repo}/resolve/v1/build/{V}/{n}"]
+
+                def go(cmd=cmd, out=out, sync=sync):
+                    run(cmd)
+                    if sync:
+                        fsync_all(out)
+
+                res[label].append(timed(go))
+                shutil.rmtree(out)
+    finally:
+        srv.terminate()
+        srv.wait()
+        shutil.rmtree(store, ignore_errors=True)
+    return len(names), total, {k: statistics.median(v) for k, v in res.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", action="append", required=True, help="NAME=PATH of a hubkern binary (repeatable; "
+                    "the last one publishes and serves)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--shape", action="append", help="MB:FILES (repeatable; default 300:20 and 2000:202)")
+    ap.add_argument("--lfs-threshold", type=int, default=1000, help="publish: files from this size are LFS "
+                    "(sha256 blobs), smaller ones git-stored")
+    ap.add_argument("--workdir", default=None, help="where the store and caches live (default: a temp folder)")
+    a = ap.parse_args()
+    bins = [(b.split("=", 1)[0], os.path.abspath(b.split("=", 1)[1])) for b in a.bin]
+    shapes = [tuple(int(x) for x in s.split(":")) for s in (a.shape or ["300:20", "2000:202"])]
+    work = tempfile.mkdtemp(prefix="hk-dur-bench-", dir=a.workdir)
+    try:
+        rows = [bench_shape(a, bins, work, mb, nf) for mb, nf in shapes]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"cold pull, wall s, median of {a.reps} interleaved reps; 8 parallel transfers; loopback mirror")
+    print(f"| shape | {' | '.join(n for n, _ in bins)} | curl | curl+fsync | "
+          + " | ".join(f"{n} / curl | {n} / curl+fsync" for n, _ in bins) + " |")
+    print("|---|" + "---:|" * (len(bins) * 3 + 2))
+    for nfiles, total, m in rows:
+        cells = [f"{m[n]:.3f}" for n, _ in bins] + [f"{m['curl']:.3f}", f"{m['curl+fsync']:.3f}"]
+        cells += [f"{m[n] / m['curl']:.2f}x | {m[n] / m['curl+fsync']:.2f}x" for n, _ in bins]
+        print(f"| {nfiles} files, {total / 1e6:.0f} MB | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""A snapshot is visible only when its bytes are durable (issue 25, item 1), without one fsync per
+blob in the transfer loop.
+
+- Order of the syscalls (strace -f -y): every blob of the pull is fdatasync'd under its final name
+  blobs/<etag>, then blobs/ is fsynced, then the staged variant's folder, and only then the rename
+  that publishes build/<variant> into snapshots/<commit>/; the folder it lands in is fsynced before
+  the ref is renamed into refs/. This is the power-loss argument made checkable without a
+  power cut: whatever the disk has kept when the power goes, a ref or a published variant names
+  only bytes that an fsync had already returned for.
+- kill -9 at random points of many pulls (fresh and reused caches): the cache never shows a
+  published variant or a ref whose files are missing or wrong, and the next pull completes.
+"""
+import hashlib
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from faultproxy import Server, hubkern_bin, make_variant, publish, run_cli
+
+V = "tvm-ffi01-cpu-x86_64-linux"
+REPO = "org/durable"
+FILES = {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n"}
+for _i in range(8):
+    FILES[f"lib{_i}.bin"] = os.urandom(1_500_000 + _i * 100_000)
+FILES["sub/tiny.bin"] = os.urandom(5000)
+SHA = {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
+
+
+def env():
+    return {"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hub")
+    store, src = str(base / "store"), str(base / "src")
+    make_variant(src, V, FILES)
+    publish(src, REPO, "v1", store, ["--lfs-threshold", "1000"])
+    with Server(store, ["--trust", "org"]) as srv:
+        yield srv
+
+
+def pull_cmd(url, cache):
+    return [hubkern_bin(), "pull", REPO, "--version", "1", "--variant", V, "-q", "--endpoint", url, "--cache", cache]
+
+
+def repo_dir(cache):
+    return os.path.join(cache, "kernels--org--durable")
+
+
+def variant_ok(vdir):
+    """Every file of the variant present, reading back the published bytes."""
+    for rel, sha in SHA.items():
+        p = os.path.join(vdir, rel)
+        if not os.path.exists(p):
+            return f"{rel} missing"
+        with open(p, "rb") as fh:
+            if hashlib.sha256(fh.read()).hexdigest() != sha:
+                return f"{rel} has wrong bytes"
+    return None
+
+
+def check_visible_state(cache):
+    """What a reader (loader, Python, offline pull) can see must be whole: each published variant
+    and the snapshot each ref names. Returns a list of problems."""
+    problems = []
+    rd = repo_dir(cache)
+    snaps = os.path.join(rd, "snapshots")
+    for commit in os.listdir(snaps) if os.path.isdir(snaps) else []:
+        vdir = os.path.join(snaps, commit, "build", V)
+        if os.path.lexists(vdir):
+            why = variant_ok(vdir)
+            if why:
+                problems.append(f"published {commit[:12]}/build/{V}: {why}")
+    ref = os.path.join(rd, "refs", "v1")
+    if os.path.exists(ref):
+        commit = open(ref).read().strip()
+        vdir = os.path.join(snaps, commit, "build", V)
+        why = variant_ok(vdir) if os.path.isdir(vdir) else "its variant is not published"
+        if why:
+            problems.append(f"refs/v1 -> {commit[:12]}: {why}")
+    return problems
+
+
+def test_kill9_at_random_points_never_shows_a_broken_snapshot(hub, tmp_path):
+    # how long one cold pull takes here, so that the kills land across all of it
+    t = time.monotonic()
+    subprocess.run(pull_cmd(hub.url, str(tmp_path / "probe")), check=True, capture_output=True,
+                   env={**os.environ, **env()})
+    span = max(time.monotonic() - t, 0.05)
+    rng = random.Random(25)
+    killed = 0
+    cache = str(tmp_path / "c")
+    for it in range(48):
+        if it % 4 == 0:  # a fresh cache now and then; otherwise resume what the last kill left
+            shutil.rmtree(cache, ignore_errors=True)
+        p = subprocess.Popen(pull_cmd(hub.url, cache), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env={**os.environ, **env()})
+        time.sleep(rng.uniform(0, span))  # a resumed pull is shorter: some end first
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            killed += 1
+        p.wait()
+        problems = check_visible_state(cache)
+        assert not problems, f"after kill -9 #{it} at a random point: {problems}"
+    assert killed >= 16, f"only {killed} of 48 pulls were still running when killed (span {span:.3f} s)"
+    # and the cache is usable: the next pull completes and publishes the right bytes
+    run_cli(pull_cmd(hub.url, cache)[1:], base_env=env())
+    assert check_visible_state(cache) == []
+    assert variant_ok(os.path.join(repo_dir(cache), "snapshots", os.listdir(os.path.join(repo_dir(cache), "snapshots"))[0],
+                                   "build", V)) is None
+
+
+def strace_ok():
+    if not shutil.which("strace"):
+        return False
+    r = subprocess.run(["strace", "-f", "-o", "/dev/null", "true"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not strace_ok(), reason="strace is missing or ptrace is not permitted here")
+def test_blobs_and_folders_are_flushed_before_the_variant_and_the_ref_appear(hub, tmp_path):
+    cache = str(tmp_path / "c")
+    trace = str(tmp_path / "trace")
+    r = subprocess.run(["strace", "-f", "-y", "-qq", "-o", trace, "-e",
+                        "trace=fsync,fdatasync,rename,renameat,renameat2"] + pull_cmd(hub.url, cache),
+                       capture_output=True, text=True, env={**os.environ, **env()})
+    assert r.returncode == 0, r.stderr
+    rd = os.path.realpath(repo_dir(cache))
+    events = []  # (kind, path[, path2]) in the order the calls returned
+    pending = {}  # pid -> flush call begun in one thread, its end reported later ("resumed")
+    for line in open(trace):
+        pid = line.split(None, 1)[0]
+        m = re.search(r"\b(fsync|fdatasync)\(\d+<([^>]*)>\)\s*= 0", line)
+        if m:
+            events.append((m.group(1), m.group(2)))
+            continue
+        m = re.search(r"\b(fsync|fdatasync)\(\d+<([^>]*)> <unfinished", line)
+        if m:
+            pending[pid] = (m.group(1), m.group(2))
+            continue
+        m = re.search(r"<\.\.\. (fsync|fdatasync) resumed>.*\)\s*= 0", line)
+        if m and pid in pending:
+            events.append(pending.pop(pid))
+            continue
+        m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", line)
+        if m and "= 0" in line:
+            events.append(("rename", os.path.realpath(m.group(1)), os.path.realpath(m.group(2))))
+
+    def first(pred):
+        for i, e in enumerate(events):
+            if pred(e):
+                return i
+        return None
+
+    published = os.path.join(rd, "snapshots")
+    i_publish = first(lambda e: e[0] == "rename" and e[2].startswith(published) and e[2].endswith("/build/" + V))
+    i_ref = first(lambda e: e[0] == "rename" and e[2] == os.path.join(rd, "refs", "v1"))
+    assert i_publish is not None and i_ref is not None, events[-6:]
+    assert i_publish < i_ref
+    blobs = os.path.join(rd, "blobs")
+    names = sorted(os.listdir(blobs))  # every blob of the pull (sha256 for LFS files, git blob sha1 else)
+    assert len(names) == len(FILES) + 1, names  # + metadata.json
+    for name in names:
+        i_named = first(lambda e: e[0] == "rename" and e[2] == os.path.join(blobs, name))
+        i_synced = first(lambda e: e[0] in ("fsync", "fdatasync") and e[1] == os.path.join(blobs, name))
+        assert i_named is not None, f"blob {name} never renamed into blobs/"
+        assert i_synced is not None and i_named < i_synced < i_publish, \
+            f"blob {name} not flushed under its final name before the variant was published: {events[-6:]}"
+    last_blob_sync = max(first(lambda e, s=s: e[0] in ("fsync", "fdatasync") and e[1] == os.path.join(blobs, s))
+                         for s in names)
+    i_blobdir = first(lambda e: e[0] == "fsync" and e[1] == blobs)
+    assert i_blobdir is not None and last_blob_sync < i_blobdir < i_publish, "blobs/ not fsynced between the blobs and the publish"
+    staged_src = events[i_publish][1]
+    i_staged = first(lambda e: e[0] == "fsync" and e[1] == staged_src)
+    assert i_staged is not None and i_staged < i_publish, "staged variant folder not fsynced before it was published"
+    build_dir = os.path.dirname(events[i_publish][2])
+    i_build = first(lambda e: e[0] == "fsync" and e[1] == build_dir)
+    assert i_build is not None and i_publish < i_build < i_ref, "the folder holding the published variant not fsynced before the ref"
+    assert variant_ok(events[i_publish][2]) is None
