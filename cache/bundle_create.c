@@ -109,13 +109,30 @@ static int add_tree(export_ctx *cx, const char *rel, bool count_blobs) {
     return rc;
 }
 
+/* The compression a bundle's name asks for, as tar does with -a: a name that asks for none we know
+ * is refused rather than written as a plain tar under a misleading name (x.tar.bz2). */
+static const struct {
+    const char *ending;
+    int (*filter)(struct archive *); /* NULL: no compression */
+} k_endings[] = {
+    {".tar", NULL},
+    {".tar.gz", archive_write_add_filter_gzip},   {".tgz", archive_write_add_filter_gzip},
+    {".tar.zst", archive_write_add_filter_zstd},  {".tzst", archive_write_add_filter_zstd},
+    {".tar.bz2", archive_write_add_filter_bzip2}, {".tbz2", archive_write_add_filter_bzip2},
+    {".tar.xz", archive_write_add_filter_xz},     {".txz", archive_write_add_filter_xz},
+};
+
 static int open_writer(struct archive **out, const char *path) {
+    size_t k = 0, nk = sizeof k_endings / sizeof k_endings[0];
+    while (k < nk && !hk__str_ends_with(path, k_endings[k].ending)) k++;
+    if (k == nk)
+        return hk__fail(HK_ERR_INVALID_ARG,
+                        "%s: a bundle's name must end in .tar, .tar.gz, .tar.zst, .tar.bz2 or .tar.xz (it picks the "
+                        "compression)", path);
     struct archive *ar = archive_write_new();
     if (!ar) return hk__fail(HK_ERR_NOMEM, "out of memory");
     archive_write_set_format_pax_restricted(ar);
-    int frc = ARCHIVE_OK;
-    if (hk__str_ends_with(path, ".gz") || hk__str_ends_with(path, ".tgz")) frc = archive_write_add_filter_gzip(ar);
-    else if (hk__str_ends_with(path, ".zst")) frc = archive_write_add_filter_zstd(ar);
+    int frc = k_endings[k].filter ? k_endings[k].filter(ar) : ARCHIVE_OK;
     if (frc != ARCHIVE_OK) {
         int rc = hk__fail(HK_ERR_UNSUPPORTED, "cannot compress %s: %s", path, archive_error_string(ar));
         archive_write_free(ar);

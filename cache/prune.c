@@ -270,7 +270,7 @@ int hk__cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_o
     hk_cache_repos repos;
     int rc = hk__cache_list_repos(&repos, root, NULL);
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
-        char *label = hk__asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
+        char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
         hk_prune_ctx c = {rep, root, repos.dirs[i], label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
         rep->repos++;
         rc = prune_repo(&c, detached);

@@ -1,4 +1,5 @@
 /* hubkern cache ls | verify | prune | rm: inspect and repair the shared cache. */
+#include "cli/cache_json.h"
 #include "cli/cli.h"
 
 #include <hubkern.h>
@@ -49,7 +50,7 @@ typedef struct lines {
 
 static void on_line(void *ud, const char *line) {
     lines *l = ud;
-    if (l->arr) cJSON_AddItemToArray(l->arr, cJSON_CreateString(line));
+    if (l->arr) cJSON_AddItemToArray(l->arr, cli_cache_line_json(line)); /* structured: docs/json.md */
     else printf("%s\n", line);
 }
 

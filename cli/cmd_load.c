@@ -237,7 +237,7 @@ int cli_cmd_load(int argc, char **argv) {
     const hk_kernel_metadata *md = hk_kernel_get_metadata(k);
     cJSON *j = json ? cJSON_CreateObject() : NULL;
     if (j) {
-        cJSON_AddStringToObject(j, "repo", hk_kernel_repo_id(k));
+        cJSON_AddStringToObject(j, "repo_id", hk_kernel_repo_id(k));
         cJSON_AddStringToObject(j, "commit", hk_kernel_commit(k));
         cJSON_AddStringToObject(j, "variant", hk_kernel_variant(k));
         cJSON_AddStringToObject(j, "kind", kind_name(hk_kernel_get_kind(k)));
@@ -263,7 +263,7 @@ int cli_cmd_load(int argc, char **argv) {
         for (size_t i = 0; i < hk_kernel_dependency_count(k); i++) {
             const hk_kernel *d = hk_kernel_dependency_at(k, i);
             cJSON *dj = cJSON_CreateObject();
-            cJSON_AddStringToObject(dj, "repo", hk_kernel_repo_id(d));
+            cJSON_AddStringToObject(dj, "repo_id", hk_kernel_repo_id(d));
             cJSON_AddStringToObject(dj, "commit", hk_kernel_commit(d));
             cJSON_AddStringToObject(dj, "variant", hk_kernel_variant(d));
             cJSON_AddItemToArray(ds, dj);

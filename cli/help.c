@@ -16,13 +16,14 @@ static const char *kind_name(cli_opt_kind k) {
     return k == HK_OPT_FLAG ? "flag" : k == HK_OPT_COUNT ? "count" : k == HK_OPT_VALUE ? "value" : "list";
 }
 
-static int all_json(void) {
+int cli_help_json(const cli_spec *only) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "program", "hubkern");
-    cJSON_AddStringToObject(root, "version", HK_CLI_VERSION);
+    cJSON_AddStringToObject(root, "hubkern_version", HK_CLI_VERSION);
     cJSON *cmds = cJSON_AddArrayToObject(root, "commands");
     for (size_t i = 0; i < cli_ncommands; i++) {
         const cli_spec *s = cli_commands[i].spec;
+        if (only && s != only) continue;
         cJSON *c = cJSON_CreateObject();
         cJSON_AddStringToObject(c, "name", s->name);
         cJSON_AddStringToObject(c, "summary", s->summary);
@@ -165,7 +166,15 @@ static int completion(const char *shell) {
         printf("    COMPREPLY=()\n    if [ \"$COMP_CWORD\" -eq 1 ]; then\n        COMPREPLY=($(compgen -W \"");
         for (size_t i = 0; i < cli_ncommands; i++) printf("%s ", cli_commands[i].spec->name);
         printf("help --help --version -V\" -- \"$cur\"))\n        return\n    fi\n");
-        printf("    local cmd=\"${COMP_WORDS[1]}\"\n    case \"$cmd:$prev\" in\n");
+        printf("    local cmd=\"${COMP_WORDS[1]}\"\n");
+        /* where a subcommand is expected (cache _, bundle _), only the subcommands: no file names */
+        printf("    if [ \"$COMP_CWORD\" -eq 2 ] && [[ \"$cur\" != -* ]]; then\n        case \"$cmd\" in\n");
+        for (size_t i = 0; i < cli_ncommands; i++)
+            if (cli_commands[i].spec->subcommands)
+                printf("            %s) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n",
+                       cli_commands[i].spec->name, cli_commands[i].spec->subcommands);
+        printf("        esac\n    fi\n");
+        printf("    case \"$cmd:$prev\" in\n");
         value_cases("        ", 0);
         printf("    esac\n    local words=\"\"\n    case \"$cmd\" in\n");
         for (size_t i = 0; i < cli_ncommands; i++) {
@@ -193,7 +202,14 @@ static int completion(const char *shell) {
         }
         printf("        'help:describe a command'\n    )\n");
         printf("    if (( CURRENT == 2 )); then\n        _describe 'command' cmds\n        return\n    fi\n");
-        printf("    local cmd=${words[2]} prev=${words[CURRENT-1]}\n    case \"$cmd:$prev\" in\n");
+        printf("    local cmd=${words[2]} prev=${words[CURRENT-1]}\n");
+        printf("    if (( CURRENT == 3 )) && [[ $PREFIX != -* ]]; then\n        case $cmd in\n");
+        for (size_t i = 0; i < cli_ncommands; i++)
+            if (cli_commands[i].spec->subcommands)
+                printf("            %s) compadd -- %s; return ;;\n", cli_commands[i].spec->name,
+                       cli_commands[i].spec->subcommands);
+        printf("        esac\n    fi\n");
+        printf("    case \"$cmd:$prev\" in\n");
         value_cases("        ", 1);
         printf("    esac\n    local -a w\n    case $cmd in\n");
         for (size_t i = 0; i < cli_ncommands; i++) {
@@ -206,22 +222,24 @@ static int completion(const char *shell) {
         printf(" ) ;;\n    esac\n    compadd -- $w\n    _files\n}\n_hubkern \"$@\"\n");
         return 0;
     }
-    fprintf(stderr, "hubkern help: --completion takes bash or zsh, got '%s'\ntry 'hubkern help --help'\n", shell);
-    return 2;
+    return cli_usage_error("--completion takes bash or zsh, got '%s'", shell);
 }
 
 int cli_help_generate(int argc, char **argv) {
     const char *o = argv[1];
-    if (strcmp(o, "--all-json") == 0) return all_json();
+    if (strcmp(o, "--all-json") == 0 || strcmp(o, "--json") == 0) {
+        cli_set_json(1);
+        return cli_help_json(NULL);
+    }
     if (strcmp(o, "--man") == 0) return man();
     if (strncmp(o, "--completion=", 13) == 0) return completion(o + 13);
     if (strcmp(o, "--completion") == 0 && argc > 2) return completion(argv[2]);
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-        printf("usage: hubkern help [COMMAND]\n       hubkern help --all-json | --man | --completion bash|zsh\n\n"
+        printf("usage: hubkern help [COMMAND] [--json]\n       hubkern help --all-json | --man | --completion bash|zsh\n\n"
                "hubkern help COMMAND is hubkern COMMAND --help. The other forms print every command's options as\n"
-               "JSON, the hubkern(1) man page, or a completion script; the build installs the last two.\n");
+               "JSON (--json with a COMMAND: that command's), the hubkern(1) man page, or a completion script;\n"
+               "the build installs the last two.\n");
         return 0;
     }
-    fprintf(stderr, "hubkern help: unrecognized option '%s'\ntry 'hubkern help --help'\n", o);
-    return 2;
+    return cli_usage_error("unrecognized option '%s'", o);
 }
