@@ -60,12 +60,6 @@ static void on_ls_doc(void *ud, const char *doc) {
     l->doc = strdup(doc);
 }
 
-/* "kernels" → "kernel": the singular form `hf cache ls` prints (model/…, dataset/…) */
-static void singular(char *buf, size_t cap, const char *plural) {
-    size_t n = strlen(plural);
-    snprintf(buf, cap, "%.*s", (int)(n && plural[n - 1] == 's' ? n - 1 : n), plural);
-}
-
 static void print_ls_table(const cJSON *doc) {
     const cJSON *repos = cJSON_GetObjectItem(doc, "repos"), *r;
     size_t w_id = 4, w_refs = 4;
@@ -75,9 +69,8 @@ static void print_ls_table(const cJSON *doc) {
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) printf("%-*s  %9s  %-*s  %s\n", (int)w_id, "REPO", "SIZE", (int)w_refs, "REFS", "SNAPSHOTS");
         cJSON_ArrayForEach(r, repos) {
-            char type[32];
-            singular(type, sizeof type, cJSON_GetStringValue(cJSON_GetObjectItem(r, "type")));
-            snprintf(id, sizeof id, "%s/%s", type, cJSON_GetStringValue(cJSON_GetObjectItem(r, "repo_id")));
+            const char *rid = cJSON_GetStringValue(cJSON_GetObjectItem(r, "id")); /* kernel/org/name, as hf */
+            snprintf(id, sizeof id, "%s", rid ? rid : "?");
             refs[0] = '\0';
             const cJSON *ref;
             cJSON_ArrayForEach(ref, cJSON_GetObjectItem(r, "refs")) {
