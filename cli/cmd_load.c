@@ -248,7 +248,7 @@ int cli_cmd_load(int argc, char **argv) {
         cJSON_AddStringToObject(j, "variant", hk_kernel_variant(k));
         cJSON_AddStringToObject(j, "kind", kind_name(hk_kernel_get_kind(k)));
         cJSON_AddStringToObject(j, "path", hk_kernel_path(k));
-        if (hk_kernel_library_path(k)) cJSON_AddStringToObject(j, "library", hk_kernel_library_path(k));
+        if (hk_kernel_library_path(k)) cJSON_AddStringToObject(j, "library_path", hk_kernel_library_path(k));
         cJSON *m = cJSON_AddObjectToObject(j, "metadata");
         cJSON_AddStringToObject(m, "name", md->name);
         cJSON_AddStringToObject(m, "id", md->id);

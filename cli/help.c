@@ -65,6 +65,82 @@ static void roff(const char *s) {
     }
 }
 
+/* text with every "docs/NAME.md" the specs mention pointing at its installed copy
+ * (cli/CMakeLists.txt installs docs/ to HK_DOC_INSTALL_DIR): the page names only what is there.
+ * Caller frees; NULL when out of memory. */
+static char *with_doc_paths(const char *s) {
+    static const char dir[] = HK_DOC_INSTALL_DIR "/";
+    size_t n = 0;
+    for (const char *p = s; (p = strstr(p, "docs/")) != NULL; p += 5) n++;
+    char *out = malloc(strlen(s) + n * sizeof dir + 1), *o = out;
+    if (!out) return NULL;
+    const char *p;
+    while ((p = strstr(s, "docs/")) != NULL) {
+        memcpy(o, s, (size_t)(p - s));
+        o += p - s;
+        memcpy(o, dir, sizeof dir - 1);
+        o += sizeof dir - 1;
+        s = p + 5;
+    }
+    strcpy(o, s);
+    return out;
+}
+
+static void roff_docs(const char *s) {
+    char *t = with_doc_paths(s);
+    roff(t ? t : s);
+    free(t);
+}
+
+/* The specs' preformatted text is laid out for a terminal's help (up to 110 columns); man indents
+ * it by 7, so every line is re-broken at this width, the continuation aligned under the text that
+ * follows a "label  " column (or under the line's own indent). */
+#define HK_MAN_TEXT_WIDTH 72
+
+static void man_nf_line(const char *line, size_t n) {
+    size_t lead = 0;
+    while (lead < n && line[lead] == ' ') lead++;
+    size_t indent = lead;
+    const char *gap = memchr(line + lead, ' ', n - lead);
+    if (gap && (size_t)(gap - line) + 1 < n && gap[1] == ' ') { /* "verify  re-hash ...": under the text */
+        size_t k = (size_t)(gap - line);
+        while (k < n && line[k] == ' ') k++;
+        if (k < HK_MAN_TEXT_WIDTH / 2) indent = k;
+    }
+    size_t start = 0;
+    int first = 1;
+    while (start < n) {
+        size_t room = HK_MAN_TEXT_WIDTH - (first ? 0 : indent), len = n - start;
+        if (len > room) { /* break at the last space that fits, else at the first after it */
+            size_t cut = room;
+            while (cut > 0 && line[start + cut] != ' ') cut--;
+            if (cut == 0)
+                while (cut < len && line[start + cut] != ' ') cut++;
+            len = cut;
+        }
+        char *piece = strndup(line + start, len);
+        if (!first) printf("%*s", (int)indent, "");
+        if (piece) roff(piece);
+        free(piece);
+        printf("\n");
+        start += len;
+        while (start < n && line[start] == ' ') start++;
+        first = 0;
+    }
+}
+
+static void man_nf(const char *orig) {
+    char *all = with_doc_paths(orig); /* before the breaks: the paths are longer */
+    const char *text = all ? all : orig;
+    while (*text) {
+        size_t n = strcspn(text, "\n");
+        man_nf_line(text, n);
+        text += n;
+        if (*text) text++;
+    }
+    free(all);
+}
+
 static int man(void) {
     printf(".TH HUBKERN 1 \"\" \"hubkern %s\" \"User Commands\"\n", HK_CLI_VERSION);
     printf(".SH NAME\nhubkern \\- a native client for the Hugging Face Kernel Hub\n");
@@ -79,11 +155,9 @@ static int man(void) {
         const char *syn = s->synopsis;
         while (*syn) {
             size_t n = strcspn(syn, "\n");
-            printf(".nf\n.B ");
-            char *line = strndup(syn, n);
-            if (line) roff(line);
-            free(line);
-            printf("\n.fi\n");
+            printf(".nf\n.B\n");
+            man_nf_line(syn, n);
+            printf(".fi\n");
             syn += n;
             if (*syn) syn++;
         }
@@ -92,7 +166,7 @@ static int man(void) {
         printf(".\n");
         if (s->description) {
             printf(".PP\n.nf\n");
-            roff(s->description);
+            man_nf(s->description);
             printf(".fi\n");
         }
         for (int t = 0; table_at(s, t); t++)
@@ -113,10 +187,17 @@ static int man(void) {
                     printf("\\fR");
                 }
                 printf("\n");
-                roff(o->help);
+                roff_docs(o->help);
                 printf("\n");
             }
     }
+    printf(".SH EXIT STATUS\n0 success; 1 failure (and a report that found problems: \\fBcache verify\\fR, "
+           "\\fBvariants\\fR when nothing fits); 2 usage error (a missing, unknown, empty or conflicting "
+           "argument), in every command; 130 interrupted (Ctrl\\-C).\n");
+    printf(".SH JSON\nWith \\fB\\-\\-json\\fR every command prints one JSON object on stdout, on success and on "
+           "error: the schema version, the command and its fields, or an error object (code, message, hint, "
+           "exit_status). ");
+    roff(HK_DOC_INSTALL_DIR "/json.md describes it; " HK_DOC_INSTALL_DIR "/json-schema/hubkern-1.json is the schema.\n");
     printf(".SH ENVIRONMENT\nHF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_CACHE, HF_HOME, KERNELS_CACHE, "
            "HF_HUB_DISABLE_PROGRESS_BARS, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT, HUBKERN_VERBOSE.\n");
     printf(".SH SEE ALSO\n\\fBhf\\fR(1), \\fBkernels\\fR(1)\n");

@@ -4,7 +4,9 @@ display under a pseudo-terminal at 40 and 120 columns, hubkern env's Hub setting
 cache's kernel/org/name form, and the generated man page and completions."""
 import json
 import os
+import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -61,6 +63,27 @@ def test_errors_are_one_line_naming_the_problem():
         assert want in lines[0] and lines[1] == f"try 'hubkern {args[0] if args[0] != 'cache' else 'cache ls'} --help'", \
             (args, r.stderr)
         assert len(lines) == 2 and "usage:" not in r.stderr and r.stdout == "", (args, r.stderr)
+
+
+def test_usage_errors_exit_2_in_every_command():
+    """An unknown option, a missing argument, a bad or empty value: exit 2 in every command (issue
+    24: some exited 1), one line naming it, "did you mean" for an abbreviated option."""
+    for name in [c["name"] for c in specs()]:
+        r = run([name, "--bogus-option"])
+        assert r.returncode == 2 and "unrecognized option '--bogus-option'" in r.stderr, (name, r.returncode, r.stderr)
+    for args in (["pull"], ["pull", "org/x", "--version", "abc"], ["pull", "org/x", "--version", "1", "--endpoint="],
+                 ["info"], ["versions"], ["load"], ["lock"], ["download"], ["publish"], ["variants"], ["benchmarks"],
+                 ["verify-signature"], ["cache"], ["cache", "rm"], ["cache", "frob"], ["bundle"], ["bundle", "frob"],
+                 ["trust-root"], ["trust-root", "frob"], ["version", "x"], ["serve", "--port", "x"],
+                 ["serve", "--threads", "0"], ["help", "frob"], ["help", "--frob"], ["frob"], ["--frob"],
+                 ["cache", "ls", "--cache-dir="]):
+        r = run(args)
+        assert r.returncode == 2 and r.stderr.strip(), (args, r.returncode, r.stderr)
+        assert not r.stderr.startswith("hubkern serve: serve:"), r.stderr
+    assert "--endpoint needs a URL, got an empty value" in run(["pull", "org/x", "--version", "1", "--endpoint="]).stderr
+    for args in (["pull", "org/x", "--vers", "1"], ["--vers"]):
+        r = run(args)
+        assert r.returncode == 2 and "(did you mean --version?)" in r.stderr, (args, r.stderr)
 
 
 def test_unknown_command_help_and_version():
@@ -147,6 +170,25 @@ def test_every_json_command_prints_only_json(hub, tmp_path):
                 assert doc["error"]["message"] and r.stderr.startswith(f"hubkern {args[0]}"), (args, r.stderr)
                 plain = run(args)
                 assert plain.returncode == r.returncode and "{" not in plain.stdout, (args, plain.stdout)
+
+
+def test_bundle_compresses_by_name(hub, tmp_path):
+    """bundle create picks the compression from the name (libarchive's filters), reads each back,
+    and refuses a name that promises a compression it does not write (issue 24: x.tar.bz2 was a
+    plain tar)."""
+    cache = str(tmp_path / "c")
+    run(["pull", "org/clikern", "--version", "1", "--variant", V, f"--endpoint={hub.url}", f"--cache-dir={cache}"], check=True)
+    magic = {".tar.gz": b"\x1f\x8b", ".tgz": b"\x1f\x8b", ".tar.bz2": b"BZh", ".tar.xz": b"\xfd7zXZ",
+             ".tar.zst": b"\x28\xb5\x2f\xfd", ".tar": None}
+    for ext, head in magic.items():
+        out = tmp_path / f"b{ext}"
+        run(["bundle", "create", str(out), "org/clikern", f"--cache-dir={cache}"], check=True)
+        data = out.read_bytes()
+        assert (data.startswith(head) if head else data[257:262] == b"ustar"), (ext, data[:8])
+        listed = run(["bundle", "list", str(out)], check=True).stdout
+        assert "kernels--org--clikern/refs/v1" in listed, (ext, listed)
+    r = run(["bundle", "create", str(tmp_path / "b.tar.rar"), "org/clikern", f"--cache-dir={cache}"])
+    assert r.returncode == 1 and "must end in .tar, .tar.gz" in r.stderr and not (tmp_path / "b.tar.rar").exists()
 
 
 def test_cache_verify_and_prune_json(hub, tmp_path):
@@ -315,6 +357,23 @@ def test_man_page_and_completions_cover_every_option(tmp_path):
     script = bash + '\nCOMP_WORDS=(hubkern pull --ver); COMP_CWORD=2; _hubkern; printf "%s\\n" "${COMPREPLY[@]}"\n'
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
     assert "--version" in r.stdout.split()
+    # where a subcommand is expected, only subcommands: no file names (issue 24), in a folder with files
+    (tmp_path / "lsfile").write_text("x")
+    for words, want in (("hubkern cache ''", {"ls", "verify", "prune", "rm"}), ("hubkern bundle ''", {"create", "extract", "list"}),
+                        ("hubkern trust-root ''", {"path", "show", "install"}), ("hubkern cache l", {"ls"})):
+        script = bash + f'\nCOMP_WORDS=({words}); COMP_CWORD=2; _hubkern; printf "%s\\n" "${{COMPREPLY[@]}}"\n'
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path)
+        assert set(r.stdout.split()) == want, (words, r.stdout)
+    # the page fits 80 columns as man renders it, and names the guides where they are installed
+    if shutil.which("man"):
+        shown = subprocess.run(["man", "-l", "-"], input=man, capture_output=True, text=True,
+                               env={**os.environ, "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat"}).stdout
+        assert shown and not [ln for ln in shown.splitlines() if len(ln) > 80], \
+            [ln for ln in shown.splitlines() if len(ln) > 80][:5]
+    assert "docs/" not in re.sub(r"share/doc/hubkern", "", man.replace("\\-", "-")), "a docs/ path that is not installed"
+    src = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    for name in set(re.findall(r"share/doc/hubkern/([\w./-]+?\.(?:md|json))", man.replace("\\-", "-"))):
+        assert (src / name).is_file(), name  # cli/CMakeLists.txt installs docs/ there
     build = os.environ.get("HK_BUILD_DIR")
     if build and os.path.exists(os.path.join(build, "cli", "generated", "hubkern.1")):
         with open(os.path.join(build, "cli", "generated", "hubkern.1")) as fh:
