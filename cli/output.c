@@ -113,7 +113,6 @@ static const char *code_hint(const char *code_name, int status) {
     static const struct {
         const char *code, *hint;
     } k[] = {
-        {"HK_ERR_INVALID_ARG", NULL},
         {"HK_ERR_AUTH", "check the token: HF_TOKEN, the token file, or --token"},
         {"HK_ERR_FORBIDDEN", "ask the repo's owner for access, or use a token that has it"},
         {"HK_ERR_RATE_LIMITED", "wait and retry, or send a token (HF_TOKEN or --token)"},
@@ -123,7 +122,7 @@ static const char *code_hint(const char *code_name, int status) {
         {"HK_ERR_DIGEST", "run 'hubkern cache verify', then 'hubkern cache rm REPO' and pull again"},
         {"HK_ERR_INTEGRITY", "run 'hubkern cache verify', then 'hubkern cache rm REPO' and pull again"},
         {"HK_ERR_UNTRUSTED", "pass --trust-remote-code if you trust this publisher"},
-        {"HK_ERR_SIGNATURE", "see docs/sigstore.md; --signature warn accepts an unsigned kernel"},
+        {"HK_ERR_SIGNATURE", "docs/sigstore.md: the signing policies, HUBKERN_SIGNATURE and the trust root"},
         {"HK_ERR_CANCELLED", "run the command again: the files completed so far stay in the cache"},
         {"HK_ERR_INTERNAL", "please report this as a hubkern bug"},
     };
