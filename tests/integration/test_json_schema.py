@@ -212,3 +212,17 @@ def test_schema_rejects_the_old_forms(validator):
     ]
     for doc in bad:
         assert list(validator.iter_errors(doc)), doc
+
+
+def test_no_variant_hint_names_only_the_commands_options(validator, hub, tmp_path):
+    """download has no --variant, so its no-variant error must not suggest one (issue 24); pull has."""
+    cache = str(tmp_path / "c")
+    H = [f"--endpoint={hub.url}", f"--cache-dir={cache}"]
+    lock = str(tmp_path / "kernels.lock")
+    run_cli(["lock", "-o", lock, "org/jk=1", *H])
+    doc = check(validator, ["download", "--lock", lock, "--backend", "cuda", *H], 1, "download")
+    assert doc["error"]["code"] == "HK_ERR_NO_VARIANT", doc
+    assert "--variant" not in doc["error"]["message"] + doc["error"]["hint"], doc
+    assert "--backend" in doc["error"]["hint"] and "--all-variants" in doc["error"]["hint"], doc
+    doc = check(validator, ["pull", "org/jk", "--version", "1", "--backend", "cuda", *H], 1, "pull")
+    assert "--variant V" in doc["error"]["hint"], doc
