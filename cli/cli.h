@@ -58,16 +58,14 @@ int cli_verbose(void);
  * one) on stderr and, under --json, the JSON error object on stdout. Returns the exit status: 130
  * for HK_ERR_CANCELLED, else 1. */
 int cli_report_error(const char *what);
-/* The same for an error found by the CLI itself: code_name is an hk_error_name() string. */
+/* The same for an error found by the CLI itself: code_name is an hk_error_name() string; under --json
+ * the error document ({"schema", "command", "error": {"code", "message", "hint", "exit_status"}},
+ * docs/json.md) unless a JSON document was already printed (stdout stays one document). */
 int cli_fail(int status, const char *code_name, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Under --json, print the error document ({"schema", "command", "error": {"code": CODE, "message":
- * MSG, "hint": null, "exit_status": 1}}) on stdout unless a JSON document was already printed
- * (stdout stays one JSON document). */
-void cli_json_error(const char *code_name, const char *message);
 /* Print the object j (formatted) on stdout as the command's JSON document, after the envelope's
  * "schema" and "command" (docs/json.md), and free it. */
 void cli_print_json(cJSON *j);

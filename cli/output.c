@@ -149,8 +149,6 @@ static void json_error(const char *code_name, const char *message, const char *h
     fflush(stdout);
 }
 
-void cli_json_error(const char *code_name, const char *message) { json_error(code_name, message, NULL, 1); }
-
 /* "hubkern CMD: hint: ..." after the error line, so that text and JSON say the same */
 static void print_hint(const char *hint) {
     if (hint) fprintf(stderr, "hubkern%s%s: hint: %s\n", *g_command ? " " : "", g_command, hint);
