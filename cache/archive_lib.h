@@ -14,10 +14,12 @@
 #define HK__ARCHIVE_FUNCTIONS(X)                                                                   \
     X(archive_error_string) X(archive_read_new) X(archive_read_free) X(archive_read_next_header)   \
     X(archive_read_open_filename) X(archive_read_support_filter_gzip)                              \
-    X(archive_read_support_filter_zstd) X(archive_read_support_format_tar) X(archive_read_data)    \
+    X(archive_read_support_filter_zstd) X(archive_read_support_filter_bzip2)                       \
+    X(archive_read_support_filter_xz) X(archive_read_support_format_tar) X(archive_read_data)      \
     X(archive_write_new) X(archive_write_free) X(archive_write_close) X(archive_write_data)        \
     X(archive_write_header) X(archive_write_open_filename) X(archive_write_add_filter_gzip)        \
-    X(archive_write_add_filter_zstd) X(archive_write_set_format_pax_restricted)                    \
+    X(archive_write_add_filter_zstd) X(archive_write_add_filter_bzip2) X(archive_write_add_filter_xz) \
+    X(archive_write_set_format_pax_restricted)                                                     \
     X(archive_entry_new) X(archive_entry_free) X(archive_entry_filetype) X(archive_entry_pathname) \
     X(archive_entry_size) X(archive_entry_size_is_set) X(archive_entry_symlink)                    \
     X(archive_entry_set_filetype) X(archive_entry_set_mtime) X(archive_entry_set_pathname)         \
@@ -46,6 +48,8 @@ int hk__archive_load(void);
 #define archive_read_open_filename (*hk__archive.archive_read_open_filename)
 #define archive_read_support_filter_gzip (*hk__archive.archive_read_support_filter_gzip)
 #define archive_read_support_filter_zstd (*hk__archive.archive_read_support_filter_zstd)
+#define archive_read_support_filter_bzip2 (*hk__archive.archive_read_support_filter_bzip2)
+#define archive_read_support_filter_xz (*hk__archive.archive_read_support_filter_xz)
 #define archive_read_support_format_tar (*hk__archive.archive_read_support_format_tar)
 #define archive_read_data (*hk__archive.archive_read_data)
 #define archive_write_new (*hk__archive.archive_write_new)
@@ -56,6 +60,8 @@ int hk__archive_load(void);
 #define archive_write_open_filename (*hk__archive.archive_write_open_filename)
 #define archive_write_add_filter_gzip (*hk__archive.archive_write_add_filter_gzip)
 #define archive_write_add_filter_zstd (*hk__archive.archive_write_add_filter_zstd)
+#define archive_write_add_filter_bzip2 (*hk__archive.archive_write_add_filter_bzip2)
+#define archive_write_add_filter_xz (*hk__archive.archive_write_add_filter_xz)
 #define archive_write_set_format_pax_restricted (*hk__archive.archive_write_set_format_pax_restricted)
 #define archive_entry_new (*hk__archive.archive_entry_new)
 #define archive_entry_free (*hk__archive.archive_entry_free)

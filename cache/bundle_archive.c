@@ -17,6 +17,8 @@ int hk__bundle_open_reader(struct archive **out, const char *path) {
     archive_read_support_format_tar(ar);
     archive_read_support_filter_gzip(ar);
     archive_read_support_filter_zstd(ar);
+    archive_read_support_filter_bzip2(ar);
+    archive_read_support_filter_xz(ar);
     if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
         int rc = hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : HK_ERR_PARSE, "cannot read bundle %s: %s", path,
                          archive_error_string(ar) ? archive_error_string(ar) : "not a tar archive");

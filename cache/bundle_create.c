@@ -107,15 +107,43 @@ static int add_tree(export_ctx *cx, const char *rel, bool count_blobs) {
     return rc;
 }
 
+/* The compression a bundle's name asks for, as tar does with -a: a name that asks for none we know
+ * is refused rather than written as a plain tar under a misleading name (x.tar.bz2). */
+typedef enum { BUNDLE_PLAIN, BUNDLE_GZIP, BUNDLE_ZSTD, BUNDLE_BZIP2, BUNDLE_XZ } bundle_filter;
+static const struct {
+    const char *ending;
+    bundle_filter filter;
+} k_endings[] = {
+    {".tar", BUNDLE_PLAIN},
+    {".tar.gz", BUNDLE_GZIP},    {".tgz", BUNDLE_GZIP},   {".tar.zst", BUNDLE_ZSTD}, {".tzst", BUNDLE_ZSTD},
+    {".tar.bz2", BUNDLE_BZIP2}, {".tbz2", BUNDLE_BZIP2}, {".tar.xz", BUNDLE_XZ},    {".txz", BUNDLE_XZ},
+};
+
+/* (libarchive is loaded at run time, so its functions are not constants a table could hold.) */
+static int add_filter(struct archive *ar, bundle_filter f) {
+    switch (f) {
+    case BUNDLE_GZIP: return archive_write_add_filter_gzip(ar);
+    case BUNDLE_ZSTD: return archive_write_add_filter_zstd(ar);
+    case BUNDLE_BZIP2: return archive_write_add_filter_bzip2(ar);
+    case BUNDLE_XZ: return archive_write_add_filter_xz(ar);
+    case BUNDLE_PLAIN: break;
+    }
+    return ARCHIVE_OK;
+}
+
 static int open_writer(struct archive **out, const char *path) {
+    size_t k = 0, nk = sizeof k_endings / sizeof k_endings[0];
+    while (k < nk && !hk__str_ends_with(path, k_endings[k].ending)) k++;
+    if (k == nk)
+        return hk__fail(HK_ERR_INVALID_ARG,
+                        "%s: a bundle's name must end in .tar, .tar.gz, .tar.zst, .tar.bz2 or .tar.xz (it picks the "
+                        "compression)", path);
     int lrc = hk__archive_load();
     if (lrc) return lrc;
     struct archive *ar = archive_write_new();
     if (!ar) return hk__fail(HK_ERR_NOMEM, "out of memory");
     archive_write_set_format_pax_restricted(ar);
-    int frc = ARCHIVE_OK;
-    if (hk__str_ends_with(path, ".gz") || hk__str_ends_with(path, ".tgz")) frc = archive_write_add_filter_gzip(ar);
-    else if (hk__str_ends_with(path, ".zst")) frc = archive_write_add_filter_zstd(ar);
+    int frc = add_filter(ar, k_endings[k].filter);
     if (frc != ARCHIVE_OK) {
         int rc = hk__fail(HK_ERR_UNSUPPORTED, "cannot compress %s: %s", path, archive_error_string(ar));
         archive_write_free(ar);

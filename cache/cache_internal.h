@@ -14,6 +14,11 @@
 
 /* "" / "datasets/" / "spaces/" / "kernels/" (resolve-URL prefix). */
 const char *hk__repo_type_url_prefix(hk_repo_type t);
+/* "kernel", "model", ...: the singular type huggingface_hub's cache tools print */
+const char *hk__repo_type_singular(hk_repo_type t);
+/* "kernel/org/name": how every cache report names a repo, as `hf cache ls` (its cache_id) does.
+ * Caller frees; NULL on allocation failure. */
+char *hk__cache_repo_label(hk_repo_type t, const char *repo_id);
 
 /* ---- paths of a repo folder, spelled here and nowhere else (cache/layout.c) ------------------- */
 /* Each checks the names it is given, so that no path it makes can leave its folder: NULL with

@@ -21,11 +21,17 @@ static bool type_known(hk_repo_type t) { return (unsigned)t < HK_ARRAY_LEN(k_plu
 const char *hk_repo_type_plural(hk_repo_type t) { return type_known(t) ? k_plural[t] : NULL; }
 const char *hk__repo_type_url_prefix(hk_repo_type t) { return k_prefix[t]; }
 
+static const char *const k_singular[] = {"model", "dataset", "space", "kernel"};
+const char *hk__repo_type_singular(hk_repo_type t) { return type_known(t) ? k_singular[t] : NULL; }
+
+char *hk__cache_repo_label(hk_repo_type t, const char *repo_id) {
+    return hk__asprintf("%s/%s", type_known(t) ? k_singular[t] : "?", repo_id);
+}
+
 int hk_repo_type_parse(hk_repo_type *out, const char *s) {
-    static const char *const singular[] = {"model", "dataset", "space", "kernel"};
     if (!out || !s) return hk__fail(HK_ERR_INVALID_ARG, "no repo type given (use model, dataset, space or kernel)");
     for (int i = 0; i < 4; i++) {
-        if (strcmp(s, singular[i]) == 0 || strcmp(s, k_plural[i]) == 0) {
+        if (strcmp(s, k_singular[i]) == 0 || strcmp(s, k_plural[i]) == 0) {
             *out = (hk_repo_type)i;
             return HK_OK;
         }

@@ -26,15 +26,18 @@ int hk__cache_run_ls(hk_cache_report *rep, const char *root, const hk_cache_opti
         rep->bytes += bytes;
         cJSON *jr = json ? cJSON_CreateObject() : NULL;
         if (jr) {
-            cJSON_AddStringToObject(jr, "type", hk_repo_type_plural(repos.types[i]));
+            char *id = hk__cache_repo_label(repos.types[i], repos.ids[i]);
+            cJSON_AddStringToObject(jr, "id", id ? id : repos.ids[i]); /* hf cache ls's "id" */
+            free(id);
             cJSON_AddStringToObject(jr, "repo_id", repos.ids[i]);
+            cJSON_AddStringToObject(jr, "repo_type", hk__repo_type_singular(repos.types[i]));
             cJSON_AddStringToObject(jr, "path", dir);
             cJSON_AddNumberToObject(jr, "size", (double)bytes);
             cJSON_AddItemToArray(jrepos, jr);
         }
         hk_strbuf line;
         hk__sb_init(&line);
-        hk__sb_printf(&line, "%s/%s  %.1f MB", hk_repo_type_plural(repos.types[i]), repos.ids[i], bytes / 1e6);
+        hk__sb_printf(&line, "%s/%s  %.1f MB", hk__repo_type_singular(repos.types[i]), repos.ids[i], bytes / 1e6);
         /* refs */
         cJSON *jrefs = jr ? cJSON_AddObjectToObject(jr, "refs") : NULL;
         char *refsdir = hk__path_join(dir, "refs");

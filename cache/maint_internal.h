@@ -50,6 +50,8 @@ int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_di
 uint64_t hk__cache_dir_bytes(const char *dir);
 /* "kernels--org--name" of ".../kernels--org--name". */
 const char *hk__cache_folder_of(const char *repo_dir);
+/* "kernels--org--name" -> *type and "org/name" (*repo_id: caller frees); false for another name. */
+bool hk__cache_parse_folder(const char *name, hk_repo_type *type, char **repo_id);
 /* Does some ref of the repo name this commit? */
 bool hk__cache_commit_referenced(const char *repo_dir, const char *commit);
 

@@ -142,8 +142,13 @@ static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool d
             char *repo_dir = hk__path_join(root, folder);
             char *rdir = b == 0 ? hk__asprintf("%s/%s/hubkern-receipts", bases[b], folder) : hk__path_join(bases[b], folder);
             if (repo_dir && rdir && hk__is_dir(rdir) && !hk__is_dir(repo_dir)) {
-                hk_prune_ctx c = {rep, root, repo_dir, folder, dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
+                /* named as every report names a repo (kernel/org/name), not by its folder */
+                hk_repo_type type;
+                char *id = NULL, *label = hk__cache_parse_folder(folder, &type, &id) ? hk__cache_repo_label(type, id) : NULL;
+                hk_prune_ctx c = {rep, root, repo_dir, label ? label : folder, dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
                 hk__cache_remove_path(&c, rdir, "verification receipts (repo not in the cache)", 0);
+                free(label);
+                free(id);
             }
             free(rdir);
             free(repo_dir);
@@ -270,7 +275,7 @@ int hk__cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_o
     hk_cache_repos repos;
     int rc = hk__cache_list_repos(&repos, root, NULL);
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
-        char *label = hk__asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
+        char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
         hk_prune_ctx c = {rep, root, repos.dirs[i], label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
         rep->repos++;
         rc = prune_repo(&c, detached);

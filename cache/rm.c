@@ -50,7 +50,7 @@ int hk__cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_opti
     bool found_rev = false;
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
         const char *dir = repos.dirs[i];
-        char *label = hk__asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
+        char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
         hk_prune_ctx c = {rep, root, dir, label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
         if (!revision) {
             char *blobs = hk__path_join(dir, "blobs");

@@ -201,7 +201,7 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
     }
     for (size_t i = 0; i < repos.n && rc == HK_OK; i++) {
         const char *dir = repos.dirs[i];
-        char *label = hk__asprintf("%s/%s", hk_repo_type_plural(repos.types[i]), repos.ids[i]);
+        char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
         vctx c = {rep, dir, label ? label : repos.ids[i], fn, ud, root};
         rep->repos++;
         char *blobs = hk__path_join(dir, "blobs");

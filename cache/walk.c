@@ -24,7 +24,7 @@ void hk__cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) {
 }
 
 /* "kernels--org--name" -> type + "org/name". */
-static bool parse_folder(const char *name, hk_repo_type *type, char **repo_id) {
+bool hk__cache_parse_folder(const char *name, hk_repo_type *type, char **repo_id) {
     static const char *const pfx[] = {"models--", "datasets--", "spaces--", "kernels--"};
     for (int t = 0; t < 4; t++) {
         size_t pl = strlen(pfx[t]);
@@ -85,7 +85,7 @@ int hk__cache_list_repos(hk_cache_repos *out, const char *root, const char *repo
     for (size_t k = 0; k < nn && rc == HK_OK; k++) {
         hk_repo_type type;
         char *id = NULL;
-        if (!names[k] || !parse_folder(names[k], &type, &id)) continue;
+        if (!names[k] || !hk__cache_parse_folder(names[k], &type, &id)) continue;
         char *dir = hk__path_join(root, names[k]);
         if (!dir || !hk__is_dir(dir) || (repo_id && strcmp(repo_id, id) != 0)) {
             free(dir);

@@ -75,13 +75,16 @@ static int unknown_option(const cli_spec *s, const char *arg) {
     size_t len = strcspn(name, "=");
     char want[64];
     snprintf(want, sizeof want, "%.*s", (int)(len < 63 ? len : 63), name);
-    const cli_opt *best = NULL;
-    size_t bestd = 3;
+    const cli_opt *best = NULL, *prefixed = NULL;
+    size_t bestd = 3, nprefixed = 0;
     for (int t = 0; arg[1] == '-' && table_at(s, t); t++)
         for (const cli_opt *o = table_at(s, t); o->kind != HK_OPT_END; o++) {
             size_t d = cli_edit_distance(want, o->name);
             if (d < bestd) bestd = d, best = o;
+            /* an abbreviation (--vers) is far from --version by edits but names it: one match only */
+            if (len >= 2 && strncmp(o->name, want, strlen(want)) == 0) prefixed = o, nprefixed++;
         }
+    if (!best && nprefixed == 1) best = prefixed;
     if (best) return cli_usage_error("unrecognized option '%s' (did you mean --%s?)", arg, best->name);
     return cli_usage_error("unrecognized option '%s'", arg);
 }
@@ -90,7 +93,17 @@ static int opt_label(char *buf, size_t cap, const cli_opt *o) {
     return snprintf(buf, cap, "--%s", o->name);
 }
 
+/* An empty URL, directory or file (--endpoint=) would silently mean "the default": refuse it. */
+static bool must_not_be_empty(const cli_opt *o) {
+    static const char *const kinds[] = {"URL", "DIR", "FILE"};
+    for (size_t i = 0; o->metavar && i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(o->metavar, kinds[i]) == 0) return true;
+    return false;
+}
+
 static int add(cli_args *a, const cli_opt *o, const char *value) {
+    if (value && !*value && must_not_be_empty(o))
+        return cli_usage_error("--%s needs a %s, got an empty value", o->name, o->metavar);
     if (o->kind == HK_OPT_VALUE || o->kind == HK_OPT_FLAG) {
         for (size_t i = 0; i < a->nocc; i++)
             if (a->occ[i].opt == o && o->kind == HK_OPT_VALUE) {
@@ -129,6 +142,7 @@ static int check_conflicts(cli_args *a) {
 int cli_parse(cli_args *a, const cli_spec *spec, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->spec = spec;
+    cli_set_spec(spec);
     a->pos = calloc((size_t)argc + 1, sizeof *a->pos);
     if (!a->pos) return cli_usage_error("out of memory");
     /* --json decides how errors are reported, parse errors included: look for it first */

@@ -38,6 +38,14 @@ extern const size_t cli_ncommands;
 /* "pull", "cache verify": the name after "hubkern " in every message. */
 void cli_set_command(const char *name);
 const char *cli_command(void);
+/* The schema version every --json document carries (docs/json.md, docs/json-schema/hubkern-1.json). */
+#define CLI_JSON_SCHEMA "hubkern/1"
+/* Does spec (its own tables, not the common options) have the option --name? */
+int cli_spec_has(const cli_spec *spec, const char *name);
+/* The spec of the running command (cli_parse sets it): hints name only options it has. */
+void cli_set_spec(const cli_spec *spec);
+/* --token was given: an HK_ERR_AUTH's hint names that flag rather than HF_TOKEN. */
+void cli_set_token_option(int given);
 /* --json was given: results (and errors) are JSON on stdout. */
 void cli_set_json(int on);
 int cli_json(void);
@@ -46,19 +54,20 @@ void cli_set_verbosity(int verbose, int quiet);
 int cli_quiet(void);
 int cli_verbose(void);
 
-/* Print "hubkern CMD: [what: ]<hk_last_error()> [CODE]" on stderr and, under --json, the JSON
- * error object on stdout. Returns the exit status: 130 for HK_ERR_CANCELLED, else 1. */
+/* Print "hubkern CMD: [what: ]<hk_last_error()> [CODE]" (and a "hint:" line where the code has
+ * one) on stderr and, under --json, the JSON error object on stdout. Returns the exit status: 130
+ * for HK_ERR_CANCELLED, else 1. */
 int cli_report_error(const char *what);
-/* The same for an error found by the CLI itself: code_name is an hk_error_name() string. */
+/* The same for an error found by the CLI itself: code_name is an hk_error_name() string; under --json
+ * the error document ({"schema", "command", "error": {"code", "message", "hint", "exit_status"}},
+ * docs/json.md) unless a JSON document was already printed (stdout stays one document). */
 int cli_fail(int status, const char *code_name, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Under --json, print {"error": {"code": CODE, "message": MSG}} on stdout unless a JSON document
- * was already printed (stdout stays one JSON document). */
-void cli_json_error(const char *code_name, const char *message);
-/* Print j (formatted) on stdout as the command's JSON document and free it. */
+/* Print the object j (formatted) on stdout as the command's JSON document, after the envelope's
+ * "schema" and "command" (docs/json.md), and free it. */
 void cli_print_json(cJSON *j);
 /* How to clear the line the progress display has drawn without its newline (progress.c registers
  * it): every message on stderr calls it first. NULL: nothing to clear. */

@@ -107,9 +107,12 @@ int cli_cmd_benchmarks(int argc, char **argv) {
     } while (cursor && shown < limit);
     hk_free(cursor);
     if (rc == 0) {
-        if (cli_json()) {
-            cli_print_json(all);
+        if (cli_json()) { /* the envelope is an object: the records go under "benchmarks" */
+            cJSON *doc = cJSON_CreateObject();
+            cJSON_AddStringToObject(doc, "repo_id", repo);
+            cJSON_AddItemToObject(doc, "benchmarks", all);
             all = NULL;
+            cli_print_json(doc);
         } else if (!shown) {
             fprintf(stderr, "%s: no benchmark submissions on %s\n", repo, hk_hub_endpoint(hub));
         } else {

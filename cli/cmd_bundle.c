@@ -19,14 +19,17 @@ static const cli_opt k_opts[] = {
 const cli_spec cli_spec_bundle = {
     .name = "bundle",
     .summary = "move cached repos to air-gapped machines as one tar file",
-    .synopsis = "hubkern bundle create OUT.tar[.gz|.zst] REPO [REPO...] [--cache-dir DIR] [--repo-type T] [--json]\n"
-                "hubkern bundle extract IN.tar[.gz|.zst] [--cache-dir DIR] [--json]\n"
-                "hubkern bundle list IN.tar[.gz|.zst] [--json]",
+    .synopsis = "hubkern bundle create OUT.tar[.gz|.zst|.bz2|.xz] REPO [REPO...] [--cache-dir DIR]\n"
+                "    [--repo-type T] [--json]\n"
+                "hubkern bundle extract IN.tar[.gz|.zst|.bz2|.xz] [--cache-dir DIR] [--json]\n"
+                "hubkern bundle list IN.tar[.gz|.zst|.bz2|.xz] [--json]",
     .description =
         "Moves cached repos (blobs, snapshots, refs) between machines, e.g. from a node that can\n"
         "reach the Hub to an air-gapped fleet. REPO is org/name (of --repo-type, default kernel) or a\n"
         "cache folder name such as kernels--org--name. extract verifies every blob against its\n"
-        "name (sha256 or git sha1), accepts nothing outside the cache layout, and writes refs last.\n",
+        "name (sha256 or git sha1), accepts nothing outside the cache layout, and writes refs last.\n"
+        "create compresses as OUT's name says (.tar.gz, .tar.zst, .tar.bz2, .tar.xz; .tar: none) and\n"
+        "refuses any other name.\n",
     .tables = {k_opts},
     .subcommands = "create extract list",
     .json = 1,
@@ -67,6 +70,11 @@ static int run(const cli_args *a) {
     const char *verb = a->pos[0];
     bool create = !strcmp(verb, "create"), extract = !strcmp(verb, "extract"), list = !strcmp(verb, "list");
     if (!create && !extract && !list) return cli_usage_error("unknown subcommand '%s' (create, extract or list)", verb);
+    static char name[32];
+    if (create || extract || list) { /* "bundle create" in messages and as the JSON command */
+        snprintf(name, sizeof name, "bundle %s", verb);
+        cli_set_command(name);
+    }
     if (a->npos < 2) return cli_usage_error("missing the %s file", create ? "OUT.tar" : "IN.tar");
     if (create && a->npos < 3) return cli_usage_error("missing REPO (at least one repo to bundle)");
     if (!create && a->npos > 2) return cli_usage_error("unexpected argument '%s'", a->pos[2]);

@@ -1,5 +1,6 @@
 /* hubkern cache ls | verify | prune | rm: inspect and repair the shared cache. */
 #include "cli/cache_cmds.h"
+#include "cli/cache_json.h"
 #include "cli/cli.h"
 
 #include <hubkern.h>
@@ -61,7 +62,7 @@ typedef struct lines {
 
 static void on_line(void *ud, const char *line) {
     lines *l = ud;
-    if (l->arr) cJSON_AddItemToArray(l->arr, cJSON_CreateString(line));
+    if (l->arr) cJSON_AddItemToArray(l->arr, cli_cache_line_json(line)); /* structured: docs/json.md */
     else printf("%s\n", line);
 }
 
@@ -69,12 +70,6 @@ static void on_ls_doc(void *ud, const char *doc) {
     lines *l = ud;
     free(l->doc);
     l->doc = strdup(doc);
-}
-
-/* "kernels" → "kernel": the singular form `hf cache ls` prints (model/…, dataset/…) */
-static void singular(char *buf, size_t cap, const char *plural) {
-    size_t n = strlen(plural);
-    snprintf(buf, cap, "%.*s", (int)(n && plural[n - 1] == 's' ? n - 1 : n), plural);
 }
 
 static void print_ls_table(const cJSON *doc) {
@@ -86,9 +81,8 @@ static void print_ls_table(const cJSON *doc) {
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) printf("%-*s  %9s  %-*s  %s\n", (int)w_id, "REPO", "SIZE", (int)w_refs, "REFS", "SNAPSHOTS");
         cJSON_ArrayForEach(r, repos) {
-            char type[32];
-            singular(type, sizeof type, cJSON_GetStringValue(cJSON_GetObjectItem(r, "type")));
-            snprintf(id, sizeof id, "%s/%s", type, cJSON_GetStringValue(cJSON_GetObjectItem(r, "repo_id")));
+            const char *rid = cJSON_GetStringValue(cJSON_GetObjectItem(r, "id")); /* kernel/org/name, as hf */
+            snprintf(id, sizeof id, "%s", rid ? rid : "?");
             refs[0] = '\0';
             const cJSON *ref;
             cJSON_ArrayForEach(ref, cJSON_GetObjectItem(r, "refs")) {

@@ -62,10 +62,14 @@ static void add_tree(cJSON *j, const char *repo, int version, const char *revisi
         cJSON_AddStringToObject(j, "name", md->name);
         cJSON_AddNumberToObject(j, "metadata_version", md->version);
         const char *minver = hk_kernel_metadata_kernels_minver(md);
-        cJSON_AddStringToObject(j, "kernels_minver", minver ? minver : "-");
+        /* missing fields are null, as kernels prints None (docs/json.md); the text shows "-" */
+        if (minver) cJSON_AddStringToObject(j, "kernels_minver", minver);
+        else cJSON_AddNullToObject(j, "kernels_minver");
         cJSON_AddStringToObject(j, "license", md->license);
-        cJSON_AddStringToObject(j, "upstream", md->upstream ? md->upstream : "-");
-        cJSON_AddStringToObject(j, "source", md->source ? md->source : "-");
+        if (md->upstream) cJSON_AddStringToObject(j, "upstream", md->upstream);
+        else cJSON_AddNullToObject(j, "upstream");
+        if (md->source) cJSON_AddStringToObject(j, "source", md->source);
+        else cJSON_AddNullToObject(j, "source");
         const char *bv, *bc, *kc;
         int bd, kd;
         if (hk_kernel_metadata_provenance(md, &bv, &bc, &bd, &kc, &kd)) {
@@ -119,7 +123,7 @@ int cli_cmd_info(int argc, char **argv) {
     int rc = 0;
     char *dest = NULL, *dest_rev = NULL;
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "repo", repo);
+    cJSON_AddStringToObject(j, "repo_id", repo);
     /* offline, no endpoint is asked: say so instead of naming the one that would be */
     if (hk_hub_is_offline(hub)) cJSON_AddStringToObject(j, "endpoint", "(offline: the cache only)");
     else cJSON_AddStringToObject(j, "endpoint", hk_hub_endpoint(hub));
@@ -247,6 +251,7 @@ int cli_cmd_info(int argc, char **argv) {
             } else if (cJSON_IsString(it)) printf("%-23s %s\n", it->string, it->valuestring);
             else if (cJSON_IsBool(it)) printf("%-23s %s\n", it->string, cJSON_IsTrue(it) ? "yes" : "no");
             else if (cJSON_IsNumber(it)) printf("%-23s %d\n", it->string, (int)it->valuedouble);
+            else if (cJSON_IsNull(it)) printf("%-23s -\n", it->string);
         }
     }
 out:

@@ -116,6 +116,12 @@ static double max_err(const float *got, const double *want, size_t n, int *bad) 
     return m;
 }
 
+/* "" (a local kernel's repo id and commit) is null in JSON: missing, not empty (docs/json.md) */
+static void add_or_null(cJSON *j, const char *key, const char *v) {
+    if (v && *v) cJSON_AddStringToObject(j, key, v);
+    else cJSON_AddNullToObject(j, key);
+}
+
 static int smoke_rmsnorm(const hk_kernel *k, cJSON *json) {
     enum { ROWS = 8, HIDDEN = 1000 };
     const double eps = 1e-6;
@@ -237,12 +243,12 @@ int cli_cmd_load(int argc, char **argv) {
     const hk_kernel_metadata *md = hk_kernel_get_metadata(k);
     cJSON *j = json ? cJSON_CreateObject() : NULL;
     if (j) {
-        cJSON_AddStringToObject(j, "repo", hk_kernel_repo_id(k));
-        cJSON_AddStringToObject(j, "commit", hk_kernel_commit(k));
+        add_or_null(j, "repo_id", hk_kernel_repo_id(k)); /* a local kernel has neither */
+        add_or_null(j, "commit", hk_kernel_commit(k));
         cJSON_AddStringToObject(j, "variant", hk_kernel_variant(k));
         cJSON_AddStringToObject(j, "kind", kind_name(hk_kernel_get_kind(k)));
         cJSON_AddStringToObject(j, "path", hk_kernel_path(k));
-        if (hk_kernel_library_path(k)) cJSON_AddStringToObject(j, "library", hk_kernel_library_path(k));
+        if (hk_kernel_library_path(k)) cJSON_AddStringToObject(j, "library_path", hk_kernel_library_path(k));
         cJSON *m = cJSON_AddObjectToObject(j, "metadata");
         cJSON_AddStringToObject(m, "name", md->name);
         cJSON_AddStringToObject(m, "id", md->id);
@@ -263,8 +269,8 @@ int cli_cmd_load(int argc, char **argv) {
         for (size_t i = 0; i < hk_kernel_dependency_count(k); i++) {
             const hk_kernel *d = hk_kernel_dependency_at(k, i);
             cJSON *dj = cJSON_CreateObject();
-            cJSON_AddStringToObject(dj, "repo", hk_kernel_repo_id(d));
-            cJSON_AddStringToObject(dj, "commit", hk_kernel_commit(d));
+            add_or_null(dj, "repo_id", hk_kernel_repo_id(d));
+            add_or_null(dj, "commit", hk_kernel_commit(d));
             cJSON_AddStringToObject(dj, "variant", hk_kernel_variant(d));
             cJSON_AddItemToArray(ds, dj);
         }

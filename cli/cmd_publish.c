@@ -78,7 +78,7 @@ int cli_cmd_publish(int argc, char **argv) {
     if (srv_publish(&r, &o) != HK_OK) return cli_report_error(NULL);
     if (cli_json()) {
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "repo", o.repo_id);
+        cJSON_AddStringToObject(j, "repo_id", o.repo_id);
         cJSON_AddStringToObject(j, "branch", o.branch);
         cJSON_AddStringToObject(j, "commit", r.commit);
         if (r.parent[0]) cJSON_AddStringToObject(j, "parent", r.parent);

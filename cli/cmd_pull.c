@@ -64,8 +64,9 @@ const cli_spec cli_spec_pull = {
 
 static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool moved, cJSON *tree) {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "repo", hk_pull_result_repo(r));
+    cJSON_AddStringToObject(j, "repo_id", hk_pull_result_repo(r));
     if (moved) cJSON_AddStringToObject(j, "redirected_from", asked);
+    else cJSON_AddNullToObject(j, "redirected_from");
     cJSON_AddStringToObject(j, "revision", hk_pull_result_revision(r));
     cJSON_AddStringToObject(j, "commit", hk_pull_result_commit(r));
     cJSON_AddStringToObject(j, "snapshot", hk_pull_result_snapshot(r));

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +78,7 @@ static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "benchmark-quota-bytes", 0, "BYTES", "bytes of benchmark submissions kept per repo; a new one "
      "evicts the oldest past it (default " HK_STR(HK_SERVE_BENCHMARK_QUOTA_BYTES_DEFAULT) ", at least "
      "--benchmark-max-bytes)", NULL, NULL},
+    {HK_OPT_FLAG, "json", 0, NULL, "print where it listens (or the error) as one JSON object on stdout", NULL, NULL},
     {HK_OPT_FLAG, "access-log", 0, NULL, "log one line per request (client, request, status, bytes, time, and "
      "hit/miss/coalesced/stale with --upstream) to stderr", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
@@ -100,21 +103,26 @@ const cli_spec cli_spec_serve = {
         "Serve a huggingface_hub-layout cache directory (filled by `hubkern publish`, `hubkern pull` or\n"
         "Python) over the Hub's HTTP protocol, so that clients with HF_ENDPOINT=http://ADDR:PORT download\n"
         "from it: huggingface_hub, kernels, hubkern. The first line on stdout is\n"
-        "`listening on http://ADDR:PORT`. SIGINT or SIGTERM stops the server cleanly.\n",
+        "`listening on http://ADDR:PORT` (with --json, one JSON object with \"url\" and \"port\", printed\n"
+        "once the server listens). SIGINT or SIGTERM stops the server cleanly.\n",
 #ifdef HK_TEST_HOOKS
     .tables = {k_opts, k_hooks},
     .table_titles = k_titles,
 #else
     .tables = {k_opts},
 #endif
+    .json = 1,
 };
 
-static int parse_u64(uint64_t *out, const char *s, const char *what) {
+/* An integer option in [lo, hi]; otherwise a usage error naming the option and the range. */
+static int parse_num(uint64_t *out, const char *s, const char *what, uint64_t lo, uint64_t hi) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-') {
-        fprintf(stderr, "hubkern serve: %s expects a non-negative integer, got '%s'\n", what, s);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+        if (hi == UINT64_MAX) cli_usage_error("%s takes an integer of at least %llu, got '%s'", what, (unsigned long long)lo, s);
+        else cli_usage_error("%s takes an integer from %llu to %llu, got '%s'", what, (unsigned long long)lo,
+                             (unsigned long long)hi, s);
         return -1;
     }
     *out = v;
@@ -141,7 +149,7 @@ static void sv_free(strvec *sv) {
 static int read_token_file(strvec *sv, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        fprintf(stderr, "hubkern serve: cannot read token file %s: %s\n", path, strerror(errno));
+        cli_fail(1, "HK_ERR_IO", "cannot read token file %s: %s", path, strerror(errno));
         return -1;
     }
     char line[4096];
@@ -180,20 +188,16 @@ int cli_cmd_serve(int argc, char **argv) {
         if (!strcmp(n, "cache-dir")) cache = optarg;
         else if (!strcmp(n, "host")) cfg.host = optarg;
         else if (!strcmp(n, "port")) {
-            if (parse_u64(&v, optarg, "--port")) goto usage;
-            if (v > 65535) {
-                fprintf(stderr, "hubkern serve: --port must be at most 65535\n");
-                goto usage;
-            }
+            if (parse_num(&v, optarg, "--port", 0, 65535)) goto usage;
             cfg.port = (unsigned)v;
         } else if (!strcmp(n, "threads")) {
-            if (parse_u64(&v, optarg, "--threads") || v == 0 || v > 1024) goto usage;
+            if (parse_num(&v, optarg, "--threads", 1, 1024)) goto usage;
             cfg.threads = (unsigned)v;
         } else if (!strcmp(n, "max-connections")) {
-            if (parse_u64(&v, optarg, "--max-connections") || v == 0 || v > 1000000) goto usage;
+            if (parse_num(&v, optarg, "--max-connections", 1, 1000000)) goto usage;
             cfg.max_connections = (unsigned)v;
         } else if (!strcmp(n, "page-size")) {
-            if (parse_u64(&v, optarg, "--page-size") || v == 0 || v > 100000) goto usage;
+            if (parse_num(&v, optarg, "--page-size", 1, 100000)) goto usage;
             cfg.page_size = (unsigned)v;
         } else if (!strcmp(n, "public-url")) cfg.public_url = optarg;
         else if (!strcmp(n, "token")) {
@@ -203,15 +207,15 @@ int cli_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "trust")) {
             if (sv_push(&trusted, optarg)) goto oom;
         } else if (!strcmp(n, "lfs-threshold")) {
-            if (parse_u64(&v, optarg, "--lfs-threshold") || v == 0) goto usage;
+            if (parse_num(&v, optarg, "--lfs-threshold", 1, UINT64_MAX)) goto usage;
             cfg.lfs_threshold = v;
         } else if (!strcmp(n, "lfs-302")) cfg.lfs_302 = true;
         else if (!strcmp(n, "access-log")) cfg.access_log = true;
         else if (!strcmp(n, "max-connections-per-ip")) {
-            if (parse_u64(&v, optarg, "--max-connections-per-ip") || v == 0 || v > 1000000) goto usage;
+            if (parse_num(&v, optarg, "--max-connections-per-ip", 1, 1000000)) goto usage;
             cfg.max_connections_per_ip = (unsigned)v;
         } else if (!strcmp(n, "header-timeout")) {
-            if (parse_u64(&v, optarg, "--header-timeout") || v == 0 || v > 86400) goto usage;
+            if (parse_num(&v, optarg, "--header-timeout", 1, 86400)) goto usage;
             cfg.header_timeout = (unsigned)v;
         } else if (!strcmp(n, "upstream")) {
             if (sv_push(&upstreams, optarg)) goto oom;
@@ -219,53 +223,52 @@ int cli_cmd_serve(int argc, char **argv) {
             /* the first non-comment line of the file; never echoed */
             if (read_token_file(&up_token, optarg)) goto fail;
         } else if (!strcmp(n, "upstream-timeout")) {
-            if (parse_u64(&v, optarg, "--upstream-timeout") || v == 0 || v > 3600) goto usage;
+            if (parse_num(&v, optarg, "--upstream-timeout", 1, 3600)) goto usage;
             cfg.upstream_timeout = (unsigned)v;
         } else if (!strcmp(n, "upstream-deadline")) {
-            if (parse_u64(&v, optarg, "--upstream-deadline") || v == 0 || v > 86400) goto usage;
+            if (parse_num(&v, optarg, "--upstream-deadline", 1, 86400)) goto usage;
             cfg.upstream_deadline = (unsigned)v;
         } else if (!strcmp(n, "upstream-max-backoff")) {
-            if (parse_u64(&v, optarg, "--upstream-max-backoff") || v == 0 || v > 3600) goto usage;
+            if (parse_num(&v, optarg, "--upstream-max-backoff", 1, 3600)) goto usage;
             cfg.upstream_max_backoff = (unsigned)v;
         } else if (!strcmp(n, "upstream-memo-bytes")) {
-            if (parse_u64(&v, optarg, "--upstream-memo-bytes") || v == 0 || v > (16ull << 30)) goto usage;
+            if (parse_num(&v, optarg, "--upstream-memo-bytes", 1, 16ull << 30)) goto usage;
             cfg.upstream_memo_bytes = v;
         } else if (!strcmp(n, "client-miss-budget")) {
-            if (parse_u64(&v, optarg, "--client-miss-budget") || v == 0 || v > 1000000) goto usage;
+            if (parse_num(&v, optarg, "--client-miss-budget", 1, 1000000)) goto usage;
             cfg.client_miss_budget = (unsigned)v;
         } else if (!strcmp(n, "client-miss-window")) {
-            if (parse_u64(&v, optarg, "--client-miss-window") || v == 0 || v > 86400) goto usage;
+            if (parse_num(&v, optarg, "--client-miss-window", 1, 86400)) goto usage;
             cfg.client_miss_window = (unsigned)v;
         } else if (!strcmp(n, "revision-ttl")) {
-            if (parse_u64(&v, optarg, "--revision-ttl") || v == 0 || v > 86400 * 365) goto usage;
+            if (parse_num(&v, optarg, "--revision-ttl", 1, 86400 * 365)) goto usage;
             cfg.revision_ttl = (unsigned)v;
         } else if (!strcmp(n, "benchmark-max-bytes")) {
-            if (parse_u64(&v, optarg, "--benchmark-max-bytes") || v == 0 || v > HK_SERVE_BENCHMARK_MAX_LIMIT)
-                goto usage;
+            if (parse_num(&v, optarg, "--benchmark-max-bytes", 1, HK_SERVE_BENCHMARK_MAX_LIMIT)) goto usage;
             cfg.benchmark_max_bytes = v;
         } else if (!strcmp(n, "benchmark-quota-count")) {
-            if (parse_u64(&v, optarg, "--benchmark-quota-count") || v == 0 || v > 10000000) goto usage;
+            if (parse_num(&v, optarg, "--benchmark-quota-count", 1, 10000000)) goto usage;
             cfg.benchmark_quota_count = v;
         } else if (!strcmp(n, "benchmark-quota-bytes")) {
-            if (parse_u64(&v, optarg, "--benchmark-quota-bytes") || v == 0) goto usage;
+            if (parse_num(&v, optarg, "--benchmark-quota-bytes", 1, UINT64_MAX)) goto usage;
             cfg.benchmark_quota_bytes = v;
         } else if (!strcmp(n, "negative-ttl")) {
-            if (parse_u64(&v, optarg, "--negative-ttl") || v == 0 || v > 86400) goto usage;
+            if (parse_num(&v, optarg, "--negative-ttl", 1, 86400)) goto usage;
             cfg.negative_ttl = (unsigned)v;
         }
 #ifdef HK_TEST_HOOKS
         else if (!strcmp(n, "fault-cut-after")) {
-            if (parse_u64(&v, optarg, "--fault-cut-after")) goto usage;
+            if (parse_num(&v, optarg, "--fault-cut-after", 0, UINT64_MAX)) goto usage;
             cfg.fault_cut_after = v;
         } else if (!strcmp(n, "fault-cut-count")) {
-            if (parse_u64(&v, optarg, "--fault-cut-count") || v > 1000000) goto usage;
+            if (parse_num(&v, optarg, "--fault-cut-count", 0, 1000000)) goto usage;
             cfg.fault_cut_count = (unsigned)v;
         }
 #endif
     }
     verbose = cli_count(&a, "verbose");
     if (a.npos) {
-        fprintf(stderr, "hubkern serve: unexpected argument '%s'\n", a.pos[0]);
+        cli_usage_error("unexpected argument '%s'", a.pos[0]);
         goto usage;
     }
     {
@@ -275,7 +278,7 @@ int cli_cmd_serve(int argc, char **argv) {
     }
     char *root = NULL;
     if (hk_cache_root(&root, cache, HK_REPO_MODEL) != HK_OK) {
-        rc = cli_report_error("serve");
+        rc = cli_report_error(NULL); /* the prefix already says serve */
         goto out;
     }
     cfg.cache_dir = root;
@@ -298,12 +301,22 @@ int cli_cmd_serve(int argc, char **argv) {
     srv_server *srv = NULL;
     if (srv_start(&srv, &cfg) != HK_OK) {
         free(root);
-        rc = cli_report_error("serve");
+        rc = cli_report_error(NULL); /* the prefix already says serve */
         goto out;
     }
     const char *host = cfg.host;
-    if (strchr(host, ':')) printf("listening on http://[%s]:%u\n", host, srv_port(srv));
-    else printf("listening on http://%s:%u\n", host, srv_port(srv));
+    char url[300];
+    snprintf(url, sizeof url, strchr(host, ':') ? "http://[%s]:%u" : "http://%s:%u", host, srv_port(srv));
+    if (cli_json()) { /* the one document, printed once the mirror listens (docs/json.md) */
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "url", url);
+        cJSON_AddStringToObject(j, "host", host);
+        cJSON_AddNumberToObject(j, "port", srv_port(srv));
+        cJSON_AddStringToObject(j, "cache", root);
+        cli_print_json(j);
+    } else {
+        printf("listening on %s\n", url);
+    }
     fflush(stdout);
     int sig = 0;
     while (sigwait(&stop, &sig) != 0) {
@@ -315,12 +328,11 @@ int cli_cmd_serve(int argc, char **argv) {
     rc = 0;
     goto out;
 oom:
-    fprintf(stderr, "hubkern serve: out of memory\n");
+    cli_fail(1, "HK_ERR_NOMEM", "out of memory");
 fail:
     rc = 1;
     goto out;
-usage:
-    fprintf(stderr, "try 'hubkern serve --help'\n");
+usage: /* the message and "try 'hubkern serve --help'" are printed */
     rc = 2;
 out:
     cli_args_free(&a);

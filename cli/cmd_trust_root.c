@@ -9,6 +9,7 @@
 #include <string.h>
 
 static const cli_opt k_opts[] = {
+    {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as one JSON object on stdout", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
@@ -25,7 +26,23 @@ const cli_spec cli_spec_trust_root = {
         "         the shipped one (HUBKERN_SIGSTORE_TRUST_ROOT still wins over it)\n",
     .tables = {k_opts},
     .subcommands = "path show install",
+    .json = 1,
 };
+
+/* --json: {"path", "source"} plus, for show, the summary's own fields (docs/json.md) */
+static void print_json(const char *path, const char *source, const char *summary) {
+    cJSON *j = summary ? cJSON_Parse(summary) : cJSON_CreateObject();
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        j = cJSON_CreateObject();
+    }
+    cJSON_DeleteItemFromObject(j, "path");
+    cJSON_DeleteItemFromObject(j, "source");
+    cJSON_AddStringToObject(j, "path", path);
+    if (source) cJSON_AddStringToObject(j, "source", source);
+    else cJSON_AddNullToObject(j, "source");
+    cli_print_json(j);
+}
 
 int cli_cmd_trust_root(int argc, char **argv) {
     cli_args args;
@@ -45,11 +62,17 @@ int cli_cmd_trust_root(int argc, char **argv) {
     char *sub_argv[4] = {NULL, pos[0], pos[1], pos[2]};
     argv = sub_argv;
     const char *cmd = argv[1];
+    static char name[48];
+    if (!strcmp(cmd, "install") || !strcmp(cmd, "path") || !strcmp(cmd, "show")) { /* "hubkern trust-root show: ..." */
+        snprintf(name, sizeof name, "trust-root %s", cmd);
+        cli_set_command(name);
+    }
     if (strcmp(cmd, "install") == 0) {
         if (argc != 3) return cli_usage_error("install takes one FILE");
         char *dest = NULL;
         if (hk_signature_trust_root_install(&dest, argv[2])) return cli_report_error(NULL);
-        printf("%s\n", dest);
+        if (cli_json()) print_json(dest, "installed", NULL);
+        else printf("%s\n", dest);
         hk_free(dest);
         return 0;
     }
@@ -61,13 +84,15 @@ int cli_cmd_trust_root(int argc, char **argv) {
     if (argc == 3) path = strdup(argv[2]);
     else if (hk_signature_trust_root_path(&path, &source, NULL)) return cli_report_error(NULL);
     if (cmd[0] == 'p') {
-        printf("%s\t%s\n", path, source);
+        if (cli_json()) print_json(path, source, NULL);
+        else printf("%s\t%s\n", path, source);
         hk_free(path);
         return 0;
     }
     char *json = NULL;
     int rc = hk_signature_trust_root_describe(&json, path);
-    if (rc == HK_OK) printf("%s\n", json);
+    if (rc == HK_OK && cli_json()) print_json(path, source, json);
+    else if (rc == HK_OK) printf("%s\n", json);
     hk_free(json);
     if (argc == 3) free(path);
     else hk_free(path);

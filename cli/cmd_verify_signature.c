@@ -127,7 +127,7 @@ int cli_cmd_verify_signature(int argc, char **argv) {
     cJSON *out = json ? cJSON_CreateObject() : NULL;
     cJSON *list = out ? cJSON_AddArrayToObject(out, "variants") : NULL;
     if (out) {
-        cJSON_AddStringToObject(out, "repo", hk_pull_result_repo(r));
+        cJSON_AddStringToObject(out, "repo_id", hk_pull_result_repo(r));
         cJSON_AddStringToObject(out, "commit", hk_pull_result_commit(r));
     }
     for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) {

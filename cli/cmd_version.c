@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 static const cli_opt k_version_opts[] = {
-    {HK_OPT_FLAG, "json", 0, NULL, "print {\"hubkern\": CLI version, \"library\": libhubkern version}", NULL, NULL},
+    {HK_OPT_FLAG, "json", 0, NULL, "print {\"hubkern_version\": ..., \"library_version\": ...} (docs/json.md)", NULL, NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 const cli_spec cli_spec_version = {
@@ -28,8 +28,8 @@ int cli_cmd_version(int argc, char **argv) {
     if (a.npos) rc = cli_usage_error("unexpected argument '%s'", a.pos[0]);
     else if (cli_json()) {
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "hubkern", HK_CLI_VERSION);
-        cJSON_AddStringToObject(j, "library", hk_version());
+        cJSON_AddStringToObject(j, "hubkern_version", HK_CLI_VERSION);
+        cJSON_AddStringToObject(j, "library_version", hk_version());
         cli_print_json(j);
     } else {
         printf("hubkern %s (libhubkern %s)\n", HK_CLI_VERSION, hk_version());

@@ -89,17 +89,18 @@ int cli_cmd_versions(int argc, char **argv) {
             cJSON_AddStringToObject(o, "commit", hk_hub_version_list_commit(v, i));
             cJSON_AddBoolToObject(o, "cached", is_cached);
             cJSON_AddBoolToObject(o, "latest", i + 1 == n);
-            if (dest) {
-                cJSON_AddStringToObject(o, "redirects_to", dest);
-                cJSON_AddStringToObject(o, "redirect_revision", dest_rev);
-            }
+            if (dest) cJSON_AddStringToObject(o, "redirects_to", dest);
+            else cJSON_AddNullToObject(o, "redirects_to");
+            if (dest) cJSON_AddStringToObject(o, "redirect_revision", dest_rev);
+            else cJSON_AddNullToObject(o, "redirect_revision");
             if (redirect_error) cJSON_AddStringToObject(o, "redirect_error", redirect_error);
+            else cJSON_AddNullToObject(o, "redirect_error");
             cJSON_AddItemToArray(j, o);
         } else {
             printf("v%-4d %s%s%s", hk_hub_version_list_number(v, i), hk_hub_version_list_commit(v, i), i + 1 == n ? "  latest" : "", is_cached ? "  cached" : "");
             if (dest) printf("  -> %s@%s", dest, dest_rev);
             printf("\n");
-            if (redirect_error) fprintf(stderr, "hubkern: v%d: %s\n", hk_hub_version_list_number(v, i), redirect_error);
+            if (redirect_error) fprintf(stderr, "hubkern versions: v%d: %s\n", hk_hub_version_list_number(v, i), redirect_error);
         }
         hk_free(dest);
         hk_free(dest_rev);
@@ -107,8 +108,12 @@ int cli_cmd_versions(int argc, char **argv) {
         free(redirect_error);
     }
     hk_clear_error();
-    if (j) {
-        cli_print_json(j);
+    if (j) { /* the envelope is an object: the list goes under "versions" (docs/json.md) */
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "repo_id", repo);
+        cJSON_AddBoolToObject(doc, "offline", hk_hub_is_offline(hub));
+        cJSON_AddItemToObject(doc, "versions", j);
+        cli_print_json(doc);
     } else if (n == 0) {
         fprintf(stderr, "%s has no versions%s\n", repo, hk_hub_is_offline(hub) ? " in the cache" : "");
     }

@@ -30,12 +30,7 @@ const cli_opt cli_hub_opts_online[] = {
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
-static bool spec_has(const cli_spec *s, const char *name) {
-    for (int t = 0; t < HK_CLI_MAX_TABLES && s->tables[t]; t++)
-        for (const cli_opt *o = s->tables[t]; o->kind != HK_OPT_END; o++)
-            if (strcmp(o->name, name) == 0) return true;
-    return false;
-}
+static bool spec_has(const cli_spec *s, const char *name) { return cli_spec_has(s, name) != 0; }
 
 void cli_hub_args_get(cli_hub_args *h, const cli_args *a) {
     memset(h, 0, sizeof *h);
@@ -50,6 +45,7 @@ int cli_hub_open(hk_hub **out, const cli_hub_args *a, hk_progress_fn progress, v
     o.endpoint = a->endpoint;
     o.cache_dir = a->cache;
     o.token = a->token;
+    cli_set_token_option(a->token != NULL);
     if (a->offline) o.offline = 1;
     o.max_parallel = a->max_workers;
     o.progress = progress;
@@ -85,7 +81,7 @@ const char *cli_repo_arg(char *buf, size_t cap, const char *arg) {
 
 bool cli_note_redirect(const char *asked, const char *repo, const char *what) {
     if (!asked || !repo || !*repo || strcmp(asked, repo) == 0) return false; /* "": a local kernel */
-    fprintf(stderr, "hubkern: note: %s redirects to %s (kernel-status.toml)%s%s\n", asked, repo, what ? "; " : "",
+    fprintf(stderr, "hubkern %s: note: %s redirects to %s (kernel-status.toml)%s%s\n", cli_command(), asked, repo, what ? "; " : "",
             what ? what : "");
     return true;
 }

@@ -16,13 +16,14 @@ static const char *kind_name(cli_opt_kind k) {
     return k == HK_OPT_FLAG ? "flag" : k == HK_OPT_COUNT ? "count" : k == HK_OPT_VALUE ? "value" : "list";
 }
 
-static int all_json(void) {
+int cli_help_json(const cli_spec *only) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "program", "hubkern");
-    cJSON_AddStringToObject(root, "version", HK_CLI_VERSION);
+    cJSON_AddStringToObject(root, "hubkern_version", HK_CLI_VERSION);
     cJSON *cmds = cJSON_AddArrayToObject(root, "commands");
     for (size_t i = 0; i < cli_ncommands; i++) {
         const cli_spec *s = cli_commands[i].spec;
+        if (only && s != only) continue;
         cJSON *c = cJSON_CreateObject();
         cJSON_AddStringToObject(c, "name", s->name);
         cJSON_AddStringToObject(c, "summary", s->summary);
@@ -64,6 +65,82 @@ static void roff(const char *s) {
     }
 }
 
+/* text with every "docs/NAME.md" the specs mention pointing at its installed copy
+ * (cli/CMakeLists.txt installs docs/ to HK_DOC_INSTALL_DIR): the page names only what is there.
+ * Caller frees; NULL when out of memory. */
+static char *with_doc_paths(const char *s) {
+    static const char dir[] = HK_DOC_INSTALL_DIR "/";
+    size_t n = 0;
+    for (const char *p = s; (p = strstr(p, "docs/")) != NULL; p += 5) n++;
+    char *out = malloc(strlen(s) + n * sizeof dir + 1), *o = out;
+    if (!out) return NULL;
+    const char *p;
+    while ((p = strstr(s, "docs/")) != NULL) {
+        memcpy(o, s, (size_t)(p - s));
+        o += p - s;
+        memcpy(o, dir, sizeof dir - 1);
+        o += sizeof dir - 1;
+        s = p + 5;
+    }
+    strcpy(o, s);
+    return out;
+}
+
+static void roff_docs(const char *s) {
+    char *t = with_doc_paths(s);
+    roff(t ? t : s);
+    free(t);
+}
+
+/* The specs' preformatted text is laid out for a terminal's help (up to 110 columns); man indents
+ * it by 7, so every line is re-broken at this width, the continuation aligned under the text that
+ * follows a "label  " column (or under the line's own indent). */
+#define HK_MAN_TEXT_WIDTH 72
+
+static void man_nf_line(const char *line, size_t n) {
+    size_t lead = 0;
+    while (lead < n && line[lead] == ' ') lead++;
+    size_t indent = lead;
+    const char *gap = memchr(line + lead, ' ', n - lead);
+    if (gap && (size_t)(gap - line) + 1 < n && gap[1] == ' ') { /* "verify  re-hash ...": under the text */
+        size_t k = (size_t)(gap - line);
+        while (k < n && line[k] == ' ') k++;
+        if (k < HK_MAN_TEXT_WIDTH / 2) indent = k;
+    }
+    size_t start = 0;
+    int first = 1;
+    while (start < n) {
+        size_t room = HK_MAN_TEXT_WIDTH - (first ? 0 : indent), len = n - start;
+        if (len > room) { /* break at the last space that fits, else at the first after it */
+            size_t cut = room;
+            while (cut > 0 && line[start + cut] != ' ') cut--;
+            if (cut == 0)
+                while (cut < len && line[start + cut] != ' ') cut++;
+            len = cut;
+        }
+        char *piece = strndup(line + start, len);
+        if (!first) printf("%*s", (int)indent, "");
+        if (piece) roff(piece);
+        free(piece);
+        printf("\n");
+        start += len;
+        while (start < n && line[start] == ' ') start++;
+        first = 0;
+    }
+}
+
+static void man_nf(const char *orig) {
+    char *all = with_doc_paths(orig); /* before the breaks: the paths are longer */
+    const char *text = all ? all : orig;
+    while (*text) {
+        size_t n = strcspn(text, "\n");
+        man_nf_line(text, n);
+        text += n;
+        if (*text) text++;
+    }
+    free(all);
+}
+
 static int man(void) {
     printf(".TH HUBKERN 1 \"\" \"hubkern %s\" \"User Commands\"\n", HK_CLI_VERSION);
     printf(".SH NAME\nhubkern \\- a native client for the Hugging Face Kernel Hub\n");
@@ -79,11 +156,9 @@ static int man(void) {
         const char *syn = s->synopsis;
         while (*syn) {
             size_t n = strcspn(syn, "\n");
-            printf(".nf\n.B ");
-            char *line = strndup(syn, n);
-            if (line) roff(line);
-            free(line);
-            printf("\n.fi\n");
+            printf(".nf\n.B\n");
+            man_nf_line(syn, n);
+            printf(".fi\n");
             syn += n;
             if (*syn) syn++;
         }
@@ -92,7 +167,7 @@ static int man(void) {
         printf(".\n");
         if (s->description) {
             printf(".PP\n.nf\n");
-            roff(s->description);
+            man_nf(s->description);
             printf(".fi\n");
         }
         for (int t = 0; table_at(s, t); t++)
@@ -113,10 +188,17 @@ static int man(void) {
                     printf("\\fR");
                 }
                 printf("\n");
-                roff(o->help);
+                roff_docs(o->help);
                 printf("\n");
             }
     }
+    printf(".SH EXIT STATUS\n0 success; 1 failure (and a report that found problems: \\fBcache verify\\fR, "
+           "\\fBvariants\\fR when nothing fits); 2 usage error (a missing, unknown, empty or conflicting "
+           "argument), in every command; 130 interrupted (Ctrl\\-C).\n");
+    printf(".SH JSON\nWith \\fB\\-\\-json\\fR every command prints one JSON object on stdout, on success and on "
+           "error: the schema version, the command and its fields, or an error object (code, message, hint, "
+           "exit_status). ");
+    roff(HK_DOC_INSTALL_DIR "/json.md describes it; " HK_DOC_INSTALL_DIR "/json-schema/hubkern-1.json is the schema.\n");
     printf(".SH ENVIRONMENT\nHF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_CACHE, HF_HOME, KERNELS_CACHE, "
            "HF_HUB_DISABLE_PROGRESS_BARS, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT, HUBKERN_VERBOSE.\n");
     printf(".SH SEE ALSO\n\\fBhf\\fR(1), \\fBkernels\\fR(1)\n");
@@ -166,7 +248,15 @@ static int completion(const char *shell) {
         printf("    COMPREPLY=()\n    if [ \"$COMP_CWORD\" -eq 1 ]; then\n        COMPREPLY=($(compgen -W \"");
         for (size_t i = 0; i < cli_ncommands; i++) printf("%s ", cli_commands[i].spec->name);
         printf("help --help --version -V\" -- \"$cur\"))\n        return\n    fi\n");
-        printf("    local cmd=\"${COMP_WORDS[1]}\"\n    case \"$cmd:$prev\" in\n");
+        printf("    local cmd=\"${COMP_WORDS[1]}\"\n");
+        /* where a subcommand is expected (cache _, bundle _), only the subcommands: no file names */
+        printf("    if [ \"$COMP_CWORD\" -eq 2 ] && [[ \"$cur\" != -* ]]; then\n        case \"$cmd\" in\n");
+        for (size_t i = 0; i < cli_ncommands; i++)
+            if (cli_commands[i].spec->subcommands)
+                printf("            %s) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n",
+                       cli_commands[i].spec->name, cli_commands[i].spec->subcommands);
+        printf("        esac\n    fi\n");
+        printf("    case \"$cmd:$prev\" in\n");
         value_cases("        ", 0);
         printf("    esac\n    local words=\"\"\n    case \"$cmd\" in\n");
         for (size_t i = 0; i < cli_ncommands; i++) {
@@ -194,7 +284,14 @@ static int completion(const char *shell) {
         }
         printf("        'help:describe a command'\n    )\n");
         printf("    if (( CURRENT == 2 )); then\n        _describe 'command' cmds\n        return\n    fi\n");
-        printf("    local cmd=${words[2]} prev=${words[CURRENT-1]}\n    case \"$cmd:$prev\" in\n");
+        printf("    local cmd=${words[2]} prev=${words[CURRENT-1]}\n");
+        printf("    if (( CURRENT == 3 )) && [[ $PREFIX != -* ]]; then\n        case $cmd in\n");
+        for (size_t i = 0; i < cli_ncommands; i++)
+            if (cli_commands[i].spec->subcommands)
+                printf("            %s) compadd -- %s; return ;;\n", cli_commands[i].spec->name,
+                       cli_commands[i].spec->subcommands);
+        printf("        esac\n    fi\n");
+        printf("    case \"$cmd:$prev\" in\n");
         value_cases("        ", 1);
         printf("    esac\n    local -a w\n    case $cmd in\n");
         for (size_t i = 0; i < cli_ncommands; i++) {
@@ -207,22 +304,24 @@ static int completion(const char *shell) {
         printf(" ) ;;\n    esac\n    compadd -- $w\n    _files\n}\n_hubkern \"$@\"\n");
         return 0;
     }
-    fprintf(stderr, "hubkern help: --completion takes bash or zsh, got '%s'\ntry 'hubkern help --help'\n", shell);
-    return 2;
+    return cli_usage_error("--completion takes bash or zsh, got '%s'", shell);
 }
 
 int cli_help_generate(int argc, char **argv) {
     const char *o = argv[1];
-    if (strcmp(o, "--all-json") == 0) return all_json();
+    if (strcmp(o, "--all-json") == 0 || strcmp(o, "--json") == 0) {
+        cli_set_json(1);
+        return cli_help_json(NULL);
+    }
     if (strcmp(o, "--man") == 0) return man();
     if (strncmp(o, "--completion=", 13) == 0) return completion(o + 13);
     if (strcmp(o, "--completion") == 0 && argc > 2) return completion(argv[2]);
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-        printf("usage: hubkern help [COMMAND]\n       hubkern help --all-json | --man | --completion bash|zsh\n\n"
+        printf("usage: hubkern help [COMMAND] [--json]\n       hubkern help --all-json | --man | --completion bash|zsh\n\n"
                "hubkern help COMMAND is hubkern COMMAND --help. The other forms print every command's options as\n"
-               "JSON, the hubkern(1) man page, or a completion script; the build installs the last two.\n");
+               "JSON (--json with a COMMAND: that command's), the hubkern(1) man page, or a completion script;\n"
+               "the build installs the last two.\n");
         return 0;
     }
-    fprintf(stderr, "hubkern help: unrecognized option '%s'\ntry 'hubkern help --help'\n", o);
-    return 2;
+    return cli_usage_error("unrecognized option '%s'", o);
 }

@@ -22,6 +22,13 @@ static const cli_command_def *find(const char *name) {
     return NULL;
 }
 
+/* --json anywhere among the arguments (before a "--") */
+static bool wants_json(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0) return true;
+    return false;
+}
+
 static int unknown_command(const char *name) {
     const char *best = NULL;
     size_t bestd = 3;
@@ -30,10 +37,10 @@ static int unknown_command(const char *name) {
         /* a prefix of one command counts as close too ("ver" -> versions is not: two match) */
         if (d < bestd) bestd = d, best = cli_commands[i].spec->name;
     }
-    if (best) fprintf(stderr, "hubkern: unknown command '%s' (did you mean '%s'?)\n", name, best);
-    else fprintf(stderr, "hubkern: unknown command '%s'\n", name);
-    fprintf(stderr, "try 'hubkern --help'\n");
-    return 2;
+    /* with --json the error is a JSON document too (cli_usage_error), command "hubkern" */
+    cli_set_command(NULL);
+    if (best) return cli_usage_error("unknown command '%s' (did you mean '%s'?)", name, best);
+    return cli_usage_error("unknown command '%s'", name);
 }
 
 static int help(int argc, char **argv) {
@@ -44,7 +51,9 @@ static int help(int argc, char **argv) {
     if (argv[1][0] == '-') return cli_help_generate(argc, argv);
     const cli_command_def *c = find(argv[1]);
     if (!c) return unknown_command(argv[1]);
+    if (wants_json(argc, argv)) return cli_help_json(c->spec); /* command "help" */
     cli_set_command(c->spec->name);
+    if (argc > 2) return cli_usage_error("unexpected argument '%s' (hubkern help [COMMAND] [--json])", argv[2]);
     return cli_print_help(c->spec);
 }
 
@@ -58,14 +67,22 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (strcmp(name, "help") == 0) return help(argc - 1, argv + 1);
+    if (wants_json(argc, argv)) cli_set_json(1); /* an unknown command's error is JSON too */
+    if (strcmp(name, "help") == 0) {
+        cli_set_command("help");
+        return help(argc - 1, argv + 1);
+    }
     if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
         cli_set_command("version");
         return cli_cmd_version(argc - 1, argv + 1);
     }
     if (name[0] == '-') {
-        fprintf(stderr, "hubkern: unrecognized option '%s' before the command\ntry 'hubkern --help'\n", name);
-        return 2;
+        static const char *const top[] = {"--version", "--help"};
+        const char *best = NULL;
+        for (size_t i = 0; i < 2 && strlen(name) > 2; i++) /* a prefix (--vers) or a typo (--verison) */
+            if (strncmp(top[i], name, strlen(name)) == 0 || cli_edit_distance(name, top[i]) <= 2) best = top[i];
+        if (best) return cli_usage_error("unrecognized option '%s' (did you mean %s?)", name, best);
+        return cli_usage_error("unrecognized option '%s' before the command", name);
     }
     const cli_command_def *c = find(name);
     if (!c) return unknown_command(name);

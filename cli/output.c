@@ -8,7 +8,8 @@
 #include <string.h>
 
 static const char *g_command = "";
-static int g_json, g_json_printed, g_quiet, g_verbose;
+static const cli_spec *g_spec; /* the running command's, once its arguments are parsed */
+static int g_json, g_json_printed, g_quiet, g_verbose, g_token_option;
 
 void cli_set_command(const char *name) { g_command = name ? name : ""; }
 /* The progress display (progress.c) leaves a line without its newline on stderr while it draws:
@@ -23,6 +24,8 @@ static void clear_line(void) {
 }
 
 const char *cli_command(void) { return g_command; }
+void cli_set_token_option(int given) { g_token_option = given; }
+void cli_set_spec(const cli_spec *spec) { g_spec = spec; }
 void cli_set_json(int on) { g_json = on; }
 int cli_json(void) { return g_json; }
 int cli_quiet(void) { return g_quiet; }
@@ -40,7 +43,7 @@ void cli_set_verbosity(int verbose, int quiet) {
 static void log_to_stderr(void *ud, hk_log_level level, const char *msg) {
     static const char *const names[] = {"error", "warning", "info", "debug"};
     clear_line(); /* a message never lands in the middle of a progress line */
-    fprintf(stderr, "hubkern: %s: %s\n", names[level], msg);
+    fprintf(stderr, "hubkern%s%s: %s: %s\n", *g_command ? " " : "", g_command, names[level], msg); /* "hubkern pull: warning: ..." */
 }
 
 void cli_install_logger(int verbosity) {
@@ -51,40 +54,122 @@ void cli_install_logger(int verbosity) {
     hk_set_log_callback(log_to_stderr, NULL, lvl);
 }
 
+/* The envelope of every --json document (docs/json.md): the schema version and the command
+ * first, then the command's own fields. A command hands an object; anything else is a bug. */
+static cJSON *envelope(cJSON *payload) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "schema", CLI_JSON_SCHEMA);
+    cJSON_AddStringToObject(root, "command", *g_command ? g_command : "hubkern");
+    while (payload && cJSON_IsObject(payload) && payload->child) {
+        cJSON *it = cJSON_DetachItemViaPointer(payload, payload->child);
+        if (strcmp(it->string, "schema") == 0 || strcmp(it->string, "command") == 0) cJSON_Delete(it);
+        else cJSON_AddItemToObject(root, it->string, it); /* the key string moves with the item */
+    }
+    return root;
+}
+
 void cli_print_json(cJSON *j) {
-    char *txt = j && !g_json_printed ? cJSON_Print(j) : NULL; /* one document on stdout, never two */
+    if (g_json_printed) { /* one document on stdout, never two */
+        cJSON_Delete(j);
+        return;
+    }
+    cJSON *doc = j && cJSON_IsObject(j) ? envelope(j) : NULL;
+    char *txt = doc ? cJSON_Print(doc) : NULL;
     if (txt) {
         printf("%s\n", txt);
         g_json_printed = 1;
     }
     free(txt);
+    cJSON_Delete(doc);
     cJSON_Delete(j);
 }
 
-void cli_json_error(const char *code_name, const char *message) {
+/* here rather than in args.c: the hints need it, and args.c calls into this file */
+int cli_spec_has(const cli_spec *s, const char *name) {
+    for (int t = 0; t < HK_CLI_MAX_TABLES && s->tables[t]; t++)
+        for (const cli_opt *o = s->tables[t]; o->kind != HK_OPT_END; o++)
+            if (strcmp(o->name, name) == 0) return 1;
+    return 0;
+}
+
+/* HK_ERR_NO_VARIANT: name only the options the running command has (download has no --variant) */
+static const char *variant_hint(void) {
+    static const char *const opts[] = {"variant", "backend", "all-variants"};
+    static const char *const shown[] = {"--variant V", "--backend B", "--all-variants"};
+    static char buf[160];
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < 3; i++) {
+        if (!g_spec || !cli_spec_has(g_spec, opts[i])) continue;
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", n ? " or " : "use ", shown[i]);
+        if (n >= sizeof buf) break;
+    }
+    return buf[0] ? buf : NULL;
+}
+
+/* What to do next, per error code, where the message itself does not already say it. */
+static const char *code_hint(const char *code_name, int status) {
+    static const struct {
+        const char *code, *hint;
+    } k[] = {
+        {"HK_ERR_AUTH", "check the token: HF_TOKEN, the token file, or --token"},
+        {"HK_ERR_FORBIDDEN", "ask the repo's owner for access, or use a token that has it"},
+        {"HK_ERR_RATE_LIMITED", "wait and retry, or send a token (HF_TOKEN or --token)"},
+        {"HK_ERR_NETWORK", "check the endpoint (--endpoint, HF_ENDPOINT) and the network; --offline uses the cache"},
+        {"HK_ERR_TIMEOUT", "retry; HF_HUB_DOWNLOAD_TIMEOUT and HF_HUB_ETAG_TIMEOUT set the limits"},
+        {"HK_ERR_OFFLINE", "pull it once online (without --offline or HF_HUB_OFFLINE)"},
+        {"HK_ERR_DIGEST", "run 'hubkern cache verify', then 'hubkern cache rm REPO' and pull again"},
+        {"HK_ERR_INTEGRITY", "run 'hubkern cache verify', then 'hubkern cache rm REPO' and pull again"},
+        {"HK_ERR_UNTRUSTED", "pass --trust-remote-code if you trust this publisher"},
+        {"HK_ERR_SIGNATURE", "docs/sigstore.md: the signing policies, HUBKERN_SIGNATURE and the trust root"},
+        {"HK_ERR_CANCELLED", "run the command again: the files completed so far stay in the cache"},
+        {"HK_ERR_INTERNAL", "please report this as a hubkern bug"},
+    };
+    if (status == 2) return NULL; /* usage errors: the caller's hint names the command's help */
+    if (strcmp(code_name, "HK_ERR_NO_VARIANT") == 0) return variant_hint();
+    if (g_token_option && strcmp(code_name, "HK_ERR_AUTH") == 0)
+        return "the token given with --token was rejected: check it, or leave --token out to use HF_TOKEN or the "
+               "token file";
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(k[i].code, code_name) == 0) return k[i].hint;
+    return NULL;
+}
+
+static void json_error(const char *code_name, const char *message, const char *hint, int status) {
     if (!g_json || g_json_printed) return;
     cJSON *j = cJSON_CreateObject();
     cJSON *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "code", code_name);
     cJSON_AddStringToObject(e, "message", message);
-    if (*g_command) cJSON_AddStringToObject(e, "command", g_command);
+    if (hint) cJSON_AddStringToObject(e, "hint", hint);
+    else cJSON_AddNullToObject(e, "hint");
+    cJSON_AddNumberToObject(e, "exit_status", status);
     cli_print_json(j);
     fflush(stdout);
+}
+
+/* "hubkern CMD: hint: ..." after the error line, so that text and JSON say the same */
+static void print_hint(const char *hint) {
+    if (hint) fprintf(stderr, "hubkern%s%s: hint: %s\n", *g_command ? " " : "", g_command, hint);
 }
 
 int cli_report_error(const char *what) {
     clear_line();
     const char *code = hk_error_name(hk_last_error_code());
+    int status = hk_last_error_code() == HK_ERR_CANCELLED ? 130 : 1;
+    const char *hint = code_hint(code, status);
     fprintf(stderr, "hubkern%s%s: %s%s%s [%s]\n", *g_command ? " " : "", g_command, what ? what : "", what ? ": " : "",
             hk_last_error(), code);
+    print_hint(hint);
     if (g_json) {
         size_t n = strlen(hk_last_error()) + (what ? strlen(what) : 0) + 3;
         char *msg = malloc(n);
         if (msg) snprintf(msg, n, "%s%s%s", what ? what : "", what ? ": " : "", hk_last_error());
-        cli_json_error(code, msg ? msg : hk_last_error());
+        json_error(code, msg ? msg : hk_last_error(), hint, status);
         free(msg);
     }
-    return hk_last_error_code() == HK_ERR_CANCELLED ? 130 : 1;
+    return status;
 }
 
 int cli_fail(int status, const char *code_name, const char *fmt, ...) {
@@ -95,7 +180,7 @@ int cli_fail(int status, const char *code_name, const char *fmt, ...) {
     va_end(ap);
     clear_line();
     fprintf(stderr, "hubkern%s%s: %s\n", *g_command ? " " : "", g_command, msg);
-    cli_json_error(code_name, msg);
+    json_error(code_name, msg, code_hint(code_name, status), status);
     return status;
 }
 
@@ -105,7 +190,10 @@ int cli_usage_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "hubkern %s: %s\ntry 'hubkern %s --help'\n", cli_command(), msg, cli_command());
-    cli_json_error("HK_ERR_INVALID_ARG", msg);
+    char hint[96];
+    const char *cmd = *g_command ? g_command : NULL;
+    snprintf(hint, sizeof hint, "try 'hubkern %s%s--help'", cmd ? cmd : "", cmd ? " " : "");
+    fprintf(stderr, "hubkern%s%s: %s\n%s\n", cmd ? " " : "", cmd ? cmd : "", msg, hint);
+    json_error("HK_ERR_INVALID_ARG", msg, hint, 2);
     return 2;
 }

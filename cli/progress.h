@@ -17,10 +17,12 @@ typedef struct cli_progress {
     cli_progress_mode mode;
     int drawn;             /* a bar line is on the screen (needs a newline or clearing) */
     uint64_t start_ms, last_ms, done_bytes, total_bytes;
-    uint32_t done_files, total_files;
-    double speed;          /* bytes/s, smoothed */
-    uint64_t speed_ms, speed_bytes;
-    char item[256];        /* the last file named by the library */
+    uint32_t done_files, total_files, active_files;
+    double speed;          /* bytes/s: the average since the first byte, then smoothed */
+    int speed_ready;       /* enough time and bytes have passed for speed and ETA to mean something */
+    uint64_t first_ms, base_bytes; /* the first callback's bytes (resumed ones), when more began to arrive */
+    uint64_t speed_ms, speed_bytes; /* the start of the current smoothing window */
+    char item[256];        /* the file streaming now (of several: the one with the most to come), or "" */
 } cli_progress;
 
 /* Parse --progress (NULL: auto) into a mode, applying -q, --json and HF_HUB_DISABLE_PROGRESS_BARS.

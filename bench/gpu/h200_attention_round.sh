@@ -47,7 +47,8 @@ if [[ $stages == *,fp8,* ]]; then
   done
 fi
 if [[ $stages == *,ragged,* ]]; then
-  HK_ATTN_LIB=$(lib $new) HK_ATTN_OLD_LIB=$(lib $base) timeout ${RAGGED_S:-240} python3 bench/attention_ragged_bench.py \
+  old=$(lib $base); [ "$base" = "$new" ] && old=
+  HK_ATTN_LIB=$(lib $new) HK_ATTN_OLD_LIB=$old timeout ${RAGGED_S:-240} python3 bench/attention_ragged_bench.py \
     --reps 30 --flashinfer /tmp/fi --json $OUT/ragged_$new.json > $OUT/ragged_$new.txt 2>&1
   lap "ragged $new" $?
 fi

@@ -78,12 +78,12 @@ def test_rm_repo_removes_its_receipts_only(hub, filled):
     cache, commits = filled
     locks_a, locks_b = lock_files(cache, A), lock_files(cache, B)
     dry = cache_cli(["rm", "org/reca", "--dry-run"], cache)
-    assert "would remove kernels/org/reca: verification receipts" in dry.stdout
+    assert "would remove kernel/org/reca: verification receipts" in dry.stdout
     assert "would remove 2 entries" in dry.stdout
     assert os.path.isdir(receipts(cache, A))
     r = cache_cli(["rm", "-y", "org/reca"], cache)
-    assert "removed kernels/org/reca: whole repo" in r.stdout
-    assert "removed kernels/org/reca: verification receipts" in r.stdout and "removed 2 entries" in r.stdout
+    assert "removed kernel/org/reca: whole repo" in r.stdout
+    assert "removed kernel/org/reca: verification receipts" in r.stdout and "removed 2 entries" in r.stdout
     assert not os.path.exists(os.path.join(cache, A))
     assert not os.path.exists(receipts(cache, A))
     assert lock_files(cache, A) == locks_a, "huggingface_hub's lock files stay"
@@ -97,7 +97,7 @@ def test_rm_revision_removes_that_commits_receipts(hub, filled):
     cache, commits = filled
     c1, c2 = commits[("org/reca", 1)], commits[("org/reca", 2)]
     r = cache_cli(["rm", "-y", "org/reca", "--revision", "v1"], cache)
-    assert f"removed kernels/org/reca: verification receipts of {c1}" in r.stdout
+    assert f"removed kernel/org/reca: verification receipts of {c1}" in r.stdout
     assert not os.path.exists(os.path.join(receipts(cache, A), c1))
     assert os.path.isfile(os.path.join(receipts(cache, A), c2, V + ".json"))
     assert os.path.isfile(os.path.join(receipts(cache, B), commits[("org/recb", 1)], V + ".json"))
@@ -129,10 +129,10 @@ def test_prune_removes_receipts_of_what_is_gone(hub, filled):
     # a snapshot without a ref: prune --detached removes it and its receipts (dry run first)
     os.unlink(os.path.join(cache, A, "refs", "v1"))
     dry = cache_cli(["prune", "--detached", "--dry-run"], cache)
-    assert f"would remove kernels/org/reca: verification receipts of {c1} (no snapshot)" in dry.stdout
+    assert f"would remove kernel/org/reca: verification receipts of {c1} (no snapshot)" in dry.stdout
     assert os.path.isdir(os.path.join(receipts(cache, A), c1))
     r = cache_cli(["prune", "--detached"], cache)
-    assert f"removed kernels/org/reca: snapshot {c1} (no ref names it)" in r.stdout
+    assert f"removed kernel/org/reca: snapshot {c1} (no ref names it)" in r.stdout
     assert f"verification receipts of {c1}" in r.stdout
     assert sorted(os.listdir(receipts(cache, A))) == [c2]
     assert warm_is_trusted(hub, cache, "org/reca", 2)
@@ -145,7 +145,7 @@ def test_prune_removes_receipts_of_what_is_gone(hub, filled):
     locks_b = lock_files(cache, B)
     shutil.rmtree(os.path.join(cache, B))
     r = cache_cli(["prune"], cache)
-    assert "removed kernels--org--recb: verification receipts (repo not in the cache)" in r.stdout
+    assert "removed kernel/org/recb: verification receipts (repo not in the cache)" in r.stdout  # one spelling
     assert not os.path.exists(receipts(cache, B)) and lock_files(cache, B) == locks_b
     assert not os.path.exists(os.path.join(cache, B))
     # nothing left to prune: a second run removes nothing
@@ -180,7 +180,7 @@ def test_prune_removes_stale_receipt_temp_files_only(hub, filled):
                                     "notes.tmp")]
     dry = cache_cli(["prune", "--dry-run"], cache)
     for p in (stale, stale2):
-        assert (f"would remove kernels/org/reca: leftover temp file of a verification receipt "
+        assert (f"would remove kernel/org/reca: leftover temp file of a verification receipt "
                 f"{c2}/{os.path.basename(p)}") in dry.stdout, dry.stdout
         assert os.path.exists(p)
     assert "would remove 2 entries" in dry.stdout, dry.stdout
@@ -210,14 +210,14 @@ def test_rm_revision_with_only_receipts_left(hub, filled):
     shutil.rmtree(os.path.join(cache, A, "snapshots", c1))
     os.unlink(os.path.join(cache, A, "refs", "v1"))
     assert os.path.isdir(os.path.join(receipts(cache, A), c1))
-    line = f"kernels/org/reca: verification receipts of {c1} (its snapshot was not in the cache)"
+    line = f"kernel/org/reca: verification receipts of {c1} (its snapshot was not in the cache)"
     dry = cache_cli(["rm", "org/reca", "--revision", c1, "--dry-run"], cache)
     assert f"would remove {line}" in dry.stdout and "would remove 1 entry" in dry.stdout, dry.stdout
     assert os.path.isdir(os.path.join(receipts(cache, A), c1))
     r = cache_cli(["rm", "-y", "org/reca", "--revision", c1], cache)
     assert f"removed {line}" in r.stdout, r.stdout
     # and, as always, the blobs only that snapshot used (it is gone: they are unreferenced now)
-    blobs = [ln for ln in r.stdout.splitlines() if ln.startswith("removed kernels/org/reca: unreferenced blob")]
+    blobs = [ln for ln in r.stdout.splitlines() if ln.startswith("removed kernel/org/reca: unreferenced blob")]
     assert blobs and f"removed {1 + len(blobs)} entries" in r.stdout, r.stdout
     assert not os.path.exists(os.path.join(receipts(cache, A), c1))
     # the other commit and its receipt are untouched

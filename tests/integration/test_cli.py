@@ -4,7 +4,9 @@ display under a pseudo-terminal at 40 and 120 columns, hubkern env's Hub setting
 cache's kernel/org/name form, and the generated man page and completions."""
 import json
 import os
+import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -63,6 +65,27 @@ def test_errors_are_one_line_naming_the_problem():
         assert len(lines) == 2 and "usage:" not in r.stderr and r.stdout == "", (args, r.stderr)
 
 
+def test_usage_errors_exit_2_in_every_command():
+    """An unknown option, a missing argument, a bad or empty value: exit 2 in every command (issue
+    24: some exited 1), one line naming it, "did you mean" for an abbreviated option."""
+    for name in [c["name"] for c in specs()]:
+        r = run([name, "--bogus-option"])
+        assert r.returncode == 2 and "unrecognized option '--bogus-option'" in r.stderr, (name, r.returncode, r.stderr)
+    for args in (["pull"], ["pull", "org/x", "--version", "abc"], ["pull", "org/x", "--version", "1", "--endpoint="],
+                 ["info"], ["versions"], ["load"], ["lock"], ["download"], ["publish"], ["variants"], ["benchmarks"],
+                 ["verify-signature"], ["cache"], ["cache", "rm"], ["cache", "frob"], ["bundle"], ["bundle", "frob"],
+                 ["trust-root"], ["trust-root", "frob"], ["version", "x"], ["serve", "--port", "x"],
+                 ["serve", "--threads", "0"], ["help", "frob"], ["help", "--frob"], ["frob"], ["--frob"],
+                 ["cache", "ls", "--cache-dir="]):
+        r = run(args)
+        assert r.returncode == 2 and r.stderr.strip(), (args, r.returncode, r.stderr)
+        assert not r.stderr.startswith("hubkern serve: serve:"), r.stderr
+    assert "--endpoint needs a URL, got an empty value" in run(["pull", "org/x", "--version", "1", "--endpoint="]).stderr
+    for args in (["pull", "org/x", "--vers", "1"], ["--vers"]):
+        r = run(args)
+        assert r.returncode == 2 and "(did you mean --version?)" in r.stderr, (args, r.stderr)
+
+
 def test_unknown_command_help_and_version():
     r = run(["pul"])
     assert r.returncode == 2 and "unknown command 'pul' (did you mean 'pull'?)" in r.stderr and "usage" not in r.stderr
@@ -71,7 +94,7 @@ def test_unknown_command_help_and_version():
         assert a.stdout == b.stdout and a.stdout.startswith(f"usage: hubkern {name}"), name
     for v in (["-V"], ["--version"], ["version"]):
         assert re.match(r"hubkern \d+\.\d+\.\d+", run(v, check=True).stdout)
-    assert json.loads(run(["version", "--json"], check=True).stdout)["hubkern"]
+    assert json.loads(run(["version", "--json"], check=True).stdout)["hubkern_version"]
 
 
 def test_equals_form_everywhere(hub, tmp_path):
@@ -131,7 +154,8 @@ def json_cases(hub, tmp_path):
 def test_every_json_command_prints_only_json(hub, tmp_path):
     ok, bad = json_cases(hub, tmp_path)
     with_json = {c["name"] for c in specs() if c["json"]}
-    assert with_json - set(ok) == set(), "a --json command without a case here"
+    # serve and trust-root: test_json_schema.py, which runs every command against the schema
+    assert with_json - set(ok) - {"serve", "trust-root"} == set(), "a --json command without a case here"
     for name in [n for n in ok if n in with_json]:  # pull first: the others use its cache
         for args, should_pass in ((ok[name], name != "load"), (bad[name], False)):
             r = run([*args, "--json"])
@@ -146,6 +170,25 @@ def test_every_json_command_prints_only_json(hub, tmp_path):
                 assert doc["error"]["message"] and r.stderr.startswith(f"hubkern {args[0]}"), (args, r.stderr)
                 plain = run(args)
                 assert plain.returncode == r.returncode and "{" not in plain.stdout, (args, plain.stdout)
+
+
+def test_bundle_compresses_by_name(hub, tmp_path):
+    """bundle create picks the compression from the name (libarchive's filters), reads each back,
+    and refuses a name that promises a compression it does not write (issue 24: x.tar.bz2 was a
+    plain tar)."""
+    cache = str(tmp_path / "c")
+    run(["pull", "org/clikern", "--version", "1", "--variant", V, f"--endpoint={hub.url}", f"--cache-dir={cache}"], check=True)
+    magic = {".tar.gz": b"\x1f\x8b", ".tgz": b"\x1f\x8b", ".tar.bz2": b"BZh", ".tar.xz": b"\xfd7zXZ",
+             ".tar.zst": b"\x28\xb5\x2f\xfd", ".tar": None}
+    for ext, head in magic.items():
+        out = tmp_path / f"b{ext}"
+        run(["bundle", "create", str(out), "org/clikern", f"--cache-dir={cache}"], check=True)
+        data = out.read_bytes()
+        assert (data.startswith(head) if head else data[257:262] == b"ustar"), (ext, data[:8])
+        listed = run(["bundle", "list", str(out)], check=True).stdout
+        assert "kernels--org--clikern/refs/v1" in listed, (ext, listed)
+    r = run(["bundle", "create", str(tmp_path / "b.tar.rar"), "org/clikern", f"--cache-dir={cache}"])
+    assert r.returncode == 1 and "must end in .tar, .tar.gz" in r.stderr and not (tmp_path / "b.tar.rar").exists()
 
 
 def test_cache_verify_and_prune_json(hub, tmp_path):
@@ -220,8 +263,9 @@ def test_progress_fits_the_terminal(hub, tmp_path, cols):
     bars = [s for s in drawn if re.search(r"\[#* *\] +\d+%", s)]
     assert bars and "100%" in bars[-1], drawn
     assert all(len(s) < cols for s in bars), [s for s in bars if len(s) >= cols]
-    if cols >= 120:  # room for everything: file, bytes, speed, ETA, files
-        assert re.search(r"_k\.so|__init__\.py|metadata\.json", " ".join(bars)) and "/s" in bars[-1] and "MB" in bars[-1], bars
+    if cols >= 120:  # room for everything: bytes, speed (the average, once finished), ETA, files; the
+        # file names: test_progress_names_what_streams_uses_the_width_and_waits_for_a_rate
+        assert re.search(r"[\d.]+ [kMG]?B/s", bars[-1]) and "MB" in bars[-1], bars
     # the environment switch, as huggingface_hub reads it
     env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     r, drawn = pty_run(cmd.replace(cache, cache + "2"), cols, env)
@@ -231,6 +275,34 @@ def test_progress_fits_the_terminal(hub, tmp_path, cols):
     assert r.returncode == 0 and not any("%" in s for s in drawn) and not any("verified" in s for s in drawn)
 
 
+def test_progress_names_what_streams_uses_the_width_and_waits_for_a_rate(tmp_path):
+    """Two big blobs stream at once behind a throttle: every bar names one of them (with "+1" while
+    both stream), never a small file that already finished; a 200-column terminal gets a bar wider
+    than 120 columns but at most 160; the first frames show no rate, and no rate shown is absurd."""
+    store, src = str(tmp_path / "store"), str(tmp_path / "src")
+    make_variant(src, V, {"__init__.py": b"a = 1\n", "a_part.so": os.urandom(1_500_000),
+                          "b_part.so": os.urandom(1_200_000)})
+    publish(src, "org/twokern", "v1", store, ["--lfs-threshold", "1000000"])
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS", "COLUMNS")}
+    with Server(store, ["--trust", "org"]) as srv, \
+            FaultProxy(srv.url, rules=[Rule("drip", r"_part\.so", count=None, chunk=16384, rate=600_000)]) as px:
+        cmd = (f"{hubkern_bin()} pull org/twokern --version 1 --variant {V} --endpoint {px.url} "
+               f"--cache-dir {tmp_path / 'c'}")
+        r, drawn = pty_run(cmd, 200, env)
+    assert r.returncode == 0, r.stdout
+    bars = [s for s in drawn if re.search(r"\[[# ]*\] +\d+%", s)]
+    named = [s for s in bars if not s.startswith("[")]
+    assert named, bars
+    assert all(re.match(r"[ab]_part\.so( \+\d+)? ", s) for s in named), [s for s in named if "_part.so" not in s]
+    assert any(re.match(r"[ab]_part\.so \+1 ", s) for s in named), named  # both at once
+    # (a bar of at most 40 cells, as before, drew about 110 columns at 200)
+    assert all(len(s) <= 160 for s in bars) and max(len(s) for s in bars) > 120, max(len(s) for s in bars)
+    assert "--/s" in bars[0] and "--:--" in bars[0], bars[0]  # no rate before there is one
+    rates = [float(m.group(1)) * {"kB": 1e3, "MB": 1e6}[m.group(2)]
+             for s in bars for m in [re.search(r" ([\d.]+) (kB|MB)/s", s)] if m]
+    assert rates and all(2e5 <= x <= 1e7 for x in rates), rates  # two drips of 600 kB/s: about 1.2 MB/s
+
+
 def test_plain_progress_when_asked(hub, tmp_path):
     cache = str(tmp_path / "c")
     r = run(["pull", "org/clikern", "--version", "1", "--variant", V, f"--endpoint={hub.url}", f"--cache-dir={cache}",
@@ -238,7 +310,8 @@ def test_plain_progress_when_asked(hub, tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("hubkern pull: ") and " of " in ln]
     assert lines and "\r" not in r.stderr and "\x1b" not in r.stderr
     r = run(["pull", "org/clikern", "--version", "1", "--variant", V, f"--endpoint={hub.url}", f"--cache-dir={cache}2"], check=True)
-    progress = [ln for ln in r.stderr.splitlines() if ln.startswith("hubkern pull: ") and (" of " in ln or "%" in ln)]
+    progress = [ln for ln in r.stderr.splitlines() if ln.startswith("hubkern pull: ") and (" of " in ln or "%" in ln)
+                and not ln.startswith("hubkern pull: warning: ")]
     assert not progress, progress  # not a terminal, not asked: no progress lines (warnings may appear)
 
 
@@ -284,6 +357,23 @@ def test_man_page_and_completions_cover_every_option(tmp_path):
     script = bash + '\nCOMP_WORDS=(hubkern pull --ver); COMP_CWORD=2; _hubkern; printf "%s\\n" "${COMPREPLY[@]}"\n'
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
     assert "--version" in r.stdout.split()
+    # where a subcommand is expected, only subcommands: no file names (issue 24), in a folder with files
+    (tmp_path / "lsfile").write_text("x")
+    for words, want in (("hubkern cache ''", {"ls", "verify", "prune", "rm"}), ("hubkern bundle ''", {"create", "extract", "list"}),
+                        ("hubkern trust-root ''", {"path", "show", "install"}), ("hubkern cache l", {"ls"})):
+        script = bash + f'\nCOMP_WORDS=({words}); COMP_CWORD=2; _hubkern; printf "%s\\n" "${{COMPREPLY[@]}}"\n'
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path)
+        assert set(r.stdout.split()) == want, (words, r.stdout)
+    # the page fits 80 columns as man renders it, and names the guides where they are installed
+    if shutil.which("man"):
+        shown = subprocess.run(["man", "-l", "-"], input=man, capture_output=True, text=True,
+                               env={**os.environ, "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat"}).stdout
+        assert shown and not [ln for ln in shown.splitlines() if len(ln) > 80], \
+            [ln for ln in shown.splitlines() if len(ln) > 80][:5]
+    assert "docs/" not in re.sub(r"share/doc/hubkern", "", man.replace("\\-", "-")), "a docs/ path that is not installed"
+    src = pathlib.Path(__file__).resolve().parents[2] / "docs"
+    for name in set(re.findall(r"share/doc/hubkern/([\w./-]+?\.(?:md|json))", man.replace("\\-", "-"))):
+        assert (src / name).is_file(), name  # cli/CMakeLists.txt installs docs/ there
     build = os.environ.get("HK_BUILD_DIR")
     if build and os.path.exists(os.path.join(build, "cli", "generated", "hubkern.1")):
         with open(os.path.join(build, "cli", "generated", "hubkern.1")) as fh:

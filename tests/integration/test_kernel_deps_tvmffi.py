@@ -58,5 +58,5 @@ def test_kernels_loads_the_tree_and_hubkern_loads_its_cache(tmp_path):
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
         assert doc["functions"] == ["scaled_rms_norm"] and doc["path"].startswith(str(home)), doc
-        assert [d["repo"] for d in doc["dependencies"]] == ["hubkern/rmsnorm"], doc
+        assert [d["repo_id"] for d in doc["dependencies"]] == ["hubkern/rmsnorm"], doc
         assert "/resolve/" not in r.stderr  # nothing downloaded again

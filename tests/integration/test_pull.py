@@ -165,14 +165,14 @@ def test_python_pulled_then_hubkern_offline(hub, tmp_path):
 def test_versions_info_warning_and_auto_variant(hub, tmp_path):
     cache = str(tmp_path / "cache")
     r = run(["versions", "org/testkern", "--json", "--endpoint", hub.url, "--cache", cache])
-    vs = json.loads(r.stdout)
+    vs = json.loads(r.stdout)["versions"]
     assert [v["version"] for v in vs] == [1, 2] and vs[1]["latest"] and not vs[0]["cached"]
     r = run(["pull", "org/testkern", "--version", "1", "--backend", "cpu", "--json", "--endpoint", hub.url,
              "--cache", cache])
     assert "version 2 is available" in r.stderr
     assert json.loads(r.stdout)["variants"][0]["name"] in (V, "torch-cpu")
     r = run(["versions", "org/testkern", "--json", "--endpoint", hub.url, "--cache", cache])
-    assert json.loads(r.stdout)[0]["cached"] is True
+    assert json.loads(r.stdout)["versions"][0]["cached"] is True
     r = run(["info", "org/testkern", "--json", "--endpoint", hub.url, "--cache", cache])
     info = json.loads(r.stdout)
     assert info["trusted_publisher"] is True and info["version"] == 2 and info["variants"] == [V]
@@ -205,5 +205,5 @@ def test_kernel_status_redirect(hub, tmp_path):
              "--cache", cache])
     out = json.loads(r.stdout)
     assert "redirected to 'org/testkern'" in r.stderr
-    assert out["repo"] == "org/testkern" and out["revision"] == "v1"
+    assert out["repo_id"] == "org/testkern" and out["revision"] == "v1"
     assert out["commit"] == commit_of(cache)

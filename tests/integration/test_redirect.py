@@ -110,7 +110,7 @@ def test_info_describes_the_destination(hub, tmp_path):
     cache = str(tmp_path / "c")
     r = run(["info", "org/src", "--version", "1", "--json", *opts(hub, cache)])
     info = json.loads(r.stdout)
-    assert info["repo"] == "org/src" and info["version"] == 1
+    assert info["repo_id"] == "org/src" and info["version"] == 1
     assert info["redirects_to"] == "org/dest" and info["redirect_revision"] == "v1"
     assert info["redirect_trusted_publisher"] is True
     assert info["commit"] == hub.commits["dest"] and info["variants"] == [V] and info["cached"] is False
@@ -131,7 +131,7 @@ def test_pull_fills_the_cache_with_the_destination(hub, tmp_path):
     cache = tmp_path / "c"
     r = run(["pull", "org/src", "--version", "1", "--variant", V, "--json", *opts(hub, cache)])
     out = json.loads(r.stdout)
-    assert out["repo"] == "org/dest" and out["redirected_from"] == "org/src" and out["commit"] == hub.commits["dest"]
+    assert out["repo_id"] == "org/dest" and out["redirected_from"] == "org/src" and out["commit"] == hub.commits["dest"]
     assert (cache / "kernels--org--dest" / "snapshots" / hub.commits["dest"] / "build" / V / "__init__.py").read_bytes() \
         == b"dest = 1\n"
     assert not (cache / "kernels--org--src" / "snapshots" / hub.commits["src"] / "build").exists()
@@ -151,11 +151,11 @@ def test_download_refuses_a_lock_that_pins_a_redirect_source(hub, tmp_path):
 
 def test_versions_marks_redirecting_versions(hub, tmp_path):
     r = run(["versions", "org/src", "--json", *opts(hub, tmp_path / "c")])
-    vs = json.loads(r.stdout)
+    vs = json.loads(r.stdout)["versions"]
     assert [(v["version"], v["commit"], v["redirects_to"], v["redirect_revision"]) for v in vs] == \
         [(1, hub.commits["src"], "org/dest", "v1")]
-    vs = json.loads(run(["versions", "org/dest", "--json", *opts(hub, tmp_path / "c")]).stdout)
-    assert "redirects_to" not in vs[0]
+    vs = json.loads(run(["versions", "org/dest", "--json", *opts(hub, tmp_path / "c")]).stdout)["versions"]
+    assert vs[0]["redirects_to"] is None  # null, not left out (docs/json.md)
     out = run(["versions", "org/src", *opts(hub, tmp_path / "c")]).stdout
     assert re.fullmatch(rf"v1\s+{hub.commits['src']}\s+latest\s+-> org/dest@v1\n", out)
 
@@ -173,9 +173,9 @@ def test_lock_download_load_through_a_redirect(hub, tmp_path):
     assert not (fresh / "kernels--hubkern--oldnorm").exists()
     offline = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(fresh), "HF_ENDPOINT": DEAD}
     j = json.loads(run(["load", "hubkern/newnorm", "--lock", lock, "--backend", "cpu", "--json"], env=offline).stdout)
-    assert j["repo"] == "hubkern/newnorm" and j["commit"] == hub.commits["newnorm"]
+    assert j["repo_id"] == "hubkern/newnorm" and j["commit"] == hub.commits["newnorm"]
     online = {"HF_HUB_CACHE": str(tmp_path / "lc2"), "HF_ENDPOINT": hub.url}
     r = run(["load", "hubkern/oldnorm", "--version", "1", "--backend", "cpu", "--json"], env=online)
     j = json.loads(r.stdout)
-    assert j["repo"] == "hubkern/newnorm" and j["commit"] == hub.commits["newnorm"]
+    assert j["repo_id"] == "hubkern/newnorm" and j["commit"] == hub.commits["newnorm"]
     assert "note: hubkern/oldnorm redirects to hubkern/newnorm (kernel-status.toml)" in r.stderr

@@ -133,7 +133,7 @@ def test_kernels_upload_is_stored_and_listed(env):
     assert st == 200 and json.loads(body) == [rec]
     r = subprocess.run([hubkern_bin(), "benchmarks", "hubkern/rmsnorm", "--json"], capture_output=True, text=True,
                        env=clean_env(HF_ENDPOINT=env["srv"].url, HF_TOKEN=TOKEN), timeout=60)
-    assert r.returncode == 0 and json.loads(r.stdout) == [rec], r.stderr
+    assert r.returncode == 0 and json.loads(r.stdout)["benchmarks"] == [rec], r.stderr
     r = subprocess.run([hubkern_bin(), "benchmarks", "hubkern/rmsnorm"], capture_output=True, text=True,
                        env=clean_env(HF_ENDPOINT=env["srv"].url, HF_TOKEN=TOKEN), timeout=60)
     assert r.returncode == 0 and rec["id"] in r.stdout and "RmsNorm.8x1024" in r.stdout, r.stderr
@@ -166,7 +166,7 @@ def test_listing_newest_first_with_pages(env):
     assert st == 200 and json.loads(body)[0]["id"] == ids[0]
     r = subprocess.run([hubkern_bin(), "benchmarks", "hubkern/rmsnorm", "--limit", "3", "--json"],
                        capture_output=True, text=True, env=clean_env(HF_ENDPOINT=env["srv"].url, HF_TOKEN=TOKEN))
-    assert r.returncode == 0 and [x["id"] for x in json.loads(r.stdout)] == ids[::-1], r.stderr
+    assert r.returncode == 0 and [x["id"] for x in json.loads(r.stdout)["benchmarks"]] == ids[::-1], r.stderr
     assert request(url + "?limit=0")[0] == 400 and request(url + "?cursor=../x")[0] == 400
 
 

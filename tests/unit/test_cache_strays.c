@@ -138,7 +138,7 @@ static void test_poisoned_snapshot(void) {
 
     /* a dry run lists, and changes nothing */
     CHECK_RC(op(&rep, hk_cache_prune, root, 1, &out), HK_OK);
-    CHECK(strstr(out.buf, "would remove kernels/org/s: stray file snapshots/" COMMIT "/build/v/stray.txt") != NULL);
+    CHECK(strstr(out.buf, "would remove kernel/org/s: stray file snapshots/" COMMIT "/build/v/stray.txt") != NULL);
     CHECK(strstr(out.buf, evil) != NULL);      /* its blob would go with it */
     CHECK(strstr(out.buf, "blobs/") != NULL);
     CHECK(entry_exists(vdir, "stray.txt") && entry_exists(vdir, "x.py/inner") && blob_exists(repo, evil));

@@ -154,11 +154,12 @@ HK_API int hk_bundle_options_init(hk_bundle_options *opts, unsigned int version)
 typedef struct hk_bundle_report hk_bundle_report;
 
 /* Write the repos (repo ids "org/name" of opts->repo_type, or cache folder names such as
- * "kernels--org--name") into a tar archive at out_path: gzip when the name ends in .gz or .tgz,
- * zstd for .zst. Blobs come first, then snapshot links, then refs; temp files, locks and
+ * "kernels--org--name") into a tar archive at out_path, compressed as its name says: .tar (none),
+ * .tar.gz / .tgz (gzip), .tar.zst / .tzst (zstd), .tar.bz2 / .tbz2 (bzip2), .tar.xz / .txz (xz);
+ * any other name is HK_ERR_INVALID_ARG (it would say a compression the file lacks). Blobs come first, then snapshot links, then refs; temp files, locks and
  * .incomplete blobs are left out. Every repo is checked before anything is written, so a typo leaves
  * an existing out_path alone; a failure while writing deletes out_path. Errors: HK_ERR_INVALID_ARG
- * (no path, no repos, a bad id), HK_ERR_NOT_FOUND (a repo not cached), HK_ERR_UNSUPPORTED (no such
+ * (no path, no repos, a bad id, an unknown name ending), HK_ERR_NOT_FOUND (a repo not cached), HK_ERR_UNSUPPORTED (no such
  * compressor), HK_ERR_IO, HK_ERR_NOMEM. *out (may be NULL): free with hk_bundle_report_free. */
 HK_API int hk_bundle_create(hk_bundle_report **out, const char *out_path, const char *const *repos, size_t n_repos,
                             const hk_bundle_options *opts);

@@ -99,11 +99,15 @@ HK_API void hk_set_log_callback(hk_log_fn fn, void *userdata, hk_log_level max_l
  * (the operation then fails with HK_ERR_CANCELLED). */
 typedef struct hk_progress {
     const char *stage;       /* "resolve", "download", "verify", "load" */
-    const char *item;        /* file being transferred, or NULL */
+    const char *item;        /* a file streaming now (of several, the one with the most bytes still to come),
+                                or NULL when none is; never a file already finished */
     uint64_t done_bytes;
     uint64_t total_bytes;
     uint32_t done_files;
     uint32_t total_files;
+    uint32_t active_files;   /* how many files are streaming now (item is one of them). Appended last: the
+                                library fills the struct, so a callback built against the shorter layout
+                                reads its fields unchanged */
 } hk_progress;
 
 typedef int (*hk_progress_fn)(void *userdata, const hk_progress *progress);

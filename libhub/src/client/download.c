@@ -96,15 +96,27 @@ static int cancelled_fail(const hk_dl_ctx *c) {
                     nparts == 1 ? "" : "s", (unsigned long long)partial);
 }
 
-/* O(max_parallel): only the transfers holding a lock have bytes in flight */
-static void report(hk_dl_ctx *c, const char *item, bool force) {
+/* O(max_parallel): only the transfers holding a lock have bytes in flight. The file named is one
+ * streaming now, the one with the most left to come (the one the wait is for), never one that
+ * just finished (issue 24: "metadata.json 10 %" while two blobs streamed). */
+static void report(hk_dl_ctx *c, bool force) {
     if (!c->hub->progress) return;
     uint64_t now = hk__now_ms();
     if (!force && now - c->last_progress < 100) return;
     c->last_progress = now;
-    uint64_t done = c->done_bytes;
-    for (size_t i = 0; i < c->nheld; i++) done += c->held[i]->written;
-    hk_progress p = {"download", item, done, c->total_bytes, (uint32_t)c->done_files, (uint32_t)c->total_files};
+    uint64_t done = c->done_bytes, most_left = 0;
+    const char *item = NULL;
+    uint32_t active = 0;
+    for (size_t i = 0; i < c->nheld; i++) {
+        const hk_xfer *x = c->held[i];
+        done += x->written;
+        if (x->state != X_ACTIVE) continue;
+        active++;
+        uint64_t left = x->item->size > x->written ? x->item->size - x->written : 0;
+        if (!item || left > most_left) item = x->item->paths[0], most_left = left;
+    }
+    hk_progress p = {"download", item, done, c->total_bytes, (uint32_t)c->done_files, (uint32_t)c->total_files,
+                     active};
     if (c->hub->progress(c->hub->progress_ud, &p) != 0) c->cancelled = true;
 }
 
@@ -375,7 +387,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    report(&c, NULL, true);
+    report(&c, true);
     while (remaining > 0) {
         uint64_t now = hk__now_ms();
         if (c.deadline && now >= c.deadline) { /* waiting for a lock or a retry counts too */
@@ -451,14 +463,14 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
                 remaining--;
                 c.done_files++;
                 c.done_bytes += x->item->size;
-                report(&c, x->item->paths[0], true);
+                report(&c, true);
             }
         }
         if (c.cancelled) {
             rc = cancelled_fail(&c);
             goto out_loop;
         }
-        report(&c, NULL, false);
+        report(&c, false);
         if (remaining == 0) break;
         /* Block for socket activity (curl_multi_poll also wakes for libcurl's own timers), but wake
          * for scheduled retries and lock polls. Not at all only when something can start now: a
@@ -491,7 +503,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
 out_loop:
     free(waiting);
     if (rc) goto out;
-    report(&c, NULL, true);
+    report(&c, true);
     rc = commit_batch(&c, xs, n);
 out:
     if (xs) {

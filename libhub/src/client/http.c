@@ -365,6 +365,7 @@ static int get_once(hk_http_resp *out, char **cur, CURLcode *cc, hk_hub *hub, co
 
 int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_body) {
     memset(out, 0, sizeof *out);
+    out->token_source = hub->token ? hub->token_source : NULL;
     hk__http_headers_init(&out->h);
     hk__sb_init(&out->body);
     if (hub->offline) return hk__fail(HK_ERR_OFFLINE, "offline mode: refusing to fetch %s", url);
@@ -429,6 +430,17 @@ int hk__http_get(hk_http_resp *out, hk_hub *hub, const char *url, size_t max_bod
     }
 }
 
+/* A 401 for the token sent: name where that token came from, since the fix is there (the caller's
+ * option, a variable, or the token file), not always HF_TOKEN. */
+static int invalid_token(const hk_http_resp *r, const char *what) {
+    const char *src = r->token_source;
+    if (src && strcmp(src, "option") == 0)
+        return hk__fail(HK_ERR_AUTH, "%s: invalid token (the token passed in the options was rejected)", what);
+    if (src)
+        return hk__fail(HK_ERR_AUTH, "%s: invalid token (the token from %s was rejected; check or replace it)", what, src);
+    return hk__fail(HK_ERR_AUTH, "%s: invalid token (check HF_TOKEN or the token file)", what);
+}
+
 int hk__http_fail(const hk_http_resp *r, const char *what) {
     const char *code = r->h.x_error_code ? r->h.x_error_code : "";
     const char *msg = r->h.x_error_message ? r->h.x_error_message : "";
@@ -446,7 +458,7 @@ int hk__http_fail(const hk_http_resp *r, const char *what) {
         return hk__fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found (check the name; private repos need HF_TOKEN)", what);
     if (st == 401) {
         if (strcmp(msg, "Invalid credentials in Authorization header") == 0)
-            return hk__fail(HK_ERR_AUTH, "%s: invalid token (check HF_TOKEN)", what);
+            return invalid_token(r, what);
         return hk__fail(HK_ERR_REPO_NOT_FOUND, "%s: repository not found or not accessible (HTTP 401; private repos need HF_TOKEN)", what);
     }
     if (st == 403) return hk__fail(HK_ERR_FORBIDDEN, "%s: forbidden (HTTP 403) %s", what, msg);

@@ -37,6 +37,7 @@ typedef struct hk_http_resp {
     hk_http_headers h;
     hk_strbuf body;
     char *url; /* final URL after redirects */
+    const char *token_source; /* where the token sent came from (the hub's; NULL: none sent), for a 401's message */
 } hk_http_resp;
 
 void hk__http_resp_free(hk_http_resp *r);

@@ -411,7 +411,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     }
     if (rc == HK_OK) {
         if (hub->progress) {
-            hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants};
+            hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants, 0};
             hub->progress(hub->progress_ud, &p);
         }
         rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, plan.items, plan.n, tg->signature);

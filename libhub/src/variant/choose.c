@@ -39,8 +39,10 @@ static int no_fit(const hk_resolution *r, const hk_choose_options *o) {
     const char *any = hk_resolution_best(r); /* accepted but of a family the caller cannot use */
     const char *be = hk_resolution_backend(r);
     int rc = hk__fail(HK_ERR_NO_VARIANT,
+                     /* no flag names here: which of them exist is the caller's business (the CLI
+                      * adds the ones its command has as a hint) */
                      "no build variant%s%s fits this machine (backend %s)%s%s%s%s%s%s:\n%s"
-                     "(use --variant or --backend)",
+                     "(name a variant or a backend explicitly)",
                      o->where ? " of " : "", o->where ? o->where : "", be ? be : "unknown",
                      any ? "; " : "", any ? any : "",
                      any ? " fits but is of a family the caller cannot load" : "",
