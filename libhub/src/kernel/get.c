@@ -151,6 +151,21 @@ static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, cons
     return rc;
 }
 
+/* The error of a tree whose root metadata.json could not be read before the pull: kernels'
+ * resolve_kernel_tree reads it first and refuses the tree, before anything is installed. */
+static int root_metadata_error(hk_hub *hub, const hk_kernel_tree *t) {
+    const hk__tnode *r = &t->v[0];
+    hk_metadata_owned md;
+    int rc = hk__tree_fetch_metadata(&md, hub, r->repo_id, r->commit, r->variant, r->signature, true);
+    if (rc == HK_OK) {
+        hk__metadata_free(&md);
+        rc = hk__fail(HK_ERR_INTERNAL, "the metadata.json of %s variant %s was unreadable, then read",
+                      r->repo_id, r->variant);
+    }
+    hk__fail_context("%s@%s variant %s", r->repo_id, r->commit, r->variant);
+    return rc;
+}
+
 int hk__tree_resolve_hub(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, const hk_get_kernel_options *o,
                          bool trust_root, bool trust_deps, bool store) {
     *out = NULL;
@@ -183,17 +198,7 @@ HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_opti
     rc = hk__loader_hub(&hub, &hub_owned, o);
     if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, true);
     if (rc == HK_OK && !(*out)->v[0].has_md) {
-        /* a load reports an unreadable root metadata.json at the pull; the tree is the answer here,
-         * so its error is too (kernels resolve_kernel_tree reads it first) */
-        const hk__tnode *r = &(*out)->v[0];
-        hk_metadata_owned md;
-        rc = hk__tree_fetch_metadata(&md, hub, r->repo_id, r->commit, r->variant, r->signature, true);
-        if (rc == HK_OK) {
-            hk__metadata_free(&md);
-            rc = hk__fail(HK_ERR_INTERNAL, "the metadata.json of %s variant %s was unreadable, then read",
-                          r->repo_id, r->variant);
-        }
-        hk__fail_context("%s@%s variant %s", r->repo_id, r->commit, r->variant);
+        rc = root_metadata_error(hub, *out);
         hk_kernel_tree_free(*out);
         *out = NULL;
     }
@@ -242,6 +247,8 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts) {
     if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env); /* before the download */
     /* the whole ktree is resolved (and checked) before anything of it is installed, as kernels does */
     if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, o->trust_remote_code, true, !o->no_local_kernels);
+    /* an unreadable root metadata.json refuses the tree before the pull, as kernels does */
+    if (rc == HK_OK && !ktree->v[0].has_md) rc = root_metadata_error(hub, ktree);
     if (rc == HK_OK) rc = hk__tree_check_minver(ktree); /* kernels validates the tree before installing */
     if (rc == HK_OK) {
         hk__tree_ctx c = {hub, env, o, NULL, NULL, o->trust_remote_code, true, false};
