@@ -91,7 +91,9 @@ MUTATIONS = {
 # kernel-depends entries a node may declare besides its tree children
 SPECIAL_DEPS = ("missing", "untrusted", "novariant", "back-edge", "missing-version", "by-branch", "by-commit",
                 "doc:odd-branch", "duplicate")
-ODD_BRANCHES = ("v+3", "v1_0", "v 4")  # Python int() reads 3, 10, 4; hubkern: not versions
+# Python int() reads 10 and 1 (v+3 would be 3, but no store takes that branch name); hubkern's
+# versions are `v` + digits
+ODD_BRANCHES = {"v1_0": 10, "v01": 1}
 
 
 TOML_FORMS = ("table", "inline", "literal", "dotted", "top-dotted", "crlf", "comments", "plus", "hex", "underscore",
@@ -187,11 +189,11 @@ def gen_case(rng, i, documented):
                     edges[k].append({"repo-id": f"{UNTRUSTED}/{pfx}-x", "version": 1})
                     repos.setdefault(f"{UNTRUSTED}/{pfx}-x", {})["v1"] = cpu_files(metadata("x-" + pfx, []))
                 elif s == "novariant":
-                    r = f"{ORG}/{pfx}-cuda"
+                    r = f"{ORG}/{pfx}-rocm"  # fits neither backend cpu nor a CUDA machine
                     edges[k].append({"repo-id": r, "version": 1})
-                    repos.setdefault(r, {})["v1"] = {"build/torch-cuda/metadata.json": json.dumps(
-                        {**metadata("cu-" + pfx, []), "backend": {"type": "cuda"}}).encode(),
-                        "build/torch-cuda/__init__.py": b"X = 1\n"}
+                    repos.setdefault(r, {})["v1"] = {"build/torch-rocm/metadata.json": json.dumps(
+                        {**metadata("ro-" + pfx, []), "backend": {"type": "rocm"}}).encode(),
+                        "build/torch-rocm/__init__.py": b"X = 1\n"}
                 elif s == "back-edge":
                     a = rng.choice(ancestors(k))
                     edges[k].append({"repo-id": f"{ORG}/{nodes[a][0]}", "version": 1})
@@ -211,8 +213,9 @@ def gen_case(rng, i, documented):
                     queue.append(c)
                 elif s == "doc:odd-branch":
                     c = new_node(level + 1, k)
-                    br = rng.choice(ODD_BRANCHES)
-                    ver = {"v+3": 3, "v1_0": 10, "v 4": 4}[br]
+                    br = rng.choice(sorted(ODD_BRANCHES))
+                    ver = ODD_BRANCHES[br]
+                    feats.add("branch-" + br)
                     edges[k].append({"repo-id": f"{ORG}/{nodes[c][0]}", "version": ver})
                     repos.setdefault(f"{ORG}/{nodes[c][0]}", {})[br] = None
                     repos[f"{ORG}/{nodes[c][0]}"]["-no-v1"] = True
@@ -231,12 +234,12 @@ def gen_case(rng, i, documented):
         if k == mutated:
             out = MUTATIONS[m](md)
             raw = out if isinstance(out, bytes) else json.dumps(out).encode()
-            files["build/torch-cpu/metadata.json"] = raw
+            files["build/torch-cpu/metadata.json"] = files["build/torch-cuda/metadata.json"] = raw
         if rng.random() < 0.1:
             files["build/docs/README.md"] = b"# docs\n"
             feats.add("non-variant-dir")
         if rng.random() < 0.05:
-            del files["build/torch-cpu/metadata.json"]
+            del files["build/torch-cpu/metadata.json"], files["build/torch-cuda/metadata.json"]
             feats.add("no-metadata")
         r = f"{ORG}/{name}"
         branches = repos.setdefault(r, {})
@@ -255,7 +258,11 @@ def gen_case(rng, i, documented):
 
 
 def cpu_files(md):
-    return {"build/torch-cpu/metadata.json": json.dumps(md).encode(), "build/torch-cpu/__init__.py": b"X = 1\n"}
+    """A torch-cpu variant (the tree and load phases ask for backend cpu) and a torch-cuda one with
+    the same kernel-depends (a download takes the variant of the machine both tools detect)."""
+    cuda = {**md, "id": md["id"].replace("_cpu_", "_cuda_"), "backend": {"type": "cuda"}}
+    return {"build/torch-cpu/metadata.json": json.dumps(md).encode(), "build/torch-cpu/__init__.py": b"X = 1\n",
+            "build/torch-cuda/metadata.json": json.dumps(cuda).encode(), "build/torch-cuda/__init__.py": b"X = 1\n"}
 
 
 def publish_case(case, tmp, store):
@@ -273,22 +280,21 @@ def publish_case(case, tmp, store):
     for _ in range(len(pending) + 1):  # commits of dependencies first, whatever the order
         left = []
         for repo, br, files in pending:
-            raw = files["build/torch-cpu/metadata.json"] if "build/torch-cpu/metadata.json" in files else b""
             try:
-                md = json.loads(raw)
-                deps = md.get("kernel-depends") or []
-                for d in deps:
-                    if isinstance(d, dict) and d.get("revision") == "COMMIT":
-                        c = commits.get((d["repo-id"], "v1"))
-                        if c is None:
-                            raise KeyError(d["repo-id"])
-                        d["revision"] = c
-                files = {**files, "build/torch-cpu/metadata.json": json.dumps(md).encode()}
+                filled = dict(files)
+                for rel in [r for r in files if r.endswith("/metadata.json") and b'"COMMIT"' in files[r]]:
+                    md = json.loads(files[rel])
+                    for d in md.get("kernel-depends") or []:
+                        if isinstance(d, dict) and d.get("revision") == "COMMIT":
+                            c = commits.get((d["repo-id"], "v1"))
+                            if c is None:
+                                raise KeyError(d["repo-id"])
+                            d["revision"] = c
+                    filled[rel] = json.dumps(md).encode()
+                files = filled
             except KeyError:
                 left.append((repo, br, files))
                 continue
-            except ValueError:  # a mutated node that is no JSON: nothing to fill in
-                pass
             commits[(repo, br)] = put(tmp, store, repo, br, files)
         pending = left
         if not pending:

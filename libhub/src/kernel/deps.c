@@ -159,7 +159,6 @@ static int dep_trust(const hk__tree_ctx *c, const char *repo, const char *path) 
     return HK_OK;
 }
 
-/* Resolve dependency node i (repo, commit, variant, metadata, arch check). */
 /* Node i from LOCAL_KERNELS when it lists the declared repo (*done true then): kernels'
  * RepoPathsResolver comes before the Hub's for every node. */
 static int resolve_local_dep(bool *done, hk_kernel_tree *t, size_t i, const hk__tree_ctx *c, const char *path) {
@@ -182,6 +181,7 @@ static int resolve_local_dep(bool *done, hk_kernel_tree *t, size_t i, const hk__
     return rc;
 }
 
+/* Resolve dependency node i (repo, commit, variant, metadata, arch check). */
 static int resolve_dep(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c) {
     char *path = hk__tree_path(t, i);
     if (!path) return hk__fail(HK_ERR_NOMEM, "out of memory");

@@ -115,8 +115,9 @@ static int precheck_arch(hk_hub *hub, const hk__target *t, const char *variant, 
 }
 
 /* The ktree below the root o leads to (repo@commit, variant best): the root's metadata.json (from
- * the cache, else fetched alone; when it cannot be read before the pull the root has no known
- * dependencies and the pull and load report the problem), then every dependency, resolved. */
+ * the cache, else fetched alone; when it cannot be read the root has no known dependencies and
+ * has_md false: callers refuse such a tree with root_metadata_error), then every dependency,
+ * resolved. */
 static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, const hk_get_kernel_options *o,
                       const hk__target *tg, const char *best, bool trust_deps, bool store, bool local) {
     const char *repo = tg->repo, *commit = tg->commit;
