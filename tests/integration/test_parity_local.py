@@ -132,6 +132,8 @@ CASES = {
     "get-local": (["--local", "LOC/mid"], None, "ok"),
     "get-local-flat": (["--local", "LOC/flat"], f"{R('extra')}=LOC/eq=dir", "ok"),
     "get-local-minver": (["--local", "LOC/newer"], None, "kernels>=0.99.0"),
+    "get-local-bad-spec": (["--local", "LOC/one/torch-cpu/"], "nonsense", "LOCAL_KERNELS"),
+    "get-local-variant-dir": (["--local", "LOC/one/torch-cpu/"], None, "ok"),
 }
 
 

@@ -21,7 +21,14 @@ static int local_tree(hk_kernel_tree **out, hk_hub **hub, bool *hub_owned, const
     *hub_owned = false;
     hk_kernel_tree *t = NULL;
     size_t root = 0;
-    int rc = hk__tree_new(&t);
+    int rc = HK_OK;
+    if (!o->no_local_kernels) { /* kernels parses LOCAL_KERNELS for every load, dependencies or not */
+        char *any = NULL;
+        rc = hk__local_kernels_lookup(&any, "");
+        free(any);
+        if (rc) return rc;
+    }
+    rc = hk__tree_new(&t);
     /* kernels names a get_local_kernel root by its path, at version 0 */
     if (rc == HK_OK) rc = hk__tree_push(&root, t, repo_id ? repo_id : path, repo_id ? o->kernel_version : 0,
                                         repo_id ? o->revision : NULL, -1);
@@ -67,7 +74,7 @@ int hk__local_kernel_load(hk_kernel **out, const char *path, const char *repo_id
         hk__loader_fill_request(&req, o, env);
         req.variant_dir = t->v[0].dir;
         req.variant_name = t->v[0].variant;
-        req.repo_id = repo_id;
+        if (repo_id) req.repo_id = repo_id; /* else opts' repo_id, when given (hk_get_local_kernel) */
         rc = hk__kernel_load_variant(out, &req);
     }
     if (rc == HK_OK) {

@@ -35,7 +35,9 @@ int hk__local_variant_dir(char **out, const char *path, const hk_env *env, const
     else if (hk__is_dir(build)) rc = choose_in(out, build, env, o, path);
     if (rc == HK_ERR_NO_VARIANT && hk__path_exists(md)) {
         hk_clear_error();
-        rc = (*out = hk__strdup(path)) ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
+        size_t len = strlen(path);
+        while (len > 1 && path[len - 1] == '/') len--; /* its last component names the variant */
+        rc = (*out = hk__strndup(path, len)) ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     free(build);
     free(md);
