@@ -193,6 +193,22 @@ done:
 
 /* One piece: a command's main reads its options into one hk_get_kernel_options, loads and reports;
  * split, each part would take the arguments and the options being filled. */
+/* The kernels k depends on, loaded before it (kernel-depends), each with its own, as
+ * "dependencies" of j: a local node (LOCAL_KERNELS) has an empty commit and its own path. */
+static void cli_add_dependencies(cJSON *j, const hk_kernel *k) {
+    cJSON *ds = cJSON_AddArrayToObject(j, "dependencies");
+    for (size_t i = 0; ds && i < hk_kernel_dependency_count(k); i++) {
+        const hk_kernel *d = hk_kernel_dependency_at(k, i);
+        cJSON *dj = cJSON_CreateObject();
+        add_or_null(dj, "repo_id", hk_kernel_repo_id(d));
+        add_or_null(dj, "commit", hk_kernel_commit(d));
+        cJSON_AddStringToObject(dj, "variant", hk_kernel_variant(d));
+        cJSON_AddStringToObject(dj, "path", hk_kernel_path(d));
+        cli_add_dependencies(dj, d);
+        cJSON_AddItemToArray(ds, dj);
+    }
+}
+
 int cli_cmd_load(int argc, char **argv) {
     cli_args a;
     int prc = cli_parse(&a, &cli_spec_load, argc, argv);
@@ -264,16 +280,7 @@ int cli_cmd_load(int argc, char **argv) {
         /* the digest check before the load (0 and 0 for --local and LOCAL_KERNELS: nothing checked) */
         cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_kernel_bytes_verified(k));
         cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_kernel_bytes_trusted(k));
-        /* the kernels it depends on, loaded before it (kernel-depends) */
-        cJSON *ds = cJSON_AddArrayToObject(j, "dependencies");
-        for (size_t i = 0; i < hk_kernel_dependency_count(k); i++) {
-            const hk_kernel *d = hk_kernel_dependency_at(k, i);
-            cJSON *dj = cJSON_CreateObject();
-            add_or_null(dj, "repo_id", hk_kernel_repo_id(d));
-            add_or_null(dj, "commit", hk_kernel_commit(d));
-            cJSON_AddStringToObject(dj, "variant", hk_kernel_variant(d));
-            cJSON_AddItemToArray(ds, dj);
-        }
+        cli_add_dependencies(j, k);
     } else {
         printf("repo      %s\n", *hk_kernel_repo_id(k) ? hk_kernel_repo_id(k) : "(local)");
         if (*hk_kernel_commit(k)) printf("commit    %s\n", hk_kernel_commit(k));

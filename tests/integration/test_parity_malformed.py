@@ -116,6 +116,10 @@ def env(tmp_path_factory):
     write_raw(tmp, store, R("on-minver-new"), cpu_variant(md("on-minver-new", kernel_depends=[
         {"repo-id": R("minver-new"), "version": 1}])))
     CASES["minver-new"] = CASES["on-minver-new"] = "ok"
+    # both the root (0.98.0) and its dependency (0.99.0) too new: kernels names the root (it walks
+    # the tree root first, before installing anything)
+    write_raw(tmp, store, R("minver-both"), cpu_variant(md("minver-both", kernels_minver="0.98.0", kernel_depends=[
+        {"repo-id": R("minver-new"), "version": 1}])))
     # a kernel without a variant for this machine (torch-cuda only)
     write_raw(tmp, store, R("cudaonly"), {"build/torch-cuda/metadata.json": md("cudaonly", backend={"type": "cuda"}),
                                           "build/torch-cuda/__init__.py": b"X = 1\n"})
@@ -250,6 +254,20 @@ def test_minver_at_load(env, case):
     else:
         assert "kernels>=0.99.0" in want.get("error", ""), want
         assert p.returncode != 0 and "kernels>=0.99.0" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("case,words", [("on-minver-new", "kernels>=0.99.0"), ("minver-both", "kernels>=0.98.0")])
+def test_minver_checked_for_the_whole_tree_before_installing(env, case, words):
+    want = py(env, PY_LOAD, f"{ORG}/{case}", home=f"hf_py_mv_{case}")
+    assert words in want.get("error", ""), want
+    p = hk(env, "load", f"{ORG}/{case}", "--version", "1", "--backend", "cpu", "--json", home=f"hf_hk_mv_{case}")
+    assert p.returncode == 1, p.stderr
+    err = json.loads(p.stdout)["error"]
+    assert err["code"] == "HK_ERR_UNSUPPORTED" and words in err["message"], err
+    # refused before anything of the tree is installed: only the metadata.json files were fetched
+    py_files = cache_files(env["tmp"] / f"hf_py_mv_{case}")
+    hk_files = cache_files(env["tmp"] / f"hf_hk_mv_{case}")
+    assert hk_files == py_files and all(f.endswith("/metadata.json") for f in hk_files if "/build/" in f)
 
 
 def test_download_all_variants_skips_a_non_variant_folder(env):

@@ -323,6 +323,36 @@ static void test_local_kernels(void) {
     if (k2) CHECK_STR(hk_kernel_variant(k2), "tvm-ffi01-cpu-x86_64-linux");
     hk_kernel_unref(k2);
     free(vdirs);
+    /* hk_has_kernel answers from LOCAL_KERNELS too (kernels' has_kernel consults it): yes for
+     * the listed checkout, no (an answer, not an error) for a listed path without a variant */
+    int has = 0, why = HK_OK;
+    CHECK_RC(hk_has_kernel(&has, &why, NULL, &o), HK_OK);
+    CHECK(has == 1);
+    char *novar = hk__asprintf("hubkern/devbuild=%s/build/tvm-ffi01-cpu-x86_64-linux/nowhere:x/y=/a", g_hub_src);
+    setenv("LOCAL_KERNELS", novar, 1);
+    CHECK_RC(hk_has_kernel(&has, &why, NULL, &o), HK_ERR_NOT_FOUND); /* not a directory */
+    free(novar);
+    char tmpl[] = "/tmp/hk-novar-XXXXXX"; /* a checkout whose build/ holds no variant */
+    char *docs = mkdtemp(tmpl) ? hk__asprintf("%s/build/docs", tmpl) : NULL;
+    CHECK(docs && hk__mkdirs(docs, 0755) == HK_OK);
+    novar = hk__asprintf("hubkern/devbuild=%s", tmpl);
+    setenv("LOCAL_KERNELS", novar, 1);
+    CHECK_RC(hk_has_kernel(&has, &why, NULL, &o), HK_OK);
+    CHECK(has == 0 && why == HK_ERR_NO_VARIANT);
+    free(novar);
+    free(docs);
+    hk__rmtree(tmpl);
+    /* kernels' parsing: the last entry of a repo wins, an empty entry is refused */
+    novar = hk__asprintf("hubkern/devbuild=/nowhere:hubkern/devbuild=%s", g_hub_src);
+    setenv("LOCAL_KERNELS", novar, 1);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_OK);
+    hk_kernel_unref(k);
+    free(novar);
+    novar = hk__asprintf("hubkern/devbuild=%s:", g_hub_src);
+    setenv("LOCAL_KERNELS", novar, 1);
+    CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_INVALID_ARG);
+    free(novar);
+    setenv("LOCAL_KERNELS", spec, 1);
     o.no_local_kernels = true; /* then the (unreachable) Hub is asked */
     CHECK(hk_get_kernel(&k, &o) != HK_OK);
     o.no_local_kernels = false;

@@ -98,7 +98,8 @@ typedef struct hk_get_kernel_options {
 HK_API int hk_get_kernel_options_init(hk_get_kernel_options *opts, unsigned int version);
 
 /* Resolve, pull (or find in the cache), verify and load the best variant of opts->repo_id for this
- * machine. LOCAL_KERNELS=org/name=/path:... takes precedence (no network, no trust check).
+ * machine. LOCAL_KERNELS=org/name=/path:... takes precedence, for the root and for every
+ * dependency of its tree, as in kernels 0.17.2 (no network, no trust check for a listed node).
  * Online, kernel-status.toml redirects are followed first (hk_hub_resolve_spec) and the variant is
  * chosen among the builds of the repo and commit the redirect leads to; the handle then reports
  * that repo (hk_kernel_repo_id) and commit, not the requested one. Offline nothing is followed.
@@ -114,7 +115,9 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts);
 /* Load from a local directory, as upstream get_local_kernel: a repo checkout holding build/, a
  * directory of variant directories, or one variant directory (has metadata.json). Variants are
  * resolved with the same rules as the Hub. opts may be NULL (only backend, env, tvm_ffi_library and
- * skip_arch_check are read). repo_id, when given in opts, is reported by hk_kernel_repo_id. */
+ * skip_arch_check are read). repo_id, when given in opts, is reported by hk_kernel_repo_id. Its
+ * kernel-depends are resolved and loaded first (LOCAL_KERNELS, then the Hub through opts' client
+ * options), and kernels-minver is checked for the whole tree before anything is installed. */
 HK_API int hk_get_local_kernel(hk_kernel **out, const char *path, const hk_get_kernel_options *opts);
 
 /* The variant hk_get_kernel would load among `names` (the build/ directories of one commit) in

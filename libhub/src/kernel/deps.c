@@ -159,10 +159,38 @@ static int dep_trust(const hk__tree_ctx *c, const char *repo, const char *path) 
     return HK_OK;
 }
 
+/* Node i from LOCAL_KERNELS when it lists the declared repo (*done true then): kernels'
+ * RepoPathsResolver comes before the Hub's for every node. */
+static int resolve_local_dep(bool *done, hk_kernel_tree *t, size_t i, const hk__tree_ctx *c, const char *path) {
+    *done = false;
+    if (!c->local) return HK_OK;
+    char *dir = NULL;
+    int rc = hk__local_kernels_lookup(&dir, t->v[i].decl_repo);
+    if (rc || !dir) return rc;
+    *done = true;
+    hk__log(HK_LOG_INFO, "%s: %s from LOCAL_KERNELS path %s", path, t->v[i].decl_repo, dir);
+    rc = hk__local_tree_node(t, i, dir, c->env, c->o);
+    if (rc) hk__fail_context("%s: LOCAL_KERNELS %s=%s", path, t->v[i].decl_repo, dir);
+    if (rc == HK_OK && !c->o->skip_arch_check) {
+        hk_load_request req;
+        hk__loader_fill_request(&req, c->o, c->env);
+        rc = hk__kernel_check_metadata_fitness(&t->v[i].md.pub, &req);
+        if (rc) hk__fail_context("%s: dependency %s variant %s at %s", path, t->v[i].repo_id, t->v[i].variant, dir);
+    }
+    free(dir);
+    return rc;
+}
+
 /* Resolve dependency node i (repo, commit, variant, metadata, arch check). */
 static int resolve_dep(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c) {
     char *path = hk__tree_path(t, i);
     if (!path) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    bool local = false;
+    int lrc = resolve_local_dep(&local, t, i, c, path);
+    if (lrc || local) {
+        free(path);
+        return lrc;
+    }
     hk__tnode *n = &t->v[i];
     /* the request's mode, carried down: a dependency never gets a laxer one than its dependent */
     n->signature = hk__client_request_signature(c->hub, c->o->signature, t->v[n->parent].signature, n->decl_repo);
@@ -246,6 +274,21 @@ int hk__tree_expand(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c) {
     return HK_OK;
 }
 
+int hk__tree_check_minver(const hk_kernel_tree *t) {
+    /* t->v is in kernels' walk order: expansion pushes each node, then its subtree */
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->v[i].has_md) continue;
+        int rc = hk__metadata_check_minver(&t->v[i].md, t->v[i].variant);
+        if (rc) {
+            char *path = hk__tree_path(t, i);
+            hk__fail_context("%s", path ? path : t->v[i].decl_repo);
+            free(path);
+            return rc;
+        }
+    }
+    return HK_OK;
+}
+
 /* ---- installing and loading ------------------------------------------------------------------ */
 
 /* Install (pull, verified) and load node i's dependencies, depth-first; then node i itself unless
@@ -264,13 +307,15 @@ static int load_node(hk_kernel **out, hk_kernel_tree *t, size_t i, const hk__tre
     /* the node as the tree resolved it (no second resolution, no redirect followed that the
      * resolution did not follow), under the mode it inherited; a branch or version declaration is
      * recorded as a ref so that the same tree resolves offline (a lock pins commits: no ref) */
-    char label[32];
-    snprintf(label, sizeof label, "v%d", n->version);
-    hk__target tg = {n->repo_id, c->lock ? n->commit : n->revision ? n->revision : label, "", n->signature};
-    snprintf(tg.commit, sizeof tg.commit, "%s", n->commit);
-    hk_pull_spec s = hk__loader_pull_spec(c->o, &tg, n->variant);
-    s.trust_remote_code = 1; /* its publisher was checked (or, offline, warned about) while resolving */
-    if (!n->dir) rc = hk__loader_fetch_variant(&n->dir, &c2, &v2, bytes, c->hub, &s, &tg);
+    if (!n->dir) { /* a LOCAL_KERNELS node has its directory already, and no commit */
+        char label[32];
+        snprintf(label, sizeof label, "v%d", n->version);
+        hk__target tg = {n->repo_id, c->lock ? n->commit : n->revision ? n->revision : label, "", n->signature};
+        snprintf(tg.commit, sizeof tg.commit, "%s", n->commit);
+        hk_pull_spec s = hk__loader_pull_spec(c->o, &tg, n->variant);
+        s.trust_remote_code = 1; /* its publisher was checked (or, offline, warned about) while resolving */
+        rc = hk__loader_fetch_variant(&n->dir, &c2, &v2, bytes, c->hub, &s, &tg);
+    }
     if (rc == HK_OK) {
         hk_load_request req;
         hk__loader_fill_request(&req, c->o, c->env);

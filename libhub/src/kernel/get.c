@@ -130,10 +130,11 @@ static int precheck_arch(hk_hub *hub, const hk__target *t, const char *variant, 
 }
 
 /* The ktree below the root o leads to (repo@commit, variant best): the root's metadata.json (from
- * the cache, else fetched alone; when it cannot be read before the pull the root has no known
- * dependencies and the pull and load report the problem), then every dependency, resolved. */
+ * the cache, else fetched alone; when it cannot be read the root has no known dependencies and
+ * has_md false: callers refuse such a tree with root_metadata_error), then every dependency,
+ * resolved. */
 static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, const hk_get_kernel_options *o,
-                      const hk__target *tg, const char *best, bool trust_deps, bool store) {
+                      const hk__target *tg, const char *best, bool trust_deps, bool store, bool local) {
     const char *repo = tg->repo, *commit = tg->commit;
     hk_kernel_tree *t = NULL;
     size_t root = 0;
@@ -158,11 +159,26 @@ static int build_tree(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, cons
         }
     }
     if (rc == HK_OK) {
-        hk__tree_ctx c = {hub, env, o, NULL, NULL, trust_deps, store};
+        hk__tree_ctx c = {hub, env, o, NULL, NULL, trust_deps, store, local};
         rc = hk__tree_expand(t, root, &c);
     }
     if (rc) hk_kernel_tree_free(t);
     else *out = t;
+    return rc;
+}
+
+/* The error of a tree whose root metadata.json could not be read before the pull: kernels'
+ * resolve_kernel_tree reads it first and refuses the tree, before anything is installed. */
+static int root_metadata_error(hk_hub *hub, const hk_kernel_tree *t, bool store) {
+    const hk__tnode *r = &t->v[0];
+    hk_metadata_owned md;
+    int rc = hk__tree_fetch_metadata(&md, hub, r->repo_id, r->commit, r->variant, r->signature, store);
+    if (rc == HK_OK) {
+        hk__metadata_free(&md);
+        rc = hk__fail(HK_ERR_INTERNAL, "the metadata.json of %s variant %s was unreadable, then read",
+                      r->repo_id, r->variant);
+    }
+    hk__fail_context("%s@%s variant %s", r->repo_id, r->commit, r->variant);
     return rc;
 }
 
@@ -174,7 +190,7 @@ int hk__tree_resolve_hub(hk_kernel_tree **out, hk_hub *hub, const hk_env *env, c
     int rc = resolve_target(&t, &best, hub, env, o, trust_root);
     if (rc) return rc;
     rc = precheck_arch(hub, &t, best, o, env, store);
-    if (rc == HK_OK) rc = build_tree(out, hub, env, o, &t, best, trust_deps, store);
+    if (rc == HK_OK) rc = build_tree(out, hub, env, o, &t, best, trust_deps, store, false);
     hk__target_free(&t);
     hk_free(best);
     return rc;
@@ -200,17 +216,7 @@ HK_API int hk_kernel_tree_resolve(hk_kernel_tree **out, const hk_get_kernel_opti
     bool store = rc == HK_OK && !hub->read_only;
     if (rc == HK_OK) rc = hk__tree_resolve_hub(out, hub, env, o, o->trust_remote_code, o->trust_remote_code, store);
     if (rc == HK_OK && !(*out)->v[0].has_md) {
-        /* a load reports an unreadable root metadata.json at the pull; the tree is the answer here,
-         * so its error is too (kernels resolve_kernel_tree reads it first) */
-        const hk__tnode *r = &(*out)->v[0];
-        hk_metadata_owned md;
-        rc = hk__tree_fetch_metadata(&md, hub, r->repo_id, r->commit, r->variant, r->signature, store);
-        if (rc == HK_OK) {
-            hk__metadata_free(&md);
-            rc = hk__fail(HK_ERR_INTERNAL, "the metadata.json of %s variant %s was unreadable, then read",
-                          r->repo_id, r->variant);
-        }
-        hk__fail_context("%s@%s variant %s", r->repo_id, r->commit, r->variant);
+        rc = root_metadata_error(hub, *out, store);
         hk_kernel_tree_free(*out);
         *out = NULL;
     }
@@ -234,7 +240,7 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts) {
         if (rc) return rc;
         if (local) {
             hk__log(HK_LOG_INFO, "%s: loading from LOCAL_KERNELS path %s", o->repo_id, local);
-            rc = hk__local_kernel_load(out, local, o);
+            rc = hk__local_kernel_load(out, local, o->repo_id, o);
             if (rc) hk__fail_context("LOCAL_KERNELS %s=%s", o->repo_id, local);
             free(local);
             return rc;
@@ -258,9 +264,12 @@ HK_API int hk_get_kernel(hk_kernel **out, const hk_get_kernel_options *opts) {
     if (rc == HK_OK && hk__loader_already_loaded(out, hub, t.repo, t.commit, best)) goto done;
     if (rc == HK_OK) rc = precheck_arch(hub, &t, best, o, env, true); /* before the download */
     /* the whole ktree is resolved (and checked) before anything of it is installed, as kernels does */
-    if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, o->trust_remote_code, true);
+    if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, o->trust_remote_code, true, !o->no_local_kernels);
+    /* an unreadable root metadata.json refuses the tree before the pull, as kernels does */
+    if (rc == HK_OK && !ktree->v[0].has_md) rc = root_metadata_error(hub, ktree, true);
+    if (rc == HK_OK) rc = hk__tree_check_minver(ktree); /* kernels validates the tree before installing */
     if (rc == HK_OK) {
-        hk__tree_ctx c = {hub, env, o, NULL, NULL, o->trust_remote_code, true};
+        hk__tree_ctx c = {hub, env, o, NULL, NULL, o->trust_remote_code, true, false};
         rc = hk__tree_load_root_deps(&deps, &ndeps, ktree, &c); /* dependencies load first */
     }
     if (rc == HK_OK) {
@@ -309,18 +318,27 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
     const hk_get_kernel_options *o = &oc;
     int rc = check_opts(&oc, opts, "hk_has_kernel");
     if (rc) return rc;
+    char *local = NULL;
+    if (!o->no_local_kernels && (rc = hk__local_kernels_lookup(&local, o->repo_id)) != HK_OK) return rc;
     const hk_env *env;
     hk_env *owned;
     rc = hk__loader_env(&env, &owned, o);
-    if (rc) return rc;
+    if (rc) {
+        free(local);
+        return rc;
+    }
     hk_hub *hub = NULL;
     bool hub_owned = false;
     hk__target t = {0};
     char *best = NULL;
     hk__memo_op_begin(); /* each question once in this call, whatever the freshness window */
-    rc = hk__loader_hub(&hub, &hub_owned, o);
-    /* an existence check loads no code: no publisher check, as before redirects were followed */
-    if (rc == HK_OK) {
+    rc = local ? HK_OK : hk__loader_hub(&hub, &hub_owned, o);
+    if (rc == HK_OK && local) {
+        /* LOCAL_KERNELS lists the root: kernels' has_kernel resolves it (and its tree) there */
+        rc = hk__local_kernel_check(local, o->repo_id, o);
+        if (rc) hk__fail_context("LOCAL_KERNELS %s=%s", o->repo_id, local);
+    } else if (rc == HK_OK) {
+        /* an existence check loads no code: no publisher check, as before redirects were followed */
         rc = resolve_target(&t, &best, hub, env, o, 1);
         /* kernels has_kernel(check_arch=True): the chosen variant's metadata archs must admit the
          * device (skip_arch_check skips it, as check_arch=False) */
@@ -328,22 +346,23 @@ HK_API int hk_has_kernel(int *out, int *out_reason_code, char **out_reason,
         /* and so must every dependency's, each with a variant for this machine (kernels resolves
          * the tree in has_kernel too) */
         hk_kernel_tree *ktree = NULL;
-        if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, true, false);
+        if (rc == HK_OK) rc = build_tree(&ktree, hub, env, o, &t, best, true, false, !o->no_local_kernels);
         hk_kernel_tree_free(ktree);
-        if (rc == HK_ERR_NO_VARIANT || rc == HK_ERR_ARCH) {
-            /* "no" is an answer, not an error: the reason goes to the out-parameters */
-            hk__log(HK_LOG_INFO, "%s: no kernel for this machine: %s", o->repo_id, hk_last_error());
-            if (out_reason_code) *out_reason_code = rc;
-            rc = HK_OK;
-            if (out_reason && !(*out_reason = hk__strdup(hk_last_error())))
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            else
-                hk_clear_error();
-        } else if (rc == HK_OK) {
-            *out = 1;
-            hk_clear_error();
-        }
     }
+    if (rc == HK_ERR_NO_VARIANT || rc == HK_ERR_ARCH) {
+        /* "no" is an answer, not an error: the reason goes to the out-parameters */
+        hk__log(HK_LOG_INFO, "%s: no kernel for this machine: %s", o->repo_id, hk_last_error());
+        if (out_reason_code) *out_reason_code = rc;
+        rc = HK_OK;
+        if (out_reason && !(*out_reason = hk__strdup(hk_last_error())))
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        else
+            hk_clear_error();
+    } else if (rc == HK_OK) {
+        *out = 1;
+        hk_clear_error();
+    }
+    free(local);
     hk__target_free(&t);
     hk_free(best);
     if (hub_owned) hk_hub_free(hub);

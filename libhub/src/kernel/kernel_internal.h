@@ -147,10 +147,20 @@ int hk__loader_already_loaded(hk_kernel **out, struct hk_hub *hub, const char *r
 int hk__get_kernel_options_take(hk_get_kernel_options *dst, const hk_get_kernel_options *src, const char *fn);
 
 /* ---- local.c -------------------------------------------------------------------------------- */
-/* LOCAL_KERNELS lookup: *out_path gets the path mapped to repo_id (caller frees) or NULL. */
+/* LOCAL_KERNELS lookup, parsed as kernels 0.17.2 does (':'-separated entries, each split at its
+ * first '=', the last entry of a repo wins, an entry without '=' is HK_ERR_INVALID_ARG): *out_path
+ * gets the path mapped to repo_id (caller frees) or NULL. */
 int hk__local_kernels_lookup(char **out_path, const char *repo_id);
-/* Load from a local checkout, directory of variants or variant directory (hk_get_local_kernel). */
-int hk__local_kernel_load(hk_kernel **out, const char *path, const hk_get_kernel_options *o);
+/* The variant directory of the local kernel at path (kernels resolve_local_kernel: the best of
+ * path's subdirectories, else of path/build's, else path itself when it holds a metadata.json);
+ * HK_ERR_NO_VARIANT when none fits. *out: free. */
+int hk__local_variant_dir(char **out, const char *path, const hk_env *env, const hk_get_kernel_options *o);
+/* Load the local kernel at path (a checkout, directory of variants or variant directory) with
+ * its dependency tree (LOCAL_KERNELS, then the Hub); repo_id: what the handle reports (NULL for
+ * hk_get_local_kernel). */
+int hk__local_kernel_load(hk_kernel **out, const char *path, const char *repo_id, const hk_get_kernel_options *o);
+/* hk_has_kernel's question for a local root: its variant, archs and whole tree (nothing stored). */
+int hk__local_kernel_check(const char *path, const char *repo_id, const hk_get_kernel_options *o);
 
 /* ---- deps.c: dependency trees -------------------------------------------------------------- */
 struct hk_hub;
@@ -163,7 +173,8 @@ typedef struct hk__tnode {
     hk_metadata_owned md;
     bool has_md;
     int parent, depth;
-    char *dir;        /* the installed variant directory (set by the caller for the root) */
+    char *dir;        /* the installed variant directory (set by the caller for the root; set
+                         while resolving for a LOCAL_KERNELS node, which has no commit) */
     int signature;    /* the signature mode in force for it: the caller's, else the strictest of
                          its own default and its dependent's (never lowered down the tree) */
 } hk__tnode;
@@ -181,6 +192,7 @@ typedef struct hk__tree_ctx {
     const char *lockpath;
     bool trust;              /* no publisher checks */
     bool store;              /* metadata.json fetched into the cache (false: read, nothing stored) */
+    bool local;              /* LOCAL_KERNELS consulted for each node (get/has/local loads) */
 } hk__tree_ctx;
 
 int hk__tree_new(hk_kernel_tree **out);
@@ -189,6 +201,12 @@ int hk__tree_push(size_t *out_idx, hk_kernel_tree *t, const char *decl_repo, int
 char *hk__tree_path(const hk_kernel_tree *t, size_t i);
 int hk__tree_fetch_metadata(hk_metadata_owned *md, struct hk_hub *hub, const char *repo, const char *commit,
                             const char *variant, int signature, bool store);
+/* Node i of t as the local kernel at path (local.c): variant directory, metadata, repo id. */
+int hk__local_tree_node(hk_kernel_tree *t, size_t i, const char *path, const hk_env *env,
+                        const hk_get_kernel_options *o);
+/* kernels 0.17.2 MinverValidator over the whole tree, root first then depth-first as kernels
+ * walks it, before anything is installed: HK_ERR_UNSUPPORTED naming the first node refused. */
+int hk__tree_check_minver(const hk_kernel_tree *t);
 /* Resolve the dependencies of node i (its metadata read) recursively, with the bounds and checks. */
 int hk__tree_expand(hk_kernel_tree *t, size_t i, const hk__tree_ctx *c);
 /* Install and load every dependency of the root (depth-first, dependencies first); *out_deps: the

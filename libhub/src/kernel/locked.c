@@ -111,7 +111,7 @@ static int locked_resolve(locked *L, hk_kernel **out, const char *lockfile, cons
         }
     }
     if (rc == HK_OK) {
-        hk__tree_ctx c = {L->hub, L->env, &L->lo, L->lock, lockfile, true, true};
+        hk__tree_ctx c = {L->hub, L->env, &L->lo, L->lock, lockfile, true, true, false};
         rc = hk__tree_expand(L->tree, root, &c);
     }
     return rc;
@@ -147,8 +147,9 @@ HK_API int hk_load_locked(hk_kernel **out, const char *lockfile, const char *rep
     if (rc || *out) goto done;
     const char *commit = hk_lock_entry_commit(L.e);
     if (hk_lock_entry_variant_count(L.e) > 0) rc = check_variant_hash(L.e, L.build, L.best, repo_id, lockfile);
+    if (rc == HK_OK) rc = hk__tree_check_minver(L.tree); /* kernels load_kernel: the default validators */
     if (rc == HK_OK) {
-        hk__tree_ctx c = {L.hub, L.env, &L.lo, L.lock, lockfile, true, true};
+        hk__tree_ctx c = {L.hub, L.env, &L.lo, L.lock, lockfile, true, true, false};
         rc = hk__tree_load_root_deps(&deps, &ndeps, L.tree, &c); /* dependencies load first */
     }
     if (rc == HK_OK) { /* verify sizes/digest of the cached variant, offline */
