@@ -185,6 +185,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a quarter of the grid, for a smoke run")
     ap.add_argument("--json", default=None)
     ap.add_argument("--short", action="store_true", help="only the short-sequence grid (128 to 2.5k tokens a sequence)")
+    ap.add_argument("--only", default="", help="comma-separated BxS shapes of the fixed grid to run (e.g. 1x512,1x256); no varlen rows")
     ap.add_argument("--no-baselines", action="store_true", help="ours only (e.g. another HK_ATTN_PREFILL_IMPL)")
     ap.add_argument("--flashinfer", default=None, help="dir holding the prebuilt flashinfer package (bench/gpu/flashinfer_prep.sh)")
     ARGS = ap.parse_args()
@@ -204,6 +205,9 @@ def main():
               "varlen 32 x log[64,8k]": [int(round(math.exp(x))) for x in
                                          torch.empty(32).uniform_(math.log(64), math.log(8192), generator=g)]}
     hkvs, dims = (32, 8, 4, 1), (128, 64)
+    if ARGS.only:
+        fixed = [tuple(int(x) for x in s.split("x")) for s in ARGS.only.split(",")]
+        varlen = {}
     if ARGS.short:
         varlen = {"varlen 8 x U[64,1k]": [int(x) for x in torch.randint(64, 1025, (8,), generator=g)]}
     if ARGS.quick:

@@ -383,9 +383,9 @@ enum class Sm90Cta { kRows128, kRows64, kRows64Pair };
 // CTA sees half of them). Past these, the one-stage pipeline loses what the second CTA hides.
 int pair_max_keys(int d, bool causal) { return d == 64 ? 2560 : causal ? 1024 : 256; }
 
-// 64-row CTAs where 128-row ones would leave SMs idle (fewer CTAs than SMs: short sequences, few
-// heads): twice the CTAs, each with half the rows, shortens a grid that is all latency. Where the
-// grid is full but every CTA has few key tiles, two 64-row CTAs a SM.
+// 64-row CTAs where 128-row ones would leave half the SMs idle (short sequences, few heads): twice
+// the CTAs, each with half the rows, shortens a grid that is all latency. Where the grid is fuller
+// and every CTA has few key tiles, two 64-row CTAs a SM.
 // (The entry point is not told the longest key sequence; the keys a sequence has on average, or
 // its queries if more, stand for it: a speed choice only, every shape is computed right.)
 Sm90Cta sm90_cta_for(int batch, int max_seqlen_q, int total_k, int hq, int d, bool causal) {
@@ -395,8 +395,10 @@ Sm90Cta sm90_cta_for(int batch, int max_seqlen_q, int total_k, int hq, int d, bo
     case 3: return Sm90Cta::kRows64Pair;
     default: break;
     }
+    // 64-row CTAs only while they still fit in one wave: at 128 CTAs of 128 rows for 132 SMs
+    // (B1 S512, 32 heads) twice as many 64-row ones took two waves and lost 18 % (NOTES v16)
     const long ctas128 = (long)((max_seqlen_q + 127) / 128) * hq * batch;
-    if (ctas128 < sm_count()) return Sm90Cta::kRows64;
+    if (2 * ctas128 <= sm_count()) return Sm90Cta::kRows64;
     const long keys = std::max<long>(max_seqlen_q, total_k / std::max(batch, 1));
     return keys <= pair_max_keys(d, causal) ? Sm90Cta::kRows64Pair : Sm90Cta::kRows128;
 }
