@@ -6,6 +6,7 @@
 
 #include <hubkern.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +25,21 @@ static void to_stderr(void *ud, const char *line) {
 }
 
 int cli_cache_confirm_rm(const hk_cache_options *o, const char *repo) {
-    if (cli_json() || !isatty(STDIN_FILENO))
+    /* the dry run first, so that a repo that is not there fails as such, before any question */
+    const bool ask = !cli_json() && isatty(STDIN_FILENO);
+    hk_cache_options dry = *o;
+    dry.dry_run = 1;
+    dry.json = 0;
+    dry.line_fn = ask ? to_stderr : NULL;
+    dry.line_userdata = NULL;
+    hk_cache_report *rep = NULL;
+    if (hk_cache_rm(&rep, &dry) != HK_OK) return cli_report_error(NULL);
+    if (!ask) {
+        hk_cache_report_free(rep);
         return cli_usage_error("refusing to remove %s without confirmation: %s; pass -y (--yes) to remove it, or "
                                "--dry-run to list what would go", repo,
                                cli_json() ? "--json cannot ask" : "stdin is not a terminal");
-    hk_cache_options dry = *o;
-    dry.dry_run = 1;
-    dry.line_fn = to_stderr;
-    hk_cache_report *rep = NULL;
-    if (hk_cache_rm(&rep, &dry) != HK_OK) return cli_report_error(NULL);
+    }
     fprintf(stderr, "Remove these %zu entries (%.1f MB)? [y/N] ", hk_cache_report_removed(rep),
             hk_cache_report_removed_bytes(rep) / 1e6);
     hk_cache_report_free(rep);

@@ -35,7 +35,7 @@ static void repair_variant(hk_hub *hub, const char *repo, const char *commit, co
     if (hk_cache_receipt_forget(hk_hub_cache_root(hub), repo, commit, variant) != HK_OK) hk_clear_error();
     hk_pull_result *r = NULL;
     if (hk_hub_pull(&r, hub, &s) != HK_OK) {
-        say(fn, ud, "PROBLEM: kernels/%s: build/%s at %.8s could not be repaired: %s", repo, variant, commit,
+        say(fn, ud, "PROBLEM: kernel/%s: build/%s at %.8s could not be repaired: %s", repo, variant, commit,
             hk_last_error());
         hk_clear_error();
         (*failed)++;
@@ -46,7 +46,7 @@ static void repair_variant(hk_hub *hub, const char *repo, const char *commit, co
         snprintf(what, sizeof what, "%zu file%s (%llu bytes)", hk_pull_result_files_downloaded(r),
                  hk_pull_result_files_downloaded(r) == 1 ? "" : "s",
                  (unsigned long long)hk_pull_result_bytes_downloaded(r));
-        say(fn, ud, "repaired kernels/%s: build/%s at %.8s: %s fetched again", repo, variant, commit, what);
+        say(fn, ud, "repaired kernel/%s: build/%s at %.8s: %s fetched again", repo, variant, commit, what);
     }
     hk_pull_result_free(r);
 }
@@ -75,9 +75,9 @@ int cli_cache_repair(const char *root, const char *repo_id, const char *endpoint
                           "(HF_HUB_OFFLINE is set)");
     const cJSON *r, *repos = status ? NULL : cJSON_GetObjectItem(j, "repos");
     cJSON_ArrayForEach(r, repos) {
-        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(r, "type"));
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(r, "repo_type"));
         const char *repo = cJSON_GetStringValue(cJSON_GetObjectItem(r, "repo_id"));
-        if (!type || !repo || strcmp(type, "kernels") != 0) continue; /* only kernel repos are pulled */
+        if (!type || !repo || strcmp(type, "kernel") != 0) continue; /* only kernel repos are pulled */
         const cJSON *snap;
         cJSON_ArrayForEach(snap, cJSON_GetObjectItem(r, "snapshots")) {
             const char *commit = cJSON_GetStringValue(cJSON_GetObjectItem(snap, "commit"));

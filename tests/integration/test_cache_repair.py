@@ -107,7 +107,7 @@ def test_offline_a_damaged_blob_names_the_file_and_the_repair(hub, tmp_path):
     assert v.returncode == 1 and SHA in v.stdout and "--repair" in v.stdout
     rep = verify(cache, "--repair", "--endpoint", hub.url)
     assert rep.returncode == 0, rep.stdout + rep.stderr
-    assert f"repaired kernels/{REPO}: build/{V}" in rep.stdout and "1 file" in rep.stdout, rep.stdout
+    assert f"repaired kernel/{REPO}: build/{V}" in rep.stdout and "1 file" in rep.stdout, rep.stdout
     assert rep.stdout.strip().splitlines()[-1].startswith("clean"), rep.stdout
     out = json.loads(run(["pull", REPO, "--version", "1", "--variant", V, "--offline", "--json", "--cache",
                           cache]).stdout)

@@ -46,7 +46,10 @@ template <int NC, int MINB> struct CtaShape {
     static_assert(MINB == 1 || (MINB == 2 && NC == 1), "two CTAs a SM only with one consumer warpgroup");
     static constexpr int kBM = 64 * NC;
     static constexpr int kThreads = 128 * (NC + 1);
+    static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = MINB == 1 ? 240 : 232;
+    // setmaxnreg may hand out no more than the MINB CTAs of an SM hold together (64K registers)
+    static_assert(128 * (kProducerRegs + NC * kConsumerRegs) * MINB <= 65536, "registers of an SM exceeded");
 };
 [[maybe_unused]] constexpr int kRowBytes = 128;  // one swizzled row: 64 16-bit elements
 
@@ -126,7 +129,7 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
 
     if (wg == 0) {
         // ---- producer ----
-        regs_dealloc<24>();
+        regs_dealloc<CtaShape<NC, MINB>::kProducerRegs>();
         if (tid == 0 && ntiles > 0) {
             const int hk = h / p.group;
             tma_prefetch_desc(&tm_q);
