@@ -88,37 +88,27 @@ static int precheck_arch(hk_hub *hub, const hk__target *t, const char *variant, 
     int rc;
     if (!store) { /* read, not kept: a fetch or parse failure leaves the check to the pull and load */
         rc = hk__tree_fetch_metadata(&md, hub, repo, commit, variant, t->signature, false);
-        if (rc == HK_ERR_NOMEM) return rc;
-        if (rc) {
-            hk__log(HK_LOG_DEBUG, "%s variant %s: metadata.json not read before the pull (%s)", repo, variant,
-                    hk_last_error());
+    } else {
+        char *rel = hk__asprintf("build/%s/metadata.json", variant);
+        if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
+        char *path = NULL;
+        rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, t->signature);
+        free(rel);
+        if (rc == HK_ERR_OFFLINE) {
             hk_clear_error();
             return HK_OK;
         }
-        rc = hk__kernel_check_metadata_fitness(&md.pub, &req);
-        hk__metadata_free(&md);
-        if (rc) hk__fail_context("%s variant %s at %s", repo, variant, commit);
-        return rc;
+        if (rc) return hk__fail_context("fetching the metadata.json of %s variant %s", repo, variant);
+        char *data = NULL;
+        size_t len = 0;
+        rc = hk__read_file(&data, &len, path, 1u << 20);
+        if (rc == HK_OK) rc = hk__metadata_parse(&md, data, len, path);
+        free(data);
+        hk_free(path);
     }
-    char *rel = hk__asprintf("build/%s/metadata.json", variant);
-    if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    char *path = NULL;
-    rc = hk__hub_fetch_file(&path, hub, repo, commit, rel, t->signature);
-    free(rel);
-    if (rc == HK_ERR_OFFLINE) {
-        hk_clear_error();
-        return HK_OK;
-    }
-    if (rc) return hk__fail_context("fetching the metadata.json of %s variant %s", repo, variant);
-    char *data = NULL;
-    size_t len = 0;
-    rc = hk__read_file(&data, &len, path, 1u << 20);
-    if (rc == HK_OK) rc = hk__metadata_parse(&md, data, len, path);
-    free(data);
-    hk_free(path);
     if (rc == HK_ERR_NOMEM) return rc;
     if (rc) {
-        hk__log(HK_LOG_DEBUG, "%s variant %s: metadata.json unreadable before the pull (%s); the load "
+        hk__log(HK_LOG_DEBUG, "%s variant %s: metadata.json not read before the pull (%s); the load "
                "checks it", repo, variant, hk_last_error());
         hk_clear_error();
         return HK_OK;
