@@ -31,9 +31,11 @@ DEAD = "http://127.0.0.1:9"
 
 def run(args, env=None, check=True):
     base = {"HUBKERN_RETRY_BASE_MS": "1", "OMP_NUM_THREADS": "1"}
-    for k in ("LOCAL_KERNELS", "HF_TOKEN", "KERNELS_CACHE", "HF_HUB_CACHE", "HF_ENDPOINT"):
+    for k in ("HF_TOKEN", "KERNELS_CACHE", "HF_HUB_CACHE", "HF_ENDPOINT"):
         base[k] = ""
-    return run_cli([str(a) for a in args], env=env, check=check, base_env=base, timeout=120)
+    # unset, not empty: an empty LOCAL_KERNELS is an error, as in kernels (an entry without '=')
+    return run_cli([str(a) for a in args], env=env, check=check, base_env=base, timeout=120,
+                   unset=("HF_HUB_OFFLINE", "LOCAL_KERNELS"))
 
 
 def status_file(root, dest, rev):

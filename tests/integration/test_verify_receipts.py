@@ -237,7 +237,7 @@ def test_forged_receipt_is_caught_by_cache_verify(hub, tmp_path):
     assert v.returncode == 1 and "HashMismatch: _rkern.so" in v.stdout and "--repair" in v.stdout
     assert os.path.exists(rp)  # verify reads only
     v = run_cli(["cache", "verify", "--repair", "--endpoint", hub.url, "--cache", cache], check=False)
-    assert v.returncode == 0 and "repaired kernels/" in v.stdout, v.stdout + v.stderr
+    assert v.returncode == 0 and "repaired kernel/" in v.stdout, v.stdout + v.stderr
     with open(blob_of(cache, "_rkern.so"), "rb") as fh:
         assert fh.read() == SO
     assert pull(hub, cache, offline=True).r.returncode == 0

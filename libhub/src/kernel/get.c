@@ -168,7 +168,8 @@ static int root_metadata_error(hk_hub *hub, const hk_kernel_tree *t, bool store)
         rc = hk__fail(HK_ERR_INTERNAL, "the metadata.json of %s variant %s was unreadable, then read",
                       r->repo_id, r->variant);
     }
-    hk__fail_context("%s@%s variant %s", r->repo_id, r->commit, r->variant);
+    hk__fail_context("%s@%s variant %s (refused before the pull: nothing of it was published to the snapshot)",
+                     r->repo_id, r->commit, r->variant);
     return rc;
 }
 
