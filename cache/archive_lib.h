@@ -12,7 +12,7 @@
 #include <archive_entry.h>
 
 #define HK__ARCHIVE_FUNCTIONS(X)                                                                   \
-    X(archive_error_string) X(archive_read_new) X(archive_read_free) X(archive_read_next_header)   \
+    X(archive_errno) X(archive_error_string) X(archive_read_new) X(archive_read_free) X(archive_read_next_header)   \
     X(archive_read_open_filename) X(archive_read_support_filter_gzip)                              \
     X(archive_read_support_filter_zstd) X(archive_read_support_filter_bzip2)                       \
     X(archive_read_support_filter_xz) X(archive_read_support_format_tar) X(archive_read_data)      \
@@ -41,6 +41,7 @@ int hk__archive_load(void);
 /* From here on, archive_x(...) in the bundle files calls the loaded libarchive (archive_lib.c, which
  * fills the table, sees the plain names). */
 #ifndef HK__ARCHIVE_NO_REDIRECT
+#define archive_errno (*hk__archive.archive_errno)
 #define archive_error_string (*hk__archive.archive_error_string)
 #define archive_read_new (*hk__archive.archive_read_new)
 #define archive_read_free (*hk__archive.archive_read_free)

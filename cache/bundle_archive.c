@@ -20,7 +20,8 @@ int hk__bundle_open_reader(struct archive **out, const char *path) {
     archive_read_support_filter_bzip2(ar);
     archive_read_support_filter_xz(ar);
     if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
-        int rc = hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : HK_ERR_PARSE, "cannot read bundle %s: %s", path,
+        /* libarchive's own errno of the failure, not errno (left over from any earlier call) */
+        int rc = hk__fail(archive_errno(ar) == ENOENT ? HK_ERR_NOT_FOUND : HK_ERR_PARSE, "cannot read bundle %s: %s", path,
                          archive_error_string(ar) ? archive_error_string(ar) : "not a tar archive");
         archive_read_free(ar);
         return rc;

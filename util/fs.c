@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <openssl/rand.h>
@@ -23,31 +24,51 @@ bool hk__path_exists(const char *path) {
     return lstat(path, &st) == 0;
 }
 
+int hk__rename_exchange(const char *a, const char *b) {
+#if defined(SYS_renameat2)
+    return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 2 /* RENAME_EXCHANGE */);
+#else
+    (void)a;
+    (void)b;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 bool hk__is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* mkdir -p of p (a writable copy, no trailing '/'). The full path is tried first: a folder that is
+ * there costs one syscall, not one per component. A missing parent is made and the mkdir tried
+ * again; a few times, since another process may rmdir an empty parent in between (the staging
+ * folders are removed when their last stage goes). */
+static int mkdirs_in_place(char *p, mode_t mode) {
+    for (int attempt = 0; attempt < 64; attempt++) {
+        if (mkdir(p, mode) == 0) return HK_OK;
+        int e = errno;
+        if (e == EEXIST) return hk__is_dir(p) ? HK_OK : hk__fail(HK_ERR_IO, "%s exists and is not a directory", p);
+        char *slash = strrchr(p, '/');
+        if (e != ENOENT || !slash || slash == p)
+            return hk__fail(hk__errno_code(e), "cannot create directory %s: %s", p, strerror(e));
+        if (attempt >= 4) usleep(100u * (unsigned)attempt); /* out of step with a remover that keeps pace */
+        *slash = '\0';
+        int rc = mkdirs_in_place(p, mode);
+        *slash = '/';
+        if (rc) return rc;
+    }
+    return hk__fail(HK_ERR_IO, "cannot create directory %s: its parent kept disappearing (removed concurrently)", p);
+}
+
 int hk__mkdirs(const char *path, unsigned mode) {
     char *p = hk__strdup(path);
     if (!p) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char saved = *s;
-            *s = '\0';
-            if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST) {
-                int e = errno;
-                int rc = hk__fail(hk__errno_code(e), "cannot create directory %s: %s", p, strerror(e));
-                free(p);
-                return rc;
-            }
-            *s = saved;
-            if (saved == '\0') break;
-        }
-    }
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+    int rc = n ? mkdirs_in_place(p, (mode_t)mode) : hk__fail(HK_ERR_INVALID_ARG, "cannot create a directory with an empty name");
     free(p);
-    if (!hk__is_dir(path)) return hk__fail(HK_ERR_IO, "%s exists and is not a directory", path);
-    return HK_OK;
+    return rc;
 }
 
 int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len) {

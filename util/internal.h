@@ -77,6 +77,9 @@ char *hk__path_join(const char *a, const char *b);  /* "a/b", tolerant of traili
 int hk__mkdirs(const char *path, unsigned mode);    /* mkdir -p */
 bool hk__path_exists(const char *path);
 bool hk__is_dir(const char *path);
+/* Swap the entries a and b (both exist) in one step, like rename(2): 0, or -1 with errno (EINVAL or
+ * ENOSYS where the kernel or file system cannot exchange). */
+int hk__rename_exchange(const char *a, const char *b);
 /* Names of the directories in dir (symlinks followed, dot entries skipped), in readdir order, as
  * a NULL-terminated array of *count names; free each and the array. HK_ERR_NOT_FOUND when dir
  * cannot be listed. */

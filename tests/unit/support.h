@@ -18,6 +18,18 @@ extern int hk_test_checks;
         }                                                                                \
     } while (0)
 
+/* CHECK with a printf-style account of what failed (for values the expression does not show) */
+#define CHECK_MSG(cond, ...)                                                             \
+    do {                                                                                 \
+        hk_test_checks++;                                                                \
+        if (!(cond)) {                                                                   \
+            hk_test_failures++;                                                          \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fputc('\n', stderr);                                                         \
+        }                                                                                \
+    } while (0)
+
 #define CHECK_STR(a, b)                                                                  \
     do {                                                                                 \
         const char *a_ = (a), *b_ = (b);                                                 \

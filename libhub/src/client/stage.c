@@ -99,22 +99,37 @@ int hk__stage_publish(hk_stage *s, const char *variant, bool (*complete)(const c
      * one's copy complete or replaces a broken one, never swaps a good copy out mid-way */
     if ((rc = hk__cache_filelock_wait(&fd, lock, -1))) goto out;
     struct stat st;
-    if (lstat(dst, &st) == 0) {
-        if (complete && complete(dst, ud)) goto out; /* published by another process meanwhile */
-        char rnd[9];
-        hk__random_hex8(rnd);
-        char tname[32];
-        snprintf(tname, sizeof tname, "replaced.%s", rnd);
-        if (!(trash = hk__cache_staging_path(s->repo_dir, tname))) {
-            rc = hk_last_error_code();
+    bool there = lstat(dst, &st) == 0;
+    if (there && complete && complete(dst, ud)) goto out; /* published by another process meanwhile */
+    if (!there && rename(src, dst) != 0) {
+        /* made meanwhile: a one-file fetch (metadata.json before a pull) links into it unlocked */
+        if (errno != EEXIST && errno != ENOTEMPTY) {
+            rc = hk__fail(hk__errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
             goto out;
         }
-        if (rename(dst, trash) != 0) {
-            rc = hk__fail(hk__errno_code(errno), "cannot move the incomplete %s aside: %s", dst, strerror(errno));
-            goto out;
+        there = true;
+    }
+    if (there) {
+        /* An incomplete copy (often just the metadata.json the arch check fetched) is swapped for
+         * this one in one step: a reader of build/<variant>/metadata.json never finds it missing.
+         * The old copy lands in the stage, removed with it below. */
+        if (hk__rename_exchange(src, dst) == 0) {
+            trash = hk__strdup(src);
+            if (!trash) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        } else if (errno != EINVAL && errno != ENOSYS) {
+            rc = hk__fail(hk__errno_code(errno), "cannot publish %s over its incomplete copy: %s", dst, strerror(errno));
+        } else { /* a file system that cannot exchange: move the old copy aside, then rename */
+            char rnd[9];
+            hk__random_hex8(rnd);
+            char tname[32];
+            snprintf(tname, sizeof tname, "replaced.%s", rnd);
+            if (!(trash = hk__cache_staging_path(s->repo_dir, tname))) rc = hk_last_error_code();
+            else if (rename(dst, trash) != 0)
+                rc = hk__fail(hk__errno_code(errno), "cannot move the incomplete %s aside: %s", dst, strerror(errno));
+            else if (rename(src, dst) != 0)
+                rc = hk__fail(hk__errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
         }
     }
-    if (rename(src, dst) != 0) rc = hk__fail(hk__errno_code(errno), "cannot publish %s: %s", dst, strerror(errno));
     if (rc == HK_OK) rc = sync_parents(build, s->repo_dir); /* the rename durable before the caller's ref */
     if (trash && hk__rmtree(trash) != HK_OK) {
         hk__log(HK_LOG_WARN, "cannot remove %s: %s", trash, hk_last_error());
