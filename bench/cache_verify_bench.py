@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """`hubkern cache verify` of a cache of --repos repos (3 blobs of --kb kB each, linked from one
-snapshot variant) vs the limit, hashing every blob once (issue 25, item 3). For each rep every
+snapshot variant, with the variant's metadata.json and its digest of the three, as a pull leaves
+them; --no-digest: the variant without metadata.json) vs the limit, hashing every blob once
+(issue 25, item 3). For each rep every
 hubkern binary (--bin NAME=PATH) verifies the cache in turn; the limit is this script reading and
 sha256-hashing every blob in-process (no process start). Wall and CPU (user+sys of the child)
 medians; syscalls of one run of each binary from `strace -f -c`.
@@ -8,7 +10,9 @@ medians; syscalls of one run of each binary from `strace -f -c`.
     python3 bench/cache_verify_bench.py --bin base=/tmp/perf2-base/hubkern --bin new=build/cli/hubkern
 """
 import argparse
+import base64
 import glob
+import json
 import hashlib
 import os
 import shutil
@@ -18,7 +22,7 @@ import tempfile
 import time
 
 
-def make_cache(root, repos, kb):
+def make_cache(root, repos, kb, digest=True):
     for r in range(repos):
         rd = f"{root}/kernels--org--k{r:04d}"
         commit = hashlib.sha1(str(r).encode()).hexdigest()
@@ -26,12 +30,20 @@ def make_cache(root, repos, kb):
         os.makedirs(vd)
         os.makedirs(rd + "/blobs")
         os.makedirs(rd + "/refs")
+        files = {}
         for i in range(3):
             data = os.urandom(kb * 1000)
             h = hashlib.sha256(data).hexdigest()
             with open(f"{rd}/blobs/{h}", "wb") as fh:
                 fh.write(data)
             os.symlink(f"../../../../blobs/{h}", f"{vd}/f{i}.bin")
+            files[f"f{i}.bin"] = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        if digest:  # metadata.json is a small git blob (named by its git SHA-1), as the Hub lists it
+            meta = json.dumps({"python-depends": [], "digest": {"algorithm": "sha256", "files": files}}).encode()
+            oid = hashlib.sha1(b"blob %d\0" % len(meta) + meta).hexdigest()
+            with open(f"{rd}/blobs/{oid}", "wb") as fh:
+                fh.write(meta)
+            os.symlink(f"../../../../blobs/{oid}", f"{vd}/metadata.json")
         with open(rd + "/refs/v1", "w") as fh:
             fh.write(commit)
 
@@ -66,11 +78,12 @@ def main():
     ap.add_argument("--repos", type=int, default=1000)
     ap.add_argument("--kb", type=int, default=30)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-digest", action="store_true", help="variants without metadata.json")
     a = ap.parse_args()
     bins = [(b.split("=", 1)[0], os.path.abspath(b.split("=", 1)[1])) for b in a.bin]
     root = tempfile.mkdtemp(prefix="hk-verify-bench-")
     try:
-        make_cache(root, a.repos, a.kb)
+        make_cache(root, a.repos, a.kb, not a.no_digest)
         res = {n: [] for n, _ in bins}
         res["hash every blob once"] = []
         for _ in range(a.reps):
@@ -81,7 +94,8 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
     lim = statistics.median(w for w, _ in res["hash every blob once"])
-    print(f"{a.repos} repos x 3 blobs of {a.kb} kB; median of {a.reps} interleaved reps")
+    print(f"{a.repos} repos x 3 blobs of {a.kb} kB{'' if a.no_digest else ' + metadata.json with their digest'}; "
+          f"median of {a.reps} interleaved reps")
     print("| what | wall s | CPU s | wall / limit | syscalls |")
     print("|---|---:|---:|---:|---:|")
     for n, v in res.items():

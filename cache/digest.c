@@ -105,7 +105,7 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
 /* A cache file that is a symlink to blobs/<64 hex> that this very pull has just written after
  * hashing every byte: its SHA-256 is the name itself, so the file need not be read again. Blobs
  * that were already in the cache are re-hashed (they may have rotted since). */
-static bool blob_name_b64(char b64[100], const char *path, const hk_strmap *fresh) {
+static bool blob_name_b64(char b64[100], const char *path, const hk_strmap *fresh, bool is_regular) {
     char target[4096];
     ssize_t n = readlink(path, target, sizeof target - 1);
     if (n <= 0) return false;
@@ -114,8 +114,8 @@ static bool blob_name_b64(char b64[100], const char *path, const hk_strmap *fres
     base = base ? base + 1 : target;
     if (strlen(base) != 64 || !hk__is_hex(base, 64)) return false;
     if (!hk__strmap_get(fresh, base, NULL)) return false;
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    struct stat st; /* is_regular: the caller's stat of path said so already */
+    if (!is_regular && (stat(path, &st) != 0 || !S_ISREG(st.st_mode))) return false;
     unsigned char bytes[32];
     if (hk__unhex(bytes, base, 32) != HK_OK) return false;
     hk__base64(b64, bytes, 32);
@@ -262,7 +262,7 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
                 snprintf(b64, sizeof b64, "%s", want);
                 hrc = HK_OK;
                 how = TRUSTED;
-            } else if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, &fresh_set)) {
+            } else if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, &fresh_set, have_st)) {
                 hrc = HK_OK;
                 how = FRESH;
             } else {

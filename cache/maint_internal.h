@@ -41,8 +41,10 @@ int hk__cache_list_repos(hk_cache_repos *out, const char *root, const char *repo
 void hk__cache_repos_free(hk_cache_repos *r);
 
 /* Visit every entry below dir (util/walk.h: depth-first, no symlink following; rel is relative to
- * dir); directories before their entries, or after them with post_dirs. Stops at the first
- * non-HK_OK and returns it. A dir that cannot be opened has nothing to visit (HK_OK). */
+ * dir); directories before their entries, or after them with post_dirs. st holds only the entry's
+ * file type (HK_WALK_TYPE_ONLY): a visitor that needs more stats the path. Stops at the first
+ * non-HK_OK and returns it. A dir that is not there has nothing to visit (HK_OK); one that cannot be
+ * read is an error. */
 typedef int (*hk_cache_visit_fn)(void *ud, const char *path, const char *rel, const struct stat *st);
 int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs);
 
@@ -66,6 +68,10 @@ typedef void (*hk_stray_fn)(void *ud, const char *path, const char *rel, bool is
  * top-level metadata.json[.sigstore]) and "*.tmp" leftovers (prune's own pass) are not visited.
  * Returns the number visited; 0 when metadata.json is absent, unreadable or carries no digest. */
 size_t hk__cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud);
+/* The same with the digest's "files" object of the variant's metadata.json already parsed (NULL
+ * or not an object: no digest, nothing is a stray). */
+struct cJSON;
+size_t hk__cache_variant_strays_of(const char *vdir, const struct cJSON *files, hk_stray_fn fn, void *ud);
 
 /* ---- removal context of prune and rm (remove.c) ---------------------------------------------- */
 typedef struct hk_prune_ctx {

@@ -42,6 +42,22 @@ static int visit(void *p, const hk_walk_entry *e, int post) {
     return HK_WALK_SKIP;
 }
 
+size_t hk__cache_variant_strays_of(const char *vdir, const cJSON *files, hk_stray_fn fn, void *ud) {
+    sctx c = {vdir, {NULL, 0}, fn, ud, 0};
+    if (!cJSON_IsObject(files)) return 0;
+    size_t n = (size_t)cJSON_GetArraySize(files);
+    c.files.names = n ? malloc(n * sizeof *c.files.names) : NULL;
+    if (n == 0 || c.files.names) {
+        const cJSON *f;
+        cJSON_ArrayForEach(f, files) if (f->string) c.files.names[c.files.n++] = f->string;
+        if (c.files.n) qsort(c.files.names, c.files.n, sizeof *c.files.names, cmp_str);
+        /* the digest walk's depth limit; only file types are looked at */
+        if (hk__walk(vdir, 32, HK_WALK_TYPE_ONLY, visit, &c) != HK_OK) hk_clear_error();
+    }
+    free(c.files.names);
+    return c.found;
+}
+
 size_t hk__cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
     char *meta = hk__path_join(vdir, "metadata.json");
     char *text = NULL;
@@ -50,19 +66,7 @@ size_t hk__cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
     free(text);
     free(meta);
     hk_clear_error();
-    cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
-    sctx c = {vdir, {NULL, 0}, fn, ud, 0};
-    if (cJSON_IsObject(files)) {
-        size_t n = (size_t)cJSON_GetArraySize(files);
-        c.files.names = n ? malloc(n * sizeof *c.files.names) : NULL;
-        if (n == 0 || c.files.names) {
-            cJSON *f;
-            cJSON_ArrayForEach(f, files) if (f->string) c.files.names[c.files.n++] = f->string;
-            if (c.files.n) qsort(c.files.names, c.files.n, sizeof *c.files.names, cmp_str);
-            if (hk__walk(vdir, 32, 0, visit, &c) != HK_OK) hk_clear_error(); /* the digest walk's depth limit */
-        }
-    }
-    free(c.files.names);
+    size_t found = hk__cache_variant_strays_of(vdir, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files"), fn, ud);
     cJSON_Delete(j);
-    return c.found;
+    return found;
 }

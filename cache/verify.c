@@ -3,6 +3,8 @@
  * it creates, changes and deletes nothing (repairs are `cache verify --repair`, in the CLI, which
  * pulls what is damaged again). */
 #include "cache/maint_internal.h"
+#include "util/strmap.h"
+#include "util/vec.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -19,7 +21,36 @@ typedef struct vctx {
     hk_cache_line_fn fn;
     void *ud;
     const char *root;
+    /* what the blob walk found, for the link and digest checks of the same repo: every blob file
+     * (a link to one of them needs no stat), and the SHA-256-named ones whose bytes matched their
+     * name in this run (the digest check need not hash them again) */
+    char **names;
+    size_t nnames, cap_names;
+    hk_strmap blobs;
+    const char **good;
+    size_t ngood, cap_good;
+    int canonical_dirs; /* snapshots/ and blobs/ are real folders: -1 not asked yet */
 } vctx;
+
+static void vctx_blobs_free(vctx *c) {
+    hk__strmap_free(&c->blobs);
+    for (size_t i = 0; i < c->nnames; i++) free(c->names[i]);
+    free(c->names);
+    free(c->good);
+}
+
+/* Record a blob file by name; *out_name: the stored copy (NULL when out of memory: the checks that
+ * would use it fall back to asking the file system). */
+static const char *remember_blob(vctx *c, const char *rel) {
+    char *copy = hk__strdup(rel);
+    if (!copy || HK_VEC_RESERVE(c->names, c->cap_names, c->nnames + 1) || hk__strmap_put(&c->blobs, copy, c->nnames)) {
+        free(copy);
+        hk_clear_error();
+        return NULL;
+    }
+    c->names[c->nnames++] = copy;
+    return copy;
+}
 
 static int verify_blob(void *p, const char *path, const char *rel, const struct stat *st) {
     vctx *c = p;
@@ -35,10 +66,15 @@ static int verify_blob(void *p, const char *path, const char *rel, const struct 
         return HK_OK;
     }
     c->rep->blobs++;
-    c->rep->bytes += (uint64_t)st->st_size;
+    const char *name = strchr(rel, '/') ? NULL : remember_blob(c, rel);
     char actual[129];
     bool checkable = false;
-    if (hk__cache_hash_blob(actual, &checkable, path, rel) != HK_OK) {
+    uint64_t bytes = 0;
+    int hrc = hk__cache_hash_blob_sized(actual, &checkable, &bytes, path, rel);
+    struct stat full; /* the walk gives only the type: the size comes from the hash, else lstat */
+    if (hrc == HK_OK && !checkable && lstat(path, &full) == 0) bytes = (uint64_t)full.st_size;
+    c->rep->bytes += bytes;
+    if (hrc != HK_OK) {
         hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read blobs/%s: %s", c->label, rel, hk_last_error());
         c->rep->problems++;
         hk_clear_error();
@@ -48,16 +84,25 @@ static int verify_blob(void *p, const char *path, const char *rel, const struct 
         hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s content hash is %s (corrupt blob; `hubkern cache verify --repair` fetches it again)",
                       c->label, rel, actual);
         c->rep->problems++;
+    } else if (name && strlen(name) == 64 && HK_VEC_RESERVE(c->good, c->cap_good, c->ngood + 1) == HK_OK) {
+        c->good[c->ngood++] = name;
     }
+    hk_clear_error();
     return HK_OK;
 }
 
-static bool canonical_link(const char *repo_dir, const char *bdir, const char *rel, const char *target);
+static bool canonical_link(vctx *c, const char *rel, const char *target, const char **blob);
+
+static void verify_snapshot_dir(vctx *c, const char *path, const char *rel);
 
 static int verify_link(void *p, const char *path, const char *rel, const struct stat *st) {
     vctx *c = p;
-    if (S_ISDIR(st->st_mode)) return HK_OK;
+    if (S_ISDIR(st->st_mode)) {
+        verify_snapshot_dir(c, path, rel);
+        return HK_OK;
+    }
     if (!strchr(rel, '/')) {
+        if (rel[0] != '.') c->rep->snapshots++;
         hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is a file directly inside snapshots/", c->label, rel);
         c->rep->problems++;
         return HK_OK;
@@ -81,16 +126,21 @@ static int verify_link(void *p, const char *path, const char *rel, const struct 
         c->rep->problems++;
         return HK_OK;
     }
-    char resolved[PATH_MAX], blobs[PATH_MAX];
-    char *bdir = hk__path_join(c->repo_dir, "blobs");
-    bool inside = bdir && canonical_link(c->repo_dir, bdir, rel, target);
-    if (!inside && bdir && realpath(bdir, blobs) && realpath(path, resolved)) {
-        size_t bl = strlen(blobs);
-        inside = strncmp(resolved, blobs, bl) == 0 && resolved[bl] == '/' && !strchr(resolved + bl + 1, '/');
+    const char *blob = NULL;
+    bool inside = canonical_link(c, rel, target, &blob);
+    if (!inside) {
+        char resolved[PATH_MAX], blobs[PATH_MAX];
+        char *bdir = hk__path_join(c->repo_dir, "blobs");
+        if (bdir && realpath(bdir, blobs) && realpath(path, resolved)) {
+            size_t bl = strlen(blobs);
+            inside = strncmp(resolved, blobs, bl) == 0 && resolved[bl] == '/' && !strchr(resolved + bl + 1, '/');
+        }
+        free(bdir);
     }
-    free(bdir);
+    /* a canonical link to a blob file the walk of blobs/ found is there: no stat */
     struct stat ts;
-    if (stat(path, &ts) != 0) {
+    bool present = (inside && blob && hk__strmap_get(&c->blobs, blob, NULL)) || stat(path, &ts) == 0;
+    if (!present) {
         hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s: Blob missing", c->label, rel, target);
         c->rep->problems++;
     } else if (!inside) {
@@ -101,10 +151,11 @@ static int verify_link(void *p, const char *path, const char *rel, const struct 
 }
 
 /* Is target, the link at snapshots/<rel>, "../" x (the link's depth below the repo folder) +
- * "blobs/<name>" while snapshots/ and blobs/ are real folders? The walk reached the link through
- * real folders only (it follows no link), so then the link resolves into blobs/ without the two
- * realpath() calls (about 15 syscalls each) that the general check costs per link. */
-static bool canonical_link(const char *repo_dir, const char *bdir, const char *rel, const char *target) {
+ * "blobs/<name>" while snapshots/ and blobs/ are real folders (asked once a repo)? The walk reached
+ * the link through real folders only (it follows no link), so then the link resolves into blobs/
+ * without the two realpath() calls (about 15 syscalls each) that the general check costs per link.
+ * *blob: the <name>. */
+static bool canonical_link(vctx *c, const char *rel, const char *target, const char **blob) {
     size_t ups = 1; /* snapshots/ itself */
     for (const char *p = rel; *p; p++) ups += *p == '/';
     for (size_t i = 0; i < ups; i++) {
@@ -114,11 +165,17 @@ static bool canonical_link(const char *repo_dir, const char *bdir, const char *r
     if (strncmp(target, "blobs/", 6) != 0) return false;
     target += 6;
     if (!*target || strchr(target, '/') || strcmp(target, ".") == 0 || strcmp(target, "..") == 0) return false;
-    struct stat st;
-    char *snaps = hk__path_join(repo_dir, "snapshots");
-    bool real = snaps && lstat(snaps, &st) == 0 && S_ISDIR(st.st_mode) && lstat(bdir, &st) == 0 && S_ISDIR(st.st_mode);
-    free(snaps);
-    return real;
+    if (c->canonical_dirs < 0) {
+        struct stat st;
+        char *snaps = hk__path_join(c->repo_dir, "snapshots");
+        char *bdir = hk__path_join(c->repo_dir, "blobs");
+        c->canonical_dirs = snaps && bdir && lstat(snaps, &st) == 0 && S_ISDIR(st.st_mode) && lstat(bdir, &st) == 0 &&
+                            S_ISDIR(st.st_mode);
+        free(snaps);
+        free(bdir);
+    }
+    *blob = target;
+    return c->canonical_dirs == 1;
 }
 
 typedef struct stray_ctx {
@@ -139,24 +196,23 @@ static void report_stray(void *p, const char *path, const char *rel, bool is_dir
     s->c->rep->problems++;
 }
 
-/* entries the digest lacks, in every variant; the digest of complete variants; incomplete ones
- * (interrupted pulls) are only noted */
-static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
-    char *build = hk__asprintf("%s/%s/build", snapdir, commit);
-    DIR *d = build ? opendir(build) : NULL;
-    struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        char *vdir = hk__path_join(build, de->d_name);
-        char *meta = vdir ? hk__path_join(vdir, "metadata.json") : NULL;
-        char *text = NULL;
-        stray_ctx sc = {c, commit, de->d_name};
-        /* reads only: a receipt vouches for each file's stat identity, which a damaged file no
-         * longer has, and the digest check of a load still finds entries the digest lacks */
-        if (vdir) (void)hk__cache_variant_strays(vdir, report_stray, &sc);
-        if (meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK) {
-            cJSON *j = cJSON_Parse(text);
-            cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
+/* A variant of a snapshot (snapshots/<commit>/build/<variant> at vdir): entries its digest lacks;
+ * the digest itself for complete variants; incomplete ones (interrupted pulls) are only noted. */
+static void verify_variant(vctx *c, const char *vdir, const char *commit, const char *variant) {
+    char *meta = hk__path_join(vdir, "metadata.json");
+    char *text = NULL;
+    stray_ctx sc = {c, commit, variant};
+    cJSON *j = meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK ? cJSON_Parse(text) : NULL;
+    cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
+    /* reads only: a receipt vouches for each file's stat identity, which a damaged file no
+     * longer has, and the digest check of a load still finds entries the digest lacks */
+    (void)hk__cache_variant_strays_of(vdir, files, report_stray, &sc);
+    if (j && files) {
+        /* every byte, once: receipts are neither read nor written here, and a file that links
+         * to a blob this run hashed and found equal to its name is not hashed again */
+        bool has = false;
+        if (hk__verify_variant_digest_ex(&has, NULL, vdir, true, c->good, c->ngood) != HK_OK) {
+            /* files not there at all: an interrupted pull, not damage */
             size_t missing = 0;
             cJSON *f;
             cJSON_ArrayForEach(f, files) {
@@ -167,25 +223,35 @@ static void verify_variants(vctx *c, const char *snapdir, const char *commit) {
             }
             if (missing) {
                 hk__cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled): "
-                               "pull it to complete it", c->label, de->d_name, commit, missing, missing == 1 ? "" : "s");
-            } else if (files) {
-                bool has = false;
-                /* always every byte: receipts are neither read nor written here */
-                if (hk__verify_variant_digest(&has, NULL, vdir) != HK_OK) {
-                    hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: %s (`hubkern cache verify --repair` fetches the "
-                                   "damaged files again)", c->label, hk_last_error());
-                    c->rep->problems++;
-                }
+                               "pull it to complete it", c->label, variant, commit, missing, missing == 1 ? "" : "s");
+            } else {
+                hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: %s (`hubkern cache verify --repair` fetches the "
+                               "damaged files again)", c->label, hk_last_error());
+                c->rep->problems++;
             }
-            cJSON_Delete(j);
         }
-        hk_clear_error();
-        free(text);
-        free(meta);
-        free(vdir);
     }
-    if (d) closedir(d);
-    free(build);
+    cJSON_Delete(j);
+    hk_clear_error();
+    free(text);
+    free(meta);
+}
+
+/* A folder of snapshots/, after its entries (the walk's post-order call): a snapshot is counted;
+ * a variant, <commit>/build/<variant>, is checked once its links have been. */
+static void verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
+    if (rel[0] == '.') return;
+    const char *s1 = strchr(rel, '/');
+    if (!s1) {
+        c->rep->snapshots++;
+        return;
+    }
+    const char *s2 = strchr(s1 + 1, '/');
+    if (!s2 || strchr(s2 + 1, '/') || (size_t)(s2 - s1 - 1) != 5 || strncmp(s1 + 1, "build", 5) != 0 || s2[1] == '.')
+        return;
+    char *commit = hk__strndup(rel, (size_t)(s1 - rel));
+    if (commit) verify_variant(c, path, commit, s2 + 1);
+    free(commit);
 }
 
 int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
@@ -202,7 +268,8 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
     for (size_t i = 0; i < repos.n && rc == HK_OK; i++) {
         const char *dir = repos.dirs[i];
         char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
-        vctx c = {rep, dir, label ? label : repos.ids[i], fn, ud, root};
+        vctx c = {rep, dir, label ? label : repos.ids[i], fn, ud, root, .canonical_dirs = -1};
+        hk__strmap_init(&c.blobs);
         rep->repos++;
         char *blobs = hk__path_join(dir, "blobs");
         char *snaps = hk__path_join(dir, "snapshots");
@@ -211,18 +278,11 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
             rep->problems++;
         }
         if (blobs) rc = hk__cache_walk(blobs, verify_blob, &c, false);
-        if (rc == HK_OK && snaps) rc = hk__cache_walk(snaps, verify_link, &c, false);
+        /* links, then (after its links) each variant, in one walk */
+        if (rc == HK_OK && snaps) rc = hk__cache_walk(snaps, verify_link, &c, true);
         /* refs */
         char *refs = hk__path_join(dir, "refs");
-        DIR *d = NULL;
         struct dirent *de;
-        d = snaps ? opendir(snaps) : NULL;
-        while (d && (de = readdir(d)) != NULL) {
-            if (de->d_name[0] == '.') continue;
-            rep->snapshots++;
-            verify_variants(&c, snaps, de->d_name);
-        }
-        if (d) closedir(d);
         if (refs) {
             DIR *rd = opendir(refs);
             while (rd && (de = readdir(rd)) != NULL) {
@@ -263,6 +323,7 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
         free(blobs);
         free(snaps);
         free(label);
+        vctx_blobs_free(&c);
     }
     hk__cache_repos_free(&repos);
     return rc;

@@ -123,11 +123,13 @@ static int adapt(void *p, const hk_walk_entry *e, int post) {
 }
 
 int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs) {
-    DIR *d = opendir(dir); /* a repo without snapshots/ or blobs/ has nothing to visit */
-    if (!d) return HK_OK;
-    closedir(d);
     walk_adapter a = {fn, ud, post_dirs};
-    return hk__walk(dir, -1, post_dirs ? HK_WALK_POSTORDER : 0, adapt, &a);
+    int rc = hk__walk(dir, -1, HK_WALK_TYPE_ONLY | (post_dirs ? HK_WALK_POSTORDER : 0), adapt, &a);
+    if (rc && !hk__is_dir(dir)) { /* no snapshots/ or blobs/ (or a file there): nothing to visit */
+        hk_clear_error();
+        return HK_OK;
+    }
+    return rc;
 }
 
 uint64_t hk__cache_dir_bytes(const char *dir) {

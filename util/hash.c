@@ -3,9 +3,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -72,46 +75,61 @@ void hk__base64(char *out, const unsigned char *bytes, size_t n) {
     EVP_EncodeBlock((unsigned char *)out, bytes, (int)n);
 }
 
-static int hash_file(unsigned char digest[64], size_t *dlen, hk_hash_kind kind, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
+/* open + read until 0 + close (no stdio: its fstat and extra read cost a third of a small file's
+ * syscalls); fstat only for the git blob form, whose header carries the size. */
+static int hash_file(unsigned char digest[64], size_t *dlen, uint64_t *out_bytes, hk_hash_kind kind, const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
     uint64_t size = 0;
     if (kind == HK_HASH_GIT_BLOB) {
-        if (fseeko(f, 0, SEEK_END) != 0) {
-            fclose(f);
-            return hk__fail(HK_ERR_IO, "cannot seek %s", path);
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            int e = errno;
+            close(fd);
+            return hk__fail(HK_ERR_IO, "cannot stat %s: %s", path, strerror(e));
         }
-        size = (uint64_t)ftello(f);
-        rewind(f);
+        size = (uint64_t)st.st_size;
     }
+    enum { BUF = 1 << 20 };
     hk_hasher *h = hk__hasher_new(kind, size);
-    if (!h) {
-        fclose(f);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
-    }
-    unsigned char *buf = malloc(1 << 20);
+    unsigned char *buf = h ? malloc(BUF) : NULL;
     if (!buf) {
         hk__hasher_free(h);
-        fclose(f);
+        close(fd);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
-    size_t n;
-    while ((n = fread(buf, 1, 1 << 20, f)) > 0) hk__hasher_update(h, buf, n);
-    int err = ferror(f);
+    uint64_t got = 0;
+    ssize_t n;
+    for (;;) {
+        n = read(fd, buf, BUF);
+        if (n > 0) {
+            hk__hasher_update(h, buf, (size_t)n);
+            got += (uint64_t)n;
+        } else if (n == 0 || errno != EINTR) {
+            break;
+        }
+    }
+    int e = errno;
     free(buf);
-    fclose(f);
-    if (err) {
+    close(fd);
+    if (n < 0 || (kind == HK_HASH_GIT_BLOB && got != size)) {
         hk__hasher_free(h);
-        return hk__fail(HK_ERR_IO, "cannot read %s", path);
+        return n < 0 ? hk__fail(HK_ERR_IO, "cannot read %s: %s", path, strerror(e))
+                     : hk__fail(HK_ERR_IO, "%s changed size while it was hashed", path);
     }
     *dlen = hk__hasher_finish(h, digest);
+    if (out_bytes) *out_bytes = got;
     return HK_OK;
 }
 
 int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path) {
+    return hk__hash_file_hex_sized(out_hex, out_cap, NULL, kind, path);
+}
+
+int hk__hash_file_hex_sized(char *out_hex, size_t out_cap, uint64_t *out_bytes, hk_hash_kind kind, const char *path) {
     unsigned char d[64];
     size_t n = 0;
-    int rc = hash_file(d, &n, kind, path);
+    int rc = hash_file(d, &n, out_bytes, kind, path);
     if (rc) return rc;
     if (out_cap < 2 * n + 1) return hk__fail(HK_ERR_INTERNAL, "hash buffer too small");
     hk__hex(out_hex, d, n);
@@ -121,7 +139,7 @@ int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const ch
 int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path) {
     unsigned char d[64];
     size_t n = 0;
-    int rc = hash_file(d, &n, kind, path);
+    int rc = hash_file(d, &n, NULL, kind, path);
     if (rc) return rc;
     if (out_cap < 4 * ((n + 2) / 3) + 1) return hk__fail(HK_ERR_INTERNAL, "hash buffer too small");
     hk__base64(out_b64, d, n);

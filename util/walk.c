@@ -11,42 +11,63 @@
 #include <string.h>
 #include <unistd.h>
 
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+/* The entry names of one directory (sorted on request) and, in types[] when asked for, each
+ * entry's file type as readdir reports it (DT_UNKNOWN where the file system does not);
+ * HK_ERR_NOT_FOUND when it cannot be opened. */
+typedef struct named {
+    char *name;
+    unsigned char type;
+} named;
 
-/* The entry names of one directory (sorted on request); HK_ERR_NOT_FOUND when it cannot be opened. */
-static int read_names(char ***out, size_t *out_n, const char *dir, int sorted) {
+static int cmp_named(const void *a, const void *b) { return strcmp(((const named *)a)->name, ((const named *)b)->name); }
+
+static int read_names(named **out, size_t *out_n, const char *dir, int sorted) {
     DIR *d = opendir(dir);
     if (!d) return hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : hk__errno_code(errno), "cannot list %s: %s", dir,
                            strerror(errno));
-    char **names = NULL;
+    named *v = NULL;
     size_t n = 0, cap = 0;
     int rc = HK_OK;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        if ((rc = HK_VEC_RESERVE(names, cap, n + 1)) != HK_OK) break;
-        if (!(names[n] = hk__strdup(de->d_name))) {
+        if ((rc = HK_VEC_RESERVE(v, cap, n + 1)) != HK_OK) break;
+        if (!(v[n].name = hk__strdup(de->d_name))) {
             rc = hk__fail(HK_ERR_NOMEM, "out of memory listing %s", dir);
             break;
         }
-        n++;
+        v[n++].type = de->d_type;
     }
     closedir(d);
     if (rc) {
-        for (size_t i = 0; i < n; i++) free(names[i]);
-        free(names);
+        for (size_t i = 0; i < n; i++) free(v[i].name);
+        free(v);
         return rc;
     }
-    if (sorted && n > 1) qsort(names, n, sizeof *names, cmp_names);
-    *out = names;
+    if (sorted && n > 1) qsort(v, n, sizeof *v, cmp_named);
+    *out = v;
     *out_n = n;
     return HK_OK;
+}
+
+/* The file type of a readdir entry as st_mode bits; 0 when readdir did not say. */
+static mode_t mode_of(unsigned char type) {
+    switch (type) {
+    case DT_REG: return S_IFREG;
+    case DT_DIR: return S_IFDIR;
+    case DT_LNK: return S_IFLNK;
+    case DT_FIFO: return S_IFIFO;
+    case DT_SOCK: return S_IFSOCK;
+    case DT_CHR: return S_IFCHR;
+    case DT_BLK: return S_IFBLK;
+    default: return 0;
+    }
 }
 
 /* 1: stop requested; 0: go on; negative: aborted (error recorded). */
 static int walk_level(const char *dir, const char *rel, int depth, int max_depth, unsigned flags, hk_walk_fn fn,
                       void *ud) {
-    char **names = NULL;
+    named *names = NULL;
     size_t n = 0;
     int rc = read_names(&names, &n, dir, (flags & HK_WALK_SORTED) != 0);
     if (rc) {
@@ -58,17 +79,22 @@ static int walk_level(const char *dir, const char *rel, int depth, int max_depth
     int result = 0;
     for (size_t i = 0; i < n && result == 0; i++) {
         hk_walk_entry e;
-        char *path = hk__path_join(dir, names[i]);
-        char *erel = rel[0] ? hk__asprintf("%s/%s", rel, names[i]) : hk__strdup(names[i]);
+        char *path = hk__path_join(dir, names[i].name);
+        char *erel = rel[0] ? hk__asprintf("%s/%s", rel, names[i].name) : hk__strdup(names[i].name);
+        const mode_t type = flags & HK_WALK_TYPE_ONLY ? mode_of(names[i].type) : 0;
+        if (type) {
+            memset(&e.st, 0, sizeof e.st);
+            e.st.st_mode = type;
+        }
         if (!path || !erel) {
             hk__fail(HK_ERR_NOMEM, "out of memory walking %s", dir);
             result = -1;
-        } else if (lstat(path, &e.st) != 0) {
+        } else if (!type && lstat(path, &e.st) != 0) {
             if (errno != ENOENT) hk__log(HK_LOG_DEBUG, "walk: cannot stat %s: %s", path, strerror(errno));
         } else {
             e.path = path;
             e.rel = erel;
-            e.name = names[i];
+            e.name = names[i].name;
             e.depth = depth;
             int a = fn(ud, &e, 0);
             if (a < 0) result = -1;
@@ -85,7 +111,7 @@ static int walk_level(const char *dir, const char *rel, int depth, int max_depth
         free(path);
         free(erel);
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
+    for (size_t i = 0; i < n; i++) free(names[i].name);
     free(names);
     return result;
 }

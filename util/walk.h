@@ -9,7 +9,8 @@ typedef struct hk_walk_entry {
     const char *path;     /* full path (dir joined with rel) */
     const char *rel;      /* path relative to the walked directory, '/'-separated */
     const char *name;     /* last component */
-    struct stat st;       /* lstat: symlinks are reported as links, never followed */
+    struct stat st;       /* lstat: symlinks are reported as links, never followed (HK_WALK_TYPE_ONLY:
+                             only st_mode's file type, the rest 0) */
     int depth;            /* 0 for entries directly in the walked directory */
 } hk_walk_entry;
 
@@ -23,7 +24,9 @@ enum {
 /* Flags. */
 enum {
     HK_WALK_POSTORDER = 1u, /* also call fn for each directory after its entries (post = 1) */
-    HK_WALK_SORTED = 2u     /* entries of each directory in strcmp order (else readdir order) */
+    HK_WALK_SORTED = 2u,    /* entries of each directory in strcmp order (else readdir order) */
+    HK_WALK_TYPE_ONLY = 4u  /* st holds the file type readdir reports, no lstat (one fewer syscall an
+                               entry; lstat where the file system does not report types) */
 };
 
 /* fn returns HK_WALK_* or a negative value to abort; `post` is 1 only for the post-order call.

@@ -4,7 +4,10 @@
 # and .dev/fi (pkg.tar.xz from bench/gpu/flashinfer_prep.sh, whl/ with apache-tvm-ffi) carried:
 #   bench/gpu/h200_attention_round.sh STAGES BASE [NEW]
 # STAGES (comma-separated): tests (NEW's GPU tests, poisoned outputs, float64), testscta (NEW's prefill
-# tests with each sm_90a CTA shape forced), prefillcta (the short grid, ours only, each CTA shape forced), fp8 (FP8 decode bench,
+# tests with each sm_90a CTA shape forced, one CTA a tile and persistent), prefillcta (the short grid,
+# ours only, each CTA shape and persistence forced, BASE beside), sweepours (the full prefill sweep,
+# ours only: BASE, then NEW with persistence forced off and on), sanitize (compute-sanitizer memcheck
+# and racecheck of every sm_90a prefill CTA shape, one CTA a tile and persistent), fp8 (FP8 decode bench,
 # BASE and NEW), ragged (ragged/paged/contiguous/q_len decode, NEW with BASE as "old"), prefill (the
 # short-sequence prefill sweep, NEW, then NEW with the portable kernel forced at two tile sizes, ours only), sweep
 # (the full prefill sweep). FlashInfer (bench/gpu/flashinfer_attn.py) is measured in every bench.
@@ -26,17 +29,40 @@ if [[ $stages == *,tests,* ]]; then
 fi
 if [[ $stages == *,testscta,* ]]; then  # the prefill checks with each sm_90a CTA shape forced
   tdir=.dev/ab/$new/tests; [ -d "$tdir" ] || tdir=kernels/attention/tests
-  for cta in 128 64 64x2; do
-    HK_ATTN_PREFILL_SM90_CTA=$cta HK_ATTN_LIB=$(lib $new) timeout ${TESTS_S:-240} python3 $tdir/test_attention_gpu.py \
-      --prefill-only > $OUT/gpu_tests_prefill_cta${cta}_$new.txt 2>&1
-    lap "prefill tests cta $cta $new" $?; grep -E "^FAIL|PASS|passed|failed" $OUT/gpu_tests_prefill_cta${cta}_$new.txt | tail -3
+  for cta in 128 64 64x2; do for per in ${PERSIST_SET:-0 1}; do
+    f=$OUT/gpu_tests_prefill_cta${cta}_p${per}_$new.txt
+    HK_ATTN_PREFILL_SM90_PERSIST=$per HK_ATTN_PREFILL_SM90_CTA=$cta HK_ATTN_LIB=$(lib $new) timeout ${TESTS_S:-240} \
+      python3 $tdir/test_attention_gpu.py --prefill-only > $f 2>&1
+    lap "prefill tests cta $cta persist $per $new" $?; grep -E "^FAIL|PASS|passed|failed" $f | tail -3
+  done; done
+fi
+if [[ $stages == *,sanitize,* ]]; then
+  tdir=.dev/ab/$new/tests; [ -d "$tdir" ] || tdir=kernels/attention/tests
+  for tool in memcheck racecheck; do
+    HK_ATTN_LIB=$(lib $new) timeout ${SAN_S:-200} compute-sanitizer --tool $tool --error-exitcode 9 python3 $tdir/sanitize_prefill.py \
+      > $OUT/sanitize_${tool}_$new.txt 2>&1
+    lap "sanitize $tool $new" $?; tail -2 $OUT/sanitize_${tool}_$new.txt
   done
 fi
 if [[ $stages == *,prefillcta,* ]]; then  # ours only, each sm_90a CTA shape forced (to place the rule)
-  for cta in 128 64 64x2; do
-    HK_ATTN_PREFILL_SM90_CTA=$cta HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py \
-      --short --no-baselines --reps ${PREFILL_REPS:-10} --json $OUT/prefill_short_cta${cta}_$new.json > $OUT/prefill_short_cta${cta}_$new.txt 2>&1
-    lap "prefill short cta $cta $new" $?
+  [ "$base" != "$new" ] && { HK_ATTN_LIB=$(lib $base) timeout ${PREFILL_S:-200} python3 bench/attention_prefill_sweep.py \
+      --short --no-baselines --reps ${PREFILL_REPS:-10} --json $OUT/prefill_short_$base.json > $OUT/prefill_short_$base.txt 2>&1
+    lap "prefill short $base" $?; }
+  for cta in ${CTA_SET:-128 64 64x2}; do for per in ${PERSIST_SET:-0 1}; do
+    f=$OUT/prefill_short_cta${cta}_p${per}_$new
+    HK_ATTN_PREFILL_SM90_PERSIST=$per HK_ATTN_PREFILL_SM90_CTA=$cta HK_ATTN_LIB=$(lib $new) timeout ${PREFILL_S:-200} \
+      python3 bench/attention_prefill_sweep.py --short --no-baselines --reps ${PREFILL_REPS:-10} --json $f.json > $f.txt 2>&1
+    lap "prefill short cta $cta persist $per $new" $?
+  done; done
+fi
+if [[ $stages == *,sweepours,* ]]; then  # the full sweep, ours only: BASE, NEW one CTA a tile, NEW persistent
+  HK_ATTN_LIB=$(lib $base) timeout ${SWEEP_S:-400} python3 bench/attention_prefill_sweep.py --no-baselines \
+    --reps ${SWEEP_REPS:-10} --json $OUT/sweep_ours_$base.json > $OUT/sweep_ours_$base.txt 2>&1
+  lap "sweep ours $base" $?
+  for per in 0 1; do
+    HK_ATTN_PREFILL_SM90_PERSIST=$per HK_ATTN_LIB=$(lib $new) timeout ${SWEEP_S:-400} python3 bench/attention_prefill_sweep.py \
+      --no-baselines --reps ${SWEEP_REPS:-10} --json $OUT/sweep_ours_p${per}_$new.json > $OUT/sweep_ours_p${per}_$new.txt 2>&1
+    lap "sweep ours persist $per $new" $?
   done
 fi
 if [[ $stages == *,fp8,* ]]; then
