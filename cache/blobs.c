@@ -176,14 +176,14 @@ bool hk__cache_pointer_ok(const char *repo_dir, const char *commit, const char *
 }
 
 int hk__cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag) {
-    return hk__cache_hash_blob_sized(out_hex, out_checkable, NULL, blob_path, etag);
+    return hk__cache_hash_blob_at(out_hex, out_checkable, NULL, AT_FDCWD, blob_path, etag);
 }
 
-int hk__cache_hash_blob_sized(char out_hex[129], bool *out_checkable, uint64_t *out_bytes, const char *blob_path,
-                              const char *etag) {
+int hk__cache_hash_blob_at(char out_hex[129], bool *out_checkable, uint64_t *out_bytes, int dirfd, const char *blob_path,
+                           const char *etag) {
     out_hex[0] = '\0';
     size_t n = strlen(etag);
     *out_checkable = (n == 64 || n == 40) && hk__is_hex(etag, n);
     if (!*out_checkable) return HK_OK;
-    return hk__hash_file_hex_sized(out_hex, 129, out_bytes, n == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, blob_path);
+    return hk__hash_file_hex_at(out_hex, 129, out_bytes, n == 64 ? HK_HASH_SHA256 : HK_HASH_GIT_BLOB, dirfd, blob_path);
 }

@@ -74,9 +74,10 @@ bool hk__cache_pointer_ok(const char *repo_dir, const char *commit, const char *
 /* Hash a blob as its name says (64 hex: sha256; 40 hex: git blob sha1). *out_checkable = false for
  * other names (mirror-fabricated etags). out_hex gets the actual digest. */
 int hk__cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag);
-/* The same, and the bytes hashed in *out_bytes (left alone when the name is not checkable). */
-int hk__cache_hash_blob_sized(char out_hex[129], bool *out_checkable, uint64_t *out_bytes, const char *blob_path,
-                              const char *etag);
+/* The same for blob_path relative to the folder dirfd (AT_FDCWD: as open(2)), and the bytes hashed
+ * in *out_bytes (left alone when the name is not checkable). */
+int hk__cache_hash_blob_at(char out_hex[129], bool *out_checkable, uint64_t *out_bytes, int dirfd, const char *blob_path,
+                           const char *etag);
 
 /* ---- verification receipts (cache/receipt.c) ------------------------------------------------ */
 #include <sys/stat.h>

@@ -5,6 +5,7 @@
 #define HK_CACHE_MAINT_INTERNAL_H
 
 #include "cache/cache_internal.h"
+#include "util/walk.h"
 #include "internal.h"
 
 #include <stdbool.h>
@@ -47,6 +48,9 @@ void hk__cache_repos_free(hk_cache_repos *r);
  * read is an error. */
 typedef int (*hk_cache_visit_fn)(void *ud, const char *path, const char *rel, const struct stat *st);
 int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs);
+/* The same walk with util/walk.h's callback (the entry's folder descriptor, for *at() calls, and
+ * its post-order call), flags HK_WALK_*. */
+int hk__cache_walk_entries(const char *dir, hk_walk_fn fn, void *ud, unsigned flags);
 
 /* Bytes of the blobs directly in dir (regular files without a '.' in their name: not temp files). */
 uint64_t hk__cache_dir_bytes(const char *dir);

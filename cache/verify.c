@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +53,14 @@ static const char *remember_blob(vctx *c, const char *rel) {
     return copy;
 }
 
-static int verify_blob(void *p, const char *path, const char *rel, const struct stat *st) {
+/* The entries of blobs/ and snapshots/ are looked at through their folder's descriptor (e->dirfd):
+ * no path walk from the cache root for each. */
+static int verify_blob(void *p, const hk_walk_entry *e, int post) {
     vctx *c = p;
-    if (S_ISDIR(st->st_mode)) return HK_OK;
+    const char *rel = e->rel;
+    const struct stat *st = &e->st;
+    (void)post;
+    if (S_ISDIR(st->st_mode)) return HK_WALK_CONTINUE;
     if (hk__str_ends_with(rel, ".incomplete") || hk__str_ends_with(rel, ".tmp")) {
         hk__cache_emit(c->fn, c->ud, "note: %s: leftover temp file blobs/%s (prune removes it unless an unfinished pull "
                        "will resume it)", c->label, rel);
@@ -70,9 +76,10 @@ static int verify_blob(void *p, const char *path, const char *rel, const struct 
     char actual[129];
     bool checkable = false;
     uint64_t bytes = 0;
-    int hrc = hk__cache_hash_blob_sized(actual, &checkable, &bytes, path, rel);
+    int hrc = hk__cache_hash_blob_at(actual, &checkable, &bytes, e->dirfd, e->name, rel);
     struct stat full; /* the walk gives only the type: the size comes from the hash, else lstat */
-    if (hrc == HK_OK && !checkable && lstat(path, &full) == 0) bytes = (uint64_t)full.st_size;
+    if (hrc == HK_OK && !checkable && fstatat(e->dirfd, e->name, &full, AT_SYMLINK_NOFOLLOW) == 0)
+        bytes = (uint64_t)full.st_size;
     c->rep->bytes += bytes;
     if (hrc != HK_OK) {
         hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read blobs/%s: %s", c->label, rel, hk_last_error());
@@ -95,11 +102,13 @@ static bool canonical_link(vctx *c, const char *rel, const char *target, const c
 
 static void verify_snapshot_dir(vctx *c, const char *path, const char *rel);
 
-static int verify_link(void *p, const char *path, const char *rel, const struct stat *st) {
+static int verify_link(void *p, const hk_walk_entry *e, int post) {
     vctx *c = p;
+    const char *path = e->path, *rel = e->rel;
+    const struct stat *st = &e->st;
     if (S_ISDIR(st->st_mode)) {
-        verify_snapshot_dir(c, path, rel);
-        return HK_OK;
+        if (post) verify_snapshot_dir(c, path, rel);
+        return HK_WALK_CONTINUE;
     }
     if (!strchr(rel, '/')) {
         if (rel[0] != '.') c->rep->snapshots++;
@@ -113,7 +122,7 @@ static int verify_link(void *p, const char *path, const char *rel, const struct 
     }
     if (!S_ISLNK(st->st_mode)) return HK_OK;
     char target[PATH_MAX];
-    ssize_t n = readlink(path, target, sizeof target - 1);
+    ssize_t n = readlinkat(e->dirfd, e->name, target, sizeof target - 1);
     if (n <= 0) {
         hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read link snapshots/%s", c->label, rel);
         c->rep->problems++;
@@ -139,7 +148,7 @@ static int verify_link(void *p, const char *path, const char *rel, const struct 
     }
     /* a canonical link to a blob file the walk of blobs/ found is there: no stat */
     struct stat ts;
-    bool present = (inside && blob && hk__strmap_get(&c->blobs, blob, NULL)) || stat(path, &ts) == 0;
+    bool present = (inside && blob && hk__strmap_get(&c->blobs, blob, NULL)) || fstatat(e->dirfd, e->name, &ts, 0) == 0;
     if (!present) {
         hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s: Blob missing", c->label, rel, target);
         c->rep->problems++;
@@ -277,9 +286,9 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
             hk__cache_emit(fn, ud, "PROBLEM: %s: no snapshots/ directory", c.label);
             rep->problems++;
         }
-        if (blobs) rc = hk__cache_walk(blobs, verify_blob, &c, false);
+        if (blobs) rc = hk__cache_walk_entries(blobs, verify_blob, &c, 0);
         /* links, then (after its links) each variant, in one walk */
-        if (rc == HK_OK && snaps) rc = hk__cache_walk(snaps, verify_link, &c, true);
+        if (rc == HK_OK && snaps) rc = hk__cache_walk_entries(snaps, verify_link, &c, HK_WALK_POSTORDER);
         /* refs */
         char *refs = hk__path_join(dir, "refs");
         struct dirent *de;

@@ -122,14 +122,18 @@ static int adapt(void *p, const hk_walk_entry *e, int post) {
     return a->fn(a->ud, e->path, e->rel, &e->st) == HK_OK ? HK_WALK_CONTINUE : -1;
 }
 
-int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs) {
-    walk_adapter a = {fn, ud, post_dirs};
-    int rc = hk__walk(dir, -1, HK_WALK_TYPE_ONLY | (post_dirs ? HK_WALK_POSTORDER : 0), adapt, &a);
+int hk__cache_walk_entries(const char *dir, hk_walk_fn fn, void *ud, unsigned flags) {
+    int rc = hk__walk(dir, -1, HK_WALK_TYPE_ONLY | flags, fn, ud);
     if (rc && !hk__is_dir(dir)) { /* no snapshots/ or blobs/ (or a file there): nothing to visit */
         hk_clear_error();
         return HK_OK;
     }
     return rc;
+}
+
+int hk__cache_walk(const char *dir, hk_cache_visit_fn fn, void *ud, bool post_dirs) {
+    walk_adapter a = {fn, ud, post_dirs};
+    return hk__cache_walk_entries(dir, adapt, &a, post_dirs ? HK_WALK_POSTORDER : 0);
 }
 
 uint64_t hk__cache_dir_bytes(const char *dir) {

@@ -123,8 +123,10 @@ void hk__hex(char *out, const unsigned char *bytes, size_t n); /* out gets 2n ch
 int hk__sha256_hex(char hex[65], const void *data, size_t len);
 /* Whole-file digests: hex (sha256/sha1/git-blob) or base64 (for metadata.json digests). */
 int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const char *path);
-/* The same, and the bytes it hashed in *out_bytes (NULL: not wanted). */
-int hk__hash_file_hex_sized(char *out_hex, size_t out_cap, uint64_t *out_bytes, hk_hash_kind kind, const char *path);
+/* The same for path relative to the folder dirfd (AT_FDCWD: as open(2)), and the bytes it hashed
+ * in *out_bytes (NULL: not wanted). */
+int hk__hash_file_hex_at(char *out_hex, size_t out_cap, uint64_t *out_bytes, hk_hash_kind kind, int dirfd,
+                         const char *path);
 int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path);
 void hk__base64(char *out, const unsigned char *bytes, size_t n); /* out needs 4*((n+2)/3)+1 */
 

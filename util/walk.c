@@ -7,6 +7,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,24 +24,73 @@ typedef struct named {
 
 static int cmp_named(const void *a, const void *b) { return strcmp(((const named *)a)->name, ((const named *)b)->name); }
 
-static int read_names(named **out, size_t *out_n, const char *dir, int sorted) {
-    DIR *d = opendir(dir);
-    if (!d) return hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : hk__errno_code(errno), "cannot list %s: %s", dir,
-                           strerror(errno));
-    named *v = NULL;
-    size_t n = 0, cap = 0;
+/* Append one entry (not "." or ".."); HK_OK or HK_ERR_NOMEM. */
+static int add_name(named **v, size_t *n, size_t *cap, const char *name, unsigned char type, const char *dir) {
+    if (!strcmp(name, ".") || !strcmp(name, "..")) return HK_OK;
+    int rc = HK_VEC_RESERVE(*v, *cap, *n + 1);
+    if (rc) return rc;
+    if (!((*v)[*n].name = hk__strdup(name))) return hk__fail(HK_ERR_NOMEM, "out of memory listing %s", dir);
+    (*v)[(*n)++].type = type;
+    return HK_OK;
+}
+
+#ifdef SYS_getdents64
+/* The kernel's directory records, read straight from fd (Linux): opendir/fdopendir would add an
+ * fstat and fcntl calls a directory, a cost the cache walks pay for every folder. */
+struct dirent64_rec {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static int list_fd(named **v, size_t *n, size_t *cap, int fd, const char *dir) {
+    enum { BUF = 32768 };
+    char *buf = malloc(BUF);
+    if (!buf) return hk__fail(HK_ERR_NOMEM, "out of memory listing %s", dir);
     int rc = HK_OK;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        if ((rc = HK_VEC_RESERVE(v, cap, n + 1)) != HK_OK) break;
-        if (!(v[n].name = hk__strdup(de->d_name))) {
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory listing %s", dir);
+    for (;;) {
+        long got = syscall(SYS_getdents64, fd, buf, BUF);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            rc = hk__fail(hk__errno_code(errno), "cannot list %s: %s", dir, strerror(errno));
             break;
         }
-        v[n++].type = de->d_type;
+        if (got == 0) break;
+        for (long off = 0; off < got && rc == HK_OK;) {
+            const struct dirent64_rec *r = (const struct dirent64_rec *)(buf + off);
+            rc = add_name(v, n, cap, r->d_name, r->d_type, dir);
+            off += r->d_reclen;
+        }
+        if (rc) break;
     }
+    free(buf);
+    return rc;
+}
+#else
+static int list_fd(named **v, size_t *n, size_t *cap, int fd, const char *dir) {
+    int own = dup(fd);
+    DIR *d = own >= 0 ? fdopendir(own) : NULL;
+    if (!d) {
+        int e = errno;
+        if (own >= 0) close(own);
+        return hk__fail(hk__errno_code(e), "cannot list %s: %s", dir, strerror(e));
+    }
+    int rc = HK_OK;
+    struct dirent *de;
+    while (rc == HK_OK && (de = readdir(d)) != NULL) rc = add_name(v, n, cap, de->d_name, de->d_type, dir);
     closedir(d);
+    return rc;
+}
+#endif
+
+/* The entries of the open directory fd (sorted on request), each with its file type as the
+ * directory records give it (DT_UNKNOWN where the file system does not). */
+static int read_names(named **out, size_t *out_n, int fd, const char *dir, int sorted) {
+    named *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = list_fd(&v, &n, &cap, fd, dir);
     if (rc) {
         for (size_t i = 0; i < n; i++) free(v[i].name);
         free(v);
@@ -48,6 +100,15 @@ static int read_names(named **out, size_t *out_n, const char *dir, int sorted) {
     *out = v;
     *out_n = n;
     return HK_OK;
+}
+
+/* The directory `name` of pfd (at depth 0: the walked path itself, links followed; below it never:
+ * a folder swapped for a link after it was listed is not entered), open for reading; -1 with the
+ * error recorded. */
+static int open_level(int pfd, const char *name, const char *dir, int depth) {
+    int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (depth ? O_NOFOLLOW : 0));
+    if (fd < 0) hk__fail(errno == ENOENT ? HK_ERR_NOT_FOUND : hk__errno_code(errno), "cannot list %s: %s", dir, strerror(errno));
+    return fd;
 }
 
 /* The file type of a readdir entry as st_mode bits; 0 when readdir did not say. */
@@ -64,13 +125,17 @@ static mode_t mode_of(unsigned char type) {
     }
 }
 
-/* 1: stop requested; 0: go on; negative: aborted (error recorded). */
-static int walk_level(const char *dir, const char *rel, int depth, int max_depth, unsigned flags, hk_walk_fn fn,
-                      void *ud) {
+/* 1: stop requested; 0: go on; negative: aborted (error recorded). The entries are looked at
+ * through the directory's descriptor (fstatat, and the callback's *at calls): no path walk from
+ * the root per entry. */
+static int walk_level(int pfd, const char *name, const char *dir, const char *rel, int depth, int max_depth,
+                      unsigned flags, hk_walk_fn fn, void *ud) {
     named *names = NULL;
     size_t n = 0;
-    int rc = read_names(&names, &n, dir, (flags & HK_WALK_SORTED) != 0);
+    const int fd = open_level(pfd, name, dir, depth);
+    int rc = fd >= 0 ? read_names(&names, &n, fd, dir, (flags & HK_WALK_SORTED) != 0) : hk_last_error_code();
     if (rc) {
+        if (fd >= 0) close(fd);
         if (depth == 0) return -1;
         hk__log(HK_LOG_DEBUG, "walk: skipping %s: %s", dir, hk_last_error());
         hk_clear_error();
@@ -89,19 +154,20 @@ static int walk_level(const char *dir, const char *rel, int depth, int max_depth
         if (!path || !erel) {
             hk__fail(HK_ERR_NOMEM, "out of memory walking %s", dir);
             result = -1;
-        } else if (!type && lstat(path, &e.st) != 0) {
+        } else if (!type && fstatat(fd, names[i].name, &e.st, AT_SYMLINK_NOFOLLOW) != 0) {
             if (errno != ENOENT) hk__log(HK_LOG_DEBUG, "walk: cannot stat %s: %s", path, strerror(errno));
         } else {
             e.path = path;
             e.rel = erel;
             e.name = names[i].name;
+            e.dirfd = fd;
             e.depth = depth;
             int a = fn(ud, &e, 0);
             if (a < 0) result = -1;
             else if (a == HK_WALK_STOP) result = 1;
             else if (a == HK_WALK_CONTINUE && S_ISDIR(e.st.st_mode)) {
                 if (max_depth < 0 || depth < max_depth)
-                    result = walk_level(path, erel, depth + 1, max_depth, flags, fn, ud);
+                    result = walk_level(fd, names[i].name, path, erel, depth + 1, max_depth, flags, fn, ud);
                 if (result == 0 && (flags & HK_WALK_POSTORDER)) {
                     a = fn(ud, &e, 1);
                     result = a < 0 ? -1 : a == HK_WALK_STOP ? 1 : 0;
@@ -113,12 +179,13 @@ static int walk_level(const char *dir, const char *rel, int depth, int max_depth
     }
     for (size_t i = 0; i < n; i++) free(names[i].name);
     free(names);
+    close(fd);
     return result;
 }
 
 int hk__walk(const char *dir, int max_depth, unsigned flags, hk_walk_fn fn, void *ud) {
     if (!dir || !fn) return hk__fail(HK_ERR_INVALID_ARG, "hk__walk: dir and fn are required");
-    int r = walk_level(dir, "", 0, max_depth, flags, fn, ud);
+    int r = walk_level(AT_FDCWD, dir, dir, "", 0, max_depth, flags, fn, ud);
     if (r >= 0) return HK_OK;
     int code = hk_last_error_code();
     return code ? code : hk__fail(HK_ERR_INTERNAL, "walk of %s aborted without an error", dir);

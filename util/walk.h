@@ -11,6 +11,7 @@ typedef struct hk_walk_entry {
     const char *name;     /* last component */
     struct stat st;       /* lstat: symlinks are reported as links, never followed (HK_WALK_TYPE_ONLY:
                              only st_mode's file type, the rest 0) */
+    int dirfd;            /* the directory holding the entry, open during the call: for *at() calls */
     int depth;            /* 0 for entries directly in the walked directory */
 } hk_walk_entry;
 
