@@ -72,6 +72,12 @@ bool hk__revision_valid(const char *s) {
     return hk__utf8_valid(s, n);
 }
 
+bool hk__byte_count(uint64_t *out, double d) {
+    if (!(d >= 0 && d <= 9007199254740992.0) || (double)(uint64_t)d != d) return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
 bool hk__variant_name_valid(const char *name) {
     return name && hk__path_is_safe_relative(name) && !strchr(name, '/');
 }

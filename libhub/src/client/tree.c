@@ -65,11 +65,9 @@ void hk__memo_put_tree(hk_share *m, const char *key, const tree *t) {
 /* A size from a listing: a JSON number that is a non-negative integer a double holds exactly
  * (<= 2^53). Anything else (1e30, -1, 1.5) is a protocol error, not a cast with undefined result. */
 static int entry_size(uint64_t *out, const cJSON *n, const char *what, const char *path, const char *key) {
-    double d = n->valuedouble;
-    if (!(d >= 0 && d <= 9007199254740992.0) || (double)(uint64_t)d != d)
+    if (!hk__byte_count(out, n->valuedouble))
         return hk__fail(HK_ERR_PROTOCOL, "%s: the listing gives %s a %s of %.17g, which is not a byte count", what, path,
-                       key, d);
-    *out = (uint64_t)d;
+                       key, n->valuedouble);
     return HK_OK;
 }
 
