@@ -109,14 +109,9 @@ static int visited_add(visited *v, char *url) {
  * or a name a NUL cut short in a C string) would leave which blob is linked to the order of
  * links. Every listing is made here, so callers never check its names again. */
 static int check_entry_path(hk_strmap *paths, const char *p, const char *what) {
-    if (!hk__repo_path_valid(p)) {
-        char *shown = hk__url_escape_unsafe(p); /* raw bytes of a hostile name never reach a terminal */
-        int rc = hk__fail(HK_ERR_UNSAFE_PATH, "%s: refusing file name '%s' from the server's listing: it is no repo "
-                          "path (a '..', '\\' or control byte, a component over 255 bytes, or invalid UTF-8)",
-                          what, shown ? shown : "?");
-        free(shown);
-        return rc;
-    }
+    if (!hk__repo_path_valid(p)) /* the message shows raw bytes as \xNN (util/error.c) */
+        return hk__fail(HK_ERR_UNSAFE_PATH, "%s: refusing file name '%s' from the server's listing: it is no repo "
+                        "path (a '..', '\\' or control byte, a component over 255 bytes, or invalid UTF-8)", what, p);
     if (hk__strmap_get(paths, p, NULL))
         return hk__fail(HK_ERR_PROTOCOL, "%s: the listing names %s twice (a lying or broken server)", what, p);
     return hk__strmap_put(paths, p, 0);
