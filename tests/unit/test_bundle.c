@@ -195,24 +195,27 @@ static void expect_refused(const char *name, const entry *es, size_t n, int want
     free(tar);
 }
 
+/* The bundle imports, and the file at rel (inside the cache) then holds want. */
+static void expect_imported(const char *name, const entry *es, size_t n, const char *rel, const char *want) {
+    char *tar = make_tar(name, es, n);
+    char *root = hk__asprintf("%s.cache", tar);
+    counts st;
+    CHECK_RC(bundle_extract(&st, tar, root), HK_OK);
+    char *f = hk__asprintf("%s/%s", root, rel);
+    char *d = read_all(f);
+    CHECK_STR(d, want);
+    free(d);
+    free(f);
+    free(root);
+    free(tar);
+}
+
 static void test_hostile(void) {
     const entry ok_ref = {REPO "/refs/v1", 'f', "1111111111111111111111111111111111111111"};
     const entry good_blob = {REPO "/blobs/" HELLO_SHA1, 'f', "hello"};
     /* sanity: the good pieces import */
-    {
-        const entry es[] = {good_blob, {SNAP "/a.txt", 'l', "../../blobs/" HELLO_SHA1}, ok_ref};
-        char *tar = make_tar("good.tar", es, 3);
-        char *root = hk__path_join(hk_test_tmpdir(), "good");
-        counts st;
-        CHECK_RC(bundle_extract(&st, tar, root), HK_OK);
-        char *f = hk__asprintf("%s/" SNAP "/a.txt", root);
-        char *d = read_all(f);
-        CHECK_STR(d, "hello");
-        free(d);
-        free(f);
-        free(root);
-        free(tar);
-    }
+    const entry good[] = {good_blob, {SNAP "/a.txt", 'l', "../../blobs/" HELLO_SHA1}, ok_ref};
+    expect_imported("good.tar", good, 3, SNAP "/a.txt", "hello");
     const entry traversal[] = {{"../escaped", 'f', "x"}, ok_ref};
     expect_refused("t1.tar", traversal, 2, HK_ERR_UNSAFE_PATH);
     const entry nested_traversal[] = {good_blob, {REPO "/blobs/../../escaped", 'f', "x"}, ok_ref};
@@ -259,20 +262,8 @@ static void test_hostile(void) {
     expect_refused("a7.tar", folder_dashes, 1, HK_ERR_UNSAFE_PATH);
     const entry folder_dots[] = {{"kernels--../refs/v1", 'f', "1111111111111111111111111111111111111111"}};
     expect_refused("a8.tar", folder_dots, 1, HK_ERR_UNSAFE_PATH);
-    {
-        const entry nl[] = {{REPO "/refs/v1", 'f', "1111111111111111111111111111111111111111\n"}};
-        char *tar = make_tar("a9.tar", nl, 1);
-        char *root = hk__path_join(hk_test_tmpdir(), "nl");
-        counts st;
-        CHECK_RC(bundle_extract(&st, tar, root), HK_OK);
-        char *f = hk__asprintf("%s/" REPO "/refs/v1", root);
-        char *d = read_all(f);
-        CHECK_STR(d, "1111111111111111111111111111111111111111");
-        free(d);
-        free(f);
-        free(root);
-        free(tar);
-    }
+    const entry nl[] = {{REPO "/refs/v1", 'f', "1111111111111111111111111111111111111111\n"}};
+    expect_imported("a9.tar", nl, 1, REPO "/refs/v1", "1111111111111111111111111111111111111111");
 
     char *junk = hk__path_join(hk_test_tmpdir(), "junk.tar");
     hk_test_write(junk, "this is not a tar archive at all, just text that goes on for a while........");
