@@ -2,6 +2,7 @@
  * bundle_internal.h): blobs are streamed to temp files and kept only when their hash equals their
  * name; links and refs are checked, held back, and recorded only once every blob is in place. */
 #include "cache/bundle_internal.h"
+#include "util/text.h"
 #include "util/vec.h"
 
 #include <errno.h>
@@ -36,18 +37,6 @@ typedef struct import_ctx {
     size_t n_repos, cap_repos;
     unsigned char *buf;
 } import_ctx;
-
-static bool valid_folder(const char *f, size_t n) {
-    static const char *const prefixes[] = {"models--", "datasets--", "spaces--", "kernels--"};
-    for (size_t i = 0; i < HK_ARRAY_LEN(prefixes); i++) {
-        size_t pl = strlen(prefixes[i]);
-        if (n > pl && strncmp(f, prefixes[i], pl) == 0) {
-            for (size_t k = 0; k < n; k++) if (f[k] == '/') return false;
-            return true;
-        }
-    }
-    return false;
-}
 
 static bool blob_name_ok(const char *name) {
     size_t n = strlen(name);
@@ -143,21 +132,23 @@ static int import_blob(import_ctx *cx, struct archive *ar, struct archive_entry 
 
 static int import_ref(import_ctx *cx, struct archive *ar, struct archive_entry *e, const char *repo_dir,
                       const char *name, const char *entry_path) {
+    /* the name as every revision is named (the cache's ref rule), checked here where it enters */
+    if (!hk__revision_valid(name))
+        return hk__fail(HK_ERR_UNSAFE_PATH, "bundle entry %s: '%s' is no ref name (the revision rule)", entry_path, name);
     if (archive_entry_size(e) > HK_BUNDLE_REF_MAX) return hk__fail(HK_ERR_PARSE, "bundle entry %s is too large for a ref", entry_path);
     char data[HK_BUNDLE_REF_MAX + 1];
     la_ssize_t n = archive_read_data(ar, data, HK_BUNDLE_REF_MAX);
     if (n < 0) return hk__fail(HK_ERR_PARSE, "bundle entry %s is corrupt: %s", entry_path, archive_error_string(ar));
-    data[n] = '\0';
-    size_t len = strcspn(data, " \r\n\t");
-    data[len] = '\0';
-    if (!((len == 40 || len == 64) && hk__is_hex(data, len)))
-        return hk__fail(HK_ERR_PARSE, "bundle entry %s does not hold a commit id", entry_path);
+    char commit[65];
+    if (!hk__cache_ref_text_parse(commit, data, (size_t)n))
+        return hk__fail(HK_ERR_PARSE, "bundle entry %s does not hold a commit id (and nothing else)", entry_path);
+    size_t len = strlen(commit);
     int rc = grow((void **)&cx->refs, &cx->cap_refs, cx->n_refs, sizeof *cx->refs);
     if (rc) return rc;
     pending_ref *r = &cx->refs[cx->n_refs];
     r->repo_dir = hk__strdup(repo_dir);
     r->name = hk__strdup(name);
-    memcpy(r->commit, data, len + 1);
+    memcpy(r->commit, commit, len + 1);
     if (!r->repo_dir || !r->name) {
         free(r->repo_dir);
         free(r->name);
@@ -222,7 +213,7 @@ static int import_entry(import_ctx *cx, struct archive *ar, struct archive_entry
         goto out;
     }
     const char *s1 = strchr(p, '/');
-    if (!valid_folder(p, s1 ? (size_t)(s1 - p) : strlen(p))) {
+    if (!hk__cache_repo_folder_valid(p, s1 ? (size_t)(s1 - p) : strlen(p))) {
         rc = hk__fail(HK_ERR_UNSAFE_PATH, "bundle entry '%s' is not inside a repo folder of the cache layout", raw);
         goto out;
     }

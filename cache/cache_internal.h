@@ -31,7 +31,8 @@ char *hk__cache_snapshot_path(const char *repo_dir, const char *commit, const ch
 char *hk__cache_variant_path(const char *repo_dir, const char *commit, const char *variant);
 /* blobs/<etag><suffix> (etag: one path component not starting with '.'; suffix may be NULL). */
 char *hk__cache_blob_path(const char *repo_dir, const char *etag, const char *suffix);
-/* refs/<rev> (rev: a safe relative path; refs may nest, as refs/pr/1). */
+/* refs/<rev> (rev: a name under the one revision rule, hk__revision_valid; refs may nest, as
+ * refs/pr/1). */
 char *hk__cache_ref_path(const char *repo_dir, const char *rev);
 
 /* The folders of a repo folder: "blobs", "refs", "snapshots" (which: one of those). */
@@ -41,8 +42,15 @@ char *hk__cache_no_exist_path(const char *repo_dir, const char *commit, const ch
 /* .hk-staging/<name> (name: one path component): hubkern's staging folders, beside snapshots/. */
 char *hk__cache_staging_path(const char *repo_dir, const char *name);
 
+/* A repo folder's name (its first n bytes): "<models|datasets|spaces|kernels>--" and a repo id
+ * (hk_repo_id_valid) with '/' written "--", as hk_cache_repo_dir makes them; nothing else. */
+bool hk__cache_repo_folder_valid(const char *folder, size_t n);
 /* refs/<rev> → 40-hex commit (trimmed). HK_ERR_NOT_FOUND if absent. out gets 41+ bytes. */
 int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev);
+/* The content of a ref file (the cache's or a bundle's): one commit id (40/64 lowercase hex) with
+ * only ASCII white space around it (git ends it with a newline); anything else, trailing bytes
+ * included, is no ref (false). */
+bool hk__cache_ref_text_parse(char out_commit[65], const char *data, size_t n);
 /* hk_cache_write_ref, hk_cache_link_snapshot, hk_cache_ensure_tag: public (hubkern/cache.h). */
 
 

@@ -60,6 +60,28 @@ int hk_repo_id_valid(const char *repo_id) {
     return name_part_valid(repo_id, (size_t)(slash - repo_id)) && name_part_valid(slash + 1, strlen(slash + 1));
 }
 
+bool hk__cache_repo_folder_valid(const char *folder, size_t n) {
+    for (size_t t = 0; t < HK_ARRAY_LEN(k_plural); t++) {
+        size_t pl = strlen(k_plural[t]);
+        if (n <= pl + 2 || strncmp(folder, k_plural[t], pl) != 0 || strncmp(folder + pl, "--", 2) != 0) continue;
+        /* the id whose folder this would be: "--" back to '/' (parts never hold "--") */
+        char id[256];
+        size_t o = 0;
+        for (size_t i = pl + 2; i < n; i++) {
+            if (o + 1 >= sizeof id || folder[i] == '\0' || folder[i] == '/') return false;
+            if (folder[i] == '-' && i + 1 < n && folder[i + 1] == '-') {
+                id[o++] = '/';
+                i++;
+            } else {
+                id[o++] = folder[i];
+            }
+        }
+        id[o] = '\0';
+        return hk_repo_id_valid(id) != 0;
+    }
+    return false;
+}
+
 static char *expand_home(const char *p) {
     if (p[0] != '~' || (p[1] != '/' && p[1] != '\0')) return hk__strdup(p);
     const char *home = hk__getenv("HOME");
@@ -166,7 +188,7 @@ char *hk__cache_blob_path(const char *repo_dir, const char *etag, const char *su
 }
 
 char *hk__cache_ref_path(const char *repo_dir, const char *rev) {
-    if (!rev || !hk__path_is_safe_relative(rev)) return unsafe("revision name", rev);
+    if (!rev || !hk__revision_valid(rev)) return unsafe("revision name", rev);
     return path_or_nomem(hk__asprintf("%s/refs/%s", repo_dir, rev));
 }
 
@@ -217,8 +239,24 @@ HK_API char *hk_cache_snapshot_dir(const char *repo_dir, const char *commit) {
 }
 
 static bool ref_name_safe(const char *rev) {
-    /* refs may nest ("refs/pr/1") but must stay inside refs/ */
-    return hk__path_is_safe_relative(rev);
+    /* refs may nest ("refs/pr/1"); a ref is named as any revision is (no "x.lock", '%', ':' ...) */
+    return hk__revision_valid(rev);
+}
+
+static bool ascii_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+bool hk__cache_ref_text_parse(char out_commit[65], const char *data, size_t n) {
+    out_commit[0] = '\0';
+    size_t a = 0;
+    while (a < n && ascii_space(data[a])) a++;
+    while (n > a && ascii_space(data[n - 1])) n--;
+    size_t len = n - a;
+    if (len != 40 && len != 64) return false;
+    memcpy(out_commit, data + a, len);
+    out_commit[len] = '\0';
+    if (hk__is_commit_id(out_commit)) return true; /* no NUL inside either: strlen == len */
+    out_commit[0] = '\0';
+    return false;
 }
 
 int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *rev) {
@@ -231,17 +269,9 @@ int hk__cache_read_ref(char out_commit[65], const char *repo_dir, const char *re
     int rc = hk__read_file(&data, &len, path, 256);
     free(path);
     if (rc) return rc;
-    char *s = data;
-    while (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t') s++;
-    size_t n = strcspn(s, " \r\n\t");
-    if (!((n == 40 || n == 64) && n < 65)) {
-        free(data);
-        return hk__fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id", rev, repo_dir);
-    }
-    memcpy(out_commit, s, n);
-    out_commit[n] = '\0';
+    bool ok = hk__cache_ref_text_parse(out_commit, data, len);
     free(data);
-    if (!hk__is_hex(out_commit, n)) return hk__fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id", rev, repo_dir);
+    if (!ok) return hk__fail(HK_ERR_PARSE, "refs/%s in %s does not hold a commit id (and nothing else)", rev, repo_dir);
     return HK_OK;
 }
 

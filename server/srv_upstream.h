@@ -92,7 +92,7 @@ typedef struct up_resp {
     hk_strbuf body;       /* when fd < 0 */
     int fd;               /* the body goes here when >= 0 */
     hk_hasher *h256, *hgit; /* fed with the body when set */
-    uint64_t written, max_body;
+    uint64_t written, max_body; /* max_body: the most bytes the body in fd may have (0: none) */
     double t0;            /* when the transfer started (srv_up_get sets it): the deadline counts from it */
     const char *lead_key; /* the coalescing key this transfer leads, if any (for srv_up_waiters) */
     bool too_big;

@@ -226,7 +226,9 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *p) {
     long st = 0;
     curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &st);
     if (r->fd >= 0 && st == 200) {
-        if (r->max_body && r->written + n > r->max_body) {
+        /* always bounded, 0 included: "0 = no limit" let an upstream stream without end into the
+         * temp file of any empty file of a listing */
+        if (n > r->max_body - r->written) {
             r->too_big = true;
             return 0; /* more than promised: stop now */
         }

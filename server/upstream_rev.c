@@ -14,6 +14,7 @@
  * it) is asked again, and an upstream that was lying once is not believed for good. */
 #include "server/srv_http.h"
 
+#include "util/strmap.h"
 #include "util/text.h"
 
 #include <cJSON.h>
@@ -106,30 +107,47 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
 }
 
 /* Siblings of a revision answer into a listing (the manifest). */
+/* The upstream's names enter here: each a repo path under the one rule the routes use
+ * (hk__repo_path_valid: no component over 255 bytes, no invalid UTF-8), each once (a second entry
+ * with another blob would make the store's listing say two things), each size a byte count. */
 static int siblings_listing(srv_listing *l, const cJSON *sibs) {
     const cJSON *s;
+    hk_strmap seen; /* keys: the listing's own copies of the names */
+    hk__strmap_init(&seen);
+    int rc = HK_OK;
     cJSON_ArrayForEach(s, sibs) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "rfilename");
         const cJSON *size = cJSON_GetObjectItemCaseSensitive(s, "size");
         const cJSON *blob = cJSON_GetObjectItemCaseSensitive(s, "blobId");
         const cJSON *lfs = cJSON_GetObjectItemCaseSensitive(s, "lfs");
         const cJSON *sha = lfs ? cJSON_GetObjectItemCaseSensitive(lfs, "sha256") : NULL;
-        if (!cJSON_IsString(name) || !hk__path_is_safe_relative(name->valuestring) || strchr(name->valuestring, '\n') ||
-            !cJSON_IsNumber(size) || size->valuedouble < 0 || size->valuedouble > 9.0e15)
-            return hk__fail(HK_ERR_PROTOCOL, "upstream revision: a sibling without a safe name and a size");
+        uint64_t bytes = 0;
+        if (!cJSON_IsString(name) || !hk__repo_path_valid(name->valuestring) || !cJSON_IsNumber(size) ||
+            !hk__byte_count(&bytes, size->valuedouble)) {
+            rc = hk__fail(HK_ERR_PROTOCOL, "upstream revision: a sibling without a repo path for a name and a byte count "
+                          "for a size");
+            break;
+        }
+        if (hk__strmap_get(&seen, name->valuestring, NULL)) {
+            rc = hk__fail(HK_ERR_PROTOCOL, "upstream revision: it names %s twice", name->valuestring);
+            break;
+        }
         const char *etag = cJSON_IsString(sha) ? sha->valuestring : cJSON_IsString(blob) ? blob->valuestring : NULL;
         bool is_lfs = cJSON_IsString(sha);
-        if (!etag || !hk__is_hex(etag, is_lfs ? 64 : 40))
-            return hk__fail(HK_ERR_PROTOCOL, "upstream revision: %s has no usable blobId / lfs.sha256",
-                            name->valuestring);
+        if (!etag || !hk__is_hex(etag, is_lfs ? 64 : 40)) {
+            rc = hk__fail(HK_ERR_PROTOCOL, "upstream revision: %s has no usable blobId / lfs.sha256", name->valuestring);
+            break;
+        }
         char *p = hk__strdup(name->valuestring);
-        int rc = p ? srv_listing_add_file(l, p, (uint64_t)size->valuedouble, etag, is_lfs) : HK_ERR_NOMEM;
+        rc = p ? srv_listing_add_file(l, p, bytes, etag, is_lfs) : hk__fail(HK_ERR_NOMEM, "out of memory");
         if (rc) {
             free(p);
-            return rc;
+            break;
         }
+        if ((rc = hk__strmap_put(&seen, p, 0))) break; /* p is the listing's now: freed with it */
     }
-    return HK_OK;
+    hk__strmap_free(&seen);
+    return rc;
 }
 
 /* Record an upstream revision answer: manifest, snapshot folder, ref. */

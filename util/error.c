@@ -1,5 +1,6 @@
 /* Per-thread last error and the process-wide log callback. */
 #include "internal.h"
+#include "util/text.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +36,34 @@ HK_API void hk_clear_error(void) {
     tl_msg[0] = '\0';
 }
 
+/* A message as it may be shown: names and texts from outside (a server's listing, header or
+ * error, a kernel-status.toml, a bundle) are formatted into messages, and their raw bytes must not
+ * reach a terminal (an ESC sequence) or a JSON error (invalid UTF-8). C0 controls other than '\n'
+ * and '\t', DEL, and bytes of no valid UTF-8 sequence become "\xNN"; the rest is kept. */
+static void printable_copy(char *dst, size_t cap, const char *src) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < cap;) {
+        size_t k = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+        bool ok = k == 1 ? (*p >= 0x20 && *p != 0x7f) || *p == '\n' || *p == '\t'
+                         : k > 1 && strnlen((const char *)p, k) == k && hk__utf8_valid((const char *)p, k);
+        if (ok && o + k < cap) {
+            memcpy(dst + o, p, k);
+            o += k;
+            p += k;
+        } else if (!ok && o + 4 < cap) {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[*p >> 4];
+            dst[o++] = hex[*p & 15];
+            p++;
+        } else {
+            break; /* no room for the rest: cut here, never in the middle of a sequence */
+        }
+    }
+    dst[o] = '\0';
+}
+
 /* Every message is formatted into a local buffer and then copied: its arguments may be
  * hk_last_error() or point into it (a message wrapping the previous one), and vsnprintf into the
  * buffer it reads is undefined (glibc overwrites the text before it has read it). */
@@ -44,7 +73,7 @@ int hk__fail(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    memcpy(tl_msg, msg, strlen(msg) + 1);
+    printable_copy(tl_msg, sizeof tl_msg, msg);
     tl_code = code;
     return code;
 }
@@ -61,7 +90,7 @@ static void wrap_current(const char *fmt, va_list ap) {
     size_t old = strnlen(tl_msg, sizeof msg - 1 - used);
     memcpy(msg + used, tl_msg, old);
     msg[used + old] = '\0';
-    memcpy(tl_msg, msg, used + old + 1);
+    printable_copy(tl_msg, sizeof tl_msg, msg); /* the prefix is new text; the rest was made printable */
 }
 
 int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported) {
@@ -130,12 +159,13 @@ void hk__log(hk_log_level level, const char *fmt, ...) {
     bool on = fn != NULL && level <= g_log_max;
     pthread_mutex_unlock(&g_log_lock);
     if (!on) return;
-    char msg[2048];
+    char msg[2048], shown[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fn(ud, level, msg);
+    printable_copy(shown, sizeof shown, msg); /* "Hub: <X-HF-Warning>" and names from outside */
+    fn(ud, level, shown);
 }
 
 HK_API const char *hk_version(void) { return HK_VERSION_STRING; }

@@ -25,35 +25,6 @@ bool hk__is_commit_id(const char *s) {
     return (n == 40 || n == 64) && hk__is_hex(s, n);
 }
 
-bool hk__utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
-        size_t k;
-        unsigned min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            k = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            k = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            k = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return false;
-        }
-        if (i + k >= n) return false; /* cut short */
-        for (size_t j = 1; j <= k; j++) {
-            if ((p[i + j] & 0xc0) != 0x80) return false;
-            c = c << 6 | (p[i + j] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return false;
-        i += k + 1;
-    }
-    return true;
-}
-
 bool hk__revision_valid(const char *s) {
     size_t n = s ? strlen(s) : 0;
     if (n == 0 || n > HK_REVISION_MAX || s[0] == '/' || s[0] == '-' || s[n - 1] == '/' || s[n - 1] == '.') return false;
@@ -70,6 +41,12 @@ bool hk__revision_valid(const char *s) {
         if (*p == '/') p++;
     }
     return hk__utf8_valid(s, n);
+}
+
+bool hk__byte_count(uint64_t *out, double d) {
+    if (!(d >= 0 && d <= 9007199254740992.0) || (double)(uint64_t)d != d) return false;
+    *out = (uint64_t)d;
+    return true;
 }
 
 bool hk__variant_name_valid(const char *name) {

@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 /* Value of one hex digit (either case), -1 otherwise. */
@@ -29,6 +30,10 @@ bool hk__revision_valid(const char *s);
 /* A file path of a repo as it may enter from outside: hk__path_is_safe_relative, shortest-form
  * UTF-8, at most HK_REPO_PATH_MAX bytes and 255 a component. */
 bool hk__repo_path_valid(const char *path);
+/* A byte count as a JSON number from outside gives it (a listing's size): a non-negative integer
+ * that a double holds exactly (<= 2^53). 1e30, -1, 1.5, NaN are none (false), never a cast with an
+ * undefined or truncated result. */
+bool hk__byte_count(uint64_t *out, double d);
 /* A build variant's name as a caller or a listing gives it: one safe path component (the
  * directory under build/). */
 bool hk__variant_name_valid(const char *name);

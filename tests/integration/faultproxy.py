@@ -161,7 +161,7 @@ class FaultProxy:
                 data = resp.read()
                 doc = json.loads(data)
                 doc = rule.params["fn"](doc)
-                data = json.dumps(doc).encode()
+                data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()  # bytes: sent as they are
                 extra = rule.params.get("headers")  # {name: value} or fn(path) -> {name: value}
                 if callable(extra):
                     extra = extra(path)

@@ -174,3 +174,42 @@ def test_a_60k_file_listing_reaches_the_first_download_quickly(hub, tmp_path):
     gap = files[0]["t"] - listing[0]["t"]
     limit = 20.0 if os.environ.get("HK_SANITIZED") == "1" or "asan" in os.environ.get("HK_BUILD_DIR", "") else 8.0
     assert gap < limit, f"{gap:.1f} s from the listing of {n} files to the first download"
+
+
+# ---- names in a listing: the one file-path rule and one entry per path (audit) --------------------
+def dup_with_other_hash(doc):
+    # x.py named twice: first with __init__.py's blob, then as it is (whichever link is made last wins)
+    init = next(e for e in doc if e["path"].endswith("/__init__.py"))
+    x = next(e for e in doc if e["path"].endswith("/x.py"))
+    return [dict(init, path=x["path"])] + doc
+
+
+def nul_in_name(doc):
+    # "x.py\0.evil" is cut at the NUL by a C JSON parser: a second, different x.py
+    init = next(e for e in doc if e["path"].endswith("/__init__.py"))
+    return doc + [dict(init, path=f"build/{V}/x.py\u0000.evil")]
+
+
+def long_component(doc):
+    init = next(e for e in doc if e["path"].endswith("/__init__.py"))
+    return doc + [dict(init, path=f"build/{V}/" + "a" * 256)]
+
+
+def overlong_utf8(doc):
+    # "\xc0\xae\xc0\xae" is an overlong "..": no valid UTF-8 name, sent as raw bytes in the JSON string
+    init = next(e for e in doc if e["path"].endswith("/__init__.py"))
+    return json.dumps(doc + [dict(init, path=f"build/{V}/@@OVERLONG@@/x.py")]).encode().replace(
+        b"@@OVERLONG@@", b"\xc0\xae\xc0\xae")
+
+
+@pytest.mark.parametrize("lie,code,says", [(dup_with_other_hash, "HK_ERR_PROTOCOL", "names build/%s/x.py twice" % V),
+                                           (nul_in_name, "HK_ERR_PROTOCOL", "a NUL"),
+                                           (long_component, "HK_ERR_UNSAFE_PATH", "refusing file name"),
+                                           (overlong_utf8, "HK_ERR_UNSAFE_PATH", "refusing file name")])
+def test_a_listing_that_names_a_path_twice_or_breaks_the_path_rule_is_refused(hub, tmp_path, lie, code, says):
+    cache = str(tmp_path / "c")
+    with FaultProxy(hub.url, rules=[Rule("json", LIST_RE, count=None, fn=lie)]) as px:
+        r = pull(px.url, cache)
+    assert r.returncode == 1 and code in r.stderr and says in r.stderr, r.stderr
+    assert snapshot_variant(cache) is None
+    assert_honest_pull_works(hub, cache)

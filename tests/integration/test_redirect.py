@@ -181,3 +181,40 @@ def test_lock_download_load_through_a_redirect(hub, tmp_path):
     j = json.loads(r.stdout)
     assert j["repo_id"] == "hubkern/newnorm" and j["commit"] == hub.commits["newnorm"]
     assert "note: hubkern/oldnorm redirects to hubkern/newnorm (kernel-status.toml)" in r.stderr
+
+
+# ---- kernel-status.toml read as TOML, as kernels reads it (audit) --------------------------------
+# Each body is served for org/src's kernel-status.toml by the fault proxy; hubkern must find what
+# Python's tomllib (the real kernels.status.KernelStatus) finds, or refuse what it refuses.
+HIDDEN_IN_STRING = 'kind = "redirect"\nnote = """\ndestination = "org/loopa"\n"""\ndestination = "org/dest"\nrevision = "v1"\n'
+IN_A_TABLE = 'kind = "redirect"\n[elsewhere]\ndestination = "org/dest"\nrevision = "v1"\n'
+TWICE = 'kind = "redirect"\ndestination = "org/dest"\ndestination = "org/loopa"\nrevision = "v1"\n'
+ESCAPED = 'kind = "redirect"\ndestination = "org\\u002Fdest"\nrevision = "v1"\n'
+COMMENTED = "kind = 'redirect' # a literal string and a comment\ndestination = 'org/dest'\nrevision = 'v1'\n"
+
+
+def python_reads(body):
+    from kernels.status import KernelStatus
+    try:
+        s = KernelStatus.from_toml(body)
+        return s.destination, s.revision
+    except ValueError:  # tomllib.TOMLDecodeError is one
+        return None
+
+
+@pytest.mark.parametrize("body", [HIDDEN_IN_STRING, IN_A_TABLE, TWICE, ESCAPED, COMMENTED],
+                         ids=["hidden-in-string", "in-a-table", "twice", "escaped", "commented"])
+def test_kernel_status_is_read_as_toml_like_kernels_does(hub, tmp_path, body):
+    from faultproxy import FaultProxy, Rule
+    want = python_reads(body)
+    cache = str(tmp_path / "c")
+    status = Rule("answer", r"/kernels/org/src/resolve/[0-9a-f]+/kernel-status\.toml", count=None,
+                  body=body.encode(), headers={"Content-Type": "text/plain"})
+    with FaultProxy(hub.url, rules=[status]) as px:
+        r = run(["info", "org/src", "--version", "1", "--json", "--endpoint", px.url, "--cache", cache], check=False)
+    if want is None:
+        assert r.returncode == 1 and "[HK_ERR_PARSE]" in r.stderr and "kernel-status.toml" in r.stderr, r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout)
+        assert (info["redirects_to"], info["redirect_revision"]) == want

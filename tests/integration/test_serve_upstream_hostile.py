@@ -44,6 +44,9 @@ def origin(tmp_path_factory):
         src = base / ("src-" + name)
         make_variant(str(src), V, {"__init__.py": b"x = 1\n", "_k.so": data_of(name)})
         commits[name] = publish(str(src), f"org/{name}", "v1", str(store), ["--lfs-threshold", "100000"]).strip()
+    src = base / "src-empty"  # a variant with an empty file (U6: a body promised to be 0 bytes)
+    make_variant(str(src), V, {"__init__.py": b"x = 1\n", "empty.txt": b""})
+    commits["empty"] = publish(str(src), "org/empty", "v1", str(store)).strip()
     with Server(store, "--trust", "org", "--access-log") as srv:
         srv.commits = commits
         yield srv
@@ -235,3 +238,51 @@ def test_u5_upstream_backoff_capped_and_store_still_served(origin, tmp_path):
             assert st == 200 and c in body.decode(), (st, body)
             st, h, _, _ = get(f"{edge.url}/api/kernels/org/elsewhere/refs")
             assert st == 429 and int(h["Retry-After"]) <= 2, (st, h)
+
+
+# ---- U6: names and sizes of an upstream revision answer (audit) ---------------------------------
+def sibling_lie(kind):
+    def fn(doc):
+        sibs = doc["siblings"]
+        so = next(s for s in sibs if s["rfilename"] == SO)
+        init = next(s for s in sibs if s["rfilename"].endswith("/__init__.py"))
+        if kind == "twice":  # the same path again, with another file's blob
+            sibs.append(dict(init, rfilename=SO))
+        elif kind == "fraction":
+            so["size"] = so["size"] + 0.5
+        elif kind == "long":
+            sibs.append(dict(init, rfilename=f"build/{V}/" + "a" * 256))
+        elif kind == "overlong":
+            sibs.append(dict(init, rfilename=f"build/{V}/@@OVERLONG@@"))
+            return json.dumps(doc).encode().replace(b"@@OVERLONG@@", b"\xc0\xae\xc0\xae")
+        return doc
+    return fn
+
+
+@pytest.mark.parametrize("kind", ["twice", "fraction", "long", "overlong"])
+def test_u6_revision_answer_with_bad_names_or_sizes_is_refused_and_not_remembered(origin, tmp_path, kind):
+    rule = Rule("json", "/api/kernels/org/honest/revision/", count=1, fn=sibling_lie(kind))
+    with FaultProxy(origin.url, rules=[rule]) as px, Server(tmp_path, "--upstream", px.url) as edge:
+        st, _, body, _ = get(f"{edge.url}/api/kernels/org/honest/revision/v1?blobs=true")
+        assert st == 502 and rule.hits == 1 and b"upstream" in body.lower(), (st, body)
+        st, _, body, _ = get(f"{edge.url}/api/kernels/org/honest/revision/v1?blobs=true")  # honest again
+        assert st == 200, (st, body)
+        names = [s["rfilename"] for s in json.loads(body)["siblings"]]
+        assert len(names) == len(set(names)) and SO in names, names
+        sib = next(s for s in json.loads(body)["siblings"] if s["rfilename"] == SO)
+        assert sib["size"] == len(data_of("honest")), sib
+
+
+def test_u6_an_empty_file_is_bounded_at_zero_bytes(origin, tmp_path):
+    # the body limit of a transfer was its promised size, with 0 meaning "none": an upstream could
+    # stream without end into the store's temp file for any empty file of a listing
+    flood = Rule("answer", r"^/kernels/org/empty/resolve/.*/empty\.txt$", count=None, status=200,
+                 body=b"x" * (32 << 20), headers={"Content-Type": "application/octet-stream"})
+    with FaultProxy(origin.url, rules=[flood]) as px, Server(tmp_path, "--upstream", px.url) as edge:
+        st, _, body, _ = get(f"{edge.url}/kernels/org/empty/resolve/v1/build/{V}/empty.txt")
+        assert st == 502 and flood.hits >= 1, (st, body[:200])
+        took = metric(edge, "hubkern_upstream_bytes_total")
+        assert took is not None and took < (1 << 20), took  # stopped at the first byte past 0
+        flood.count = 0  # honest again: the empty file is served
+        st, _, body, _ = get(f"{edge.url}/kernels/org/empty/resolve/v1/build/{V}/empty.txt")
+        assert st == 200 and body == b"", (st, body[:200])

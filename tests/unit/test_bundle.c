@@ -150,6 +150,10 @@ static char *make_tar(const char *name, const entry *es, size_t n) {
             archive_entry_set_filetype(e, AE_IFLNK);
             archive_entry_set_symlink(e, es[i].data);
             archive_write_header(a, e);
+        } else if (es[i].type == 'c') { /* a device node (data unused) */
+            archive_entry_set_filetype(e, AE_IFCHR);
+            archive_entry_set_rdev(e, 0x0103); /* 1:3, /dev/null */
+            archive_write_header(a, e);
         } else if (es[i].type == 'h') {
             archive_entry_set_filetype(e, AE_IFREG);
             archive_entry_set_hardlink(e, es[i].data);
@@ -191,24 +195,27 @@ static void expect_refused(const char *name, const entry *es, size_t n, int want
     free(tar);
 }
 
+/* The bundle imports, and the file at rel (inside the cache) then holds want. */
+static void expect_imported(const char *name, const entry *es, size_t n, const char *rel, const char *want) {
+    char *tar = make_tar(name, es, n);
+    char *root = hk__asprintf("%s.cache", tar);
+    counts st;
+    CHECK_RC(bundle_extract(&st, tar, root), HK_OK);
+    char *f = hk__asprintf("%s/%s", root, rel);
+    char *d = read_all(f);
+    CHECK_STR(d, want);
+    free(d);
+    free(f);
+    free(root);
+    free(tar);
+}
+
 static void test_hostile(void) {
     const entry ok_ref = {REPO "/refs/v1", 'f', "1111111111111111111111111111111111111111"};
     const entry good_blob = {REPO "/blobs/" HELLO_SHA1, 'f', "hello"};
     /* sanity: the good pieces import */
-    {
-        const entry es[] = {good_blob, {SNAP "/a.txt", 'l', "../../blobs/" HELLO_SHA1}, ok_ref};
-        char *tar = make_tar("good.tar", es, 3);
-        char *root = hk__path_join(hk_test_tmpdir(), "good");
-        counts st;
-        CHECK_RC(bundle_extract(&st, tar, root), HK_OK);
-        char *f = hk__asprintf("%s/" SNAP "/a.txt", root);
-        char *d = read_all(f);
-        CHECK_STR(d, "hello");
-        free(d);
-        free(f);
-        free(root);
-        free(tar);
-    }
+    const entry good[] = {good_blob, {SNAP "/a.txt", 'l', "../../blobs/" HELLO_SHA1}, ok_ref};
+    expect_imported("good.tar", good, 3, SNAP "/a.txt", "hello");
     const entry traversal[] = {{"../escaped", 'f', "x"}, ok_ref};
     expect_refused("t1.tar", traversal, 2, HK_ERR_UNSAFE_PATH);
     const entry nested_traversal[] = {good_blob, {REPO "/blobs/../../escaped", 'f', "x"}, ok_ref};
@@ -233,6 +240,30 @@ static void test_hostile(void) {
     expect_refused("t11.tar", other_folder, 1, HK_ERR_UNSAFE_PATH);
     const entry bad_ref[] = {good_blob, {REPO "/refs/v1", 'f', "not a commit"}};
     expect_refused("t12.tar", bad_ref, 2, HK_ERR_PARSE);
+
+    /* audit: names and entries no existing case used */
+    /* a hard link where a blob goes, named by the empty blob's hash: no bytes to hash, a link to follow */
+    const entry hard_blob[] = {{REPO "/blobs/e69de29bb2d1d6434b8b29ae775ad8c2e48c5391", 'h', "/etc/passwd"}, ok_ref};
+    expect_refused("a1.tar", hard_blob, 2, HK_ERR_UNSAFE_PATH);
+    const entry device[] = {{REPO "/blobs/" HELLO_SHA1, 'c', ""}, ok_ref};
+    expect_refused("a2.tar", device, 2, HK_ERR_UNSAFE_PATH);
+    /* a ref holds one commit id and nothing else (git writes a newline, allowed) */
+    const entry ref_garbage[] = {{REPO "/refs/v1", 'f', "1111111111111111111111111111111111111111 trailing garbage"}};
+    expect_refused("a3.tar", ref_garbage, 1, HK_ERR_PARSE);
+    const entry ref_upper[] = {{REPO "/refs/v1", 'f', "ABCDEF1111111111111111111111111111111111"}};
+    expect_refused("a4.tar", ref_upper, 1, HK_ERR_PARSE);
+    /* ref names follow the one revision rule, as every revision does */
+    const entry ref_lock[] = {ok_ref, {REPO "/refs/main.lock", 'f', "1111111111111111111111111111111111111111"}};
+    expect_refused("a5.tar", ref_lock, 2, HK_ERR_UNSAFE_PATH);
+    const entry ref_pct[] = {ok_ref, {REPO "/refs/a%2Fb", 'f', "1111111111111111111111111111111111111111"}};
+    expect_refused("a6.tar", ref_pct, 2, HK_ERR_UNSAFE_PATH);
+    /* a repo folder is one that a repo id names: "kernels--org--a--b" is no id, nor "kernels--.." */
+    const entry folder_dashes[] = {{"kernels--org--a--b/refs/v1", 'f', "1111111111111111111111111111111111111111"}};
+    expect_refused("a7.tar", folder_dashes, 1, HK_ERR_UNSAFE_PATH);
+    const entry folder_dots[] = {{"kernels--../refs/v1", 'f', "1111111111111111111111111111111111111111"}};
+    expect_refused("a8.tar", folder_dots, 1, HK_ERR_UNSAFE_PATH);
+    const entry nl[] = {{REPO "/refs/v1", 'f', "1111111111111111111111111111111111111111\n"}};
+    expect_imported("a9.tar", nl, 1, REPO "/refs/v1", "1111111111111111111111111111111111111111");
 
     char *junk = hk__path_join(hk_test_tmpdir(), "junk.tar");
     hk_test_write(junk, "this is not a tar archive at all, just text that goes on for a while........");

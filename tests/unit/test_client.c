@@ -289,6 +289,26 @@ static void test_offline(void) {
     s.revision = "main";
     CHECK_RC(hk_hub_pull(&r, h, &s), HK_ERR_OFFLINE);
     CHECK(strstr(hk_last_error(), "refs/main") != NULL);
+    /* audit: hk_hub_resolve takes revisions under the one revision rule, as a pull spec does */
+    const char *no_revisions[] = {"main.lock", "a%2Fb", "x:y", "main@{1}", "a/.b", "-x", "a b"};
+    for (size_t i = 0; i < sizeof no_revisions / sizeof *no_revisions; i++) {
+        char *got = NULL;
+        CHECK_RC(hk_hub_resolve(&got, h, "org/kern", -1, no_revisions[i]), HK_ERR_INVALID_ARG);
+        CHECK(got == NULL);
+    }
+    /* a ref with bytes after its commit is damaged, not read as that commit */
+    {
+        char *bad = hk__asprintf("%s/refs/damaged", repo);
+        hk_test_write(bad, "1111111111111111111111111111111111111111 trailing garbage");
+        char *got = NULL;
+        CHECK_RC(hk_hub_resolve(&got, h, "org/kern", -1, "damaged"), HK_ERR_PARSE);
+        CHECK(got == NULL && strstr(hk_last_error(), "refs/damaged") != NULL);
+        hk_test_write(bad, "1111111111111111111111111111111111111111\n"); /* git's newline is fine */
+        CHECK_RC(hk_hub_resolve(&got, h, "org/kern", -1, "damaged"), HK_OK);
+        CHECK_STR(got, commit);
+        hk_free(got);
+        free(bad);
+    }
     /* the wrong variant name */
     s.revision = commit;
     s.variant = "tvm-ffi01-cu130-x86_64-linux";

@@ -91,7 +91,36 @@ static void test_refs(void) {
     free(repo);
 }
 
+/* audit: text from outside formatted into an error or a log line reaches a terminal or a JSON
+ * error printable: an ESC sequence, a NUL-free control byte and invalid or overlong UTF-8 become
+ * \xNN; valid UTF-8, '\n' and '\t' stay. */
+static char g_logged[2048];
+static void keep_log(void *ud, hk_log_level level, const char *msg) {
+    (void)ud;
+    (void)level;
+    snprintf(g_logged, sizeof g_logged, "%s", msg);
+}
+
+static void test_messages_printable(void) {
+    const char *hostile = "org/\x1b]0;pwned\x07\xc0\xae\xe2\x82 caf\xc3\xa9\tok\nline\x7f";
+    const char *shown = "org/\\x1b]0;pwned\\x07\\xc0\\xae\\xe2\\x82 caf\xc3\xa9\tok\nline\\x7f";
+    CHECK_RC(hk__fail(HK_ERR_PARSE, "redirects to '%s'", hostile), HK_ERR_PARSE);
+    char *want = hk__asprintf("redirects to '%s'", shown);
+    CHECK_STR(hk_last_error(), want);
+    free(want);
+    hk__fail_context("kernel-status.toml of %s", "org/\x1bx");
+    want = hk__asprintf("kernel-status.toml of org/\\x1bx: redirects to '%s'", shown);
+    CHECK_STR(hk_last_error(), want);
+    free(want);
+    hk_clear_error();
+    hk_set_log_callback(keep_log, NULL, HK_LOG_WARN);
+    hk__log(HK_LOG_WARN, "Hub: %s", "\x1b[2Jcleared");
+    CHECK_STR(g_logged, "Hub: \\x1b[2Jcleared");
+    hk_set_log_callback(NULL, NULL, HK_LOG_WARN);
+}
+
 int main(void) {
+    test_messages_printable();
     test_hashes();
     test_paths();
     test_repo_ids();

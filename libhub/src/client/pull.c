@@ -206,13 +206,8 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
     size_t plen = strlen(prefix);
     for (size_t i = 0; rc == HK_OK && i < t->n; i++) {
         tree_entry *e = &t->e[i];
+        /* names: checked where the listing entered (tree.c check_entry_path) */
         if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') continue; /* another variant's */
-        if (!hk__path_is_safe_relative(e->path)) {
-            rc = hk__fail(HK_ERR_UNSAFE_PATH,
-                         "refusing file name '%s' from the server's listing of %s: it would leave the variant directory",
-                         e->path, prefix);
-            break;
-        }
         if (e->dir || hk__client_excluded(e->path)) continue;
         const char *etag = e->lfs_oid ? e->lfs_oid : e->oid;
         size_t el = etag ? strlen(etag) : 0;

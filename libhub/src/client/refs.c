@@ -1,6 +1,7 @@
 /* Versions and revisions: the refs API (branches vN and tags), the revision endpoint, and the same
  * answers offline from refs/ of the cache (hub-protocol.md §13, kernel-hub-format.md §2). */
 #include "cache/cache_internal.h"
+#include "util/text.h"
 #include "util/vec.h"
 #include "client/client.h"
 #include "client/memo.h"
@@ -266,7 +267,7 @@ static int resolve_offline(char out_commit[65], hk_hub *hub, const char *repo_id
     if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
     rc = hk__cache_read_ref(out_commit, dir, rev);
     free(dir);
-    if (rc == HK_OK) return HK_OK;
+    if (rc == HK_OK || rc == HK_ERR_PARSE) return rc; /* a damaged ref says so, not "not cached" */
     if (version >= 0) {
         version_entry *v = NULL;
         size_t n = 0;
@@ -322,8 +323,8 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
     if (rc) return rc;
     if ((version >= 0) == (revision != NULL))
         return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", repo_id);
-    if (revision && (!*revision || !hk__path_is_safe_relative(revision)))
-        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
+    if (revision && !hk__revision_valid(revision)) /* the one revision rule, as get.c and redirect.c check it */
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid revision (a branch, tag or commit name)", revision);
     if (revision && hk__is_commit_id(revision) && hub->offline) {
         snprintf(out_commit, 65, "%s", revision);
         return HK_OK;

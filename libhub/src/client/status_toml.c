@@ -1,32 +1,24 @@
-/* kernel-status.toml (kernel-hub-format.md §13): the three string keys of a redirect, read with a
- * minimal TOML subset; whether it exists at a commit read from that commit's listing, and its
+/* kernel-status.toml (kernel-hub-format.md §13): the three string keys of a redirect, read as TOML
+ * 1.0 (util/toml.c); whether it exists at a commit read from that commit's listing, and its
  * absence remembered under .no_exist/ as huggingface_hub does. */
 #include "cache/cache_internal.h"
 #include "client/client.h"
+#include "util/toml.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- kernel-status.toml --------------------------------------------------------------------- */
-/* Minimal TOML reading for the three string keys of a redirect. */
-static char *toml_string(const char *text, const char *key) {
-    size_t kl = strlen(key);
-    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        const char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
-        if (strncmp(p, key, kl) != 0) continue;
-        p += kl;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p != '=') continue;
-        p++;
-        while (*p == ' ' || *p == '\t') p++;
-        char q = *p;
-        if (q != '"' && q != '\'') continue;
-        const char *e = strchr(p + 1, q);
-        if (!e) return NULL;
-        return hk__strndup(p + 1, (size_t)(e - p - 1));
-    }
-    return NULL;
+/* The file is read by the project's TOML 1.0 reader, as kernels reads it with tomllib: a key inside
+ * a multi-line string or a [table], a key given twice, an escaped character, all mean what TOML
+ * says (a line-by-line reader once found a "destination" that Python does not). */
+static int status_key(char **out, const hk_toml *root, const char *key, const char *repo_id) {
+    *out = NULL;
+    const hk_toml *v = hk__toml_get(root, key);
+    if (!v) return HK_OK;
+    if (v->kind != HK_TOML_STRING)
+        return hk__fail(HK_ERR_PARSE, "kernel-status.toml of %s: '%s' is not a string", repo_id, key);
+    return (*out = hk__strndup(v->str, v->str_len)) ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 /* No kernel-status.toml at commit: recorded as .no_exist/<commit>/kernel-status.toml, as
@@ -101,14 +93,20 @@ int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const 
         hk__http_resp_free(&r);
         return rc;
     }
-    const char *text = r.body.data ? r.body.data : "";
-    char *kind = toml_string(text, "kind");
-    if (!kind || strcmp(kind, "redirect") != 0) {
-        rc = hk__fail(HK_ERR_PARSE, "kernel-status.toml of %s: unknown kind '%s'", repo_id, kind ? kind : "(none)");
+    char *what = hk__asprintf("kernel-status.toml of %s", repo_id);
+    hk_toml *doc = NULL;
+    char *kind = NULL;
+    rc = what ? hk__toml_parse(&doc, r.body.data ? r.body.data : "", r.body.len, what) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    free(what);
+    if (rc == HK_OK) rc = status_key(&kind, doc, "kind", repo_id);
+    if (rc == HK_OK) rc = status_key(out_dest, doc, "destination", repo_id);
+    if (rc == HK_OK) rc = status_key(out_rev, doc, "revision", repo_id);
+    hk__toml_free(doc);
+    if (rc) {
+    } else if (!kind || strcmp(kind, "redirect") != 0) {
+        rc = hk__fail(HK_ERR_PARSE, "kernel-status.toml of %s: unknown kind '%.80s'", repo_id, kind ? kind : "(none)");
     } else {
-        *out_dest = toml_string(text, "destination");
-        *out_rev = toml_string(text, "revision");
-        if (!*out_dest) rc = hk__fail(HK_ERR_PARSE, "kernel-status.toml of %s has no destination", repo_id);
+        if (!*out_dest || !**out_dest) rc = hk__fail(HK_ERR_PARSE, "kernel-status.toml of %s has no destination", repo_id);
         else if (!*out_rev && !(*out_rev = hk__strdup("main"))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         /* the file is unsigned and any mirror can serve it: its names are checked here, where they
          * enter, before anything is asked or a path is built from them */

@@ -65,12 +65,17 @@ void hk__memo_put_tree(hk_share *m, const char *key, const tree *t) {
 /* A size from a listing: a JSON number that is a non-negative integer a double holds exactly
  * (<= 2^53). Anything else (1e30, -1, 1.5) is a protocol error, not a cast with undefined result. */
 static int entry_size(uint64_t *out, const cJSON *n, const char *what, const char *path, const char *key) {
-    double d = n->valuedouble;
-    if (!(d >= 0 && d <= 9007199254740992.0) || (double)(uint64_t)d != d)
+    if (!hk__byte_count(out, n->valuedouble))
         return hk__fail(HK_ERR_PROTOCOL, "%s: the listing gives %s a %s of %.17g, which is not a byte count", what, path,
-                       key, d);
-    *out = (uint64_t)d;
+                       key, n->valuedouble);
     return HK_OK;
+}
+
+/* "\u0000" anywhere in a JSON text (a literal "\\u0000" counts too: no listed name holds a '\\'). */
+static bool has_nul_escape(const char *b, size_t n) {
+    for (size_t i = 0; i + 6 <= n; i++)
+        if (b[i] == '\\' && memcmp(b + i + 1, "u0000", 5) == 0) return true;
+    return false;
 }
 
 /* The pages of one listing already requested (a Link back to one of them is a loop). */
@@ -98,9 +103,23 @@ static int visited_add(visited *v, char *url) {
     return rc;
 }
 
+/* A listed path where a listing enters (issue: the audit of names from outside): the one file-path
+ * rule (hk__repo_path_valid: no "..", '\\', control bytes, components over 255 bytes, invalid or
+ * overlong UTF-8) and one entry per path over all pages: a second entry for a path (another hash,
+ * or a name a NUL cut short in a C string) would leave which blob is linked to the order of
+ * links. Every listing is made here, so callers never check its names again. */
+static int check_entry_path(hk_strmap *paths, const char *p, const char *what) {
+    if (!hk__repo_path_valid(p)) /* the message shows raw bytes as \xNN (util/error.c) */
+        return hk__fail(HK_ERR_UNSAFE_PATH, "%s: refusing file name '%s' from the server's listing: it is no repo "
+                        "path (a '..', '\\' or control byte, a component over 255 bytes, or invalid UTF-8)", what, p);
+    if (hk__strmap_get(paths, p, NULL))
+        return hk__fail(HK_ERR_PROTOCOL, "%s: the listing names %s twice (a lying or broken server)", what, p);
+    return hk__strmap_put(paths, p, 0);
+}
+
 /* The entries of one page of a listing (a JSON list) appended to out, within the hub's bound on
- * entries; sizes range-checked (entry_size). */
-static int add_page_entries(tree *out, const cJSON *j, const hk_hub *hub, const char *what) {
+ * entries; paths checked (check_entry_path) and sizes range-checked (entry_size). */
+static int add_page_entries(tree *out, hk_strmap *paths, const cJSON *j, const hk_hub *hub, const char *what) {
     int rc = HK_OK;
     cJSON *it;
     cJSON_ArrayForEach(it, j) {
@@ -125,6 +144,7 @@ static int add_page_entries(tree *out, const cJSON *j, const hk_hub *hub, const 
             rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
+        if ((rc = check_entry_path(paths, e->path, what))) break;
         e->dir = strcmp(type, "directory") == 0;
         cJSON *sz = cJSON_GetObjectItemCaseSensitive(it, "size");
         if (cJSON_IsNumber(sz) && (rc = entry_size(&e->size, sz, what, p, "size"))) break;
@@ -164,6 +184,8 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
     visited seen;
     memset(&seen, 0, sizeof seen);
     hk__strmap_init(&seen.index);
+    hk_strmap paths; /* keys: the entries' own paths */
+    hk__strmap_init(&paths);
     uint64_t total_bytes = 0;
     for (int page = 0; rc == HK_OK && url; page++) {
         if (page > 10000) {
@@ -196,7 +218,9 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
             hk__http_resp_free(&r);
             break;
         }
-        cJSON *j = cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len);
+        /* cJSON cuts a string at an escaped NUL: "x.py\u0000y" would be listed as "x.py" */
+        bool nul = r.body.data && has_nul_escape(r.body.data, r.body.len);
+        cJSON *j = nul ? NULL : cJSON_ParseWithLength(r.body.data ? r.body.data : "", r.body.len);
         char *next = hk__link_next(r.h.link);
         char *base = r.url ? hk__strdup(r.url) : hk__strdup(url);
         hk__http_resp_free(&r);
@@ -209,13 +233,14 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
             break;
         }
         if (!cJSON_IsArray(j)) {
-            rc = hk__fail(HK_ERR_PROTOCOL, "%s: the answer is not a JSON list", what);
+            rc = nul ? hk__fail(HK_ERR_PROTOCOL, "%s: the answer has a NUL (\\u0000) in a string, which no name holds", what)
+                     : hk__fail(HK_ERR_PROTOCOL, "%s: the answer is not a JSON list", what);
             cJSON_Delete(j);
             free(next);
             free(base);
             break;
         }
-        rc = add_page_entries(out, j, hub, what);
+        rc = add_page_entries(out, &paths, j, hub, what);
         cJSON_Delete(j);
         if (rc == HK_OK && next) {
             /* raw bytes >= 0x80, spaces, quotes ... in the header never reach the request line */
@@ -238,6 +263,7 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
     free(url);
     free(what);
     visited_free(&seen);
+    hk__strmap_free(&paths);
     if (rc) hk__client_tree_free(out);
     return rc;
 }
@@ -251,16 +277,7 @@ int hk__client_commit_tree(tree *out, hk_hub *hub, const char *repo_id, const ch
         free(key);
         return HK_OK;
     }
-    int rc = hk__client_list_tree(out, hub, repo_id, commit, "", true);
-    /* everything under build/ becomes paths in the cache: one unsafe name refuses the listing */
-    for (size_t i = 0; rc == HK_OK && i < out->n; i++) {
-        const char *p = out->e[i].path;
-        if (hk__str_starts_with(p, "build/") && !hk__path_is_safe_relative(p)) {
-            rc = hk__fail(HK_ERR_UNSAFE_PATH, "refusing file name '%s' from the server's listing of %s at %s: it would "
-                         "leave the variant directory", p, repo_id, commit);
-            hk__client_tree_free(out);
-        }
-    }
+    int rc = hk__client_list_tree(out, hub, repo_id, commit, "", true); /* its names checked there */
     if (rc == HK_OK && key) hk__memo_put_tree(hub->share, key, out);
     free(key);
     return rc;
