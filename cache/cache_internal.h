@@ -42,6 +42,9 @@ char *hk__cache_no_exist_path(const char *repo_dir, const char *commit, const ch
 /* .hk-staging/<name> (name: one path component): hubkern's staging folders, beside snapshots/. */
 char *hk__cache_staging_path(const char *repo_dir, const char *name);
 
+/* The one rule for the id of a kernel repo: a valid repo id (hk_repo_id_valid) with an org part
+ * ("org/name"), as the Hub's kernel repos and kernels' get_kernel have them. */
+bool hk__kernel_repo_id_valid(const char *repo_id);
 /* A repo folder's name (its first n bytes): "<models|datasets|spaces|kernels>--" and a repo id
  * (hk_repo_id_valid) with '/' written "--", as hk_cache_repo_dir makes them; nothing else. */
 bool hk__cache_repo_folder_valid(const char *folder, size_t n);

@@ -60,6 +60,8 @@ int hk_repo_id_valid(const char *repo_id) {
     return name_part_valid(repo_id, (size_t)(slash - repo_id)) && name_part_valid(slash + 1, strlen(slash + 1));
 }
 
+bool hk__kernel_repo_id_valid(const char *repo_id) { return hk_repo_id_valid(repo_id) && strchr(repo_id, '/'); }
+
 bool hk__cache_repo_folder_valid(const char *folder, size_t n) {
     for (size_t t = 0; t < HK_ARRAY_LEN(k_plural); t++) {
         size_t pl = strlen(k_plural[t]);

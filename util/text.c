@@ -50,7 +50,9 @@ bool hk__byte_count(uint64_t *out, double d) {
 }
 
 bool hk__variant_name_valid(const char *name) {
-    return name && hk__path_is_safe_relative(name) && !strchr(name, '/');
+    /* the path rule's component (at most 255 bytes, valid UTF-8), and not hidden: the cache's
+     * path makers and the digest walk would refuse or skip it later */
+    return name && name[0] != '.' && !strchr(name, '/') && hk__repo_path_valid(name);
 }
 
 bool hk__repo_path_valid(const char *path) {

@@ -34,8 +34,8 @@ bool hk__repo_path_valid(const char *path);
  * that a double holds exactly (<= 2^53). 1e30, -1, 1.5, NaN are none (false), never a cast with an
  * undefined or truncated result. */
 bool hk__byte_count(uint64_t *out, double d);
-/* A build variant's name as a caller or a listing gives it: one safe path component (the
- * directory under build/). */
+/* A build variant's name as a caller or a listing gives it: one component of the repo path rule
+ * (the directory under build/), not starting with '.'. */
 bool hk__variant_name_valid(const char *name);
 
 /* Append s percent-encoded: RFC 3986 unreserved characters kept (and '/' when keep_slash), every

@@ -132,7 +132,33 @@ static void test_api_edge(void) {
         o.hub_options.endpoint = "http://127.0.0.1:9";
         hk_kernel *k = NULL;
         CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_INVALID_ARG);
+        /* the lock writer's edge too ("org" alone reached an org split that needs the '/') */
+        hk_lockfile *lf = NULL;
+        CHECK_RC(hk_lockfile_new(&lf), HK_OK);
+        if (lf) CHECK_RC(hk_lockfile_add_tree(lf, &o), HK_ERR_INVALID_ARG);
+        hk_lockfile_free(lf);
     }
+}
+
+/* A variant name a caller gives: one component of the path rule, not hidden, refused before any
+ * work by hk_get_kernel and by a pull. */
+static void test_variant_edge(void) {
+    char longname[300];
+    memset(longname, 'v', 256);
+    longname[256] = '\0';
+    const char *bad[] = {"", ".", "..", ".hidden", "a/b", "/abs", longname, "\xc0\xae", "\xff", "a\\b"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(!hk__variant_name_valid(bad[i]));
+        hk_get_kernel_options o = HK_GET_KERNEL_OPTIONS_INIT;
+        o.repo_id = "org/name";
+        o.kernel_version = 1;
+        o.variant = bad[i];
+        o.no_local_kernels = 1;
+        o.hub_options.endpoint = "http://127.0.0.1:9";
+        hk_kernel *k = NULL;
+        if (bad[i][0]) CHECK_RC(hk_get_kernel(&k, &o), HK_ERR_INVALID_ARG);
+    }
+    CHECK(hk__variant_name_valid("torch-universal") && hk__variant_name_valid("tvm-ffi01-cu128-x86_64-linux"));
 }
 
 /* metadata.json kernel-depends and kernels.lock: where a dependency's names enter. */
@@ -150,6 +176,17 @@ static void test_document_edges(void) {
         }
         CHECK(rc == HK_ERR_PARSE && strstr(hk_last_error(), "repo id"));
         free(md);
+    }
+    for (size_t i = 0; i < sizeof bad_repos / sizeof *bad_repos; i++) {
+        if (!json_plain(bad_repos[i])) continue;
+        char *lock = hk__asprintf("[{\"dependency\":{\"repo-id\":\"%s\",\"version\":1},"
+                                  "\"lock\":{\"commit\":\"" C40 "\"}}]", bad_repos[i]);
+        hk_lockfile *lf = NULL;
+        int rc = hk_lockfile_parse(&lf, lock, strlen(lock));
+        if (rc == HK_OK) fprintf(stderr, "kernels.lock took repo '%s'\n", bad_repos[i]);
+        CHECK(rc == HK_ERR_PARSE && lf == NULL);
+        hk_lockfile_free(lf);
+        free(lock);
     }
     for (size_t i = 0; i < N_BAD_REVS; i++) {
         if (!bad_revs[i][0] || !json_plain(bad_revs[i])) continue; /* written raw into JSON below */
@@ -173,6 +210,7 @@ static void test_document_edges(void) {
 }
 
 int main(void) {
+    test_variant_edge();
     test_revision_rule();
     test_cache_paths();
     test_api_edge();

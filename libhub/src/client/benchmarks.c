@@ -28,7 +28,7 @@ HK_API int hk_hub_list_benchmarks(char **out_json, char **out_next_cursor, hk_hu
     if (out_json) *out_json = NULL;
     if (out_next_cursor) *out_next_cursor = NULL;
     if (!out_json || !hub || !repo_id) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_list_benchmarks: NULL argument");
-    if (!hk_repo_id_valid(repo_id) || !strchr(repo_id, '/'))
+    if (!hk__kernel_repo_id_valid(repo_id))
         return hk__fail(HK_ERR_INVALID_ARG, "invalid repo id '%s' (expected org/name)", repo_id);
     if (hk_hub_is_offline(hub))
         return hk__fail(HK_ERR_OFFLINE, "benchmarks of %s: the client is offline", repo_id);

@@ -225,7 +225,7 @@ void hk_hub_strv_free(char **v) {
 
 
 int hk__client_check_repo_id(const char *repo_id) {
-    if (!repo_id || !hk_repo_id_valid(repo_id) || !strchr(repo_id, '/'))
+    if (!hk__kernel_repo_id_valid(repo_id))
         return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a kernel repo id (expected org/name)", repo_id ? repo_id : "(null)");
     return HK_OK;
 }

@@ -110,7 +110,7 @@ int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const 
         else if (!*out_rev && !(*out_rev = hk__strdup("main"))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         /* the file is unsigned and any mirror can serve it: its names are checked here, where they
          * enter, before anything is asked or a path is built from them */
-        else if (!hk_repo_id_valid(*out_dest) || !strchr(*out_dest, '/'))
+        else if (!hk__kernel_repo_id_valid(*out_dest))
             rc = hk__fail(HK_ERR_PROTOCOL, "kernel-status.toml of %s redirects to '%.80s', which is not a kernel repo "
                           "id (org/name); fix that file", repo_id, *out_dest);
         else if (!hk__revision_valid(*out_rev))

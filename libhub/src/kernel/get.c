@@ -19,8 +19,8 @@ static int check_opts(hk_get_kernel_options *o, const hk_get_kernel_options *opt
     int rc = hk__get_kernel_options_take(o, opts, fn);
     if (rc) return rc;
     if (!o->repo_id) return hk__fail(HK_ERR_INVALID_ARG, "options with a repo_id are required");
-    if (!hk_repo_id_valid(o->repo_id))
-        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid repo id (org/name)", o->repo_id);
+    if (!hk__kernel_repo_id_valid(o->repo_id))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a kernel repo id (org/name)", o->repo_id);
     bool has_version = o->kernel_version != HK_VERSION_UNSET;
     if (has_version && o->kernel_version < 0)
         return hk__fail(HK_ERR_INVALID_ARG, "version must be a non-negative integer (got %d)",

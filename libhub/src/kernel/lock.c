@@ -2,7 +2,7 @@
  * one. The old format's git_lfs_concat variant hash is in lock_hash.c. */
 #include "kernel/kernel_internal.h"
 
-#include "cache/cache_internal.h" /* hk_repo_id_valid */
+#include "cache/cache_internal.h" /* hk__kernel_repo_id_valid */
 #include "util/text.h"
 #include "util/vec.h"
 
@@ -77,7 +77,7 @@ static int parse_new(hk_lock_entry *e, const cJSON *item, size_t idx) {
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(dep, "version");
     const cJSON *rev = cJSON_GetObjectItemCaseSensitive(dep, "revision");
     const cJSON *commit = cJSON_GetObjectItemCaseSensitive(lk, "commit");
-    if (!cJSON_IsString(repo) || !hk_repo_id_valid(repo->valuestring))
+    if (!cJSON_IsString(repo) || !hk__kernel_repo_id_valid(repo->valuestring))
         return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo-id' is not a valid org/name", idx);
     if ((ver != NULL) == (rev != NULL))
         return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): exactly one of 'version' and "
@@ -103,7 +103,7 @@ static int parse_old(hk_lock_entry *e, const cJSON *item, size_t idx) {
     const cJSON *repo = cJSON_GetObjectItemCaseSensitive(item, "repo_id");
     const cJSON *sha = cJSON_GetObjectItemCaseSensitive(item, "sha");
     const cJSON *variants = cJSON_GetObjectItemCaseSensitive(item, "variants");
-    if (!cJSON_IsString(repo) || !hk_repo_id_valid(repo->valuestring))
+    if (!cJSON_IsString(repo) || !hk__kernel_repo_id_valid(repo->valuestring))
         return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu: 'repo_id' is not a valid org/name", idx);
     if (!cJSON_IsString(sha) || !hk__is_commit_id(sha->valuestring))
         return hk__fail(HK_ERR_PARSE, "kernels.lock entry %zu (%s): 'sha' must be a full commit id", idx,
@@ -307,7 +307,7 @@ HK_API int hk_lockfile_write(const char *path, const hk_lockfile *lock) {
     int rc = HK_OK;
     for (size_t i = 0; i < count; i++) {
         const hk_lock_entry *e = &entries[i];
-        if (!e->repo_id || !hk_repo_id_valid(e->repo_id) || !e->commit || !hk__is_commit_id(e->commit) ||
+        if (!e->repo_id || !hk__kernel_repo_id_valid(e->repo_id) || !e->commit || !hk__is_commit_id(e->commit) ||
             (!e->revision && e->version < 0)) {
             rc = hk__fail(HK_ERR_INVALID_ARG, "lock entry %zu needs a valid repo id, a version or "
                          "revision, and a full commit id", i);

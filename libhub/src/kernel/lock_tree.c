@@ -3,7 +3,7 @@
 #include "kernel/kernel_internal.h"
 #include "hubkern/signature.h"
 
-#include "cache/cache_internal.h" /* hk_repo_id_valid */
+#include "cache/cache_internal.h" /* hk__kernel_repo_id_valid */
 #include "hubkern/hub.h"
 
 #include <stdio.h>
@@ -88,7 +88,7 @@ static int lock_node(lock_walk *w, const char *repo, int version, const char *re
         rc = hk__fail(HK_ERR_DEPENDENCY, "%s: the dependency tree is deeper than %d", path, HK_DEP_MAX_DEPTH);
     if (rc == HK_OK && ++w->nodes > HK_DEP_MAX_NODES)
         rc = hk__fail(HK_ERR_DEPENDENCY, "%s: the dependency tree has more than %d nodes", path, HK_DEP_MAX_NODES);
-    if (rc == HK_OK && !hk_repo_id_valid(repo))
+    if (rc == HK_OK && !hk__kernel_repo_id_valid(repo))
         rc = hk__fail(HK_ERR_INVALID_ARG, "%s: '%s' is not a valid repo id (org/name)", path, repo);
     if (rc == HK_OK && !w->trust) { /* before anything of it is downloaded */
         char org[128];
@@ -122,7 +122,7 @@ HK_API int hk_lockfile_add_tree(hk_lockfile *lock, const hk_get_kernel_options *
     int rc = hk__get_kernel_options_take(&ho, opts, "hk_lockfile_add_tree");
     if (rc) return rc;
     const hk_get_kernel_options *o = &ho;
-    if (!o->repo_id || !hk_repo_id_valid(o->repo_id))
+    if (!o->repo_id || !hk__kernel_repo_id_valid(o->repo_id))
         return hk__fail(HK_ERR_INVALID_ARG, "hk_lockfile_add_tree: a valid repo_id is required");
     if ((o->kernel_version != HK_VERSION_UNSET) == (o->revision != NULL) || (o->kernel_version < 0 && !o->revision))
         return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of version and revision for %s", o->repo_id);

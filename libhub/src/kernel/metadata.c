@@ -1,7 +1,7 @@
 /* metadata.json of a build variant (kernel-hub-format §6). */
 #include "kernel/kernel_internal.h"
 
-#include "cache/cache_internal.h" /* hk_repo_id_valid */
+#include "cache/cache_internal.h" /* hk__kernel_repo_id_valid */
 #include "util/text.h"
 
 #include <cjson/cJSON.h>
@@ -69,7 +69,7 @@ static int parse_kernel_depends(hk_metadata_owned *md, const cJSON *list, const 
         if (!cJSON_IsString(repo) || !repo->valuestring[0])
             return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu has no 'repo-id'", what, i);
         /* names are checked where they enter: nothing below builds a path or URL from an unchecked one */
-        if (!hk_repo_id_valid(repo->valuestring) || !strchr(repo->valuestring, '/'))
+        if (!hk__kernel_repo_id_valid(repo->valuestring))
             return hk__fail(HK_ERR_PARSE, "%s: kernel-depends entry %zu: '%.80s' is not a kernel repo id (org/name)",
                            what, i, repo->valuestring);
         if (ver && rev)
