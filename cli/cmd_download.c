@@ -41,7 +41,7 @@ const cli_spec cli_spec_download = {
     .name = "download",
     .summary = "prefetch the kernels pinned in a kernels.lock",
     .synopsis = "hubkern download --lock kernels.lock [--all-variants] [--backend B] [--max-workers N]\n"
-                "       [--include PATTERN]... [--exclude PATTERN]... [--local-dir DIR] [--dry-run] [...]\n"
+                "          [--include PATTERN]... [--exclude PATTERN]... [--local-dir DIR] [--dry-run] [...]\n"
                 "       hubkern download PROJECT_DIR [--all-variants] [...]   (PROJECT_DIR/kernels.lock, as\n"
                 "                        `kernels download PROJECT_DIR`)",
     .description =
@@ -52,20 +52,25 @@ const cli_spec cli_spec_download = {
         "A locked commit whose kernel-status.toml redirects elsewhere is refused (HK_ERR_LOCKFILE):\n"
         "`hubkern lock` pins the destination, which is what gets downloaded and loaded.\n"
         "HF_HUB_OFFLINE=1 checks that everything is in the cache instead.\n"
-        "--include/--exclude choose among the files of the chosen variant(s) (the variant choice comes\n"
-        "first), matched against repo paths such as build/<variant>/_ops.so as `hf download` matches\n"
-        "them: a file is taken when it matches an --include (if any) and no --exclude. Of a variant\n"
-        "with any file taken, metadata.json and metadata.json.sigstore are always fetched and the\n"
-        "signature checked, and each file taken is checked against the metadata.json digest; a\n"
-        "variant with none is skipped. Such a variant is complete in the cache only when every file\n"
-        "was taken (a locked load needs all of them: download again without patterns). Old-format\n"
-        "lock hashes cover whole variants and are not checked for a pattern download.\n"
-        "--local-dir DIR: after the verified pull into the cache, each file is copied to DIR/<repo path>\n"
-        "through a temp file, hashed and renamed, never left partial; one already there with the\n"
-        "right hash is kept. DIR/.cache/huggingface/download/<path>.metadata is written as hf does,\n"
+        "--include/--exclude choose among the files of the chosen variant(s) (the\n"
+        "variant choice comes first), matched against repo paths such as\n"
+        "build/<variant>/_ops.so as `hf download` matches them: a file is taken\n"
+        "when it matches an --include (if any) and no --exclude. Of a variant\n"
+        "with any file taken, metadata.json and metadata.json.sigstore are always\n"
+        "fetched and the signature checked, and each file taken is checked\n"
+        "against the metadata.json digest; a variant with none is skipped. Such a\n"
+        "variant is complete in the cache only when every file was taken (a\n"
+        "locked load needs all of them: download again without patterns).\n"
+        "Old-format lock hashes cover whole variants and are not checked for a\n"
+        "pattern download.\n"
+        "--local-dir DIR: after the verified pull into the cache, each file is\n"
+        "copied to DIR/<repo path> through a temp file, hashed and renamed, never\n"
+        "left partial; one already there with the right hash is kept.\n"
+        "DIR/.cache/huggingface/download/<path>.metadata is written as hf does,\n"
         "so `hf download --local-dir DIR` reuses the files.\n"
-        "--dry-run: the listing requests only; prints each file that would be downloaded, its size\n"
-        "and whether it is cached intact (hashed) and, with --local-dir, already in DIR; exit 0.\n",
+        "--dry-run: the listing requests only; prints each file that would be\n"
+        "downloaded, its size and whether it is cached intact (hashed) and, with\n"
+        "--local-dir, already in DIR; exit 0.\n",
     .tables = {k_opts, cli_hub_opts_online},
     .table_titles = k_titles,
     .json = 1,

@@ -319,6 +319,11 @@ static int result_at(hk_pull_result *r, char **repo_dir, const hk_hub *hub, cons
     return HK_OK;
 }
 
+/* Does the spec choose files by pattern? (Without, no variant is ever left out.) */
+static bool has_patterns(const hk_pull_spec *spec) {
+    return (spec->include && spec->include[0]) || (spec->exclude && spec->exclude[0]);
+}
+
 /* Keep, of r->files[from..], the files the spec's patterns choose and the variant's metadata.json
  * and bundle; none chosen: none kept. *out_chosen: how many were chosen, *out_all: of how many. */
 static void keep_chosen(hk_pull_result *r, size_t from, const char *prefix, const hk_pull_spec *spec,
@@ -439,7 +444,7 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         /* offline, the patterns choose among the files of a complete cached variant */
         if (rc == HK_OK) keep_chosen(r, from, rel, spec, &chosen, &all);
         free(rel);
-        dropped[i] = chosen == 0;
+        dropped[i] = chosen == 0 && has_patterns(spec);
         if (rc || dropped[i]) continue;
         if ((rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i]))) break;
         if (dry) continue; /* a dry run checks no signature: that writes its receipt */
@@ -538,7 +543,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             r->bytes_verified += vs.bytes_hashed;
             r->bytes_trusted += vs.bytes_trusted;
             checked[v] = true;
-            dropped[v] = rc == HK_OK && chosen == 0;
+            dropped[v] = rc == HK_OK && chosen == 0 && has_patterns(&spec);
             free(prefix);
             if (rc == HK_OK && !dry && !dropped[v]) /* a cached variant is checked again (its signature receipt may vouch) */
                 rc = hk__client_check_signature(hub, tg->signature, repo, repo_dir, commit, r->variants[v],
@@ -547,7 +552,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         }
         if (!have_tree && (rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) have_tree = true;
         if (rc == HK_OK) rc = plan_variant(&plan, r, &fcap, &t, prefix, &spec, &chosen, &all);
-        dropped[v] = checked[v] = rc == HK_OK && chosen == 0;
+        dropped[v] = checked[v] = rc == HK_OK && chosen == 0 && has_patterns(&spec);
         partial[v] = chosen < all;
         free(prefix);
     }
