@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -321,19 +320,13 @@ def signed(tmp_path_factory):
     if not (SIGNED_SRC / "metadata.json").is_file():
         pytest.skip("no staged RMSNorm CPU variant (HK_BUILD_KERNELS=OFF)")
     from testsigstore import FakeSigstore
+    from test_signature_pull import make_variant as signed_variant
     tmp = tmp_path_factory.mktemp("dlsig")
     ts = FakeSigstore()
     root = ts.write_trusted_root(str(tmp / "trusted_root.json"))
     store = tmp / "store"
-    for case in ("good", "tampered"):
-        vdir = tmp / f"src-{case}" / "build" / TVM
-        shutil.copytree(SIGNED_SRC, vdir)
-        meta = (vdir / "metadata.json").read_bytes()
-        bundle, _ = ts.sign_blob(meta)
-        if case == "tampered":  # signed, then edited (its digest still matches the files)
-            (vdir / "metadata.json").write_bytes(meta.replace(b'"Apache-2.0"', b'"MIT"'))
-        (vdir / "metadata.json.sigstore").write_text(json.dumps(bundle))
-        publish(tmp / f"src-{case}", f"kernels-community/dl-{case}", "v1", store)
+    for case in ("good", "tampered"):  # tampered: signed, then edited (its digest still matches the files)
+        publish(signed_variant(tmp, case, ts, case), f"kernels-community/dl-{case}", "v1", store)
     srv = Server(store, "--trust", "kernels-community")
     extra = dict(HUBKERN_SIGSTORE_TRUST_ROOT=root, XDG_CONFIG_HOME=tmp / "xdg")
     locks = {}

@@ -260,7 +260,7 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
  * changed (a flipped byte, a truncated copy) is fetched again and renamed over the bad one instead
  * of failing the pull's digest check for good. Those that match are not hashed again by the stage.
  * force: every blob is fetched again. */
-static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan *p, bool force) {
+static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan *p, bool force, bool dry) {
     for (size_t i = 0; i < p->n; i++) {
         hk_dl_item *it = &p->items[i];
         if (force) {
@@ -281,8 +281,8 @@ static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan
             it->hashed = true;
             r->bytes_verified += it->size;
         } else {
-            hk__log(HK_LOG_WARN, "cached %s (%s) does not match its hash%s%s: downloading it again", it->paths[0],
-                    blob, rc ? ": " : "", rc ? hk_last_error() : "");
+            hk__log(HK_LOG_WARN, "cached %s (%s) does not match its hash%s%s: %s", it->paths[0], blob,
+                    rc ? ": " : "", rc ? hk_last_error() : "", dry ? "a download would fetch it again" : "downloading it again");
             hk_clear_error();
             it->refetch = true;
         }
@@ -557,7 +557,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(prefix);
     }
     hk__client_tree_free(&t);
-    if (rc == HK_OK) rc = check_cached_blobs(r, repo_dir, &plan, force);
+    if (rc == HK_OK) rc = check_cached_blobs(r, repo_dir, &plan, force, dry);
     if (rc == HK_OK && !dry) rc = record_plan(hub, repo_dir, commit, &plan);
     if (rc == HK_OK && !dry) { /* blobs only: the links are made in the stage, after every byte arrived */
         hk_dl_stats st = {0, 0, 0, 0};
