@@ -350,3 +350,20 @@ def test_signature_is_checked_whatever_the_patterns(signed, tmp_path):
            env=env)
     vdir = next(cache.glob(f"kernels--kernels-community--dl-good/snapshots/*/build/{TVM}"))
     assert sorted(x.name for x in vdir.iterdir()) == sorted([sofile, "metadata.json", "metadata.json.sigstore"])
+
+
+def test_complete_cached_variant_dry_run_and_local_dir(mirror, tmp_path):
+    """Variants complete in the cache (no listing needed): the dry run and --local-dir read each
+    file's size and blob from the snapshot; everything is cached, and the copies are exact."""
+    cache, ld = tmp_path / "c", tmp_path / "local"
+    env = env_for(mirror["url"], cache)
+    hk("download", "--lock", mirror["lock"], "--all-variants", env=env)
+    p = hk("download", "--lock", mirror["lock"], "--all-variants", "--dry-run", "--json", env=env)
+    doc = json.loads(p.stdout)
+    files = hk_files(doc)
+    want = {f"build/{v}/{rel}": len(data) for v, fs in FILES.items() for rel, data in fs.items()}
+    assert {k: f["size"] for k, f in files.items() if k in want} == want
+    assert all(f["cached"] and not f["download"] for f in files.values()) and doc["download_files"] == 0, files
+    hk("download", "--lock", mirror["lock"], "--all-variants", "--include", "*.so", "--local-dir", ld, env=env)
+    for v, fs in FILES.items():
+        assert (ld / "build" / v / "_ops.so").read_bytes() == fs["_ops.so"], v

@@ -15,8 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* Digest check of every pulled variant (verification receipts of hub's cache honoured); skip[i]:
  * already checked; fresh: blobs just written. */
@@ -341,18 +339,9 @@ static void keep_chosen(hk_pull_result *r, size_t from, const char *prefix, cons
     *out_all = all;
 }
 
-/* The blob id a snapshot link names (its target's last component), NULL when it is no link. */
-static char *link_blob(const char *path) {
-    char target[4096];
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n <= 0) return NULL;
-    target[n] = '\0';
-    const char *base = strrchr(target, '/');
-    return hk__strdup(base ? base + 1 : target);
-}
-
-/* Size, blob id and "cached before this pull" of every file of r: from the plan for the files it
- * holds (p may be NULL), else from the snapshot's link (a variant that was complete here). */
+/* Size, blob id and "cached before this pull" of the files the plan holds (p may be NULL); the
+ * others are files of a variant that was complete here, read from their links when asked
+ * (pull_result.c), so that a warm pull costs no call per file. */
 static int file_details(hk_pull_result *r, const pull_plan *p) {
     r->file_sizes = calloc(r->nfiles + 1, sizeof *r->file_sizes);
     r->file_blobs = calloc(r->nfiles + 1, sizeof *r->file_blobs);
@@ -365,19 +354,14 @@ static int file_details(hk_pull_result *r, const pull_plan *p) {
         for (size_t k = 0; rc == HK_OK && k < p->items[i].npaths; k++) rc = hk__strmap_put(&bypath, p->items[i].paths[k], i);
     for (size_t f = 0; rc == HK_OK && f < r->nfiles; f++) {
         size_t i;
-        if (hk__strmap_get(&bypath, r->files[f], &i)) {
-            r->file_sizes[f] = p->items[i].size;
-            r->file_blobs[f] = hk__strdup(p->items[i].etag);
-            r->file_cached[f] = p->items[i].hashed && !p->items[i].refetch;
-        } else {
-            char *local = hk__path_join(r->snapshot, r->files[f]);
-            struct stat st;
-            r->file_sizes[f] = local && stat(local, &st) == 0 ? (uint64_t)st.st_size : 0;
-            r->file_blobs[f] = local ? link_blob(local) : NULL;
+        if (!hk__strmap_get(&bypath, r->files[f], &i)) {
             r->file_cached[f] = 1;
-            free(local);
+            r->details_pending = true;
+            continue;
         }
-        if (!r->file_blobs[f] && p && hk__strmap_get(&bypath, r->files[f], NULL)) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        r->file_sizes[f] = p->items[i].size;
+        r->file_cached[f] = p->items[i].hashed && !p->items[i].refetch;
+        if (!(r->file_blobs[f] = hk__strdup(p->items[i].etag))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     hk__strmap_free(&bypath);
     return rc;

@@ -18,6 +18,7 @@ struct hk_pull_result {
     uint64_t *file_sizes;
     char **file_blobs;
     unsigned char *file_cached;
+    bool details_pending; /* some files' size and blob are still to be read from their links */
     size_t files_downloaded;
     uint64_t bytes_downloaded, bytes_resumed, bytes_verified, bytes_trusted;
     bool offline;
