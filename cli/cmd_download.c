@@ -215,7 +215,11 @@ static int variant_files(dl_run *run, const hk_pull_result *r, size_t v, cJSON *
         if (run->local_dir && run->dry) {
             in_dir = cli_local_file_ok(run->local_dir, path, hk_pull_result_file_blob(r, i), size);
         } else if (run->local_dir) {
-            if (cli_local_put(&in_dir, run->local_dir, r, i) != HK_OK) return cli_report_error(path);
+            if (cli_local_put(&in_dir, run->local_dir, r, i) != HK_OK) {
+                bool cancelled = hk_last_error_code() == HK_ERR_CANCELLED;
+                int rc = cli_report_error(path);
+                return cancelled ? cli_interrupt_status(rc) : rc; /* 130 SIGINT, 143 SIGTERM */
+            }
             if (in_dir) run->local_reused++;
             else run->local_copied++;
         }
@@ -265,6 +269,8 @@ int cli_cmd_download(int argc, char **argv) {
         rc = cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
     else if (!lockpath && !project) rc = cli_usage_error("--lock FILE or PROJECT_DIR is required");
     else if (run.local_dir && !run.local_dir[0]) rc = cli_usage_error("--local-dir needs a directory");
+    else if (run.local_dir && hk__path_exists(run.local_dir) && !hk__is_dir(run.local_dir))
+        rc = cli_usage_error("--local-dir %s exists and is not a directory", run.local_dir);
     else if (!(rc = max_workers_arg(&ha.max_workers, cli_str(&a, "max-workers"))) && !(rc = cli_check_backend(backend)))
         rc = cli_progress_init(&prog, run.dry ? "none" : cli_str(&a, "progress"));
     for (size_t i = 0; rc == 0 && include && include[i]; i++)

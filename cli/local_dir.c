@@ -5,6 +5,7 @@
  * file, huggingface_hub's DIR/.cache/huggingface/download/<path>.metadata (commit, etag, time) is
  * written, so that `hf download --local-dir DIR` at the same commit reuses the files too. */
 #include "cli/local_dir.h"
+#include "cli/progress.h"
 
 #include "internal.h"
 
@@ -79,6 +80,10 @@ static int copy_hashed(const char *src, const char *tmp, const char *blob, uint6
     if (!h || !buf) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     uint64_t total = 0;
     while (rc == HK_OK) {
+        if (cli_interrupted()) { /* Ctrl-C / SIGTERM: stop now; the temp file goes */
+            rc = hk__fail(HK_ERR_CANCELLED, "interrupted while copying %s", src);
+            break;
+        }
         ssize_t n = read(in, buf, cap);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) rc = hk__fail(hk__errno_code(errno), "cannot read %s: %s", src, strerror(errno));

@@ -297,6 +297,14 @@ def test_local_dir_real_files_reused_repaired_and_reused_by_hf(mirror, tmp_path)
     assert hf and all(is_cached and not will for _, is_cached, will in hf.values()), hf
 
 
+def test_local_dir_that_is_a_file_is_a_usage_error(mirror, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    p = hk("download", "--lock", mirror["lock"], "--local-dir", tmp_path / "afile",
+           env=env_for(mirror["url"], tmp_path / "c"), check=False)
+    assert p.returncode == 2 and "is not a directory" in p.stderr, p.stderr
+    assert not (tmp_path / "c").exists()  # refused before anything was fetched
+
+
 def test_local_dir_never_holds_a_partial_file(mirror, tmp_path):
     """A copy that cannot be completed (the destination is a folder) fails, leaving no temp file
     and nothing half-written under the local dir."""
