@@ -297,6 +297,23 @@ def test_local_dir_real_files_reused_repaired_and_reused_by_hf(mirror, tmp_path)
     assert hf and all(is_cached and not will for _, is_cached, will in hf.values()), hf
 
 
+def test_local_dir_hf_filled_is_reused(mirror, tmp_path):
+    """The other way round: a folder `hf download --local-dir` filled is taken as it is (each file
+    hashed and found equal), nothing copied again."""
+    ld = tmp_path / "local"
+    script = ("import sys, huggingface_hub as hf\n"
+              "hf.snapshot_download(sys.argv[1], repo_type='kernel', revision='v1', allow_patterns=['build/tvm*'],\n"
+              "                     local_dir=sys.argv[2])\n")
+    env = python_clients_env(HF_ENDPOINT=mirror["url"], HF_HOME=str(tmp_path / "hf_home"))
+    subprocess.run([sys.executable, "-c", script, REPO, str(ld)], check=True, env=env, capture_output=True)
+    before = inodes(ld)
+    assert len(before) == len(FILES[TVM]) + 1, before  # the variant's files and metadata.json
+    p = hk("download", "--lock", mirror["lock"], "--all-variants", "--include", "build/tvm*", "--local-dir", ld,
+           env=env_for(mirror["url"], tmp_path / "c"))
+    assert f"0 files copied, {len(before)} already there" in p.stderr, p.stderr
+    assert inodes(ld) == before
+
+
 def test_local_dir_that_is_a_file_is_a_usage_error(mirror, tmp_path):
     (tmp_path / "afile").write_text("x")
     p = hk("download", "--lock", mirror["lock"], "--local-dir", tmp_path / "afile",
