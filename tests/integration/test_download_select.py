@@ -392,3 +392,38 @@ def test_complete_cached_variant_dry_run_and_local_dir(mirror, tmp_path):
     hk("download", "--lock", mirror["lock"], "--all-variants", "--include", "*.so", "--local-dir", ld, env=env)
     for v, fs in FILES.items():
         assert (ld / "build" / v / "_ops.so").read_bytes() == fs["_ops.so"], v
+
+
+def test_local_dir_interrupted_copy_leaves_nothing_partial(tmp_path):
+    """Ctrl-C while a big file is being copied into the local dir: exit 130, the temp file removed,
+    nothing at the file's place; the next run completes it."""
+    import signal
+    import time
+    src = tmp_path / "src"
+    big = os.urandom(1 << 20) * 200  # 200 MiB: the copy takes long enough to be caught in the act
+    make_variant(str(src), TVM, {"big.so": big})
+    store = tmp_path / "store"
+    publish(src, "hubkern/big", "v1", store)
+    with Server(store, "--trust", "hubkern") as srv:
+        lock = tmp_path / "kernels.lock"
+        hk("lock", "hubkern/big=1", "-o", lock, env=env_for(srv.url, tmp_path / "lc"))
+        env = env_for(srv.url, tmp_path / "c")
+        hk("download", "--lock", lock, "--all-variants", env=env)  # into the cache first
+        ld = tmp_path / "local"
+        proc = subprocess.Popen([hubkern_bin(), "download", "--lock", str(lock), "--all-variants", "--local-dir",
+                                 str(ld)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not list(ld.glob(".cache/huggingface/download/**/*.incomplete")) and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.skip("the copy ended before it could be interrupted")
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        if proc.returncode == 0:
+            pytest.skip("the copy ended before the signal arrived")
+        assert proc.returncode == 130, (proc.returncode, err)
+        assert "interrupted" in err, err
+        assert not list(ld.rglob("*.incomplete")), list(ld.rglob("*"))
+        assert not (ld / "build" / TVM / "big.so").exists()
+        hk("download", "--lock", lock, "--all-variants", "--local-dir", ld, env=env)
+        assert (ld / "build" / TVM / "big.so").read_bytes() == big
