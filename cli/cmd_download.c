@@ -25,7 +25,8 @@ static const cli_opt k_opts[] = {
      "atomically)", NULL, NULL},
     {HK_OPT_LIST, "include", 0, "PATTERN", "only the files of the chosen variant(s) whose repo path matches PATTERN "
      "(a glob, '*' also matches '/'; repeatable; as hf download)", NULL, NULL},
-    {HK_OPT_LIST, "exclude", 0, "PATTERN", "leave out the files whose repo path matches PATTERN (repeatable)", NULL, NULL},
+    {HK_OPT_LIST, "exclude", 0, "PATTERN", "leave out the files whose repo path matches PATTERN (repeatable)", NULL,
+     NULL},
     {HK_OPT_VALUE, "local-dir", 0, "DIR", "also put the files, as real files in the repo's layout, under DIR (with "
      "hf's .cache/huggingface/download metadata)", NULL, NULL},
     {HK_OPT_FLAG, "dry-run", 0, NULL, "print what would be downloaded (each file, its size, whether it is cached) "

@@ -74,7 +74,8 @@ static void test_fnmatch_table(void) {
         for (size_t i = 0; i < np; i++) {
             bool want = k_cases[c].matches[i] == '1';
             if (hk__glob_match(k_cases[c].pattern, k_paths[i]) != want)
-                CHECK_MSG(0, "pattern '%s' on '%s': expected %s", k_cases[c].pattern, k_paths[i], want ? "match" : "no match");
+                CHECK_MSG(0, "pattern '%s' on '%s': expected %s", k_cases[c].pattern, k_paths[i],
+                          want ? "match" : "no match");
         }
     }
 }

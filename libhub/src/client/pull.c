@@ -24,7 +24,8 @@ static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *ski
         if (skip && skip[i]) continue;
         bool has = false;
         hk_verify_stats st;
-        int rc = hk__verify_variant_flags(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh, vflags);
+        int rc = hk__verify_variant_flags(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh,
+                                          vflags);
         if (rc) return rc;
         if (has && r->offline) r->bytes_verified += st.bytes_hashed + st.bytes_fresh;
         r->bytes_trusted += st.bytes_trusted;
@@ -280,7 +281,8 @@ static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan
             r->bytes_verified += it->size;
         } else {
             hk__log(HK_LOG_WARN, "cached %s (%s) does not match its hash%s%s: %s", it->paths[0], blob,
-                    rc ? ": " : "", rc ? hk_last_error() : "", dry ? "a download would fetch it again" : "downloading it again");
+                    rc ? ": " : "", rc ? hk_last_error() : "",
+                    dry ? "a download would fetch it again" : "downloading it again");
             hk_clear_error();
             it->refetch = true;
         }
@@ -351,7 +353,8 @@ static int file_details(hk_pull_result *r, const pull_plan *p) {
     hk__strmap_init(&bypath);
     int rc = HK_OK;
     for (size_t i = 0; p && rc == HK_OK && i < p->n; i++)
-        for (size_t k = 0; rc == HK_OK && k < p->items[i].npaths; k++) rc = hk__strmap_put(&bypath, p->items[i].paths[k], i);
+        for (size_t k = 0; rc == HK_OK && k < p->items[i].npaths; k++)
+            rc = hk__strmap_put(&bypath, p->items[i].paths[k], i);
     for (size_t f = 0; rc == HK_OK && f < r->nfiles; f++) {
         size_t i;
         if (!hk__strmap_get(&bypath, r->files[f], &i)) {
@@ -529,7 +532,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             checked[v] = true;
             dropped[v] = rc == HK_OK && chosen == 0 && has_patterns(&spec);
             free(prefix);
-            if (rc == HK_OK && !dry && !dropped[v]) /* a cached variant is checked again (its signature receipt may vouch) */
+            /* a cached variant is checked again (its signature receipt may vouch); a dry run checks none */
+            if (rc == HK_OK && !dry && !dropped[v])
                 rc = hk__client_check_signature(hub, tg->signature, repo, repo_dir, commit, r->variants[v],
                                                 r->variant_paths[v]);
             continue;
