@@ -187,6 +187,14 @@ typedef struct hk_verify_stats {
  * counts go to the log at debug level. */
 int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                              const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh);
+/* hk__verify_variant_cached with flags: HK_VERIFY_PRESENT_ONLY checks the files that are there
+ * (a pull of some of a variant's files: the digest entries of the others are not missing files);
+ * HK_VERIFY_NO_WRITE reads receipts but writes or deletes none (a dry run writes nothing). */
+#define HK_VERIFY_PRESENT_ONLY 1u
+#define HK_VERIFY_NO_WRITE 2u
+int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+                            const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
+                            unsigned flags);
 
 /* How many of the files the variant's metadata.json digest lists are absent from variant_dir
  * (*out_missing of *out_listed; *out_first, when not NULL, the first one absent, to free). A

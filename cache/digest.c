@@ -161,8 +161,9 @@ static bool same_identity(const struct stat *a, const struct stat *b) {
 /* One piece: the digest check of a variant is one pass over its files in which the receipt, the
  * fresh-blob set and the hashing decide per file together (what was vouched for, hashed now or
  * just downloaded); its steps share the counters the receipt is then written from. */
-int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
-                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh) {
+int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+                            const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
+                            unsigned flags) {
     *out_has_digest = false;
     hk_verify_stats stats;
     memset(&stats, 0, sizeof stats);
@@ -241,6 +242,7 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
         cJSON_ArrayForEach(f, files) {
             size_t i = w.n;
             if (!f->string || !hk__strmap_get(&byrel, f->string, &i)) i = w.n;
+            if (i == w.n && (flags & HK_VERIFY_PRESENT_ONLY)) continue; /* not pulled: not missing */
             if (i == w.n) {
                 hk__sb_printf(&msg, "\n  MissingFile: %s", f->string);
                 if (!quiet) hk__log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->string);
@@ -310,7 +312,9 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
             rc = hk__fail(HK_ERR_DIGEST, "%s does not match its metadata.json digest (%zu violation%s):%s", variant_dir,
                          violations, violations == 1 ? "" : "s", msg.data ? msg.data : "");
     }
-    if (rpath && rc) {
+    if (rpath && (flags & HK_VERIFY_NO_WRITE)) {
+        /* read-only: what the receipt vouched for was used, nothing recorded */
+    } else if (rpath && rc) {
         hk__receipt_remove(rpath); /* whatever it vouched for is no longer true */
     } else if (rpath && now && stats.files_hashed + stats.files_fresh > 0) {
         char *keep = hk__strdup(hk_last_error());
@@ -342,6 +346,11 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
     hk__sb_free(&msg);
     cJSON_Delete(root);
     return rc;
+}
+
+int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh) {
+    return hk__verify_variant_flags(out_has_digest, out_stats, variant_dir, cache_root, quiet, fresh, nfresh, 0);
 }
 
 int hk__verify_variant_digest_ex(bool *out_has_digest, uint64_t *out_bytes, const char *variant_dir, bool quiet,

@@ -72,10 +72,15 @@ static void test_spec_versions(void) {
     CHECK_RC(hk_pull_spec_init((hk_pull_spec *)(void *)buf, 1), HK_OK);
     for (size_t i = offsetof(hk_pull_spec, force_download); i < sizeof buf; i++) CHECK(buf[i] == 0xAB);
     CHECK(((hk_pull_spec *)(void *)buf)->version == 1);
+    /* a version 2 spec ends before include: nothing past it either */
+    memset(buf, 0xAB, sizeof buf);
+    CHECK_RC(hk_pull_spec_init((hk_pull_spec *)(void *)buf, 2), HK_OK);
+    for (size_t i = offsetof(hk_pull_spec, include); i < sizeof buf; i++) CHECK(buf[i] == 0xAB);
+    CHECK(((hk_pull_spec *)(void *)buf)->force_download == 0);
     hk_pull_spec s;
     CHECK_RC(hk_pull_spec_init(&s, HK_PULL_SPEC_VERSION), HK_OK);
-    CHECK(s.version == 2 && s.force_download == 0);
-    CHECK_RC(hk_pull_spec_init(&s, 3), HK_ERR_INVALID_ARG);
+    CHECK(s.version == 3 && s.force_download == 0 && s.include == NULL && s.exclude == NULL && s.dry_run == 0);
+    CHECK_RC(hk_pull_spec_init(&s, 4), HK_ERR_INVALID_ARG);
 }
 
 static void test_read_only_client(void) {
@@ -92,6 +97,10 @@ static void test_read_only_client(void) {
     hk_pull_result *r = NULL;
     CHECK_RC(hk_hub_pull(&r, hub, &s), HK_ERR_INVALID_ARG);
     CHECK(r == NULL && strstr(hk_last_error(), "read-only") != NULL);
+    /* a dry run writes nothing, so a read-only client may make one (offline: not cached here) */
+    s.dry_run = 1;
+    CHECK_RC(hk_hub_pull(&r, hub, &s), HK_ERR_OFFLINE);
+    CHECK(r == NULL && strstr(hk_last_error(), "read-only") == NULL);
     hk_hub_free(hub);
 }
 

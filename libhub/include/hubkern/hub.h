@@ -131,7 +131,7 @@ HK_API int hk_hub_set_read_only(hk_hub *hub, int on);
 HK_API const char *hk_hub_token_source(const hk_hub *hub);
 
 /* What to pull. Exactly one of kernel_version (>= 0) or revision must be given. */
-#define HK_PULL_SPEC_VERSION 2 /* 2: force_download */
+#define HK_PULL_SPEC_VERSION 3 /* 2: force_download; 3: include, exclude, dry_run */
 
 typedef struct hk_pull_spec {
     unsigned int version;      /* HK_PULL_SPEC_VERSION (the struct's version, not the kernel's) */
@@ -153,9 +153,27 @@ typedef struct hk_pull_spec {
                                   intact (huggingface_hub's force_download): each blob from byte 0
                                   into a temp file renamed over the cached one, so that no partial
                                   file is ever visible; kept partial downloads are not resumed */
+    /* ---- version 3 ---- */
+    /* Globs on repo paths ("build/<variant>/..."), as huggingface_hub's allow_patterns /
+     * ignore_patterns (fnmatch: '*' also matches '/'; a pattern ending in '/' selects what is
+     * under it), NULL-terminated; NULL: every file. They choose among the files of the chosen
+     * variant(s) only: a file is pulled when it matches one of include (if given) and none of
+     * exclude. A variant none of whose files is chosen is left out of the result (nothing of it
+     * fetched); of every other one, metadata.json and metadata.json.sigstore are always pulled
+     * and the signature checked, whatever the patterns say, and each chosen file is checked
+     * against the metadata.json digest (the files left out are not missing). Such a variant is
+     * published file by file; it is complete in the snapshot only when every file was chosen
+     * (a later pull without patterns completes it; offline it is HK_ERR_OFFLINE, incomplete). */
+    const char *const *include;
+    const char *const *exclude;
+    int dry_run;               /* 1: resolve, list and choose only: the result lists each file that
+                                  would be pulled with its size and whether it is cached intact
+                                  (hk_pull_result_file_size / _file_cached); nothing is downloaded
+                                  or written into the cache, signatures are not checked; works
+                                  with a read-only client (hk_hub_set_read_only) */
 } hk_pull_spec;
 
-#define HK_PULL_SPEC_INIT {HK_PULL_SPEC_VERSION, NULL, -1, NULL, NULL, 0, 0, NULL, 0u, NULL, 0, 0}
+#define HK_PULL_SPEC_INIT {HK_PULL_SPEC_VERSION, NULL, -1, NULL, NULL, 0, 0, NULL, 0u, NULL, 0, 0, NULL, NULL, 0}
 
 /* Defaults (kernel_version = -1, everything else NULL/0) and spec->version set; HK_ERR_INVALID_ARG
  * for a version this library does not know. */
@@ -239,6 +257,13 @@ HK_API const char *hk_pull_result_variant(const hk_pull_result *r, size_t i);
 HK_API const char *hk_pull_result_variant_path(const hk_pull_result *r, size_t i);
 HK_API size_t hk_pull_result_file_count(const hk_pull_result *r);    /* files in the pulled variant(s) */
 HK_API const char *hk_pull_result_file(const hk_pull_result *r, size_t i); /* path in the repo */
+/* File i's size in bytes, and its blob id (huggingface_hub's etag: the LFS sha256, else the git
+ * blob sha1; valid until the result is freed); 0 / NULL when out of range. */
+HK_API uint64_t hk_pull_result_file_size(const hk_pull_result *r, size_t i);
+HK_API const char *hk_pull_result_file_blob(const hk_pull_result *r, size_t i);
+/* 1 when file i was in the cache and intact before this pull (nothing transferred for it; with
+ * dry_run: nothing would be), else 0. */
+HK_API int hk_pull_result_file_cached(const hk_pull_result *r, size_t i);
 HK_API size_t hk_pull_result_files_downloaded(const hk_pull_result *r);
 /* Bytes transferred by this pull; the prefixes of partial downloads an earlier, interrupted pull
  * kept (blobs/<etag>.incomplete) and this one resumed are not counted: they are ..._bytes_resumed. */

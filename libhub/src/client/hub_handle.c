@@ -4,6 +4,7 @@
 #include "client/signature.h"
 #include "cache/cache_internal.h"
 #include "client/client.h"
+#include "client/pull_internal.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -32,8 +33,8 @@ int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
     if (rc) return rc;
     hk_pull_spec d = HK_PULL_SPEC_INIT;
     d.version = version;
-    /* a version 1 struct ends before force_download: write only what it holds */
-    memcpy(s, &d, version >= 2 ? sizeof d : offsetof(hk_pull_spec, force_download));
+    /* an older struct ends before the fields added since: write only what it holds */
+    memcpy(s, &d, hk__pull_spec_size(version));
     return HK_OK;
 }
 

@@ -8,6 +8,7 @@
 #include "client/pull_internal.h"
 #include "client/signature.h"
 #include "client/stage.h"
+#include "util/pathglob.h"
 #include "util/strmap.h"
 
 #include <stddef.h>
@@ -18,12 +19,13 @@
 /* Digest check of every pulled variant (verification receipts of hub's cache honoured); skip[i]:
  * already checked; fresh: blobs just written. */
 static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const char *const *fresh,
-                           size_t nfresh) {
+                           size_t nfresh, unsigned vflags) {
     for (size_t i = 0; i < r->nvariants; i++) {
         if (skip && skip[i]) continue;
         bool has = false;
         hk_verify_stats st;
-        int rc = hk__verify_variant_cached(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh);
+        int rc = hk__verify_variant_flags(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh,
+                                          vflags);
         if (rc) return rc;
         if (has && r->offline) r->bytes_verified += st.bytes_hashed + st.bytes_fresh;
         r->bytes_trusted += st.bytes_trusted;
@@ -49,68 +51,17 @@ static int offline_variant_complete(const char *vdir, const char *repo, const ch
     return rc;
 }
 
-static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec, const hk__target *t) {
-    const char *commit = t->commit;
-    int rc;
-    if (!spec->trust_remote_code)
-        hk__log(HK_LOG_WARN, "skipping the publisher trust check for %s: offline mode", spec->repo_id);
-    const char *rev = t->revision;
-    char *dir = hk__client_local_repo_dir(hub, t->repo, rev);
-    r->repo = hk__strdup(t->repo);
-    r->revision = hk__strdup(rev);
-    r->commit = hk__strdup(commit);
-    r->snapshot = dir ? hk__cache_snapshot_path(dir, commit, NULL) : NULL;
-    free(dir);
-    if (!r->snapshot) return hk_last_error_code();
-    if (!r->repo || !r->revision || !r->commit) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    if (!hk__is_dir(r->snapshot))
-        return hk__fail(HK_ERR_OFFLINE, "offline: %s at %s is not in the cache (missing %s); pull it while online first",
-                       spec->repo_id, commit, r->snapshot);
-    char **names = NULL;
-    size_t n = 0;
-    if ((rc = hk__client_list_variants_local(&names, &n, r->snapshot))) return rc;
-    char *where = hk__asprintf("%s at %s (offline)", spec->repo_id, commit);
-    rc = where ? hk__client_choose_variants(r, names, n, spec, where) : hk__fail(HK_ERR_NOMEM, "out of memory");
-    free(where);
-    hk_hub_strv_free(names);
-    if (rc) {
-        if (rc == HK_ERR_NO_VARIANT)
-            hk__fail_context("offline: only the variants pulled earlier are in %s/build", r->snapshot);
-        return rc;
-    }
-    size_t cap = 0;
-    for (size_t i = 0; i < r->nvariants; i++) {
-        r->variant_paths[i] = hk__asprintf("%s/build/%s", r->snapshot, r->variants[i]);
-        if (!r->variant_paths[i]) return hk__fail(HK_ERR_NOMEM, "out of memory");
-        char *rel = hk__asprintf("build/%s", r->variants[i]);
-        if (!rel) return hk__fail(HK_ERR_NOMEM, "out of memory");
-        rc = hk__client_collect_local_files(r, &cap, r->snapshot, rel);
-        free(rel);
-        if (rc) return rc;
-        if ((rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i]))) return rc;
-        char *rd = hk__client_local_repo_dir(hub, spec->repo_id, r->revision); /* signature: client/signature.c */
-        rc = hk__client_check_signature(hub, t->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
-        free(rd);
-        if (rc) return rc;
-    }
-    rc = verify_variants(r, hub, NULL, NULL, 0);
-    if (rc == HK_ERR_DIGEST)
-        hk__fail_context("offline: cached bytes of %s at %.12s no longer match what was verified (a damaged "
-                         "blob); run `hubkern cache verify --repair`, or pull again online, which fetches the "
-                         "damaged files again", spec->repo_id, commit);
-    return rc;
-}
-
 /* Is snapshots/<commit>/build/<variant> complete and intact, as its metadata.json digest proves?
  * (A commit never changes, so then no listing or download is needed.) */
-static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir, hk_verify_stats *st) {
+static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir, hk_verify_stats *st,
+                                     unsigned vflags) {
     bool has = false;
     memset(st, 0, sizeof *st);
     char *meta = hk__path_join(variant_dir, "metadata.json");
     bool present = meta && hk__path_exists(meta);
     free(meta);
     if (!present) return false;
-    int rc = hk__verify_variant_cached(&has, st, variant_dir, hub->cache_root, true, NULL, 0);
+    int rc = hk__verify_variant_flags(&has, st, variant_dir, hub->cache_root, true, NULL, 0, vflags);
     hk_clear_error();
     return rc == HK_OK && has;
 }
@@ -122,7 +73,35 @@ typedef struct complete_ctx {
 
 static bool published_complete(const char *variant_dir, void *ud) {
     hk_verify_stats st;
-    return variant_complete_locally(((complete_ctx *)ud)->hub, variant_dir, &st);
+    return variant_complete_locally(((complete_ctx *)ud)->hub, variant_dir, &st, 0);
+}
+
+/* metadata.json or metadata.json.sigstore at the top of build/<variant>/ (prefix "build/<variant>")? */
+static bool variant_metadata_file(const char *path, const char *prefix) {
+    size_t pl = strlen(prefix);
+    if (strncmp(path, prefix, pl) != 0 || path[pl] != '/') return false;
+    return strcmp(path + pl + 1, "metadata.json") == 0 || strcmp(path + pl + 1, "metadata.json.sigstore") == 0;
+}
+
+/* Link the verified files of a variant pulled in part into the snapshot one by one (each link is
+ * atomic; other files already there stay): the data files first, then the bundle, metadata.json
+ * last, so that a reader finding metadata.json finds its signature next to it. */
+static int publish_files(const char *repo_dir, const char *commit, const char *variant, const hk_dl_item *items,
+                         size_t nitems) {
+    char *prefix = hk__asprintf("build/%s", variant);
+    if (!prefix) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = HK_OK;
+    for (int pass = 0; pass < 3 && rc == HK_OK; pass++)
+        for (size_t i = 0; rc == HK_OK && i < nitems; i++)
+            for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++) {
+                const char *path = items[i].paths[k];
+                size_t pl = strlen(prefix);
+                if (strncmp(path, prefix, pl) != 0 || path[pl] != '/') continue;
+                int want = !variant_metadata_file(path, prefix) ? 0 : hk__str_ends_with(path, ".sigstore") ? 1 : 2;
+                if (want == pass) rc = hk_cache_link_snapshot(repo_dir, commit, path, items[i].etag);
+            }
+    free(prefix);
+    return rc;
 }
 
 /* Stage every file of the variants not yet checked (links to their verified blobs), check each
@@ -131,8 +110,8 @@ static bool published_complete(const char *variant_dir, void *ud) {
  * more through the verification receipts so that the receipt is written for it (the sha256 blobs,
  * hashed at download or by the staged check, are not read again). */
 static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo, const char *repo_dir,
-                                const char *commit, const bool *checked, const hk_dl_item *items, size_t nitems,
-                                int sigmode) {
+                                const char *commit, const bool *checked, const bool *partial,
+                                const hk_dl_item *items, size_t nitems, int sigmode) {
     bool any = false;
     for (size_t v = 0; v < r->nvariants; v++) any |= !checked[v];
     if (!any) return HK_OK;
@@ -161,7 +140,8 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
             hk__fail_context("nothing of it was published to the snapshot");
         bool has = false;
         hk_verify_stats st;
-        if (rc == HK_OK && (rc = hk__verify_variant_cached(&has, &st, sdir, NULL, false, fresh, nfresh)))
+        if (rc == HK_OK && (rc = hk__verify_variant_flags(&has, &st, sdir, NULL, false, fresh, nfresh,
+                                                          partial[v] ? HK_VERIFY_PRESENT_ONLY : 0)))
             hk__fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
                             repo, commit);
         free(sdir);
@@ -169,6 +149,10 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
     complete_ctx cc = {hub};
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
         if (checked[v]) continue;
+        if (partial[v]) { /* some files only: added to the snapshot's copy, which keeps the others */
+            rc = publish_files(repo_dir, commit, r->variants[v], items, nitems);
+            continue;
+        }
         if ((rc = hk__stage_publish(&stage, r->variants[v], published_complete, &cc))) break;
         bool has = false;
         hk_verify_stats st;
@@ -200,15 +184,30 @@ static void plan_free(pull_plan *p) {
 }
 
 /* Add the files of the listing t under prefix ("build/<variant>") to the plan and to r's files:
- * names checked (nothing leaves the variant), a usable content hash for each, one size per blob. */
-static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tree *t, const char *prefix) {
+ * names checked (nothing leaves the variant), a usable content hash for each, one size per blob.
+ * With the spec's patterns: only the files they choose, and then metadata.json and its bundle
+ * too; none chosen: nothing added. *out_chosen / *out_all: files chosen / files of the variant. */
+static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tree *t, const char *prefix,
+                        const hk_pull_spec *spec, size_t *out_chosen, size_t *out_all) {
     int rc = HK_OK;
     size_t plen = strlen(prefix);
+    *out_chosen = *out_all = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const tree_entry *e = &t->e[i];
+        if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/' || e->dir || hk__client_excluded(e->path))
+            continue;
+        (*out_all)++;
+        *out_chosen += hk__glob_select(e->path, spec->include, spec->exclude);
+    }
+    if (*out_chosen == 0) return HK_OK;
     for (size_t i = 0; rc == HK_OK && i < t->n; i++) {
         tree_entry *e = &t->e[i];
         /* names: checked where the listing entered (tree.c check_entry_path) */
         if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') continue; /* another variant's */
         if (e->dir || hk__client_excluded(e->path)) continue;
+        if (*out_chosen < *out_all && !hk__glob_select(e->path, spec->include, spec->exclude) &&
+            !variant_metadata_file(e->path, prefix))
+            continue; /* left out by the patterns; the signed metadata never is */
         const char *etag = e->lfs_oid ? e->lfs_oid : e->oid;
         size_t el = etag ? strlen(etag) : 0;
         if (!etag || !((el == 64 && e->lfs_oid) || (el == 40 && !e->lfs_oid)) || !hk__is_hex(etag, el)) {
@@ -255,7 +254,7 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
  * changed (a flipped byte, a truncated copy) is fetched again and renamed over the bad one instead
  * of failing the pull's digest check for good. Those that match are not hashed again by the stage.
  * force: every blob is fetched again. */
-static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan *p, bool force) {
+static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan *p, bool force, bool dry) {
     for (size_t i = 0; i < p->n; i++) {
         hk_dl_item *it = &p->items[i];
         if (force) {
@@ -276,8 +275,9 @@ static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan
             it->hashed = true;
             r->bytes_verified += it->size;
         } else {
-            hk__log(HK_LOG_WARN, "cached %s (%s) does not match its hash%s%s: downloading it again", it->paths[0],
-                    blob, rc ? ": " : "", rc ? hk_last_error() : "");
+            hk__log(HK_LOG_WARN, "cached %s (%s) does not match its hash%s%s: %s", it->paths[0], blob,
+                    rc ? ": " : "", rc ? hk_last_error() : "",
+                    dry ? "a download would fetch it again" : "downloading it again");
             hk_clear_error();
             it->refetch = true;
         }
@@ -314,6 +314,140 @@ static int result_at(hk_pull_result *r, char **repo_dir, const hk_hub *hub, cons
     return HK_OK;
 }
 
+/* Does the spec choose files by pattern? (Without, no variant is ever left out.) */
+static bool has_patterns(const hk_pull_spec *spec) {
+    return (spec->include && spec->include[0]) || (spec->exclude && spec->exclude[0]);
+}
+
+/* Keep, of r->files[from..], the files the spec's patterns choose and the variant's metadata.json
+ * and bundle; none chosen: none kept. *out_chosen: how many were chosen, *out_all: of how many. */
+static void keep_chosen(hk_pull_result *r, size_t from, const char *prefix, const hk_pull_spec *spec,
+                        size_t *out_chosen, size_t *out_all) {
+    size_t chosen = 0, all = r->nfiles - from, w = from;
+    for (size_t i = from; i < r->nfiles; i++) chosen += hk__glob_select(r->files[i], spec->include, spec->exclude);
+    for (size_t i = from; i < r->nfiles; i++) {
+        bool keep = chosen && (hk__glob_select(r->files[i], spec->include, spec->exclude) ||
+                               variant_metadata_file(r->files[i], prefix));
+        if (keep) r->files[w++] = r->files[i];
+        else free(r->files[i]);
+    }
+    r->nfiles = w;
+    *out_chosen = chosen;
+    *out_all = all;
+}
+
+/* Size, blob id and "cached before this pull" of the files the plan holds (p may be NULL); the
+ * others are files of a variant that was complete here, read from their links when asked
+ * (pull_result.c), so that a warm pull costs no call per file. */
+static int file_details(hk_pull_result *r, const pull_plan *p) {
+    r->file_sizes = calloc(r->nfiles + 1, sizeof *r->file_sizes);
+    r->file_blobs = calloc(r->nfiles + 1, sizeof *r->file_blobs);
+    r->file_cached = calloc(r->nfiles + 1, sizeof *r->file_cached);
+    if (!r->file_sizes || !r->file_blobs || !r->file_cached) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    hk_strmap bypath;
+    hk__strmap_init(&bypath);
+    int rc = HK_OK;
+    for (size_t i = 0; p && rc == HK_OK && i < p->n; i++)
+        for (size_t k = 0; rc == HK_OK && k < p->items[i].npaths; k++)
+            rc = hk__strmap_put(&bypath, p->items[i].paths[k], i);
+    for (size_t f = 0; rc == HK_OK && f < r->nfiles; f++) {
+        size_t i;
+        if (!hk__strmap_get(&bypath, r->files[f], &i)) {
+            r->file_cached[f] = 1;
+            r->details_pending = true;
+            continue;
+        }
+        r->file_sizes[f] = p->items[i].size;
+        r->file_cached[f] = p->items[i].hashed && !p->items[i].refetch;
+        if (!(r->file_blobs[f] = hk__strdup(p->items[i].etag))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    hk__strmap_free(&bypath);
+    return rc;
+}
+
+/* Take the variants none of whose files the patterns chose out of the result. */
+static void drop_variants(hk_pull_result *r, const bool *dropped) {
+    size_t w = 0;
+    for (size_t v = 0; v < r->nvariants; v++) {
+        if (dropped[v]) {
+            free(r->variants[v]);
+            free(r->variant_paths[v]);
+            continue;
+        }
+        r->variants[w] = r->variants[v];
+        r->variant_paths[w++] = r->variant_paths[v];
+    }
+    for (size_t v = w; v < r->nvariants; v++) r->variants[v] = r->variant_paths[v] = NULL;
+    r->nvariants = w;
+}
+
+static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec, const hk__target *t) {
+    const char *commit = t->commit;
+    int rc;
+    if (!spec->trust_remote_code)
+        hk__log(HK_LOG_WARN, "skipping the publisher trust check for %s: offline mode", spec->repo_id);
+    const char *rev = t->revision;
+    char *dir = hk__client_local_repo_dir(hub, t->repo, rev);
+    r->repo = hk__strdup(t->repo);
+    r->revision = hk__strdup(rev);
+    r->commit = hk__strdup(commit);
+    r->snapshot = dir ? hk__cache_snapshot_path(dir, commit, NULL) : NULL;
+    free(dir);
+    if (!r->snapshot) return hk_last_error_code();
+    if (!r->repo || !r->revision || !r->commit) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (!hk__is_dir(r->snapshot))
+        return hk__fail(HK_ERR_OFFLINE, "offline: %s at %s is not in the cache (missing %s); pull it while online first",
+                       spec->repo_id, commit, r->snapshot);
+    char **names = NULL;
+    size_t n = 0;
+    if ((rc = hk__client_list_variants_local(&names, &n, r->snapshot))) return rc;
+    char *where = hk__asprintf("%s at %s (offline)", spec->repo_id, commit);
+    rc = where ? hk__client_choose_variants(r, names, n, spec, where) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    free(where);
+    hk_hub_strv_free(names);
+    if (rc) {
+        if (rc == HK_ERR_NO_VARIANT)
+            hk__fail_context("offline: only the variants pulled earlier are in %s/build", r->snapshot);
+        return rc;
+    }
+    size_t cap = 0;
+    bool dry = spec->dry_run != 0;
+    bool *dropped = calloc(r->nvariants + 1, sizeof *dropped);
+    if (!dropped) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == HK_OK && i < r->nvariants; i++) {
+        r->variant_paths[i] = hk__asprintf("%s/build/%s", r->snapshot, r->variants[i]);
+        char *rel = r->variant_paths[i] ? hk__asprintf("build/%s", r->variants[i]) : NULL;
+        if (!rel) {
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+            break;
+        }
+        size_t from = r->nfiles, chosen = 0, all = 0;
+        rc = hk__client_collect_local_files(r, &cap, r->snapshot, rel);
+        /* offline, the patterns choose among the files of a complete cached variant */
+        if (rc == HK_OK) keep_chosen(r, from, rel, spec, &chosen, &all);
+        free(rel);
+        dropped[i] = chosen == 0 && has_patterns(spec);
+        if (rc || dropped[i]) continue;
+        if ((rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i]))) break;
+        if (dry) continue; /* a dry run checks no signature: that writes its receipt */
+        char *rd = hk__client_local_repo_dir(hub, spec->repo_id, r->revision); /* signature: client/signature.c */
+        rc = hk__client_check_signature(hub, t->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
+        free(rd);
+    }
+    if (rc == HK_OK) drop_variants(r, dropped);
+    free(dropped);
+    if (rc == HK_OK) rc = file_details(r, NULL);
+    if (rc) return rc;
+    rc = verify_variants(r, hub, NULL, NULL, 0, dry ? HK_VERIFY_NO_WRITE : 0);
+    if (rc == HK_ERR_DIGEST)
+        hk__fail_context("offline: cached bytes of %s at %.12s no longer match what was verified (a damaged "
+                         "blob); run `hubkern cache verify --repair`, or pull again online, which fetches the "
+                         "damaged files again", spec->repo_id, commit);
+    return rc;
+}
+
+/* One piece: the online pull is one sequence over shared state (the listing, the plan, the
+ * per-variant flags) from the choice of variants to the ref; its steps are the functions above. */
 static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_in, const hk__target *tg) {
     hk_pull_spec spec = *spec_in;
     const char *repo = tg->repo, *commit = tg->commit;
@@ -323,6 +457,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(repo_dir);
         return rc;
     }
+    bool dry = spec.dry_run != 0;
+    unsigned vflags = dry ? HK_VERIFY_NO_WRITE : 0;
     /* variants from the listing (skipped when the named variant is already complete here) */
     tree t;
     memset(&t, 0, sizeof t);
@@ -334,7 +470,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                                                                : NULL;
     hk_verify_stats local_st;
     memset(&local_st, 0, sizeof local_st);
-    bool local_ok = local && variant_complete_locally(hub, local, &local_st);
+    bool local_ok = local && variant_complete_locally(hub, local, &local_st, vflags);
     if (local_ok) {
         names = calloc(2, sizeof *names);
         if (names) names[0] = hk__strdup(spec.variant);
@@ -359,13 +495,16 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(where);
     }
     hk_hub_strv_free(names);
-    /* files of each chosen variant, grouped by blob */
+    /* files of each chosen variant, grouped by blob; per variant: done (complete here, or none of
+     * its files chosen), pulled in part (the patterns left some out), dropped (none chosen) */
     pull_plan plan;
     memset(&plan, 0, sizeof plan);
     hk__strmap_init(&plan.by_etag);
     size_t fcap = 0;
-    bool *checked = rc == HK_OK ? calloc(r->nvariants + 1, sizeof *checked) : NULL;
-    if (rc == HK_OK && !checked) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    bool *flags = rc == HK_OK ? calloc(3 * (r->nvariants + 1), sizeof *flags) : NULL;
+    bool *checked = flags, *partial = flags ? flags + r->nvariants + 1 : NULL,
+         *dropped = flags ? flags + 2 * (r->nvariants + 1) : NULL;
+    if (rc == HK_OK && !flags) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
         char *prefix = hk__asprintf("build/%s", r->variants[v]);
         r->variant_paths[v] = hk__asprintf("%s/build/%s", r->snapshot, r->variants[v]);
@@ -375,28 +514,35 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             break;
         }
         hk_verify_stats vs = local_st;
+        size_t chosen = 0, all = 0;
         if (!force && ((local_ok && strcmp(r->variants[v], spec.variant) == 0) ||
-                       variant_complete_locally(hub, r->variant_paths[v], &vs))) {
+                       variant_complete_locally(hub, r->variant_paths[v], &vs, vflags))) {
             /* warm: the commit's variant is here and matches its digest */
             hk__log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
+            size_t from = r->nfiles;
             rc = hk__client_collect_local_files(r, &fcap, r->snapshot, prefix);
+            if (rc == HK_OK) keep_chosen(r, from, prefix, &spec, &chosen, &all);
             r->bytes_verified += vs.bytes_hashed;
             r->bytes_trusted += vs.bytes_trusted;
             checked[v] = true;
+            dropped[v] = rc == HK_OK && chosen == 0 && has_patterns(&spec);
             free(prefix);
-            if (rc == HK_OK) /* a cached variant is checked again (its signature receipt may vouch) */
+            /* a cached variant is checked again (its signature receipt may vouch); a dry run checks none */
+            if (rc == HK_OK && !dry && !dropped[v])
                 rc = hk__client_check_signature(hub, tg->signature, repo, repo_dir, commit, r->variants[v],
                                                 r->variant_paths[v]);
             continue;
         }
         if (!have_tree && (rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) have_tree = true;
-        if (rc == HK_OK) rc = plan_variant(&plan, r, &fcap, &t, prefix);
+        if (rc == HK_OK) rc = plan_variant(&plan, r, &fcap, &t, prefix, &spec, &chosen, &all);
+        dropped[v] = checked[v] = rc == HK_OK && chosen == 0 && has_patterns(&spec);
+        partial[v] = chosen < all;
         free(prefix);
     }
     hk__client_tree_free(&t);
-    if (rc == HK_OK) rc = check_cached_blobs(r, repo_dir, &plan, force);
-    if (rc == HK_OK) rc = record_plan(hub, repo_dir, commit, &plan);
-    if (rc == HK_OK) { /* blobs only: the links are made in the stage, after every byte arrived */
+    if (rc == HK_OK) rc = check_cached_blobs(r, repo_dir, &plan, force, dry);
+    if (rc == HK_OK && !dry) rc = record_plan(hub, repo_dir, commit, &plan);
+    if (rc == HK_OK && !dry) { /* blobs only: the links are made in the stage, after every byte arrived */
         hk_dl_stats st = {0, 0, 0, 0};
         rc = hk__download_blobs(&st, hub, repo, repo_dir, commit, plan.items, plan.n, false);
         r->bytes_downloaded = st.bytes_downloaded;
@@ -404,19 +550,22 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         r->bytes_verified += st.bytes_verified;
         r->files_downloaded = st.files_downloaded;
     }
-    if (rc == HK_OK) {
+    if (rc == HK_OK && !dry) {
         if (hub->progress) {
             hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants, 0};
             hub->progress(hub->progress_ud, &p);
         }
-        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, plan.items, plan.n, tg->signature);
+        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, partial, plan.items, plan.n, tg->signature);
     }
-    free(checked);
+    if (rc == HK_OK) rc = file_details(r, &plan);
+    if (rc == HK_OK) drop_variants(r, dropped);
+    free(flags);
     plan_free(&plan);
     /* refs only once the variant is complete and verified, so that offline use never finds a
-     * half-pulled snapshot through refs/vN */
-    if (rc == HK_OK && strcmp(r->revision, commit) != 0) rc = hk_cache_write_ref(repo_dir, r->revision, commit);
-    if (rc == HK_OK) hk__pull_plan_remove(hub->cache_root, repo_dir, commit); /* nothing left to resume */
+     * half-pulled snapshot through refs/vN; a dry run writes none, nor a pull that chose nothing */
+    if (rc == HK_OK && !dry && r->nvariants && strcmp(r->revision, commit) != 0)
+        rc = hk_cache_write_ref(repo_dir, r->revision, commit);
+    if (rc == HK_OK && !dry) hk__pull_plan_remove(hub->cache_root, repo_dir, commit); /* nothing left to resume */
     free(repo_dir);
     return rc;
 }
@@ -434,7 +583,7 @@ int hk__client_pull_target(hk_pull_result **out, hk_hub *hub, const hk_pull_spec
     *out = NULL;
     int rc = check_pull_spec(spec);
     if (rc) return rc;
-    if (hub->read_only)
+    if (hub->read_only && !spec->dry_run)
         return hk__fail(HK_ERR_INVALID_ARG, "cannot pull %s with a read-only client (hk_hub_set_read_only): it "
                         "writes nothing into the cache", spec->repo_id);
     hk_pull_result *r = calloc(1, sizeof *r);
@@ -460,12 +609,12 @@ int hk_hub_pull(hk_pull_result **out, hk_hub *hub, const hk_pull_spec *spec_in) 
     if (!hub || !spec_in) return hk__fail(HK_ERR_INVALID_ARG, "hub and spec are required");
     int rc = check_pull_spec(spec_in);
     if (rc) return rc;
-    if (hub->read_only) /* before any request: nothing of the pull could be kept */
+    if (hub->read_only && !(spec_in->version >= 3 && spec_in->dry_run)) /* before any request: nothing of the pull could be kept */
         return hk__fail(HK_ERR_INVALID_ARG, "cannot pull %s with a read-only client (hk_hub_set_read_only): it "
                         "writes nothing into the cache", spec_in->repo_id);
-    /* a version 1 spec ends before force_download: only its own bytes are read */
+    /* an older spec ends before the fields added since: only its own bytes are read */
     hk_pull_spec full = HK_PULL_SPEC_INIT;
-    memcpy(&full, spec_in, spec_in->version >= 2 ? sizeof full : offsetof(hk_pull_spec, force_download));
+    memcpy(&full, spec_in, hk__pull_spec_size(spec_in->version));
     full.version = HK_PULL_SPEC_VERSION;
     const hk_pull_spec *spec = &full;
     hk__target t;
@@ -488,6 +637,10 @@ int hk_hub_fetch_variant(char **out_variant_dir, char **out_commit, char **out_v
     hk_pull_result *r = NULL;
     int rc = hk_hub_pull(&r, hub, spec);
     if (rc) return rc;
+    if (r->nvariants == 0) { /* the spec's patterns chose no file */
+        hk_pull_result_free(r);
+        return hk__fail(HK_ERR_NOT_FOUND, "no file of %s matches the include/exclude patterns", spec->repo_id);
+    }
     char *d = hk__strdup(r->variant_paths[0]), *c = hk__strdup(r->commit), *v = hk__strdup(r->variants[0]);
     hk_pull_result_free(r);
     if (!d || !c || !v) {

@@ -14,11 +14,18 @@ struct hk_pull_result {
     size_t nvariants;
     char **files;
     size_t nfiles;
+    /* per file, filled once the file list is final (pull.c): size, blob id, cached before the pull */
+    uint64_t *file_sizes;
+    char **file_blobs;
+    unsigned char *file_cached;
+    bool details_pending; /* some files' size and blob are still to be read from their links */
     size_t files_downloaded;
     uint64_t bytes_downloaded, bytes_resumed, bytes_verified, bytes_trusted;
     bool offline;
 };
 
+/* The bytes of an hk_pull_spec of a given struct version (fields past it are not read). */
+size_t hk__pull_spec_size(unsigned version);
 /* *.pyc and __pycache__ are never pulled (like the kernels library). */
 bool hk__client_excluded(const char *path);
 /* Choose which variants to pull among names (spec->all_variants, spec->variant, else this

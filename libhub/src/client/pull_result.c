@@ -6,6 +6,9 @@
 #include "hubkern/variant.h"
 
 #include <dirent.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +26,14 @@ void hk_pull_result_free(hk_pull_result *r) {
     }
     free(r->variants);
     free(r->variant_paths);
-    for (size_t i = 0; i < r->nfiles; i++) free(r->files[i]);
+    for (size_t i = 0; i < r->nfiles; i++) {
+        free(r->files[i]);
+        if (r->file_blobs) free(r->file_blobs[i]);
+    }
     free(r->files);
+    free(r->file_sizes);
+    free(r->file_blobs);
+    free(r->file_cached);
     free(r);
 }
 
@@ -39,12 +48,54 @@ const char *hk_pull_result_variant_path(const hk_pull_result *r, size_t i) {
 }
 size_t hk_pull_result_file_count(const hk_pull_result *r) { return r->nfiles; }
 const char *hk_pull_result_file(const hk_pull_result *r, size_t i) { return i < r->nfiles ? r->files[i] : NULL; }
+/* The size and blob id of the files that came from a variant complete in the snapshot, read from
+ * their links on first use (a pull does not pay for what its caller never asks). The result is
+ * logically const: this fills in what it already stands for. */
+static void read_local_details(const hk_pull_result *cr) {
+    hk_pull_result *r = (hk_pull_result *)cr;
+    if (!r->details_pending || !r->file_blobs) return;
+    r->details_pending = false;
+    for (size_t f = 0; f < r->nfiles; f++) {
+        if (r->file_blobs[f]) continue;
+        char *local = hk__path_join(r->snapshot, r->files[f]);
+        struct stat st;
+        char target[4096];
+        ssize_t n = local ? readlink(local, target, sizeof target - 1) : -1;
+        if (local && stat(local, &st) == 0) r->file_sizes[f] = (uint64_t)st.st_size;
+        if (n > 0) {
+            target[n] = '\0';
+            const char *base = strrchr(target, '/');
+            r->file_blobs[f] = hk__strdup(base ? base + 1 : target);
+        }
+        free(local);
+    }
+}
+
+uint64_t hk_pull_result_file_size(const hk_pull_result *r, size_t i) {
+    if (!r || !r->file_sizes || i >= r->nfiles) return 0;
+    read_local_details(r);
+    return r->file_sizes[i];
+}
+const char *hk_pull_result_file_blob(const hk_pull_result *r, size_t i) {
+    if (!r || !r->file_blobs || i >= r->nfiles) return NULL;
+    read_local_details(r);
+    return r->file_blobs[i];
+}
+int hk_pull_result_file_cached(const hk_pull_result *r, size_t i) {
+    return r && r->file_cached && i < r->nfiles ? r->file_cached[i] : 0;
+}
 size_t hk_pull_result_files_downloaded(const hk_pull_result *r) { return r->files_downloaded; }
 uint64_t hk_pull_result_bytes_downloaded(const hk_pull_result *r) { return r->bytes_downloaded; }
 uint64_t hk_pull_result_bytes_resumed(const hk_pull_result *r) { return r->bytes_resumed; }
 uint64_t hk_pull_result_bytes_verified(const hk_pull_result *r) { return r->bytes_verified; }
 uint64_t hk_pull_result_bytes_trusted(const hk_pull_result *r) { return r ? r->bytes_trusted : 0; }
 int hk_pull_result_offline(const hk_pull_result *r) { return r->offline; }
+
+size_t hk__pull_spec_size(unsigned version) {
+    if (version < 2) return offsetof(hk_pull_spec, force_download);
+    if (version < 3) return offsetof(hk_pull_spec, include);
+    return sizeof(hk_pull_spec);
+}
 
 bool hk__client_excluded(const char *path) {
     if (hk__str_ends_with(path, ".pyc")) return true;
