@@ -21,6 +21,9 @@ static int run(hk_cache_report **out, const hk_cache_options *opts, run_fn fn, c
     if (rc) return rc;
     if (fn == hk__cache_run_rm && !o->repo_id)
         return hk__fail(HK_ERR_INVALID_ARG, "%s: give the repo to remove (opts->repo_id)", what);
+    if (o->repo_id && !hk_repo_id_valid(o->repo_id))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a repo id (org/name of letters, digits, '-', '_', '.')",
+                        o->repo_id);
     char *root = NULL;
     if ((rc = hk_cache_root(&root, o->cache_dir, HK_REPO_KERNEL))) return rc;
     hk_cache_report *rep = calloc(1, sizeof *rep);

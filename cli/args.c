@@ -4,6 +4,7 @@
  * completions are printed from. */
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "util/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -101,9 +102,33 @@ static bool must_not_be_empty(const cli_opt *o) {
     return false;
 }
 
+/* Is value one of the '|'-separated choices? */
+static bool is_choice(const char *choices, const char *value) {
+    size_t n = strlen(value);
+    for (const char *c = choices; *c;) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncmp(c, value, n) == 0) return true;
+        c += len;
+        if (*c) c++;
+    }
+    return false;
+}
+
 static int add(cli_args *a, const cli_opt *o, const char *value) {
     if (value && !*value && must_not_be_empty(o))
         return cli_usage_error("--%s needs a %s, got an empty value", o->name, o->metavar);
+    if (value && o->choices && !is_choice(o->choices, value)) { /* the choices the completion offers are all */
+        char list[256] = "";
+        for (const char *c = o->choices; *c && strlen(list) + 3 < sizeof list;) {
+            size_t len = strcspn(c, "|"), n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%.*s", n ? ", " : "", (int)len, c);
+            c += len + (c[len] == '|');
+        }
+        return cli_usage_error("--%s '%s' is not one of: %s", o->name, value, list);
+    }
+    /* a revision is judged before any request, as git judges a ref name */
+    if (value && o->metavar && strcmp(o->metavar, "REV") == 0 && !hk__revision_valid(value))
+        return cli_usage_error("--%s '%s' is not a revision name (a branch, tag or commit)", o->name, value);
     if (o->kind == HK_OPT_VALUE || o->kind == HK_OPT_FLAG) {
         for (size_t i = 0; i < a->nocc; i++)
             if (a->occ[i].opt == o && o->kind == HK_OPT_VALUE) {

@@ -193,8 +193,9 @@ static int man(void) {
             }
     }
     printf(".SH EXIT STATUS\n0 success; 1 failure (and a report that found problems: \\fBcache verify\\fR, "
-           "\\fBvariants\\fR when nothing fits); 2 usage error (a missing, unknown, empty or conflicting "
-           "argument), in every command; 130 interrupted (Ctrl\\-C).\n");
+           "\\fBvariants\\fR when nothing fits); 2 usage error (a missing, unknown, empty, conflicting or "
+           "invalid argument: a value outside its choices, a bad repo id or revision, a bundle name of a kind that "
+           "cannot be written), in every command; 130 interrupted (Ctrl\\-C).\n");
     printf(".SH JSON\nWith \\fB\\-\\-json\\fR every command prints one JSON object on stdout, on success and on "
            "error: the schema version, the command and its fields, or an error object (code, message, hint, "
            "exit_status). ");

@@ -50,7 +50,7 @@ def test_errors_are_one_line_naming_the_problem():
         (["pull", "org/x", "--version", "1", "--variant", "v", "--all-variants"],
          "hubkern pull: --variant and --all-variants cannot be used together"),
         (["pull", "org/x", "--version", "1", "--version", "2"], "hubkern pull: --version given more than once"),
-        (["pull", "org/x", "--version=1", "--backend=gpu"], "hubkern pull: --backend 'gpu' is not a backend"),
+        (["pull", "org/x", "--version=1", "--backend=gpu"], "hubkern pull: --backend 'gpu' is not one of: cpu, cuda"),
         (["pull", "org/x", "--versoin", "1"], "did you mean --version?"),
         (["bundle", "create", "--frobnicate"], "hubkern bundle: unrecognized option '--frobnicate'"),
         (["cache", "ls", "--cache"], "hubkern cache ls: --cache-dir needs a value"),
@@ -188,7 +188,7 @@ def test_bundle_compresses_by_name(hub, tmp_path):
         listed = run(["bundle", "list", str(out)], check=True).stdout
         assert "kernels--org--clikern/refs/v1" in listed, (ext, listed)
     r = run(["bundle", "create", str(tmp_path / "b.tar.rar"), "org/clikern", f"--cache-dir={cache}"])
-    assert r.returncode == 1 and "must end in .tar, .tar.gz" in r.stderr and not (tmp_path / "b.tar.rar").exists()
+    assert r.returncode == 2 and "must end in .tar, .tar.gz" in r.stderr and not (tmp_path / "b.tar.rar").exists()
 
 
 def test_cache_verify_and_prune_json(hub, tmp_path):

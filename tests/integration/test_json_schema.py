@@ -104,7 +104,7 @@ def cases(hub, tmp_path):
         (["bundle", "list", tar], 0, "bundle list"),
         (["bundle", "extract", tar, f"--cache-dir={tmp_path / 'c2'}"], 0, "bundle extract"),
         (["bundle", "list", missing + ".tar"], 1, "bundle list"),
-        (["bundle", "create", str(tmp_path / "b.tar.rar"), "org/jk", f"--cache-dir={cache}"], 1, "bundle create"),
+        (["bundle", "create", str(tmp_path / "b.tar.rar"), "org/jk", f"--cache-dir={cache}"], 2, "bundle create"),
         (["publish", src, "org/pub", "--branch", "v1", f"--cache-dir={store}"], 0, "publish"),
         (["publish", missing, "org/pub", "--branch", "v1", f"--cache-dir={store}"], 1, "publish"),
         (["env", "--no-python"], 0, "env"),

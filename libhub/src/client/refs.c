@@ -322,7 +322,7 @@ int hk__client_resolve_commit(char out_commit[65], hk_hub *hub, const char *repo
     if (rc) return rc;
     if ((version >= 0) == (revision != NULL))
         return hk__fail(HK_ERR_INVALID_ARG, "give exactly one of a version or a revision for %s", repo_id);
-    if (revision && (!*revision || !hk__path_is_safe_relative(revision)))
+    if (revision && !hk__revision_valid(revision))
         return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
     if (revision && hk__is_commit_id(revision) && hub->offline) {
         snprintf(out_commit, 65, "%s", revision);
