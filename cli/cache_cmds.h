@@ -17,9 +17,10 @@ int cli_cache_confirm(cli_cache_run_fn run, const hk_cache_options *o, const cha
 /* A line_fn keeping the one JSON document of hk_cache_ls (ud: char **, freed with free). */
 void cli_cache_keep_doc(void *ud, const char *doc);
 /* Pull every cached kernel variant of root (or of repo_id) again at its commit from endpoint (NULL:
- * HF_ENDPOINT), reporting each repair and each failure through fn; *failed counts the failures.
- * Returns 0, or the exit status after an error that stopped it (offline, no client). */
-int cli_cache_repair(const char *root, const char *repo_id, const char *endpoint, hk_cache_line_fn fn, void *ud,
+ * HF_ENDPOINT), reporting each repair (HK_CACHE_NOTE, "repaired ...") and each failure
+ * (HK_CACHE_PROBLEM) through fn, as cache verify reports its findings; *failed counts the
+ * failures. Returns 0, or the exit status after an error that stopped it (offline, no client). */
+int cli_cache_repair(const char *root, const char *repo_id, const char *endpoint, hk_cache_finding_fn fn, void *ud,
                      size_t *failed);
 
 #endif

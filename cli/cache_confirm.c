@@ -31,8 +31,10 @@ int cli_cache_confirm(cli_cache_run_fn run, const hk_cache_options *o, const cha
     hk_cache_options dry = *o;
     dry.dry_run = 1;
     dry.json = 0;
-    dry.line_fn = ask ? to_stderr : NULL;
+    dry.line_fn = ask ? to_stderr : NULL; /* the list goes to the person, not into the result */
     dry.line_userdata = NULL;
+    dry.finding_fn = NULL;
+    dry.finding_userdata = NULL;
     hk_cache_report *rep = NULL;
     if (run(&rep, &dry) != HK_OK) return cli_report_error(NULL);
     size_t n = hk_cache_report_removed(rep);

@@ -65,10 +65,10 @@ typedef struct lines {
     char *doc; /* ls --json: the one document */
 } lines;
 
-static void on_line(void *ud, const char *line) {
+static void on_finding(void *ud, const hk_cache_finding *f) {
     lines *l = ud;
-    if (l->arr) cJSON_AddItemToArray(l->arr, cli_cache_line_json(line)); /* structured: docs/json.md */
-    else printf("%s\n", line);
+    if (l->arr) cJSON_AddItemToArray(l->arr, cli_cache_finding_json(f)); /* structured: docs/json.md */
+    else printf("%s\n", f->line);
 }
 
 static void on_ls_doc(void *ud, const char *doc) {
@@ -138,8 +138,13 @@ static int run_sub(const char *sub, const cli_args *a) {
     o.dry_run = dry;
     o.detached = detached;
     o.json = ls; /* ls: the CLI formats the table itself */
-    o.line_fn = ls ? on_ls_doc : on_line;
-    o.line_userdata = &l;
+    if (ls) {
+        o.line_fn = on_ls_doc;
+        o.line_userdata = &l;
+    } else {
+        o.finding_fn = on_finding;
+        o.finding_userdata = &l;
+    }
     hk_cache_report *rep = NULL;
     int rc = HK_OK, status = 0;
     char what[600];
@@ -151,7 +156,7 @@ static int run_sub(const char *sub, const cli_args *a) {
     }
     if (verify && repair) {
         size_t failed = 0;
-        if ((status = cli_cache_repair(root, o.repo_id, cli_str(a, "endpoint"), on_line, &l, &failed))) {
+        if ((status = cli_cache_repair(root, o.repo_id, cli_str(a, "endpoint"), on_finding, &l, &failed))) {
             cJSON_Delete(l.arr);
             free(root);
             return status;
