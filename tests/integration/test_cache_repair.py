@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish, run_cli
+from faultproxy import FaultProxy, Rule, hubkern_bin
+from hk_serve_helpers import published_mirror, run_isolated as run
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 BIG = os.urandom(8_000_000)
@@ -32,19 +33,9 @@ REPO = "org/repair"
 FOLDER = "kernels--org--repair"
 
 
-def run(args, env=None, check=True, timeout=120, **kw):
-    return run_cli(args, env=env, check=check, unset=("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"),
-                   base_env={"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=timeout,
-                   **kw)
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hub")
-    store, src = str(base / "store"), str(base / "src")
-    make_variant(src, V, {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n", "big.bin": BIG})
-    publish(src, REPO, "v1", store, ["--lfs-threshold", "1000000"])
-    with Server(store, ["--trust", "org"]) as srv:
+    with published_mirror(tmp_path_factory.mktemp("hub"), REPO, V, {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n", "big.bin": BIG}, lfs_threshold=1000000) as srv:
         yield srv
 
 

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish, run_cli
+from hk_serve_helpers import published_mirror
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 BIG = os.urandom(3_000_000)
@@ -26,12 +27,8 @@ def run(args, check=False, env=None):
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hub")
-    store = str(base / "store")
-    src = str(base / "src")
-    make_variant(src, V, {"__init__.py": b"a = 1\n", "_k.so": BIG})
-    publish(src, "org/clikern", "v1", store, ["--lfs-threshold", "1000000"])
-    with Server(store, ["--trust", "org"]) as srv:
+    files = {"__init__.py": b"a = 1\n", "_k.so": BIG}
+    with published_mirror(tmp_path_factory.mktemp("hub"), "org/clikern", V, files, lfs_threshold=1000000) as srv:
         yield srv
 
 
