@@ -18,7 +18,6 @@ installed), then the demo itself (publish, serve, pull, hk_get_kernel, call). Th
 import argparse
 import os
 import pathlib
-import re
 import shutil
 import statistics
 import subprocess
@@ -28,6 +27,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPO = "hubkern/rmsnorm"
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 
 def clean_env(endpoint, cache, home):
@@ -45,28 +45,6 @@ def timed(cmd, env, cwd=None):
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return dt
-
-
-class Mirror:
-    """`hubkern serve` on loopback over a store holding the staged RMSNorm variant as REPO v1."""
-
-    def __init__(self, hubkern, variant_src, work):
-        store = work / "store"
-        subprocess.run([hubkern, "publish", variant_src, REPO, "--branch", "v1", "--cache", store], check=True,
-                       capture_output=True)
-        self.proc = subprocess.Popen([hubkern, "serve", "--cache", store, "--host", "127.0.0.1", "--port", "0",
-                                      "--trust", "hubkern"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
-        line = self.proc.stdout.readline()
-        m = re.match(r"listening on (http://\S+)", line)
-        if not m:
-            self.proc.kill()
-            raise RuntimeError(f"hubkern serve did not start: {line!r}")
-        self.url = m.group(1).rstrip("/")
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 GET_KERNEL = ("import kernels; k = kernels.get_kernel('hubkern/rmsnorm', version=1, backend='cpu'); "
@@ -132,8 +110,8 @@ def newcomer(work):
     # the demo minus its set-up step (apt-get / pip: installed here); it finds the build just made
     demo = (clone / "scripts" / "demo.sh").read_text().replace('"$root/scripts/setup.sh"', "true")
     t = time.perf_counter()
-    r = subprocess.run(["bash", "-c", demo, "demo.sh"], env={**env, "BUILD_DIR": str(build)}, capture_output=True,
-                       text=True, cwd=clone)
+    r = subprocess.run(["bash", "-c", demo, str(clone / "scripts" / "demo.sh")], env={**env, "BUILD_DIR": str(build)},
+                       capture_output=True, text=True, cwd=clone)  # $0: the demo finds the clone from it
     if r.returncode != 0 or "demo ok" not in r.stdout:
         raise RuntimeError(f"demo failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     steps.append(("demo (publish, serve, pull, get, call)", time.perf_counter() - t))
@@ -153,7 +131,11 @@ def main():
     if not list(pathlib.Path(variant_src).glob("build/tvm-ffi*-cpu-*")):
         sys.exit(f"cli_timings: no staged RMSNorm CPU variant in {variant_src} (build with the kernels)")
     work = pathlib.Path(tempfile.mkdtemp(prefix="hk-cli-timings-", dir=a.workdir))
-    mirror = Mirror(hubkern, variant_src, work)
+    os.environ["HUBKERN_BIN"] = hubkern  # the helpers' publish and serve run this build's hubkern
+    from hk_serve_helpers import Server, publish
+
+    publish(variant_src, REPO, "v1", work / "store")  # as scripts/demo.sh: the staged variant, branch v1
+    mirror = Server(work / "store", "--trust", "hubkern")
     try:
         filled = work / "filled"  # what cache ls / verify list: the kernel, pulled by each client
         env = clean_env(mirror.url, filled, work / "hf_home")
@@ -165,7 +147,7 @@ def main():
             out.append((op, h, base))
             print(f"  {op}: done", file=sys.stderr)
     finally:
-        mirror.close()
+        mirror.stop()
     print(f"CLI timings, median of {a.runs} runs (seconds, whole process); mirror {REPO} on loopback\n")
     print("| operation | hubkern | baseline | baseline s | baseline / hubkern |")
     print("|---|---:|---|---:|---:|")
