@@ -131,13 +131,25 @@ static int add_filter(struct archive *ar, bundle_filter f) {
     return ARCHIVE_OK;
 }
 
-static int open_writer(struct archive **out, const char *path) {
+/* The k_endings entry path ends in; nk (HK_ERR_INVALID_ARG set, naming every kind that can be
+ * written, from the table) for any other name. */
+static size_t bundle_kind(const char *path) {
     size_t k = 0, nk = sizeof k_endings / sizeof k_endings[0];
     while (k < nk && !hk__str_ends_with(path, k_endings[k].ending)) k++;
-    if (k == nk)
-        return hk__fail(HK_ERR_INVALID_ARG,
-                        "%s: a bundle's name must end in .tar, .tar.gz, .tar.zst, .tar.bz2 or .tar.xz (it picks the "
-                        "compression)", path);
+    if (k == nk) {
+        char kinds[128] = "";
+        for (size_t i = 0, n = 0; i < nk && n < sizeof kinds; i++)
+            n += (size_t)snprintf(kinds + n, sizeof kinds - n, "%s%s", i ? (i + 1 == nk ? " or " : ", ") : "",
+                                  k_endings[i].ending);
+        hk__fail(HK_ERR_INVALID_ARG, "%s: cannot write that kind of archive; a bundle's name must end in %s (it "
+                 "picks the compression)", path, kinds);
+    }
+    return k;
+}
+
+static int open_writer(struct archive **out, const char *path) {
+    size_t k = bundle_kind(path);
+    if (k == sizeof k_endings / sizeof k_endings[0]) return hk_last_error_code();
     int lrc = hk__archive_load();
     if (lrc) return lrc;
     struct archive *ar = archive_write_new();
@@ -165,6 +177,8 @@ int hk__bundle_run_create(hk_bundle_report *out_stats, const char *out_path, con
     memset(stats, 0, sizeof *stats);
     if (!out_path || !cache_root || !repo_ids || n_repos == 0)
         return hk__fail(HK_ERR_INVALID_ARG, "bundle: give an output path, a cache and at least one repo");
+    /* the arguments first: a name we cannot write fails before the repos are looked up */
+    if (bundle_kind(out_path) == sizeof k_endings / sizeof k_endings[0]) return hk_last_error_code();
     /* Resolve every repo first so that a typo fails before anything is written. */
     char **folders = calloc(n_repos, sizeof *folders);
     if (!folders) return hk__fail(HK_ERR_NOMEM, "out of memory");

@@ -4,23 +4,40 @@
  * spaces-- folders). */
 #include "cache/maint_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* How much of the struct a caller built with that version's header holds. */
+static size_t options_size(unsigned int version) {
+    return version >= 2 ? sizeof(hk_cache_options) : offsetof(hk_cache_options, finding_fn);
+}
+
 int hk_cache_options_init(hk_cache_options *opts, unsigned int version) {
-    HK__OPTIONS_INIT_BODY(hk_cache_options, opts, version, HK_CACHE_OPTIONS_VERSION, HK_CACHE_OPTIONS_INIT);
+    /* not HK__OPTIONS_INIT_BODY: a version 1 struct ends before finding_fn, so only that is written */
+    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_cache_options_init: the options pointer is NULL");
+    int rc = hk__check_options_version("hk_cache_options", version, HK_CACHE_OPTIONS_VERSION);
+    if (rc) return rc;
+    hk_cache_options d = HK_CACHE_OPTIONS_INIT;
+    d.version = version;
+    memcpy(opts, &d, options_size(version));
+    return HK_OK;
 }
 
 typedef int (*run_fn)(hk_cache_report *rep, const char *root, const hk_cache_options *o);
 
 static int run(hk_cache_report **out, const hk_cache_options *opts, run_fn fn, const char *what) {
     if (out) *out = NULL;
-    hk_cache_options defaults = HK_CACHE_OPTIONS_INIT;
-    const hk_cache_options *o = opts ? opts : &defaults;
-    int rc = hk__check_options_version("hk_cache_options", o->version, HK_CACHE_OPTIONS_VERSION);
+    hk_cache_options full = HK_CACHE_OPTIONS_INIT; /* an older version's fields, the newer ones default */
+    const hk_cache_options *o = &full;
+    int rc = opts ? hk__check_options_version("hk_cache_options", opts->version, HK_CACHE_OPTIONS_VERSION) : HK_OK;
     if (rc) return rc;
+    if (opts) memcpy(&full, opts, options_size(opts->version));
     if (fn == hk__cache_run_rm && !o->repo_id)
         return hk__fail(HK_ERR_INVALID_ARG, "%s: give the repo to remove (opts->repo_id)", what);
+    if (o->repo_id && !hk_repo_id_valid(o->repo_id))
+        return hk__fail(HK_ERR_INVALID_ARG, "'%s' is not a repo id (org/name of letters, digits, '-', '_', '.')",
+                        o->repo_id);
     char *root = NULL;
     if ((rc = hk_cache_root(&root, o->cache_dir, HK_REPO_KERNEL))) return rc;
     hk_cache_report *rep = calloc(1, sizeof *rep);

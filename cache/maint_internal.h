@@ -26,9 +26,30 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
 int hk__cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_options *o);
 int hk__cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_options *o);
 
-/* ---- shared walking (walk.c) ------------------------------------------------------------------ */
-/* One formatted line to fn (nothing when fn is NULL). */
+/* ---- reporting (walk.c) ----------------------------------------------------------------------- */
+/* One formatted line to fn (nothing when fn is NULL): ls's rows. */
 void hk__cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Where a run's findings go: the options' line_fn (as lines) and finding_fn (as fields). */
+typedef struct hk_cache_sink {
+    hk_cache_line_fn line_fn;
+    void *line_ud;
+    hk_cache_finding_fn finding_fn;
+    void *finding_ud;
+} hk_cache_sink;
+static inline hk_cache_sink hk__cache_sink_of(const hk_cache_options *o) {
+    hk_cache_sink s = {o->line_fn, o->line_userdata, o->finding_fn, o->finding_userdata};
+    return s;
+}
+/* One finding about repo (its label "kernel/org/name", or NULL) and the entry dir/rel (relative to
+ * the repo folder; rel NULL: dir alone; dir NULL: no entry), the message formatted from fmt. Its
+ * line is "<lead><repo>: <message>", lead by kind ("PROBLEM: ", "note: ", "removed ", "would
+ * remove ", "cannot remove ") unless given. */
+void hk__cache_finding(const hk_cache_sink *s, hk_cache_finding_kind kind, const char *lead, const char *repo,
+                       const char *dir, const char *rel, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+/* ---- shared walking (walk.c) ------------------------------------------------------------------ */
 
 /* The repo folders of a cache root (sorted by name), optionally only those of repo_id. */
 typedef struct hk_cache_repos {
@@ -84,15 +105,15 @@ typedef struct hk_prune_ctx {
     const char *repo_dir;
     const char *label;
     bool dry_run;
-    hk_cache_line_fn fn;
-    void *ud;
+    const hk_cache_sink *sink;
     char **used; /* blob names some snapshot link points to */
     size_t nused, capused;
     char **gone; /* stray snapshot entries this run removes (or, dry, would): their links use nothing */
     size_t ngone, capgone;
 } hk_prune_ctx;
 
-/* Report "removed <label>: <what>" (or "would remove") and, unless a dry run, delete path. */
+/* Report "removed <label>: <what>" (or "would remove"; its entry: path relative to the repo
+ * folder, when inside it) and, unless a dry run, delete path. */
 void hk__cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes);
 /* hk__cache_walk visitor over snapshots/: removes broken links, records the blob each link names
  * (links in or under c->gone excepted). HK_ERR_NOMEM stops it: no blob may then be deleted. */

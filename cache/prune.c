@@ -16,7 +16,9 @@ static int prune_snapshot_tmp(void *p, const char *path, const char *rel, const 
     hk_prune_ctx *c = p;
     if (S_ISDIR(st->st_mode)) {
         /* post-order: remove empty directories below a commit (never the commit dir itself) */
-        if (strchr(rel, '/') && rmdir(path) == 0) hk__cache_emit(c->fn, c->ud, "removed %s: empty directory snapshots/%s", c->label, rel);
+        if (strchr(rel, '/') && rmdir(path) == 0)
+            hk__cache_finding(c->sink, HK_CACHE_REMOVED, NULL, c->label, "snapshots", rel, "empty directory snapshots/%s",
+                              rel);
         return HK_OK;
     }
     if (S_ISLNK(st->st_mode) && hk__str_ends_with(rel, ".tmp")) {
@@ -130,8 +132,7 @@ static void prune_receipts(hk_prune_ctx *c, bool detached) {
 
 /* prune: receipts left of repo folders no longer in the cache (removed by hand, by huggingface_hub's
  * `hf cache rm`, or by an older hubkern), in .locks/ and in HUBKERN_RECEIPTS_DIR. */
-static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool dry_run, hk_cache_line_fn fn,
-                                  void *ud) {
+static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool dry_run, const hk_cache_sink *sink) {
     char *bases[2] = {hk__path_join(root, ".locks"), hk__receipt_outside_root_dir(root)};
     for (int b = 0; b < 2; b++) {
         DIR *d = bases[b] ? opendir(bases[b]) : NULL;
@@ -145,7 +146,7 @@ static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool d
                 /* named as every report names a repo (kernel/org/name), not by its folder */
                 hk_repo_type type;
                 char *id = NULL, *label = hk__cache_parse_folder(folder, &type, &id) ? hk__cache_repo_label(type, id) : NULL;
-                hk_prune_ctx c = {rep, root, repo_dir, label ? label : folder, dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
+                hk_prune_ctx c = {rep, root, repo_dir, label ? label : folder, dry_run, sink, NULL, 0, 0, NULL, 0, 0};
                 hk__cache_remove_path(&c, rdir, "verification receipts (repo not in the cache)", 0);
                 free(label);
                 free(id);
@@ -269,20 +270,19 @@ static int prune_repo(hk_prune_ctx *c, bool detached) {
 }
 
 int hk__cache_run_prune(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
-    hk_cache_line_fn fn = o->line_fn;
-    void *ud = o->line_userdata;
+    const hk_cache_sink sink = hk__cache_sink_of(o);
     bool detached = o->detached != 0, dry_run = o->dry_run != 0;
     hk_cache_repos repos;
     int rc = hk__cache_list_repos(&repos, root, NULL);
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
         char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
-        hk_prune_ctx c = {rep, root, repos.dirs[i], label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
+        hk_prune_ctx c = {rep, root, repos.dirs[i], label ? label : repos.ids[i], dry_run, &sink, NULL, 0, 0, NULL, 0, 0};
         rep->repos++;
         rc = prune_repo(&c, detached);
         hk__prune_ctx_free(&c);
         free(label);
     }
     hk__cache_repos_free(&repos);
-    if (rc == HK_OK) prune_orphan_receipts(rep, root, dry_run, fn, ud);
+    if (rc == HK_OK) prune_orphan_receipts(rep, root, dry_run, &sink);
     return rc;
 }

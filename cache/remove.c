@@ -11,11 +11,15 @@
 #include <unistd.h>
 
 void hk__cache_remove_path(hk_prune_ctx *c, const char *path, const char *what, uint64_t bytes) {
-    hk__cache_emit(c->fn, c->ud, "%s%s: %s", c->dry_run ? "would remove " : "removed ", c->label, what);
+    size_t n = strlen(c->repo_dir); /* the entry, when inside the repo folder (receipts are beside it) */
+    const char *rel = strncmp(path, c->repo_dir, n) == 0 && path[n] == '/' ? path + n + 1 : NULL;
+    hk__cache_finding(c->sink, c->dry_run ? HK_CACHE_WOULD_REMOVE : HK_CACHE_REMOVED, NULL, c->label, rel, NULL, "%s",
+                      what);
     c->rep->removed++;
     c->rep->removed_bytes += bytes;
     if (!c->dry_run && hk__rmtree(path) != HK_OK) {
-        hk__cache_emit(c->fn, c->ud, "cannot remove %s: %s", path, hk_last_error());
+        hk__cache_finding(c->sink, HK_CACHE_FAILED, NULL, c->label, rel, NULL, "%s: %s", rel ? rel : path,
+                          hk_last_error());
         hk_clear_error();
     }
 }
@@ -74,8 +78,8 @@ void hk__cache_prune_blobs(hk_prune_ctx *c) {
     /* what an unfinished pull will link or resume is not garbage (cache/pull_plan.c) */
     hk_pull_plans plans;
     if (hk__pull_plans_load(&plans, c->root, c->repo_dir) != HK_OK) {
-        hk__cache_emit(c->fn, c->ud, "cannot read the plans of unfinished pulls of %s (%s): no blob removed", c->label,
-                       hk_last_error());
+        hk__cache_finding(c->sink, HK_CACHE_FAILED, NULL, c->label, "blobs", NULL,
+                          "unused blobs: the plans of its unfinished pulls cannot be read (%s)", hk_last_error());
         hk_clear_error();
         return;
     }
@@ -98,9 +102,9 @@ void hk__cache_prune_blobs(hk_prune_ctx *c) {
         bool used = !temp && c->nused && bsearch(&name, c->used, c->nused, sizeof *c->used, cmp_str) != NULL;
         bool planned = etag && (!temp || resumable_partial(name, etag)) && hk__pull_plans_name(&plans, etag);
         if (planned && !used) {
-            hk__cache_emit(c->fn, c->ud, "kept %s: %s blobs/%s belongs to an unfinished pull (run it again to "
-                           "finish; pruned once the pull is 7 days old)", c->label,
-                           temp ? "partial file" : "downloaded", name);
+            hk__cache_finding(c->sink, HK_CACHE_NOTE, "kept ", c->label, "blobs", name,
+                              "%s blobs/%s belongs to an unfinished pull (run it again to finish; pruned once the "
+                              "pull is 7 days old)", temp ? "partial file" : "downloaded", name);
         } else if ((temp || !used) && etag && !blob_locked(c, etag)) {
             char *what = hk__asprintf("%s blobs/%s", temp ? "temp file" : "unreferenced blob", name);
             hk__cache_remove_path(c, path, what ? what : name, (uint64_t)st.st_size);

@@ -36,8 +36,7 @@ static size_t remove_receipts(hk_prune_ctx *c, const char *commit, bool no_snaps
 }
 
 int hk__cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
-    hk_cache_line_fn fn = o->line_fn;
-    void *ud = o->line_userdata;
+    const hk_cache_sink sink = hk__cache_sink_of(o);
     const char *repo_id = o->repo_id, *revision = o->revision;
     bool dry_run = o->dry_run != 0;
     hk_cache_repos repos;
@@ -51,7 +50,7 @@ int hk__cache_run_rm(hk_cache_report *rep, const char *root, const hk_cache_opti
     for (size_t i = 0; rc == HK_OK && i < repos.n; i++) {
         const char *dir = repos.dirs[i];
         char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
-        hk_prune_ctx c = {rep, root, dir, label ? label : repos.ids[i], dry_run, fn, ud, NULL, 0, 0, NULL, 0, 0};
+        hk_prune_ctx c = {rep, root, dir, label ? label : repos.ids[i], dry_run, &sink, NULL, 0, 0, NULL, 0, 0};
         if (!revision) {
             char *blobs = hk__path_join(dir, "blobs");
             uint64_t bytes = blobs ? hk__cache_dir_bytes(blobs) : 0;

@@ -19,8 +19,7 @@ typedef struct vctx {
     hk_cache_report *rep;
     const char *repo_dir;
     const char *label;
-    hk_cache_line_fn fn;
-    void *ud;
+    const hk_cache_sink *sink;
     const char *root;
     /* what the blob walk found, for the link and digest checks of the same repo: every blob file
      * (a link to one of them needs no stat), and the SHA-256-named ones whose bytes matched their
@@ -32,6 +31,11 @@ typedef struct vctx {
     size_t ngood, cap_good;
     int canonical_dirs; /* snapshots/ and blobs/ are real folders: -1 not asked yet */
 } vctx;
+
+/* a problem with the entry dir/rel of the repo: reported and counted */
+#define PROBLEM(c, dir, rel, ...) \
+    (hk__cache_finding((c)->sink, HK_CACHE_PROBLEM, NULL, (c)->label, dir, rel, __VA_ARGS__), (c)->rep->problems++)
+#define NOTE(c, dir, rel, ...) hk__cache_finding((c)->sink, HK_CACHE_NOTE, NULL, (c)->label, dir, rel, __VA_ARGS__)
 
 static void vctx_blobs_free(vctx *c) {
     hk__strmap_free(&c->blobs);
@@ -62,13 +66,12 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
     (void)post;
     if (S_ISDIR(st->st_mode)) return HK_WALK_CONTINUE;
     if (hk__str_ends_with(rel, ".incomplete") || hk__str_ends_with(rel, ".tmp")) {
-        hk__cache_emit(c->fn, c->ud, "note: %s: leftover temp file blobs/%s (prune removes it unless an unfinished pull "
-                       "will resume it)", c->label, rel);
+        NOTE(c, "blobs", rel, "leftover temp file blobs/%s (prune removes it unless an unfinished pull will resume it)",
+             rel);
         return HK_OK;
     }
     if (!S_ISREG(st->st_mode)) {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s is not a regular file", c->label, rel);
-        c->rep->problems++;
+        PROBLEM(c, "blobs", rel, "blobs/%s is not a regular file", rel);
         return HK_OK;
     }
     c->rep->blobs++;
@@ -82,15 +85,14 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
         bytes = (uint64_t)full.st_size;
     c->rep->bytes += bytes;
     if (hrc != HK_OK) {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read blobs/%s: %s", c->label, rel, hk_last_error());
-        c->rep->problems++;
+        PROBLEM(c, "blobs", rel, "cannot read blobs/%s: %s", rel, hk_last_error());
         hk_clear_error();
     } else if (!checkable) {
-        hk__cache_emit(c->fn, c->ud, "note: %s: blobs/%s is not named by a content hash; not verifiable", c->label, rel);
+        NOTE(c, "blobs", rel, "blobs/%s is not named by a content hash; not verifiable", rel);
     } else if (strcmp(actual, rel) != 0) {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: blobs/%s content hash is %s (corrupt blob; `hubkern cache verify --repair` fetches it again)",
-                      c->label, rel, actual);
-        c->rep->problems++;
+        PROBLEM(c, "blobs", rel,
+                "blobs/%s content hash is %s (corrupt blob; `hubkern cache verify --repair` fetches it again)", rel,
+                actual);
     } else if (name && strlen(name) == 64 && HK_VEC_RESERVE(c->good, c->cap_good, c->ngood + 1) == HK_OK) {
         c->good[c->ngood++] = name;
     }
@@ -112,27 +114,24 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     }
     if (!strchr(rel, '/')) {
         if (rel[0] != '.') c->rep->snapshots++;
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is a file directly inside snapshots/", c->label, rel);
-        c->rep->problems++;
+        PROBLEM(c, "snapshots", rel, "snapshots/%s is a file directly inside snapshots/", rel);
         return HK_OK;
     }
     if (S_ISREG(st->st_mode)) {
-        if (hk__str_ends_with(rel, ".tmp")) hk__cache_emit(c->fn, c->ud, "note: %s: leftover temp file snapshots/%s", c->label, rel);
+        if (hk__str_ends_with(rel, ".tmp")) NOTE(c, "snapshots", rel, "leftover temp file snapshots/%s", rel);
         return HK_OK; /* no-symlink ("degraded") caches hold plain files */
     }
     if (!S_ISLNK(st->st_mode)) return HK_OK;
     char target[PATH_MAX];
     ssize_t n = readlinkat(e->dirfd, e->name, target, sizeof target - 1);
     if (n <= 0) {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: cannot read link snapshots/%s", c->label, rel);
-        c->rep->problems++;
+        PROBLEM(c, "snapshots", rel, "cannot read link snapshots/%s", rel);
         return HK_OK;
     }
     target[n] = '\0';
     if (target[0] == '/') {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s is an absolute link (%s); caches must use relative links", c->label,
-                      rel, target);
-        c->rep->problems++;
+        PROBLEM(c, "snapshots", rel, "snapshots/%s is an absolute link (%s); caches must use relative links", rel,
+                target);
         return HK_OK;
     }
     const char *blob = NULL;
@@ -150,11 +149,9 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     struct stat ts;
     bool present = (inside && blob && hk__strmap_get(&c->blobs, blob, NULL)) || fstatat(e->dirfd, e->name, &ts, 0) == 0;
     if (!present) {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s: Blob missing", c->label, rel, target);
-        c->rep->problems++;
+        PROBLEM(c, "snapshots", rel, "snapshots/%s -> %s: Blob missing", rel, target);
     } else if (!inside) {
-        hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: snapshots/%s -> %s points outside blobs/", c->label, rel, target);
-        c->rep->problems++;
+        PROBLEM(c, "snapshots", rel, "snapshots/%s -> %s points outside blobs/", rel, target);
     }
     return HK_OK;
 }
@@ -190,19 +187,19 @@ static bool canonical_link(vctx *c, const char *rel, const char *target, const c
 typedef struct stray_ctx {
     vctx *c;
     const char *commit, *variant;
+    const char *dir; /* "snapshots/<commit>/build/<variant>" */
 } stray_ctx;
 
 static void report_stray(void *p, const char *path, const char *rel, bool is_dir) {
     stray_ctx *s = p;
     if (is_dir)
-        hk__cache_emit(s->c->fn, s->c->ud,
-                      "PROBLEM: %s: variant %s at %.8s: %s is a directory where the metadata.json digest lists a "
-                      "file (`hubkern cache prune` removes it)", s->c->label, s->variant, s->commit, rel);
+        PROBLEM(s->c, s->dir, rel,
+                "variant %s at %.8s: %s is a directory where the metadata.json digest lists a file (`hubkern cache "
+                "prune` removes it)", s->variant, s->commit, rel);
     else
-        hk__cache_emit(s->c->fn, s->c->ud,
-                      "PROBLEM: %s: variant %s at %.8s: stray file %s is not in the metadata.json digest "
-                      "(`hubkern cache prune` removes it)", s->c->label, s->variant, s->commit, rel);
-    s->c->rep->problems++;
+        PROBLEM(s->c, s->dir, rel,
+                "variant %s at %.8s: stray file %s is not in the metadata.json digest (`hubkern cache prune` removes "
+                "it)", s->variant, s->commit, rel);
 }
 
 /* A variant of a snapshot (snapshots/<commit>/build/<variant> at vdir): entries its digest lacks;
@@ -210,13 +207,14 @@ static void report_stray(void *p, const char *path, const char *rel, bool is_dir
 static void verify_variant(vctx *c, const char *vdir, const char *commit, const char *variant) {
     char *meta = hk__path_join(vdir, "metadata.json");
     char *text = NULL;
-    stray_ctx sc = {c, commit, variant};
+    char *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
+    stray_ctx sc = {c, commit, variant, entry};
     cJSON *j = meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK ? cJSON_Parse(text) : NULL;
     cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
     /* reads only: a receipt vouches for each file's stat identity, which a damaged file no
      * longer has, and the digest check of a load still finds entries the digest lacks */
-    (void)hk__cache_variant_strays_of(vdir, files, report_stray, &sc);
-    if (j && files) {
+    if (entry) (void)hk__cache_variant_strays_of(vdir, files, report_stray, &sc);
+    if (j && files && entry) {
         /* every byte, once: receipts are neither read nor written here, and a file that links
          * to a blob this run hashed and found equal to its name is not hashed again */
         bool has = false;
@@ -231,12 +229,11 @@ static void verify_variant(vctx *c, const char *vdir, const char *commit, const 
                 free(fp);
             }
             if (missing) {
-                hk__cache_emit(c->fn, c->ud, "note: %s: variant %s at %.8s is incomplete (%zu file%s not pulled): "
-                               "pull it to complete it", c->label, variant, commit, missing, missing == 1 ? "" : "s");
+                NOTE(c, entry, NULL, "variant %s at %.8s is incomplete (%zu file%s not pulled): pull it to complete it",
+                     variant, commit, missing, missing == 1 ? "" : "s");
             } else {
-                hk__cache_emit(c->fn, c->ud, "PROBLEM: %s: %s (`hubkern cache verify --repair` fetches the "
-                               "damaged files again)", c->label, hk_last_error());
-                c->rep->problems++;
+                PROBLEM(c, entry, NULL, "%s (`hubkern cache verify --repair` fetches the damaged files again)",
+                        hk_last_error());
             }
         }
     }
@@ -244,6 +241,7 @@ static void verify_variant(vctx *c, const char *vdir, const char *commit, const 
     hk_clear_error();
     free(text);
     free(meta);
+    free(entry);
 }
 
 /* A folder of snapshots/, after its entries (the walk's post-order call): a snapshot is counted;
@@ -264,8 +262,7 @@ static void verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
 }
 
 int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
-    hk_cache_line_fn fn = o->line_fn;
-    void *ud = o->line_userdata;
+    const hk_cache_sink sink = hk__cache_sink_of(o);
     const char *repo_id = o->repo_id;
     hk_cache_repos repos;
     int rc = hk__cache_list_repos(&repos, root, repo_id);
@@ -277,14 +274,13 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
     for (size_t i = 0; i < repos.n && rc == HK_OK; i++) {
         const char *dir = repos.dirs[i];
         char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
-        vctx c = {rep, dir, label ? label : repos.ids[i], fn, ud, root, .canonical_dirs = -1};
+        vctx c = {rep, dir, label ? label : repos.ids[i], &sink, root, .canonical_dirs = -1};
         hk__strmap_init(&c.blobs);
         rep->repos++;
         char *blobs = hk__path_join(dir, "blobs");
         char *snaps = hk__path_join(dir, "snapshots");
         if (!hk__is_dir(snaps)) {
-            hk__cache_emit(fn, ud, "PROBLEM: %s: no snapshots/ directory", c.label);
-            rep->problems++;
+            PROBLEM(&c, "snapshots", NULL, "no snapshots/ directory");
         }
         if (blobs) rc = hk__cache_walk_entries(blobs, verify_blob, &c, 0);
         /* links, then (after its links) each variant, in one walk */
@@ -305,20 +301,17 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
                 size_t len = 0;
                 rep->refs++;
                 if (hk__str_ends_with(de->d_name, ".tmp")) {
-                    hk__cache_emit(fn, ud, "note: %s: leftover temp file refs/%s", c.label, de->d_name);
+                    NOTE(&c, "refs", de->d_name, "leftover temp file refs/%s", de->d_name);
                 } else if (!rp || hk__read_file(&data, &len, rp, 256) != HK_OK) {
-                    hk__cache_emit(fn, ud, "PROBLEM: %s: cannot read refs/%s", c.label, de->d_name);
-                    rep->problems++;
+                    PROBLEM(&c, "refs", de->d_name, "cannot read refs/%s", de->d_name);
                 } else if (!((len == 40 || len == 64) && hk__is_hex(data, len))) {
-                    hk__cache_emit(fn, ud, "PROBLEM: %s: refs/%s does not hold exactly a commit id (Python would misread it)",
-                                  c.label, de->d_name);
-                    rep->problems++;
+                    PROBLEM(&c, "refs", de->d_name, "refs/%s does not hold exactly a commit id (Python would misread it)",
+                            de->d_name);
                 } else {
                     char *sd = hk__asprintf("%s/%s", snaps, data);
                     if (!sd || !hk__is_dir(sd)) {
-                        hk__cache_emit(fn, ud, "PROBLEM: %s: refs/%s names %s but snapshots/%s is missing", c.label, de->d_name,
-                                      data, data);
-                        rep->problems++;
+                        PROBLEM(&c, "refs", de->d_name, "refs/%s names %s but snapshots/%s is missing", de->d_name, data,
+                                data);
                     }
                     free(sd);
                 }

@@ -23,6 +23,37 @@ void hk__cache_emit(hk_cache_line_fn fn, void *ud, const char *fmt, ...) {
     hk__sb_free(&sb);
 }
 
+const char *hk_cache_finding_kind_name(hk_cache_finding_kind kind) {
+    static const char *const names[] = {"problem", "note", "removed", "would_remove", "failed"};
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : NULL;
+}
+
+void hk__cache_finding(const hk_cache_sink *s, hk_cache_finding_kind kind, const char *lead, const char *repo,
+                       const char *dir, const char *rel, const char *fmt, ...) {
+    static const char *const leads[] = {"PROBLEM: ", "note: ", "removed ", "would remove ", "cannot remove "};
+    if (!s || (!s->line_fn && !s->finding_fn)) return;
+    hk_strbuf msg, line, path;
+    hk__sb_init(&msg);
+    hk__sb_init(&line);
+    hk__sb_init(&path);
+    va_list ap;
+    va_start(ap, fmt);
+    hk__sb_vprintf(&msg, fmt, ap);
+    va_end(ap);
+    hk__sb_printf(&line, "%s%s%s%s", lead ? lead : leads[kind], repo ? repo : "", repo ? ": " : "",
+                  msg.data ? msg.data : "");
+    if (dir) hk__sb_printf(&path, "%s%s%s", dir, rel ? "/" : "", rel ? rel : "");
+    if (msg.data && line.data && (!dir || path.data)) {
+        if (s->line_fn) s->line_fn(s->line_ud, line.data);
+        const char *slash = repo ? strchr(repo, '/') : NULL;
+        hk_cache_finding f = {kind, repo, slash ? slash + 1 : NULL, dir ? path.data : NULL, msg.data, line.data};
+        if (s->finding_fn) s->finding_fn(s->finding_ud, &f);
+    }
+    hk__sb_free(&msg);
+    hk__sb_free(&line);
+    hk__sb_free(&path);
+}
+
 /* "kernels--org--name" -> type + "org/name". */
 bool hk__cache_parse_folder(const char *name, hk_repo_type *type, char **repo_id) {
     static const char *const pfx[] = {"models--", "datasets--", "spaces--", "kernels--"};

@@ -4,6 +4,8 @@
  * completions are printed from. */
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/wrap.h"
+#include "util/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -101,9 +103,33 @@ static bool must_not_be_empty(const cli_opt *o) {
     return false;
 }
 
+/* Is value one of the '|'-separated choices? */
+static bool is_choice(const char *choices, const char *value) {
+    size_t n = strlen(value);
+    for (const char *c = choices; *c;) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncmp(c, value, n) == 0) return true;
+        c += len;
+        if (*c) c++;
+    }
+    return false;
+}
+
 static int add(cli_args *a, const cli_opt *o, const char *value) {
     if (value && !*value && must_not_be_empty(o))
         return cli_usage_error("--%s needs a %s, got an empty value", o->name, o->metavar);
+    if (value && o->choices && !is_choice(o->choices, value)) { /* the choices the completion offers are all */
+        char list[256] = "";
+        for (const char *c = o->choices; *c && strlen(list) + 3 < sizeof list;) {
+            size_t len = strcspn(c, "|"), n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%.*s", n ? ", " : "", (int)len, c);
+            c += len + (c[len] == '|');
+        }
+        return cli_usage_error("--%s '%s' is not one of: %s", o->name, value, list);
+    }
+    /* a revision is judged before any request, as git judges a ref name */
+    if (value && o->metavar && strcmp(o->metavar, "REV") == 0 && !hk__revision_valid(value))
+        return cli_usage_error("--%s '%s' is not a revision name (a branch, tag or commit)", o->name, value);
     if (o->kind == HK_OPT_VALUE || o->kind == HK_OPT_FLAG) {
         for (size_t i = 0; i < a->nocc; i++)
             if (a->occ[i].opt == o && o->kind == HK_OPT_VALUE) {
@@ -232,6 +258,25 @@ int cli_int(const cli_args *a, const char *name, long max, int *out) {
 
 /* ---- help ---------------------------------------------------------------------------------- */
 
+#define HK_HELP_COLUMN 29 /* where an option's help text starts */
+
+typedef struct help_out {
+    FILE *f;
+    size_t prefix; /* the width of the prefix printed before the first piece: continuations pass it */
+} help_out;
+
+static void help_piece(void *ud, size_t index, const char *piece, size_t len, size_t indent) {
+    const help_out *o = ud;
+    fprintf(o->f, "%*s%.*s\n", (int)(index == 0 ? 0 : o->prefix + indent), "", (int)len, piece);
+}
+
+/* an option's help text in the column after its name: continuations stay in that column */
+static void column_piece(void *ud, size_t index, const char *piece, size_t len, size_t indent) {
+    (void)ud;
+    (void)indent;
+    printf("%*s%.*s\n", index == 0 ? 0 : HK_HELP_COLUMN, "", (int)len, piece);
+}
+
 static void print_table(const cli_opt *t, const char *title) {
     printf("\n%s:\n", title);
     for (const cli_opt *o = t; o->kind != HK_OPT_END; o++) {
@@ -241,23 +286,36 @@ static void print_table(const cli_opt *t, const char *title) {
                          o->alias ? ", --" : "", o->alias ? o->alias : "", o->metavar ? " " : "",
                          o->metavar ? o->metavar : "");
         if (!o->short_name) memmove(left + 2, left + 5, strlen(left + 5) + 1), n -= 3;
-        if (n < 28) printf("%-28s %s\n", left, o->help);
-        else printf("%s\n%-28s %s\n", left, "", o->help);
+        if (n < HK_HELP_COLUMN - 1) printf("%-*s ", HK_HELP_COLUMN - 1, left);
+        else printf("%s\n%-*s ", left, HK_HELP_COLUMN - 1, "");
+        /* the first piece is printed after the column, later ones are indented to it */
+        cli_wrap(o->help, strlen(o->help), HK_HELP_WIDTH - HK_HELP_COLUMN, 0, column_piece, NULL);
+    }
+}
+
+void cli_print_wrapped(FILE *f, const char *text, const char *first_prefix, const char *later_prefix,
+                       size_t min_hang) {
+    help_out out = {f, strlen(first_prefix)};
+    for (int first = 1; text && *text; first = 0) {
+        char *block = NULL;
+        size_t len = 0, hang = 0;
+        size_t used = cli_wrap_block(text, HK_HELP_WIDTH / 2, &block, &len, &hang);
+        fputs(first ? first_prefix : later_prefix, f);
+        if (block) cli_wrap(block, len, HK_HELP_WIDTH - out.prefix, hang > min_hang ? hang : min_hang, help_piece, &out);
+        else fprintf(f, "%.*s\n", (int)strcspn(text, "\n"), text);
+        free(block);
+        text += used;
     }
 }
 
 int cli_print_help(const cli_spec *s) {
-    const char *syn = s->synopsis;
-    int first = 1;
-    while (syn && *syn) {
-        size_t n = strcspn(syn, "\n");
-        printf("%s%.*s\n", first ? "usage: " : "       ", (int)n, syn);
-        first = 0;
-        syn += n;
-        if (*syn) syn++;
+    cli_print_wrapped(stdout, s->synopsis, "usage: ", "       ", 8); /* continued under the command's name */
+    printf("\n");
+    cli_print_wrapped(stdout, s->summary, "", "", 0);
+    if (s->description) {
+        printf("\n");
+        cli_print_wrapped(stdout, s->description, "", "", 0);
     }
-    printf("\n%s\n", s->summary);
-    if (s->description) printf("\n%s", s->description);
     for (int t = 0; t < HK_CLI_MAX_TABLES && s->tables[t]; t++)
         print_table(s->tables[t], s->table_titles && s->table_titles[t] ? s->table_titles[t] : "options");
     print_table(cli_common_opts, "common options");

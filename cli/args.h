@@ -8,6 +8,7 @@
 #define HK_CLI_ARGS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef enum cli_opt_kind {
     HK_OPT_END = 0, /* terminates a table */
@@ -80,8 +81,17 @@ int cli_usage_error(const char *fmt, ...)
 #endif
     ;
 
-/* Write the help of spec (synopsis, description, options) to stdout. Returns 0. */
+/* --help fits a terminal of this many columns, whatever the specs' lines say (cli/wrap.h) */
+#define HK_HELP_WIDTH 80
+
+/* Write the help of spec (synopsis, description, options) to stdout, every line broken to
+ * HK_HELP_WIDTH. Returns 0. */
 int cli_print_help(const cli_spec *spec);
+/* Write text to f, each paragraph or "label  text" entry (cli_wrap_block) broken to HK_HELP_WIDTH
+ * columns, continuations under the label's text or the line's indent, at least min_hang past it;
+ * first_prefix goes before the first block, later_prefix (as wide) before the others. */
+void cli_print_wrapped(FILE *f, const char *text, const char *first_prefix, const char *later_prefix,
+                       size_t min_hang);
 
 /* Levenshtein distance of two short strings (for "did you mean"). */
 size_t cli_edit_distance(const char *a, const char *b);

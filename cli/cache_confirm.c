@@ -1,5 +1,5 @@
-/* hubkern cache rm's confirmation, in the spirit of `hf cache rm`: what would go is listed and a
- * person says yes; -y/--yes skips the question; with no terminal to ask on (a script, a pipe) or
+/* The confirmation of hubkern cache rm and cache prune, in the spirit of `hf cache rm`: what would
+ * go is listed (a dry run of the same call) and a person says yes; -y/--yes skips the question; with no terminal to ask on (a script, a pipe) or
  * under --json, it refuses instead of deleting unasked. */
 #include "cli/cache_cmds.h"
 #include "cli/cli.h"
@@ -7,6 +7,7 @@
 #include <hubkern.h>
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,25 +25,27 @@ static void to_stderr(void *ud, const char *line) {
     fprintf(stderr, "  %s\n", line);
 }
 
-int cli_cache_confirm_rm(const hk_cache_options *o, const char *repo) {
+int cli_cache_confirm(cli_cache_run_fn run, const hk_cache_options *o, const char *what) {
     /* the dry run first, so that a repo that is not there fails as such, before any question */
     const bool ask = !cli_json() && isatty(STDIN_FILENO);
     hk_cache_options dry = *o;
     dry.dry_run = 1;
     dry.json = 0;
-    dry.line_fn = ask ? to_stderr : NULL;
+    dry.line_fn = ask ? to_stderr : NULL; /* the list goes to the person, not into the result */
     dry.line_userdata = NULL;
+    dry.finding_fn = NULL;
+    dry.finding_userdata = NULL;
     hk_cache_report *rep = NULL;
-    if (hk_cache_rm(&rep, &dry) != HK_OK) return cli_report_error(NULL);
-    if (!ask) {
-        hk_cache_report_free(rep);
-        return cli_usage_error("refusing to remove %s without confirmation: %s; pass -y (--yes) to remove it, or "
-                               "--dry-run to list what would go", repo,
-                               cli_json() ? "--json cannot ask" : "stdin is not a terminal");
-    }
-    fprintf(stderr, "Remove these %zu entries (%.1f MB)? [y/N] ", hk_cache_report_removed(rep),
-            hk_cache_report_removed_bytes(rep) / 1e6);
+    if (run(&rep, &dry) != HK_OK) return cli_report_error(NULL);
+    size_t n = hk_cache_report_removed(rep);
+    uint64_t bytes = hk_cache_report_removed_bytes(rep);
     hk_cache_report_free(rep);
+    if (n == 0) return 0; /* nothing would go: nothing to agree to */
+    if (!ask)
+        return cli_usage_error("refusing to %s without confirmation (%zu entr%s, %.1f MB): %s; pass -y (--yes) to "
+                               "go ahead, or --dry-run to list what would go", what, n, n == 1 ? "y" : "ies",
+                               bytes / 1e6, cli_json() ? "--json cannot ask" : "stdin is not a terminal");
+    fprintf(stderr, "Remove these %zu entr%s (%.1f MB)? [y/N] ", n, n == 1 ? "y" : "ies", bytes / 1e6);
     fflush(stderr);
     char answer[16] = "";
     if (!fgets(answer, sizeof answer, stdin)) answer[0] = '\0';

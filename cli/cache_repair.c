@@ -12,19 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void say(hk_cache_line_fn fn, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(hk_cache_line_fn fn, void *ud, const char *fmt, ...) {
-    char line[2048];
+/* One finding about build/<variant> at commit of kernel repo, reported to fn with its line,
+ * "<lead>kernel/<repo>: <message>", as the library reports verify's. */
+static void say(hk_cache_finding_fn fn, void *ud, hk_cache_finding_kind kind, const char *lead, const char *repo,
+                const char *commit, const char *variant, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static void say(hk_cache_finding_fn fn, void *ud, hk_cache_finding_kind kind, const char *lead, const char *repo,
+                const char *commit, const char *variant, const char *fmt, ...) {
+    char label[512], path[512], message[1536], line[2100];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fn(ud, line);
+    snprintf(label, sizeof label, "kernel/%s", repo);
+    snprintf(path, sizeof path, "snapshots/%s/build/%s", commit, variant);
+    snprintf(line, sizeof line, "%s%s: %s", lead, label, message);
+    hk_cache_finding f = {kind, label, repo, path, message, line};
+    fn(ud, &f);
 }
 
 /* Pull one variant of repo at commit again; *failed counts those that could not be repaired. */
 static void repair_variant(hk_hub *hub, const char *repo, const char *commit, const char *variant,
-                           hk_cache_line_fn fn, void *ud, size_t *failed) {
+                           hk_cache_finding_fn fn, void *ud, size_t *failed) {
     hk_pull_spec s = HK_PULL_SPEC_INIT;
     s.repo_id = repo;
     s.revision = commit;
@@ -35,23 +43,21 @@ static void repair_variant(hk_hub *hub, const char *repo, const char *commit, co
     if (hk_cache_receipt_forget(hk_hub_cache_root(hub), repo, commit, variant) != HK_OK) hk_clear_error();
     hk_pull_result *r = NULL;
     if (hk_hub_pull(&r, hub, &s) != HK_OK) {
-        say(fn, ud, "PROBLEM: kernel/%s: build/%s at %.8s could not be repaired: %s", repo, variant, commit,
-            hk_last_error());
+        say(fn, ud, HK_CACHE_PROBLEM, "PROBLEM: ", repo, commit, variant, "build/%s at %.8s could not be repaired: %s",
+            variant, commit, hk_last_error());
         hk_clear_error();
         (*failed)++;
         return;
     }
-    if (hk_pull_result_files_downloaded(r) > 0) {
-        char what[96];
-        snprintf(what, sizeof what, "%zu file%s (%llu bytes)", hk_pull_result_files_downloaded(r),
-                 hk_pull_result_files_downloaded(r) == 1 ? "" : "s",
-                 (unsigned long long)hk_pull_result_bytes_downloaded(r));
-        say(fn, ud, "repaired kernel/%s: build/%s at %.8s: %s fetched again", repo, variant, commit, what);
-    }
+    size_t files = hk_pull_result_files_downloaded(r);
+    if (files > 0)
+        say(fn, ud, HK_CACHE_NOTE, "repaired ", repo, commit, variant, "build/%s at %.8s: %zu file%s (%llu bytes) "
+            "fetched again", variant, commit, files, files == 1 ? "" : "s",
+            (unsigned long long)hk_pull_result_bytes_downloaded(r));
     hk_pull_result_free(r);
 }
 
-int cli_cache_repair(const char *root, const char *repo_id, const char *endpoint, hk_cache_line_fn fn, void *ud,
+int cli_cache_repair(const char *root, const char *repo_id, const char *endpoint, hk_cache_finding_fn fn, void *ud,
                      size_t *failed) {
     *failed = 0;
     char *doc = NULL;

@@ -17,7 +17,8 @@ static const cli_opt k_opts[] = {
      NULL, NULL},
     {HK_OPT_VALUE, "endpoint", 0, "URL", "verify --repair: the Hub or mirror to fetch from (default HF_ENDPOINT)", NULL,
      NULL},
-    {HK_OPT_FLAG, "yes", 'y', NULL, "rm: remove without asking (required when stdin is not a terminal)", NULL, NULL},
+    {HK_OPT_FLAG, "yes", 'y', NULL, "prune, rm: remove without asking (required when stdin is not a terminal)", NULL,
+     NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as one JSON object on stdout", NULL, NULL},
     {HK_OPT_VALUE, "cache-dir", 0, "DIR", "the cache (default: KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ...)", "cache",
      NULL},
@@ -29,7 +30,7 @@ const cli_spec cli_spec_cache = {
     .summary = "inspect, verify, prune or remove entries of the local cache",
     .synopsis = "hubkern cache ls [REPO] [--json] [--cache-dir DIR]\n"
                 "hubkern cache verify [REPO] [--repair [--endpoint URL]] [--json] [--cache-dir DIR]\n"
-                "hubkern cache prune [--detached] [--dry-run] [--json] [--cache-dir DIR]\n"
+                "hubkern cache prune [--detached] [--dry-run] [-y] [--json] [--cache-dir DIR]\n"
                 "hubkern cache rm REPO [--revision REV] [--dry-run] [-y] [--json] [--cache-dir DIR]",
     .description =
         "ls      repos in the cache with their size, refs and snapshots\n"
@@ -38,17 +39,21 @@ const cli_spec cli_spec_cache = {
         "        It writes nothing. --repair pulls each damaged kernel variant again at its commit (only\n"
         "        the damaged or missing files are fetched, each replaced atomically), says what it\n"
         "        repaired, then verifies again (exit 1 when problems remain)\n"
-        "prune   remove temp files (*.incomplete, *.tmp) no live download holds, broken links, blobs no\n"
-        "        snapshot uses, empty directories and verification receipts of snapshots, variants or\n"
-        "        repos no longer cached; --detached also removes snapshots no ref names (and their receipts).\n"
-        "        Kept: the downloaded blobs and resumable <etag>.incomplete files of an unfinished pull\n"
-        "        (interrupted; its plan is in .locks/<repo folder>/hubkern-pulls/) for 7 days\n"
-        "rm      remove a whole repo, or with --revision one snapshot, the refs naming it and the blobs\n"
-        "        left unused; with either, the verification receipts of what goes (in .locks/<repo\n"
-        "        folder>/hubkern-receipts/ or HUBKERN_RECEIPTS_DIR; lock files stay). Asks first unless\n"
-        "        -y/--yes; without -y and without a terminal on stdin it refuses (exit 2)\n"
+        "prune   remove temp files (*.incomplete, *.tmp) no live download holds, broken links,\n"
+        "        blobs no snapshot uses, empty directories and verification receipts of\n"
+        "        snapshots, variants or repos no longer cached; --detached also removes\n"
+        "        snapshots no ref names (and their receipts). Kept: the downloaded blobs and\n"
+        "        resumable <etag>.incomplete files of an unfinished pull (interrupted; its plan\n"
+        "        is in .locks/<repo folder>/hubkern-pulls/) for 7 days\n"
+        "rm      remove a whole repo, or with --revision one snapshot, the refs naming it and\n"
+        "        the blobs left unused; with either, the verification receipts of what goes\n"
+        "        (in .locks/<repo folder>/hubkern-receipts/ or HUBKERN_RECEIPTS_DIR; lock files\n"
+        "        stay)\n"
+        "prune and rm list what would go and ask first, unless -y/--yes; without -y and\n"
+        "without a terminal on stdin (or with --json) they refuse (exit 2).\n"
         "REPO is org/name, or kernel/org/name as `cache ls` (and `hf cache ls`) print it.\n"
-        "The cache is --cache-dir DIR, else KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub.\n",
+        "The cache is --cache-dir DIR, else KERNELS_CACHE, HF_HUB_CACHE, HF_HOME/hub,\n"
+        "~/.cache/huggingface/hub.\n",
     .tables = {k_opts},
     .subcommands = "ls verify prune rm",
     .json = 1,
@@ -60,10 +65,10 @@ typedef struct lines {
     char *doc; /* ls --json: the one document */
 } lines;
 
-static void on_line(void *ud, const char *line) {
+static void on_finding(void *ud, const hk_cache_finding *f) {
     lines *l = ud;
-    if (l->arr) cJSON_AddItemToArray(l->arr, cli_cache_line_json(line)); /* structured: docs/json.md */
-    else printf("%s\n", line);
+    if (l->arr) cJSON_AddItemToArray(l->arr, cli_cache_finding_json(f)); /* structured: docs/json.md */
+    else printf("%s\n", f->line);
 }
 
 static void on_ls_doc(void *ud, const char *doc) {
@@ -115,7 +120,7 @@ static int run_sub(const char *sub, const cli_args *a) {
     bool ls = !strcmp(sub, "ls"), verify = !strcmp(sub, "verify"), prune = !strcmp(sub, "prune"), rm = !strcmp(sub, "rm");
     if (repair && !verify) return cli_usage_error("--repair is an option of 'cache verify'");
     if (cli_str(a, "endpoint") && !repair) return cli_usage_error("--endpoint is an option of 'cache verify --repair'");
-    if (yes && !rm) return cli_usage_error("-y/--yes is an option of 'cache rm'");
+    if (yes && !rm && !prune) return cli_usage_error("-y/--yes is an option of 'cache prune' and 'cache rm'");
     if (revision && !rm) return cli_usage_error("--revision is an option of 'cache rm'");
     if (detached && !prune) return cli_usage_error("--detached is an option of 'cache prune'");
     if (dry && !prune && !rm) return cli_usage_error("--dry-run is an option of 'cache prune' and 'cache rm'");
@@ -133,18 +138,25 @@ static int run_sub(const char *sub, const cli_args *a) {
     o.dry_run = dry;
     o.detached = detached;
     o.json = ls; /* ls: the CLI formats the table itself */
-    o.line_fn = ls ? on_ls_doc : on_line;
-    o.line_userdata = &l;
+    if (ls) {
+        o.line_fn = on_ls_doc;
+        o.line_userdata = &l;
+    } else {
+        o.finding_fn = on_finding;
+        o.finding_userdata = &l;
+    }
     hk_cache_report *rep = NULL;
     int rc = HK_OK, status = 0;
-    if (rm && !dry && !yes && (status = cli_cache_confirm_rm(&o, repo))) {
+    char what[600];
+    snprintf(what, sizeof what, rm ? "remove %s" : "prune %s", rm ? repo : root);
+    if ((rm || prune) && !dry && !yes && (status = cli_cache_confirm(rm ? hk_cache_rm : hk_cache_prune, &o, what))) {
         cJSON_Delete(l.arr);
         free(root);
         return status == 3 ? 1 : status; /* 3: the user said no */
     }
     if (verify && repair) {
         size_t failed = 0;
-        if ((status = cli_cache_repair(root, o.repo_id, cli_str(a, "endpoint"), on_line, &l, &failed))) {
+        if ((status = cli_cache_repair(root, o.repo_id, cli_str(a, "endpoint"), on_finding, &l, &failed))) {
             cJSON_Delete(l.arr);
             free(root);
             return status;

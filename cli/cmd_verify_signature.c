@@ -115,13 +115,13 @@ int cli_cmd_verify_signature(int argc, char **argv) {
     if (cli_hub_open(&hub, &a, NULL, NULL)) return cli_report_error(NULL);
     hk_pull_result *r = NULL;
     if (hk_hub_pull(&r, hub, &s)) {
-        int code = hk_last_error_code();
+        int code = hk_last_error_code(), status = 1;
         if (!json && (code == HK_ERR_DIGEST || code == HK_ERR_INTEGRITY)) /* the pull keeps no mismatching file */
             printf("\u274c %s: kernel integrity check failed\n%s\n", s.repo_id, hk_last_error());
         else
-            cli_report_error(NULL);
+            status = cli_report_error(NULL); /* 2 for an argument the pull refused */
         hk_hub_free(hub);
-        return 1;
+        return status;
     }
     int failed = 0;
     cJSON *out = json ? cJSON_CreateObject() : NULL;

@@ -2,6 +2,7 @@
  * the specs the parser reads (cli/args.h), so that none of them can drift from the real options. */
 #include "cli/help.h"
 #include "cli/cli.h"
+#include "cli/wrap.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,51 +93,36 @@ static void roff_docs(const char *s) {
     free(t);
 }
 
-/* The specs' preformatted text is laid out for a terminal's help (up to 110 columns); man indents
- * it by 7, so every line is re-broken at this width, the continuation aligned under the text that
- * follows a "label  " column (or under the line's own indent). */
+/* The specs' preformatted text is laid out for a terminal's help (80 columns); man indents it by 7,
+ * so every line is re-broken at this width, the continuation aligned under the text that follows a
+ * "label  " column (or under the line's own indent). */
 #define HK_MAN_TEXT_WIDTH 72
 
+static void roff_piece(void *ud, size_t index, const char *piece, size_t len, size_t indent) {
+    (void)ud;
+    (void)index;
+    char *p = strndup(piece, len);
+    printf("%*s", (int)indent, "");
+    if (p) roff(p);
+    free(p);
+    printf("\n");
+}
+
 static void man_nf_line(const char *line, size_t n) {
-    size_t lead = 0;
-    while (lead < n && line[lead] == ' ') lead++;
-    size_t indent = lead;
-    const char *gap = memchr(line + lead, ' ', n - lead);
-    if (gap && (size_t)(gap - line) + 1 < n && gap[1] == ' ') { /* "verify  re-hash ...": under the text */
-        size_t k = (size_t)(gap - line);
-        while (k < n && line[k] == ' ') k++;
-        if (k < HK_MAN_TEXT_WIDTH / 2) indent = k;
-    }
-    size_t start = 0;
-    int first = 1;
-    while (start < n) {
-        size_t room = HK_MAN_TEXT_WIDTH - (first ? 0 : indent), len = n - start;
-        if (len > room) { /* break at the last space that fits, else at the first after it */
-            size_t cut = room;
-            while (cut > 0 && line[start + cut] != ' ') cut--;
-            if (cut == 0)
-                while (cut < len && line[start + cut] != ' ') cut++;
-            len = cut;
-        }
-        char *piece = strndup(line + start, len);
-        if (!first) printf("%*s", (int)indent, "");
-        if (piece) roff(piece);
-        free(piece);
-        printf("\n");
-        start += len;
-        while (start < n && line[start] == ' ') start++;
-        first = 0;
-    }
+    if (n == 0) return; /* (.nf keeps blank lines; the page never had them) */
+    cli_wrap(line, n, HK_MAN_TEXT_WIDTH, cli_wrap_hang(line, n, HK_MAN_TEXT_WIDTH / 2), roff_piece, NULL);
 }
 
 static void man_nf(const char *orig) {
     char *all = with_doc_paths(orig); /* before the breaks: the paths are longer */
     const char *text = all ? all : orig;
     while (*text) {
-        size_t n = strcspn(text, "\n");
-        man_nf_line(text, n);
-        text += n;
-        if (*text) text++;
+        char *block = NULL;
+        size_t len = 0, hang = 0, used = cli_wrap_block(text, HK_MAN_TEXT_WIDTH / 2, &block, &len, &hang);
+        if (block && len) cli_wrap(block, len, HK_MAN_TEXT_WIDTH, hang, roff_piece, NULL);
+        else if (!block) man_nf_line(text, strcspn(text, "\n"));
+        free(block);
+        text += used;
     }
     free(all);
 }
@@ -193,8 +179,9 @@ static int man(void) {
             }
     }
     printf(".SH EXIT STATUS\n0 success; 1 failure (and a report that found problems: \\fBcache verify\\fR, "
-           "\\fBvariants\\fR when nothing fits); 2 usage error (a missing, unknown, empty or conflicting "
-           "argument), in every command; 130 interrupted (Ctrl\\-C).\n");
+           "\\fBvariants\\fR when nothing fits); 2 usage error (a missing, unknown, empty, conflicting or "
+           "invalid argument: a value outside its choices, a bad repo id or revision, a bundle name of a kind that "
+           "cannot be written), in every command; 130 interrupted (Ctrl\\-C).\n");
     printf(".SH JSON\nWith \\fB\\-\\-json\\fR every command prints one JSON object on stdout, on success and on "
            "error: the schema version, the command and its fields, or an error object (code, message, hint, "
            "exit_status). ");
@@ -318,9 +305,9 @@ int cli_help_generate(int argc, char **argv) {
     if (strcmp(o, "--completion") == 0 && argc > 2) return completion(argv[2]);
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
         printf("usage: hubkern help [COMMAND] [--json]\n       hubkern help --all-json | --man | --completion bash|zsh\n\n"
-               "hubkern help COMMAND is hubkern COMMAND --help. The other forms print every command's options as\n"
-               "JSON (--json with a COMMAND: that command's), the hubkern(1) man page, or a completion script;\n"
-               "the build installs the last two.\n");
+               "hubkern help COMMAND is hubkern COMMAND --help. The other forms print every\n"
+               "command's options as JSON (--json with a COMMAND: that command's), the\n"
+               "hubkern(1) man page, or a completion script; the build installs the last two.\n");
         return 0;
     }
     return cli_usage_error("unrecognized option '%s'", o);

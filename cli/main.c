@@ -10,10 +10,14 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: hubkern <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < cli_ncommands; i++)
-        fprintf(f, "  %-16s %s\n", cli_commands[i].spec->name, cli_commands[i].spec->summary);
-    fprintf(f, "  %-16s %s\n", "help", "describe a command (hubkern help CMD = hubkern CMD --help)");
-    fprintf(f, "\n'hubkern <command> --help' describes each command's options; -V prints the version.\n");
+    char line[512];
+    for (size_t i = 0; i <= cli_ncommands; i++) { /* the summaries continue in their column */
+        const cli_spec *c = i < cli_ncommands ? cli_commands[i].spec : NULL;
+        snprintf(line, sizeof line, "  %-16s %s", c ? c->name : "help",
+                 c ? c->summary : "describe a command (hubkern help CMD = hubkern CMD --help)");
+        cli_print_wrapped(f, line, "", "", 19);
+    }
+    fprintf(f, "\n'hubkern <command> --help' describes each command's options; -V prints the\nversion.\n");
 }
 
 static const cli_command_def *find(const char *name) {

@@ -108,6 +108,13 @@ static const char *variant_hint(void) {
     return buf[0] ? buf : NULL;
 }
 
+/* "try 'hubkern CMD --help'": what every usage error ends with */
+static const char *usage_hint(void) {
+    static char hint[96];
+    snprintf(hint, sizeof hint, "try 'hubkern %s%s--help'", g_command, *g_command ? " " : "");
+    return hint;
+}
+
 /* What to do next, per error code, where the message itself does not already say it. */
 static const char *code_hint(const char *code_name, int status) {
     static const struct {
@@ -157,8 +164,10 @@ static void print_hint(const char *hint) {
 int cli_report_error(const char *what) {
     clear_line();
     const char *code = hk_error_name(hk_last_error_code());
-    int status = hk_last_error_code() == HK_ERR_CANCELLED ? 130 : 1;
-    const char *hint = code_hint(code, status);
+    /* HK_ERR_INVALID_ARG from the library is an argument the user gave that it refused (a repo id,
+     * a revision, a bundle name): a usage error, exit 2, like the ones the CLI finds itself */
+    int status = hk_last_error_code() == HK_ERR_CANCELLED ? 130 : hk_last_error_code() == HK_ERR_INVALID_ARG ? 2 : 1;
+    const char *hint = status == 2 ? usage_hint() : code_hint(code, status);
     fprintf(stderr, "hubkern%s%s: %s%s%s [%s]\n", *g_command ? " " : "", g_command, what ? what : "", what ? ": " : "",
             hk_last_error(), code);
     print_hint(hint);
@@ -190,10 +199,8 @@ int cli_usage_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    char hint[96];
     const char *cmd = *g_command ? g_command : NULL;
-    snprintf(hint, sizeof hint, "try 'hubkern %s%s--help'", cmd ? cmd : "", cmd ? " " : "");
-    fprintf(stderr, "hubkern%s%s: %s\n%s\n", cmd ? " " : "", cmd ? cmd : "", msg, hint);
-    json_error("HK_ERR_INVALID_ARG", msg, hint, 2);
+    fprintf(stderr, "hubkern%s%s: %s\n%s\n", cmd ? " " : "", cmd ? cmd : "", msg, usage_hint());
+    json_error("HK_ERR_INVALID_ARG", msg, usage_hint(), 2);
     return 2;
 }

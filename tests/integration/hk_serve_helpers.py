@@ -3,6 +3,7 @@
 Import with the tests' directory on sys.path (pytest does that for tests/integration).
 """
 
+import contextlib
 import hashlib
 import os
 import pathlib
@@ -120,3 +121,57 @@ class Server:
         rc = self.stop()
         if exc_type is None:
             assert rc == 0, "hubkern serve did not exit cleanly:\n" + "\n".join(self.log_lines[-30:])
+
+
+# The Python kernels package resolving the dependency tree of kernel argv[1] (version 1, cpu, no
+# remote code trusted), as the parity tests compare it: one JSON line, {"nodes": [[repo_id,
+# revision, variant], ...]} depth-first, or {"error": "Type: message"}.
+KERNELS_TREE_PY = r"""
+import json, sys
+from kernels._rust import KernelDependency, KernelVersion
+from kernels.deps import resolve_kernel_tree
+from kernels.hf_hub import _get_hf_api
+from kernels.resolver import HubResolver
+def walk(n, out):
+    loc = n.location
+    out.append([loc.repo_id, loc.revision, loc.variant_str])
+    for d in n.deps.values():
+        walk(d, out)
+try:
+    t = resolve_kernel_tree(_get_hf_api(), KernelDependency(sys.argv[1], KernelVersion.Version(1)), "cpu",
+                            HubResolver(trust_remote_code=False))
+    out = []
+    walk(t, out)
+    print(json.dumps({"nodes": out}))
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__ + ": " + str(e)}))
+"""
+
+
+# ---- the set-up the pull and cache tests share (faultproxy's mirror and publisher) --------------
+
+# a test's `hubkern` runs without the caller's token or offline setting, with fast retries
+ISOLATED_UNSET = ("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+ISOLATED_ENV = {"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
+
+
+def run_isolated(args, env=None, check=True, timeout=120, **kw):
+    """`hubkern ARGS` (faultproxy.run_cli) in the isolated environment, plus env."""
+    import faultproxy
+
+    return faultproxy.run_cli(args, env=env, check=check, unset=ISOLATED_UNSET, base_env=ISOLATED_ENV,
+                              timeout=timeout, **kw)
+
+
+@contextlib.contextmanager
+def published_mirror(base, repo_id, variant, files, lfs_threshold=None, trust="org"):
+    """A store under base holding branch v1 of repo_id, build/<variant>/ of files {relpath: bytes}
+    (faultproxy.make_variant), published with --lfs-threshold when given and served on loopback by
+    `hubkern serve --trust TRUST`; yields the running faultproxy.Server (its .url)."""
+    import faultproxy
+
+    store, src = str(pathlib.Path(base) / "store"), str(pathlib.Path(base) / "src")
+    faultproxy.make_variant(src, variant, files)
+    faultproxy.publish(src, repo_id, "v1", store, ["--lfs-threshold", str(lfs_threshold)] if lfs_threshold else [])
+    with faultproxy.Server(store, ["--trust", trust]) as srv:
+        yield srv

@@ -61,7 +61,7 @@ def test_ls_verify_prune_rm(hub, tmp_path):
     assert "leftover temp file" in v.stdout and v.stdout.strip().splitlines()[-1].startswith("clean")
     dry = run(["cache", "prune", "--dry-run", "--cache", cache])
     assert "would remove 2 entries" in dry.stdout and os.path.exists(os.path.join(repo, "blobs", orphan))
-    run(["cache", "prune", "--cache", cache])
+    run(["cache", "prune", "-y", "--cache", cache])
     names = os.listdir(os.path.join(repo, "blobs"))
     assert orphan not in names and not [n for n in names if n.endswith(".incomplete")] and big in names
     assert os.path.exists(os.path.join(repo, ".."))  # nothing else was touched

@@ -131,25 +131,25 @@ def test_prune_removes_receipts_of_what_is_gone(hub, filled):
     dry = cache_cli(["prune", "--detached", "--dry-run"], cache)
     assert f"would remove kernel/org/reca: verification receipts of {c1} (no snapshot)" in dry.stdout
     assert os.path.isdir(os.path.join(receipts(cache, A), c1))
-    r = cache_cli(["prune", "--detached"], cache)
+    r = cache_cli(["prune", "-y", "--detached"], cache)
     assert f"removed kernel/org/reca: snapshot {c1} (no ref names it)" in r.stdout
     assert f"verification receipts of {c1}" in r.stdout
     assert sorted(os.listdir(receipts(cache, A))) == [c2]
     assert warm_is_trusted(hub, cache, "org/reca", 2)
     # a variant deleted from its snapshot by hand: its receipt goes, the commit's folder stays
     shutil.rmtree(os.path.join(cache, A, "snapshots", c2, "build", V))
-    r = cache_cli(["prune"], cache)
+    r = cache_cli(["prune", "-y"], cache)
     assert f"verification receipt of {c2}/{V} (no such variant)" in r.stdout
     assert os.listdir(os.path.join(receipts(cache, A), c2)) == []
     # a repo folder removed by hand (or by `hf cache rm`): its receipts are leftovers too
     locks_b = lock_files(cache, B)
     shutil.rmtree(os.path.join(cache, B))
-    r = cache_cli(["prune"], cache)
+    r = cache_cli(["prune", "-y"], cache)
     assert "removed kernel/org/recb: verification receipts (repo not in the cache)" in r.stdout  # one spelling
     assert not os.path.exists(receipts(cache, B)) and lock_files(cache, B) == locks_b
     assert not os.path.exists(os.path.join(cache, B))
     # nothing left to prune: a second run removes nothing
-    assert "removed 0 entries" in cache_cli(["prune"], cache).stdout
+    assert "removed 0 entries" in cache_cli(["prune", "-y"], cache).stdout
 
 
 def test_prune_removes_stale_receipt_temp_files_only(hub, filled):
@@ -184,7 +184,7 @@ def test_prune_removes_stale_receipt_temp_files_only(hub, filled):
                 f"{c2}/{os.path.basename(p)}") in dry.stdout, dry.stdout
         assert os.path.exists(p)
     assert "would remove 2 entries" in dry.stdout, dry.stdout
-    r = cache_cli(["prune"], cache)
+    r = cache_cli(["prune", "-y"], cache)
     assert "removed 2 entries" in r.stdout, r.stdout
     assert not os.path.exists(stale) and not os.path.exists(stale2)
     for p in (live, near, *odd):
@@ -195,7 +195,7 @@ def test_prune_removes_stale_receipt_temp_files_only(hub, filled):
     # the young ones go once they are old
     for p in (live, near):
         os.utime(p, (time.time() - 120, time.time() - 120))
-    r = cache_cli(["prune"], cache)
+    r = cache_cli(["prune", "-y"], cache)
     assert "removed 2 entries" in r.stdout, r.stdout
     assert not os.path.exists(live) and not os.path.exists(near)
     assert all(os.path.exists(p) for p in odd)

@@ -9,7 +9,8 @@
   `cache ls` counts blobs only. Offline, a partly cached variant is "incomplete" (HK_ERR_OFFLINE).
 - Read-only commands (info, versions, variants, env, cache ls, cache verify) change nothing in the
   cache: the tree (paths, sizes, mtimes) is the same before and after each.
-- `cache rm` asks first: without -y and without a terminal it refuses (exit 2)."""
+- `cache rm` and `cache prune` ask first: without -y and without a terminal (or with --json) they
+  refuse (exit 2)."""
 import glob
 import hashlib
 import json
@@ -21,7 +22,8 @@ import time
 
 import pytest
 
-from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish, run_cli
+from faultproxy import FaultProxy, Rule, hubkern_bin
+from hk_serve_helpers import published_mirror, run_isolated as run
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 BIG = os.urandom(8_000_000)
@@ -31,19 +33,9 @@ REPO = "org/repair"
 FOLDER = "kernels--org--repair"
 
 
-def run(args, env=None, check=True, timeout=120, **kw):
-    return run_cli(args, env=env, check=check, unset=("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"),
-                   base_env={"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=timeout,
-                   **kw)
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hub")
-    store, src = str(base / "store"), str(base / "src")
-    make_variant(src, V, {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n", "big.bin": BIG})
-    publish(src, REPO, "v1", store, ["--lfs-threshold", "1000000"])
-    with Server(store, ["--trust", "org"]) as srv:
+    with published_mirror(tmp_path_factory.mktemp("hub"), REPO, V, {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n", "big.bin": BIG}, lfs_threshold=1000000) as srv:
         yield srv
 
 
@@ -176,7 +168,7 @@ def test_an_interrupted_pull_reports_what_it_kept_and_resumes(hub, tmp_path, sig
         assert "0 of 0" not in err
 
         # prune keeps what the unfinished pull will link or resume; ls counts blobs only
-        pr = run(["cache", "prune", "--cache", cache])
+        pr = run(["cache", "prune", "-y", "--cache", cache])
         assert os.path.exists(part) and os.path.getsize(part) == kept, pr.stdout
         assert sorted(n for n in os.listdir(blobs(cache)) if "." not in n) == sorted(done), pr.stdout
         assert "belongs to an unfinished pull" in pr.stdout and "removed 0 entries" in pr.stdout, pr.stdout
@@ -203,7 +195,7 @@ def test_prune_takes_an_abandoned_pull_after_seven_days(hub, tmp_path):
     (plan,) = glob.glob(os.path.join(cache, ".locks", FOLDER, "hubkern-pulls", "*"))
     old = time.time() - 8 * 24 * 3600
     os.utime(plan, (old, old))
-    pr = run(["cache", "prune", "--cache", cache])
+    pr = run(["cache", "prune", "-y", "--cache", cache])
     assert "plan of a pull not resumed for 7 days" in pr.stdout, pr.stdout
     assert not os.path.exists(plan) and not os.path.exists(part)
     assert not [n for n in os.listdir(blobs(cache))], pr.stdout  # its finished blobs were unreferenced
@@ -215,7 +207,7 @@ def test_unique_temp_files_of_a_dead_writer_are_still_pruned(hub, tmp_path):
     dead = os.path.join(blobs(cache), SHA + ".0badf00d.incomplete")
     with open(dead, "wb") as fh:
         fh.write(BIG[:1000])
-    pr = run(["cache", "prune", "--cache", cache])
+    pr = run(["cache", "prune", "-y", "--cache", cache])
     assert not os.path.exists(dead) and "removed 1 entry" in pr.stdout, pr.stdout
 
 
@@ -272,25 +264,68 @@ def test_info_on_an_empty_cache_writes_nothing(hub, tmp_path):
 
 
 # ---- cache rm asks first -------------------------------------------------------------------------
+def answer_at_a_terminal(args, answer):
+    """Run hubkern ARGS with a pseudo-terminal on stdin (a person at a terminal) answering `answer`;
+    return (exit status, stderr)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([hubkern_bin(), *args], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(slave)
+    os.write(master, answer)
+    _, err = p.communicate(timeout=30)
+    os.close(master)
+    return p.returncode, err.decode()
+
+
+def refuses_unasked(args):
+    """Without a terminal on stdin, and under --json, args removes nothing: exit 2 naming -y."""
+    r = run(args, stdin=subprocess.DEVNULL, check=False)
+    assert r.returncode == 2 and "-y" in r.stderr and "not a terminal" in r.stderr, r.stderr
+    r = run(args + ["--json"], stdin=subprocess.DEVNULL, check=False)
+    err = json.loads(r.stdout)["error"]
+    assert r.returncode == 2 and err["exit_status"] == 2 and "--json cannot ask" in err["message"], r.stdout
+
+
 def test_cache_rm_asks_unless_yes(hub, tmp_path):
     cache = str(tmp_path / "c")
     pull(hub.url, cache)
     repo = os.path.join(cache, FOLDER)
-    r = run(["cache", "rm", REPO, "--cache", cache], stdin=subprocess.DEVNULL, check=False)
-    assert r.returncode == 2 and "-y" in r.stderr and "not a terminal" in r.stderr, r.stderr
-    r = run(["cache", "rm", REPO, "--json", "--cache", cache], stdin=subprocess.DEVNULL, check=False)
-    assert r.returncode == 2 and json.loads(r.stdout)["error"], r.stdout
+    refuses_unasked(["cache", "rm", REPO, "--cache", cache])
     assert os.path.isdir(repo)
-    for answer, gone in ((b"n\n", False), (b"y\n", True)):  # a person at a terminal
-        master, slave = pty.openpty()
-        p = subprocess.Popen([hubkern_bin(), "cache", "rm", REPO, "--cache", cache], stdin=slave,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        os.close(slave)
-        os.write(master, answer)
-        _, err = p.communicate(timeout=30)
-        os.close(master)
-        assert b"Remove these" in err and (p.returncode == 0) == gone, err
+    for answer, gone in ((b"n\n", False), (b"y\n", True)):
+        rc, err = answer_at_a_terminal(["cache", "rm", REPO, "--cache", cache], answer)
+        assert "Remove these" in err and (rc == 0) == gone, err
         assert os.path.isdir(repo) != gone
     pull(hub.url, cache)
     run(["cache", "rm", REPO, "-y", "--cache", cache])
     assert not os.path.exists(repo)
+
+
+def test_cache_prune_asks_unless_yes(hub, tmp_path):
+    """prune shows its dry run and asks as rm does (issue 24): an orphan blob, which prune removes,
+    survives every refusal and a "no", goes on "yes" or with -y; with nothing to remove it asks nothing."""
+    cache = str(tmp_path / "c")
+    pull(hub.url, cache)
+    orphan_bytes = b"no snapshot links me\n"
+
+    def plant():
+        path = os.path.join(blobs(cache), hashlib.sha256(orphan_bytes).hexdigest())
+        with open(path, "wb") as fh:
+            fh.write(orphan_bytes)
+        return path
+
+    orphan = plant()
+    refuses_unasked(["cache", "prune", "--cache", cache])
+    assert os.path.exists(orphan)
+    rc, err = answer_at_a_terminal(["cache", "prune", "--cache", cache], b"n\n")
+    assert rc == 1 and "Remove these 1 entry" in err and os.path.basename(orphan) in err, err
+    assert "nothing removed" in err and os.path.exists(orphan)
+    rc, err = answer_at_a_terminal(["cache", "prune", "--cache", cache], b"y\n")
+    assert rc == 0 and not os.path.exists(orphan), err
+    assert os.path.exists(big_blob(cache))  # what a snapshot uses stays
+    rc, err = answer_at_a_terminal(["cache", "prune", "--cache", cache], b"")
+    assert rc == 0 and "Remove these" not in err, err  # nothing would go: no question
+    r = run(["cache", "prune", "--cache", cache], stdin=subprocess.DEVNULL)
+    assert "removed 0 entries" in r.stdout
+    orphan = plant()
+    r = run(["cache", "prune", "-y", "--json", "--cache", cache], stdin=subprocess.DEVNULL)
+    assert json.loads(r.stdout)["removed"] == 1 and not os.path.exists(orphan)

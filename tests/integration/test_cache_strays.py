@@ -84,7 +84,7 @@ def test_verify_reports_and_prune_repairs_a_poisoned_snapshot(hub, tmp_path):
     assert "would remove" in dry.stdout and "stray.py" in dry.stdout and f"blobs/{evil}" in dry.stdout
     assert f"blobs/{init_blob}" not in dry.stdout and os.path.islink(os.path.join(vdir, "stray.py"))
 
-    p = run(["cache", "prune", "--cache", cache])
+    p = run(["cache", "prune", "-y", "--cache", cache])
     assert "stray file" in p.stdout and "where the metadata.json digest lists a file" in p.stdout
     for gone in ("stray.py", "copy.py", "x.py"):
         assert not os.path.lexists(os.path.join(vdir, gone)), gone

@@ -107,7 +107,7 @@ def cases(hub, tmp_path):
         (["bundle", "list", tar], 0, "bundle list"),
         (["bundle", "extract", tar, f"--cache-dir={tmp_path / 'c2'}"], 0, "bundle extract"),
         (["bundle", "list", missing + ".tar"], 1, "bundle list"),
-        (["bundle", "create", str(tmp_path / "b.tar.rar"), "org/jk", f"--cache-dir={cache}"], 1, "bundle create"),
+        (["bundle", "create", str(tmp_path / "b.tar.rar"), "org/jk", f"--cache-dir={cache}"], 2, "bundle create"),
         (["publish", src, "org/pub", "--branch", "v1", f"--cache-dir={store}"], 0, "publish"),
         (["publish", missing, "org/pub", "--branch", "v1", f"--cache-dir={store}"], 1, "publish"),
         (["env", "--no-python"], 0, "env"),
@@ -194,6 +194,43 @@ def test_cache_findings_are_objects(validator, hub, tmp_path):
     rm = check(validator, ["cache", "rm", "kernel/org/jk", "--dry-run", f"--cache-dir={cache}"], 0, "cache rm")
     assert rm["entries"] and {e["kind"] for e in rm["entries"]} == {"would_remove"}, rm
     assert {e["id"] for e in rm["entries"]} == {"kernel/org/jk"}, rm
+
+
+def test_cache_findings_carry_the_librarys_fields(validator, hub, tmp_path):
+    """The findings' kind, repo and entry come from cache/ as fields (hk_cache_finding), not read
+    back from the line: a stray file's entry (its line names no cache path), a ref's, an unused
+    blob's for prune, and a repo without an org (model/gpt2) keep their fields."""
+    cache = pathlib.Path(tmp_path / "c")
+    run_cli(["pull", "org/jk", "--version", "1", "--backend", "cpu", f"--endpoint={hub.url}", f"--cache-dir={cache}"])
+    repo = cache / "kernels--org--jk"
+    commit = next((repo / "snapshots").iterdir()).name
+    (repo / "snapshots" / commit / "build" / V / "stray.txt").write_text("not in the digest\n")
+    (repo / "refs" / "broken").write_text("not a commit")
+    gpt2 = cache / "models--gpt2"  # a repo id without an org, as huggingface_hub caches it
+    body = b"weights\n"
+    import hashlib
+    name = hashlib.sha256(body).hexdigest()
+    (gpt2 / "blobs").mkdir(parents=True)
+    (gpt2 / "blobs" / name).write_bytes(body[::-1])  # its name no longer matches its bytes
+    (gpt2 / "snapshots" / ("c" * 40)).mkdir(parents=True)
+    os.symlink(f"../../blobs/{name}", gpt2 / "snapshots" / ("c" * 40) / "w.bin")
+    (gpt2 / "refs").mkdir()
+    (gpt2 / "refs" / "main").write_text("c" * 40)
+    doc = check(validator, ["cache", "verify", f"--cache-dir={cache}"], 1, "cache verify")
+    by_path = {f["path"]: f for f in doc["findings"]}
+    stray = by_path[f"snapshots/{commit}/build/{V}/stray.txt"]
+    assert stray["kind"] == "problem" and stray["id"] == "kernel/org/jk" and "snapshots/" not in stray["message"]
+    ref = by_path["refs/broken"]
+    assert ref["kind"] == "problem" and ref["repo_id"] == "org/jk", ref
+    model = by_path[f"blobs/{name}"]
+    assert model["id"] == "model/gpt2" and model["repo_id"] == "gpt2" and model["kind"] == "problem", model
+    for f in doc["findings"]:
+        assert f["line"].endswith(f["message"]) and f["id"] in f["line"], f
+    (repo / "blobs" / ("f" * 64)).write_bytes(b"no link uses me\n")
+    dry = check(validator, ["cache", "prune", "--dry-run", f"--cache-dir={cache}"], 0, "cache prune")
+    unused = [e for e in dry["entries"] if e["path"] == "blobs/" + "f" * 64]
+    assert unused and unused[0]["kind"] == "would_remove" and unused[0]["id"] == "kernel/org/jk", dry["entries"]
+    assert unused[0]["line"] == "would remove kernel/org/jk: unreferenced blob blobs/" + "f" * 64, unused
 
 
 def test_schema_rejects_the_old_forms(validator):

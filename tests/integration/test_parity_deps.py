@@ -18,7 +18,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import Server, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import KERNELS_TREE_PY, Server, hubkern_bin, publish  # noqa: E402
 
 ORG = "hubkern-pt"
 
@@ -103,30 +103,8 @@ def env(tmp_path_factory):
     assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])
 
 
-PY_TREE = r"""
-import json, sys
-from kernels._rust import KernelDependency, KernelVersion
-from kernels.deps import resolve_kernel_tree
-from kernels.hf_hub import _get_hf_api
-from kernels.resolver import HubResolver
-def walk(n, out):
-    loc = n.location
-    out.append([loc.repo_id, loc.revision, loc.variant_str])
-    for d in n.deps.values():
-        walk(d, out)
-try:
-    t = resolve_kernel_tree(_get_hf_api(), KernelDependency(sys.argv[1], KernelVersion.Version(1)), "cpu",
-                            HubResolver(trust_remote_code=False))
-    out = []
-    walk(t, out)
-    print(json.dumps({"nodes": out}))
-except Exception as e:
-    print(json.dumps({"error": type(e).__name__ + ": " + str(e)}))
-"""
-
-
 def py_tree(e, repo):
-    p = subprocess.run([sys.executable, "-c", PY_TREE, repo], capture_output=True, text=True, timeout=120,
+    p = subprocess.run([sys.executable, "-c", KERNELS_TREE_PY, repo], capture_output=True, text=True, timeout=120,
                        env=clean_env(HF_ENDPOINT=e["srv"].url, HF_HOME=str(e["tmp"] / "hf_py_tree")))
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -296,7 +274,6 @@ def test_pull_all_variants_follows_every_variant(env):
     # the torch-cuda variant's own dependency comes too, with every variant of every node
     assert (f"{ORG}/cudaonly", "torch-cuda") in got and (f"{ORG}/root", "torch-cuda") in got
     assert {r for r, _ in got} == {f"{ORG}/{n}" for n in ("root", "mid", "leaf-a", "leaf-b", "cudaonly")}
-
 
 
 def offline(e, *args, home):

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import Server, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import KERNELS_TREE_PY, Server, hubkern_bin, publish  # noqa: E402
 from test_parity_deps import cache_files, clean_env  # noqa: E402
 
 ORG = "hubkern-mf"
@@ -133,27 +133,6 @@ def env(tmp_path_factory):
     assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])
 
 
-PY_TREE = r"""
-import json, sys
-from kernels._rust import KernelDependency, KernelVersion
-from kernels.deps import resolve_kernel_tree
-from kernels.hf_hub import _get_hf_api
-from kernels.resolver import HubResolver
-def walk(n, out):
-    loc = n.location
-    out.append([loc.repo_id, loc.revision, loc.variant_str])
-    for d in n.deps.values():
-        walk(d, out)
-try:
-    t = resolve_kernel_tree(_get_hf_api(), KernelDependency(sys.argv[1], KernelVersion.Version(1)), "cpu",
-                            HubResolver(trust_remote_code=False))
-    out = []
-    walk(t, out)
-    print(json.dumps({"nodes": out}))
-except Exception as e:
-    print(json.dumps({"error": type(e).__name__ + ": " + str(e)}))
-"""
-
 PY_LOAD = r"""
 import json, sys
 from kernels import get_kernel
@@ -199,7 +178,7 @@ def all_cases():
 
 @pytest.mark.parametrize("case", all_cases())
 def test_same_tree_answer(env, case):
-    want = py(env, PY_TREE, f"{ORG}/{case}", home="hf_py_tree")
+    want = py(env, KERNELS_TREE_PY, f"{ORG}/{case}", home="hf_py_tree")
     assert ("error" in want) == (CASES[case] == "bad"), want  # the corpus says what kernels does
     p = hk(env, "info", f"{ORG}/{case}", "--version", "1", "--backend", "cpu", "--json")
     assert p.returncode == 0, p.stderr

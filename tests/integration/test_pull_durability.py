@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from faultproxy import Server, hubkern_bin, make_variant, publish, run_cli
+from faultproxy import hubkern_bin, run_cli
+from hk_serve_helpers import ISOLATED_ENV, published_mirror
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 REPO = "org/durable"
@@ -32,17 +33,9 @@ FILES["sub/tiny.bin"] = os.urandom(5000)
 SHA = {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
 
 
-def env():
-    return {"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hub")
-    store, src = str(base / "store"), str(base / "src")
-    make_variant(src, V, FILES)
-    publish(src, REPO, "v1", store, ["--lfs-threshold", "1000"])
-    with Server(store, ["--trust", "org"]) as srv:
+    with published_mirror(tmp_path_factory.mktemp("hub"), REPO, V, FILES, lfs_threshold=1000) as srv:
         yield srv
 
 
@@ -92,7 +85,7 @@ def test_kill9_at_random_points_never_shows_a_broken_snapshot(hub, tmp_path):
     # how long one cold pull takes here, so that the kills land across all of it
     t = time.monotonic()
     subprocess.run(pull_cmd(hub.url, str(tmp_path / "probe")), check=True, capture_output=True,
-                   env={**os.environ, **env()})
+                   env={**os.environ, **ISOLATED_ENV})
     span = max(time.monotonic() - t, 0.05)
     rng = random.Random(25)
     killed = 0
@@ -105,7 +98,7 @@ def test_kill9_at_random_points_never_shows_a_broken_snapshot(hub, tmp_path):
         if it % 4 == 0:  # a fresh cache now and then; otherwise resume what the last kill left
             shutil.rmtree(cache, ignore_errors=True)
         p = subprocess.Popen(pull_cmd(hub.url, cache), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env={**os.environ, **env()})
+                             env={**os.environ, **ISOLATED_ENV})
         time.sleep(rng.uniform(0, span))  # a resumed pull is shorter: some end first
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
@@ -115,7 +108,7 @@ def test_kill9_at_random_points_never_shows_a_broken_snapshot(hub, tmp_path):
         assert not problems, f"after kill -9 #{it} at a random point: {problems}"
     assert killed >= 16, f"only {killed} of {it + 1} pulls were still running when killed (span {span:.3f} s)"
     # and the cache is usable: the next pull completes and publishes the right bytes
-    run_cli(pull_cmd(hub.url, cache)[1:], base_env=env())
+    run_cli(pull_cmd(hub.url, cache)[1:], base_env=ISOLATED_ENV)
     assert check_visible_state(cache) == []
     assert variant_ok(os.path.join(repo_dir(cache), "snapshots", os.listdir(os.path.join(repo_dir(cache), "snapshots"))[0],
                                    "build", V)) is None
@@ -141,7 +134,7 @@ def test_blobs_and_folders_are_flushed_before_the_variant_and_the_ref_appear(hub
     trace = str(tmp_path / "trace")
     r = subprocess.run(["strace", "-f", "-y", "-qq", "-o", trace, "-e",
                         "trace=fsync,fdatasync,rename,renameat,renameat2"] + pull_cmd(hub.url, cache),
-                       capture_output=True, text=True, env={**os.environ, **env(), **no_leak_check_under_ptrace()})
+                       capture_output=True, text=True, env={**os.environ, **ISOLATED_ENV, **no_leak_check_under_ptrace()})
     assert r.returncode == 0, r.stderr
     rd = os.path.realpath(repo_dir(cache))
     events = []  # (kind, path[, path2]) in the order the calls returned

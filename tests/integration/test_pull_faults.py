@@ -12,18 +12,14 @@ import time
 
 import pytest
 
-from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish, run_cli
+from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish
+from hk_serve_helpers import run_isolated as run
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 SO = f"build/{V}/_testkern.so"
 BIG = os.urandom(4_000_000)
 SO_RE = "/resolve/[0-9a-f]+/build/" + V + "/_testkern.so"
 TOKEN = "hf_SECRETtoken1234567890"
-
-
-def run(args, env=None, check=True, timeout=120):
-    return run_cli(args, env=env, check=check, unset=("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"),
-                   base_env={"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

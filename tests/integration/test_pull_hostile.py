@@ -12,25 +12,17 @@ import re
 
 import pytest
 
-from faultproxy import FaultProxy, Rule, Server, make_variant, publish, run_cli
+from faultproxy import FaultProxy, Rule
+from hk_serve_helpers import published_mirror, run_isolated as run
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 # the one listing a pull makes: the whole commit, recursively (it also answers kernel-status.toml)
 LIST_RE = r"/api/kernels/org/hostile/tree/[0-9a-f]+\?recursive=true"
 
 
-def run(args, env=None, check=True, timeout=120):
-    return run_cli(args, env=env, check=check, unset=("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"),
-                   base_env={"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hub")
-    store, src = str(base / "store"), str(base / "src")
-    make_variant(src, V, {"__init__.py": b"from .x import *\n", "x.py": b"X = 1\n", "_k.so": os.urandom(3000)})
-    publish(src, "org/hostile", "v1", store, ["--lfs-threshold", "1000"])
-    with Server(store, ["--trust", "org"]) as srv:
+    with published_mirror(tmp_path_factory.mktemp("hub"), "org/hostile", V, {"__init__.py": b"from .x import *\n", "x.py": b"X = 1\n", "_k.so": os.urandom(3000)}, lfs_threshold=1000) as srv:
         yield srv
 
 

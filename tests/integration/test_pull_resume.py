@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from faultproxy import FaultProxy, Rule, Server, hubkern_bin, make_variant, publish, run_cli
+from faultproxy import FaultProxy, Rule, hubkern_bin, run_cli
+from hk_serve_helpers import published_mirror, run_isolated as run
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 BIG = os.urandom(8_000_000)
@@ -33,18 +34,9 @@ BIG_RE = f"/resolve/[0-9a-f]+/build/{V}/big.bin"
 REFS_RE = "/api/kernels/org/resume/refs"
 
 
-def run(args, env=None, check=True, timeout=120):
-    return run_cli(args, env=env, check=check, unset=("HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"),
-                   base_env={"HUBKERN_RETRY_BASE_MS": "20", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hub")
-    store, src = str(base / "store"), str(base / "src")
-    make_variant(src, V, {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n", "big.bin": BIG})
-    publish(src, "org/resume", "v1", store, ["--lfs-threshold", "1000000"])
-    with Server(store, ["--trust", "org"]) as srv:
+    with published_mirror(tmp_path_factory.mktemp("hub"), "org/resume", V, {"__init__.py": b"from ._ops import *\n", "_ops.py": b"ops = 1\n", "big.bin": BIG}, lfs_threshold=1000000) as srv:
         yield srv
 
 

@@ -164,8 +164,14 @@ def test_missing_bundle_under_warn_loads_with_a_warning(world, tmp_path):
 def test_help_lists_the_signature_modes():
     for cmd in ("pull", "load"):
         p = subprocess.run([hubkern_bin(), cmd, "--help"], capture_output=True, text=True)
-        line = next(ln for ln in p.stdout.splitlines() if "--signature" in ln)
-        assert "require, warn or off" in line, line
+        lines = p.stdout.splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("--signature"))
+        entry = lines[at]
+        for ln in lines[at + 1:]:  # the help text wraps within its column
+            if not ln.startswith(" " * 29):
+                break
+            entry += " " + ln.strip()
+        assert "require, warn or off" in entry, entry
 
 
 def test_repo_no_policy_covers_defaults_to_warn(world, tmp_path):

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from faultproxy import Server, make_variant, publish, run_cli
+from faultproxy import run_cli
+from hk_serve_helpers import published_mirror
 
 REPO = "org/rkern"
 V = "tvm-ffi01-cpu-x86_64-linux"
@@ -31,11 +32,7 @@ LINE = re.compile(r"matches its metadata.json digest: (\d+) bytes hashed, (\d+) 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hub")
-    src, store = str(base / "src"), str(base / "store")
-    make_variant(src, V, FILES)
-    publish(src, REPO, "v1", store, ["--lfs-threshold", "1000000"])
-    with Server(store, ["--trust", "org"]) as srv:
+    with published_mirror(tmp_path_factory.mktemp("hub"), REPO, V, FILES, lfs_threshold=1000000) as srv:
         yield srv
 
 

@@ -20,6 +20,27 @@ static void test_options_versions(void) {
     CHECK_RC(hk_cache_options_init(&o, HK_CACHE_OPTIONS_VERSION), HK_OK);
     CHECK(o.version == HK_CACHE_OPTIONS_VERSION && o.cache_dir == NULL && o.repo_id == NULL && o.revision == NULL);
     CHECK(o.dry_run == 0 && o.detached == 0 && o.json == 0 && o.line_fn == NULL && o.line_userdata == NULL);
+    CHECK(o.finding_fn == NULL && o.finding_userdata == NULL);
+    /* a version 1 struct ends before finding_fn: init writes nothing past it, and a call reads
+     * nothing past it (an older program's stack garbage there is never called) */
+    memset(&o, 0xAB, sizeof o);
+    CHECK_RC(hk_cache_options_init(&o, 1), HK_OK);
+    CHECK(o.version == 1 && o.line_userdata == NULL);
+    unsigned char past[sizeof o.finding_fn];
+    memset(past, 0xAB, sizeof past);
+    CHECK(memcmp(&o.finding_fn, past, sizeof past) == 0);
+    const char *v1cache = hk_test_tmpdir();
+    char v1repo[1024];
+    snprintf(v1repo, sizeof v1repo, "%s/kernels--org--v1", v1cache);
+    CHECK(mkdir(v1repo, 0755) == 0); /* no snapshots/: a problem to report */
+    o.cache_dir = v1cache;
+    hk_cache_report *r1 = NULL;
+    CHECK_RC(hk_cache_verify(&r1, &o), HK_OK);
+    CHECK(hk_cache_report_problems(r1) == 1);
+    hk_cache_report_free(r1);
+    CHECK(strcmp(hk_cache_finding_kind_name(HK_CACHE_PROBLEM), "problem") == 0);
+    CHECK(strcmp(hk_cache_finding_kind_name(HK_CACHE_WOULD_REMOVE), "would_remove") == 0);
+    CHECK(hk_cache_finding_kind_name((hk_cache_finding_kind)5) == NULL);
     CHECK_RC(hk_cache_options_init(&o, 0), HK_ERR_INVALID_ARG);
     CHECK(strstr(hk_last_error(), "hk_cache_options") != NULL);
     CHECK_RC(hk_cache_options_init(&o, HK_CACHE_OPTIONS_VERSION + 1), HK_ERR_INVALID_ARG);

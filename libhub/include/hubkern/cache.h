@@ -6,6 +6,7 @@
  *
  *     hk_cache_options o = HK_CACHE_OPTIONS_INIT;   // or hk_cache_options_init(&o, HK_CACHE_OPTIONS_VERSION)
  *     o.line_fn = print_line;                        // one human-readable line per finding
+ *     o.finding_fn = collect;                        // or each as fields (kind, repo, path, ...)
  *     hk_cache_report *rep;
  *     if (hk_cache_verify(&rep, &o)) die(hk_last_error());
  *     if (hk_cache_report_problems(rep)) ...         // not clean
@@ -71,6 +72,36 @@ HK_API int hk_cache_resolve_ref(char **out_commit, const char *repo_dir, const c
  * `line` is valid during the call only. Called on the calling thread. */
 typedef void (*hk_cache_line_fn)(void *userdata, const char *line);
 
+/* What one verify finding or one prune / rm removal is about. Values are stable. */
+typedef enum hk_cache_finding_kind {
+    HK_CACHE_PROBLEM = 0,      /* verify: something is wrong (counted by hk_cache_report_problems) */
+    HK_CACHE_NOTE = 1,         /* worth knowing, not wrong: a temp file, an incomplete variant; prune:
+                                  what it keeps on purpose (an unfinished pull's blobs) */
+    HK_CACHE_REMOVED = 2,      /* prune / rm: removed (counted by hk_cache_report_removed) */
+    HK_CACHE_WOULD_REMOVE = 3, /* prune / rm dry run: would be removed */
+    HK_CACHE_FAILED = 4        /* prune / rm: a removal that could not be made */
+} hk_cache_finding_kind;
+
+/* One finding of verify or one entry of prune / rm, as fields. Strings are valid during the call
+ * only; NULL where the finding has none. */
+typedef struct hk_cache_finding {
+    hk_cache_finding_kind kind;
+    const char *repo;    /* "kernel/org/name" (singular type / repo id), as `cache ls` prints it */
+    const char *repo_id; /* "org/name" */
+    const char *path;    /* the entry, relative to the repo folder: "blobs/<hash>",
+                            "snapshots/<commit>/...", "refs/<ref>"; NULL for a whole repo, a
+                            verification receipt (beside the repo folder) or none */
+    const char *message; /* the text after the repo: what is wrong, kept or removed */
+    const char *line;    /* the whole line, as line_fn receives it ("PROBLEM: kernel/org/name: ...") */
+} hk_cache_finding;
+
+/* Receives each finding of verify and each entry of prune / rm; called on the calling thread. */
+typedef void (*hk_cache_finding_fn)(void *userdata, const hk_cache_finding *finding);
+
+/* "problem", "note", "removed", "would_remove", "failed" (the names of docs/json.md); NULL for a
+ * value outside the enum. The string is static. */
+HK_API const char *hk_cache_finding_kind_name(hk_cache_finding_kind kind);
+
 typedef struct hk_cache_options {
     unsigned int version;     /* HK_CACHE_OPTIONS_VERSION */
     const char *cache_dir;    /* NULL: hk_cache_root(NULL, HK_REPO_KERNEL) */
@@ -82,10 +113,14 @@ typedef struct hk_cache_options {
     int json;                 /* ls: 1 hands one JSON document to line_fn instead of one line a repo */
     hk_cache_line_fn line_fn; /* NULL: nothing is reported line by line (counts only) */
     void *line_userdata;
+    /* version 2: verify's findings and prune / rm's entries as fields (each also goes to line_fn,
+     * as its line, when both are set); NULL: none */
+    hk_cache_finding_fn finding_fn;
+    void *finding_userdata;
 } hk_cache_options;
 
-#define HK_CACHE_OPTIONS_VERSION 1
-#define HK_CACHE_OPTIONS_INIT { HK_CACHE_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, NULL, NULL }
+#define HK_CACHE_OPTIONS_VERSION 2 /* 2: finding_fn */
+#define HK_CACHE_OPTIONS_INIT { HK_CACHE_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, NULL }
 
 /* Fill opts with the defaults of HK_CACHE_OPTIONS_INIT for this version. HK_ERR_INVALID_ARG for a
  * NULL opts or a version this library does not know. */
@@ -103,7 +138,8 @@ HK_API int hk_cache_ls(hk_cache_report **out, const hk_cache_options *opts);
  * blob sha1), check every snapshot link (relative, inside blobs/, target present), every ref (holds
  * exactly a commit whose snapshot exists), every variant's entries against its metadata.json digest
  * (stray files not in the digest, directories where the digest lists a file) and the full digest of
- * complete variants. Problems go to line_fn as "PROBLEM: ..." and are counted
+ * complete variants. Problems go to line_fn as "PROBLEM: ..." (and to finding_fn as
+ * HK_CACHE_PROBLEM, notes as HK_CACHE_NOTE) and are counted
  * (hk_cache_report_problems); HK_OK even when problems were found. Errors: HK_ERR_NOT_FOUND
  * (opts->repo_id given and not cached), HK_ERR_IO, HK_ERR_NOMEM, HK_ERR_INVALID_ARG. */
 HK_API int hk_cache_verify(hk_cache_report **out, const hk_cache_options *opts);
@@ -115,7 +151,7 @@ HK_API int hk_cache_verify(hk_cache_report **out, const hk_cache_options *opts);
  * file belongs: what a hostile or broken mirror can leave), blobs no snapshot link points to (and no
  * unfinished pull will), empty
  * directories, stale verification receipts; with detached, snapshots no ref names. Blobs that any
- * remaining snapshot entry points to are kept. Removals go to line_fn and are counted
+ * remaining snapshot entry points to are kept. Removals go to line_fn and finding_fn and are counted
  * (hk_cache_report_removed / _removed_bytes). Errors: HK_ERR_IO, HK_ERR_NOMEM, HK_ERR_INVALID_ARG. */
 HK_API int hk_cache_prune(hk_cache_report **out, const hk_cache_options *opts);
 /* Remove opts->repo_id entirely (revision NULL) or one revision of it (branch, tag or commit: its
