@@ -232,11 +232,14 @@ static int start_daemon(srv_server *s, const srv_config *cfg, const char *host, 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     /* A pull-through miss blocks its request on the upstream (or on the request that leads the
      * transfer), so with an upstream every connection gets a thread of its own: a wait never stalls
-     * the other connections that an epoll worker would share with it. */
-    if (s->up) {
-        flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
-    } else if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) flags |= MHD_USE_EPOLL;
-    else flags |= MHD_USE_POLL;
+     * the other connections that a pool worker would share with it. */
+    /* The pool's workers poll(), not epoll: libmicrohttpd 0.9.75 (Debian 12) drains epoll in batches
+     * of 128 and calls epoll_wait again with the blocking timeout after a full batch, so when exactly
+     * 128 (256, ...) connections are ready at once a worker sleeps with their requests unanswered
+     * until the idle timeout or a new event (wrk -c128: 95 req/s instead of 14k; issue 25). poll()
+     * has no batch; over a worker's share of --max-connections its scan costs less than the stall. */
+    flags |= MHD_USE_POLL;
+    if (s->up) flags |= MHD_USE_THREAD_PER_CONNECTION;
     /* (a thread per connection takes no pool size: libmicrohttpd warns when one is given) */
 #define HK_MHD_COMMON_OPTIONS                                                                         \
     MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc,                  \
