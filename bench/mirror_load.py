@@ -12,8 +12,11 @@ One store is published: --files 24-byte files (git-stored, snapshot links into b
 
 Endpoints: small (the 24-byte files, wrk's Lua script rotating over them), listing
 (/api/kernels/R/tree/<commit>/build), refs (/api/kernels/R/refs), big (the blob). Every cell is
-`wrk -t1 -cC -d SECS --latency` at C = --conns. req/s, p99 and the server's CPU per request
-(utime+stime of its processes over the cell / requests answered) are printed as one table.
+`wrk -t1 -cC -d SECS --latency` at C = --conns, the servers interleaved (every server runs each cell
+in turn, all of them started once), --reps rounds keeping each cell's best (the cores are shared with
+other jobs, which only ever slow a cell). req/s, p99 and the server's CPU per request (utime+stime of
+its processes over the cell / requests answered: the measure the other jobs disturb least) are
+printed as one table.
 
 Pinning (2 cores shared with wrk): the server under test is started under `taskset -c
 --server-cpu` (its threads and nginx's worker inherit it), wrk under `taskset -c --client-cpu`; each
@@ -146,12 +149,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="build/cli/hubkern")
     ap.add_argument("--files", type=int, default=200)
-    ap.add_argument("--big-mb", type=int, default=64)
+    ap.add_argument("--big-mb", type=int, default=16)
     ap.add_argument("--conns", default="1,16,64,256")
     ap.add_argument("--secs", type=int, default=3)
     ap.add_argument("--threads", default="1", help="mirror --threads values, one row each")
     ap.add_argument("--edge", action="store_true", help="also a warm pull-through edge (for the fleet model)")
     ap.add_argument("--only", default="small,listing,refs,big")
+    ap.add_argument("--reps", type=int, default=2, help="rounds over every cell; each cell keeps its best")
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--json", help="write per-request costs here (bench/fleet_model.py reads them)")
@@ -199,8 +203,8 @@ def main():
         for ep in ("listing", "refs"):
             bytes_of[ep] = os.path.getsize(statics[paths[ep]])
         rows = {}
+        running = []  # every server up at once, each idle while another is measured
         for name, how in servers:
-            origin = None
             if how == "nginx":
                 p, port = start_nginx(work, a.server_cpu, os.path.join(store, "kernels--bench--load", "snapshots"),
                                       statics)
@@ -211,38 +215,41 @@ def main():
                 procs.append(origin)
                 wait_up(oport, paths["refs"])
                 p, port = start_mirror(binary, edge_store, a.server_cpu, "--upstream", f"http://127.0.0.1:{oport}",
-                                       "--client-miss-budget", "1000000")
+                                       "--client-miss-budget", "1000000000")
             else:
                 p, port = start_mirror(binary, store, a.server_cpu, *how)
             procs.append(p)
             wait_up(port, paths["refs"])
             for path in small + list(paths.values()):  # warm: page cache, the edge's store
                 assert get(port, path)[0] == 200, (name, path)
-            pids = tree_pids(p.pid)
+            running.append((name, port, tree_pids(p.pid)))
+        for rep in range(a.reps):
             for ep in a.only.split(","):
                 for c in conns:
-                    if ep == "big" and c > 64:
-                        continue  # 256 x 64 MB in 3 s is not a latency measure
-                    c0 = cpu_seconds(pids)
-                    rps, p99, errs, total = wrk(a.client_cpu, port, c, a.secs, paths[ep],
-                                                script if ep == "small" else None)
-                    cpu = cpu_seconds(pids) - c0
-                    rows[(name, ep, c)] = {"rps": rps, "p99_ms": p99, "errors": errs, "requests": total,
-                                           "cpu_s_per_request": cpu / total if total else None}
-            p.terminate()
-            p.wait()
-            procs.remove(p)
-            if origin:
-                origin.terminate()
-                origin.wait()
-                procs.remove(origin)
+                    if ep == "big" and c > 16:
+                        continue  # C x the blob in a few seconds is no latency measure
+                    for name, port, pids in running:  # interleaved: each cell runs every server in turn
+                        c0 = cpu_seconds(pids)
+                        rps, p99, errs, total = wrk(a.client_cpu, port, c, a.secs, paths[ep],
+                                                    script if ep == "small" else None)
+                        cpu = cpu_seconds(pids) - c0
+                        cell = {"rps": rps, "p99_ms": p99, "errors": errs, "requests": total,
+                                "cpu_s_per_request": cpu / total if total else None}
+                        old = rows.get((name, ep, c))
+                        # the best of --reps: other jobs share these cores, and they only ever slow a cell
+                        if old is None or rps > old["rps"]:
+                            if old:
+                                cell["errors"] += old["errors"]
+                            rows[(name, ep, c)] = cell
+                        elif cell["errors"]:
+                            old["errors"] += cell["errors"]
     finally:
         for p in procs:
             p.terminate()
             p.wait()
         shutil.rmtree(work, ignore_errors=True)
     eps = a.only.split(",")
-    print(f"wrk -t1 -cC -d{a.secs}s; server pinned to CPU {a.server_cpu}, wrk to CPU {a.client_cpu}; "
+    print(f"wrk -t1 -cC -d{a.secs}s, best of {a.reps} interleaved rounds; server pinned to CPU {a.server_cpu}, wrk to CPU {a.client_cpu}; "
           f"{a.files} x 24-byte files (rotated), listing of {bytes_of.get('listing')} B, refs of "
           f"{bytes_of.get('refs')} B, blob of {a.big_mb} MiB")
     print("| endpoint | C | " + " | ".join(f"{n} req/s | p99 ms | µs CPU/req" for n, _ in servers) + " | errors |")

@@ -38,6 +38,8 @@
 #define HK_SRV_MAX_SEGS 256
 #define HK_SRV_MAX_URL 8192
 #define HK_SRV_MAX_BODY (1u << 20)
+/* File answers up to this many bytes are sent from memory with their headers (http_range.c). */
+#define HK_SRV_INLINE_BODY_MAX 16384u
 
 /* Inactivity timeout of a connection, seconds. */
 #define HK_SRV_IDLE_TIMEOUT 120u
