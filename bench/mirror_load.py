@@ -215,7 +215,7 @@ def main():
                 procs.append(origin)
                 wait_up(oport, paths["refs"])
                 p, port = start_mirror(binary, edge_store, a.server_cpu, "--upstream", f"http://127.0.0.1:{oport}",
-                                       "--client-miss-budget", "1000000000")
+                                       "--client-miss-budget", "1000000")
             else:
                 p, port = start_mirror(binary, store, a.server_cpu, *how)
             procs.append(p)

@@ -115,7 +115,9 @@ static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsi
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 512) == 0) break;
+        /* a fleet connects in bursts: a short accept queue drops SYNs, and each dropped one costs
+         * its client a 1 s retransmit (the kernel caps this at net.core.somaxconn) */
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0) break;
         err = errno;
         close(fd);
         fd = -1;
