@@ -26,7 +26,10 @@ The model, per edge serving n = N/K hosts (hosts are other machines; edges have 
 through one fresh edge, checking every status and every file's sha256; none may fail. On this
 machine clients, edge and origin share --cores cores, so the prediction checked against it is the
 model with edge_cores = --cores and the clients' own CPU per pull (measured by a calibration wave
-of --calib clients on a warm edge) added to c_pull.
+of --calib clients on a warm edge) added to c_pull; its fill is measured for the replaying client
+(--calib of them at once through another fresh edge). The same clients then run again on the warm
+edge. Other jobs share these cores too, so the run's CPU (clients + edge + origin) is checked
+against the model's, and the model's time is also given at the core share the run got (CPU / wall).
 
     python3 bench/mirror_load.py --edge --json bench/results/mirror_costs.json
     python3 bench/fleet_model.py --costs bench/results/mirror_costs.json --real 1000

@@ -148,6 +148,7 @@ def wrk(cpu, port, conns, secs, path, script):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="build/cli/hubkern")
+    ap.add_argument("--base", help="a baseline hubkern (e.g. main's build): its mirror gets rows of its own")
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--big-mb", type=int, default=16)
     ap.add_argument("--conns", default="1,16,64,256")
@@ -196,6 +197,10 @@ def main():
         p.terminate()
         p.wait()
         servers = [(f"mirror --threads {t}", ("--threads", t)) for t in a.threads.split(",")]
+        bins = {}
+        if a.base:  # the baseline binary (e.g. main's build), same flags, in the same run
+            servers = [(f"base --threads {t}", ("--threads", t)) for t in a.threads.split(",")] + servers
+            bins = {n: os.path.abspath(a.base) for n, _ in servers if n.startswith("base ")}
         if a.edge:
             servers.append(("edge (warm --upstream)", None))
         servers.append(("nginx (1 worker)", "nginx"))
@@ -217,7 +222,7 @@ def main():
                 p, port = start_mirror(binary, edge_store, a.server_cpu, "--upstream", f"http://127.0.0.1:{oport}",
                                        "--client-miss-budget", "1000000")
             else:
-                p, port = start_mirror(binary, store, a.server_cpu, *how)
+                p, port = start_mirror(bins.get(name, binary), store, a.server_cpu, *how)
             procs.append(p)
             wait_up(port, paths["refs"])
             for path in small + list(paths.values()):  # warm: page cache, the edge's store

@@ -19,35 +19,27 @@ import pytest
 from faultproxy import make_variant, publish
 from hk_serve_helpers import Server, hubkern_bin
 from test_http2_tls import find_nginx, free_port
+from test_serve_nginx_cache import NGINX_MAIN
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 REPO = "org/proxied"
 BIG = 64 << 20  # more than every socket buffer between a stalled client and the mirror holds
 ACCESS = re.compile(r'access (\S+) "GET ([^"]*)"')
 
-NGINX = """\
-worker_processes 1;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 2048; }}
-http {{
-    client_body_temp_path {d}/tmp/body;
-    proxy_temp_path {d}/tmp/proxy;
-    fastcgi_temp_path {d}/tmp/fastcgi;
-    uwsgi_temp_path {d}/tmp/uwsgi;
-    scgi_temp_path {d}/tmp/scgi;
-    access_log off;
-    upstream mirror {{ server {mirror}; keepalive 16; }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://mirror;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_buffering off;  # a stalled client stalls its request at the mirror too
-        }}
+# the http { } wrapper of test_serve_nginx_cache (an unprivileged nginx in {d}), with room for the
+# burst below (each client takes a connection and so does its request to the mirror)
+assert NGINX_MAIN.count("worker_connections 512;") == 1
+NGINX_WRAP = NGINX_MAIN.replace("worker_connections 512;", "worker_connections 2048;")
+NGINX_SITE = """\
+upstream mirror {{ server {mirror}; keepalive 16; }}
+server {{
+    listen 127.0.0.1:{port};
+    location / {{
+        proxy_pass http://mirror;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        proxy_buffering off;  # a stalled client stalls its request at the mirror too
     }}
 }}
 """
@@ -69,7 +61,9 @@ class Nginx:
             pytest.fail("nginx is not installed: run scripts/setup.sh (it installs nginx-light)", pytrace=False)
         os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
         self.port = free_port()
-        conf = NGINX.format(d=d, port=self.port, mirror=mirror_url.split("://", 1)[1])
+        with open(os.path.join(d, "fleet.conf"), "w") as fh:
+            fh.write(NGINX_SITE.format(port=self.port, mirror=mirror_url.split("://", 1)[1]))
+        conf = NGINX_WRAP.format(d=d)
         if os.geteuid() == 0:  # workers would drop to nobody, who cannot read the pytest tmp dir
             conf = f"user {pwd.getpwuid(0).pw_name} {grp.getgrgid(0).gr_name};\n" + conf
         path = os.path.join(d, "nginx.conf")
