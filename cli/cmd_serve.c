@@ -27,7 +27,12 @@ static const cli_opt k_opts[] = {
     {HK_OPT_VALUE, "threads", 0, "N", "worker threads (default 4)", NULL, NULL},
     {HK_OPT_VALUE, "max-connections", 0, "N", "simultaneous connections (default 1024)", NULL, NULL},
     {HK_OPT_VALUE, "max-connections-per-ip", 0, "N", "simultaneous connections from one client address (default: no "
-     "limit, as every client behind a reverse proxy has the proxy's address)", NULL, NULL},
+     "limit, as every client behind a reverse proxy has the proxy's address); behind a --trusted-proxy, the "
+     "requests in flight of one forwarded client address", NULL, NULL},
+    {HK_OPT_LIST, "trusted-proxy", 0, "ADDR[/PREFIX]", "a reverse proxy whose X-Forwarded-For (else Forwarded) names "
+     "the client (repeatable): on its connections the client is the right-most forwarded address that is not a "
+     "trusted proxy, for the access log, --max-connections-per-ip and --client-miss-budget. Forwarding headers from "
+     "anyone else are ignored", NULL, NULL},
     {HK_OPT_VALUE, "header-timeout", 0, "SECONDS", "deadline for a request's headers, from accept or the end of the "
      "previous answer (default " HK_STR(HK_SERVE_HEADER_TIMEOUT_DEFAULT) "; against slowloris)", NULL, NULL},
     {HK_OPT_VALUE, "page-size", 0, "N", "entries per tree-listing page; more pages follow a Link rel=\"next\" header "
@@ -174,7 +179,7 @@ int cli_cmd_serve(int argc, char **argv) {
     cfg.host = "127.0.0.1";
     cfg.port = 8080;
     const char *cache = NULL;
-    strvec tokens = {0}, trusted = {0}, upstreams = {0}, up_token = {0};
+    strvec tokens = {0}, trusted = {0}, upstreams = {0}, up_token = {0}, proxies = {0};
     cli_args a = {0};
     int verbose = 0, rc = 2;
     uint64_t v;
@@ -206,6 +211,8 @@ int cli_cmd_serve(int argc, char **argv) {
             if (read_token_file(&tokens, optarg)) goto fail;
         } else if (!strcmp(n, "trust")) {
             if (sv_push(&trusted, optarg)) goto oom;
+        } else if (!strcmp(n, "trusted-proxy")) {
+            if (sv_push(&proxies, optarg)) goto oom;
         } else if (!strcmp(n, "lfs-threshold")) {
             if (parse_num(&v, optarg, "--lfs-threshold", 1, UINT64_MAX)) goto usage;
             cfg.lfs_threshold = v;
@@ -286,6 +293,8 @@ int cli_cmd_serve(int argc, char **argv) {
     cfg.n_tokens = tokens.n;
     cfg.trusted_orgs = (const char *const *)trusted.v;
     cfg.n_trusted_orgs = trusted.n;
+    cfg.trusted_proxies = (const char *const *)proxies.v;
+    cfg.n_trusted_proxies = proxies.n;
     cfg.upstreams = (const char *const *)upstreams.v;
     cfg.n_upstreams = upstreams.n;
     cfg.upstream_token = up_token.n ? up_token.v[0] : getenv("HUBKERN_UPSTREAM_TOKEN");
@@ -340,6 +349,7 @@ out:
     sv_free(&trusted);
     sv_free(&upstreams);
     sv_free(&up_token);
+    sv_free(&proxies);
     return rc;
 }
 

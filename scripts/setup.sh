@@ -7,6 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 debs=(build-essential cmake pkg-config libcurl4-openssl-dev libcjson-dev libssl-dev
       libarchive-dev libmicrohttpd-dev python3 python3-pip valgrind
       nginx-light openssl   # nginx + openssl CLI: the TLS/HTTP/2 reverse proxy of test_http2_tls.py
+      wrk                   # HTTP load generator: bench/mirror_load.py (mirror vs nginx)
       clang libclang-rt-14-dev)  # libFuzzer + sanitizer runtimes: tests/fuzz (HK_FUZZ)
 missing=()
 for p in "${debs[@]}"; do

@@ -77,7 +77,10 @@ static int entry_cmp(const void *x, const void *y) {
 
 void srv_listing_free(srv_listing *l) {
     if (!l) return;
-    for (size_t i = 0; i < l->n; i++) free(l->v[i].path);
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].path);
+        free(atomic_load(&l->v[i].json));
+    }
     free(l->v);
     memset(l, 0, sizeof *l);
 }

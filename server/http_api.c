@@ -27,6 +27,30 @@ void srv_json_entry(hk_strbuf *sb, const srv_sentry *e) {
     hk__sb_append(sb, "}");
 }
 
+/* The entry's JSON from its memo, rendered into it the first time (a race renders it twice and
+ * keeps one). The memo is the one part of a shared listing that changes. */
+static void append_entry(hk_strbuf *sb, const srv_sentry *e) {
+    srv_sentry *m = (srv_sentry *)e;
+    char *j = atomic_load_explicit(&m->json, memory_order_acquire);
+    if (!j) {
+        hk_strbuf t;
+        hk__sb_init(&t);
+        srv_json_entry(&t, e);
+        char *mine = hk__sb_steal(&t);
+        if (!mine) { /* out of memory: this answer formats it itself */
+            srv_json_entry(sb, e);
+            return;
+        }
+        char *none = NULL;
+        if (atomic_compare_exchange_strong(&m->json, &none, mine)) j = mine;
+        else {
+            free(mine);
+            j = none;
+        }
+    }
+    hk__sb_append(sb, j);
+}
+
 enum MHD_Result srv_handle_repo_info(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                         const repo_ref *repo, const char *commit) {
     const srv_listing *lp = NULL;
@@ -153,7 +177,7 @@ enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_c
             break;
         }
         if (emitted) hk__sb_append(&sb, ",");
-        srv_json_entry(&sb, &l.v[i]);
+        append_entry(&sb, &l.v[i]);
         emitted++;
     }
     hk__sb_append(&sb, "]");

@@ -31,6 +31,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->max_age = srv->rev_ttl;
         ctx->route = MET_OTHER;
         ctx->tokens = srv->n_tokens > 0;
+        bool via_proxy = srv_request_client(ctx->client, sizeof ctx->client, srv, c);
+        /* behind a trusted proxy the limit counts each forwarded client's requests in flight (the
+         * proxy's own connections are shared by its clients); direct peers' connections are counted
+         * by the guard */
+        if (via_proxy && srv->per_ip) {
+            ctx->counted = srv_addr_acquire(srv->per_ip, ctx->client);
+            ctx->over_limit = !ctx->counted;
+        }
         *con_cls = ctx;
         return MHD_YES;
     }
@@ -40,7 +48,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
-    srv_up_begin(srv, c);
+    if (ctx->over_limit) {
+        hk__log(HK_LOG_INFO, "refusing a request of %s: it has %u in flight already (--max-connections-per-ip)",
+                ctx->client, srv->per_ip_limit);
+        up_answer busy = {.status = 429, .retry_after = 1};
+        snprintf(busy.msg, sizeof busy.msg, "Too many requests in flight from %s; retry later", ctx->client);
+        return srv_send_up_answer(c, ctx, &busy, NULL);
+    }
+    srv_up_begin(srv, c, ctx->client);
     enum MHD_Result ret = srv_dispatch(srv, c, ctx, url, method);
     srv_up_end();
     return ret;
@@ -51,16 +66,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req_ctx *ctx = *con_cls;
     if (!ctx) return;
     srv_conn_guard_request_done(c);
+    if (ctx->counted) srv_addr_release(srv->per_ip, ctx->client);
     srv_metrics_count(&srv->metrics, ctx->route, ctx->status, ctx->bytes);
     srv_metrics_mark(&srv->metrics, ctx->mark);
     static const char *const marks[] = {"", " hit", " miss", " coalesced", " stale"};
     if (srv->access_log && hk__log_enabled(HK_LOG_INFO)) {
-        char ip[64];
-        srv_client_ip(ip, sizeof ip, c);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         double ms = (double)(now.tv_sec - ctx->start.tv_sec) * 1e3 + (double)(now.tv_nsec - ctx->start.tv_nsec) / 1e6;
-        hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s%s", ip, ctx->method, ctx->url ? ctx->url : "?",
+        hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s%s", ctx->client, ctx->method, ctx->url ? ctx->url : "?",
                ctx->status, (unsigned long long)ctx->bytes, ms, marks[ctx->mark],
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }
@@ -101,7 +115,9 @@ static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsi
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 512) == 0) break;
+        /* a fleet connects in bursts: a short accept queue drops SYNs, and each dropped one costs
+         * its client a 1 s retransmit (the kernel caps this at net.core.somaxconn) */
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0) break;
         err = errno;
         close(fd);
         fd = -1;
@@ -131,6 +147,8 @@ static void free_server(srv_server *s) {
     free(s->tokens);
     for (size_t i = 0; i < s->n_trusted; i++) free(s->trusted[i]);
     free(s->trusted);
+    free(s->proxies);
+    srv_addr_count_free(s->per_ip);
     free(s->bound_base);
     free(s->public_url);
     free(s);
@@ -147,6 +165,11 @@ static int take_config(srv_server *s, const srv_config *cfg) {
         hk__log(HK_LOG_WARN, "tree listings longer than %u entries get a relative next-page Link, which "
                 "huggingface_hub cannot follow: give --public-url (the URL clients use)", s->page_size);
     s->lfs_302 = cfg->lfs_302;
+    int prc = srv_proxy_nets_parse(&s->proxies, cfg->trusted_proxies, cfg->n_trusted_proxies);
+    if (prc != HK_OK) return prc;
+    s->n_proxies = cfg->n_trusted_proxies;
+    s->per_ip_limit = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : HK_SERVE_PER_IP_DEFAULT;
+    if (s->per_ip_limit && (prc = srv_addr_count_new(&s->per_ip, s->per_ip_limit)) != HK_OK) return prc;
     s->access_log = cfg->access_log;
     s->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
     s->bench_max = cfg->benchmark_max_bytes ? cfg->benchmark_max_bytes : HK_SERVE_BENCHMARK_MAX_DEFAULT;
@@ -202,9 +225,8 @@ static int take_config(srv_server *s, const srv_config *cfg) {
 static int start_daemon(srv_server *s, const srv_config *cfg, const char *host, int fd) {
     unsigned threads = cfg->threads ? cfg->threads : 4;
     unsigned maxc = cfg->max_connections ? cfg->max_connections : 1024;
-    unsigned per_ip = cfg->max_connections_per_ip ? cfg->max_connections_per_ip : HK_SERVE_PER_IP_DEFAULT; /* 0: none */
     unsigned header_s = cfg->header_timeout ? cfg->header_timeout : HK_SERVE_HEADER_TIMEOUT_DEFAULT;
-    int rc = srv_conn_guard_start(&s->guard, header_s);
+    int rc = srv_conn_guard_start(&s->guard, header_s, s);
     if (rc != HK_OK) {
         close(fd);
         return rc;
@@ -212,14 +234,17 @@ static int start_daemon(srv_server *s, const srv_config *cfg, const char *host, 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     /* A pull-through miss blocks its request on the upstream (or on the request that leads the
      * transfer), so with an upstream every connection gets a thread of its own: a wait never stalls
-     * the other connections that an epoll worker would share with it. */
-    if (s->up) {
-        flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
-    } else if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) flags |= MHD_USE_EPOLL;
-    else flags |= MHD_USE_POLL;
+     * the other connections that a pool worker would share with it. */
+    /* The pool's workers poll(), not epoll: libmicrohttpd 0.9.75 (Debian 12) drains epoll in batches
+     * of 128 and calls epoll_wait again with the blocking timeout after a full batch, so when exactly
+     * 128 (256, ...) connections are ready at once a worker sleeps with their requests unanswered
+     * until the idle timeout or a new event (wrk -c128: 95 req/s instead of 14k; issue 25). poll()
+     * has no batch; over a worker's share of --max-connections its scan costs less than the stall. */
+    flags |= MHD_USE_POLL;
+    if (s->up) flags |= MHD_USE_THREAD_PER_CONNECTION;
     /* (a thread per connection takes no pool size: libmicrohttpd warns when one is given) */
 #define HK_MHD_COMMON_OPTIONS                                                                         \
-    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, \
+    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc,                  \
         MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL, \
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_guard_notify, \
         (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL

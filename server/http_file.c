@@ -95,16 +95,20 @@ enum MHD_Result srv_handle_lfs(srv_server *srv, struct MHD_Connection *c, req_ct
 
 /* "kernels/x/resolve/..." could be the kernel x or the model "kernels/x": the typed repo wins unless
  * only the model exists. Returns the segment where the repo id starts and sets *type. */
-static size_t resolve_repo_start(srv_server *srv, const seglist *s, hk_repo_type *type) {
+/* *found: the repo the probe parsed when it is the answer (its parse is not done twice; id NULL
+ * otherwise). */
+static size_t resolve_repo_start(srv_server *srv, const seglist *s, hk_repo_type *type, repo_ref *found) {
     static const char *const kws[] = {"resolve", NULL};
     static const char *const prefixes[] = {NULL, "datasets", "spaces", "kernels"};
     size_t at = 0;
     *type = HK_REPO_MODEL;
+    memset(found, 0, sizeof *found);
     for (int i = 1; i < 4; i++) {
         if (srv_seg_is(s, 0, prefixes[i]) && s->n >= 4) {
             repo_ref probe;
             bool okp = srv_parse_repo(&probe, srv, s, 1, (hk_repo_type)i, kws) == REPO_OK && probe.dir;
-            srv_repo_ref_free(&probe);
+            if (okp) *found = probe;
+            else srv_repo_ref_free(&probe);
             repo_ref mprobe;
             memset(&mprobe, 0, sizeof mprobe);
             bool okm = !okp && srv_parse_repo(&mprobe, srv, s, 0, HK_REPO_MODEL, kws) == REPO_OK && mprobe.dir;
@@ -132,9 +136,9 @@ enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, re
     static const char *const kws[] = {"resolve", NULL};
     bool is_get = strcmp(method, "GET") == 0, is_head = strcmp(method, "HEAD") == 0;
     hk_repo_type type;
-    size_t at = resolve_repo_start(srv, s, &type);
     repo_ref repo;
-    repo_parse pr = srv_parse_repo(&repo, srv, s, at, type, kws);
+    size_t at = resolve_repo_start(srv, s, &type, &repo);
+    repo_parse pr = repo.id ? REPO_OK : srv_parse_repo(&repo, srv, s, at, type, kws);
     if (pr == REPO_INVALID) {
         srv_repo_ref_free(&repo);
         return srv_repo_invalid(c, ctx);

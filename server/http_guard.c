@@ -9,7 +9,12 @@
  * down (shutdown(2), not close) the socket of a connection past its deadline; libmicrohttpd then sees
  * the end of the stream and closes the connection itself. libmicrohttpd reports the close before
  * it closes the descriptor, and both sides hold the guard's mutex, so the watchdog never touches a
- * descriptor that was already reused. */
+ * descriptor that was already reused.
+ *
+ * The per-address limit (--max-connections-per-ip) is counted here too, from accept to close, for
+ * every peer that is not a trusted proxy: one over it is shut down at once. A trusted proxy's
+ * connections carry many clients; their requests are counted by forwarded address instead
+ * (http_daemon.c), and the proxy itself is bounded by --max-connections only. */
 #include "server/srv_http.h"
 
 #include <arpa/inet.h>
@@ -25,6 +30,7 @@ typedef struct conn_watch {
     int fd;
     bool waiting;          /* for a request's headers */
     bool served;           /* answered a request already (keep-alive) */
+    bool counted;          /* holds a slot of the per-address limit */
     struct timespec since; /* when the wait began */
     char ip[INET6_ADDRSTRLEN];
 } conn_watch;
@@ -35,6 +41,7 @@ struct srv_conn_guard {
     pthread_t thread;
     bool stop;
     unsigned timeout_s;
+    const srv_server *srv;
     conn_watch head; /* sentinel of a circular list */
 };
 
@@ -73,11 +80,12 @@ static void *guard_main(void *arg) {
     return NULL;
 }
 
-int srv_conn_guard_start(srv_conn_guard **out, unsigned timeout_s) {
+int srv_conn_guard_start(srv_conn_guard **out, unsigned timeout_s, const srv_server *srv) {
     *out = NULL;
     srv_conn_guard *g = calloc(1, sizeof *g);
     if (!g) return hk__fail(HK_ERR_NOMEM, "out of memory");
     g->timeout_s = timeout_s;
+    g->srv = srv;
     g->head.next = g->head.prev = &g->head;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -128,6 +136,15 @@ void srv_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_co
         w->waiting = true;
         clock_gettime(CLOCK_MONOTONIC, &w->since);
         srv_client_ip(w->ip, sizeof w->ip, c);
+        if (g->srv->per_ip && !srv_peer_is_proxy(g->srv, c)) {
+            w->counted = srv_addr_acquire(g->srv->per_ip, w->ip);
+            if (!w->counted) {
+                hk__log(HK_LOG_INFO, "closing a connection from %s: it has %u open already (--max-connections-per-ip)",
+                        w->ip, g->srv->per_ip_limit);
+                w->waiting = false;
+                shutdown(w->fd, SHUT_RDWR);
+            }
+        }
         pthread_mutex_lock(&g->mu);
         w->prev = g->head.prev;
         w->next = &g->head;
@@ -142,6 +159,7 @@ void srv_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_co
         w->prev->next = w->next;
         w->next->prev = w->prev;
         pthread_mutex_unlock(&g->mu);
+        if (w->counted) srv_addr_release(g->srv->per_ip, w->ip);
         free(w);
         *socket_context = NULL;
     }

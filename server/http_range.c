@@ -94,6 +94,21 @@ static enum MHD_Result unsatisfiable(struct MHD_Connection *c, req_ctx *ctx, srv
     return srv_queue(c, ctx, 416, r, blen);
 }
 
+/* A body this small is read into memory (fd closed); NULL leaves fd alone (a short read: the file
+ * changed under us, so the fd path answers what is there). */
+static struct MHD_Response *small_body(int fd, uint64_t start, uint64_t len) {
+    char *buf = malloc(len);
+    if (!buf) return NULL;
+    ssize_t n = pread(fd, buf, len, (off_t)start);
+    struct MHD_Response *r = n == (ssize_t)len ? MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(buf);
+        return NULL;
+    }
+    close(fd);
+    return r;
+}
+
 enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                   srv_sfile *f, const char *commit) {
     bool is_get = strcmp(method, "GET") == 0;
@@ -117,7 +132,9 @@ enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ct
         /* r (or NULL) already owns or closed the fd */
     }
 #endif
-    else {
+    else if (is_get && len <= HK_SRV_INLINE_BODY_MAX && (r = small_body(f->fd, start, len)) != NULL) {
+        /* read: the body goes out with the headers, one send and one segment, not send + sendfile */
+    } else {
         r = MHD_create_response_from_fd_at_offset64(len, f->fd, start);
         if (!r) close(f->fd);
     }

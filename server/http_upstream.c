@@ -77,7 +77,7 @@ enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *
     return srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
-void srv_up_begin(srv_server *srv, struct MHD_Connection *c) {
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client) {
     if (!srv->up) return;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     char key[72];
@@ -89,9 +89,7 @@ void srv_up_begin(srv_server *srv, struct MHD_Connection *c) {
         hk__sha256_hex(hex, auth, strlen(auth));
         snprintf(key, sizeof key, "t:%.32s", hex);
     } else {
-        char ip[64];
-        srv_client_ip(ip, sizeof ip, c);
-        snprintf(key, sizeof key, "a:%s", ip);
+        snprintf(key, sizeof key, "a:%s", client);
     }
     srv_up_client_set(ci ? ci->connect_fd : -1, key);
 }

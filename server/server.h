@@ -66,6 +66,13 @@ typedef struct srv_config {
      * keep-alive connection (default 10; an idle keep-alive connection is closed after it too). */
     unsigned max_connections_per_ip;
     unsigned header_timeout;
+    /* Reverse proxies ("ADDR" or "ADDR/PREFIX", IPv4 or IPv6) whose X-Forwarded-For (else Forwarded)
+     * names the client: only on their connections is the client the right-most forwarded address
+     * that is not itself a trusted proxy; the access log, the per-address limit (counting that
+     * client's requests in flight) and the upstream miss budget are keyed on it. Anyone else's
+     * forwarding headers are ignored. */
+    const char *const *trusted_proxies;
+    size_t n_trusted_proxies;
     unsigned page_size;          /* tree listing entries per page, default HK_TREE_PAGE_SIZE_DEFAULT with
                                     public_url, HK_SERVE_UNPAGED_MAX without */
     const char *public_url;      /* base URL (http:// or https://) written into Link headers and

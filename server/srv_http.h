@@ -3,7 +3,9 @@
  *
  * Who owns what:
  *   http_daemon.c    srv_start/stop: configuration, the listening socket, libmicrohttpd callbacks
- *   http_guard.c     connection guard: the deadline for a request's headers (slowloris)
+ *   http_guard.c     connection guard: the deadline for a request's headers (slowloris), the
+ *                    per-address connection limit
+ *   http_client.c    who the client is: trusted proxies, forwarded addresses, per-address counts
  *   http_auth.c      bearer tokens and their namespace scopes
  *   http_route.c     URL → segments (decoded once) → route; repo ids, revisions and paths checked there
  *   http_respond.c   queueing answers: JSON, Hub-style errors, base URL for links
@@ -36,6 +38,8 @@
 #define HK_SRV_MAX_SEGS 256
 #define HK_SRV_MAX_URL 8192
 #define HK_SRV_MAX_BODY (1u << 20)
+/* File answers up to this many bytes are sent from memory with their headers (http_range.c). */
+#define HK_SRV_INLINE_BODY_MAX 16384u
 
 /* Inactivity timeout of a connection, seconds. */
 #define HK_SRV_IDLE_TIMEOUT 120u
@@ -48,6 +52,8 @@ typedef struct token_spec {
 } token_spec;
 
 typedef struct srv_conn_guard srv_conn_guard;
+typedef struct srv_proxy_net srv_proxy_net;
+typedef struct srv_addr_count srv_addr_count;
 
 #ifdef HK_TEST_HOOKS
 typedef struct srv_fault {
@@ -68,6 +74,10 @@ struct srv_server {
     size_t n_tokens;
     char **trusted;
     size_t n_trusted;
+    srv_proxy_net *proxies; /* --trusted-proxy: whose X-Forwarded-For / Forwarded is believed */
+    size_t n_proxies;
+    unsigned per_ip_limit;  /* 0: none */
+    srv_addr_count *per_ip; /* NULL without a limit */
     bool lfs_302;
     bool access_log;
     unsigned char lfs_key[32];
@@ -84,6 +94,9 @@ struct srv_server {
 
 typedef struct req_ctx {
     char method[8];
+    char client[48];    /* the client's address (forwarded by a trusted proxy, else the peer) */
+    bool counted;       /* holds a slot of the per-address limit (a proxied request) */
+    bool over_limit;    /* a proxied request past the per-address limit: answered 429 */
     char *url; /* sanitised, for the access log */
     hk_strbuf body;
     bool body_too_big;
@@ -260,12 +273,29 @@ enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, re
 enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
                                const repo_ref *refs_of);
 /* Around each request with --upstream: whose request this thread answers (srv_up_client_set). */
-void srv_up_begin(srv_server *srv, struct MHD_Connection *c);
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client);
 void srv_up_end(void);
 
+/* ---- http_client.c -------------------------------------------------------------------------- */
+/* "ADDR" or "ADDR/PREFIX" (IPv4 or IPv6) each → *out (free()), NULL when n is 0. */
+int srv_proxy_nets_parse(srv_proxy_net **out, const char *const *specs, size_t n);
+/* Is the connection's peer a trusted proxy? */
+bool srv_peer_is_proxy(const srv_server *srv, struct MHD_Connection *c);
+/* The request's client address as text: from a trusted proxy, the right-most X-Forwarded-For (else
+ * Forwarded for=) address that is not itself a trusted proxy; otherwise the peer. Returns whether
+ * the peer is a trusted proxy. */
+bool srv_request_client(char *out, size_t cap, const srv_server *srv, struct MHD_Connection *c);
+/* Counts per address under a limit (> 0): acquire takes one unless `key` holds `limit` already. */
+int srv_addr_count_new(srv_addr_count **out, unsigned limit);
+void srv_addr_count_free(srv_addr_count *t);
+bool srv_addr_acquire(srv_addr_count *t, const char *key);
+void srv_addr_release(srv_addr_count *t, const char *key);
+
 /* ---- http_guard.c --------------------------------------------------------------------------- */
-/* Start the watchdog that closes connections whose request headers take longer than timeout_s. */
-int srv_conn_guard_start(srv_conn_guard **out, unsigned timeout_s);
+/* Start the watchdog that closes connections whose request headers take longer than timeout_s. With
+ * srv->per_ip, a connection from an address (not a trusted proxy) that holds the limit already is
+ * closed at once. */
+int srv_conn_guard_start(srv_conn_guard **out, unsigned timeout_s, const srv_server *srv);
 /* Stop and free it (after MHD_stop_daemon). NULL is ignored. */
 void srv_conn_guard_stop(srv_conn_guard *g);
 /* MHD_OPTION_NOTIFY_CONNECTION callback (cls = the guard): tracks connections from accept to close. */

@@ -5,6 +5,7 @@
 #include "server/server.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +28,9 @@ typedef struct srv_sentry {
     size_t pointer_size; /* LFS pointer length */
     char etag[65];       /* blob name: git sha1 (40) or sha256 (64) */
     char oid[41];        /* git oid: blob sha1 (of the pointer for LFS) or tree sha1 */
+    /* Its tree-listing JSON, rendered by the first answer that lists it (http_api.c) and freed with
+     * the listing: a shared listing is answered by copying, not by formatting every entry again. */
+    _Atomic(char *) json;
 } srv_sentry;
 
 typedef struct srv_listing {
@@ -74,7 +78,11 @@ int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, cons
 /* The common case of srv_store_open_file without realpath() (store_linked.c): true when path is a
  * link of the canonical shape into the repo's blobs/ and the blob is open in *out; false: use the
  * general resolution (nothing recorded as an error). */
-bool srv_store_open_linked(srv_sfile *out, const char *repo_dir, const char *commit, const char *path);
+typedef struct srv_snap_cache srv_snap_cache;
+int srv_snap_cache_new(srv_snap_cache **out);
+void srv_snap_cache_free(srv_snap_cache *c);
+bool srv_store_open_linked(srv_sfile *out, srv_snap_cache *c, const char *repo_dir, const char *commit,
+                           const char *path);
 /* Open blobs/<sha256> of a repo (for the /lfs/ route). */
 int srv_store_open_blob(srv_sfile *out, srv_store *s, const char *repo_dir, const char *sha256);
 

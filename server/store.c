@@ -53,6 +53,7 @@ struct srv_store {
     hash_memo *memo;
     size_t n_memo, next_evict;
     cached_listing *lcache[LISTING_CACHE_MAX];
+    srv_snap_cache *snaps; /* kept snapshot folders (store_linked.c) */
 };
 
 int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold) {
@@ -61,8 +62,12 @@ int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold) {
     if (!realpath(root, real)) return hk__fail(hk__errno_code(errno), "cannot open the store %s: %s", root, strerror(errno));
     if (!hk__is_dir(real)) return hk__fail(HK_ERR_NOT_FOUND, "the store %s is not a directory", root);
     srv_store *s = calloc(1, sizeof *s);
-    if (!s || !(s->root = hk__strdup(real)) || !(s->memo = calloc(HASH_CACHE_MAX, sizeof *s->memo))) {
-        if (s) free(s->root);
+    if (!s || !(s->root = hk__strdup(real)) || !(s->memo = calloc(HASH_CACHE_MAX, sizeof *s->memo)) ||
+        srv_snap_cache_new(&s->snaps) != HK_OK) {
+        if (s) {
+            free(s->root);
+            free(s->memo);
+        }
         free(s);
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
@@ -83,6 +88,7 @@ void srv_store_close(srv_store *s) {
     if (!s) return;
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++)
         if (s->lcache[i]) cached_unref(s->lcache[i]);
+    srv_snap_cache_free(s->snaps);
     pthread_mutex_destroy(&s->mu);
     free(s->memo);
     free(s->root);
@@ -238,7 +244,7 @@ int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, cons
     memset(out, 0, sizeof *out);
     out->fd = -1;
     if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
-    if (srv_store_open_linked(out, repo_dir, commit, path)) return HK_OK; /* no realpath() in the common case */
+    if (srv_store_open_linked(out, s->snaps, repo_dir, commit, path)) return HK_OK; /* no realpath() in the common case */
     out->fd = -1;
     char *full = hk_cache_snapshot_path(repo_dir, commit, path);
     if (!full) return hk_last_error_code() == HK_ERR_NOMEM ? HK_ERR_NOMEM : hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
