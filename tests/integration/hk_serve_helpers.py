@@ -120,3 +120,59 @@ class Server:
         rc = self.stop()
         if exc_type is None:
             assert rc == 0, "hubkern serve did not exit cleanly:\n" + "\n".join(self.log_lines[-30:])
+
+
+SCALE_VARIANT = "tvm-ffi01-cpu-x86_64-linux"
+
+
+def make_files_kernel(src, n: int, variant: str = SCALE_VARIANT) -> None:
+    """A kernel source tree whose one variant holds n tiny distinct .py files in 100 folders, plus
+    __init__.py and a metadata.json whose digest lists them all (the files-per-variant scaling
+    test and benchmark, issue 25)."""
+    import base64
+    import json
+    vdir = os.path.join(str(src), "build", variant)
+    files = {}
+    for d in range(min(n, 100)):
+        os.makedirs(os.path.join(vdir, f"d{d:02d}"), exist_ok=True)
+    for i in range(n):
+        rel = f"d{i % 100:02d}/f{i:06d}.py"
+        body = f"# {i}\n".encode()
+        with open(os.path.join(vdir, rel), "wb") as fh:
+            fh.write(body)
+        files[rel] = base64.b64encode(hashlib.sha256(body).digest()).decode()
+    init = b"# scale\n"
+    with open(os.path.join(vdir, "__init__.py"), "wb") as fh:
+        fh.write(init)
+    files["__init__.py"] = base64.b64encode(hashlib.sha256(init).digest()).decode()
+    meta = {"name": "fileskern", "id": "_fileskern_cpu_0000000", "version": 1, "license": "MIT",
+            "python-depends": [], "backend": {"type": "cpu"}, "digest": {"algorithm": "sha256", "files": files}}
+    with open(os.path.join(vdir, "metadata.json"), "w") as fh:
+        json.dump(meta, fh)
+
+
+def timed_run(cmd, env=None, strace_out=None):
+    """Run cmd to its end; (CPU s = user+sys of the child and its threads, wall s, peak RSS MiB),
+    from the child's rusage (wait4). With strace_out, the child runs under `strace -c -f -o
+    strace_out` (its counts; the times are then strace's). Raises on a non-zero exit."""
+    if strace_out:
+        cmd = ["strace", "-c", "-f", "-o", str(strace_out), *cmd]
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    err = p.stderr.read().decode(errors="replace")
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} exited {p.returncode}: {err[-2000:]}")
+    return ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss / 1024
+
+
+def strace_total_calls(path) -> int:
+    """The total of calls in a `strace -c` summary."""
+    with open(path) as fh:
+        for line in fh:
+            f = line.split()
+            if f and f[-1] == "total":  # % time, seconds, usecs/call, calls, [errors,] total
+                return int(f[3])
+    raise RuntimeError(f"no total in {path}")
