@@ -151,21 +151,33 @@ def make_files_kernel(src, n: int, variant: str = SCALE_VARIANT) -> None:
         json.dump(meta, fh)
 
 
+# Forks cmd, waits for it, prints its CPU s, wall s and peak RSS KiB. A child's peak RSS counts the
+# RSS of the process it was forked from (Linux keeps the larger across fork and exec), so cmd is
+# forked from this small interpreter (python3 -S: ~9 MiB) rather than from the caller (pytest, tens
+# of MiB), and what a pull needs above ~9 MiB is what is measured.
+_RUNNER = ("import os, sys, time\n"
+           "t = time.perf_counter()\n"
+           "pid = os.fork()\n"
+           "if pid == 0:\n"
+           "    fd = os.open(os.devnull, os.O_WRONLY); os.dup2(fd, 1)\n"
+           "    try: os.execvp(sys.argv[1], sys.argv[1:])\n"
+           "    finally: os._exit(127)\n"
+           "_, status, ru = os.wait4(pid, 0)\n"
+           "print(ru.ru_utime + ru.ru_stime, time.perf_counter() - t, ru.ru_maxrss, os.waitstatus_to_exitcode(status))\n")
+
+
 def timed_run(cmd, env=None, strace_out=None):
-    """Run cmd to its end; (CPU s = user+sys of the child and its threads, wall s, peak RSS MiB),
-    from the child's rusage (wait4). With strace_out, the child runs under `strace -c -f -o
+    """Run cmd to its end, its stdout discarded; (CPU s = user+sys of cmd and its threads, wall s,
+    peak RSS MiB), from its rusage (wait4). With strace_out, cmd runs under `strace -c -f -o
     strace_out` (its counts; the times are then strace's). Raises on a non-zero exit."""
+    import sys
     if strace_out:
         cmd = ["strace", "-c", "-f", "-o", str(strace_out), *cmd]
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    err = p.stderr.read().decode(errors="replace")
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} exited {p.returncode}: {err[-2000:]}")
-    return ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss / 1024
+    p = subprocess.run([sys.executable, "-S", "-c", _RUNNER, *map(str, cmd)], capture_output=True, text=True, env=env)
+    fields = p.stdout.split()
+    if p.returncode != 0 or len(fields) != 4 or fields[3] != "0":
+        raise RuntimeError(f"{cmd[0]} failed ({fields[3] if len(fields) == 4 else p.returncode}): {p.stderr[-2000:]}")
+    return float(fields[0]), float(fields[1]), int(fields[2]) / 1024
 
 
 def strace_total_calls(path) -> int:
