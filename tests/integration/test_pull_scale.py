@@ -1,5 +1,5 @@
 """Files per variant (issue 25): the CPU a pull spends per file, cold and warm, stays flat from 1k
-files to N (HK_SCALE_FILES, default 20k: about a minute here), and so does its memory per file.
+files to N (HK_SCALE_FILES, default 30k: under a minute here), and so does its memory per file.
 
 The per-file cost is the marginal one, (CPU(n) - CPU(10 files)) / (n - 10), so that the process's
 fixed cost (start, resolve, the first requests) neither hides growth at N nor flatters it at 1k.
@@ -20,7 +20,7 @@ import pytest
 from hk_serve_helpers import SCALE_VARIANT as V, Server, hubkern_bin, make_files_kernel, publish, timed_run
 
 SMALL, BASE = 10, 1000
-N = int(os.environ.get("HK_SCALE_FILES", "20000"))
+N = int(os.environ.get("HK_SCALE_FILES", "30000"))
 REPS = 3
 GROWTH = 1.5            # the issue's bound: per-file CPU at N over per-file CPU at 1k
 RSS_PER_FILE = 2048     # bytes of peak RSS per extra file (a curl handle per file was ~10 kB)
