@@ -20,14 +20,10 @@ char *hk__cache_filelock_path(const char *root, const char *repo_dir, const char
 
 int hk__cache_filelock_try(int *out_fd, const char *lock_path) {
     *out_fd = -1;
-    char *dir = hk__strdup(lock_path);
-    if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    *strrchr(dir, '/') = '\0';
-    int rc = hk__mkdirs(dir, 0777);
-    free(dir);
-    if (rc) return rc;
     for (int tries = 0; tries < 20; tries++) {
-        int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0664);
+        int fd;
+        int rc = hk__open_creating_parent(&fd, lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0664);
+        if (rc) return rc;
         if (fd < 0) {
             int e = errno;
             return hk__fail(e == ELOOP ? HK_ERR_LOCK : hk__errno_code(e), "cannot open lock %s: %s", lock_path,
@@ -89,11 +85,6 @@ int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, c
     *out_tmp = NULL;
     char *blobs = hk__path_join(repo_dir, "blobs");
     if (!blobs) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    int rc = hk__mkdirs(blobs, 0777);
-    if (rc) {
-        free(blobs);
-        return rc;
-    }
     for (int i = 0; i < 8; i++) {
         char rnd[9];
         hk__random_hex8(rnd);
@@ -102,7 +93,13 @@ int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, c
             free(blobs);
             return hk__fail(HK_ERR_NOMEM, "out of memory");
         }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+        int fd;
+        int rc = hk__open_creating_parent(&fd, tmp, O_WRONLY | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+        if (rc) {
+            free(tmp);
+            free(blobs);
+            return rc;
+        }
         if (fd >= 0) {
             free(blobs);
             *out_fd = fd;

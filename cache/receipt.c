@@ -8,6 +8,7 @@
  * hashes everything as it would without receipts. */
 #include "cache/cache_internal.h"
 #include "util/strmap.h"
+#include "util/text.h"
 #include "util/vec.h"
 #include "internal.h"
 
@@ -22,7 +23,11 @@
 #include <unistd.h>
 
 #define RECEIPT_FORMAT "hubkern-verify-receipt/1"
-#define RECEIPT_MAX_BYTES (8u << 20)
+/* A receipt entry takes at most about 2.4x the bytes of the file's metadata.json digest entry (the
+ * same path, a stat line for the 44-character hash), and metadata.json is read up to 16 MiB: so
+ * every variant whose digest can be checked has a receipt that can be read (8 MiB had voided the
+ * receipt of a 100k-file variant, 8.7 MB, so that every warm use hashed every file again). */
+#define RECEIPT_MAX_BYTES (48u << 20)
 
 typedef struct rfile {
     char *path;
@@ -265,49 +270,59 @@ hk_receipt *hk__receipt_load(const char *path, const char *root, const char *rep
     return r;
 }
 
-int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
-                    const char *variant) {
-    if (!r || !path) return HK_OK;
-    if (r->oom) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    char *rid = root_id(root);
-    if (!rid) return hk__fail(hk__errno_code(errno), "cannot stat cache root %s: %s", root, strerror(errno));
-    cJSON *j = cJSON_CreateObject();
-    cJSON *files = NULL;
-    bool ok = j && cJSON_AddStringToObject(j, "format", RECEIPT_FORMAT) &&
-              cJSON_AddStringToObject(j, "cache_root", root) && cJSON_AddStringToObject(j, "cache_root_id", rid) &&
-              cJSON_AddStringToObject(j, "repo_folder", folder_of(repo_dir)) &&
-              cJSON_AddStringToObject(j, "commit", commit) && cJSON_AddStringToObject(j, "variant", variant) &&
-              cJSON_AddStringToObject(j, "metadata_sha256", r->meta_sha256) &&
-              (files = cJSON_AddArrayToObject(j, "files")) != NULL;
-    free(rid);
-    for (size_t i = 0; ok && i < r->n; i++) {
-        const rfile *f = &r->files[i];
-        char st[160];
-        snprintf(st, sizeof st, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64, f->size, f->dev, f->ino,
-                 f->mtime_ns, f->ctime_ns);
-        cJSON *o = cJSON_CreateObject();
-        ok = o && cJSON_AddItemToArray(files, o) && cJSON_AddStringToObject(o, "path", f->path) &&
-             cJSON_AddStringToObject(o, "stat", st);
-    }
-    if (!ok) {
-        cJSON_Delete(j);
-        return hk__fail(HK_ERR_NOMEM, "out of memory");
-    }
-    return hk__receipt_write_json(path, j);
-}
-
-int hk__receipt_write_json(const char *path, cJSON *doc) {
-    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
-    cJSON_Delete(doc);
-    if (!text) return hk__fail(HK_ERR_NOMEM, "out of memory");
+/* The receipt file at path holds text (its folder made if missing), atomically. */
+static int write_text(const char *path, const char *text, size_t len) {
     char *dir = hk__strdup(path);
     int rc = dir ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) {
         *strrchr(dir, '/') = '\0';
         rc = hk__mkdirs(dir, 0777);
     }
-    if (rc == HK_OK) rc = hk__write_file_atomic(path, text, strlen(text));
+    if (rc == HK_OK) rc = hk__write_file_atomic(path, text, len);
     free(dir);
+    return rc;
+}
+
+/* Written as text straight from the entries, not through a cJSON tree of them: the document of a
+ * 100k-file variant had cost ~25 MB at the end of a pull, its peak. */
+int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
+                    const char *variant) {
+    if (!r || !path) return HK_OK;
+    if (r->oom) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char *rid = root_id(root);
+    if (!rid) return hk__fail(hk__errno_code(errno), "cannot stat cache root %s: %s", root, strerror(errno));
+    const char *keys[] = {"format", "cache_root", "cache_root_id", "repo_folder", "commit", "variant",
+                          "metadata_sha256"};
+    const char *vals[] = {RECEIPT_FORMAT, root, rid, folder_of(repo_dir), commit, variant, r->meta_sha256};
+    hk_strbuf sb;
+    hk__sb_init(&sb);
+    hk__sb_append(&sb, "{");
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        hk__sb_json_str(&sb, keys[k]);
+        hk__sb_append(&sb, ":");
+        hk__sb_json_str(&sb, vals[k]);
+        hk__sb_append(&sb, ",");
+    }
+    free(rid);
+    hk__sb_append(&sb, "\"files\":[");
+    for (size_t i = 0; i < r->n; i++) {
+        const rfile *f = &r->files[i];
+        hk__sb_append(&sb, i ? ",{\"path\":" : "{\"path\":");
+        hk__sb_json_str(&sb, f->path);
+        hk__sb_printf(&sb, ",\"stat\":\"%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 "\"}", f->size, f->dev,
+                      f->ino, f->mtime_ns, f->ctime_ns);
+    }
+    hk__sb_append(&sb, "]}");
+    int rc = sb.oom ? hk__fail(HK_ERR_NOMEM, "out of memory") : write_text(path, sb.data, sb.len);
+    hk__sb_free(&sb);
+    return rc;
+}
+
+int hk__receipt_write_json(const char *path, cJSON *doc) {
+    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
+    if (!text) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = write_text(path, text, strlen(text));
     free(text);
     return rc;
 }

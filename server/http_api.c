@@ -109,7 +109,7 @@ enum MHD_Result srv_handle_repo_info(srv_server *srv, struct MHD_Connection *c, 
     return srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
-/* Link to the page after `next_cursor` entries. */
+/* Link to the page that starts at listing index `next_cursor`. */
 static char *tree_next_link(srv_server *srv, const repo_ref *repo, const char *commit,
                             const char *path, bool recursive, size_t next_cursor) {
     char *base = srv_base_url(srv); /* "" without --public-url: a relative link */
@@ -134,8 +134,10 @@ enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_c
         return srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the snapshot");
     }
     const srv_listing l = *lp;
+    size_t first = 0; /* the folder's entries follow it in the listing's order ('/' sorts lowest) */
     if (*path) {
         long k = srv_listing_find(&l, path);
+        if (k >= 0) first = (size_t)k + 1;
         if (k < 0 || !l.v[k].is_dir) {
             srv_store_list_release(srv->store, lp);
             return srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found: %s is not a directory",
@@ -159,21 +161,24 @@ enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_c
     hk_strbuf sb;
     hk__sb_init(&sb);
     hk__sb_append(&sb, "[");
-    size_t idx = 0, emitted = 0;
+    /* the cursor is the listing index of the page's first entry (a commit's listing never
+     * changes), so a page costs O(page), not a walk over every entry before it: listing n
+     * entries in pages is O(n), not O(n^2 / page) */
+    size_t emitted = 0, next = 0;
     bool more = false;
-    for (size_t i = 0; i < l.n; i++) {
+    for (size_t i = cursor > first ? cursor : first; i < l.n; i++) {
         const char *p = l.v[i].path;
         const char *rest;
         if (plen) {
-            if (strncmp(p, path, plen) != 0 || p[plen] != '/') continue;
+            if (strncmp(p, path, plen) != 0 || p[plen] != '/') break; /* past the folder's entries */
             rest = p + plen + 1;
         } else {
             rest = p;
         }
         if (!recursive && strchr(rest, '/')) continue;
-        if (idx++ < cursor) continue;
         if (emitted == srv->page_size) {
             more = true;
+            next = i;
             break;
         }
         if (emitted) hk__sb_append(&sb, ",");
@@ -182,7 +187,7 @@ enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_c
     }
     hk__sb_append(&sb, "]");
     srv_store_list_release(srv->store, lp);
-    char *link = more ? tree_next_link(srv, repo, commit, path, recursive, cursor + emitted) : NULL;
+    char *link = more ? tree_next_link(srv, repo, commit, path, recursive, next) : NULL;
     enum MHD_Result ret = srv_send_json(c, ctx, 200, &sb, link);
     free(link);
     return ret;

@@ -26,7 +26,7 @@
 #define HASH_CACHE_MAX 4096
 #define LISTING_CACHE_MAX 16
 #define LISTING_TTL_MS 5000
-#define LISTING_CACHE_ENTRIES 100000 /* about 20 MB of entries kept at most */
+#define LISTING_CACHE_ENTRIES 100000 /* about 20 MB of entries kept, or the newest listing alone if larger */
 
 /* A listing shared by the requests that need it within LISTING_TTL_MS (tree pages follow each other
  * quickly; a snapshot that a client is still filling shows new files after the TTL). */
@@ -532,7 +532,9 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
     }
     if (s->lcache[slot]) cached_unref(s->lcache[slot]);
     s->lcache[slot] = c;
-    /* bound the memory kept: drop the oldest listings (the new one last) past the entry budget */
+    /* bound the memory kept: drop the oldest listings past the entry budget, but never the new one:
+     * a listing over the budget by itself, dropped at once, was built again for each of its pages
+     * (a 100k-file tree in 101 pages: 101 walks of the snapshot, 114 s of CPU instead of ~1 s) */
     for (;;) {
         size_t total = 0, oldest = LISTING_CACHE_MAX;
         for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
@@ -541,11 +543,9 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
             if (i != slot && (oldest == LISTING_CACHE_MAX || ms_since(&s->lcache[i]->at) > ms_since(&s->lcache[oldest]->at)))
                 oldest = i;
         }
-        if (total <= LISTING_CACHE_ENTRIES) break;
-        if (oldest == LISTING_CACHE_MAX) oldest = slot; /* the new listing alone is over budget */
+        if (total <= LISTING_CACHE_ENTRIES || oldest == LISTING_CACHE_MAX) break; /* (the new one alone) */
         cached_unref(s->lcache[oldest]);
         s->lcache[oldest] = NULL;
-        if (oldest == slot) break;
     }
     pthread_mutex_unlock(&s->mu);
     *out = &c->l;

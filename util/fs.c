@@ -71,6 +71,23 @@ int hk__mkdirs(const char *path, unsigned mode) {
     return rc;
 }
 
+int hk__open_creating_parent(int *out_fd, const char *path, int flags, unsigned mode) {
+    *out_fd = open(path, flags | O_CREAT, (mode_t)mode);
+    if (*out_fd >= 0 || errno != ENOENT) return HK_OK;
+    char *dir = hk__strdup(path);
+    if (!dir) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    char *slash = strrchr(dir, '/');
+    int rc = HK_OK;
+    if (slash && slash != dir) {
+        *slash = '\0';
+        rc = hk__mkdirs(dir, 0777);
+    }
+    free(dir);
+    if (rc) return rc;
+    *out_fd = open(path, flags | O_CREAT, (mode_t)mode);
+    return HK_OK;
+}
+
 /* open + read until 0 + close: no stdio, whose fstat and extra read are half of a small file's
  * syscalls (a cache check reads several small files a variant). */
 int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len) {

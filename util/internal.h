@@ -77,6 +77,11 @@ char *hk__path_join(const char *a, const char *b);  /* "a/b", tolerant of traili
 int hk__mkdirs(const char *path, unsigned mode);    /* mkdir -p */
 bool hk__path_exists(const char *path);
 bool hk__is_dir(const char *path);
+/* *out_fd = open(path, flags | O_CREAT, mode), making the folder that holds path (mkdir -p) only
+ * when the open says it is missing: a folder that is there costs one syscall per file, not a
+ * mkdir per file. HK_OK with *out_fd -1 and errno set when the open fails; an error (recorded)
+ * when the folder cannot be made. */
+int hk__open_creating_parent(int *out_fd, const char *path, int flags, unsigned mode);
 /* Swap the entries a and b (both exist) in one step, like rename(2): 0, or -1 with errno (EINVAL or
  * ENOSYS where the kernel or file system cannot exchange). */
 int hk__rename_exchange(const char *a, const char *b);

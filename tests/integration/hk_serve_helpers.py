@@ -175,3 +175,71 @@ def published_mirror(base, repo_id, variant, files, lfs_threshold=None, trust="o
     faultproxy.publish(src, repo_id, "v1", store, ["--lfs-threshold", str(lfs_threshold)] if lfs_threshold else [])
     with faultproxy.Server(store, ["--trust", trust]) as srv:
         yield srv
+
+
+SCALE_VARIANT = "tvm-ffi01-cpu-x86_64-linux"
+
+
+def make_files_kernel(src, n: int, variant: str = SCALE_VARIANT) -> None:
+    """A kernel source tree whose one variant holds n tiny distinct .py files in 100 folders, plus
+    __init__.py and a metadata.json whose digest lists them all (the files-per-variant scaling
+    test and benchmark, issue 25)."""
+    import base64
+    import json
+    vdir = os.path.join(str(src), "build", variant)
+    files = {}
+    for d in range(min(n, 100)):
+        os.makedirs(os.path.join(vdir, f"d{d:02d}"), exist_ok=True)
+    for i in range(n):
+        rel = f"d{i % 100:02d}/f{i:06d}.py"
+        body = f"# {i}\n".encode()
+        with open(os.path.join(vdir, rel), "wb") as fh:
+            fh.write(body)
+        files[rel] = base64.b64encode(hashlib.sha256(body).digest()).decode()
+    init = b"# scale\n"
+    with open(os.path.join(vdir, "__init__.py"), "wb") as fh:
+        fh.write(init)
+    files["__init__.py"] = base64.b64encode(hashlib.sha256(init).digest()).decode()
+    meta = {"name": "fileskern", "id": "_fileskern_cpu_0000000", "version": 1, "license": "MIT",
+            "python-depends": [], "backend": {"type": "cpu"}, "digest": {"algorithm": "sha256", "files": files}}
+    with open(os.path.join(vdir, "metadata.json"), "w") as fh:
+        json.dump(meta, fh)
+
+
+# Forks cmd, waits for it, prints its CPU s, wall s and peak RSS KiB. A child's peak RSS counts the
+# RSS of the process it was forked from (Linux keeps the larger across fork and exec), so cmd is
+# forked from this small interpreter (python3 -S: ~9 MiB) rather than from the caller (pytest, tens
+# of MiB), and what a pull needs above ~9 MiB is what is measured.
+_RUNNER = ("import os, sys, time\n"
+           "t = time.perf_counter()\n"
+           "pid = os.fork()\n"
+           "if pid == 0:\n"
+           "    fd = os.open(os.devnull, os.O_WRONLY); os.dup2(fd, 1)\n"
+           "    try: os.execvp(sys.argv[1], sys.argv[1:])\n"
+           "    finally: os._exit(127)\n"
+           "_, status, ru = os.wait4(pid, 0)\n"
+           "print(ru.ru_utime + ru.ru_stime, time.perf_counter() - t, ru.ru_maxrss, os.waitstatus_to_exitcode(status))\n")
+
+
+def timed_run(cmd, env=None, strace_out=None):
+    """Run cmd to its end, its stdout discarded; (CPU s = user+sys of cmd and its threads, wall s,
+    peak RSS MiB), from its rusage (wait4). With strace_out, cmd runs under `strace -c -f -o
+    strace_out` (its counts; the times are then strace's). Raises on a non-zero exit."""
+    import sys
+    if strace_out:
+        cmd = ["strace", "-c", "-f", "-o", str(strace_out), *cmd]
+    p = subprocess.run([sys.executable, "-S", "-c", _RUNNER, *map(str, cmd)], capture_output=True, text=True, env=env)
+    fields = p.stdout.split()
+    if p.returncode != 0 or len(fields) != 4 or fields[3] != "0":
+        raise RuntimeError(f"{cmd[0]} failed ({fields[3] if len(fields) == 4 else p.returncode}): {p.stderr[-2000:]}")
+    return float(fields[0]), float(fields[1]), int(fields[2]) / 1024
+
+
+def strace_total_calls(path) -> int:
+    """The total of calls in a `strace -c` summary."""
+    with open(path) as fh:
+        for line in fh:
+            f = line.split()
+            if f and f[-1] == "total":  # % time, seconds, usecs/call, calls, [errors,] total
+                return int(f[3])
+    raise RuntimeError(f"no total in {path}")

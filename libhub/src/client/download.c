@@ -51,6 +51,18 @@ static int start_attempt(hk_dl_ctx *c, CURLM *multi, hk_xfer *x) {
     x->body_ok = false;
     x->headers_seen = false;
     x->range_from = x->written;
+    if (!x->resolve_url) { /* made here, not for every queued file: memory per file stays small */
+        char *epath = hk__pct_encode(x->item->paths[0], true);
+        char *erev = hk__pct_encode(c->commit, false);
+        x->resolve_url = epath && erev ? hk__asprintf("%s/kernels/%s/resolve/%s/%s", c->hub->endpoint, c->repo_id,
+                                                      erev, epath) : NULL;
+        free(epath);
+        free(erev);
+        free(x->url);
+        x->url = hk__strdup(x->resolve_url);
+        if (!x->url) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    if (!x->errbuf && !(x->errbuf = malloc(CURL_ERROR_SIZE))) return hk__fail(HK_ERR_NOMEM, "out of memory");
     if (!x->easy && c->nspare > 0) x->easy = c->spare[--c->nspare];
     if (!x->easy && !(x->easy = curl_easy_init())) return hk__fail(HK_ERR_NOMEM, "cannot create a curl handle");
     curl_easy_reset(x->easy);
@@ -120,8 +132,8 @@ static void report(hk_dl_ctx *c, bool force) {
     if (c->hub->progress(c->hub->progress_ud, &p) != 0) c->cancelled = true;
 }
 
-/* x is done: out of the held set, its curl handle and headers released (the handle to the spare
- * pool) so that memory does not grow with the number of files. */
+/* x is done: out of the held set, its curl handle, headers, URLs and error buffer released (the
+ * handle to the spare pool) so that memory does not grow with the number of files. */
 static void release(hk_dl_ctx *c, hk_xfer *x, size_t maxp) {
     for (size_t i = 0; i < c->nheld; i++)
         if (c->held[i] == x) {
@@ -137,6 +149,10 @@ static void release(hk_dl_ctx *c, hk_xfer *x, size_t maxp) {
     x->hdrs = NULL;
     hk__http_headers_free(&x->h);
     hk__http_headers_init(&x->h);
+    free(x->errbuf);
+    free(x->url);
+    free(x->resolve_url);
+    x->errbuf = x->url = x->resolve_url = NULL;
 }
 
 /* The next attempt starts at the resolve URL again, after delay ms. */
@@ -338,11 +354,10 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
                       const char *commit, hk_dl_item *items, size_t n, bool link) {
     if (n == 0) return HK_OK;
     hk_xfer *xs = calloc(n, sizeof *xs);
-    char **locks = calloc(n, sizeof *locks);
     CURLM *multi = curl_multi_init();
     int rc = HK_OK;
     hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0};
-    if (!xs || !locks || !multi) {
+    if (!xs || !multi) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -357,17 +372,6 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         xs[i].lock_fd = -1;
         hk__http_headers_init(&xs[i].h);
         c.total_bytes += items[i].size;
-        char *epath = hk__pct_encode(items[i].paths[0], true);
-        char *erev = hk__pct_encode(commit, false);
-        xs[i].resolve_url = epath && erev ? hk__asprintf("%s/kernels/%s/resolve/%s/%s", hub->endpoint, repo_id, erev, epath) : NULL;
-        free(epath);
-        free(erev);
-        xs[i].url = hk__strdup(xs[i].resolve_url);
-        locks[i] = hk__cache_filelock_path(hub->cache_root, repo_dir, items[i].etag);
-        if (!xs[i].url || !locks[i]) {
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            goto out;
-        }
         /* already complete in the cache? (no lock needed to notice) */
         if (!items[i].refetch && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
             xs[i].state = X_DONE;
@@ -425,7 +429,10 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
                 k++;
                 continue;
             }
-            if ((rc = try_acquire(&c, x, locks[i]))) goto out_loop;
+            char *lock_path = hk__cache_filelock_path(hub->cache_root, repo_dir, x->item->etag);
+            rc = lock_path ? try_acquire(&c, x, lock_path) : hk__fail(HK_ERR_NOMEM, "out of memory");
+            free(lock_path);
+            if (rc) goto out_loop;
             if (from_wait && x->state != X_LOCK) waiting[k] = waiting[--nwaiting]; /* (k stays) */
             else if (from_wait) k++;
             else {
@@ -520,14 +527,12 @@ out:
             hk__http_headers_free(&x->h);
             free(x->url);
             free(x->resolve_url);
+            free(x->errbuf);
         }
     }
     for (size_t i = 0; i < c.nspare; i++) curl_easy_cleanup(c.spare[i]);
     free(c.spare);
     free(c.held);
-    if (locks)
-        for (size_t i = 0; i < n; i++) free(locks[i]);
-    free(locks);
     free(xs);
     if (multi) curl_multi_cleanup(multi);
     return rc;

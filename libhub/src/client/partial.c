@@ -45,14 +45,14 @@ int hk__partial_open(int *out_fd, char **out_path, uint64_t *out_kept, bool *out
     *out_path = NULL;
     *out_kept = 0;
     *out_resumable = false;
-    char *blobs = hk__cache_repo_subdir(repo_dir, "blobs");
-    if (!blobs) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    int rc = hk__mkdirs(blobs, 0777);
-    free(blobs);
-    if (rc) return rc;
     char *p = partial_path(repo_dir, etag);
     if (!p) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    int fd;
+    int rc = hk__open_creating_parent(&fd, p, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0666); /* blobs/ made if missing */
+    if (rc) {
+        free(p);
+        return rc;
+    }
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         /* a symlink, a directory or an unreadable entry under that name: not ours to resume */

@@ -50,8 +50,13 @@ int hk__stage_link(hk_stage *s, const char *path, const char *etag) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((rc = hk__mkdirs(dir, 0777))) goto out;
-    if (symlink(target, link) != 0 && !(errno == EEXIST && unlink(link) == 0 && symlink(target, link) == 0))
+    /* the folder is made only when the link says it is missing: one syscall for most files */
+    if (symlink(target, link) == 0) goto out;
+    if (errno == ENOENT) {
+        if ((rc = hk__mkdirs(dir, 0777))) goto out;
+        if (symlink(target, link) == 0) goto out;
+    }
+    if (!(errno == EEXIST && unlink(link) == 0 && symlink(target, link) == 0))
         rc = hk__fail(hk__errno_code(errno), "cannot create link %s (staging %s): %s", link, path, strerror(errno));
 out:
     free(link);

@@ -130,7 +130,6 @@ size_t hk__xfer_on_header(char *p, size_t sz, size_t n, void *ud) {
     if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) { /* end of one response's headers */
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
         x->body_ok = false;
-        x->errbody_len = 0;
         uint64_t want = x->item->size;
         if (x->status == 200) {
             if (x->h.content_length >= 0 && (uint64_t)x->h.content_length != want) {
@@ -169,14 +168,7 @@ size_t hk__xfer_on_header(char *p, size_t sz, size_t n, void *ud) {
 size_t hk__xfer_on_body(char *p, size_t sz, size_t n, void *ud) {
     hk_xfer *x = ud;
     size_t len = sz * n;
-    if (!x->body_ok) {
-        size_t room = sizeof x->errbody - 1 - x->errbody_len;
-        size_t k = len < room ? len : room;
-        memcpy(x->errbody + x->errbody_len, p, k);
-        x->errbody_len += k;
-        x->errbody[x->errbody_len] = '\0';
-        return len;
-    }
+    if (!x->body_ok) return len; /* an error page or a redirect's body: the status says what went wrong */
     if (x->written + len > x->item->size) {
         x->err = hk__fail(HK_ERR_INTEGRITY,
                          "size mismatch for %s (blob %s): the server sent more than the %llu bytes promised",

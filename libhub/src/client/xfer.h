@@ -21,7 +21,7 @@ typedef struct hk_xfer {
     int lock_fd;
     int fd;
     char *tmp;
-    char *resolve_url;       /* where every attempt starts */
+    char *resolve_url;       /* where every attempt starts (made at the first attempt, freed when done) */
     char *url;               /* current hop */
     int hops;
     CURL *easy;
@@ -42,9 +42,7 @@ typedef struct hk_xfer {
     bool resumable;          /* tmp is blobs/<etag>.incomplete: kept for the next attempt on failure */
     bool refetched;          /* kept bytes were discarded once (the server's file changed) */
     bool bad;                /* the temp file's content is suspect: never kept */
-    char errbody[256];
-    size_t errbody_len;
-    char errbuf[CURL_ERROR_SIZE]; /* libcurl's text for the current attempt's failure */
+    char *errbuf;            /* libcurl's text for the current attempt's failure (CURL_ERROR_SIZE, held only) */
     unsigned char *buf;      /* write-behind buffer: bytes received but not yet written */
     size_t buf_len;
     /* the progress clock, across attempts: when the blob last got HK_XFER_PROGRESS_STEP more

@@ -1,0 +1,82 @@
+"""Files per variant (issue 25): the CPU a pull spends per file, cold and warm, stays flat from 1k
+files to N (HK_SCALE_FILES, default 30k: under a minute here), and so does its memory per file.
+
+The per-file cost is the marginal one, (CPU(n) - CPU(10 files)) / (n - 10), so that the process's
+fixed cost (start, resolve, the first requests) neither hides growth at N nor flatters it at 1k.
+CPU is user+sys of the pull (wait4's rusage), the best of a few runs: robust where the wall time
+of this shared 2-core machine is not. The mirror pages its listings (1000 entries a page, as the
+Hub), so the N-file listing takes N/1000 pages. Caches live on /dev/shm where there is one: this
+machine's ext4 has no journal, and there a new inode scans past every inode deleted in the last
+~30 s, a cost of the file system's state, not of the client. bench/files_scale.py records 100k.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from hk_serve_helpers import SCALE_VARIANT as V, Server, hubkern_bin, make_files_kernel, publish, timed_run
+
+SMALL, BASE = 10, 1000
+N = int(os.environ.get("HK_SCALE_FILES", "30000"))
+REPS = 3
+GROWTH = 1.5            # the issue's bound: per-file CPU at N over per-file CPU at 1k
+RSS_PER_FILE = 2048     # bytes of peak RSS per extra file (a curl handle per file was ~10 kB)
+
+
+@pytest.fixture(scope="module")
+def mirror():
+    work = tempfile.mkdtemp(prefix="hk-scale-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    store = os.path.join(work, "store")
+    try:
+        for n in (SMALL, BASE, N):
+            src = os.path.join(work, f"src{n}")
+            make_files_kernel(src, n)
+            publish(src, f"scale/files{n}", "v1", store)
+            shutil.rmtree(src)
+        with Server(store, "--trust", "scale", "--page-size", "1000", public_url=True) as srv:
+            yield srv, work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def pull_cmd(url, n, cache):
+    return [hubkern_bin(), "pull", f"scale/files{n}", "--version", "1", "--variant", V, "--json", "-q",
+            "--progress=none", "--endpoint", url, "--cache", cache]
+
+
+def measure(url, work, n):
+    """Best cold and warm CPU s of REPS pulls of the n-file variant, and their peak RSS (MiB)."""
+    cold = warm = float("inf")
+    rss = 0.0
+    for _ in range(REPS):
+        cache = tempfile.mkdtemp(prefix="cache-", dir=work)
+        c, _, r = timed_run(pull_cmd(url, n, cache))
+        timed_run(pull_cmd(url, n, cache))  # the first warm use writes the verification receipt
+        w, _, r2 = timed_run(pull_cmd(url, n, cache))
+        cold, warm, rss = min(cold, c), min(warm, w), max(rss, r, r2)
+        if n == N:  # the warm pull trusted its receipt for every file: nothing was hashed again
+            out = json.loads(subprocess.run(pull_cmd(url, n, cache), capture_output=True, text=True,
+                                            check=True).stdout)
+            assert out["bytes_verified"] == 0 and out["bytes_trusted"] > 0, out
+            assert len(out["files"]) == n + 2, len(out["files"])  # + __init__.py, metadata.json
+        shutil.rmtree(cache)
+    return cold, warm, rss
+
+
+def test_cpu_and_memory_per_file_flat_from_1k_to_n(mirror):
+    srv, work = mirror
+    m = {n: measure(srv.url, work, n) for n in (SMALL, BASE, N)}
+    for i, phase in ((0, "cold"), (1, "warm")):
+        per_base = (m[BASE][i] - m[SMALL][i]) / (BASE - SMALL)
+        per_n = (m[N][i] - m[SMALL][i]) / (N - SMALL)
+        print(f"{phase}: {per_base * 1e3:.4f} ms/file at {BASE}, {per_n * 1e3:.4f} at {N} ({per_n / per_base:.2f}x)")
+        assert per_n <= GROWTH * max(per_base, 1e-6), (
+            f"{phase} pull: CPU per file grew {per_n / per_base:.2f}x from {BASE} to {N} files "
+            f"({per_base * 1e3:.4f} -> {per_n * 1e3:.4f} ms), more than {GROWTH}x: something costs more than "
+            f"linear in the files (profile with bench/files_scale.py)")
+    extra = (m[N][2] - m[BASE][2]) * 2**20 / (N - BASE)
+    print(f"peak RSS {m[BASE][2]:.0f} MiB at {BASE}, {m[N][2]:.0f} MiB at {N}: {extra:.0f} bytes per extra file")
+    assert extra <= RSS_PER_FILE, f"peak RSS grows {extra:.0f} bytes per file (bound {RSS_PER_FILE})"
