@@ -82,6 +82,10 @@ int hk__cache_blobs_durable(const char *repo_dir, const char *const *etags, size
 bool hk__cache_blob_present(const char *repo_dir, const char *etag, uint64_t size);
 /* snapshots/<commit>/<path> is a symlink that resolves to an existing blobs/<etag>. */
 bool hk__cache_pointer_ok(const char *repo_dir, const char *commit, const char *path, const char *etag);
+/* The largest metadata.json any reader takes (the digest check, verify, the strays, the
+ * signature check); a receipt of a variant is sized from it (receipt.c). */
+#define HK_METADATA_JSON_MAX (16u << 20)
+
 /* Hash a blob as its name says (64 hex: sha256; 40 hex: git blob sha1). *out_checkable = false for
  * other names (mirror-fabricated etags). out_hex gets the actual digest. */
 int hk__cache_hash_blob(char out_hex[129], bool *out_checkable, const char *blob_path, const char *etag);

@@ -27,7 +27,7 @@ int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out
     *out_missing = *out_listed = 0;
     if (out_first) *out_first = NULL;
     char *meta = hk__path_join(variant_dir, "metadata.json"), *text = NULL;
-    int rc = meta ? hk__read_file(&text, NULL, meta, 16u << 20) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = meta ? hk__read_file(&text, NULL, meta, HK_METADATA_JSON_MAX) : hk__fail(HK_ERR_NOMEM, "out of memory");
     cJSON *j = rc == HK_OK ? cJSON_Parse(text) : NULL;
     cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
     if (rc == HK_OK && !cJSON_IsObject(files))
@@ -172,7 +172,7 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
     if (!mpath) return hk__fail(HK_ERR_NOMEM, "out of memory");
     char *text = NULL;
     size_t tlen = 0;
-    int rc = hk__read_file(&text, &tlen, mpath, 16u << 20);
+    int rc = hk__read_file(&text, &tlen, mpath, HK_METADATA_JSON_MAX);
     if (rc) {
         free(mpath);
         return rc == HK_ERR_NOT_FOUND ? hk__fail(HK_ERR_DIGEST, "%s has no metadata.json", variant_dir) : rc;

@@ -24,10 +24,11 @@
 
 #define RECEIPT_FORMAT "hubkern-verify-receipt/1"
 /* A receipt entry takes at most about 2.4x the bytes of the file's metadata.json digest entry (the
- * same path, a stat line for the 44-character hash), and metadata.json is read up to 16 MiB: so
+ * same path, a stat line for the 44-character hash), and metadata.json is read up to
+ * HK_METADATA_JSON_MAX (16 MiB): so
  * every variant whose digest can be checked has a receipt that can be read (8 MiB had voided the
  * receipt of a 100k-file variant, 8.7 MB, so that every warm use hashed every file again). */
-#define RECEIPT_MAX_BYTES (48u << 20)
+#define RECEIPT_MAX_BYTES (3u * HK_METADATA_JSON_MAX)
 
 typedef struct rfile {
     char *path;

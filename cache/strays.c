@@ -62,7 +62,7 @@ size_t hk__cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud) {
     char *meta = hk__path_join(vdir, "metadata.json");
     char *text = NULL;
     cJSON *j = NULL;
-    if (meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK) j = cJSON_Parse(text);
+    if (meta && hk__read_file(&text, NULL, meta, HK_METADATA_JSON_MAX) == HK_OK) j = cJSON_Parse(text);
     free(text);
     free(meta);
     hk_clear_error();

@@ -209,7 +209,7 @@ static void verify_variant(vctx *c, const char *vdir, const char *commit, const 
     char *text = NULL;
     char *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
     stray_ctx sc = {c, commit, variant, entry};
-    cJSON *j = meta && hk__read_file(&text, NULL, meta, 16u << 20) == HK_OK ? cJSON_Parse(text) : NULL;
+    cJSON *j = meta && hk__read_file(&text, NULL, meta, HK_METADATA_JSON_MAX) == HK_OK ? cJSON_Parse(text) : NULL;
     cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
     /* reads only: a receipt vouches for each file's stat identity, which a damaged file no
      * longer has, and the digest check of a load still finds entries the digest lacks */

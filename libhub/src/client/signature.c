@@ -14,7 +14,6 @@
 #include <string.h>
 
 #define BUNDLE_MAX (1u << 20)
-#define METADATA_MAX (16u << 20)
 
 /* Read <dir>/<name>: HK_OK, HK_ERR_NOT_FOUND (absent, nothing recorded), or the error. */
 static int read_beside(char **out, size_t *len, const char *dir, const char *name, size_t max) {
@@ -93,7 +92,7 @@ int hk__client_check_signature(hk_hub *hub, int mode, const char *repo, const ch
         return HK_OK;
     }
     if (rc) return rc;
-    rc = read_beside(&meta, &mlen, variant_dir, "metadata.json", METADATA_MAX);
+    rc = read_beside(&meta, &mlen, variant_dir, "metadata.json", HK_METADATA_JSON_MAX);
     if (rc == HK_ERR_NOT_FOUND)
         rc = hk__fail(HK_ERR_SIGNATURE, "build/%s of %s has a metadata.json.sigstore but no metadata.json", variant, repo);
     char *receipt = repo_dir && commit ? hk__sig_receipt_path(hub->cache_root, repo_dir, commit, variant) : NULL;
@@ -137,7 +136,7 @@ HK_API int hk_signature_verify_variant(int *out_outcome, char **out_reason, hk_h
     int rc = read_beside(&bundle, &blen, variant_dir, "metadata.json.sigstore", BUNDLE_MAX);
     if (rc == HK_ERR_NOT_FOUND) return answer(out_outcome, out_reason, HK_SIGNATURE_BUNDLE_MISSING, NULL);
     if (rc) return rc;
-    rc = read_beside(&meta, &mlen, variant_dir, "metadata.json", METADATA_MAX);
+    rc = read_beside(&meta, &mlen, variant_dir, "metadata.json", HK_METADATA_JSON_MAX);
     bool no_meta = rc == HK_ERR_NOT_FOUND;
     if (no_meta) rc = HK_OK;
     /* (kernels parses the bundle before looking for the metadata: an unreadable bundle wins) */
