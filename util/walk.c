@@ -9,14 +9,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
-#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-/* The entry names of one directory (sorted on request) and, in types[] when asked for, each
- * entry's file type as readdir reports it (DT_UNKNOWN where the file system does not);
- * HK_ERR_NOT_FOUND when it cannot be opened. */
+/* An entry of a directory: its name and its file type as the directory records give it (DT_UNKNOWN
+ * where the file system does not). */
 typedef struct named {
     char *name;
     unsigned char type;
