@@ -76,13 +76,6 @@ static bool published_complete(const char *variant_dir, void *ud) {
     return variant_complete_locally(((complete_ctx *)ud)->hub, variant_dir, &st, 0);
 }
 
-/* metadata.json or metadata.json.sigstore at the top of build/<variant>/ (prefix "build/<variant>")? */
-static bool variant_metadata_file(const char *path, const char *prefix) {
-    size_t pl = strlen(prefix);
-    if (strncmp(path, prefix, pl) != 0 || path[pl] != '/') return false;
-    return strcmp(path + pl + 1, "metadata.json") == 0 || strcmp(path + pl + 1, "metadata.json.sigstore") == 0;
-}
-
 /* Link the verified files of a variant pulled in part into the snapshot one by one (each link is
  * atomic; other files already there stay): the data files first, then the bundle, metadata.json
  * last, so that a reader finding metadata.json finds its signature next to it. */
@@ -97,7 +90,7 @@ static int publish_files(const char *repo_dir, const char *commit, const char *v
                 const char *path = items[i].paths[k];
                 size_t pl = strlen(prefix);
                 if (strncmp(path, prefix, pl) != 0 || path[pl] != '/') continue;
-                int want = !variant_metadata_file(path, prefix) ? 0 : hk__str_ends_with(path, ".sigstore") ? 1 : 2;
+                int want = !hk__pull_variant_metadata_file(path, prefix) ? 0 : hk__str_ends_with(path, ".sigstore") ? 1 : 2;
                 if (want == pass) rc = hk_cache_link_snapshot(repo_dir, commit, path, items[i].etag);
             }
     free(prefix);
@@ -206,7 +199,7 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
         if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') continue; /* another variant's */
         if (e->dir || hk__client_excluded(e->path)) continue;
         if (*out_chosen < *out_all && !hk__glob_select(e->path, spec->include, spec->exclude) &&
-            !variant_metadata_file(e->path, prefix))
+            !hk__pull_variant_metadata_file(e->path, prefix))
             continue; /* left out by the patterns; the signed metadata never is */
         const char *etag = e->lfs_oid ? e->lfs_oid : e->oid;
         size_t el = etag ? strlen(etag) : 0;
@@ -314,73 +307,6 @@ static int result_at(hk_pull_result *r, char **repo_dir, const hk_hub *hub, cons
     return HK_OK;
 }
 
-/* Does the spec choose files by pattern? (Without, no variant is ever left out.) */
-static bool has_patterns(const hk_pull_spec *spec) {
-    return (spec->include && spec->include[0]) || (spec->exclude && spec->exclude[0]);
-}
-
-/* Keep, of r->files[from..], the files the spec's patterns choose and the variant's metadata.json
- * and bundle; none chosen: none kept. *out_chosen: how many were chosen, *out_all: of how many. */
-static void keep_chosen(hk_pull_result *r, size_t from, const char *prefix, const hk_pull_spec *spec,
-                        size_t *out_chosen, size_t *out_all) {
-    size_t chosen = 0, all = r->nfiles - from, w = from;
-    for (size_t i = from; i < r->nfiles; i++) chosen += hk__glob_select(r->files[i], spec->include, spec->exclude);
-    for (size_t i = from; i < r->nfiles; i++) {
-        bool keep = chosen && (hk__glob_select(r->files[i], spec->include, spec->exclude) ||
-                               variant_metadata_file(r->files[i], prefix));
-        if (keep) r->files[w++] = r->files[i];
-        else free(r->files[i]);
-    }
-    r->nfiles = w;
-    *out_chosen = chosen;
-    *out_all = all;
-}
-
-/* Size, blob id and "cached before this pull" of the files the plan holds (p may be NULL); the
- * others are files of a variant that was complete here, read from their links when asked
- * (pull_result.c), so that a warm pull costs no call per file. */
-static int file_details(hk_pull_result *r, const pull_plan *p) {
-    r->file_sizes = calloc(r->nfiles + 1, sizeof *r->file_sizes);
-    r->file_blobs = calloc(r->nfiles + 1, sizeof *r->file_blobs);
-    r->file_cached = calloc(r->nfiles + 1, sizeof *r->file_cached);
-    if (!r->file_sizes || !r->file_blobs || !r->file_cached) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    hk_strmap bypath;
-    hk__strmap_init(&bypath);
-    int rc = HK_OK;
-    for (size_t i = 0; p && rc == HK_OK && i < p->n; i++)
-        for (size_t k = 0; rc == HK_OK && k < p->items[i].npaths; k++)
-            rc = hk__strmap_put(&bypath, p->items[i].paths[k], i);
-    for (size_t f = 0; rc == HK_OK && f < r->nfiles; f++) {
-        size_t i;
-        if (!hk__strmap_get(&bypath, r->files[f], &i)) {
-            r->file_cached[f] = 1;
-            r->details_pending = true;
-            continue;
-        }
-        r->file_sizes[f] = p->items[i].size;
-        r->file_cached[f] = p->items[i].hashed && !p->items[i].refetch;
-        if (!(r->file_blobs[f] = hk__strdup(p->items[i].etag))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-    }
-    hk__strmap_free(&bypath);
-    return rc;
-}
-
-/* Take the variants none of whose files the patterns chose out of the result. */
-static void drop_variants(hk_pull_result *r, const bool *dropped) {
-    size_t w = 0;
-    for (size_t v = 0; v < r->nvariants; v++) {
-        if (dropped[v]) {
-            free(r->variants[v]);
-            free(r->variant_paths[v]);
-            continue;
-        }
-        r->variants[w] = r->variants[v];
-        r->variant_paths[w++] = r->variant_paths[v];
-    }
-    for (size_t v = w; v < r->nvariants; v++) r->variants[v] = r->variant_paths[v] = NULL;
-    r->nvariants = w;
-}
-
 static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec, const hk__target *t) {
     const char *commit = t->commit;
     int rc;
@@ -424,9 +350,9 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         size_t from = r->nfiles, chosen = 0, all = 0;
         rc = hk__client_collect_local_files(r, &cap, r->snapshot, rel);
         /* offline, the patterns choose among the files of a complete cached variant */
-        if (rc == HK_OK) keep_chosen(r, from, rel, spec, &chosen, &all);
+        if (rc == HK_OK) hk__pull_keep_chosen(r, from, rel, spec, &chosen, &all);
         free(rel);
-        dropped[i] = chosen == 0 && has_patterns(spec);
+        dropped[i] = chosen == 0 && hk__pull_has_patterns(spec);
         if (rc || dropped[i]) continue;
         if ((rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i]))) break;
         if (dry) continue; /* a dry run checks no signature: that writes its receipt */
@@ -434,9 +360,9 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         rc = hk__client_check_signature(hub, t->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
         free(rd);
     }
-    if (rc == HK_OK) drop_variants(r, dropped);
+    if (rc == HK_OK) hk__pull_drop_variants(r, dropped);
     free(dropped);
-    if (rc == HK_OK) rc = file_details(r, NULL);
+    if (rc == HK_OK) rc = hk__pull_file_details(r, NULL, 0);
     if (rc) return rc;
     rc = verify_variants(r, hub, NULL, NULL, 0, dry ? HK_VERIFY_NO_WRITE : 0);
     if (rc == HK_ERR_DIGEST)
@@ -521,11 +447,11 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             hk__log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
             size_t from = r->nfiles;
             rc = hk__client_collect_local_files(r, &fcap, r->snapshot, prefix);
-            if (rc == HK_OK) keep_chosen(r, from, prefix, &spec, &chosen, &all);
+            if (rc == HK_OK) hk__pull_keep_chosen(r, from, prefix, &spec, &chosen, &all);
             r->bytes_verified += vs.bytes_hashed;
             r->bytes_trusted += vs.bytes_trusted;
             checked[v] = true;
-            dropped[v] = rc == HK_OK && chosen == 0 && has_patterns(&spec);
+            dropped[v] = rc == HK_OK && chosen == 0 && hk__pull_has_patterns(&spec);
             free(prefix);
             /* a cached variant is checked again (its signature receipt may vouch); a dry run checks none */
             if (rc == HK_OK && !dry && !dropped[v])
@@ -535,7 +461,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         }
         if (!have_tree && (rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) have_tree = true;
         if (rc == HK_OK) rc = plan_variant(&plan, r, &fcap, &t, prefix, &spec, &chosen, &all);
-        dropped[v] = checked[v] = rc == HK_OK && chosen == 0 && has_patterns(&spec);
+        dropped[v] = checked[v] = rc == HK_OK && chosen == 0 && hk__pull_has_patterns(&spec);
         partial[v] = chosen < all;
         free(prefix);
     }
@@ -557,8 +483,8 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         }
         rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, partial, plan.items, plan.n, tg->signature);
     }
-    if (rc == HK_OK) rc = file_details(r, &plan);
-    if (rc == HK_OK) drop_variants(r, dropped);
+    if (rc == HK_OK) rc = hk__pull_file_details(r, plan.items, plan.n);
+    if (rc == HK_OK) hk__pull_drop_variants(r, dropped);
     free(flags);
     plan_free(&plan);
     /* refs only once the variant is complete and verified, so that offline use never finds a

@@ -2,6 +2,7 @@
 #ifndef HK_CLIENT_PULL_INTERNAL_H
 #define HK_CLIENT_PULL_INTERNAL_H
 
+#include "client/download.h" /* hk_dl_item */
 #include "hubkern/hub.h"
 
 #include <stdbool.h>
@@ -35,5 +36,21 @@ int hk__client_choose_variants(hk_pull_result *r, char **names, size_t n, const 
 int hk__client_add_file(hk_pull_result *r, size_t *cap, const char *path);
 /* Append every file under dir/rel (no __pycache__, no *.pyc) to r->files. */
 int hk__client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel);
+
+/* ---- the files a pull's patterns choose (shared by the online and offline pulls) ---------- */
+/* metadata.json or metadata.json.sigstore at the top of build/<variant>/ (prefix "build/<variant>")? */
+bool hk__pull_variant_metadata_file(const char *path, const char *prefix);
+/* Does the spec choose files by pattern? (Without, no variant is ever left out.) */
+bool hk__pull_has_patterns(const hk_pull_spec *spec);
+/* Keep, of r->files[from..], the files the spec's patterns choose and the variant's metadata.json
+ * and bundle; none chosen: none kept. *out_chosen: how many were chosen, *out_all: of how many. */
+void hk__pull_keep_chosen(hk_pull_result *r, size_t from, const char *prefix, const hk_pull_spec *spec,
+                          size_t *out_chosen, size_t *out_all);
+/* Size, blob id and "cached before this pull" of the files among items (the pull's plan; none
+ * offline); the others are files of a variant that was complete here, read from their links when
+ * asked, so that a warm pull costs no call per file. */
+int hk__pull_file_details(hk_pull_result *r, const hk_dl_item *items, size_t nitems);
+/* Take the variants none of whose files the patterns chose out of the result. */
+void hk__pull_drop_variants(hk_pull_result *r, const bool *dropped);
 
 #endif

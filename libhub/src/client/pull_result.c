@@ -1,9 +1,12 @@
-/* The pull result handle and what fills it: variant choice among names, the file list. */
+/* The pull result handle and what fills it: variant choice among names, the file list, the files
+ * a pull's patterns choose (pull_internal.h). */
 #include "client/client.h"
 #include "util/vec.h"
 #include "client/pull_internal.h"
 #include "env/detected.h"
 #include "hubkern/variant.h"
+#include "util/pathglob.h"
+#include "util/strmap.h"
 
 #include <dirent.h>
 #include <stddef.h>
@@ -169,4 +172,72 @@ int hk__client_collect_local_files(hk_pull_result *r, size_t *cap, const char *d
     if (d) closedir(d);
     free(path);
     return rc;
+}
+
+/* ---- the files a pull's patterns choose ------------------------------------------------------- */
+
+bool hk__pull_variant_metadata_file(const char *path, const char *prefix) {
+    size_t pl = strlen(prefix);
+    if (strncmp(path, prefix, pl) != 0 || path[pl] != '/') return false;
+    return strcmp(path + pl + 1, "metadata.json") == 0 || strcmp(path + pl + 1, "metadata.json.sigstore") == 0;
+}
+
+bool hk__pull_has_patterns(const hk_pull_spec *spec) {
+    return (spec->include && spec->include[0]) || (spec->exclude && spec->exclude[0]);
+}
+
+void hk__pull_keep_chosen(hk_pull_result *r, size_t from, const char *prefix, const hk_pull_spec *spec,
+                          size_t *out_chosen, size_t *out_all) {
+    size_t chosen = 0, all = r->nfiles - from, w = from;
+    for (size_t i = from; i < r->nfiles; i++) chosen += hk__glob_select(r->files[i], spec->include, spec->exclude);
+    for (size_t i = from; i < r->nfiles; i++) {
+        bool keep = chosen && (hk__glob_select(r->files[i], spec->include, spec->exclude) ||
+                               hk__pull_variant_metadata_file(r->files[i], prefix));
+        if (keep) r->files[w++] = r->files[i];
+        else free(r->files[i]);
+    }
+    r->nfiles = w;
+    *out_chosen = chosen;
+    *out_all = all;
+}
+
+int hk__pull_file_details(hk_pull_result *r, const hk_dl_item *items, size_t nitems) {
+    r->file_sizes = calloc(r->nfiles + 1, sizeof *r->file_sizes);
+    r->file_blobs = calloc(r->nfiles + 1, sizeof *r->file_blobs);
+    r->file_cached = calloc(r->nfiles + 1, sizeof *r->file_cached);
+    if (!r->file_sizes || !r->file_blobs || !r->file_cached) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    hk_strmap bypath;
+    hk__strmap_init(&bypath);
+    int rc = HK_OK;
+    for (size_t i = 0; rc == HK_OK && i < nitems; i++)
+        for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++)
+            rc = hk__strmap_put(&bypath, items[i].paths[k], i);
+    for (size_t f = 0; rc == HK_OK && f < r->nfiles; f++) {
+        size_t i;
+        if (!hk__strmap_get(&bypath, r->files[f], &i)) {
+            r->file_cached[f] = 1;
+            r->details_pending = true;
+            continue;
+        }
+        r->file_sizes[f] = items[i].size;
+        r->file_cached[f] = items[i].hashed && !items[i].refetch;
+        if (!(r->file_blobs[f] = hk__strdup(items[i].etag))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    hk__strmap_free(&bypath);
+    return rc;
+}
+
+void hk__pull_drop_variants(hk_pull_result *r, const bool *dropped) {
+    size_t w = 0;
+    for (size_t v = 0; v < r->nvariants; v++) {
+        if (dropped[v]) {
+            free(r->variants[v]);
+            free(r->variant_paths[v]);
+            continue;
+        }
+        r->variants[w] = r->variants[v];
+        r->variant_paths[w++] = r->variant_paths[v];
+    }
+    for (size_t v = w; v < r->nvariants; v++) r->variants[v] = r->variant_paths[v] = NULL;
+    r->nvariants = w;
 }
