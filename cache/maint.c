@@ -14,14 +14,8 @@ static size_t options_size(unsigned int version) {
 }
 
 int hk_cache_options_init(hk_cache_options *opts, unsigned int version) {
-    /* not HK__OPTIONS_INIT_BODY: a version 1 struct ends before finding_fn, so only that is written */
-    if (!opts) return hk__fail(HK_ERR_INVALID_ARG, "hk_cache_options_init: the options pointer is NULL");
-    int rc = hk__check_options_version("hk_cache_options", version, HK_CACHE_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_cache_options d = HK_CACHE_OPTIONS_INIT;
-    d.version = version;
-    memcpy(opts, &d, options_size(version));
-    return HK_OK;
+    HK__OPTIONS_INIT_SIZED(hk_cache_options, opts, version, HK_CACHE_OPTIONS_VERSION, options_size(version),
+                           HK_CACHE_OPTIONS_INIT);
 }
 
 typedef int (*run_fn)(hk_cache_report *rep, const char *root, const hk_cache_options *o);

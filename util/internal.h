@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- errors (util/error.c) ---------------------------------------------------------------- */
 /* Record `code` with a printf-style message as this thread's last error; returns `code` so that
@@ -26,19 +27,23 @@ int hk__errno_code(int err);
  * this library knows (1..supported), else HK_ERR_INVALID_ARG naming the struct and the init call. */
 int hk__check_options_version(const char *type_name, unsigned int got, unsigned int supported);
 /* The whole body of every public hk_<name>_init(opts, version): refuse NULL and unknown versions,
- * fill the defaults of the _INIT macro, record the version the caller was built with. Only for a
- * struct still at version 1: once a struct grows (version 2+), its init writes only the fields of
- * the caller's version, as hk_hub_options_init does, and readers check opts->version first. */
-#define HK__OPTIONS_INIT_BODY(type, opts, version, current_version, init_value)                        \
+ * fill the defaults of the _INIT macro, record the version the caller was built with, and write
+ * only `size` bytes: once a struct grows (version 2+), a caller built with an older header holds
+ * only the fields of its version (size: an expression of `version`, read after the check; the
+ * readers check opts->version first). The defaults come last, as the braced list they expand to. */
+#define HK__OPTIONS_INIT_SIZED(type, opts, version, current_version, size, ...)                        \
     do {                                                                                               \
         if (!(opts)) return hk__fail(HK_ERR_INVALID_ARG, #type "_init: the options pointer is NULL"); \
         int rc_ = hk__check_options_version(#type, (version), (current_version));                     \
         if (rc_) return rc_;                                                                           \
-        type d_ = init_value;                                                                          \
-        *(opts) = d_;                                                                                  \
-        (opts)->version = (version);                                                                   \
+        type d_ = __VA_ARGS__;                                                                         \
+        d_.version = (version);                                                                        \
+        memcpy((opts), &d_, (size));                                                                   \
         return HK_OK;                                                                                  \
     } while (0)
+/* The same for a struct still at version 1 (the whole struct). */
+#define HK__OPTIONS_INIT_BODY(type, opts, version, current_version, init_value) \
+    HK__OPTIONS_INIT_SIZED(type, opts, version, current_version, sizeof(type), init_value)
 
 /* ---- logging (util/error.c) --------------------------------------------------------------- */
 void hk__log(hk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -13,29 +13,17 @@
 #include <sys/utsname.h>
 
 int hk_hub_options_init(hk_hub_options *o, unsigned int version) {
-    /* not HK__OPTIONS_INIT_BODY: an older version's struct ends before the newer fields, so only
-     * that much is written */
-    if (!o) return hk__fail(HK_ERR_INVALID_ARG, "hk_hub_options_init: the options pointer is NULL");
-    int rc = hk__check_options_version("hk_hub_options", version, HK_HUB_OPTIONS_VERSION);
-    if (rc) return rc;
-    hk_hub_options d = HK_HUB_OPTIONS_INIT;
-    d.version = version;
-    memcpy(o, &d, version >= 4   ? sizeof d
-                  : version >= 3 ? offsetof(hk_hub_options, share)
-                  : version >= 2 ? offsetof(hk_hub_options, freshness_s)
-                                 : offsetof(hk_hub_options, request_timeout_s));
-    return HK_OK;
+    HK__OPTIONS_INIT_SIZED(hk_hub_options, o, version, HK_HUB_OPTIONS_VERSION,
+                           version >= 4   ? sizeof(hk_hub_options)
+                           : version >= 3 ? offsetof(hk_hub_options, share)
+                           : version >= 2 ? offsetof(hk_hub_options, freshness_s)
+                                          : offsetof(hk_hub_options, request_timeout_s),
+                           HK_HUB_OPTIONS_INIT);
 }
 
 int hk_pull_spec_init(hk_pull_spec *s, unsigned int version) {
-    if (!s) return hk__fail(HK_ERR_INVALID_ARG, "hk_pull_spec_init: the options pointer is NULL");
-    int rc = hk__check_options_version("hk_pull_spec", version, HK_PULL_SPEC_VERSION);
-    if (rc) return rc;
-    hk_pull_spec d = HK_PULL_SPEC_INIT;
-    d.version = version;
-    /* an older struct ends before the fields added since: write only what it holds */
-    memcpy(s, &d, hk__pull_spec_size(version));
-    return HK_OK;
+    HK__OPTIONS_INIT_SIZED(hk_pull_spec, s, version, HK_PULL_SPEC_VERSION, hk__pull_spec_size(version),
+                           HK_PULL_SPEC_INIT);
 }
 
 /* A positive integer from the environment (name), else the option (opt > 0), else def. */
