@@ -180,7 +180,12 @@ char *hk__cache_snapshot_path(const char *repo_dir, const char *commit, const ch
 char *hk__cache_variant_path(const char *repo_dir, const char *commit, const char *variant) {
     if (!component_safe(variant)) return unsafe("variant name", variant);
     if (!commit || !hk__is_commit_id(commit)) return unsafe("snapshot name", commit);
-    return path_or_nomem(hk__asprintf("%s/snapshots/%s/build/%s", repo_dir, commit, variant));
+    return path_or_nomem(repo_dir ? hk__asprintf("%s/snapshots/%s/build/%s", repo_dir, commit, variant)
+                                  : hk__asprintf("snapshots/%s/build/%s", commit, variant));
+}
+
+HK_API char *hk_cache_variant_entry(const char *commit, const char *variant) {
+    return hk__cache_variant_path(NULL, commit, variant);
 }
 
 char *hk__cache_blob_path(const char *repo_dir, const char *etag, const char *suffix) {

@@ -18,16 +18,17 @@ static void say(hk_cache_finding_fn fn, void *ud, hk_cache_finding_kind kind, co
                 const char *commit, const char *variant, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 static void say(hk_cache_finding_fn fn, void *ud, hk_cache_finding_kind kind, const char *lead, const char *repo,
                 const char *commit, const char *variant, const char *fmt, ...) {
-    char label[512], path[512], message[1536], line[2100];
+    char label[512], message[1536], line[2100];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     snprintf(label, sizeof label, "kernel/%s", repo);
-    snprintf(path, sizeof path, "snapshots/%s/build/%s", commit, variant);
     snprintf(line, sizeof line, "%s%s: %s", lead, label, message);
+    char *path = hk_cache_variant_entry(commit, variant); /* the layout is the library's to spell */
     hk_cache_finding f = {kind, label, repo, path, message, line};
     fn(ud, &f);
+    hk_free(path);
 }
 
 /* Pull one variant of repo at commit again; *failed counts those that could not be repaired. */

@@ -33,7 +33,9 @@ PROGRAMS = {"cli": {"api", "util", "cli", "server"}, "server": {"api", "util", "
 SOURCE_DIRS = ["util", "cache", "libhub", "cli", "server"]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # "%s/snapshots/%s", "%s/blobs/", "/refs/%s", "%s/.no_exist/" ...: a layout path being built
-LAYOUT_RE = re.compile(r'"(?![^"\n]*api/)[^"\n]*%s/(?:snapshots|blobs|refs|\.no_exist|\.hk-staging)(?:/|")')
+# ... and "snapshots/%s/build/%s": one relative to a repo folder (a finding's path)
+LAYOUT_RE = re.compile(r'"(?![^"\n]*api/)[^"\n]*%s/(?:snapshots|blobs|refs|\.no_exist|\.hk-staging)(?:/|")'
+                       r'|"(?:snapshots|blobs|refs|\.no_exist|\.hk-staging)/%')
 
 
 def folder_of(path):

@@ -56,11 +56,15 @@ static void test_cache_paths(void) {
     char *p = hk__cache_snapshot_path(rd, C40, "build/v/metadata.json");
     CHECK(p && strcmp(p, "/c/kernels--org--x/snapshots/" C40 "/build/v/metadata.json") == 0);
     free(p);
+    p = hk_cache_variant_entry(C40, "torch-universal"); /* relative to the repo folder, as findings name it */
+    CHECK(p && strcmp(p, "snapshots/" C40 "/build/torch-universal") == 0);
+    hk_free(p);
     static const char *const bad_commits[] = {"main", "../" C40, C40 "/..", "0123456789ABCDEF0123456789abcdef01234567", ""};
     for (size_t i = 0; i < sizeof bad_commits / sizeof *bad_commits; i++) {
         CHECK(hk__cache_snapshot_path(rd, bad_commits[i], NULL) == NULL);
         CHECK(hk_last_error_code() == HK_ERR_UNSAFE_PATH);
         CHECK(hk__cache_variant_path(rd, bad_commits[i], "v") == NULL);
+        CHECK(hk_cache_variant_entry(bad_commits[i], "v") == NULL && hk_last_error_code() == HK_ERR_UNSAFE_PATH);
         CHECK(hk__cache_no_exist_path(rd, bad_commits[i], "kernel-status.toml") == NULL);
     }
     static const char *const bad_rel[] = {"../x", "/etc/passwd", "a/../../b", "a//b", "", ".", "a\\b", "a/\x01"};
@@ -71,6 +75,7 @@ static void test_cache_paths(void) {
     static const char *const bad_component[] = {"../x", "a/b", "..", ".", "", ".hidden", "/abs"};
     for (size_t i = 0; i < sizeof bad_component / sizeof *bad_component; i++) {
         CHECK(hk__cache_variant_path(rd, C40, bad_component[i]) == NULL);
+        CHECK(hk_cache_variant_entry(C40, bad_component[i]) == NULL);
         CHECK(hk__cache_blob_path(rd, bad_component[i], NULL) == NULL);
         CHECK(hk__cache_staging_path(rd, bad_component[i]) == NULL);
         CHECK(hk_last_error_code() == HK_ERR_UNSAFE_PATH);

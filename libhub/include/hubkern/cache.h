@@ -58,6 +58,10 @@ HK_API char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *
  * exist). NULL (last error set: HK_ERR_UNSAFE_PATH) unless commit is 40 or 64 lowercase hex. Free
  * with hk_free. */
 HK_API char *hk_cache_snapshot_dir(const char *repo_dir, const char *commit);
+/* A variant's folder relative to its repo folder, as the findings of hk_cache_verify name it:
+ * "snapshots/<commit>/build/<variant>". NULL (last error set: HK_ERR_UNSAFE_PATH) unless commit is
+ * 40 or 64 lowercase hex and variant one path component. Free with hk_free. */
+HK_API char *hk_cache_variant_entry(const char *commit, const char *variant);
 /* The commit a cached ref names: the content of <repo_dir>/refs/<ref> (a branch, tag or "refs/pr/N"),
  * trimmed. *out_commit (40 or 64 hex characters): free with hk_free. Errors: HK_ERR_NOT_FOUND (no
  * such ref), HK_ERR_INVALID_ARG (a ref name that would leave refs/, or NULL arguments),
