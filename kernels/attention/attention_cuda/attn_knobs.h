@@ -4,6 +4,7 @@
 //   HK_ATTN_PREFILL_CFG=<n>       portable D=128 prefill tile configuration (prefill_sm80.cu)
 //   HK_ATTN_PREFILL_IMPL=portable the mma.sync prefill also on sm_90 (the fallback's tests)
 //   HK_ATTN_PREFILL_SM90_CTA=128|64|64x2  the sm_90a prefill's CTA shape (default: picked)
+//   HK_ATTN_PREFILL_SM90_PERSIST=0|1      the sm_90a prefill's CTAs one a tile or persistent (default: picked)
 //   HK_ATTN_DECODE_TMA=0|all      paged decode on cp.async / contiguous caches through the TMA too
 //   HK_ATTN_DECODE_PLAN=uniform   decode splits of max_seqlen_k instead of the balanced plan
 //   HK_ATTN_DECODE_CPS=1|2        CTAs per SM of the balanced plan's grid
@@ -51,6 +52,17 @@ inline int hk_attn_knob_prefill_sm90_cta() {
     return strcmp(e, "128") == 0 ? 1 : strcmp(e, "64") == 0 ? 2 : strcmp(e, "64x2") == 0 ? 3 : 0;
 #else
     return 0;
+#endif
+}
+
+// -1: picked (prefill_sm90.cu, sm90_persist_for); test builds force one CTA a tile with
+// HK_ATTN_PREFILL_SM90_PERSIST=0 or persistent CTAs with =1. Read at every call.
+inline int hk_attn_knob_prefill_sm90_persist() {
+#ifdef HK_TEST_HOOKS
+    const char *e = getenv("HK_ATTN_PREFILL_SM90_PERSIST");
+    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : -1;
+#else
+    return -1;
 #endif
 }
 

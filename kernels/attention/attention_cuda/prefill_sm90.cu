@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "attn_device.cuh"
 #include "attn_knobs.h"
@@ -62,17 +63,21 @@ template <int NC, int MINB> struct CtaShape {
 #define HK_SM90_STAGES_D128 2
 #endif
 
-template <int D, int NC, int MINB>
+template <int D, int NC, int MINB, bool PERSIST>
 struct Layout {
     // two CTAs a SM: as many stages as fit in half of the SM's 227 KB
     static constexpr int kStages = MINB == 2 ? (D == 128 ? 1 : 2) : D == 128 ? HK_SM90_STAGES_D128 : 3;
+    // a persistent CTA loads the next tile's Q while the consumers still work on this one's
+    static constexpr int kQBufs = PERSIST ? 2 : 1;
     static constexpr int kQBytes = CtaShape<NC, MINB>::kBM * D * 2;
     static constexpr int kTileBytes = kBN * D * 2;
-    static constexpr int kOffK = kQBytes;
+    static constexpr int kOffK = kQBufs * kQBytes;
     static constexpr int kOffV = kOffK + kStages * kTileBytes;
     static constexpr int kOffBar = kOffV + kStages * kTileBytes;
-    static constexpr int kBars = 1 + 4 * kStages;  // q_full, k_full[], v_full[], k_empty[], v_empty[]
+    // q_full[], q_empty[], k_full[], v_full[], k_empty[], v_empty[]
+    static constexpr int kBars = 2 * kQBufs + 4 * kStages;
     static constexpr int kSmem = kOffBar + kBars * 8 + 1024;  // + slack to align the base
+    static_assert(kSmem * MINB <= 232448, "shared memory of an SM exceeded");
 };
 
 struct Sm90Params {
@@ -80,77 +85,128 @@ struct Sm90Params {
     float *lse;
     const int32_t *cu_q, *cu_k;
     int hq, group, total_q;
+    int batch, mblocks;  // the tile grid: mblocks x hq x batch
     float scale, scale_log2;
 };
 
-template <bool BF16, int D, bool CAUSAL, int NC, int MINB>
+// One tile of work: kBM query rows (from m0) of head h of sequence b, and the key tiles they see.
+struct Tile {
+    int h, m0, q0, lq, k0, lk, ntiles;
+};
+
+// The tile (mblk, h, b); false when it has no query rows (past a short sequence's end).
+template <bool CAUSAL, int kBM>
+__device__ __forceinline__ bool tile_at(Tile &x, const Sm90Params &p, int mblk, int h, int b) {
+    x.h = h;
+    x.q0 = p.cu_q[b];
+    x.lq = p.cu_q[b + 1] - x.q0;
+    x.k0 = p.cu_k[b];
+    x.lk = p.cu_k[b + 1] - x.k0;
+    x.m0 = mblk * kBM;
+    if (x.m0 >= x.lq) return false;
+    int kend = x.lk;
+    if (CAUSAL) kend = min(x.lk, max(0, x.m0 + kBM + x.lk - x.lq));
+    x.ntiles = (kend + kBN - 1) / kBN;
+    return true;
+}
+
+// The CTA's n-th tile. One tile a CTA: the launch grid's (m-block, head, sequence), long causal
+// rows first. Persistent CTAs walk the tile list with the grid's stride, in an order where the
+// tiles that read the same K/V are neighbours, so that the ones running at once share them in L2:
+// sequence slowest, then its K/V head, then the m-blocks (causal: the longest rows first) with the
+// heads of the K/V head's group fastest. (Heads fastest across groups, v17's first order, left each
+// wave's MHA tiles with K/V of their own: 0.58-0.8x at 1-16k tokens, NOTES.md v17.)
+template <bool CAUSAL, int kBM, bool PERSIST>
+__device__ __forceinline__ bool nth_tile(Tile &x, const Sm90Params &p, int n, bool &more) {
+    if constexpr (!PERSIST) {
+        more = false;
+        if (n > 0) return false;
+        const int mblk = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+        return tile_at<CAUSAL, kBM>(x, p, mblk, blockIdx.y, blockIdx.z);
+    } else {
+        const long t = blockIdx.x + (long)n * gridDim.x, per_kv = (long)p.mblocks * p.group;
+        const long per_seq = per_kv * (p.hq / p.group);
+        more = t < per_seq * p.batch;
+        if (!more) return false;
+        const int b = (int)(t / per_seq), r = (int)(t % per_seq);
+        const int hk = r / (int)per_kv, mi = (r % (int)per_kv) / p.group, g = r % p.group;
+        return tile_at<CAUSAL, kBM>(x, p, CAUSAL ? p.mblocks - 1 - mi : mi, hk * p.group + g, b);
+    }
+}
+
+template <bool BF16, int D, bool CAUSAL, int NC, int MINB, bool PERSIST>
 __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     prefill_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v, const Sm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace hk_sm90;
-    using L = Layout<D, NC, MINB>;
+    using L = Layout<D, NC, MINB, PERSIST>;
     constexpr int kBM = CtaShape<NC, MINB>::kBM;
     using T = typename Ty<BF16>::T;
-    constexpr int ST = L::kStages, HALVES = D / 64;
+    constexpr int ST = L::kStages, QB = L::kQBufs, HALVES = D / 64;
     extern __shared__ uint8_t smem_raw[];
     // swizzle atoms must start 1024-aligned: the descriptors and the TMA assume it
     const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sQ = base, sK = base + L::kOffK, sV = base + L::kOffV;
-    const uint32_t bar_q = base + L::kOffBar;
-    auto bar_k = [&](int s) { return bar_q + 8u * (1 + s); };
-    auto bar_v = [&](int s) { return bar_q + 8u * (1 + ST + s); };
-    auto bar_k_empty = [&](int s) { return bar_q + 8u * (1 + 2 * ST + s); };
-    auto bar_v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * ST + s); };
-
-    const int mblk = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // long causal rows first
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int q0 = p.cu_q[b], lq = p.cu_q[b + 1] - q0;
-    const int k0 = p.cu_k[b], lk = p.cu_k[b + 1] - k0;
-    const int m0 = mblk * kBM;
-    if (m0 >= lq) return;
-    int kend = lk;
-    if (CAUSAL) kend = min(lk, max(0, m0 + kBM + lk - lq));
-    const int ntiles = (kend + kBN - 1) / kBN;
+    const uint32_t sK = base + L::kOffK, sV = base + L::kOffV;
+    const uint32_t bars = base + L::kOffBar;
+    auto sQ = [&](int qb) { return base + qb * L::kQBytes; };
+    auto bar_q = [&](int qb) { return bars + 8u * qb; };
+    auto bar_q_empty = [&](int qb) { return bars + 8u * (QB + qb); };
+    auto bar_k = [&](int s) { return bars + 8u * (2 * QB + s); };
+    auto bar_v = [&](int s) { return bars + 8u * (2 * QB + ST + s); };
+    auto bar_k_empty = [&](int s) { return bars + 8u * (2 * QB + 2 * ST + s); };
+    auto bar_v_empty = [&](int s) { return bars + 8u * (2 * QB + 3 * ST + s); };
     const int tid = threadIdx.x, wg = tid >> 7;
 
     if (tid == 0) {
-        mbar_init(bar_q, 1);
+        for (int qb = 0; qb < QB; qb++) {
+            mbar_init(bar_q(qb), 1);
+            mbar_init(bar_q_empty(qb), 4 * NC);  // one arrival per consumer warp
+        }
         for (int s = 0; s < ST; s++) {
             mbar_init(bar_k(s), 1);
             mbar_init(bar_v(s), 1);
-            mbar_init(bar_k_empty(s), 4 * NC);  // one arrival per consumer warp
+            mbar_init(bar_k_empty(s), 4 * NC);
             mbar_init(bar_v_empty(s), 4 * NC);
         }
         mbar_init_fence();
     }
     __syncthreads();
 
+    // Both sides walk the same tiles and count the same rings: `kv` key tiles so far (stage
+    // kv % ST, phase kv / ST), `qn` tiles with keys so far (Q buffer qn % QB, phase qn / QB).
     if (wg == 0) {
         // ---- producer ----
         regs_dealloc<CtaShape<NC, MINB>::kProducerRegs>();
-        if (tid == 0 && ntiles > 0) {
-            const int hk = h / p.group;
-            tma_prefetch_desc(&tm_q);
-            tma_prefetch_desc(&tm_k);
-            tma_prefetch_desc(&tm_v);
-            mbar_arrive_expect_tx(bar_q, L::kQBytes);
-            for (int x = 0; x < HALVES; x++)
-                tma_load_3d(sQ + x * kBM * kRowBytes, &tm_q, bar_q, x * 64, h, q0 + m0);
-            for (int i = 0; i < ntiles; i++) {
-                const int s = i % ST;
-                const uint32_t free_parity = ((i / ST) & 1) ^ 1;
+        if (tid != 0) return;
+        tma_prefetch_desc(&tm_q);
+        tma_prefetch_desc(&tm_k);
+        tma_prefetch_desc(&tm_v);
+        int kv = 0, qn = 0;
+        bool more = true;
+        for (int n = 0; more; n++) {
+            Tile x;
+            if (!nth_tile<CAUSAL, kBM, PERSIST>(x, p, n, more) || x.ntiles == 0) continue;
+            const int hk = x.h / p.group, qb = qn % QB;
+            if (PERSIST) mbar_wait(bar_q_empty(qb), ((qn / QB) & 1) ^ 1);
+            mbar_arrive_expect_tx(bar_q(qb), L::kQBytes);
+            for (int c = 0; c < HALVES; c++)
+                tma_load_3d(sQ(qb) + c * kBM * kRowBytes, &tm_q, bar_q(qb), c * 64, x.h, x.q0 + x.m0);
+            for (int i = 0; i < x.ntiles; i++, kv++) {
+                const int s = kv % ST;
+                const uint32_t free_parity = ((kv / ST) & 1) ^ 1;
                 const uint32_t kdst = sK + s * L::kTileBytes, vdst = sV + s * L::kTileBytes;
                 mbar_wait(bar_k_empty(s), free_parity);
                 mbar_arrive_expect_tx(bar_k(s), L::kTileBytes);
-                for (int x = 0; x < HALVES; x++)
-                    tma_load_3d(kdst + x * kBN * kRowBytes, &tm_k, bar_k(s), x * 64, hk, k0 + i * kBN);
+                for (int c = 0; c < HALVES; c++)
+                    tma_load_3d(kdst + c * kBN * kRowBytes, &tm_k, bar_k(s), c * 64, hk, x.k0 + i * kBN);
                 mbar_wait(bar_v_empty(s), free_parity);
                 mbar_arrive_expect_tx(bar_v(s), L::kTileBytes);
-                for (int x = 0; x < HALVES; x++)
-                    tma_load_3d(vdst + x * kBN * kRowBytes, &tm_v, bar_v(s), x * 64, hk, k0 + i * kBN);
+                for (int c = 0; c < HALVES; c++)
+                    tma_load_3d(vdst + c * kBN * kRowBytes, &tm_v, bar_v(s), c * 64, hk, x.k0 + i * kBN);
             }
+            qn++;
         }
         return;
     }
@@ -159,182 +215,197 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     regs_alloc<CtaShape<NC, MINB>::kConsumerRegs>();
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
-    const int row_in_seq = m0 + cw * 64 + warp * 16 + g;  // +8 for the thread's second row
-    const uint32_t sQw = sQ + cw * 64 * kRowBytes;       // this warpgroup's 64 rows of Q
-
-    float o[D / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-
-    uint32_t pa[kBN / 16][4];  // P of the previous tile as wgmma A fragments
-    float sc[kBN / 2];
-    // S = Q K_i^T: D/16 k-steps; a k-step moves 32 B inside a 64-wide column block
-    auto issue_s = [&](int i) {
-        const uint32_t kt = sK + (i % ST) * L::kTileBytes;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            const uint32_t step = (kk >> 2) * kRowBytes, col = (kk & 3) * 32;
-            wgmma_ss_n128<BF16>(sc, smem_desc_sw128(sQw + step * kBM + col, 16, 1024),
-                                smem_desc_sw128(kt + step * kBN + col, 16, 1024), kk > 0);
-        }
-    };
-    // O += P V_i: the V tile [keys][D] is B in MN-major form; a k-step = 16 keys = 2048 B
-    auto issue_pv = [&](int i) {
-        const uint32_t vt = sV + (i % ST) * L::kTileBytes;
-#pragma unroll
-        for (int kk = 0; kk < kBN / 16; kk++) {
-            const uint64_t dv = smem_desc_sw128(vt + kk * 16 * kRowBytes, kBN * kRowBytes, 1024);
-            if constexpr (D == 128) wgmma_rs_n128<BF16>(o, pa[kk], dv, 1);
-            else wgmma_rs_n64<BF16>(o, pa[kk], dv, 1);
-        }
-    };
     auto release = [&](uint32_t bar) {
         __syncwarp();
         if (lane == 0) mbar_arrive(bar);
     };
-    // mask and online softmax of S_i: new running max, P_i (unnormalised, in `sc`), row sums; the
-    // factor O must be rescaled by comes back in alpha (O itself may still be in an MMA)
-    auto softmax = [&](int i, float (&alpha)[2]) {
-        // keys past the sequence, and (causal) keys after the query's diagonal
-        const bool need_mask = (i + 1) * kBN > lk || (CAUSAL && (i + 1) * kBN - 1 > m0 + lk - lq);
-        if (need_mask) {
-#pragma unroll
-            for (int j = 0; j < kBN / 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = i * kBN + j * 8 + 2 * t + (e & 1);
-                    const int qi = row_in_seq + 8 * (e >> 1);
-                    if (key >= lk || (CAUSAL && key > qi + lk - lq)) sc[4 * j + e] = -INFINITY;
-                }
-        }
-        // the thread's two rows (the 4 threads of a quad share a row)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < kBN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
-            mx = quad_max(mx);
-            const float m_new = fmaxf(m[r], mx);
-            const float ms = m_new == -INFINITY ? 0.f : m_new * p.scale_log2;
-            alpha[r] = fast_exp2(m[r] * p.scale_log2 - ms);
-            m[r] = m_new;
-            float rs = 0.f;
-#pragma unroll
-            for (int j = 0; j < kBN / 8; j++)
-#pragma unroll
-                for (int e = 2 * r; e < 2 * r + 2; e++) {
-                    const float v = fast_exp2(fmaf(sc[4 * j + e], p.scale_log2, -ms));
-                    sc[4 * j + e] = v;
-                    rs += v;
-                }
-            l[r] = l[r] * alpha[r] + rs;
-        }
-    };
-    // once P_(i-1) V_(i-1) has landed in O: rescale O to the new max, and P_i into `pa` (which that
-    // MMA was reading)
-    auto rescale_and_pack = [&](const float (&alpha)[2]) {
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            o[4 * j] *= alpha[0];
-            o[4 * j + 1] *= alpha[0];
-            o[4 * j + 2] *= alpha[1];
-            o[4 * j + 3] *= alpha[1];
-        }
-        // P as wgmma A fragments: k-step kk covers keys 16kk..16kk+15 = S columns 8(2kk), 8(2kk+1)
-#pragma unroll
-        for (int kk = 0; kk < kBN / 16; kk++) {
-            pa[kk][0] = Ty<BF16>::pack(sc[8 * kk + 0], sc[8 * kk + 1]);
-            pa[kk][1] = Ty<BF16>::pack(sc[8 * kk + 2], sc[8 * kk + 3]);
-            pa[kk][2] = Ty<BF16>::pack(sc[8 * kk + 4], sc[8 * kk + 5]);
-            pa[kk][3] = Ty<BF16>::pack(sc[8 * kk + 6], sc[8 * kk + 7]);
-        }
-    };
-
     // Ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and
     // 2), so that one warpgroup's softmax runs while the other's MMAs occupy the tensor cores.
     // Turns: S_0; then S_i with PV_(i-1) back to back; then PV_last: ntiles + 1 per warpgroup.
     // Within a warpgroup, S_i and PV_(i-1) are two commit groups: the softmax of S_i starts as
     // soon as S_i is done, while PV_(i-1) still runs (FA3's intra-warpgroup overlap).
     // (The MMAs are issued outside any data-dependent branch: ptxas serialises wgmma otherwise.)
-    // With one consumer warpgroup there is nobody to take turns with.
+    // With one consumer warpgroup there is nobody to take turns with. The turns of a tile balance
+    // (each warpgroup passes as often as it waits), so a persistent CTA's next tile starts afresh.
     auto my_turn = [&] {
         if constexpr (NC == 2) named_bar_sync<256>(1 + cw);
     };
     auto pass_turn = [&] {
         if constexpr (NC == 2) named_bar_arrive<256>(2 - cw);
     };
-    if (ntiles > 0) {
-        if (NC == 2 && cw == 1) pass_turn();  // warpgroup 1 lets warpgroup 0 go first
-        mbar_wait(bar_q, 0);
-        mbar_wait(bar_k(0), 0);
-        my_turn();
-        wgmma_fence();
-        issue_s(0);
-        wgmma_commit();
-        pass_turn();
-        wgmma_wait<0>();
-        fence_regs(sc);
-        release(bar_k_empty(0));
-        float alpha[2];
-        softmax(0, alpha);
-        rescale_and_pack(alpha);
-        for (int i = 1; i < ntiles; i++) {
-            mbar_wait(bar_k(i % ST), (i / ST) & 1);
-            mbar_wait(bar_v((i - 1) % ST), ((i - 1) / ST) & 1);
+
+    int kv = 0, qn = 0;
+    bool more = true;
+    for (int n = 0; more; n++) {
+        Tile x;
+        if (!nth_tile<CAUSAL, kBM, PERSIST>(x, p, n, more)) continue;
+        const int m0 = x.m0, lq = x.lq, lk = x.lk, ntiles = x.ntiles, qb = qn % QB;
+        const int row_in_seq = m0 + cw * 64 + warp * 16 + g;  // +8 for the thread's second row
+        const uint32_t sQw = sQ(qb) + cw * 64 * kRowBytes;    // this warpgroup's 64 rows of Q
+
+        float o[D / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+
+        uint32_t pa[kBN / 16][4];  // P of the previous tile as wgmma A fragments
+        float sc[kBN / 2];
+        // S = Q K_i^T: D/16 k-steps; a k-step moves 32 B inside a 64-wide column block
+        auto issue_s = [&](int s) {
+            const uint32_t kt = sK + s * L::kTileBytes;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                const uint32_t step = (kk >> 2) * kRowBytes, col = (kk & 3) * 32;
+                wgmma_ss_n128<BF16>(sc, smem_desc_sw128(sQw + step * kBM + col, 16, 1024),
+                                    smem_desc_sw128(kt + step * kBN + col, 16, 1024), kk > 0);
+            }
+        };
+        // O += P V_i: the V tile [keys][D] is B in MN-major form; a k-step = 16 keys = 2048 B
+        auto issue_pv = [&](int s) {
+            const uint32_t vt = sV + s * L::kTileBytes;
+#pragma unroll
+            for (int kk = 0; kk < kBN / 16; kk++) {
+                const uint64_t dv = smem_desc_sw128(vt + kk * 16 * kRowBytes, kBN * kRowBytes, 1024);
+                if constexpr (D == 128) wgmma_rs_n128<BF16>(o, pa[kk], dv, 1);
+                else wgmma_rs_n64<BF16>(o, pa[kk], dv, 1);
+            }
+        };
+        // mask and online softmax of S_i: new running max, P_i (unnormalised, in `sc`), row sums;
+        // the factor O must be rescaled by comes back in alpha (O itself may still be in an MMA)
+        auto softmax = [&](int i, float (&alpha)[2]) {
+            // keys past the sequence, and (causal) keys after the query's diagonal
+            const bool need_mask = (i + 1) * kBN > lk || (CAUSAL && (i + 1) * kBN - 1 > m0 + lk - lq);
+            if (need_mask) {
+#pragma unroll
+                for (int j = 0; j < kBN / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int key = i * kBN + j * 8 + 2 * t + (e & 1);
+                        const int qi = row_in_seq + 8 * (e >> 1);
+                        if (key >= lk || (CAUSAL && key > qi + lk - lq)) sc[4 * j + e] = -INFINITY;
+                    }
+            }
+            // the thread's two rows (the 4 threads of a quad share a row)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int j = 0; j < kBN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+                mx = quad_max(mx);
+                const float m_new = fmaxf(m[r], mx);
+                const float ms = m_new == -INFINITY ? 0.f : m_new * p.scale_log2;
+                alpha[r] = fast_exp2(m[r] * p.scale_log2 - ms);
+                m[r] = m_new;
+                float rs = 0.f;
+#pragma unroll
+                for (int j = 0; j < kBN / 8; j++)
+#pragma unroll
+                    for (int e = 2 * r; e < 2 * r + 2; e++) {
+                        const float v = fast_exp2(fmaf(sc[4 * j + e], p.scale_log2, -ms));
+                        sc[4 * j + e] = v;
+                        rs += v;
+                    }
+                l[r] = l[r] * alpha[r] + rs;
+            }
+        };
+        // once P_(i-1) V_(i-1) has landed in O: rescale O to the new max, and P_i into `pa` (which
+        // that MMA was reading)
+        auto rescale_and_pack = [&](const float (&alpha)[2]) {
+#pragma unroll
+            for (int j = 0; j < D / 8; j++) {
+                o[4 * j] *= alpha[0];
+                o[4 * j + 1] *= alpha[0];
+                o[4 * j + 2] *= alpha[1];
+                o[4 * j + 3] *= alpha[1];
+            }
+            // P as wgmma A fragments: k-step kk covers keys 16kk..16kk+15 = S columns 8(2kk), 8(2kk+1)
+#pragma unroll
+            for (int kk = 0; kk < kBN / 16; kk++) {
+                pa[kk][0] = Ty<BF16>::pack(sc[8 * kk + 0], sc[8 * kk + 1]);
+                pa[kk][1] = Ty<BF16>::pack(sc[8 * kk + 2], sc[8 * kk + 3]);
+                pa[kk][2] = Ty<BF16>::pack(sc[8 * kk + 4], sc[8 * kk + 5]);
+                pa[kk][3] = Ty<BF16>::pack(sc[8 * kk + 6], sc[8 * kk + 7]);
+            }
+        };
+
+        if (ntiles > 0) {
+            if (NC == 2 && cw == 1) pass_turn();  // warpgroup 1 lets warpgroup 0 go first
+            mbar_wait(bar_q(qb), (qn / QB) & 1);
+            mbar_wait(bar_k(kv % ST), (kv / ST) & 1);
             my_turn();
             wgmma_fence();
-            issue_s(i);
-#if HK_SM90_OVERLAP
-            wgmma_commit();
-#endif
-            issue_pv(i - 1);
+            issue_s(kv % ST);
             wgmma_commit();
             pass_turn();
-#if HK_SM90_OVERLAP
-            wgmma_wait<1>();  // S_i done; PV_(i-1) may still run
-            fence_regs(sc);
-            release(bar_k_empty(i % ST));
-            softmax(i, alpha);
-            wgmma_wait<0>();
-            fence_regs(o);
-            release(bar_v_empty((i - 1) % ST));
-#else
             wgmma_wait<0>();
             fence_regs(sc);
-            fence_regs(o);
-            release(bar_k_empty(i % ST));
-            release(bar_v_empty((i - 1) % ST));
-            softmax(i, alpha);
-#endif
+            release(bar_k_empty(kv % ST));
+            float alpha[2];
+            softmax(0, alpha);
             rescale_and_pack(alpha);
+            for (int i = 1; i < ntiles; i++) {
+                const int s = (kv + i) % ST, sp = (kv + i - 1) % ST;
+                mbar_wait(bar_k(s), ((kv + i) / ST) & 1);
+                mbar_wait(bar_v(sp), ((kv + i - 1) / ST) & 1);
+                my_turn();
+                wgmma_fence();
+                issue_s(s);
+#if HK_SM90_OVERLAP
+                wgmma_commit();
+#endif
+                issue_pv(sp);
+                wgmma_commit();
+                pass_turn();
+#if HK_SM90_OVERLAP
+                wgmma_wait<1>();  // S_i done; PV_(i-1) may still run
+                fence_regs(sc);
+                release(bar_k_empty(s));
+                softmax(i, alpha);
+                wgmma_wait<0>();
+                fence_regs(o);
+                release(bar_v_empty(sp));
+#else
+                wgmma_wait<0>();
+                fence_regs(sc);
+                fence_regs(o);
+                release(bar_k_empty(s));
+                release(bar_v_empty(sp));
+                softmax(i, alpha);
+#endif
+                rescale_and_pack(alpha);
+            }
+            // every S of the tile is done: its Q buffer may take the tile after next
+            if (PERSIST) release(bar_q_empty(qb));
+            const int last = kv + ntiles - 1;
+            mbar_wait(bar_v(last % ST), (last / ST) & 1);
+            my_turn();
+            wgmma_fence();
+            issue_pv(last % ST);
+            wgmma_commit();
+            if (NC == 2 && cw == 0) pass_turn();  // warpgroup 1's last pass would have no taker
+            wgmma_wait<0>();
+            fence_regs(o);
+            release(bar_v_empty(last % ST));
+            kv += ntiles;
+            qn++;
         }
-        const int last = ntiles - 1;
-        mbar_wait(bar_v(last % ST), (last / ST) & 1);
-        my_turn();
-        wgmma_fence();
-        issue_pv(last);
-        wgmma_commit();
-        if (NC == 2 && cw == 0) pass_turn();  // warpgroup 1's last pass would have no taker
-        wgmma_wait<0>();
-        fence_regs(o);
-        release(bar_v_empty(last % ST));
-    }
 
-    // epilogue: normalise and store the thread's two rows (pairs of elements, 4-byte stores)
+        // epilogue: normalise and store the thread's two rows (pairs of elements, 4-byte stores);
+        // a persistent CTA's producer meanwhile loads the next tile
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const float lsum = quad_sum(l[r]);
-        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-        const int qi = row_in_seq + 8 * r;
-        if (qi < lq) {
-            T *orow = static_cast<T *>(p.out) + ((size_t)(q0 + qi) * p.hq + h) * D + 2 * t;
+        for (int r = 0; r < 2; r++) {
+            const float lsum = quad_sum(l[r]);
+            const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+            const int qi = row_in_seq + 8 * r;
+            if (qi < lq) {
+                T *orow = static_cast<T *>(p.out) + ((size_t)(x.q0 + qi) * p.hq + x.h) * D + 2 * t;
 #pragma unroll
-            for (int j = 0; j < D / 8; j++)
-                *reinterpret_cast<uint32_t *>(orow + 8 * j) =
-                    Ty<BF16>::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-            if (p.lse && t == 0)
-                p.lse[(size_t)h * p.total_q + q0 + qi] =
-                    lsum > 0.f ? m[r] * p.scale + __logf(lsum) : -INFINITY;
+                for (int j = 0; j < D / 8; j++)
+                    *reinterpret_cast<uint32_t *>(orow + 8 * j) =
+                        Ty<BF16>::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+                if (p.lse && t == 0)
+                    p.lse[(size_t)x.h * p.total_q + x.q0 + qi] =
+                        lsum > 0.f ? m[r] * p.scale + __logf(lsum) : -INFINITY;
+            }
         }
     }
 #endif
@@ -350,32 +421,50 @@ bool make_map(CUtensorMap *map, const void *ptr, int d, int heads, int tokens, i
     return hk_tma::map_16bit(map, ptr, 3, dims, strides, box);
 }
 
-template <bool BF16, int D, bool CAUSAL, int NC, int MINB>
-int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
-               int total_q, int batch, int max_seqlen_q, cudaStream_t st) {
-    using Shape = CtaShape<NC, MINB>;
-    using L = Layout<D, NC, MINB>;
-    CUtensorMap tq;
-    if (!make_map(&tq, q, d, p.hq, total_q, Shape::kBM)) return HK_ATTN_ECUDA;
-    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL, NC, MINB>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) != cudaSuccess)
-        return HK_ATTN_ECUDA;
-    // two CTAs a SM need the largest shared-memory carveout
-    if (MINB > 1 && cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared) != cudaSuccess)
-        return HK_ATTN_ECUDA;
-    dim3 grid((max_seqlen_q + Shape::kBM - 1) / Shape::kBM, p.hq, batch);
-    kern<<<grid, Shape::kThreads, L::kSmem, st>>>(tq, tk, tv, p);
-    return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
+// The current device and its SM count, read once per device (the attribute query costs more than
+// the rest of a short launch's host work).
+int current_device() {
+    int dev = 0;
+    return cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64 ? dev : 0;
 }
 
-// The current device's SM count (an attribute read, well under a microsecond).
 int sm_count() {
-    int dev = 0, v = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-                   cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0
-               ? v
-               : 1;
+    static std::atomic<int> known[64];
+    const int dev = current_device();
+    int v = known[dev].load(std::memory_order_relaxed);
+    if (v > 0) return v;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) return 1;
+    known[dev].store(v, std::memory_order_relaxed);
+    return v;
+}
+
+template <bool BF16, int D, bool CAUSAL, int NC, int MINB, bool PERSIST>
+int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
+               int total_q, cudaStream_t st) {
+    using Shape = CtaShape<NC, MINB>;
+    using L = Layout<D, NC, MINB, PERSIST>;
+    CUtensorMap tq;
+    if (!make_map(&tq, q, d, p.hq, total_q, Shape::kBM)) return HK_ATTN_ECUDA;
+    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL, NC, MINB, PERSIST>;
+    // the kernel's attributes, set once per device (a bit each in `set`)
+    static std::atomic<uint64_t> set{0};
+    const uint64_t bit = 1ull << current_device();
+    if (!(set.load(std::memory_order_acquire) & bit)) {
+        if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) != cudaSuccess)
+            return HK_ATTN_ECUDA;
+        // two CTAs a SM need the largest shared-memory carveout
+        if (MINB > 1 && cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+            return HK_ATTN_ECUDA;
+        set.fetch_or(bit, std::memory_order_release);
+    }
+    dim3 grid(p.mblocks, p.hq, p.batch);
+    if (PERSIST) {  // one wave of CTAs, each walking tiles with the grid's stride (nth_tile)
+        const long tiles = (long)p.mblocks * p.hq * p.batch;
+        grid = dim3((unsigned)std::min<long>(tiles, (long)sm_count() * MINB), 1, 1);
+    }
+    kern<<<grid, Shape::kThreads, L::kSmem, st>>>(tq, tk, tv, p);
+    return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }
 
 enum class Sm90Cta { kRows128, kRows64, kRows64Pair };
@@ -406,16 +495,49 @@ Sm90Cta sm90_cta_for(int batch, int max_seqlen_q, int total_k, int hq, int d, bo
     return keys <= pair_max_keys(d, causal) ? Sm90Cta::kRows64Pair : Sm90Cta::kRows128;
 }
 
+// Persistent CTAs (one wave, each walking its share of the tiles): the producer loads the next
+// tile's Q, K and V while the consumers finish this one, so a CTA's start-up and epilogue no longer
+// stall the SM. Measured on the H200 (NOTES.md v17), where its static share of the tiles is fair:
+// - at least two waves of tiles (with fewer, the one-CTA-a-tile grid's tail is no longer);
+// - every sequence as long (varlen batches: 0.7-0.88x, unequal tiles left CTAs idle while the
+//   hardware's block scheduler hands a free SM the next tile);
+// - causal: at most two key tiles a tile (longer causal rows differ in cost, and the grid's stride
+//   can fall on the same m-block of every head: B32 S512 MHA 0.81x);
+// - full attention: short tiles (<= 1024 keys: 1.1-1.35x at B64 S128 to B16 S1024), or 128-row CTAs
+//   on long ones (1.0-1.08x); 64-row pairs on 1.5-2.5k keys lost 3-9 %.
+// Test builds force it with HK_ATTN_PREFILL_SM90_PERSIST=0|1.
+bool sm90_persist_for(long tiles, int ctas_per_sm, int rows, bool equal_lengths, long keys, bool causal) {
+    const int k = hk_attn_knob_prefill_sm90_persist();
+    if (k >= 0) return k == 1;
+    if (!equal_lengths || tiles < 2L * sm_count() * ctas_per_sm) return false;
+    if (causal) return (keys + kBN - 1) / kBN <= 2;
+    return keys <= 1024 || rows == 128;
+}
+
+template <bool BF16, int D, bool CAUSAL, int NC, int MINB>
+int launch_shape(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, Sm90Params p, int d, int total_q,
+                 int total_k, int max_seqlen_q, cudaStream_t st) {
+    constexpr int kBM = CtaShape<NC, MINB>::kBM;
+    p.mblocks = (max_seqlen_q + kBM - 1) / kBM;
+    // every sequence as long as the longest (the queries; the keys are not known here, so their
+    // mean, or the queries if more, stands for a sequence's keys as in sm90_cta_for)
+    const bool equal = (long)max_seqlen_q * p.batch == total_q;
+    const long keys = std::max<long>(max_seqlen_q, total_k / std::max(p.batch, 1));
+    if (sm90_persist_for((long)p.mblocks * p.hq * p.batch, MINB, kBM, equal, keys, CAUSAL))
+        return launch_cta<BF16, D, CAUSAL, NC, MINB, true>(q, tk, tv, p, d, total_q, st);
+    return launch_cta<BF16, D, CAUSAL, NC, MINB, false>(q, tk, tv, p, d, total_q, st);
+}
+
 template <bool BF16, int D, bool CAUSAL>
 int launch(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
-           int total_q, int total_k, int batch, int max_seqlen_q, cudaStream_t st) {
-    switch (sm90_cta_for(batch, max_seqlen_q, total_k, p.hq, d, CAUSAL)) {
+           int total_q, int total_k, int max_seqlen_q, cudaStream_t st) {
+    switch (sm90_cta_for(p.batch, max_seqlen_q, total_k, p.hq, d, CAUSAL)) {
     case Sm90Cta::kRows64:
-        return launch_cta<BF16, D, CAUSAL, 1, 1>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+        return launch_shape<BF16, D, CAUSAL, 1, 1>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st);
     case Sm90Cta::kRows64Pair:
-        return launch_cta<BF16, D, CAUSAL, 1, 2>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+        return launch_shape<BF16, D, CAUSAL, 1, 2>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st);
     default:
-        return launch_cta<BF16, D, CAUSAL, 2, 1>(q, tk, tv, p, d, total_q, batch, max_seqlen_q, st);
+        return launch_shape<BF16, D, CAUSAL, 2, 1>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st);
     }
 }
 
@@ -435,9 +557,9 @@ int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, co
     CUtensorMap tk, tv;
     if (!make_map(&tk, k, d, hkv, total_k, kBN) || !make_map(&tv, v, d, hkv, total_k, kBN))
         return HK_ATTN_ECUDA;
-    const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, scale, scale * kLog2e};
+    const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, batch, 0, scale, scale * kLog2e};
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-#define HK_L(BF, DD, C) return launch<BF, DD, C>(q, tk, tv, p, d, total_q, total_k, batch, max_seqlen_q, st)
+#define HK_L(BF, DD, C) return launch<BF, DD, C>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st)
     if (bf) {
         if (d == 128) { if (causal) HK_L(true, 128, true); HK_L(true, 128, false); }
         if (causal) HK_L(true, 64, true);
