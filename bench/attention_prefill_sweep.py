@@ -38,6 +38,8 @@ from test_attention_gpu import ref_attn  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "gpu"))
 import flashinfer_attn  # noqa: E402
 
+FI_ERRORS = []  # FlashInfer's failures, the first one printed
+
 dev = torch.device("cuda")
 HQ = 32
 FI = None
@@ -150,7 +152,11 @@ def run_case(rows, name, lens, hkv, D, causal):
             else:
                 print(f"  FlashInfer: rel_l2 {e:.2e} vs float64: wrong, not timed")
         except Exception as ex:  # noqa: BLE001
-            r["flashinfer_error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0][:120]}"
+            # whole, and printed the first time: a missing module's name is past the first 120 characters
+            r["flashinfer_error"] = f"{type(ex).__name__}: {str(ex)[:2000]}"
+            if not FI_ERRORS:
+                print(f"  FlashInfer not measured: {r['flashinfer_error']}", flush=True)
+            FI_ERRORS.append(r["flashinfer_error"])
     for bn, be in BACKENDS:
         if ARGS.no_baselines:
             r[bn], r[bn + "_how"] = math.nan, "-"
