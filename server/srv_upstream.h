@@ -56,6 +56,9 @@ bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bo
 void srv_up_leave(up_waitset *w, const char *key, const up_answer *failed);
 /* How many threads wait on the leader of key (0 when none leads it). */
 unsigned srv_up_waiters(up_waitset *w, const char *key);
+/* Waiters woken by a signal while their own key was still in flight, since the set was made (each
+ * key has its own condition variable, so this stays 0 but for spurious wake-ups; for tests). */
+unsigned long srv_up_futile_wakeups(up_waitset *w);
 
 /* ---- upstream_http.c ------------------------------------------------------------------------ */
 typedef struct up_site {
