@@ -3,6 +3,7 @@
  *
  * Who owns what:
  *   upstream_http.c   one GET to an upstream: fallbacks, the token (only to that upstream's origin),
+ *                     connections kept open between transfers (idle handles),
  *                     redirects followed by hand without it, 429 back-off shared by every client
  *                     (capped), the overall deadline, the request's client (its disconnect, its
  *                     budget of upstream misses)
@@ -70,6 +71,10 @@ typedef struct up_site {
 
 typedef struct up_budget up_budget; /* one client's upstream misses (upstream_client.c) */
 
+/* Transfer handles kept between requests (a handle keeps its connections: no TCP or TLS set-up
+ * per miss); more may be in use at once, those are closed after their request. */
+#define UP_IDLE_HANDLES 16
+
 typedef struct srv_upstream {
     up_site *sites;
     size_t n_sites;
@@ -85,6 +90,9 @@ typedef struct srv_upstream {
     size_t n_memo;
     uint64_t memo_bytes, memo_cap; /* held / --upstream-memo-bytes */
     uint64_t memo_tick;            /* LRU clock */
+    pthread_mutex_t hmu;           /* the idle transfer handles */
+    void *idle[UP_IDLE_HANDLES];   /* CURL *: each keeps its connections to the upstream open */
+    size_t n_idle;
     pthread_mutex_t bmu;           /* the per-client miss budgets */
     up_budget *budgets;
     unsigned miss_budget, miss_window; /* --client-miss-budget misses per --client-miss-window s */
