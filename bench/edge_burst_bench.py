@@ -4,12 +4,13 @@ loopback over a store holding a published kernel repo (N small files, a few larg
 is a fresh `hubkern serve --upstream ORIGIN` over an empty store. K client processes start at the
 same instant (a shared start time), each doing what `hubkern pull` does on the wire: the refs, the
 commit's tree, then every file over P keep-alive connections. Per binary and K: per-file latency
-p50/p99 (client side, ms), the burst's wall time, the requests the origin saw, the edge's CPU time
-(utime+stime from /proc), and whether every file of every client had the right sha256. Each
-binary serves both tiers; rows of the binaries alternate within one run so that load is shared.
+p50/p99 (client side, ms), the same burst on a warm edge (the clients' own cost), the burst's wall
+time, the requests the origin saw, the edge's CPU time and context switches (wait4, all edges), and
+whether every file of every client had the right sha256. Each binary serves both tiers; rows of the
+binaries alternate within one run so that load is shared.
 
     python3 bench/edge_burst_bench.py --bin base=../h-edge-base/build/cli/hubkern --bin new=build/cli/hubkern \
-        [--ks 1,10,50,100] [--small 12] [--big 2] [--conns 8] [--reps 3]
+        [--ks 1,10,50,100] [--small 12] [--big 2] [--conns 8] [--reps 3] [--edges 1]
 """
 import argparse
 import hashlib
@@ -109,10 +110,11 @@ def pct(v, q):
     return v[min(len(v) - 1, int(len(v) * q))] * 1e3 if v else float("nan")
 
 
-def run_clients(host, port, k, conns, want):
+def run_clients(addrs, k, conns, want):
+    """k clients at once, client i on edge i % len(addrs)."""
     out = mp.Queue()
     start_at = time.time() + 0.5 + k * 0.01  # every process started and waiting by then
-    procs = [mp.Process(target=client, args=(host, port, start_at, conns, want, out)) for _ in range(k)]
+    procs = [mp.Process(target=client, args=(*addrs[i % len(addrs)], start_at, conns, want, out)) for i in range(k)]
     [p.start() for p in procs]
     res = [out.get(timeout=300) for _ in procs]
     wall = time.time() - start_at
@@ -127,21 +129,30 @@ def med(rows, key):
     return v[len(v) // 2]
 
 
-def burst(binary, origin_store, k, conns, want, work):
+def start_edges(binary, store, upstream, n):
+    edges = [serve(binary, store, "--upstream", upstream) for _ in range(n)]
+    addrs = []
+    for _, url, _, _ in edges:
+        host, port = url.split("//")[1].rsplit(":", 1)
+        addrs.append((host, int(port)))
+    return edges, addrs
+
+
+def burst(binary, origin_store, k, conns, want, work, n_edges):
     edge_store = tempfile.mkdtemp(dir=work)
     op, ourl, olines, ot = serve(binary, origin_store)
-    ep, eurl, elines, et = serve(binary, edge_store, "--upstream", ourl)
-    host, port = eurl.split("//")[1].rsplit(":", 1)
-    cold = run_clients(host, int(port), k, conns, want)
-    ecpu, ecsw = stop(ep, et)
+    edges, addrs = start_edges(binary, edge_store, ourl, n_edges)
+    cold = run_clients(addrs, k, conns, want)
+    used = [stop(ep, et) for ep, _, _, et in edges]
+    ecpu, ecsw = sum(u[0] for u in used), sum(u[1] for u in used)
     time.sleep(0.3)  # the origin's last access lines
     origin_reqs = sum(1 for line in olines if " access " in line)
-    # the same burst on a fresh edge over the store the cold one filled: what the clients and the
+    # the same burst on fresh edges over the store the cold ones filled: what the clients and the
     # machine cost by themselves (every file a hit)
-    ep, eurl, elines, et = serve(binary, edge_store, "--upstream", ourl)
-    host, port = eurl.split("//")[1].rsplit(":", 1)
-    warm = run_clients(host, int(port), k, conns, want)
-    stop(ep, et)
+    edges, addrs = start_edges(binary, edge_store, ourl, n_edges)
+    warm = run_clients(addrs, k, conns, want)
+    for ep, _, _, et in edges:
+        stop(ep, et)
     stop(op, ot)
     shutil.rmtree(edge_store, ignore_errors=True)
     return dict(cold, origin=origin_reqs, cpu=ecpu * 1e3, csw=ecsw, warm_p50=warm["p50"],
@@ -156,6 +167,8 @@ def main():
     ap.add_argument("--big", type=int, default=2, help="larger files (400 kB each)")
     ap.add_argument("--conns", type=int, default=8, help="connections per client (hubkern pull's default: 8)")
     ap.add_argument("--reps", type=int, default=3, help="bursts per binary and K (the median row is printed)")
+    ap.add_argument("--edges", type=int, default=1,
+                    help="edge processes over one store (client i on edge i %% N: they meet at the store's locks)")
     a = ap.parse_args()
     bins = [b.split("=", 1) for b in a.bin]
     work = tempfile.mkdtemp(prefix="edge-burst-")
@@ -174,7 +187,7 @@ def main():
         subprocess.run([bins[-1][1], "publish", src, REPO, "--branch", "v1", "--cache", store, "--lfs-threshold",
                         "100000"], check=True, capture_output=True)
         print(f"{len(want)} files per client ({a.small} small, {a.big} x 400 kB, metadata.json), {a.conns} connections "
-              f"per client, median of {a.reps} bursts; load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+              f"per client, {a.edges} edge process(es) over one store, median of {a.reps} bursts; load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         print("| binary | K | file p50 ms | file p99 ms | warm p50 ms | wall ms | origin requests | edge CPU ms | "
               "edge ctx switches | bad files |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -182,7 +195,7 @@ def main():
             rows = {name: [] for name, _ in bins}
             for _ in range(a.reps):
                 for name, path in bins:  # alternate: both see the same load
-                    rows[name].append(burst(path, store, k, a.conns, want, work))
+                    rows[name].append(burst(path, store, k, a.conns, want, work, a.edges))
             for name, _ in bins:
                 rs = sorted(rows[name], key=lambda r: r["wall"])
                 r = rs[len(rs) // 2]
