@@ -3,10 +3,10 @@
  *
  * Who owns what:
  *   upstream_http.c   one GET to an upstream: fallbacks, the token (only to that upstream's origin),
- *                     connections kept open between transfers (idle handles),
  *                     redirects followed by hand without it, 429 back-off shared by every client
  *                     (capped), the overall deadline, the request's client (its disconnect, its
- *                     budget of upstream misses)
+ *                     budget of upstream misses), connections kept open between transfers (idle
+ *                     handles)
  *   upstream_rev.c    revisions (branch/tag → commit with a TTL, stale-if-error, negative answers),
  *                     the commit's manifest, refs and organization overviews passed through
  *   upstream_blob.c   blobs: one transfer per blob (threads wait on a condition variable, processes on
