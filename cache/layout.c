@@ -317,6 +317,17 @@ HK_API int hk_cache_write_ref(const char *repo_dir, const char *rev, const char 
     return rc;
 }
 
+/* Is path a symbolic link whose target is exactly want? */
+static bool link_is(const char *path, const char *want) {
+    size_t n = strlen(want);
+    char *buf = malloc(n + 2);
+    if (!buf) return false;
+    ssize_t got = readlink(path, buf, n + 2); /* n + 2: a longer target shows as longer */
+    bool same = got >= 0 && (size_t)got == n && memcmp(buf, want, n) == 0;
+    free(buf);
+    return same;
+}
+
 HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag) {
     char *ptr = hk__cache_snapshot_path(repo_dir, commit, path);
     char *blob = ptr ? hk__cache_blob_path(repo_dir, etag, NULL) : NULL;
@@ -327,10 +338,20 @@ HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, cons
         goto out;
     }
     *strrchr(dir, '/') = '\0';
-    if ((rc = hk__mkdirs(dir, 0777))) goto out;
     char *target = hk__relpath(blob, dir);
     if (!target) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* a link that is already right is left alone: rewriting it (mkdir, symlink, rename) takes the
+     * folders' locks exclusively, and a mirror's burst of requests for one file each rewriting it
+     * queued on those locks (issue 25) */
+    if (link_is(ptr, target)) {
+        free(target);
+        goto out;
+    }
+    if ((rc = hk__mkdirs(dir, 0777))) {
+        free(target);
         goto out;
     }
     char rnd[9];

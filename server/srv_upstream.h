@@ -5,7 +5,8 @@
  *   upstream_http.c   one GET to an upstream: fallbacks, the token (only to that upstream's origin),
  *                     redirects followed by hand without it, 429 back-off shared by every client
  *                     (capped), the overall deadline, the request's client (its disconnect, its
- *                     budget of upstream misses)
+ *                     budget of upstream misses), connections kept open between transfers (idle
+ *                     handles)
  *   upstream_rev.c    revisions (branch/tag → commit with a TTL, stale-if-error, negative answers),
  *                     the commit's manifest, refs and organization overviews passed through
  *   upstream_blob.c   blobs: one transfer per blob (threads wait on a condition variable, processes on
@@ -56,6 +57,9 @@ bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bo
 void srv_up_leave(up_waitset *w, const char *key, const up_answer *failed);
 /* How many threads wait on the leader of key (0 when none leads it). */
 unsigned srv_up_waiters(up_waitset *w, const char *key);
+/* Waiters woken by a signal while their own key was still in flight, since the set was made (each
+ * key has its own condition variable, so this stays 0 but for spurious wake-ups; for tests). */
+unsigned long srv_up_futile_wakeups(up_waitset *w);
 
 /* ---- upstream_http.c ------------------------------------------------------------------------ */
 typedef struct up_site {
@@ -66,6 +70,10 @@ typedef struct up_site {
 } up_site;
 
 typedef struct up_budget up_budget; /* one client's upstream misses (upstream_client.c) */
+
+/* Transfer handles kept between requests (a handle keeps its connections: no TCP or TLS set-up
+ * per miss); more may be in use at once, those are closed after their request. */
+#define UP_IDLE_HANDLES 16
 
 typedef struct srv_upstream {
     up_site *sites;
@@ -82,6 +90,9 @@ typedef struct srv_upstream {
     size_t n_memo;
     uint64_t memo_bytes, memo_cap; /* held / --upstream-memo-bytes */
     uint64_t memo_tick;            /* LRU clock */
+    pthread_mutex_t hmu;           /* the idle transfer handles */
+    void *idle[UP_IDLE_HANDLES];   /* CURL *: each keeps its connections to the upstream open */
+    size_t n_idle;
     pthread_mutex_t bmu;           /* the per-client miss budgets */
     up_budget *budgets;
     unsigned miss_budget, miss_window; /* --client-miss-budget misses per --client-miss-window s */

@@ -1,5 +1,8 @@
 /* One GET to an upstream (another hubkern mirror, or the Hub), on libcurl.
  *
+ * - Connections: a transfer takes an idle handle (its connections to the upstream still open) and
+ *   gives it back after a clean transfer, so that a burst of misses is not a TCP (and TLS) set-up
+ *   each; a handle whose transfer failed is closed, never reused.
  * - Fallbacks: upstreams are tried in the order given; a network error, a 5xx or a 429 moves on to
  *   the next one. Any other answer (200, 404, ...) is final.
  * - The token goes only to the configured upstream's own origin (scheme, host, port). Redirects are
@@ -65,6 +68,7 @@ int srv_up_create(srv_upstream **out, const srv_config *cfg) {
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     pthread_mutex_init(&u->mu, NULL);
+    pthread_mutex_init(&u->hmu, NULL);
     pthread_mutex_init(&u->bmu, NULL);
     u->deadline_s = cfg->upstream_deadline ? cfg->upstream_deadline : HK_SERVE_UPSTREAM_DEADLINE_DEFAULT;
     u->max_backoff = cfg->upstream_max_backoff ? cfg->upstream_max_backoff : HK_SERVE_MAX_BACKOFF_DEFAULT;
@@ -73,6 +77,7 @@ int srv_up_create(srv_upstream **out, const srv_config *cfg) {
     u->miss_window = cfg->client_miss_window ? cfg->client_miss_window : HK_SERVE_CLIENT_WINDOW_DEFAULT;
     u->budgets = srv_up_budgets_new();
     if (!u->budgets) {
+        pthread_mutex_destroy(&u->hmu);
         pthread_mutex_destroy(&u->bmu);
         pthread_mutex_destroy(&u->mu);
         free(u->sites);
@@ -127,6 +132,8 @@ void srv_up_free(srv_upstream *u) {
     srv_up_waitset_free(u->waits);
     srv_up_memo_free(u);
     free(u->budgets);
+    for (size_t i = 0; i < u->n_idle; i++) curl_easy_cleanup(u->idle[i]);
+    pthread_mutex_destroy(&u->hmu);
     pthread_mutex_destroy(&u->bmu);
     pthread_mutex_destroy(&u->mu);
     free(u);
@@ -254,11 +261,34 @@ static size_t on_body(char *buf, size_t size, size_t nitems, void *p) {
     return n;
 }
 
+/* An idle handle (its connections open), or a new one (NULL: out of memory). */
+static CURL *handle_take(srv_upstream *u) {
+    pthread_mutex_lock(&u->hmu);
+    CURL *c = u->n_idle ? u->idle[--u->n_idle] : NULL;
+    pthread_mutex_unlock(&u->hmu);
+    return c ? c : curl_easy_init();
+}
+
+/* After a transfer: kept for the next one when it ended cleanly, else closed with its connections. */
+static void handle_give(srv_upstream *u, CURL *c, bool clean) {
+    if (clean && !atomic_load(&u->stopping)) {
+        /* options back to defaults (no header list, token or callback pointer left in it); the
+         * open connections stay */
+        curl_easy_reset(c);
+        pthread_mutex_lock(&u->hmu);
+        bool kept = u->n_idle < UP_IDLE_HANDLES;
+        if (kept) u->idle[u->n_idle++] = c;
+        pthread_mutex_unlock(&u->hmu);
+        if (kept) return;
+    }
+    curl_easy_cleanup(c);
+}
+
 /* One request, no redirects followed. *next_url = the Location of a 3xx (caller frees). */
-static int one_request(const srv_upstream *u, const char *url, bool with_token, const char *token, up_resp *r,
+static int one_request(srv_upstream *u, const char *url, bool with_token, const char *token, up_resp *r,
                        char **next_url) {
     *next_url = NULL;
-    CURL *c = curl_easy_init();
+    CURL *c = handle_take(u);
     if (!c) return hk__fail(HK_ERR_NOMEM, "curl_easy_init failed");
     xfer x = {.r = r, .curl = c, .u = u};
     struct curl_slist *hdrs = curl_slist_append(NULL, "Accept-Encoding: identity");
@@ -307,7 +337,7 @@ static int one_request(const srv_upstream *u, const char *url, bool with_token, 
         curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc);
         if (loc) *next_url = hk__strdup(loc);
     }
-    curl_easy_cleanup(c);
+    handle_give(u, c, cc == CURLE_OK && rc == HK_OK);
     curl_slist_free_all(hdrs);
     if (auth) {
         memset(auth, 0, strlen(auth));

@@ -1,6 +1,11 @@
 /* Coalescing inside one process: the first thread to ask for a key leads (does the upstream work);
- * the others wait on a condition variable until it is done and then read the store. Across
- * processes the leaders meet again at an flock (upstream_blob.c, upstream_rev.c).
+ * the others wait on that key's own condition variable until it is done and then read the store.
+ * Across processes the leaders meet again at an flock (upstream_blob.c, upstream_rev.c).
+ *
+ * One condition variable per key, not one for the set: a cold edge under a burst has hundreds of
+ * waiters on a dozen keys, and a shared one woke every waiter at each leader's end, each to find
+ * its own transfer still running; on a small machine those wake-ups took the CPU the remaining
+ * leaders needed, and every file waited on the slowest (issue 25).
  *
  * A wait has a deadline and ends early when the waiting client disconnects or the mirror stops:
  * a leader stuck on a dripping upstream must not pin every waiter's thread with it. */
@@ -16,6 +21,7 @@
 
 typedef struct up_wait {
     char *key;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC; its waiters only */
     up_answer failed; /* the leader's answer when it failed (status 0: it succeeded) */
     bool done;
     unsigned users; /* leader + waiters still holding the entry */
@@ -24,19 +30,17 @@ typedef struct up_wait {
 
 struct up_waitset {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+    pthread_condattr_t ca; /* CLOCK_MONOTONIC, for each entry's cv */
     up_wait *head;
+    unsigned long futile; /* wake-ups by a signal that found the wait's own transfer still running */
 };
 
 int srv_up_waitset_new(up_waitset **out) {
     *out = calloc(1, sizeof **out);
     if (!*out) return hk__fail(HK_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&(*out)->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&(*out)->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_condattr_init(&(*out)->ca);
+    pthread_condattr_setclock(&(*out)->ca, CLOCK_MONOTONIC);
     return HK_OK;
 }
 
@@ -44,10 +48,11 @@ void srv_up_waitset_free(up_waitset *w) {
     if (!w) return;
     for (up_wait *e = w->head, *n; e; e = n) {
         n = e->next;
+        pthread_cond_destroy(&e->cv);
         free(e->key);
         free(e);
     }
-    pthread_cond_destroy(&w->cv);
+    pthread_condattr_destroy(&w->ca);
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
@@ -58,6 +63,7 @@ static void unlink_entry(up_waitset *w, up_wait *e) {
             *p = e->next;
             break;
         }
+    pthread_cond_destroy(&e->cv); /* users == 0: nobody waits on it */
     free(e->key);
     free(e);
 }
@@ -75,6 +81,11 @@ bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bo
     if (!e) {
         e = calloc(1, sizeof *e);
         if (e && !(e->key = hk__strdup(key))) {
+            free(e);
+            e = NULL;
+        }
+        if (e && pthread_cond_init(&e->cv, &w->ca) != 0) {
+            free(e->key);
             free(e);
             e = NULL;
         }
@@ -101,7 +112,8 @@ bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bo
         long ns = ts.tv_nsec + (long)(slice * 1e9);
         ts.tv_sec += ns / 1000000000L;
         ts.tv_nsec = ns % 1000000000L;
-        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        /* a wake-up that is not the slice's end nor the leader's: counted, for the tests */
+        if (pthread_cond_timedwait(&e->cv, &w->mu, &ts) == 0 && !e->done) w->futile++;
     }
     if (e->done) *leader = e->failed;
     else {
@@ -129,8 +141,15 @@ void srv_up_leave(up_waitset *w, const char *key, const up_answer *failed) {
     if (e) {
         e->done = true;
         if (failed) e->failed = *failed;
+        pthread_cond_broadcast(&e->cv); /* this key's waiters, before the entry may go */
         if (--e->users == 0) unlink_entry(w, e);
-        pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
+}
+
+unsigned long srv_up_futile_wakeups(up_waitset *w) {
+    pthread_mutex_lock(&w->mu);
+    unsigned long n = w->futile;
+    pthread_mutex_unlock(&w->mu);
+    return n;
 }

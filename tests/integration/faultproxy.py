@@ -5,8 +5,8 @@ except that rules can, for the first N matching requests: cut the body after K b
 status (429 + Retry-After, 503, ...), stall, drip the body at a few bytes per second, send a body of
 the wrong size, flip a byte, redirect to another origin, ignore Range, or rewrite a JSON listing (and
 set headers on it, e.g. a lying Link). Every request is logged (method, path, status, whether an
-Authorization header came, Range, arrival time, body bytes sent) so that tests can count GETs and
-bytes, check where the token went and time the client.
+Authorization header came, Range, arrival time, body bytes sent, the client's port: its connection)
+so that tests can count GETs, connections and bytes, check where the token went and time the client.
 
 Usage as a module (tests) or as a script (a process a test can kill): python3 faultproxy.py
 --upstream http://127.0.0.1:PORT [--rule JSON ...]
@@ -56,6 +56,7 @@ class FaultProxy:
         self.rules = list(rules or [])
         self.log = []
         self.lock = threading.Lock()
+        self.conns = set()  # the open client connections: closed too when the proxy goes away
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -63,6 +64,16 @@ class FaultProxy:
 
             def log_message(self, *a):
                 pass
+
+            def setup(self):
+                super().setup()
+                with proxy.lock:
+                    proxy.conns.add(self.connection)
+
+            def finish(self):
+                with proxy.lock:
+                    proxy.conns.discard(self.connection)
+                super().finish()
 
             def do_GET(self):
                 proxy._handle(self, "GET")
@@ -81,8 +92,17 @@ class FaultProxy:
         self.thread.start()
 
     def close(self):
+        """Gone: no new connection, and the kept-alive ones closed (a client that keeps its
+        connections open must not go on being answered by a proxy that was closed)."""
         self.server.shutdown()
         self.server.server_close()
+        with self.lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self):
         return self
@@ -107,7 +127,8 @@ class FaultProxy:
     def _handle(self, h, method):
         path = h.path
         entry = {"method": method, "path": path, "auth": h.headers.get("Authorization"),
-                 "range": h.headers.get("Range"), "status": None, "fault": None, "t": time.monotonic(), "sent": 0}
+                 "range": h.headers.get("Range"), "status": None, "fault": None, "t": time.monotonic(), "sent": 0,
+                 "peer": h.client_address[1]}
         with self.lock:
             self.log.append(entry)
         body = b""

@@ -72,6 +72,21 @@ static void test_tmp_and_commit(void) {
     CHECK_RC(hk_cache_link_snapshot(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag), HK_OK);
     CHECK(hk__cache_pointer_ok(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag));
     CHECK(!hk__cache_pointer_ok(repo, "2222222222222222222222222222222222222222", "build/v/g.txt", etag));
+    /* a link already right is left as it is (the same inode): a burst of mirror requests for one
+     * file rewrote it each, queued on the folders' locks (issue 25); a wrong one is still replaced */
+    char *lnk = hk__asprintf("%s/snapshots/2222222222222222222222222222222222222222/build/v/f.txt", repo);
+    struct stat l1, l2;
+    CHECK(lstat(lnk, &l1) == 0 && S_ISLNK(l1.st_mode));
+    CHECK_RC(hk_cache_link_snapshot(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag), HK_OK);
+    CHECK(lstat(lnk, &l2) == 0 && l2.st_ino == l1.st_ino);
+    const char *other = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    CHECK_RC(hk_cache_link_snapshot(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", other), HK_OK);
+    char tgt[256];
+    ssize_t tn = readlink(lnk, tgt, sizeof tgt - 1);
+    CHECK(tn > 0 && (tgt[tn] = '\0', strstr(tgt, other) != NULL));
+    CHECK_RC(hk_cache_link_snapshot(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag), HK_OK);
+    CHECK(hk__cache_pointer_ok(repo, "2222222222222222222222222222222222222222", "build/v/f.txt", etag));
+    free(lnk);
     free(blob);
     free(prefix);
     free(tmp);

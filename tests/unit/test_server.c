@@ -386,6 +386,59 @@ static void test_up_wait_deadline(void) {
     srv_up_waitset_free(w);
 }
 
+typedef struct key_wait_arg {
+    up_waitset *w;
+    up_answer ans;
+    bool led;
+} key_wait_arg;
+
+static void *wait_on_b(void *p) {
+    key_wait_arg *a = p;
+    a->led = srv_up_enter(a->w, "blob:b", 30.0, NULL, &a->ans);
+    return NULL;
+}
+
+/* A leader's end wakes only the waiters of its own key (issue 25): with one condition variable for
+ * the set, every leader's end woke every waiter of every key, each to find its own transfer still
+ * running; on a cold edge those wake-ups took the CPU the other leaders needed. Counted, not timed:
+ * the waiters of b are all asleep (srv_up_waiters says so under the set's lock) when a ends. */
+static void test_up_wait_per_key(void) {
+    enum { N = 8 };
+    up_waitset *w = NULL;
+    CHECK_RC(srv_up_waitset_new(&w), HK_OK);
+    up_answer ans;
+    CHECK(srv_up_enter(w, "blob:a", 5.0, NULL, &ans));
+    CHECK(srv_up_enter(w, "blob:b", 5.0, NULL, &ans));
+    key_wait_arg args[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        args[i] = (key_wait_arg){.w = w};
+        CHECK(pthread_create(&t[i], NULL, wait_on_b, &args[i]) == 0);
+    }
+    while (srv_up_waiters(w, "blob:b") < N) {
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    srv_up_leave(w, "blob:a", NULL);
+    /* a grace for wrong wake-ups to show (they would come within microseconds); not an assertion */
+    for (int i = 0; i < 100 && srv_up_futile_wakeups(w) == 0; i++) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(srv_up_futile_wakeups(w) == 0);
+    up_answer failed = {.status = 503, .retry_after = 5};
+    srv_up_leave(w, "blob:b", &failed);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(!args[i].led && args[i].ans.status == 503 && args[i].ans.retry_after == 5);
+    }
+    CHECK(srv_up_futile_wakeups(w) == 0);
+    CHECK(srv_up_waiters(w, "blob:b") == 0);
+    CHECK(srv_up_enter(w, "blob:b", 1.0, NULL, &ans)); /* the entry went with its last user */
+    srv_up_leave(w, "blob:b", NULL);
+    srv_up_waitset_free(w);
+}
+
 typedef struct edge_arg {
     unsigned port;
     int i;
@@ -540,6 +593,7 @@ int main(void) {
     test_server_in_process(dir);
     test_server_guard(dir);
     test_up_wait_deadline();
+    test_up_wait_per_key();
     test_up_edge_in_process(dir);
     curl_global_cleanup();
     return hk_test_finish();

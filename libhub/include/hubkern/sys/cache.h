@@ -19,7 +19,8 @@ extern "C" {
  * Errors: HK_ERR_INVALID_ARG (a ref that would leave refs/), HK_ERR_IO / HK_ERR_DISK_FULL. */
 HK_API int hk_cache_write_ref(const char *repo_dir, const char *ref, const char *commit);
 /* Make snapshots/<commit>/<path> a relative symlink to blobs/<etag>, replacing what is there and
- * accepting an identical link made concurrently by another process. path must be a safe relative
+ * accepting an identical link made concurrently by another process; a link already naming that
+ * blob is left as it is (nothing written). path must be a safe relative
  * path (HK_ERR_UNSAFE_PATH otherwise); HK_ERR_IO when the link cannot be made. */
 HK_API int hk_cache_link_snapshot(const char *repo_dir, const char *commit, const char *path, const char *etag);
 /* Write <root>/CACHEDIR.TAG (the backup-tool marker huggingface_hub writes) if it is absent. */
