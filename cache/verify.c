@@ -4,9 +4,9 @@
  * pulls what is damaged again). */
 #include "cache/maint_internal.h"
 #include "util/strmap.h"
+#include "util/text.h"
 #include "util/vec.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +14,23 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* What the walk saw at one entry of a variant folder. Only VE_FILE, VE_BLOB and VE_INSIDE are
+ * read by the digest check: nothing else is followed. */
+typedef enum {
+    VE_FILE,   /* a regular file (a cache made without links) */
+    VE_DIR,    /* a folder */
+    VE_BLOB,   /* a canonical link to a regular file the walk of blobs/ found (blob: its name) */
+    VE_INSIDE, /* another link that resolves to a file inside blobs/ */
+    VE_GONE,   /* a link to nothing */
+    VE_OUT     /* a link out of blobs/ or to something not a regular file, or a device, socket, fifo */
+} ve_kind;
+
+typedef struct ventry {
+    char *rel; /* below the variant folder */
+    ve_kind kind;
+    size_t blob; /* VE_BLOB: index into vctx.names */
+} ventry;
 
 typedef struct vctx {
     hk_cache_report *rep;
@@ -25,11 +42,14 @@ typedef struct vctx {
      * (a link to one of them needs no stat), and the SHA-256-named ones whose bytes matched their
      * name in this run (the digest check need not hash them again) */
     char **names;
-    size_t nnames, cap_names;
+    bool *good;
+    size_t nnames, cap_names, cap_good;
     hk_strmap blobs;
-    const char **good;
-    size_t ngood, cap_good;
     int canonical_dirs; /* snapshots/ and blobs/ are real folders: -1 not asked yet */
+    /* the entries of the variant folder the walk is in (rels below it), for its digest check once
+     * the walk leaves it: vlen is the length of "<commit>/build/<variant>/", 0 outside a variant */
+    ventry *pend;
+    size_t npend, cap_pend, vlen;
 } vctx;
 
 /* a problem with the entry dir/rel of the repo: reported and counted */
@@ -37,22 +57,46 @@ typedef struct vctx {
     (hk__cache_finding((c)->sink, HK_CACHE_PROBLEM, NULL, (c)->label, dir, rel, __VA_ARGS__), (c)->rep->problems++)
 #define NOTE(c, dir, rel, ...) hk__cache_finding((c)->sink, HK_CACHE_NOTE, NULL, (c)->label, dir, rel, __VA_ARGS__)
 
+static void pending_clear(vctx *c) {
+    for (size_t i = 0; i < c->npend; i++) free(c->pend[i].rel);
+    c->npend = 0;
+}
+
 static void vctx_blobs_free(vctx *c) {
     hk__strmap_free(&c->blobs);
     for (size_t i = 0; i < c->nnames; i++) free(c->names[i]);
     free(c->names);
     free(c->good);
+    pending_clear(c);
+    free(c->pend);
 }
+
+/* Record an entry of the variant folder the walk is in (rel: below snapshots/). -1 when out of
+ * memory (the walk ends with that error: a variant cannot be half checked). */
+static int pending_add(vctx *c, const char *rel, ve_kind kind, size_t blob) {
+    char *copy = hk__strdup(rel + c->vlen);
+    if (!copy || HK_VEC_RESERVE(c->pend, c->cap_pend, c->npend + 1)) {
+        free(copy);
+        hk__fail(HK_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    c->pend[c->npend++] = (ventry){copy, kind, blob};
+    return HK_OK;
+}
+
+static bool in_variant(const vctx *c, const char *rel) { return c->vlen && strlen(rel) > c->vlen; }
 
 /* Record a blob file by name; *out_name: the stored copy (NULL when out of memory: the checks that
  * would use it fall back to asking the file system). */
 static const char *remember_blob(vctx *c, const char *rel) {
     char *copy = hk__strdup(rel);
-    if (!copy || HK_VEC_RESERVE(c->names, c->cap_names, c->nnames + 1) || hk__strmap_put(&c->blobs, copy, c->nnames)) {
+    if (!copy || HK_VEC_RESERVE(c->names, c->cap_names, c->nnames + 1) ||
+        HK_VEC_RESERVE(c->good, c->cap_good, c->nnames + 1) || hk__strmap_put(&c->blobs, copy, c->nnames)) {
         free(copy);
         hk_clear_error();
         return NULL;
     }
+    c->good[c->nnames] = false;
     c->names[c->nnames++] = copy;
     return copy;
 }
@@ -93,8 +137,8 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
         PROBLEM(c, "blobs", rel,
                 "blobs/%s content hash is %s (corrupt blob; `hubkern cache verify --repair` fetches it again)", rel,
                 actual);
-    } else if (name && strlen(name) == 64 && HK_VEC_RESERVE(c->good, c->cap_good, c->ngood + 1) == HK_OK) {
-        c->good[c->ngood++] = name;
+    } else if (name && strlen(name) == 64) {
+        c->good[c->nnames - 1] = true; /* its bytes are its name: a digest check need not read them */
     }
     hk_clear_error();
     return HK_OK;
@@ -104,12 +148,24 @@ static bool canonical_link(vctx *c, const char *rel, const char *target, const c
 
 static void verify_snapshot_dir(vctx *c, const char *path, const char *rel);
 
+/* Is rel (below snapshots/) a variant folder, <commit>/build/<variant>? */
+static bool variant_shape(const char *rel) {
+    if (rel[0] == '.') return false;
+    const char *s1 = strchr(rel, '/');
+    const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    return s2 && !strchr(s2 + 1, '/') && (size_t)(s2 - s1 - 1) == 5 && strncmp(s1 + 1, "build", 5) == 0 &&
+           s2[1] != '.' && s2[1] != '\0';
+}
+
 static int verify_link(void *p, const hk_walk_entry *e, int post) {
     vctx *c = p;
     const char *path = e->path, *rel = e->rel;
     const struct stat *st = &e->st;
+    bool rec = in_variant(c, rel);
     if (S_ISDIR(st->st_mode)) {
         if (post) verify_snapshot_dir(c, path, rel);
+        else if (rec) return pending_add(c, rel, VE_DIR, 0) ? -1 : HK_WALK_CONTINUE;
+        else if (variant_shape(rel)) c->vlen = strlen(rel) + 1;
         return HK_WALK_CONTINUE;
     }
     if (!strchr(rel, '/')) {
@@ -119,23 +175,24 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     }
     if (S_ISREG(st->st_mode)) {
         if (hk__str_ends_with(rel, ".tmp")) NOTE(c, "snapshots", rel, "leftover temp file snapshots/%s", rel);
-        return HK_OK; /* no-symlink ("degraded") caches hold plain files */
+        /* no-symlink ("degraded") caches hold plain files */
+        return rec ? pending_add(c, rel, VE_FILE, 0) : HK_OK;
     }
-    if (!S_ISLNK(st->st_mode)) return HK_OK;
+    if (!S_ISLNK(st->st_mode)) return rec ? pending_add(c, rel, VE_OUT, 0) : HK_OK;
     char target[PATH_MAX];
     ssize_t n = readlinkat(e->dirfd, e->name, target, sizeof target - 1);
     if (n <= 0) {
         PROBLEM(c, "snapshots", rel, "cannot read link snapshots/%s", rel);
-        return HK_OK;
+        return rec ? pending_add(c, rel, VE_OUT, 0) : HK_OK;
     }
     target[n] = '\0';
     if (target[0] == '/') {
         PROBLEM(c, "snapshots", rel, "snapshots/%s is an absolute link (%s); caches must use relative links", rel,
                 target);
-        return HK_OK;
+        return rec ? pending_add(c, rel, VE_OUT, 0) : HK_OK;
     }
     const char *blob = NULL;
-    bool inside = canonical_link(c, rel, target, &blob);
+    bool canonical = canonical_link(c, rel, target, &blob), inside = canonical;
     if (!inside) {
         char resolved[PATH_MAX], blobs[PATH_MAX];
         char *bdir = hk__path_join(c->repo_dir, "blobs");
@@ -146,14 +203,23 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
         free(bdir);
     }
     /* a canonical link to a blob file the walk of blobs/ found is there: no stat */
+    size_t bi = 0;
+    bool known = canonical && hk__strmap_get(&c->blobs, blob, &bi);
     struct stat ts;
-    bool present = (inside && blob && hk__strmap_get(&c->blobs, blob, NULL)) || fstatat(e->dirfd, e->name, &ts, 0) == 0;
+    bool present = known || fstatat(e->dirfd, e->name, &ts, 0) == 0;
+    ve_kind kind = VE_INSIDE;
     if (!present) {
         PROBLEM(c, "snapshots", rel, "snapshots/%s -> %s: Blob missing", rel, target);
+        kind = VE_GONE;
     } else if (!inside) {
         PROBLEM(c, "snapshots", rel, "snapshots/%s -> %s points outside blobs/", rel, target);
+        kind = VE_OUT;
+    } else if (known) {
+        kind = VE_BLOB;
+    } else if (canonical || !S_ISREG(ts.st_mode)) {
+        kind = VE_OUT; /* blobs/<name> is no regular file (verify_blob said so): not followed */
     }
-    return HK_OK;
+    return rec ? pending_add(c, rel, kind, bi) : HK_OK;
 }
 
 /* Is target, the link at snapshots/<rel>, "../" x (the link's depth below the repo folder) +
@@ -184,63 +250,143 @@ static bool canonical_link(vctx *c, const char *rel, const char *target, const c
     return c->canonical_dirs == 1;
 }
 
-typedef struct stray_ctx {
-    vctx *c;
-    const char *commit, *variant;
-    const char *dir; /* "snapshots/<commit>/build/<variant>" */
-} stray_ctx;
-
-static void report_stray(void *p, const char *path, const char *rel, bool is_dir) {
-    stray_ctx *s = p;
-    if (is_dir)
-        PROBLEM(s->c, s->dir, rel,
-                "variant %s at %.8s: %s is a directory where the metadata.json digest lists a file (`hubkern cache "
-                "prune` removes it)", s->variant, s->commit, rel);
-    else
-        PROBLEM(s->c, s->dir, rel,
-                "variant %s at %.8s: stray file %s is not in the metadata.json digest (`hubkern cache prune` removes "
-                "it)", s->variant, s->commit, rel);
+/* The variant's metadata.json as the walk saw it: read only when it is a file or a link into
+ * blobs/ (a link elsewhere is reported and not followed). */
+static int read_metadata(char **text, size_t *len, const vctx *c, const char *vdir) {
+    *text = NULL;
+    for (size_t i = 0; i < c->npend; i++) {
+        const ventry *v = &c->pend[i];
+        if (strcmp(v->rel, "metadata.json") != 0) continue;
+        if (v->kind != VE_FILE && v->kind != VE_BLOB && v->kind != VE_INSIDE) return HK_ERR_NOT_FOUND;
+        char *meta = hk__path_join(vdir, "metadata.json");
+        int rc = meta ? hk__read_file(text, len, meta, HK_METADATA_JSON_MAX) : HK_ERR_NOMEM;
+        free(meta);
+        return rc;
+    }
+    return HK_ERR_NOT_FOUND;
 }
 
-/* A variant of a snapshot (snapshots/<commit>/build/<variant> at vdir): entries its digest lacks;
- * the digest itself for complete variants; incomplete ones (interrupted pulls) are only noted. */
+/* Is rel inside the folder prefix (an entry's rel, or NULL)? */
+static bool below(const char *prefix, const char *rel) {
+    size_t n = prefix ? strlen(prefix) : 0;
+    return n && strncmp(rel, prefix, n) == 0 && rel[n] == '/';
+}
+
+/* One listed file the walk found: compared with its digest entry without a second read where
+ * this run already hashed its blob, else hashed (a link only into blobs/, a file not followed).
+ * Appends a violation to msg; *missing counts files that are not there at all. */
+static void check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, const vctx *c, const char *vdir,
+                        const hk_digest_list *dl, const hk_digest_entry *f, const ventry *v) {
+    char b64[100] = "";
+    int hrc = HK_OK;
+    if (v->kind == VE_GONE) {
+        hk__sb_printf(msg, "\n  MissingFile: %s (its link points to no blob)", f->rel);
+        (*violations)++, (*missing)++;
+        return;
+    }
+    if (v->kind == VE_OUT) {
+        hk__sb_printf(msg, "\n  NotChecked: %s does not lead to a regular file inside blobs/ (not followed)", f->rel);
+        (*violations)++;
+        return;
+    }
+    if (v->kind == VE_BLOB && dl->kind == HK_HASH_SHA256 && c->good[v->blob]) {
+        unsigned char bytes[32];
+        hrc = hk__unhex(bytes, c->names[v->blob], 32);
+        if (hrc == HK_OK) hk__base64(b64, bytes, 32);
+    } else {
+        char *path = hk__path_join(vdir, v->rel);
+        hrc = path ? hk__hash_file_b64_at(b64, sizeof b64, dl->kind, AT_FDCWD, path, v->kind == VE_FILE ? O_NOFOLLOW : 0)
+                   : hk__fail(HK_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    if (hrc != HK_OK) {
+        hk__sb_printf(msg, "\n  MissingFile: %s (%s)", f->rel, hk_last_error());
+        (*violations)++;
+    } else if (!f->want || strcmp(f->want, b64) != 0) {
+        hk__sb_printf(msg, "\n  HashMismatch: %s: expected %s, got %s", f->rel, f->want ? f->want : "(not a string)", b64);
+        (*violations)++;
+    }
+    hk_clear_error();
+}
+
+/* A variant of a snapshot (snapshots/<commit>/build/<variant> at vdir), from what the walk saw in
+ * it (c->pend): entries its digest lacks (strays), and for complete variants the digest itself;
+ * incomplete ones (interrupted pulls) are only noted. The list is hk__digest_list_parse's, the
+ * one the pull's check reads; the skip rules are the digest's (hk__digest_skips). */
 static void verify_variant(vctx *c, const char *vdir, const char *commit, const char *variant) {
-    char *meta = hk__path_join(vdir, "metadata.json");
-    char *text = NULL;
-    char *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
-    stray_ctx sc = {c, commit, variant, entry};
-    cJSON *j = meta && hk__read_file(&text, NULL, meta, HK_METADATA_JSON_MAX) == HK_OK ? cJSON_Parse(text) : NULL;
-    cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
-    /* reads only: a receipt vouches for each file's stat identity, which a damaged file no
-     * longer has, and the digest check of a load still finds entries the digest lacks */
-    if (entry) (void)hk__cache_variant_strays_of(vdir, files, report_stray, &sc);
-    if (j && files && entry) {
-        /* every byte, once: receipts are neither read nor written here, and a file that links
-         * to a blob this run hashed and found equal to its name is not hashed again */
-        bool has = false;
-        if (hk__verify_variant_digest_ex(&has, NULL, vdir, true, c->good, c->ngood) != HK_OK) {
-            /* files not there at all: an interrupted pull, not damage */
-            size_t missing = 0;
-            cJSON *f;
-            cJSON_ArrayForEach(f, files) {
-                char *fp = hk__path_join(vdir, f->string);
-                struct stat st;
-                if (!fp || !hk__path_is_safe_relative(f->string) || stat(fp, &st) != 0) missing++;
-                free(fp);
-            }
-            if (missing) {
-                NOTE(c, entry, NULL, "variant %s at %.8s is incomplete (%zu file%s not pulled): pull it to complete it",
-                     variant, commit, missing, missing == 1 ? "" : "s");
-            } else {
-                PROBLEM(c, entry, NULL, "%s (`hubkern cache verify --repair` fetches the damaged files again)",
-                        hk_last_error());
+    char *text = NULL, *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
+    size_t len = 0;
+    hk_digest_list dl = {0};
+    int prc = entry && read_metadata(&text, &len, c, vdir) == HK_OK ? hk__digest_list_parse(&dl, text, len, vdir)
+                                                                 : HK_ERR_NOT_FOUND;
+    char *perr = prc == HK_ERR_DIGEST ? hk__strdup(hk_last_error()) : NULL;
+    /* state of each listed file: 0 not seen, 1 a file or link, 2 a folder */
+    unsigned char *seen = dl.has_files ? calloc(dl.n + 1, 1) : NULL;
+    if (!dl.has_files || !seen || (prc == HK_ERR_DIGEST && !perr)) goto done;
+    hk_strbuf msg;
+    hk__sb_init(&msg);
+    size_t violations = 0, missing = 0;
+    const char *skip_digest = NULL, *skip_stray = NULL; /* folders whose entries are not looked at */
+    for (size_t i = 0; i < c->npend; i++) {
+        const ventry *v = &c->pend[i];
+        const char *name = strrchr(v->rel, '/');
+        bool top = !name, dir = v->kind == VE_DIR;
+        name = name ? name + 1 : v->rel;
+        const hk_digest_entry *f = hk__digest_list_find(&dl, v->rel);
+        if (!below(skip_stray, v->rel)) { /* strays: as hk__cache_variant_strays */
+            skip_stray = NULL;
+            if (hk__digest_skips(name, top) || hk__str_ends_with(name, ".tmp")) {
+                if (dir) skip_stray = v->rel;
+            } else if (dir && f) {
+                PROBLEM(c, entry, v->rel,
+                        "variant %s at %.8s: %s is a directory where the metadata.json digest lists a file (`hubkern "
+                        "cache prune` removes it)", variant, commit, v->rel);
+                skip_stray = v->rel;
+            } else if (!dir && !f) {
+                PROBLEM(c, entry, v->rel,
+                        "variant %s at %.8s: stray file %s is not in the metadata.json digest (`hubkern cache prune` "
+                        "removes it)", variant, commit, v->rel);
             }
         }
+        if (below(skip_digest, v->rel)) continue;
+        skip_digest = NULL;
+        if (hk__digest_skips(name, top)) {
+            if (dir) skip_digest = v->rel;
+        } else if (dir) {
+            if (f) seen[f - dl.e] = 2;
+        } else if (!f) {
+            hk__sb_printf(&msg, "\n  UnknownFile: %s", v->rel);
+            violations++;
+        } else {
+            seen[f - dl.e] = 1;
+            if (!perr) check_entry(&msg, &violations, &missing, c, vdir, &dl, f, v);
+        }
     }
-    cJSON_Delete(j);
+    for (size_t k = 0; k < dl.n; k++) {
+        if (seen[k] == 1) continue;
+        hk__sb_printf(&msg, "\n  MissingFile: %s", dl.e[k].rel);
+        violations++;
+        missing += seen[k] == 0; /* a folder in its place is damage, not an unfinished pull */
+    }
+    if (missing) {
+        /* files not there at all: an interrupted pull, not damage */
+        NOTE(c, entry, NULL, "variant %s at %.8s is incomplete (%zu file%s not pulled): pull it to complete it", variant,
+             commit, missing, missing == 1 ? "" : "s");
+    } else if (perr) {
+        PROBLEM(c, entry, NULL, "%s (`hubkern cache verify --repair` fetches the damaged files again)", perr);
+    } else if (violations) {
+        PROBLEM(c, entry, NULL,
+                "%s does not match its metadata.json digest (%zu violation%s):%s (`hubkern cache verify --repair` "
+                "fetches the damaged files again)", vdir, violations, violations == 1 ? "" : "s",
+                msg.data ? msg.data : "");
+    }
+    hk__sb_free(&msg);
+done:
+    free(seen);
+    free(perr);
+    hk__digest_list_free(&dl);
     hk_clear_error();
     free(text);
-    free(meta);
     free(entry);
 }
 
@@ -253,12 +399,12 @@ static void verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
         c->rep->snapshots++;
         return;
     }
-    const char *s2 = strchr(s1 + 1, '/');
-    if (!s2 || strchr(s2 + 1, '/') || (size_t)(s2 - s1 - 1) != 5 || strncmp(s1 + 1, "build", 5) != 0 || s2[1] == '.')
-        return;
+    if (!variant_shape(rel)) return;
     char *commit = hk__strndup(rel, (size_t)(s1 - rel));
-    if (commit) verify_variant(c, path, commit, s2 + 1);
+    if (commit) verify_variant(c, path, commit, strrchr(rel, '/') + 1);
     free(commit);
+    pending_clear(c);
+    c->vlen = 0;
 }
 
 int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o) {

@@ -138,6 +138,8 @@ int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const ch
 int hk__hash_file_hex_at(char *out_hex, size_t out_cap, uint64_t *out_bytes, hk_hash_kind kind, int dirfd,
                          const char *path);
 int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path);
+/* The same relative to dirfd, with extra open flags (O_NOFOLLOW: a link is not followed). */
+int hk__hash_file_b64_at(char *out_b64, size_t out_cap, hk_hash_kind kind, int dirfd, const char *path, int oflags);
 void hk__base64(char *out, const unsigned char *bytes, size_t n); /* out needs 4*((n+2)/3)+1 */
 
 #define HK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
