@@ -368,12 +368,12 @@ static void verify_variant(vctx *c, const char *vdir, const char *commit, const 
         violations++;
         missing += seen[k] == 0; /* a folder in its place is damage, not an unfinished pull */
     }
-    if (missing) {
+    if (perr) { /* a list no pull accepts, whatever the files */
+        PROBLEM(c, entry, NULL, "%s (`hubkern cache verify --repair` fetches the damaged files again)", perr);
+    } else if (missing) {
         /* files not there at all: an interrupted pull, not damage */
         NOTE(c, entry, NULL, "variant %s at %.8s is incomplete (%zu file%s not pulled): pull it to complete it", variant,
              commit, missing, missing == 1 ? "" : "s");
-    } else if (perr) {
-        PROBLEM(c, entry, NULL, "%s (`hubkern cache verify --repair` fetches the damaged files again)", perr);
     } else if (violations) {
         PROBLEM(c, entry, NULL,
                 "%s does not match its metadata.json digest (%zu violation%s):%s (`hubkern cache verify --repair` "
