@@ -7,7 +7,6 @@
 #include "util/text.h"
 #include "util/vec.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -50,6 +49,15 @@ typedef struct vctx {
      * the walk leaves it: vlen is the length of "<commit>/build/<variant>/", 0 outside a variant */
     ventry *pend;
     size_t npend, cap_pend, vlen;
+    /* that variant's metadata.json, read through its folder's descriptor when the walk met it as a
+     * file or a link into blobs/ (meta_rc: HK_ERR_NOT_FOUND when not, or not met) */
+    char *meta;
+    size_t meta_len;
+    int meta_rc;
+    hk_strmap snaps; /* the snapshot folders the walk found (for the refs), named in snapnames */
+    char **snapnames;
+    size_t nsnapnames, cap_snapnames;
+    const char *snaps_dir;
 } vctx;
 
 /* a problem with the entry dir/rel of the repo: reported and counted */
@@ -60,10 +68,17 @@ typedef struct vctx {
 static void pending_clear(vctx *c) {
     for (size_t i = 0; i < c->npend; i++) free(c->pend[i].rel);
     c->npend = 0;
+    free(c->meta);
+    c->meta = NULL;
+    c->meta_len = 0;
+    c->meta_rc = HK_ERR_NOT_FOUND;
 }
 
 static void vctx_blobs_free(vctx *c) {
     hk__strmap_free(&c->blobs);
+    hk__strmap_free(&c->snaps);
+    for (size_t i = 0; i < c->nsnapnames; i++) free(c->snapnames[i]);
+    free(c->snapnames);
     for (size_t i = 0; i < c->nnames; i++) free(c->names[i]);
     free(c->names);
     free(c->good);
@@ -73,7 +88,15 @@ static void vctx_blobs_free(vctx *c) {
 
 /* Record an entry of the variant folder the walk is in (rel: below snapshots/). -1 when out of
  * memory (the walk ends with that error: a variant cannot be half checked). */
-static int pending_add(vctx *c, const char *rel, ve_kind kind, size_t blob) {
+static int pending_add(vctx *c, const hk_walk_entry *e, ve_kind kind, size_t blob) {
+    const char *rel = e->rel;
+    if (strcmp(rel + c->vlen, "metadata.json") == 0 && (kind == VE_FILE || kind == VE_BLOB || kind == VE_INSIDE)) {
+        free(c->meta);
+        c->meta_rc = hk__read_file_at(&c->meta, &c->meta_len, e->dirfd, e->name, kind == VE_FILE ? O_NOFOLLOW : 0,
+                                      HK_METADATA_JSON_MAX);
+        if (c->meta_rc == HK_ERR_NOMEM) return -1;
+        hk_clear_error();
+    }
     char *copy = hk__strdup(rel + c->vlen);
     if (!copy || HK_VEC_RESERVE(c->pend, c->cap_pend, c->npend + 1)) {
         free(copy);
@@ -164,7 +187,7 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     bool rec = in_variant(c, rel);
     if (S_ISDIR(st->st_mode)) {
         if (post) verify_snapshot_dir(c, path, rel);
-        else if (rec) return pending_add(c, rel, VE_DIR, 0) ? -1 : HK_WALK_CONTINUE;
+        else if (rec) return pending_add(c, e, VE_DIR, 0) ? -1 : HK_WALK_CONTINUE;
         else if (variant_shape(rel)) c->vlen = strlen(rel) + 1;
         return HK_WALK_CONTINUE;
     }
@@ -176,20 +199,20 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     if (S_ISREG(st->st_mode)) {
         if (hk__str_ends_with(rel, ".tmp")) NOTE(c, "snapshots", rel, "leftover temp file snapshots/%s", rel);
         /* no-symlink ("degraded") caches hold plain files */
-        return rec ? pending_add(c, rel, VE_FILE, 0) : HK_OK;
+        return rec ? pending_add(c, e, VE_FILE, 0) : HK_OK;
     }
-    if (!S_ISLNK(st->st_mode)) return rec ? pending_add(c, rel, VE_OUT, 0) : HK_OK;
+    if (!S_ISLNK(st->st_mode)) return rec ? pending_add(c, e, VE_OUT, 0) : HK_OK;
     char target[PATH_MAX];
     ssize_t n = readlinkat(e->dirfd, e->name, target, sizeof target - 1);
     if (n <= 0) {
         PROBLEM(c, "snapshots", rel, "cannot read link snapshots/%s", rel);
-        return rec ? pending_add(c, rel, VE_OUT, 0) : HK_OK;
+        return rec ? pending_add(c, e, VE_OUT, 0) : HK_OK;
     }
     target[n] = '\0';
     if (target[0] == '/') {
         PROBLEM(c, "snapshots", rel, "snapshots/%s is an absolute link (%s); caches must use relative links", rel,
                 target);
-        return rec ? pending_add(c, rel, VE_OUT, 0) : HK_OK;
+        return rec ? pending_add(c, e, VE_OUT, 0) : HK_OK;
     }
     const char *blob = NULL;
     bool canonical = canonical_link(c, rel, target, &blob), inside = canonical;
@@ -219,7 +242,7 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     } else if (canonical || !S_ISREG(ts.st_mode)) {
         kind = VE_OUT; /* blobs/<name> is no regular file (verify_blob said so): not followed */
     }
-    return rec ? pending_add(c, rel, kind, bi) : HK_OK;
+    return rec ? pending_add(c, e, kind, bi) : HK_OK;
 }
 
 /* Is target, the link at snapshots/<rel>, "../" x (the link's depth below the repo folder) +
@@ -248,22 +271,6 @@ static bool canonical_link(vctx *c, const char *rel, const char *target, const c
     }
     *blob = target;
     return c->canonical_dirs == 1;
-}
-
-/* The variant's metadata.json as the walk saw it: read only when it is a file or a link into
- * blobs/ (a link elsewhere is reported and not followed). */
-static int read_metadata(char **text, size_t *len, const vctx *c, const char *vdir) {
-    *text = NULL;
-    for (size_t i = 0; i < c->npend; i++) {
-        const ventry *v = &c->pend[i];
-        if (strcmp(v->rel, "metadata.json") != 0) continue;
-        if (v->kind != VE_FILE && v->kind != VE_BLOB && v->kind != VE_INSIDE) return HK_ERR_NOT_FOUND;
-        char *meta = hk__path_join(vdir, "metadata.json");
-        int rc = meta ? hk__read_file(text, len, meta, HK_METADATA_JSON_MAX) : HK_ERR_NOMEM;
-        free(meta);
-        return rc;
-    }
-    return HK_ERR_NOT_FOUND;
 }
 
 /* Is rel inside the folder prefix (an entry's rel, or NULL)? */
@@ -314,11 +321,9 @@ static void check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, con
  * incomplete ones (interrupted pulls) are only noted. The list is hk__digest_list_parse's, the
  * one the pull's check reads; the skip rules are the digest's (hk__digest_skips). */
 static void verify_variant(vctx *c, const char *vdir, const char *commit, const char *variant) {
-    char *text = NULL, *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
-    size_t len = 0;
+    char *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
     hk_digest_list dl = {0};
-    int prc = entry && read_metadata(&text, &len, c, vdir) == HK_OK ? hk__digest_list_parse(&dl, text, len, vdir)
-                                                                 : HK_ERR_NOT_FOUND;
+    int prc = entry && c->meta_rc == HK_OK ? hk__digest_list_parse(&dl, c->meta, c->meta_len, vdir) : HK_ERR_NOT_FOUND;
     char *perr = prc == HK_ERR_DIGEST ? hk__strdup(hk_last_error()) : NULL;
     /* state of each listed file: 0 not seen, 1 a file or link, 2 a folder */
     unsigned char *seen = dl.has_files ? calloc(dl.n + 1, 1) : NULL;
@@ -386,7 +391,6 @@ done:
     free(perr);
     hk__digest_list_free(&dl);
     hk_clear_error();
-    free(text);
     free(entry);
 }
 
@@ -397,6 +401,15 @@ static void verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
     const char *s1 = strchr(rel, '/');
     if (!s1) {
         c->rep->snapshots++;
+        /* kept (the map borrows its keys); a miss only costs the refs check a stat */
+        char *copy = hk__strdup(rel);
+        if (!copy || HK_VEC_RESERVE(c->snapnames, c->cap_snapnames, c->nsnapnames + 1) ||
+            hk__strmap_put(&c->snaps, copy, 0)) {
+            free(copy);
+            hk_clear_error();
+        } else {
+            c->snapnames[c->nsnapnames++] = copy;
+        }
         return;
     }
     if (!variant_shape(rel)) return;
@@ -405,6 +418,36 @@ static void verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
     free(commit);
     pending_clear(c);
     c->vlen = 0;
+}
+
+/* One file of refs/: it must hold exactly a commit id whose snapshot folder is there. */
+static int verify_ref(void *p, const hk_walk_entry *e, int post) {
+    vctx *c = p;
+    const char *name = e->name;
+    struct stat st;
+    (void)post;
+    if (name[0] == '.') return HK_WALK_SKIP;
+    /* nested refs (refs/pr/N) are read by Python the same way; skip (a link: as what it leads to) */
+    if (S_ISDIR(e->st.st_mode) || (S_ISLNK(e->st.st_mode) && fstatat(e->dirfd, name, &st, 0) == 0 && S_ISDIR(st.st_mode)))
+        return HK_WALK_SKIP;
+    char *data = NULL;
+    size_t len = 0;
+    c->rep->refs++;
+    if (hk__str_ends_with(name, ".tmp")) {
+        NOTE(c, "refs", name, "leftover temp file refs/%s", name);
+    } else if (hk__read_file_at(&data, &len, e->dirfd, name, 0, 256) != HK_OK) {
+        PROBLEM(c, "refs", name, "cannot read refs/%s", name);
+    } else if (!((len == 40 || len == 64) && hk__is_hex(data, len))) {
+        PROBLEM(c, "refs", name, "refs/%s does not hold exactly a commit id (Python would misread it)", name);
+    } else if (!hk__strmap_get(&c->snaps, data, NULL)) {
+        char *sd = hk__asprintf("%s/%s", c->snaps_dir, data);
+        if (!sd || !hk__is_dir(sd))
+            PROBLEM(c, "refs", name, "refs/%s names %s but snapshots/%s is missing", name, data, data);
+        free(sd);
+    }
+    hk_clear_error();
+    free(data);
+    return HK_OK;
 }
 
 int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_options *o) {
@@ -420,8 +463,9 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
     for (size_t i = 0; i < repos.n && rc == HK_OK; i++) {
         const char *dir = repos.dirs[i];
         char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
-        vctx c = {rep, dir, label ? label : repos.ids[i], &sink, root, .canonical_dirs = -1};
+        vctx c = {rep, dir, label ? label : repos.ids[i], &sink, root, .canonical_dirs = -1, .meta_rc = HK_ERR_NOT_FOUND};
         hk__strmap_init(&c.blobs);
+        hk__strmap_init(&c.snaps);
         rep->repos++;
         char *blobs = hk__path_join(dir, "blobs");
         char *snaps = hk__path_join(dir, "snapshots");
@@ -431,41 +475,12 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
         if (blobs) rc = hk__cache_walk_entries(blobs, verify_blob, &c, 0);
         /* links, then (after its links) each variant, in one walk */
         if (rc == HK_OK && snaps) rc = hk__cache_walk_entries(snaps, verify_link, &c, HK_WALK_POSTORDER);
-        /* refs */
+        /* refs: through the folder's descriptor, a snapshot known from the walk needs no stat */
         char *refs = hk__path_join(dir, "refs");
-        struct dirent *de;
-        if (refs) {
-            DIR *rd = opendir(refs);
-            while (rd && (de = readdir(rd)) != NULL) {
-                if (de->d_name[0] == '.') continue;
-                char *rp = hk__path_join(refs, de->d_name);
-                if (rp && hk__is_dir(rp)) {
-                    free(rp);
-                    continue; /* nested refs (refs/pr/N) are read by Python the same way; skip */
-                }
-                char *data = NULL;
-                size_t len = 0;
-                rep->refs++;
-                if (hk__str_ends_with(de->d_name, ".tmp")) {
-                    NOTE(&c, "refs", de->d_name, "leftover temp file refs/%s", de->d_name);
-                } else if (!rp || hk__read_file(&data, &len, rp, 256) != HK_OK) {
-                    PROBLEM(&c, "refs", de->d_name, "cannot read refs/%s", de->d_name);
-                } else if (!((len == 40 || len == 64) && hk__is_hex(data, len))) {
-                    PROBLEM(&c, "refs", de->d_name, "refs/%s does not hold exactly a commit id (Python would misread it)",
-                            de->d_name);
-                } else {
-                    char *sd = hk__asprintf("%s/%s", snaps, data);
-                    if (!sd || !hk__is_dir(sd)) {
-                        PROBLEM(&c, "refs", de->d_name, "refs/%s names %s but snapshots/%s is missing", de->d_name, data,
-                                data);
-                    }
-                    free(sd);
-                }
-                hk_clear_error();
-                free(data);
-                free(rp);
-            }
-            if (rd) closedir(rd);
+        c.snaps_dir = snaps;
+        if (rc == HK_OK && refs && hk__walk(refs, 0, HK_WALK_TYPE_ONLY, verify_ref, &c) != HK_OK) {
+            if (hk_last_error_code() == HK_ERR_NOMEM) rc = HK_ERR_NOMEM;
+            else hk_clear_error(); /* no refs/ folder: nothing to check */
         }
         free(refs);
         free(blobs);
