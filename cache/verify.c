@@ -31,6 +31,20 @@ typedef struct ventry {
     size_t blob; /* VE_BLOB: index into vctx.names */
 } ventry;
 
+/* A blob of the walk of blobs/: good when its bytes matched its SHA-256 name in this run (a
+ * digest check need not read them again); kept: the bytes of a small git blob that matched its
+ * SHA-1 name (a metadata.json is one: the variant's check parses these instead of reading it). */
+typedef struct blob_info {
+    bool good;
+    char *kept;
+    size_t kept_len;
+} blob_info;
+
+/* Small git blobs are read whole, hashed from memory and kept for the repo's walk of snapshots/
+ * up to these bounds; bigger ones are hashed as they are read. */
+#define KEEP_ONE_MAX (256u << 10)
+#define KEEP_REPO_MAX (8u << 20)
+
 typedef struct vctx {
     hk_cache_report *rep;
     const char *repo_dir;
@@ -41,8 +55,8 @@ typedef struct vctx {
      * (a link to one of them needs no stat), and the SHA-256-named ones whose bytes matched their
      * name in this run (the digest check need not hash them again) */
     char **names;
-    bool *good;
-    size_t nnames, cap_names, cap_good;
+    blob_info *info; /* one per name */
+    size_t nnames, cap_names, cap_info, kept_bytes;
     hk_strmap blobs;
     int canonical_dirs; /* snapshots/ and blobs/ are real folders: -1 not asked yet */
     /* the entries of the variant folder the walk is in (rels below it), for its digest check once
@@ -79,9 +93,9 @@ static void vctx_blobs_free(vctx *c) {
     hk__strmap_free(&c->snaps);
     for (size_t i = 0; i < c->nsnapnames; i++) free(c->snapnames[i]);
     free(c->snapnames);
-    for (size_t i = 0; i < c->nnames; i++) free(c->names[i]);
+    for (size_t i = 0; i < c->nnames; i++) free(c->names[i]), free(c->info[i].kept);
     free(c->names);
-    free(c->good);
+    free(c->info);
     pending_clear(c);
     free(c->pend);
 }
@@ -90,7 +104,19 @@ static void vctx_blobs_free(vctx *c) {
  * memory (the walk ends with that error: a variant cannot be half checked). */
 static int pending_add(vctx *c, const hk_walk_entry *e, ve_kind kind, size_t blob) {
     const char *rel = e->rel;
-    if (strcmp(rel + c->vlen, "metadata.json") == 0 && (kind == VE_FILE || kind == VE_BLOB || kind == VE_INSIDE)) {
+    const blob_info *b = kind == VE_BLOB ? &c->info[blob] : NULL;
+    if (strcmp(rel + c->vlen, "metadata.json") == 0 && b && b->kept) {
+        free(c->meta);
+        c->meta = malloc(b->kept_len + 1);
+        if (!c->meta) {
+            hk__fail(HK_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        memcpy(c->meta, b->kept, b->kept_len);
+        c->meta[b->kept_len] = '\0';
+        c->meta_len = b->kept_len;
+        c->meta_rc = HK_OK;
+    } else if (strcmp(rel + c->vlen, "metadata.json") == 0 && (kind == VE_FILE || kind == VE_BLOB || kind == VE_INSIDE)) {
         free(c->meta);
         c->meta_rc = hk__read_file_at(&c->meta, &c->meta_len, e->dirfd, e->name, kind == VE_FILE ? O_NOFOLLOW : 0,
                                       HK_METADATA_JSON_MAX);
@@ -114,14 +140,36 @@ static bool in_variant(const vctx *c, const char *rel) { return c->vlen && strle
 static const char *remember_blob(vctx *c, const char *rel) {
     char *copy = hk__strdup(rel);
     if (!copy || HK_VEC_RESERVE(c->names, c->cap_names, c->nnames + 1) ||
-        HK_VEC_RESERVE(c->good, c->cap_good, c->nnames + 1) || hk__strmap_put(&c->blobs, copy, c->nnames)) {
+        HK_VEC_RESERVE(c->info, c->cap_info, c->nnames + 1) || hk__strmap_put(&c->blobs, copy, c->nnames)) {
         free(copy);
         hk_clear_error();
         return NULL;
     }
-    c->good[c->nnames] = false;
+    c->info[c->nnames] = (blob_info){false, NULL, 0};
     c->names[c->nnames++] = copy;
     return copy;
+}
+
+/* A blob named by a git SHA-1 of at most KEEP_ONE_MAX bytes: *kept gets its bytes, actual their git
+ * blob hash (one read to EOF and no fstat: the size the hash's header needs is what was read).
+ * false: not such a blob, or out of memory; hash it as it is read. */
+static bool small_git_blob(char **kept, size_t *kept_len, char actual[129], const hk_walk_entry *e, const char *rel) {
+    *kept = NULL;
+    if (strlen(rel) != 40 || !hk__is_hex(rel, 40)) return false;
+    if (hk__read_file_at(kept, kept_len, e->dirfd, e->name, 0, KEEP_ONE_MAX) != HK_OK) {
+        hk_clear_error(); /* bigger, unreadable: the streaming hash says which */
+        return false;
+    }
+    unsigned char d[64];
+    hk_hasher *h = hk__hasher_new(HK_HASH_GIT_BLOB, *kept_len);
+    if (!h) {
+        free(*kept);
+        *kept = NULL;
+        return false;
+    }
+    hk__hasher_update(h, *kept, *kept_len);
+    hk__hex(actual, d, hk__hasher_finish(h, d));
+    return true;
 }
 
 /* The entries of blobs/ and snapshots/ are looked at through their folder's descriptor (e->dirfd):
@@ -146,7 +194,11 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
     char actual[129];
     bool checkable = false;
     uint64_t bytes = 0;
-    int hrc = hk__cache_hash_blob_at(actual, &checkable, &bytes, e->dirfd, e->name, rel);
+    char *kept = NULL;
+    size_t kept_len = 0;
+    int hrc = small_git_blob(&kept, &kept_len, actual, e, rel) ? HK_OK : HK_ERR_NOT_FOUND;
+    if (kept) checkable = true, bytes = kept_len;
+    else hrc = hk__cache_hash_blob_at(actual, &checkable, &bytes, e->dirfd, e->name, rel);
     struct stat full; /* the walk gives only the type: the size comes from the hash, else lstat */
     if (hrc == HK_OK && !checkable && fstatat(e->dirfd, e->name, &full, AT_SYMLINK_NOFOLLOW) == 0)
         bytes = (uint64_t)full.st_size;
@@ -160,9 +212,16 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
         PROBLEM(c, "blobs", rel,
                 "blobs/%s content hash is %s (corrupt blob; `hubkern cache verify --repair` fetches it again)", rel,
                 actual);
-    } else if (name && strlen(name) == 64) {
-        c->good[c->nnames - 1] = true; /* its bytes are its name: a digest check need not read them */
+    } else if (name) {
+        blob_info *b = &c->info[c->nnames - 1];
+        b->good = strlen(name) == 64;
+        if (kept && c->kept_bytes + kept_len <= KEEP_REPO_MAX) {
+            b->kept = kept, b->kept_len = kept_len;
+            c->kept_bytes += kept_len;
+            kept = NULL;
+        }
     }
+    free(kept);
     hk_clear_error();
     return HK_OK;
 }
@@ -296,7 +355,7 @@ static void check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, con
         (*violations)++;
         return;
     }
-    if (v->kind == VE_BLOB && dl->kind == HK_HASH_SHA256 && c->good[v->blob]) {
+    if (v->kind == VE_BLOB && dl->kind == HK_HASH_SHA256 && c->info[v->blob].good) {
         unsigned char bytes[32];
         hrc = hk__unhex(bytes, c->names[v->blob], 32);
         if (hrc == HK_OK) hk__base64(b64, bytes, 32);

@@ -145,3 +145,23 @@ def test_name_listed_twice(tmp_path):
     make_repo(cache, FILES, extra_meta=twice)
     r = verify(cache)
     assert r.returncode != 0 and "metadata.json digest lists a.bin twice" in r.stdout, r.stdout
+
+
+def test_metadata_json_blob_corrupt_and_large(tmp_path):
+    """metadata.json is a git blob: kept from the walk of blobs/ only when its bytes match its
+    name. Rewritten in place it is a corrupt blob (and its new list is still checked); one larger
+    than what the walk keeps is read again and checked the same way."""
+    cache = str(tmp_path / "c")
+    repo, vd, _ = make_repo(cache, FILES, listed={"a.bin": FILES["a.bin"]})
+    meta = os.path.realpath(os.path.join(vd, "metadata.json"))
+    with open(meta, "w") as fh:
+        fh.write(json.dumps({"digest": {"algorithm": "sha256", "files": {n: b64(d) for n, d in FILES.items()}}}))
+    r = verify(cache)
+    assert r.returncode != 0 and f"blobs/{os.path.basename(meta)} content hash is" in r.stdout, r.stdout
+    assert "stray file" not in r.stdout and "does not match its metadata.json digest" not in r.stdout, r.stdout
+
+    big = str(tmp_path / "big")
+    make_repo(big, FILES, listed={"a.bin": FILES["a.bin"]},
+              extra_meta=lambda d: json.dumps({"pad": "x" * 300_000, "digest": {"algorithm": "sha256", "files": d}}))
+    r = verify(big)
+    assert r.returncode != 0 and "stray file b.bin is not in the metadata.json digest" in r.stdout, r.stdout
