@@ -203,6 +203,10 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
     if (hrc == HK_OK && !checkable && fstatat(e->dirfd, e->name, &full, AT_SYMLINK_NOFOLLOW) == 0)
         bytes = (uint64_t)full.st_size;
     c->rep->bytes += bytes;
+    if (hrc == HK_ERR_NOMEM) {
+        free(kept);
+        return -1; /* not a finding: the walk ends with that error */
+    }
     if (hrc != HK_OK) {
         PROBLEM(c, "blobs", rel, "cannot read blobs/%s: %s", rel, hk_last_error());
         hk_clear_error();
@@ -228,7 +232,7 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
 
 static bool canonical_link(vctx *c, const char *rel, const char *target, const char **blob);
 
-static void verify_snapshot_dir(vctx *c, const char *path, const char *rel);
+static int verify_snapshot_dir(vctx *c, const char *path, const char *rel);
 
 /* Is rel (below snapshots/) a variant folder, <commit>/build/<variant>? */
 static bool variant_shape(const char *rel) {
@@ -245,7 +249,7 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     const struct stat *st = &e->st;
     bool rec = in_variant(c, rel);
     if (S_ISDIR(st->st_mode)) {
-        if (post) verify_snapshot_dir(c, path, rel);
+        if (post) return verify_snapshot_dir(c, path, rel) ? -1 : HK_WALK_CONTINUE;
         else if (rec) return pending_add(c, e, VE_DIR, 0) ? -1 : HK_WALK_CONTINUE;
         else if (variant_shape(rel)) c->vlen = strlen(rel) + 1;
         return HK_WALK_CONTINUE;
@@ -341,19 +345,19 @@ static bool below(const char *prefix, const char *rel) {
 /* One listed file the walk found: compared with its digest entry without a second read where
  * this run already hashed its blob, else hashed (a link only into blobs/, a file not followed).
  * Appends a violation to msg; *missing counts files that are not there at all. */
-static void check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, const vctx *c, const char *vdir,
+static int check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, const vctx *c, const char *vdir,
                         const hk_digest_list *dl, const hk_digest_entry *f, const ventry *v) {
     char b64[100] = "";
     int hrc = HK_OK;
     if (v->kind == VE_GONE) {
         hk__sb_printf(msg, "\n  MissingFile: %s (its link points to no blob)", f->rel);
         (*violations)++, (*missing)++;
-        return;
+        return HK_OK;
     }
     if (v->kind == VE_OUT) {
         hk__sb_printf(msg, "\n  NotChecked: %s does not lead to a regular file inside blobs/ (not followed)", f->rel);
         (*violations)++;
-        return;
+        return HK_OK;
     }
     if (v->kind == VE_BLOB && dl->kind == HK_HASH_SHA256 && c->info[v->blob].good) {
         unsigned char bytes[32];
@@ -365,6 +369,7 @@ static void check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, con
                    : hk__fail(HK_ERR_NOMEM, "out of memory");
         free(path);
     }
+    if (hrc == HK_ERR_NOMEM) return hrc; /* not a violation: the run fails with it */
     if (hrc != HK_OK) {
         hk__sb_printf(msg, "\n  MissingFile: %s (%s)", f->rel, hk_last_error());
         (*violations)++;
@@ -373,22 +378,27 @@ static void check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, con
         (*violations)++;
     }
     hk_clear_error();
+    return HK_OK;
 }
 
 /* A variant of a snapshot (snapshots/<commit>/build/<variant> at vdir), from what the walk saw in
  * it (c->pend): entries its digest lacks (strays), and for complete variants the digest itself;
  * incomplete ones (interrupted pulls) are only noted. The list is hk__digest_list_parse's, the
  * one the pull's check reads; the skip rules are the digest's (hk__digest_skips). */
-static void verify_variant(vctx *c, const char *vdir, const char *commit, const char *variant) {
+static int verify_variant(vctx *c, const char *vdir, const char *commit, const char *variant) {
     char *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
     hk_digest_list dl = {0};
     int prc = entry && c->meta_rc == HK_OK ? hk__digest_list_parse(&dl, c->meta, c->meta_len, vdir) : HK_ERR_NOT_FOUND;
     char *perr = prc == HK_ERR_DIGEST ? hk__strdup(hk_last_error()) : NULL;
     /* state of each listed file: 0 not seen, 1 a file or link, 2 a folder */
     unsigned char *seen = dl.has_files ? calloc(dl.n + 1, 1) : NULL;
-    if (!dl.has_files || !seen || (prc == HK_ERR_DIGEST && !perr)) goto done;
     hk_strbuf msg;
     hk__sb_init(&msg);
+    int rc = HK_OK;
+    /* out of memory anywhere here fails the run: a variant is checked whole or not at all */
+    if (!entry || prc == HK_ERR_NOMEM || (dl.has_files && !seen) || (prc == HK_ERR_DIGEST && !perr))
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory checking %s", vdir);
+    if (rc || !dl.has_files) goto done;
     size_t violations = 0, missing = 0;
     const char *skip_digest = NULL, *skip_stray = NULL; /* folders whose entries are not looked at */
     for (size_t i = 0; i < c->npend; i++) {
@@ -423,16 +433,20 @@ static void verify_variant(vctx *c, const char *vdir, const char *commit, const 
             violations++;
         } else {
             seen[f - dl.e] = 1;
-            if (!perr) check_entry(&msg, &violations, &missing, c, vdir, &dl, f, v);
+            if (!perr && (rc = check_entry(&msg, &violations, &missing, c, vdir, &dl, f, v)) != HK_OK) break;
         }
     }
+    if (rc == HK_OK && msg.oom) rc = hk__fail(HK_ERR_NOMEM, "out of memory checking %s", vdir);
+    if (rc) goto done;
     for (size_t k = 0; k < dl.n; k++) {
         if (seen[k] == 1) continue;
         hk__sb_printf(&msg, "\n  MissingFile: %s", dl.e[k].rel);
         violations++;
         missing += seen[k] == 0; /* a folder in its place is damage, not an unfinished pull */
     }
-    if (perr) { /* a list no pull accepts, whatever the files */
+    if (msg.oom) {
+        rc = hk__fail(HK_ERR_NOMEM, "out of memory checking %s", vdir);
+    } else if (perr) { /* a list no pull accepts, whatever the files */
         PROBLEM(c, entry, NULL, "%s (`hubkern cache verify --repair` fetches the damaged files again)", perr);
     } else if (missing) {
         /* files not there at all: an interrupted pull, not damage */
@@ -444,19 +458,20 @@ static void verify_variant(vctx *c, const char *vdir, const char *commit, const 
                 "fetches the damaged files again)", vdir, violations, violations == 1 ? "" : "s",
                 msg.data ? msg.data : "");
     }
-    hk__sb_free(&msg);
 done:
+    hk__sb_free(&msg);
     free(seen);
     free(perr);
     hk__digest_list_free(&dl);
-    hk_clear_error();
+    if (rc == HK_OK) hk_clear_error();
     free(entry);
+    return rc;
 }
 
 /* A folder of snapshots/, after its entries (the walk's post-order call): a snapshot is counted;
  * a variant, <commit>/build/<variant>, is checked once its links have been. */
-static void verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
-    if (rel[0] == '.') return;
+static int verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
+    if (rel[0] == '.') return HK_OK;
     const char *s1 = strchr(rel, '/');
     if (!s1) {
         c->rep->snapshots++;
@@ -469,14 +484,15 @@ static void verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
         } else {
             c->snapnames[c->nsnapnames++] = copy;
         }
-        return;
+        return HK_OK;
     }
-    if (!variant_shape(rel)) return;
+    if (!variant_shape(rel)) return HK_OK;
     char *commit = hk__strndup(rel, (size_t)(s1 - rel));
-    if (commit) verify_variant(c, path, commit, strrchr(rel, '/') + 1);
+    int rc = commit ? verify_variant(c, path, commit, strrchr(rel, '/') + 1) : hk__fail(HK_ERR_NOMEM, "out of memory");
     free(commit);
     pending_clear(c);
     c->vlen = 0;
+    return rc;
 }
 
 /* One file of refs/: it must hold exactly a commit id whose snapshot folder is there. */
@@ -491,16 +507,23 @@ static int verify_ref(void *p, const hk_walk_entry *e, int post) {
         return HK_WALK_SKIP;
     char *data = NULL;
     size_t len = 0;
+    int rrc;
     c->rep->refs++;
     if (hk__str_ends_with(name, ".tmp")) {
         NOTE(c, "refs", name, "leftover temp file refs/%s", name);
-    } else if (hk__read_file_at(&data, &len, e->dirfd, name, 0, 256) != HK_OK) {
+    } else if ((rrc = hk__read_file_at(&data, &len, e->dirfd, name, 0, 256)) != HK_OK) {
+        if (rrc == HK_ERR_NOMEM) return -1; /* the walk ends with that error */
         PROBLEM(c, "refs", name, "cannot read refs/%s", name);
     } else if (!((len == 40 || len == 64) && hk__is_hex(data, len))) {
         PROBLEM(c, "refs", name, "refs/%s does not hold exactly a commit id (Python would misread it)", name);
     } else if (!hk__strmap_get(&c->snaps, data, NULL)) {
         char *sd = hk__asprintf("%s/%s", c->snaps_dir, data);
-        if (!sd || !hk__is_dir(sd))
+        if (!sd) {
+            free(data);
+            hk__fail(HK_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        if (!hk__is_dir(sd))
             PROBLEM(c, "refs", name, "refs/%s names %s but snapshots/%s is missing", name, data, data);
         free(sd);
     }
@@ -528,16 +551,17 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
         rep->repos++;
         char *blobs = hk__path_join(dir, "blobs");
         char *snaps = hk__path_join(dir, "snapshots");
-        if (!hk__is_dir(snaps)) {
+        char *refs = hk__path_join(dir, "refs");
+        if (!blobs || !snaps || !refs || !label) rc = hk__fail(HK_ERR_NOMEM, "out of memory"); /* never a repo unchecked */
+        if (rc == HK_OK && !hk__is_dir(snaps)) {
             PROBLEM(&c, "snapshots", NULL, "no snapshots/ directory");
         }
-        if (blobs) rc = hk__cache_walk_entries(blobs, verify_blob, &c, 0);
+        if (rc == HK_OK) rc = hk__cache_walk_entries(blobs, verify_blob, &c, 0);
         /* links, then (after its links) each variant, in one walk */
-        if (rc == HK_OK && snaps) rc = hk__cache_walk_entries(snaps, verify_link, &c, HK_WALK_POSTORDER);
+        if (rc == HK_OK) rc = hk__cache_walk_entries(snaps, verify_link, &c, HK_WALK_POSTORDER);
         /* refs: through the folder's descriptor, a snapshot known from the walk needs no stat */
-        char *refs = hk__path_join(dir, "refs");
         c.snaps_dir = snaps;
-        if (rc == HK_OK && refs && hk__walk(refs, 0, HK_WALK_TYPE_ONLY, verify_ref, &c) != HK_OK) {
+        if (rc == HK_OK && hk__walk(refs, 0, HK_WALK_TYPE_ONLY, verify_ref, &c) != HK_OK) {
             if (hk_last_error_code() == HK_ERR_NOMEM) rc = HK_ERR_NOMEM;
             else hk_clear_error(); /* no refs/ folder: nothing to check */
         }
