@@ -2,8 +2,7 @@
  * variant's entries and (complete variants) content against its metadata.json digest. Reads only:
  * it creates, changes and deletes nothing (repairs are `cache verify --repair`, in the CLI, which
  * pulls what is damaged again). */
-#include "cache/maint_internal.h"
-#include "util/strmap.h"
+#include "cache/verify_internal.h"
 #include "util/text.h"
 #include "util/vec.h"
 
@@ -14,72 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* What the walk saw at one entry of a variant folder. Only VE_FILE, VE_BLOB and VE_INSIDE are
- * read by the digest check: nothing else is followed. */
-typedef enum {
-    VE_FILE,   /* a regular file (a cache made without links) */
-    VE_DIR,    /* a folder */
-    VE_BLOB,   /* a canonical link to a regular file the walk of blobs/ found (blob: its name) */
-    VE_INSIDE, /* another link that resolves to a file inside blobs/ */
-    VE_GONE,   /* a link to nothing */
-    VE_OUT     /* a link out of blobs/ or to something not a regular file, or a device, socket, fifo */
-} ve_kind;
-
-typedef struct ventry {
-    char *rel; /* below the variant folder */
-    ve_kind kind;
-    size_t blob; /* VE_BLOB: index into vctx.names */
-} ventry;
-
-/* A blob of the walk of blobs/: good when its bytes matched its SHA-256 name in this run (a
- * digest check need not read them again); kept: the bytes of a small git blob that matched its
- * SHA-1 name (a metadata.json is one: the variant's check parses these instead of reading it). */
-typedef struct blob_info {
-    bool good;
-    char *kept;
-    size_t kept_len;
-} blob_info;
-
 /* Small git blobs are read whole, hashed from memory and kept for the repo's walk of snapshots/
  * up to these bounds; bigger ones are hashed as they are read. */
 #define KEEP_ONE_MAX (256u << 10)
 #define KEEP_REPO_MAX (8u << 20)
 
-typedef struct vctx {
-    hk_cache_report *rep;
-    const char *repo_dir;
-    const char *label;
-    const hk_cache_sink *sink;
-    const char *root;
-    /* what the blob walk found, for the link and digest checks of the same repo: every blob file
-     * (a link to one of them needs no stat), and the SHA-256-named ones whose bytes matched their
-     * name in this run (the digest check need not hash them again) */
-    char **names;
-    blob_info *info; /* one per name */
-    size_t nnames, cap_names, cap_info, kept_bytes;
-    hk_strmap blobs;
-    int canonical_dirs; /* snapshots/ and blobs/ are real folders: -1 not asked yet */
-    /* the entries of the variant folder the walk is in (rels below it), for its digest check once
-     * the walk leaves it: vlen is the length of "<commit>/build/<variant>/", 0 outside a variant */
-    ventry *pend;
-    size_t npend, cap_pend, vlen;
-    /* that variant's metadata.json, read through its folder's descriptor when the walk met it as a
-     * file or a link into blobs/ (meta_rc: HK_ERR_NOT_FOUND when not, or not met) */
-    char *meta;
-    size_t meta_len;
-    int meta_rc;
-    hk_strmap snaps; /* the snapshot folders the walk found (for the refs), named in snapnames */
-    char **snapnames;
-    size_t nsnapnames, cap_snapnames;
-    const char *snaps_dir;
-} vctx;
-
-/* a problem with the entry dir/rel of the repo: reported and counted */
-#define PROBLEM(c, dir, rel, ...) \
-    (hk__cache_finding((c)->sink, HK_CACHE_PROBLEM, NULL, (c)->label, dir, rel, __VA_ARGS__), (c)->rep->problems++)
-#define NOTE(c, dir, rel, ...) hk__cache_finding((c)->sink, HK_CACHE_NOTE, NULL, (c)->label, dir, rel, __VA_ARGS__)
-
-static void pending_clear(vctx *c) {
+static void pending_clear(hk_verify_ctx *c) {
     for (size_t i = 0; i < c->npend; i++) free(c->pend[i].rel);
     c->npend = 0;
     free(c->meta);
@@ -88,7 +27,7 @@ static void pending_clear(vctx *c) {
     c->meta_rc = HK_ERR_NOT_FOUND;
 }
 
-static void vctx_blobs_free(vctx *c) {
+static void vctx_blobs_free(hk_verify_ctx *c) {
     hk__strmap_free(&c->blobs);
     hk__strmap_free(&c->snaps);
     for (size_t i = 0; i < c->nsnapnames; i++) free(c->snapnames[i]);
@@ -102,9 +41,9 @@ static void vctx_blobs_free(vctx *c) {
 
 /* Record an entry of the variant folder the walk is in (rel: below snapshots/). -1 when out of
  * memory (the walk ends with that error: a variant cannot be half checked). */
-static int pending_add(vctx *c, const hk_walk_entry *e, ve_kind kind, size_t blob) {
+static int pending_add(hk_verify_ctx *c, const hk_walk_entry *e, hk_verify_kind kind, size_t blob) {
     const char *rel = e->rel;
-    const blob_info *b = kind == VE_BLOB ? &c->info[blob] : NULL;
+    const hk_verify_blob *b = kind == HK_VE_BLOB ? &c->info[blob] : NULL;
     if (strcmp(rel + c->vlen, "metadata.json") == 0 && b && b->kept) {
         free(c->meta);
         c->meta = malloc(b->kept_len + 1);
@@ -116,9 +55,10 @@ static int pending_add(vctx *c, const hk_walk_entry *e, ve_kind kind, size_t blo
         c->meta[b->kept_len] = '\0';
         c->meta_len = b->kept_len;
         c->meta_rc = HK_OK;
-    } else if (strcmp(rel + c->vlen, "metadata.json") == 0 && (kind == VE_FILE || kind == VE_BLOB || kind == VE_INSIDE)) {
+    } else if (strcmp(rel + c->vlen, "metadata.json") == 0 &&
+               (kind == HK_VE_FILE || kind == HK_VE_BLOB || kind == HK_VE_INSIDE)) {
         free(c->meta);
-        c->meta_rc = hk__read_file_at(&c->meta, &c->meta_len, e->dirfd, e->name, kind == VE_FILE ? O_NOFOLLOW : 0,
+        c->meta_rc = hk__read_file_at(&c->meta, &c->meta_len, e->dirfd, e->name, kind == HK_VE_FILE ? O_NOFOLLOW : 0,
                                       HK_METADATA_JSON_MAX);
         if (c->meta_rc == HK_ERR_NOMEM) return -1;
         hk_clear_error();
@@ -129,15 +69,15 @@ static int pending_add(vctx *c, const hk_walk_entry *e, ve_kind kind, size_t blo
         hk__fail(HK_ERR_NOMEM, "out of memory");
         return -1;
     }
-    c->pend[c->npend++] = (ventry){copy, kind, blob};
+    c->pend[c->npend++] = (hk_verify_entry){copy, kind, blob};
     return HK_OK;
 }
 
-static bool in_variant(const vctx *c, const char *rel) { return c->vlen && strlen(rel) > c->vlen; }
+static bool in_variant(const hk_verify_ctx *c, const char *rel) { return c->vlen && strlen(rel) > c->vlen; }
 
 /* Record a blob file by name; *out_name: the stored copy (NULL when out of memory: the checks that
  * would use it fall back to asking the file system). */
-static const char *remember_blob(vctx *c, const char *rel) {
+static const char *remember_blob(hk_verify_ctx *c, const char *rel) {
     char *copy = hk__strdup(rel);
     if (!copy || HK_VEC_RESERVE(c->names, c->cap_names, c->nnames + 1) ||
         HK_VEC_RESERVE(c->info, c->cap_info, c->nnames + 1) || hk__strmap_put(&c->blobs, copy, c->nnames)) {
@@ -145,7 +85,7 @@ static const char *remember_blob(vctx *c, const char *rel) {
         hk_clear_error();
         return NULL;
     }
-    c->info[c->nnames] = (blob_info){false, NULL, 0};
+    c->info[c->nnames] = (hk_verify_blob){false, NULL, 0};
     c->names[c->nnames++] = copy;
     return copy;
 }
@@ -175,7 +115,7 @@ static bool small_git_blob(char **kept, size_t *kept_len, char actual[129], cons
 /* The entries of blobs/ and snapshots/ are looked at through their folder's descriptor (e->dirfd):
  * no path walk from the cache root for each. */
 static int verify_blob(void *p, const hk_walk_entry *e, int post) {
-    vctx *c = p;
+    hk_verify_ctx *c = p;
     const char *rel = e->rel;
     const struct stat *st = &e->st;
     (void)post;
@@ -217,7 +157,7 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
                 "blobs/%s content hash is %s (corrupt blob; `hubkern cache verify --repair` fetches it again)", rel,
                 actual);
     } else if (name) {
-        blob_info *b = &c->info[c->nnames - 1];
+        hk_verify_blob *b = &c->info[c->nnames - 1];
         b->good = strlen(name) == 64;
         if (kept && c->kept_bytes + kept_len <= KEEP_REPO_MAX) {
             b->kept = kept, b->kept_len = kept_len;
@@ -230,9 +170,9 @@ static int verify_blob(void *p, const hk_walk_entry *e, int post) {
     return HK_OK;
 }
 
-static bool canonical_link(vctx *c, const char *rel, const char *target, const char **blob);
+static bool canonical_link(hk_verify_ctx *c, const char *rel, const char *target, const char **blob);
 
-static int verify_snapshot_dir(vctx *c, const char *path, const char *rel);
+static int verify_snapshot_dir(hk_verify_ctx *c, const char *path, const char *rel);
 
 /* Is rel (below snapshots/) a variant folder, <commit>/build/<variant>? */
 static bool variant_shape(const char *rel) {
@@ -244,13 +184,13 @@ static bool variant_shape(const char *rel) {
 }
 
 static int verify_link(void *p, const hk_walk_entry *e, int post) {
-    vctx *c = p;
+    hk_verify_ctx *c = p;
     const char *path = e->path, *rel = e->rel;
     const struct stat *st = &e->st;
     bool rec = in_variant(c, rel);
     if (S_ISDIR(st->st_mode)) {
         if (post) return verify_snapshot_dir(c, path, rel) ? -1 : HK_WALK_CONTINUE;
-        else if (rec) return pending_add(c, e, VE_DIR, 0) ? -1 : HK_WALK_CONTINUE;
+        else if (rec) return pending_add(c, e, HK_VE_DIR, 0) ? -1 : HK_WALK_CONTINUE;
         else if (variant_shape(rel)) c->vlen = strlen(rel) + 1;
         return HK_WALK_CONTINUE;
     }
@@ -262,20 +202,20 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     if (S_ISREG(st->st_mode)) {
         if (hk__str_ends_with(rel, ".tmp")) NOTE(c, "snapshots", rel, "leftover temp file snapshots/%s", rel);
         /* no-symlink ("degraded") caches hold plain files */
-        return rec ? pending_add(c, e, VE_FILE, 0) : HK_OK;
+        return rec ? pending_add(c, e, HK_VE_FILE, 0) : HK_OK;
     }
-    if (!S_ISLNK(st->st_mode)) return rec ? pending_add(c, e, VE_OUT, 0) : HK_OK;
+    if (!S_ISLNK(st->st_mode)) return rec ? pending_add(c, e, HK_VE_OUT, 0) : HK_OK;
     char target[PATH_MAX];
     ssize_t n = readlinkat(e->dirfd, e->name, target, sizeof target - 1);
     if (n <= 0) {
         PROBLEM(c, "snapshots", rel, "cannot read link snapshots/%s", rel);
-        return rec ? pending_add(c, e, VE_OUT, 0) : HK_OK;
+        return rec ? pending_add(c, e, HK_VE_OUT, 0) : HK_OK;
     }
     target[n] = '\0';
     if (target[0] == '/') {
         PROBLEM(c, "snapshots", rel, "snapshots/%s is an absolute link (%s); caches must use relative links", rel,
                 target);
-        return rec ? pending_add(c, e, VE_OUT, 0) : HK_OK;
+        return rec ? pending_add(c, e, HK_VE_OUT, 0) : HK_OK;
     }
     const char *blob = NULL;
     bool canonical = canonical_link(c, rel, target, &blob), inside = canonical;
@@ -293,17 +233,17 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
     bool known = canonical && hk__strmap_get(&c->blobs, blob, &bi);
     struct stat ts;
     bool present = known || fstatat(e->dirfd, e->name, &ts, 0) == 0;
-    ve_kind kind = VE_INSIDE;
+    hk_verify_kind kind = HK_VE_INSIDE;
     if (!present) {
         PROBLEM(c, "snapshots", rel, "snapshots/%s -> %s: Blob missing", rel, target);
-        kind = VE_GONE;
+        kind = HK_VE_GONE;
     } else if (!inside) {
         PROBLEM(c, "snapshots", rel, "snapshots/%s -> %s points outside blobs/", rel, target);
-        kind = VE_OUT;
+        kind = HK_VE_OUT;
     } else if (known) {
-        kind = VE_BLOB;
+        kind = HK_VE_BLOB;
     } else if (canonical || !S_ISREG(ts.st_mode)) {
-        kind = VE_OUT; /* blobs/<name> is no regular file (verify_blob said so): not followed */
+        kind = HK_VE_OUT; /* blobs/<name> is no regular file (verify_blob said so): not followed */
     }
     return rec ? pending_add(c, e, kind, bi) : HK_OK;
 }
@@ -313,7 +253,7 @@ static int verify_link(void *p, const hk_walk_entry *e, int post) {
  * the link through real folders only (it follows no link), so then the link resolves into blobs/
  * without the two realpath() calls (about 15 syscalls each) that the general check costs per link.
  * *blob: the <name>. */
-static bool canonical_link(vctx *c, const char *rel, const char *target, const char **blob) {
+static bool canonical_link(hk_verify_ctx *c, const char *rel, const char *target, const char **blob) {
     size_t ups = 1; /* snapshots/ itself */
     for (const char *p = rel; *p; p++) ups += *p == '/';
     for (size_t i = 0; i < ups; i++) {
@@ -336,141 +276,9 @@ static bool canonical_link(vctx *c, const char *rel, const char *target, const c
     return c->canonical_dirs == 1;
 }
 
-/* Is rel inside the folder prefix (an entry's rel, or NULL)? */
-static bool below(const char *prefix, const char *rel) {
-    size_t n = prefix ? strlen(prefix) : 0;
-    return n && strncmp(rel, prefix, n) == 0 && rel[n] == '/';
-}
-
-/* One listed file the walk found: compared with its digest entry without a second read where
- * this run already hashed its blob, else hashed (a link only into blobs/, a file not followed).
- * Appends a violation to msg; *missing counts files that are not there at all. */
-static int check_entry(hk_strbuf *msg, size_t *violations, size_t *missing, const vctx *c, const char *vdir,
-                        const hk_digest_list *dl, const hk_digest_entry *f, const ventry *v) {
-    char b64[100] = "";
-    int hrc = HK_OK;
-    if (v->kind == VE_GONE) {
-        hk__sb_printf(msg, "\n  MissingFile: %s (its link points to no blob)", f->rel);
-        (*violations)++, (*missing)++;
-        return HK_OK;
-    }
-    if (v->kind == VE_OUT) {
-        hk__sb_printf(msg, "\n  NotChecked: %s does not lead to a regular file inside blobs/ (not followed)", f->rel);
-        (*violations)++;
-        return HK_OK;
-    }
-    if (v->kind == VE_BLOB && dl->kind == HK_HASH_SHA256 && c->info[v->blob].good) {
-        unsigned char bytes[32];
-        hrc = hk__unhex(bytes, c->names[v->blob], 32);
-        if (hrc == HK_OK) hk__base64(b64, bytes, 32);
-    } else {
-        char *path = hk__path_join(vdir, v->rel);
-        hrc = path ? hk__hash_file_b64_at(b64, sizeof b64, dl->kind, AT_FDCWD, path, v->kind == VE_FILE ? O_NOFOLLOW : 0)
-                   : hk__fail(HK_ERR_NOMEM, "out of memory");
-        free(path);
-    }
-    if (hrc == HK_ERR_NOMEM) return hrc; /* not a violation: the run fails with it */
-    if (hrc != HK_OK) {
-        hk__sb_printf(msg, "\n  MissingFile: %s (%s)", f->rel, hk_last_error());
-        (*violations)++;
-    } else if (!f->want || strcmp(f->want, b64) != 0) {
-        hk__sb_printf(msg, "\n  HashMismatch: %s: expected %s, got %s", f->rel, f->want ? f->want : "(not a string)", b64);
-        (*violations)++;
-    }
-    hk_clear_error();
-    return HK_OK;
-}
-
-/* A variant of a snapshot (snapshots/<commit>/build/<variant> at vdir), from what the walk saw in
- * it (c->pend): entries its digest lacks (strays), and for complete variants the digest itself;
- * incomplete ones (interrupted pulls) are only noted. The list is hk__digest_list_parse's, the
- * one the pull's check reads; the skip rules are the digest's (hk__digest_skips). */
-static int verify_variant(vctx *c, const char *vdir, const char *commit, const char *variant) {
-    char *entry = hk__asprintf("snapshots/%s/build/%s", commit, variant);
-    hk_digest_list dl = {0};
-    int prc = entry && c->meta_rc == HK_OK ? hk__digest_list_parse(&dl, c->meta, c->meta_len, vdir) : HK_ERR_NOT_FOUND;
-    char *perr = prc == HK_ERR_DIGEST ? hk__strdup(hk_last_error()) : NULL;
-    /* state of each listed file: 0 not seen, 1 a file or link, 2 a folder */
-    unsigned char *seen = dl.has_files ? calloc(dl.n + 1, 1) : NULL;
-    hk_strbuf msg;
-    hk__sb_init(&msg);
-    int rc = HK_OK;
-    /* out of memory anywhere here fails the run: a variant is checked whole or not at all */
-    if (!entry || prc == HK_ERR_NOMEM || (dl.has_files && !seen) || (prc == HK_ERR_DIGEST && !perr))
-        rc = hk__fail(HK_ERR_NOMEM, "out of memory checking %s", vdir);
-    if (rc || !dl.has_files) goto done;
-    size_t violations = 0, missing = 0;
-    const char *skip_digest = NULL, *skip_stray = NULL; /* folders whose entries are not looked at */
-    for (size_t i = 0; i < c->npend; i++) {
-        const ventry *v = &c->pend[i];
-        const char *name = strrchr(v->rel, '/');
-        bool top = !name, dir = v->kind == VE_DIR;
-        name = name ? name + 1 : v->rel;
-        const hk_digest_entry *f = hk__digest_list_find(&dl, v->rel);
-        if (!below(skip_stray, v->rel)) { /* strays: as hk__cache_variant_strays */
-            skip_stray = NULL;
-            if (hk__digest_skips(name, top) || hk__str_ends_with(name, ".tmp")) {
-                if (dir) skip_stray = v->rel;
-            } else if (dir && f) {
-                PROBLEM(c, entry, v->rel,
-                        "variant %s at %.8s: %s is a directory where the metadata.json digest lists a file (`hubkern "
-                        "cache prune` removes it)", variant, commit, v->rel);
-                skip_stray = v->rel;
-            } else if (!dir && !f) {
-                PROBLEM(c, entry, v->rel,
-                        "variant %s at %.8s: stray file %s is not in the metadata.json digest (`hubkern cache prune` "
-                        "removes it)", variant, commit, v->rel);
-            }
-        }
-        if (below(skip_digest, v->rel)) continue;
-        skip_digest = NULL;
-        if (hk__digest_skips(name, top)) {
-            if (dir) skip_digest = v->rel;
-        } else if (dir) {
-            if (f) seen[f - dl.e] = 2;
-        } else if (!f) {
-            hk__sb_printf(&msg, "\n  UnknownFile: %s", v->rel);
-            violations++;
-        } else {
-            seen[f - dl.e] = 1;
-            if (!perr && (rc = check_entry(&msg, &violations, &missing, c, vdir, &dl, f, v)) != HK_OK) break;
-        }
-    }
-    if (rc == HK_OK && msg.oom) rc = hk__fail(HK_ERR_NOMEM, "out of memory checking %s", vdir);
-    if (rc) goto done;
-    for (size_t k = 0; k < dl.n; k++) {
-        if (seen[k] == 1) continue;
-        hk__sb_printf(&msg, "\n  MissingFile: %s", dl.e[k].rel);
-        violations++;
-        missing += seen[k] == 0; /* a folder in its place is damage, not an unfinished pull */
-    }
-    if (msg.oom) {
-        rc = hk__fail(HK_ERR_NOMEM, "out of memory checking %s", vdir);
-    } else if (perr) { /* a list no pull accepts, whatever the files */
-        PROBLEM(c, entry, NULL, "%s (`hubkern cache verify --repair` fetches the damaged files again)", perr);
-    } else if (missing) {
-        /* files not there at all: an interrupted pull, not damage */
-        NOTE(c, entry, NULL, "variant %s at %.8s is incomplete (%zu file%s not pulled): pull it to complete it", variant,
-             commit, missing, missing == 1 ? "" : "s");
-    } else if (violations) {
-        PROBLEM(c, entry, NULL,
-                "%s does not match its metadata.json digest (%zu violation%s):%s (`hubkern cache verify --repair` "
-                "fetches the damaged files again)", vdir, violations, violations == 1 ? "" : "s",
-                msg.data ? msg.data : "");
-    }
-done:
-    hk__sb_free(&msg);
-    free(seen);
-    free(perr);
-    hk__digest_list_free(&dl);
-    if (rc == HK_OK) hk_clear_error();
-    free(entry);
-    return rc;
-}
-
 /* A folder of snapshots/, after its entries (the walk's post-order call): a snapshot is counted;
  * a variant, <commit>/build/<variant>, is checked once its links have been. */
-static int verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
+static int verify_snapshot_dir(hk_verify_ctx *c, const char *path, const char *rel) {
     if (rel[0] == '.') return HK_OK;
     const char *s1 = strchr(rel, '/');
     if (!s1) {
@@ -488,7 +296,8 @@ static int verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
     }
     if (!variant_shape(rel)) return HK_OK;
     char *commit = hk__strndup(rel, (size_t)(s1 - rel));
-    int rc = commit ? verify_variant(c, path, commit, strrchr(rel, '/') + 1) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    int rc = commit ? hk__verify_walked_variant(c, path, commit, strrchr(rel, '/') + 1)
+                    : hk__fail(HK_ERR_NOMEM, "out of memory");
     free(commit);
     pending_clear(c);
     c->vlen = 0;
@@ -497,7 +306,7 @@ static int verify_snapshot_dir(vctx *c, const char *path, const char *rel) {
 
 /* One file of refs/: it must hold exactly a commit id whose snapshot folder is there. */
 static int verify_ref(void *p, const hk_walk_entry *e, int post) {
-    vctx *c = p;
+    hk_verify_ctx *c = p;
     const char *name = e->name;
     struct stat st;
     (void)post;
@@ -545,7 +354,8 @@ int hk__cache_run_verify(hk_cache_report *rep, const char *root, const hk_cache_
     for (size_t i = 0; i < repos.n && rc == HK_OK; i++) {
         const char *dir = repos.dirs[i];
         char *label = hk__cache_repo_label(repos.types[i], repos.ids[i]);
-        vctx c = {rep, dir, label ? label : repos.ids[i], &sink, root, .canonical_dirs = -1, .meta_rc = HK_ERR_NOT_FOUND};
+        hk_verify_ctx c = {rep, dir, label ? label : repos.ids[i], &sink, root, .canonical_dirs = -1,
+                           .meta_rc = HK_ERR_NOT_FOUND};
         hk__strmap_init(&c.blobs);
         hk__strmap_init(&c.snaps);
         rep->repos++;
