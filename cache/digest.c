@@ -7,7 +7,6 @@
 #include "util/text.h"
 #include "util/vec.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
