@@ -4,8 +4,10 @@ snapshot variant, with the variant's metadata.json and its digest of the three, 
 them; --no-digest: the variant without metadata.json) vs the limit, hashing every blob once
 (issue 25, item 3). For each rep every
 hubkern binary (--bin NAME=PATH) verifies the cache in turn; the limit is this script reading and
-sha256-hashing every blob in-process (no process start). Wall and CPU (user+sys of the child)
-medians; syscalls of one run of each binary from `strace -f -c`.
+sha256-hashing every blob in-process (no process start); `sha256sum` and `openssl dgst -sha256`
+over every blob (1000 paths a process) show what coreutils' and OpenSSL's code cost for the same
+bytes. Wall and CPU (user+sys of the child) medians; syscalls of one run of each binary from
+`strace -f -c`.
 
     python3 bench/cache_verify_bench.py --bin base=/tmp/perf2-base/hubkern --bin new=build/cli/hubkern
 """
@@ -64,6 +66,17 @@ def hash_all(root):
     return time.perf_counter() - t, time.process_time() - c
 
 
+def tool_cpu(tool, root):
+    """CPU of an outside hasher (`sha256sum`, `openssl dgst -sha256`) over every blob, with its
+    process starts: what hashing costs per byte with coreutils' and with OpenSSL's code."""
+    paths = sorted(glob.glob(f"{root}/*/blobs/*"))
+    wall, cpu = 0.0, 0.0
+    for i in range(0, len(paths), 1000):
+        w, c = timed(tool + paths[i:i + 1000])
+        wall, cpu = wall + w, cpu + c
+    return wall, cpu
+
+
 def syscalls(cmd):
     out = tempfile.mktemp()
     subprocess.run(["strace", "-f", "-c", "-o", out] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -86,21 +99,28 @@ def main():
         make_cache(root, a.repos, a.kb, not a.no_digest)
         res = {n: [] for n, _ in bins}
         res["hash every blob once"] = []
+        tools = {"sha256sum blobs/*": ["sha256sum"], "openssl dgst -sha256 blobs/*": ["openssl", "dgst", "-sha256"]}
+        tools = {n: t for n, t in tools.items() if shutil.which(t[0])}
+        for n in tools:
+            res[n] = []
         for _ in range(a.reps):
             for n, b in bins:
                 res[n].append(timed([b, "cache", "verify", "--cache", root]))
             res["hash every blob once"].append(hash_all(root))
+            for n, t in tools.items():
+                res[n].append(tool_cpu(t, root))
         sysc = {n: syscalls([b, "cache", "verify", "--cache", root]) for n, b in bins} if shutil.which("strace") else {}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     lim = statistics.median(w for w, _ in res["hash every blob once"])
+    lim_cpu = statistics.median(c for _, c in res["hash every blob once"])
     print(f"{a.repos} repos x 3 blobs of {a.kb} kB{'' if a.no_digest else ' + metadata.json with their digest'}; "
           f"median of {a.reps} interleaved reps")
-    print("| what | wall s | CPU s | wall / limit | syscalls |")
-    print("|---|---:|---:|---:|---:|")
+    print("| what | wall s | CPU s | wall / limit | CPU / limit | syscalls |")
+    print("|---|---:|---:|---:|---:|---:|")
     for n, v in res.items():
         w, c = statistics.median(x for x, _ in v), statistics.median(y for _, y in v)
-        print(f"| {n} | {w:.3f} | {c:.3f} | {w / lim:.2f}x | {sysc.get(n, '-')} |")
+        print(f"| {n} | {w:.3f} | {c:.3f} | {w / lim:.2f}x | {c / lim_cpu:.2f}x | {sysc.get(n, '-')} |")
 
 
 if __name__ == "__main__":

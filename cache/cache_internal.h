@@ -8,6 +8,7 @@
 
 #include "hubkern/cache.h"
 #include "hubkern/sys/cache.h"
+#include "internal.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -164,6 +165,27 @@ typedef struct hk_pull_plans {
 int hk__pull_plans_load(hk_pull_plans *p, const char *root, const char *repo_dir);
 bool hk__pull_plans_name(const hk_pull_plans *p, const char *etag);
 void hk__pull_plans_free(hk_pull_plans *p);
+
+/* ---- a variant's metadata.json digest list (cache/digest_list.c) ---------------------------- */
+/* One listed file: rel below build/<variant>/, want its base64 digest (NULL: not a string). */
+typedef struct hk_digest_entry {
+    const char *rel, *want;
+} hk_digest_entry;
+/* The list sorted by rel (pointing into the parsed JSON it owns). */
+typedef struct hk_digest_list {
+    bool has_digest, has_files; /* a "digest" object; its "files" object */
+    hk_hash_kind kind;
+    hk_digest_entry *e;
+    size_t n;
+    struct cJSON *root;
+} hk_digest_list;
+/* Parse metadata.json text (what: the variant folder, for messages). HK_ERR_PARSE: not JSON; HK_OK with
+ * has_digest false: no digest; HK_ERR_DIGEST: an unknown algorithm, no files object, a name listed
+ * twice. The list is filled as far as it got (free it in every case). */
+int hk__digest_list_parse(hk_digest_list *out, const char *text, size_t len, const char *what);
+/* The entry for rel, or NULL. */
+const hk_digest_entry *hk__digest_list_find(const hk_digest_list *l, const char *rel);
+void hk__digest_list_free(hk_digest_list *l);
 
 /* ---- metadata.json digest of a cached variant (cache/digest.c) ------------------------------ */
 /* Recompute the digest of a variant directory and compare it with metadata.json. Each violation is

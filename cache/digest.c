@@ -7,7 +7,6 @@
 #include "util/text.h"
 #include "util/vec.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -27,23 +26,25 @@ int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out
     *out_missing = *out_listed = 0;
     if (out_first) *out_first = NULL;
     char *meta = hk__path_join(variant_dir, "metadata.json"), *text = NULL;
-    int rc = meta ? hk__read_file(&text, NULL, meta, HK_METADATA_JSON_MAX) : hk__fail(HK_ERR_NOMEM, "out of memory");
-    cJSON *j = rc == HK_OK ? cJSON_Parse(text) : NULL;
-    cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "digest"), "files");
-    if (rc == HK_OK && !cJSON_IsObject(files))
-        rc = hk__fail(HK_ERR_NOT_FOUND, "%s carries no digest", meta);
-    cJSON *f;
-    if (rc == HK_OK) cJSON_ArrayForEach(f, files) {
+    size_t len = 0;
+    int rc = meta ? hk__read_file(&text, &len, meta, HK_METADATA_JSON_MAX) : hk__fail(HK_ERR_NOMEM, "out of memory");
+    hk_digest_list dl = {0};
+    int prc = rc == HK_OK ? hk__digest_list_parse(&dl, text, len, variant_dir) : rc;
+    if (prc == HK_ERR_NOMEM) rc = prc;
+    else if (rc == HK_OK && !dl.has_files) rc = hk__fail(HK_ERR_NOT_FOUND, "%s carries no digest", meta);
+    for (size_t i = 0; rc == HK_OK && i < dl.n; i++) {
+        const char *rel = dl.e[i].rel;
         (*out_listed)++;
-        char *fp = f->string && hk__path_is_safe_relative(f->string) ? hk__path_join(variant_dir, f->string) : NULL;
+        char *fp = hk__path_is_safe_relative(rel) ? hk__path_join(variant_dir, rel) : NULL;
         struct stat st;
         if (!fp || stat(fp, &st) != 0) {
-            if (out_first && !*out_first) *out_first = hk__strdup(f->string ? f->string : "");
+            if (out_first && !*out_first) *out_first = hk__strdup(rel);
             (*out_missing)++;
         }
         free(fp);
     }
-    cJSON_Delete(j);
+    if (rc == HK_OK) hk_clear_error();
+    hk__digest_list_free(&dl);
     free(text);
     free(meta);
     return rc;
@@ -184,35 +185,21 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
         hk__hasher_update(mh, text, tlen);
         hk__hex(meta_sha, d, hk__hasher_finish(mh, d));
     }
-    cJSON *root = cJSON_Parse(text);
+    hk_digest_list dl;
+    rc = hk__digest_list_parse(&dl, text, tlen, variant_dir);
     free(text);
-    if (!root) {
-        rc = hk__fail(HK_ERR_PARSE, "%s is not valid JSON", mpath);
-        free(mpath);
+    free(mpath);
+    if (rc) {
+        hk__digest_list_free(&dl);
         return rc;
     }
-    free(mpath);
-    cJSON *dg = cJSON_GetObjectItemCaseSensitive(root, "digest");
-    if (!cJSON_IsObject(dg)) {
-        cJSON_Delete(root);
+    if (!dl.has_digest) {
+        hk__digest_list_free(&dl);
         if (!quiet) hk__log(HK_LOG_WARN, "%s: metadata.json has no digest; only per-file hashes were checked", variant_dir);
         return HK_OK;
     }
     *out_has_digest = true;
-    const char *alg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dg, "algorithm"));
-    cJSON *files = cJSON_GetObjectItemCaseSensitive(dg, "files");
-    hk_hash_kind kind;
-    if (alg && strcmp(alg, "sha256") == 0) kind = HK_HASH_SHA256;
-    else if (alg && strcmp(alg, "sha512") == 0) kind = HK_HASH_SHA512;
-    else {
-        rc = hk__fail(HK_ERR_DIGEST, "%s: AlgorithmMismatch: unknown digest algorithm '%s'", variant_dir, alg ? alg : "(none)");
-        cJSON_Delete(root);
-        return rc;
-    }
-    if (!cJSON_IsObject(files)) {
-        cJSON_Delete(root);
-        return hk__fail(HK_ERR_DIGEST, "%s: metadata.json digest has no files object", variant_dir);
-    }
+    hk_hash_kind kind = dl.kind;
     /* receipts: only for a variant directory of this cache root, and only for this metadata.json */
     char *repo_dir = NULL, *commit = NULL, *variant = NULL, *rpath = NULL;
     hk_receipt *old = NULL, *now = NULL;
@@ -237,21 +224,21 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
     if (w.rc) rc = w.rc;
     bool *seen = rc ? NULL : calloc(w.n + 1, sizeof *seen);
     if (!rc && !seen) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-    cJSON *f;
     if (!rc) {
-        cJSON_ArrayForEach(f, files) {
+        for (size_t k = 0; k < dl.n; k++) {
+            const hk_digest_entry *f = &dl.e[k];
             size_t i = w.n;
-            if (!f->string || !hk__strmap_get(&byrel, f->string, &i)) i = w.n;
+            if (!hk__strmap_get(&byrel, f->rel, &i)) i = w.n;
             if (i == w.n && (flags & HK_VERIFY_PRESENT_ONLY)) continue; /* not pulled: not missing */
             if (i == w.n) {
-                hk__sb_printf(&msg, "\n  MissingFile: %s", f->string);
-                if (!quiet) hk__log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->string);
+                hk__sb_printf(&msg, "\n  MissingFile: %s", f->rel);
+                if (!quiet) hk__log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->rel);
                 violations++;
                 continue;
             }
             seen[i] = true;
             char *path = hk__path_join(variant_dir, w.rel[i]);
-            const char *want = cJSON_GetStringValue(f);
+            const char *want = f->want;
             char b64[100];
             int hrc;
             struct timespec t0;
@@ -291,11 +278,11 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
             if (hrc == HK_ERR_NOMEM) {
                 oom = true;
             } else if (hrc != HK_OK) {
-                hk__sb_printf(&msg, "\n  MissingFile: %s (%s)", f->string, hk_last_error());
+                hk__sb_printf(&msg, "\n  MissingFile: %s (%s)", f->rel, hk_last_error());
                 violations++;
             } else if (!ok) {
-                hk__sb_printf(&msg, "\n  HashMismatch: %s: expected %s, got %s", f->string, want ? want : "(not a string)", b64);
-                if (!quiet) hk__log(HK_LOG_WARN, "%s: HashMismatch %s", variant_dir, f->string);
+                hk__sb_printf(&msg, "\n  HashMismatch: %s: expected %s, got %s", f->rel, want ? want : "(not a string)", b64);
+                if (!quiet) hk__log(HK_LOG_WARN, "%s: HashMismatch %s", variant_dir, f->rel);
                 violations++;
             }
         }
@@ -344,7 +331,7 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
     for (size_t i = 0; i < w.n; i++) free(w.rel[i]);
     free(w.rel);
     hk__sb_free(&msg);
-    cJSON_Delete(root);
+    hk__digest_list_free(&dl);
     return rc;
 }
 

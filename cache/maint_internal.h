@@ -93,10 +93,6 @@ typedef void (*hk_stray_fn)(void *ud, const char *path, const char *rel, bool is
  * top-level metadata.json[.sigstore]) and "*.tmp" leftovers (prune's own pass) are not visited.
  * Returns the number visited; 0 when metadata.json is absent, unreadable or carries no digest. */
 size_t hk__cache_variant_strays(const char *vdir, hk_stray_fn fn, void *ud);
-/* The same with the digest's "files" object of the variant's metadata.json already parsed (NULL
- * or not an object: no digest, nothing is a stray). */
-struct cJSON;
-size_t hk__cache_variant_strays_of(const char *vdir, const struct cJSON *files, hk_stray_fn fn, void *ud);
 
 /* ---- removal context of prune and rm (remove.c) ---------------------------------------------- */
 typedef struct hk_prune_ctx {

@@ -146,6 +146,7 @@ static void prune_orphan_receipts(hk_cache_report *rep, const char *root, bool d
                 /* named as every report names a repo (kernel/org/name), not by its folder */
                 hk_repo_type type;
                 char *id = NULL, *label = hk__cache_parse_folder(folder, &type, &id) ? hk__cache_repo_label(type, id) : NULL;
+                if (!label) hk_clear_error(); /* named by its folder instead */
                 hk_prune_ctx c = {rep, root, repo_dir, label ? label : folder, dry_run, sink, NULL, 0, 0, NULL, 0, 0};
                 hk__cache_remove_path(&c, rdir, "verification receipts (repo not in the cache)", 0);
                 free(label);

@@ -72,6 +72,7 @@ bool hk__cache_parse_folder(const char *name, hk_repo_type *type, char **repo_id
         }
         *type = (hk_repo_type)t;
         *repo_id = hk__sb_steal(&sb);
+        if (!*repo_id) hk__fail(HK_ERR_NOMEM, "out of memory"); /* a repo folder, unread: not "no repo" */
         return *repo_id != NULL;
     }
     return false;
@@ -101,23 +102,28 @@ int hk__cache_list_repos(hk_cache_repos *out, const char *root, const char *repo
     struct dirent *de;
     char **names = NULL;
     size_t nn = 0;
-    while ((de = readdir(d)) != NULL) {
+    int rc = HK_OK; /* out of memory is an error, never a cache with fewer repos */
+    while (rc == HK_OK && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
         char *name = hk__strdup(de->d_name);
         if (!name || HK_VEC_RESERVE(names, ncap, nn + 1)) {
             free(name);
+            rc = hk__fail(HK_ERR_NOMEM, "out of memory listing the cache %s", root);
             break;
         }
         names[nn++] = name;
     }
     closedir(d);
     if (nn) qsort(names, nn, sizeof *names, cmp_names);
-    int rc = HK_OK;
     for (size_t k = 0; k < nn && rc == HK_OK; k++) {
         hk_repo_type type;
         char *id = NULL;
-        if (!names[k] || !hk__cache_parse_folder(names[k], &type, &id)) continue;
+        if (!hk__cache_parse_folder(names[k], &type, &id)) {
+            if (hk_last_error_code() == HK_ERR_NOMEM) rc = HK_ERR_NOMEM;
+            continue;
+        }
         char *dir = hk__path_join(root, names[k]);
+        if (!dir) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         if (!dir || !hk__is_dir(dir) || (repo_id && strcmp(repo_id, id) != 0)) {
             free(dir);
             free(id);

@@ -91,9 +91,13 @@ int hk__open_creating_parent(int *out_fd, const char *path, int flags, unsigned 
 /* open + read until 0 + close: no stdio, whose fstat and extra read are half of a small file's
  * syscalls (a cache check reads several small files a variant). */
 int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len) {
+    return hk__read_file_at(out, out_len, AT_FDCWD, path, 0, max_len);
+}
+
+int hk__read_file_at(char **out, size_t *out_len, int dirfd, const char *path, int oflags, size_t max_len) {
     *out = NULL;
     if (out_len) *out_len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | oflags);
     if (fd < 0) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
     hk_strbuf sb;
     hk__sb_init(&sb);

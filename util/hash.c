@@ -78,8 +78,8 @@ void hk__base64(char *out, const unsigned char *bytes, size_t n) {
 /* open + read until 0 + close (no stdio: its fstat and extra read cost a third of a small file's
  * syscalls); fstat only for the git blob form, whose header carries the size. */
 static int hash_file(unsigned char digest[64], size_t *dlen, uint64_t *out_bytes, hk_hash_kind kind, int dirfd,
-                     const char *path) {
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+                     const char *path, int oflags) {
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | oflags);
     if (fd < 0) return hk__fail(hk__errno_code(errno), "cannot open %s: %s", path, strerror(errno));
     uint64_t size = 0;
     if (kind == HK_HASH_GIT_BLOB) {
@@ -131,7 +131,7 @@ int hk__hash_file_hex_at(char *out_hex, size_t out_cap, uint64_t *out_bytes, hk_
                          const char *path) {
     unsigned char d[64];
     size_t n = 0;
-    int rc = hash_file(d, &n, out_bytes, kind, dirfd, path);
+    int rc = hash_file(d, &n, out_bytes, kind, dirfd, path, 0);
     if (rc) return rc;
     if (out_cap < 2 * n + 1) return hk__fail(HK_ERR_INTERNAL, "hash buffer too small");
     hk__hex(out_hex, d, n);
@@ -139,9 +139,13 @@ int hk__hash_file_hex_at(char *out_hex, size_t out_cap, uint64_t *out_bytes, hk_
 }
 
 int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path) {
+    return hk__hash_file_b64_at(out_b64, out_cap, kind, AT_FDCWD, path, 0);
+}
+
+int hk__hash_file_b64_at(char *out_b64, size_t out_cap, hk_hash_kind kind, int dirfd, const char *path, int oflags) {
     unsigned char d[64];
     size_t n = 0;
-    int rc = hash_file(d, &n, NULL, kind, AT_FDCWD, path);
+    int rc = hash_file(d, &n, NULL, kind, dirfd, path, oflags);
     if (rc) return rc;
     if (out_cap < 4 * ((n + 2) / 3) + 1) return hk__fail(HK_ERR_INTERNAL, "hash buffer too small");
     hk__base64(out_b64, d, n);

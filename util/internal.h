@@ -96,6 +96,8 @@ int hk__rename_exchange(const char *a, const char *b);
 int hk__list_subdirs(char ***out, size_t *count, const char *dir);
 /* Read a whole (small) file; NUL-terminated; *out_len may be NULL. */
 int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len);
+/* The same for path relative to the folder dirfd, with extra open flags (O_NOFOLLOW). */
+int hk__read_file_at(char **out, size_t *out_len, int dirfd, const char *path, int oflags, size_t max_len);
 /* Write via a unique temp file in the same directory, fsync, rename. Mode 0666 & ~umask. */
 int hk__write_file_atomic(const char *path, const void *data, size_t len);
 /* Durability (util/durable.c). fsync of the file or directory at path (a link is followed);
@@ -138,6 +140,8 @@ int hk__hash_file_hex(char *out_hex, size_t out_cap, hk_hash_kind kind, const ch
 int hk__hash_file_hex_at(char *out_hex, size_t out_cap, uint64_t *out_bytes, hk_hash_kind kind, int dirfd,
                          const char *path);
 int hk__hash_file_b64(char *out_b64, size_t out_cap, hk_hash_kind kind, const char *path);
+/* The same relative to dirfd, with extra open flags (O_NOFOLLOW: a link is not followed). */
+int hk__hash_file_b64_at(char *out_b64, size_t out_cap, hk_hash_kind kind, int dirfd, const char *path, int oflags);
 void hk__base64(char *out, const unsigned char *bytes, size_t n); /* out needs 4*((n+2)/3)+1 */
 
 #define HK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -1,5 +1,6 @@
 /* Allocation-failure injection (alloc_fail.h): for every N, the Nth allocation of hk_env_detect,
- * hk_resolve_variants, a pull from the in-process loopback mirror and hk_get_kernel fails. Each
+ * hk_resolve_variants, a pull from the in-process loopback mirror, hk_get_kernel and hk_cache_verify of
+ * the pulled cache fails. Each
  * must return HK_ERR_NOMEM with a message, or recover and return HK_OK with the same result as a
  * run without failures (no field silently dropped); never crash, never another error, never leak
  * (the ASan build's LeakSanitizer checks at exit). The sweep ends at the first N the call no
@@ -7,6 +8,7 @@
 #include "alloc_fail.h"
 #include "support.h"
 
+#include "hubkern/cache.h"
 #include "hubkern/env.h"
 #include "hubkern/hub.h"
 #include "hubkern.h"
@@ -198,6 +200,26 @@ static int op_get_kernel(void *ctx, char **fp) {
     return rc;
 }
 
+/* hk_cache_verify of the cache the pulls left (metadata.json digest, links, refs): every failed
+ * allocation is HK_ERR_NOMEM or the same report, never a made-up finding. */
+static int op_verify(void *ctx, char **fp) {
+    pull_ctx *p = ctx;
+    hk_cache_options o = HK_CACHE_OPTIONS_INIT;
+    o.cache_dir = p->cache;
+    hk_cache_report *rep = NULL;
+    int rc = hk_cache_verify(&rep, &o);
+    if (rc == HK_OK) {
+        hk_alloc_fail_pause(1);
+        *fp = hk__asprintf("repos=%zu snapshots=%zu blobs=%zu refs=%zu bytes=%llu problems=%zu",
+                           hk_cache_report_repos(rep), hk_cache_report_snapshots(rep), hk_cache_report_blobs(rep),
+                           hk_cache_report_refs(rep), (unsigned long long)hk_cache_report_bytes(rep),
+                           hk_cache_report_problems(rep));
+        hk_alloc_fail_pause(0);
+    }
+    hk_cache_report_free(rep);
+    return rc;
+}
+
 int main(void) {
     CHECK_RC(hk_init(), HK_OK);
     unsetenv("HF_HUB_OFFLINE");
@@ -251,6 +273,12 @@ int main(void) {
         sweep("hk_hub_pull", op_pull, reset_cache, &p);
         if (have_kernel) sweep("hk_get_kernel", op_get_kernel, reset_cache, &p);
         else fprintf(stderr, "hk_get_kernel skipped: no staged RMSNorm variant %s\n", variant);
+        char *pulled = NULL; /* the cache verify sweeps over: one pull of the small repo */
+        reset_cache(&p);
+        CHECK_RC(op_pull(&p, &pulled), HK_OK);
+        hk_alloc_fail_disarm(); /* the op's pause(0) arms the counter */
+        free(pulled);
+        sweep("hk_cache_verify", op_verify, NULL, &p);
         free(p.cache);
         srv_stop(srv);
     }
