@@ -101,7 +101,16 @@ typedef struct srv_ref {
     char *name;
     char commit[65];
 } srv_ref;
+/* Read from a kept view while every ref file and folder it came from is unchanged (store_refs.c). */
 int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir);
+/* The commit in ref file ref_path (refs/<rev> of repo_dir, lstat'ed: a regular file), kept while
+ * the file's identity and stamps are unchanged; HK_ERR_REVISION_NOT_FOUND when there is none. */
+int srv_refs_resolve(char out_commit[65], const char *repo_dir, const char *rev, const char *ref_path);
+#ifdef HK_TEST_HOOKS
+/* Tests: the racy window set (when >= 0; a file changed within it of its read is not kept), and
+ * the count of ref files read so far. */
+void srv_refs_test_hooks(long long racy_window_ns, unsigned long long *reads);
+#endif
 void srv_refs_free(srv_ref *refs, size_t n);
 
 /* Does any repo of namespace `org` exist in the store (any type)? */

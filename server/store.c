@@ -123,22 +123,7 @@ char *srv_store_repo_dir(const srv_store *s, hk_repo_type type, const char *repo
     return dir;
 }
 
-static bool is_regular_file(const char *path) {
-    struct stat st;
-    return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 static bool is_lower_hex(const char *s, size_t n) { return strlen(s) == n && hk__is_hex(s, n); }
-
-/* refs/<rev> → commit through the cache layer's public reader. */
-static int read_ref(char out_commit[65], const char *repo_dir, const char *rev) {
-    char *commit = NULL;
-    out_commit[0] = '\0';
-    int rc = hk_cache_resolve_ref(&commit, repo_dir, rev);
-    if (rc == HK_OK) snprintf(out_commit, 65, "%s", commit);
-    hk_free(commit);
-    return rc;
-}
 
 int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev) {
     out_commit[0] = '\0';
@@ -153,9 +138,11 @@ int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char 
             hk_clear_error();
             continue;
         }
-        bool ok = is_regular_file(ref);
+        int rc = srv_refs_resolve(out_commit, repo_dir, r, ref); /* kept while the file is unchanged */
         free(ref);
-        if (ok && read_ref(out_commit, repo_dir, r) == HK_OK) return HK_OK;
+        if (rc == HK_OK) return HK_OK;
+        if (rc == HK_ERR_NOMEM) return rc;
+        hk_clear_error();
     }
     if (is_lower_hex(rev, 40) || is_lower_hex(rev, 64)) {
         char *snap = hk_cache_snapshot_path(repo_dir, rev, NULL);
@@ -399,68 +386,6 @@ int srv_store_list(srv_listing *out, srv_store *s, const char *repo_dir, const c
     if (rc == HK_OK) rc = srv_listing_finish(out);
     if (rc) srv_listing_free(out);
     return rc;
-}
-
-static int refs_walk(srv_ref **v, size_t *n, size_t *cap, const char *repo_dir, const char *abs, const char *rel,
-                     int depth) {
-    if (depth > 8) return HK_OK;
-    DIR *d = opendir(abs);
-    if (!d) return HK_OK;
-    int rc = HK_OK;
-    struct dirent *de;
-    while (rc == HK_OK && (de = readdir(d)) != NULL) {
-        const char *name = de->d_name;
-        if (name[0] == '.' || hk__str_ends_with(name, ".tmp") || hk__str_ends_with(name, ".lock")) continue;
-        char *child_abs, *child_rel;
-        rc = child_paths(&child_abs, &child_rel, abs, rel, name);
-        if (rc) break;
-        struct stat st;
-        if (lstat(child_abs, &st) == 0 && S_ISDIR(st.st_mode)) {
-            rc = refs_walk(v, n, cap, repo_dir, child_abs, child_rel, depth + 1);
-        } else if (lstat(child_abs, &st) == 0 && S_ISREG(st.st_mode)) {
-            char commit[65];
-            if (read_ref(commit, repo_dir, child_rel) == HK_OK) {
-                rc = hk__vec_reserve((void **)v, cap, *n + 1, sizeof **v);
-                if (rc == HK_OK) {
-                    (*v)[*n].name = child_rel;
-                    memcpy((*v)[*n].commit, commit, 65);
-                    (*n)++;
-                    child_rel = NULL;
-                }
-            } else {
-                hk_clear_error();
-            }
-        }
-        free(child_abs);
-        free(child_rel);
-    }
-    closedir(d);
-    return rc;
-}
-
-static int ref_cmp(const void *a, const void *b) { return strcmp(((const srv_ref *)a)->name, ((const srv_ref *)b)->name); }
-
-int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir) {
-    *out = NULL;
-    *n = 0;
-    size_t cap = 0;
-    char *refs = hk__path_join(repo_dir, "refs");
-    if (!refs) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    int rc = refs_walk(out, n, &cap, repo_dir, refs, "", 0);
-    free(refs);
-    if (rc) {
-        srv_refs_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-        return rc;
-    }
-    if (*n) qsort(*out, *n, sizeof **out, ref_cmp);
-    return HK_OK;
-}
-
-void srv_refs_free(srv_ref *refs, size_t n) {
-    for (size_t i = 0; i < n; i++) free(refs[i].name);
-    free(refs);
 }
 
 bool srv_store_has_namespace(const srv_store *s, const char *org) {

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -214,6 +215,97 @@ static long http_get(hk_strbuf *body, const char *url, bool head) {
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_cleanup(c);
     return code;
+}
+
+/* A kept ref answer is never stale: a ref moved by rename (publish, hk_cache_write_ref) or
+ * rewritten in place (huggingface_hub) is read again, and an unchanged one is not. */
+static void test_refs_memo(const char *dir) {
+    char *src = hk__asprintf("%s/refmemo-src", dir), *store = hk__asprintf("%s/refmemo-store", dir);
+    char *p = hk__asprintf("%s/a.txt", src);
+    hk_test_write(p, "one\n");
+    srv_publish_options o = {.src_dir = src, .repo_id = "org/m", .repo_type = HK_REPO_KERNEL, .branch = "main",
+                             .cache_dir = store};
+    srv_publish_result r1, r2;
+    CHECK_RC(srv_publish(&r1, &o), HK_OK);
+    hk_test_write(p, "two\n");
+    CHECK_RC(srv_publish(&r2, &o), HK_OK);
+    CHECK(strcmp(r1.commit, r2.commit) != 0);
+    srv_refs_test_hooks(0, NULL); /* every answer kept, however new its files */
+    srv_store *s = NULL;
+    CHECK_RC(srv_store_open(&s, store, 0), HK_OK);
+    char *repo = srv_store_repo_dir(s, HK_REPO_KERNEL, "org/m");
+    char commit[65];
+    unsigned long long before, after;
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "main"), HK_OK);
+    CHECK_STR(commit, r2.commit);
+    srv_refs_test_hooks(-1, &before);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "main"), HK_OK);
+    srv_refs_test_hooks(-1, &after);
+    CHECK(after == before); /* kept: the file is unchanged */
+    srv_ref *refs = NULL;
+    size_t n = 0;
+    CHECK_RC(srv_store_list_refs(&refs, &n, repo), HK_OK);
+    srv_refs_free(refs, n);
+    srv_refs_test_hooks(-1, &before);
+    CHECK_RC(srv_store_list_refs(&refs, &n, repo), HK_OK);
+    srv_refs_test_hooks(-1, &after);
+    CHECK(after == before && n == 1);
+    srv_refs_free(refs, n);
+
+    /* publish in this process moves main back (a rename: a new inode) */
+    o.branch = "main";
+    hk_test_write(p, "one\n");
+    srv_publish_result r3;
+    CHECK_RC(srv_publish(&r3, &o), HK_OK);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "main"), HK_OK);
+    CHECK_STR(commit, r3.commit);
+    CHECK(strcmp(r3.commit, r2.commit) != 0);
+    /* another writer rewrites the file in place (same inode, same size), stamped later */
+    char *ref = hk__asprintf("%s/refs/main", repo);
+    FILE *f = fopen(ref, "r+");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(r1.commit, f);
+        fclose(f);
+    }
+    struct timespec later[2] = {{.tv_nsec = UTIME_OMIT}, {0}};
+    clock_gettime(CLOCK_REALTIME, &later[1]);
+    later[1].tv_sec += 5; /* a timestamp tick of the writer's own: never the one kept */
+    CHECK(utimensat(AT_FDCWD, ref, later, 0) == 0);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "main"), HK_OK);
+    CHECK_STR(commit, r1.commit);
+    /* refs/ stamped in the past, so that the branch added below changes its mtime even within the
+     * tick of the last publish (the racy window, 0 here, is what covers that case in the server) */
+    char *refs_dir = hk__asprintf("%s/refs", repo);
+    struct timespec past[2] = {{.tv_nsec = UTIME_OMIT}, {0}};
+    clock_gettime(CLOCK_REALTIME, &past[1]);
+    past[1].tv_sec -= 10;
+    CHECK(utimensat(AT_FDCWD, refs_dir, past, 0) == 0);
+    free(refs_dir);
+    CHECK_RC(srv_store_list_refs(&refs, &n, repo), HK_OK);
+    CHECK(n == 1 && strcmp(refs[0].commit, r1.commit) == 0);
+    srv_refs_free(refs, n);
+    /* a new branch shows in the listing; a removed one goes from both */
+    CHECK_RC(hk_cache_write_ref(repo, "pr/1", r2.commit), HK_OK);
+    CHECK_RC(srv_store_list_refs(&refs, &n, repo), HK_OK);
+    CHECK(n == 2 && strcmp(refs[1].name, "pr/1") == 0 && strcmp(refs[1].commit, r2.commit) == 0);
+    srv_refs_free(refs, n);
+    CHECK_RC(hk_cache_write_ref(repo, "pr/1", r3.commit), HK_OK);
+    CHECK_RC(srv_store_list_refs(&refs, &n, repo), HK_OK);
+    CHECK(n == 2 && strcmp(refs[1].commit, r3.commit) == 0);
+    srv_refs_free(refs, n);
+    CHECK(unlink(ref) == 0);
+    CHECK_RC(srv_store_resolve_rev(commit, repo, "main"), HK_ERR_REVISION_NOT_FOUND);
+    CHECK_RC(srv_store_list_refs(&refs, &n, repo), HK_OK);
+    CHECK(n == 1 && strcmp(refs[0].name, "pr/1") == 0);
+    srv_refs_free(refs, n);
+    srv_refs_test_hooks(2000000000LL, NULL);
+    free(ref);
+    free(repo);
+    srv_store_close(s);
+    free(p);
+    free(src);
+    free(store);
 }
 
 static void test_server_in_process(const char *dir) {
@@ -590,6 +682,7 @@ int main(void) {
     test_git_ids();
     test_checked_names();
     test_store_reader(dir);
+    test_refs_memo(dir);
     test_server_in_process(dir);
     test_server_guard(dir);
     test_up_wait_deadline();

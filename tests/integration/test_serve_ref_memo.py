@@ -1,0 +1,70 @@
+"""The mirror keeps resolved refs and the refs listing (server/store_refs.c, issue 25); a kept answer
+is never stale: a publish by another process (the ref moved by rename), a huggingface_hub-style
+rewrite of the ref file in place, a new branch and a removed one are all seen by the very next
+request on the same keep-alive connection. The refs are left untouched for longer than the memo's
+racy window (2 s) first, so that the answers really are kept when the store changes."""
+import http.client
+import json
+import os
+import time
+import urllib.parse
+
+from hk_serve_helpers import Server, publish
+
+REPO = "org/memo"
+RACY_WINDOW_S = 2.5
+
+
+def get(conn, path):
+    conn.request("GET", path)
+    r = conn.getresponse()
+    return r.status, r.read()
+
+
+def test_kept_refs_follow_every_write(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_bytes(b"one\n")
+    store = tmp_path / "store"
+    c1 = publish(str(src), REPO, "main", str(store))
+    (src / "a.txt").write_bytes(b"two\n")
+    c2 = publish(str(src), REPO, "other", str(store))
+    ref = store / "kernels--org--memo" / "refs" / "main"
+    with Server(store) as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        time.sleep(RACY_WINDOW_S)
+        for _ in range(3):  # kept after the first
+            assert get(conn, f"/kernels/{REPO}/resolve/main/a.txt") == (200, b"one\n")
+            st, body = get(conn, f"/api/kernels/{REPO}/refs")
+            assert st == 200 and [b["targetCommit"] for b in json.loads(body)["branches"]] == [c1, c2]
+
+        # another process publishes to main: the ref file replaced by rename
+        (src / "a.txt").write_bytes(b"three\n")
+        c3 = publish(str(src), REPO, "main", str(store))
+        assert get(conn, f"/kernels/{REPO}/resolve/main/a.txt") == (200, b"three\n")
+        st, body = get(conn, f"/api/kernels/{REPO}/refs")
+        assert [b["targetCommit"] for b in json.loads(body)["branches"]] == [c3, c2]
+
+        time.sleep(RACY_WINDOW_S)
+        assert get(conn, f"/kernels/{REPO}/resolve/main/a.txt") == (200, b"three\n")
+        get(conn, f"/api/kernels/{REPO}/refs")
+        # huggingface_hub's way: the same file rewritten in place (same inode, same size)
+        with open(ref, "r+") as fh:
+            fh.write(c1)
+        assert get(conn, f"/kernels/{REPO}/resolve/main/a.txt") == (200, b"one\n")
+        st, body = get(conn, f"/api/kernels/{REPO}/refs")
+        assert [b["targetCommit"] for b in json.loads(body)["branches"]] == [c1, c2]
+
+        time.sleep(RACY_WINDOW_S)
+        get(conn, f"/api/kernels/{REPO}/refs")
+        # a branch added by another writer, and one removed
+        (ref.parent / "added").write_text(c3)
+        st, body = get(conn, f"/api/kernels/{REPO}/refs")
+        assert sorted(b["name"] for b in json.loads(body)["branches"]) == ["added", "main", "other"]
+        os.unlink(ref)
+        assert get(conn, f"/kernels/{REPO}/resolve/main/a.txt")[0] == 404
+        st, body = get(conn, f"/api/kernels/{REPO}/refs")
+        assert sorted(b["name"] for b in json.loads(body)["branches"]) == ["added", "other"]
+        assert get(conn, f"/kernels/{REPO}/resolve/added/a.txt") == (200, b"three\n")
+        conn.close()
