@@ -276,7 +276,9 @@ static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
 /* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
 static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     bool refetch = x->item->refetch; /* the cached blob is not to be trusted: never "already there" */
-    if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+    /* the first try follows the look of the call's start (or the caller's); after a lock wait the
+     * holder may have finished it, and then no lock is needed to notice */
+    if (!refetch && x->lock_since && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
         x->state = X_DONE;
         return HK_OK;
     }
@@ -373,7 +375,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         hk__http_headers_init(&xs[i].h);
         c.total_bytes += items[i].size;
         /* already complete in the cache? (no lock needed to notice) */
-        if (!items[i].refetch && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
+        if (!items[i].refetch && !items[i].absent && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
             xs[i].state = X_DONE;
             c.total_bytes -= items[i].size;
             c.total_files--;

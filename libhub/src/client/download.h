@@ -19,6 +19,8 @@ typedef struct hk_dl_item {
                           byte 0 into a unique temp file renamed over the old blob, so that readers
                           see the old file or the new one, never a partial one */
     bool hashed;       /* in: its cached blob was hashed against etag by this pull (no need again) */
+    bool absent;       /* in: the caller has just found no blob for it: not looked for again before its
+                          lock is taken (the look under the lock, which decides, stays) */
 } hk_dl_item;
 
 typedef struct hk_dl_stats {
