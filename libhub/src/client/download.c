@@ -273,6 +273,42 @@ static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
     return reschedule(x, delay);
 }
 
+/* The blob's temp file (its kept bytes hashed first when resumed): X_READY, or X_DONE when the
+ * kept bytes were all of it. */
+static int open_temp(hk_dl_ctx *c, hk_xfer *x) {
+    uint64_t kept = 0;
+    int rc;
+    /* whole, into a unique temp file renamed over the old blob when its hash matches: a refetch, or
+     * a small blob (not worth resuming) */
+    if (x->item->refetch || x->item->size <= HK__SMALL_BLOB_MAX) {
+        x->resumable = false;
+        if ((rc = hk__cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
+    } else if ((rc = hk__partial_open(&x->fd, &x->tmp, &kept, &x->resumable, c->repo_dir, x->item->etag,
+                                      x->item->size))) {
+        return rc;
+    }
+    if ((rc = hk__xfer_new_hasher(x))) return rc;
+    if (kept > 0) { /* the hash covers the whole file: the kept bytes first */
+        if ((rc = hk__partial_rehash(x->hasher, x->fd, kept, x->tmp))) return rc;
+        x->kept = x->written = x->written_at_attempt = kept;
+        hk__log(HK_LOG_INFO, "resuming %s at byte %llu of %llu (kept in %s)", x->item->paths[0],
+                (unsigned long long)kept, (unsigned long long)x->item->size, x->tmp);
+    }
+    if (kept == x->item->size) { /* all there: no request at all, unless the hash says otherwise */
+        bool again = false;
+        if ((rc = hk__xfer_finish_file(c, x, &again))) return rc;
+        if (!again) {
+            hk__cache_filelock_release(x->lock_fd);
+            x->lock_fd = -1;
+            x->state = X_DONE;
+            return HK_OK;
+        }
+    }
+    x->state = X_READY;
+    x->ready_at = 0;
+    return HK_OK;
+}
+
 /* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
 static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     bool refetch = x->item->refetch; /* the cached blob is not to be trusted: never "already there" */
@@ -303,34 +339,7 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
         x->state = X_DONE;
         return HK_OK;
     }
-    uint64_t kept = 0;
-    if (refetch) { /* whole, into a unique temp file renamed over the old blob when its hash matches */
-        x->resumable = false;
-        if ((rc = hk__cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
-    } else if ((rc = hk__partial_open(&x->fd, &x->tmp, &kept, &x->resumable, c->repo_dir, x->item->etag,
-                                      x->item->size))) {
-        return rc;
-    }
-    if ((rc = hk__xfer_new_hasher(x))) return rc;
-    if (kept > 0) { /* the hash covers the whole file: the kept bytes first */
-        if ((rc = hk__partial_rehash(x->hasher, x->fd, kept, x->tmp))) return rc;
-        x->kept = x->written = x->written_at_attempt = kept;
-        hk__log(HK_LOG_INFO, "resuming %s at byte %llu of %llu (kept in %s)", x->item->paths[0],
-                (unsigned long long)kept, (unsigned long long)x->item->size, x->tmp);
-    }
-    if (kept == x->item->size) { /* all there: no request at all, unless the hash says otherwise */
-        bool again = false;
-        if ((rc = hk__xfer_finish_file(c, x, &again))) return rc;
-        if (!again) {
-            hk__cache_filelock_release(x->lock_fd);
-            x->lock_fd = -1;
-            x->state = X_DONE;
-            return HK_OK;
-        }
-    }
-    x->state = X_READY;
-    x->ready_at = 0;
-    return HK_OK;
+    return open_temp(c, x);
 }
 
 /* Every blob of the batch (downloaded now, or found here: another process may have renamed it in
