@@ -23,6 +23,7 @@ from hk_serve_helpers import SCALE_VARIANT as V, Server, hubkern_bin, make_files
 
 SMALL, N = 10, 400
 STAT_CALLS = ("stat", "lstat", "newfstatat", "fstatat64", "statx", "fstat")
+MEMORY_CALLS = {"mmap", "munmap", "mremap", "brk", "madvise", "mprotect"}
 
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
 
@@ -58,9 +59,11 @@ def cold_pull_counts(url, work, n):
     cache = tempfile.mkdtemp(prefix="cache-", dir=work)
     out = os.path.join(work, f"strace-{n}")
     try:
+        # LeakSanitizer cannot run under ptrace: a sanitized build is counted without it
+        env = dict(os.environ, ASAN_OPTIONS=(os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":"))
         subprocess.run(["strace", "-c", "-f", "-o", out, hubkern_bin(), "pull", f"calls/files{n}", "--version", "1",
                         "--variant", V, "--json", "-q", "--progress=none", "--endpoint", url, "--cache", cache],
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, env=env)
         assert os.path.isdir(os.path.join(cache, "kernels--calls--files%d" % n, "snapshots"))
         return strace_counts(out)
     finally:
@@ -74,12 +77,14 @@ def test_cold_pull_syscalls_per_file(mirror):
     def per_file(names):
         return (sum(big.get(s, 0) for s in names) - sum(small.get(s, 0) for s in names)) / (N - SMALL)
 
-    stats, links, total = per_file(STAT_CALLS), per_file(("readlink",)), per_file(set(big) | set(small))
+    # all but the allocator's (a sanitizer build maps and unmaps many times more)
+    total = per_file((set(big) | set(small)) - MEMORY_CALLS)
+    stats, links = per_file(STAT_CALLS), per_file(("readlink",))
     renames = per_file(("rename", "renameat", "renameat2"))
     print(f"per file: {stats:.2f} stat calls, {links:.2f} readlink, {renames:.2f} renames, {total:.1f} in all")
-    # main before this change: 2.00 renames (the shared partial name claimed, then moved), 52.6 in all
+    # main before this change: 2.00 renames (the shared partial name claimed, then moved), 51.3 in all
     assert renames <= 1.05, f"{renames:.2f} renames per file: a small blob needs one"
-    assert total <= 44, f"{total:.1f} syscalls per file"  # (poll and recv vary a little run to run)
+    assert total <= 43, f"{total:.1f} syscalls per file"  # (poll and recv vary a little run to run)
     # main before this change: 16.15 stat calls (4 of them the missing blob), 2.00 readlink
     assert stats <= 9.5, f"{stats:.2f} stat calls per file"
     assert links <= 0.1, f"{links:.2f} readlink calls per file"
