@@ -50,19 +50,35 @@ int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out
     return rc;
 }
 
+/* One entry of the walk: its stat (and the time just before it) is the check's st0, so a file is
+ * stat'ed once before its hash, not once by the walk and once more by the check. */
+typedef struct walk_st {
+    struct timespec t0;
+    struct stat st;
+    bool have;
+} walk_st;
+
 typedef struct walk {
     char **rel;
-    size_t n, cap;
+    walk_st *st;
+    size_t n, cap, capst;
     int rc;
 } walk;
 
-static void walk_add(walk *w, const char *rel) {
+static void walk_add(walk *w, const char *rel, const struct timespec *t0, const struct stat *st) {
     char *copy = hk__strdup(rel);
     if (!copy || HK_VEC_RESERVE(w->rel, w->cap, w->n + 1)) {
         free(copy);
         w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         return;
     }
+    if (HK_VEC_RESERVE(w->st, w->capst, w->n + 1)) {
+        free(copy);
+        w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        return;
+    }
+    w->st[w->n].have = st != NULL;
+    if (st) w->st[w->n].st = *st, w->st[w->n].t0 = *t0;
     w->rel[w->n++] = copy;
 }
 
@@ -87,14 +103,16 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
         char *childrel = rel[0] ? hk__asprintf("%s/%s", rel, name) : hk__strdup(name);
         char *child = childrel ? hk__path_join(root, childrel) : NULL;
         struct stat st;
+        struct timespec t0;
+        clock_gettime(CLOCK_REALTIME, &t0);
         if (!child) w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         else if (stat(child, &st) != 0) {
             /* a dangling link: listed as present so that the hash step reports it */
-            walk_add(w, childrel);
+            walk_add(w, childrel, NULL, NULL);
         } else if (S_ISDIR(st.st_mode)) {
             walk_dir(w, root, childrel, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
-            if (!hk__digest_skips(name, rel[0] == '\0')) walk_add(w, childrel);
+            if (!hk__digest_skips(name, rel[0] == '\0')) walk_add(w, childrel, &t0, &st);
         }
         free(child);
         free(childrel);
@@ -215,8 +233,11 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
     hk__strmap_init(&byrel);
     hk__strmap_init(&fresh_set);
     for (size_t i = 0; !w.rc && i < w.n; i++) w.rc = hk__strmap_put(&byrel, w.rel[i], i);
+    size_t nfresh_set = 0; /* only a SHA-256 name can stand for a file's hash; none: no link is read */
     for (size_t i = 0; !w.rc && kind == HK_HASH_SHA256 && i < nfresh; i++)
-        if (fresh[i] && !hk__strmap_get(&fresh_set, fresh[i], NULL)) w.rc = hk__strmap_put(&fresh_set, fresh[i], i);
+        if (fresh[i] && strlen(fresh[i]) == 64 && !hk__strmap_get(&fresh_set, fresh[i], NULL) &&
+            !(w.rc = hk__strmap_put(&fresh_set, fresh[i], i)))
+            nfresh_set++;
     hk_strbuf msg;
     hk__sb_init(&msg);
     size_t violations = 0;
@@ -241,17 +262,17 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
             const char *want = f->want;
             char b64[100];
             int hrc;
-            struct timespec t0;
-            struct stat st0, st1;
-            clock_gettime(CLOCK_REALTIME, &t0);
-            bool have_st = path && stat(path, &st0) == 0 && S_ISREG(st0.st_mode);
+            /* the walk's stat, taken after t0 and before anything below reads the file */
+            struct timespec t0 = w.st[i].t0;
+            struct stat st0 = w.st[i].st, st1;
+            bool have_st = path && w.st[i].have;
             enum { HASHED, FRESH, TRUSTED } how = HASHED;
             if (have_st && want && hk__receipt_vouches(old, w.rel[i], &st0)) {
                 /* unchanged since it was hashed and found equal to this very digest entry */
                 snprintf(b64, sizeof b64, "%s", want);
                 hrc = HK_OK;
                 how = TRUSTED;
-            } else if (path && kind == HK_HASH_SHA256 && blob_name_b64(b64, path, &fresh_set, have_st)) {
+            } else if (path && nfresh_set && blob_name_b64(b64, path, &fresh_set, have_st)) {
                 hrc = HK_OK;
                 how = FRESH;
             } else {
@@ -330,6 +351,7 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
     hk__strmap_free(&fresh_set);
     for (size_t i = 0; i < w.n; i++) free(w.rel[i]);
     free(w.rel);
+    free(w.st);
     hk__sb_free(&msg);
     hk__digest_list_free(&dl);
     return rc;

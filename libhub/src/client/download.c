@@ -273,36 +273,14 @@ static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
     return reschedule(x, delay);
 }
 
-/* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
-static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
-    bool refetch = x->item->refetch; /* the cached blob is not to be trusted: never "already there" */
-    if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
-        x->state = X_DONE;
-        return HK_OK;
-    }
-    int rc = hk__cache_filelock_try(&x->lock_fd, lock_path);
-    if (rc) return rc;
-    uint64_t now = hk__now_ms();
-    if (x->lock_fd < 0) {
-        if (!x->lock_since) x->lock_since = now, x->next_lock_log = now + 10000;
-        if (now >= x->next_lock_log) {
-            hk__log(HK_LOG_INFO, "waiting for %s: another process is downloading it", x->item->paths[0]);
-            x->next_lock_log = now + 10000;
-        }
-        x->state = X_LOCK;
-        x->ready_at = now + 100;
-        return HK_OK;
-    }
-    /* re-check under the lock: the holder we waited for may have finished it */
-    if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
-        hk__partial_forget(c->repo_dir, x->item->etag);
-        hk__cache_filelock_release(x->lock_fd);
-        x->lock_fd = -1;
-        x->state = X_DONE;
-        return HK_OK;
-    }
+/* The blob's temp file (its kept bytes hashed first when resumed): X_READY, or X_DONE when the
+ * kept bytes were all of it. */
+static int open_temp(hk_dl_ctx *c, hk_xfer *x) {
     uint64_t kept = 0;
-    if (refetch) { /* whole, into a unique temp file renamed over the old blob when its hash matches */
+    int rc;
+    /* whole, into a unique temp file renamed over the old blob when its hash matches: a refetch, or
+     * a small blob (not worth resuming) */
+    if (x->item->refetch || x->item->size <= HK__SMALL_BLOB_MAX) {
         x->resumable = false;
         if ((rc = hk__cache_blob_tmp_open(&x->fd, &x->tmp, c->repo_dir, x->item->etag))) return rc;
     } else if ((rc = hk__partial_open(&x->fd, &x->tmp, &kept, &x->resumable, c->repo_dir, x->item->etag,
@@ -329,6 +307,39 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     x->state = X_READY;
     x->ready_at = 0;
     return HK_OK;
+}
+
+/* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
+static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
+    bool refetch = x->item->refetch; /* the cached blob is not to be trusted: never "already there" */
+    /* the first try follows the look of the call's start (or the caller's); after a lock wait the
+     * holder may have finished it, and then no lock is needed to notice */
+    if (!refetch && x->lock_since && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+        x->state = X_DONE;
+        return HK_OK;
+    }
+    int rc = hk__cache_filelock_try(&x->lock_fd, lock_path);
+    if (rc) return rc;
+    uint64_t now = hk__now_ms();
+    if (x->lock_fd < 0) {
+        if (!x->lock_since) x->lock_since = now, x->next_lock_log = now + 10000;
+        if (now >= x->next_lock_log) {
+            hk__log(HK_LOG_INFO, "waiting for %s: another process is downloading it", x->item->paths[0]);
+            x->next_lock_log = now + 10000;
+        }
+        x->state = X_LOCK;
+        x->ready_at = now + 100;
+        return HK_OK;
+    }
+    /* re-check under the lock: the holder we waited for may have finished it */
+    if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
+        hk__partial_forget(c->repo_dir, x->item->etag);
+        hk__cache_filelock_release(x->lock_fd);
+        x->lock_fd = -1;
+        x->state = X_DONE;
+        return HK_OK;
+    }
+    return open_temp(c, x);
 }
 
 /* Every blob of the batch (downloaded now, or found here: another process may have renamed it in
@@ -373,7 +384,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         hk__http_headers_init(&xs[i].h);
         c.total_bytes += items[i].size;
         /* already complete in the cache? (no lock needed to notice) */
-        if (!items[i].refetch && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
+        if (!items[i].refetch && !items[i].absent && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
             xs[i].state = X_DONE;
             c.total_bytes -= items[i].size;
             c.total_files--;

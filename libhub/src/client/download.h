@@ -9,6 +9,12 @@
 #include <stdint.h>
 
 /* ---- downloads (download.c) ---------------------------------------------------------------- */
+/* A blob of at most this many bytes is written, under its lock as any other, to a unique temp file
+ * (one O_EXCL open) renamed into place once its hash matches, not to the resumable
+ * <etag>.incomplete: resuming it would save less than the shared name costs (its open without
+ * O_EXCL, fstat and seek, then the claim: rename to a unique name, fstat, stat). */
+#define HK__SMALL_BLOB_MAX ((uint64_t)64 * 1024)
+
 typedef struct hk_dl_item {
     char *etag;        /* blob name: sha256 (64 hex) or git blob sha1 (40 hex) */
     uint64_t size;
@@ -19,6 +25,8 @@ typedef struct hk_dl_item {
                           byte 0 into a unique temp file renamed over the old blob, so that readers
                           see the old file or the new one, never a partial one */
     bool hashed;       /* in: its cached blob was hashed against etag by this pull (no need again) */
+    bool absent;       /* in: the caller has just found no blob for it: not looked for again before its
+                          lock is taken (the look under the lock, which decides, stays) */
 } hk_dl_item;
 
 typedef struct hk_dl_stats {

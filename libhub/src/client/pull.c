@@ -254,7 +254,10 @@ static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan
             it->refetch = true;
             continue;
         }
-        if (!hk__cache_blob_present(repo_dir, it->etag, it->size)) continue;
+        if (!hk__cache_blob_present(repo_dir, it->etag, it->size)) {
+            it->absent = true; /* the download need not look again before the blob's lock */
+            continue;
+        }
         char *blob = hk__cache_blob_path(repo_dir, it->etag, NULL);
         if (!blob) return hk_last_error_code();
         char actual[129];
@@ -284,7 +287,7 @@ static int check_cached_blobs(hk_pull_result *r, const char *repo_dir, pull_plan
 static int record_plan(const hk_hub *hub, const char *repo_dir, const char *commit, const pull_plan *p) {
     bool fetches = false;
     for (size_t i = 0; i < p->n && !fetches; i++)
-        fetches = p->items[i].refetch || !hk__cache_blob_present(repo_dir, p->items[i].etag, p->items[i].size);
+        fetches = p->items[i].refetch || p->items[i].absent || !hk__cache_blob_present(repo_dir, p->items[i].etag, p->items[i].size);
     if (!fetches) return HK_OK;
     const char **names = malloc((p->n + 1) * sizeof *names);
     if (!names) return hk__fail(HK_ERR_NOMEM, "out of memory");
