@@ -4,14 +4,17 @@
 # dir holding flashinfer/ on PYTHONPATH, or pass it to a benchmark's --flashinfer):
 #   bench/gpu/flashinfer_prep.sh WHEEL TVM_FFI_SITE WORKDIR DEST [MODULES...]
 # MODULES: names of ../shared/tools/flashinfer/build.py (default: norm dec_bf16 dec_fp8 pp_bf16 pp_fp8
-# pf_bf16 — the norm, the decode wrapper's CUDA-core and tensor-core paths, and the FA2 prefill).
+# — the norm, the decode wrapper's CUDA-core paths, and the FA2 primary prefill modules, which both the
+# decode wrapper's tensor-core path and the ragged prefill wrapper load: flashinfer/prefill.py's
+# get_batch_prefill_module takes _gen_batch_prefill_primary_module for backend fa2. pf_bf16, the
+# runtime-stride module, is loaded by neither; building only it left v17's prefill runs without FlashInfer).
 # The modules are built by that shared tool (called, not copied); the package is unpacked and pruned
 # the way its prepare.sh does. WORKDIR keeps the build cache, so a re-run builds only what is new.
 set -euo pipefail
 tool=$(cd "$(dirname "$0")/../.." && pwd)/../shared/tools/flashinfer
 whl=$(realpath "$1"); site=$(realpath "$2"); W=$(mkdir -p "$3" && realpath "$3"); dest=$(realpath -m "$4")
 shift 4
-mods=("$@"); [ ${#mods[@]} -gt 0 ] || mods=(norm dec_bf16 dec_fp8 pp_bf16 pp_fp8 pf_bf16)
+mods=("$@"); [ ${#mods[@]} -gt 0 ] || mods=(norm dec_bf16 dec_fp8 pp_bf16 pp_fp8)
 mkdir -p "$W/wheel" && cd "$W/wheel" && unzip -q -o "$whl"
 printf '%s\n' '# minimal package init (the wheel'"'"'s own imports every submodule)' \
   'from .version import __version__ as __version__' 'from . import jit as jit' > flashinfer/__init__.py
