@@ -163,22 +163,6 @@ static int max_workers_arg(int *out, const char *v) {
     return 0;
 }
 
-/* The values of a repeatable option as a NULL-terminated list (borrowed strings); NULL when none
- * was given (or out of memory: *oom set). */
-static const char **option_list(const cli_args *a, const char *name, bool *oom) {
-    int n = cli_count(a, name);
-    if (n == 0) return NULL;
-    const char **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        *oom = true;
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < a->nocc; i++)
-        if (strcmp(a->occ[i].opt->name, name) == 0) v[k++] = a->occ[i].value;
-    return v;
-}
-
 /* hf's _format_size: 1000-based, one decimal ("4.1k", "3.1G"). */
 static void human_size(char buf[24], uint64_t n) {
     static const char *const units[] = {"", "k", "M", "G", "T", "P"};
@@ -260,13 +244,13 @@ int cli_cmd_download(int argc, char **argv) {
     int all = cli_count(&a, "all-variants") > 0, trust = cli_count(&a, "trust-remote-code") > 0;
     int force = cli_count(&a, "force-download") > 0;
     dl_run run = {cli_str(&a, "local-dir"), cli_count(&a, "dry-run") > 0, 0, 0, 0, 0, 0};
-    bool oom = false;
-    const char **include = option_list(&a, "include", &oom), **exclude = option_list(&a, "exclude", &oom);
+    const char **include = NULL, **exclude = NULL;
+    rc = cli_pattern_lists(&include, &exclude, &a);
     bool patterns = include || exclude;
     cli_progress prog;
     const char *project = a.npos == 1 && !lockpath ? a.pos[0] : NULL;
-    if (oom) rc = cli_fail(1, "HK_ERR_NOMEM", "out of memory");
-    else if (a.npos > 1 || (a.npos && lockpath))
+    if (rc) { /* a pattern's usage error, reported */
+    } else if (a.npos > 1 || (a.npos && lockpath))
         rc = cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
     else if (!lockpath && !project) rc = cli_usage_error("--lock FILE or PROJECT_DIR is required");
     else if (run.local_dir && !run.local_dir[0]) rc = cli_usage_error("--local-dir needs a directory");
@@ -274,10 +258,6 @@ int cli_cmd_download(int argc, char **argv) {
         rc = cli_usage_error("--local-dir %s exists and is not a directory", run.local_dir);
     else if (!(rc = max_workers_arg(&ha.max_workers, cli_str(&a, "max-workers"))) && !(rc = cli_check_backend(backend)))
         rc = cli_progress_init(&prog, run.dry ? "none" : cli_str(&a, "progress"));
-    for (size_t i = 0; rc == 0 && include && include[i]; i++)
-        if (!include[i][0]) rc = cli_usage_error("--include needs a pattern");
-    for (size_t i = 0; rc == 0 && exclude && exclude[i]; i++)
-        if (!exclude[i][0]) rc = cli_usage_error("--exclude needs a pattern");
     cli_args_free(&a); /* the strings above live in argv */
     char *project_lock = NULL;
     hk_lockfile *lock = NULL;
