@@ -86,3 +86,28 @@ def test_patterns_that_take_nothing_fail(mirror, tmp_path):
                        text=True, env=env_for(mirror["url"], tmp_path / "c"))
     assert p.returncode == 2 and "--include needs a pattern" in p.stderr, p.stderr
 
+
+def test_offline_patterns_choose_among_the_listed_files(mirror, tmp_path):
+    """Offline with patterns: the chosen files must be cached, the rest of the variant need not be
+    (huggingface_hub's snapshot_download(local_files_only=True, allow_patterns=...) checks only the
+    chosen files against its cached tree listing too); a chosen file that is not cached is
+    HK_ERR_OFFLINE naming it."""
+    cache = tmp_path / "c"
+    pull("--include", "*/lib/*", env=env_for(mirror["url"], cache))
+    off = env_for(mirror["url"], cache, HF_HUB_OFFLINE=1)
+    doc = json.loads(pull("--include", "*/lib/a.txt", env=off).stdout)
+    assert set(doc["files"]) == {f"build/{TVM}/lib/a.txt", f"build/{TVM}/metadata.json"}, doc["files"]
+    doc = json.loads(pull("--exclude", "*.so", "--exclude", "*.bin", env=off).stdout)
+    assert set(doc["files"]) == {f"build/{TVM}/lib/a.txt", f"build/{TVM}/lib/b.txt", f"build/{TVM}/metadata.json"}
+    p = pull("--include", "*/lib/*", "--include", "*.so", env=off, check=False)
+    assert p.returncode != 0 and "HK_ERR_OFFLINE" in p.stdout, (p.stdout, p.stderr)
+    assert "_ops.so" in p.stdout and "1 of the 3 files" in p.stdout, p.stdout
+    p = pull("--include", "*.nothing", env=off, check=False)
+    assert p.returncode == 1 and "HK_ERR_NOT_FOUND" in p.stdout, (p.stdout, p.stderr)
+    # a chosen cached file that was damaged is caught by its digest, not served
+    snap = next(pathlib.Path(cache).glob(f"kernels--hubkern--psel/snapshots/*/build/{TVM}"))
+    blob = (snap / "lib/a.txt").resolve()
+    blob.chmod(0o644)
+    blob.write_bytes(b"A\n")
+    p = pull("--include", "*/lib/a.txt", env=off, check=False)
+    assert p.returncode != 0 and "HK_ERR_DIGEST" in p.stdout, (p.stdout, p.stderr)
