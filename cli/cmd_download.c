@@ -282,6 +282,10 @@ int cli_cmd_download(int argc, char **argv) {
         goto out;
     }
     if (run.dry) hk_hub_set_read_only(hub, 1); /* nothing of the run is remembered on disk */
+    size_t swept = run.local_dir && !run.dry ? cli_local_sweep(run.local_dir) : 0; /* killed runs' temp files */
+    if (swept && !cli_quiet())
+        fprintf(stderr, "hubkern download: %s: removed %zu temp file%s an interrupted run left\n", run.local_dir, swept,
+                swept == 1 ? "" : "s");
     j = cli_json() ? cJSON_CreateObject() : NULL;
     if (j) {
         cJSON_AddStringToObject(j, "lock", lockpath);
