@@ -498,3 +498,18 @@ def test_local_dir_never_removes_a_temp_a_live_run_holds(big, tmp_path):
     assert not (dl / f"{held}.0123abcd.incomplete").exists()
     assert sorted(x.name for x in dl.glob("*.incomplete")) == sorted(others)
     assert hashlib.sha256((ld / "build" / TVM / "big.so").read_bytes()).hexdigest() == big["blob"]
+
+
+def test_local_dir_concurrent_runs_both_succeed(big, tmp_path):
+    """Two runs into one folder at once: the second waits on the blob's lock instead of removing
+    the first one's temp file; both end with the verified file and no temp file left."""
+    ld = tmp_path / "local"
+    cmd = [hubkern_bin(), "download", "--lock", str(big["lock"]), "--all-variants", "--local-dir", str(ld)]
+    procs = [subprocess.Popen(cmd, env=big["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert "removed" not in err, err
+    assert not list(ld.rglob("*.incomplete")), list(ld.rglob("*"))
+    assert hashlib.sha256((ld / "build" / TVM / "big.so").read_bytes()).hexdigest() == big["blob"]
