@@ -227,6 +227,11 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
  * variant left by an interrupted pull, or by a metadata.json fetched alone, has some missing.
  * HK_ERR_NOT_FOUND when there is no readable metadata.json with a digest. */
 int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out_first, const char *variant_dir);
+/* The same counted over the listed files a pull's patterns choose: those whose repo path
+ * (repo_prefix "/" the listed name, repo_prefix "build/<variant>") matches one of include (NULL:
+ * any) and none of exclude; repo_prefix NULL: every listed file. */
+int hk__digest_missing_chosen(size_t *out_missing, size_t *out_listed, char **out_first, const char *variant_dir,
+                              const char *repo_prefix, const char *const *include, const char *const *exclude);
 
 /* Is `name` (one path component inside build/<variant>/) left out of the digest: __pycache__ and
  * *.pyc anywhere, metadata.json and metadata.json.sigstore at the top (top != 0)? */

@@ -3,6 +3,7 @@
  * top-level metadata.json[.sigstore], __pycache__ and *.pyc) and report every violation. */
 #include "cache/cache_internal.h"
 #include "internal.h"
+#include "util/pathglob.h"
 #include "util/strmap.h"
 #include "util/text.h"
 #include "util/vec.h"
@@ -23,6 +24,11 @@ bool hk__digest_skips(const char *name, int top) {
 }
 
 int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out_first, const char *variant_dir) {
+    return hk__digest_missing_chosen(out_missing, out_listed, out_first, variant_dir, NULL, NULL, NULL);
+}
+
+int hk__digest_missing_chosen(size_t *out_missing, size_t *out_listed, char **out_first, const char *variant_dir,
+                              const char *repo_prefix, const char *const *include, const char *const *exclude) {
     *out_missing = *out_listed = 0;
     if (out_first) *out_first = NULL;
     char *meta = hk__path_join(variant_dir, "metadata.json"), *text = NULL;
@@ -34,6 +40,16 @@ int hk__digest_missing_files(size_t *out_missing, size_t *out_listed, char **out
     else if (rc == HK_OK && !dl.has_files) rc = hk__fail(HK_ERR_NOT_FOUND, "%s carries no digest", meta);
     for (size_t i = 0; rc == HK_OK && i < dl.n; i++) {
         const char *rel = dl.e[i].rel;
+        if (repo_prefix) { /* the patterns see the repo path, build/<variant>/<rel> */
+            char *rp = hk__asprintf("%s/%s", repo_prefix, rel);
+            if (!rp) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            bool chosen = hk__glob_select(rp, include, exclude);
+            free(rp);
+            if (!chosen) continue;
+        }
         (*out_listed)++;
         char *fp = hk__path_is_safe_relative(rel) ? hk__path_join(variant_dir, rel) : NULL;
         struct stat st;

@@ -97,6 +97,10 @@ int cli_hub_open(hk_hub **out, const cli_hub_args *a, hk_progress_fn progress, v
 /* A --backend value is one hubkern knows (cpu, cuda, rocm, xpu, metal, ...)? Otherwise a usage
  * error naming the known ones (returns 2); checked before any network call. */
 int cli_check_backend(const char *backend);
+/* --include / --exclude PATTERN (repeatable; pull and download): the values as NULL-terminated
+ * lists borrowed from argv (NULL when none was given), each pattern checked non-empty. 0, or the
+ * exit status after a usage error (lists freed and NULL). Free both with free(). */
+int cli_pattern_lists(const char ***include, const char ***exclude, const cli_args *a);
 /* "kernel/org/name", "kernels/org/name" or "kernels--org--name" (the forms `cache ls` and
  * `hf cache ls` print) → "org/name" in buf; other text is copied as is. */
 const char *cli_repo_arg(char *buf, size_t cap, const char *arg);

@@ -66,7 +66,9 @@ const cli_spec cli_spec_download = {
         "pattern download.\n"
         "--local-dir DIR: after the verified pull into the cache, each file is\n"
         "copied to DIR/<repo path> through a temp file, hashed and renamed, never\n"
-        "left partial; one already there with the right hash is kept.\n"
+        "left partial; one already there with the right hash is kept. The temp\n"
+        "files of a killed run are removed by the next one, never a live run's\n"
+        "(each is guarded by the flock of its blob's .lock file).\n"
         "DIR/.cache/huggingface/download/<path>.metadata is written as hf does,\n"
         "so `hf download --local-dir DIR` reuses the files.\n"
         "--dry-run: the listing requests only; prints each file that would be\n"
@@ -163,22 +165,6 @@ static int max_workers_arg(int *out, const char *v) {
     return 0;
 }
 
-/* The values of a repeatable option as a NULL-terminated list (borrowed strings); NULL when none
- * was given (or out of memory: *oom set). */
-static const char **option_list(const cli_args *a, const char *name, bool *oom) {
-    int n = cli_count(a, name);
-    if (n == 0) return NULL;
-    const char **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        *oom = true;
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < a->nocc; i++)
-        if (strcmp(a->occ[i].opt->name, name) == 0) v[k++] = a->occ[i].value;
-    return v;
-}
-
 /* hf's _format_size: 1000-based, one decimal ("4.1k", "3.1G"). */
 static void human_size(char buf[24], uint64_t n) {
     static const char *const units[] = {"", "k", "M", "G", "T", "P"};
@@ -260,13 +246,13 @@ int cli_cmd_download(int argc, char **argv) {
     int all = cli_count(&a, "all-variants") > 0, trust = cli_count(&a, "trust-remote-code") > 0;
     int force = cli_count(&a, "force-download") > 0;
     dl_run run = {cli_str(&a, "local-dir"), cli_count(&a, "dry-run") > 0, 0, 0, 0, 0, 0};
-    bool oom = false;
-    const char **include = option_list(&a, "include", &oom), **exclude = option_list(&a, "exclude", &oom);
+    const char **include = NULL, **exclude = NULL;
+    rc = cli_pattern_lists(&include, &exclude, &a);
     bool patterns = include || exclude;
     cli_progress prog;
     const char *project = a.npos == 1 && !lockpath ? a.pos[0] : NULL;
-    if (oom) rc = cli_fail(1, "HK_ERR_NOMEM", "out of memory");
-    else if (a.npos > 1 || (a.npos && lockpath))
+    if (rc) { /* a pattern's usage error, reported */
+    } else if (a.npos > 1 || (a.npos && lockpath))
         rc = cli_usage_error("unexpected argument '%s' (give --lock FILE or one PROJECT_DIR)", a.pos[a.npos - 1]);
     else if (!lockpath && !project) rc = cli_usage_error("--lock FILE or PROJECT_DIR is required");
     else if (run.local_dir && !run.local_dir[0]) rc = cli_usage_error("--local-dir needs a directory");
@@ -274,10 +260,6 @@ int cli_cmd_download(int argc, char **argv) {
         rc = cli_usage_error("--local-dir %s exists and is not a directory", run.local_dir);
     else if (!(rc = max_workers_arg(&ha.max_workers, cli_str(&a, "max-workers"))) && !(rc = cli_check_backend(backend)))
         rc = cli_progress_init(&prog, run.dry ? "none" : cli_str(&a, "progress"));
-    for (size_t i = 0; rc == 0 && include && include[i]; i++)
-        if (!include[i][0]) rc = cli_usage_error("--include needs a pattern");
-    for (size_t i = 0; rc == 0 && exclude && exclude[i]; i++)
-        if (!exclude[i][0]) rc = cli_usage_error("--exclude needs a pattern");
     cli_args_free(&a); /* the strings above live in argv */
     char *project_lock = NULL;
     hk_lockfile *lock = NULL;
@@ -302,6 +284,10 @@ int cli_cmd_download(int argc, char **argv) {
         goto out;
     }
     if (run.dry) hk_hub_set_read_only(hub, 1); /* nothing of the run is remembered on disk */
+    size_t swept = run.local_dir && !run.dry ? cli_local_sweep(run.local_dir) : 0; /* killed runs' temp files */
+    if (swept && !cli_quiet())
+        fprintf(stderr, "hubkern download: %s: removed %zu temp file%s an interrupted run left\n", run.local_dir, swept,
+                swept == 1 ? "" : "s");
     j = cli_json() ? cJSON_CreateObject() : NULL;
     if (j) {
         cJSON_AddStringToObject(j, "lock", lockpath);

@@ -24,6 +24,10 @@ static const cli_opt k_opts[] = {
     {HK_OPT_FLAG, "trust-remote-code", 0, NULL, "skip the publisher trust check", NULL, NULL},
     {HK_OPT_FLAG, "force-download", 0, NULL, "fetch every file of the variant again, even if cached and intact "
      "(each replaced atomically)", NULL, NULL},
+    {HK_OPT_LIST, "include", 0, "PATTERN", "only the files of the chosen variant(s) whose repo path matches PATTERN "
+     "(a glob, '*' also matches '/'; repeatable; as download and hf download)", NULL, NULL},
+    {HK_OPT_LIST, "exclude", 0, "PATTERN", "leave out the files whose repo path matches PATTERN (repeatable)", NULL,
+     NULL},
     {HK_OPT_FLAG, "json", 0, NULL, "print the result (or the error) as one JSON object on stdout", NULL, NULL},
     {HK_OPT_VALUE, "progress", 0, "MODE", "auto (a bar on a terminal), bar, plain (a line every 2 s) or none", NULL,
      "auto|bar|plain|none"},
@@ -54,6 +58,16 @@ const cli_spec cli_spec_pull = {
         "Ctrl-C (SIGINT) or SIGTERM stops the download at once and says how many files were complete\n"
         "(they stay in the cache) and how many partial bytes were kept (the next pull resumes them);\n"
         "exit 130 (SIGINT) or 143 (SIGTERM).\n"
+        "--include/--exclude choose among the files of the chosen variant(s), as\n"
+        "`hubkern download` does (the variant choice comes first; repo paths such\n"
+        "as build/<variant>/_ops.so; a file is taken when it matches an --include,\n"
+        "if any, and no --exclude). metadata.json and metadata.json.sigstore\n"
+        "always come, the signature checked, and each file taken is checked\n"
+        "against the metadata.json digest. No file taken: exit 1\n"
+        "(HK_ERR_NOT_FOUND). The variant is complete in the cache only when every\n"
+        "file was taken, so its dependencies are left for the pull without\n"
+        "patterns that completes it. Offline, the patterns choose among the\n"
+        "files the cached metadata.json lists: each one chosen must be cached.\n"
         "Environment: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT,\n"
         "HF_HUB_DISABLE_PROGRESS_BARS, HUBKERN_VERIFY, HUBKERN_RECEIPTS_DIR.\n",
     .tables = {k_opts, cli_hub_opts},
@@ -278,7 +292,12 @@ int cli_cmd_pull(int argc, char **argv) {
     s.all_variants = cli_count(&a, "all-variants") > 0;
     s.trust_remote_code = cli_count(&a, "trust-remote-code") > 0;
     s.force_download = cli_count(&a, "force-download") > 0;
+    const char **include = NULL, **exclude = NULL;
     cli_progress prog;
+    if ((rc = cli_pattern_lists(&include, &exclude, &a))) goto out;
+    s.include = include;
+    s.exclude = exclude;
+    bool patterns = include || exclude;
     if ((rc = cli_int(&a, "version", 1000000, &s.kernel_version))) goto out;
     const char *sig = cli_str(&a, "signature");
     if (sig && hk_signature_mode_parse(&s.signature, sig)) {
@@ -331,6 +350,13 @@ int cli_cmd_pull(int argc, char **argv) {
         hk_hub_free(hub);
         goto out;
     }
+    if (hk_pull_result_variant_count(r) == 0) { /* the library's result when the patterns took nothing */
+        rc = cli_fail(1, "HK_ERR_NOT_FOUND", "no file of %s at %.12s matches the --include/--exclude patterns",
+                      hk_pull_result_repo(r), hk_pull_result_commit(r));
+        hk_pull_result_free(r);
+        hk_hub_free(hub);
+        goto out;
+    }
     bool moved = cli_note_redirect(s.repo_id, hk_pull_result_repo(r), NULL);
     if (!cli_json()) {
         if (!cli_quiet()) {
@@ -345,12 +371,17 @@ int cli_cmd_pull(int argc, char **argv) {
         for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) printf("%s\n", hk_pull_result_variant_path(r, i));
     }
     /* the dependency tree: of each pulled variant, or every node and variant with --all-variants;
-     * a variant without kernel-depends costs no request */
+     * a variant without kernel-depends costs no request; a pattern pull leaves its variant
+     * incomplete (not loadable), so the tree waits for the pull that completes it */
     cJSON *tree = cli_json() ? cJSON_CreateArray() : NULL;
     bool any_deps = false;
     for (size_t i = 0; i < hk_pull_result_variant_count(r); i++) {
-        bool d = declares_deps(hk_pull_result_variant_path(r, i));
+        bool d = !patterns && declares_deps(hk_pull_result_variant_path(r, i));
         any_deps = any_deps || d;
+        if (patterns && !cli_quiet() && declares_deps(hk_pull_result_variant_path(r, i)))
+            fprintf(stderr, "hubkern pull: note: the dependencies of build/%s are not pulled with "
+                    "--include/--exclude; pull without patterns to complete the variant and its tree\n",
+                    hk_pull_result_variant(r, i));
         if (tree && (!d || s.all_variants))
             cJSON_AddItemToArray(tree, tree_node_json(hk_pull_result_repo(r), s.revision ? -1 : s.kernel_version,
                                                       s.revision, hk_pull_result_commit(r), hk_pull_result_variant(r, i),
@@ -358,7 +389,7 @@ int cli_cmd_pull(int argc, char **argv) {
     }
     if (s.all_variants && any_deps && !hk_hub_is_offline(hub))
         rc = pull_all_tree(hub, &s, &h, hk_pull_result_repo(r), hk_pull_result_commit(r), tree);
-    for (size_t i = 0; !s.all_variants && rc == 0 && i < hk_pull_result_variant_count(r); i++)
+    for (size_t i = 0; !s.all_variants && !patterns && rc == 0 && i < hk_pull_result_variant_count(r); i++)
         if (declares_deps(hk_pull_result_variant_path(r, i)))
             rc = pull_tree(hub, &s, &h, hk_pull_result_repo(r), hk_pull_result_commit(r), hk_pull_result_variant(r, i),
                            hk_pull_result_variant_path(r, i), tree);
@@ -368,5 +399,7 @@ int cli_cmd_pull(int argc, char **argv) {
     hk_hub_free(hub);
 out:
     cli_args_free(&a);
+    free(include);
+    free(exclude);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <hubkern.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HK_HUB_ENDPOINT_OPT \
@@ -84,4 +85,37 @@ bool cli_note_redirect(const char *asked, const char *repo, const char *what) {
     fprintf(stderr, "hubkern %s: note: %s redirects to %s (kernel-status.toml)%s%s\n", cli_command(), asked, repo, what ? "; " : "",
             what ? what : "");
     return true;
+}
+
+/* The values of a repeatable option as a NULL-terminated list; NULL when none was given (or out of
+ * memory: *oom set). */
+static const char **option_list(const cli_args *a, const char *name, bool *oom) {
+    int n = cli_count(a, name);
+    if (n == 0) return NULL;
+    const char **v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) {
+        *oom = true;
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < a->nocc; i++)
+        if (strcmp(a->occ[i].opt->name, name) == 0) v[k++] = a->occ[i].value;
+    return v;
+}
+
+int cli_pattern_lists(const char ***include, const char ***exclude, const cli_args *a) {
+    bool oom = false;
+    *include = option_list(a, "include", &oom);
+    *exclude = option_list(a, "exclude", &oom);
+    int rc = oom ? cli_fail(1, "HK_ERR_NOMEM", "out of memory") : 0;
+    for (size_t i = 0; rc == 0 && *include && (*include)[i]; i++)
+        if (!(*include)[i][0]) rc = cli_usage_error("--include needs a pattern");
+    for (size_t i = 0; rc == 0 && *exclude && (*exclude)[i]; i++)
+        if (!(*exclude)[i][0]) rc = cli_usage_error("--exclude needs a pattern");
+    if (rc) {
+        free(*include);
+        free(*exclude);
+        *include = *exclude = NULL;
+    }
+    return rc;
 }

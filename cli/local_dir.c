@@ -3,7 +3,10 @@
  * in DIR/.cache/huggingface/download/, hashed while it is written, checked against its blob id and
  * only then renamed into place, so that DIR never holds a partial or unverified file. Next to each
  * file, huggingface_hub's DIR/.cache/huggingface/download/<path>.metadata (commit, etag, time) is
- * written, so that `hf download --local-dir DIR` at the same commit reuses the files too. */
+ * written, so that `hf download --local-dir DIR` at the same commit reuses the files too.
+ * A temp file lives only while its writer holds the flock of download/<blob>.lock (the cache's
+ * convention for its temp blobs, cache/blobs.c): so a run removes the temp files of killed runs
+ * (cli_local_sweep, and before each copy) and never one a live run is writing. */
 #include "cli/local_dir.h"
 #include "cli/progress.h"
 
@@ -14,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -21,6 +26,8 @@
 /* The hash a blob id is: the LFS sha256 (64 hex), else the git blob sha1 (40 hex). */
 static int blob_kind(hk_hash_kind *kind, const char *blob) {
     size_t n = blob ? strlen(blob) : 0;
+    if (n && strspn(blob, "0123456789abcdef") != n) /* it names temp and lock files: hex only */
+        return hk__fail(HK_ERR_INTEGRITY, "the blob id '%.80s' is not a hash; refusing to copy it", blob);
     if (n == 64) *kind = HK_HASH_SHA256;
     else if (n == 40) *kind = HK_HASH_GIT_BLOB;
     else return hk__fail(HK_ERR_INTERNAL, "no blob id to check the local copy against");
@@ -38,6 +45,80 @@ bool cli_local_file_ok(const char *dir, const char *path, const char *blob, uint
     hk_clear_error();
     free(dst);
     return ok;
+}
+
+/* Our temp file's name: "<blob>.<8 hex>.incomplete", the blob 40 or 64 lowercase hex (hf's own
+ * temp files, "<hash of the name>.<etag>.incomplete", never match). *blob_len: the blob's length. */
+static bool temp_name(const char *name, size_t *blob_len) {
+    size_t n = strspn(name, "0123456789abcdef");
+    if ((n != 40 && n != 64) || name[n] != '.' || strspn(name + n + 1, "0123456789abcdef") != 8) return false;
+    *blob_len = n;
+    return strcmp(name + n + 9, ".incomplete") == 0;
+}
+
+/* Open and flock download/<blob>.lock (blob: 40 or 64 hex, no '/'), waiting (wait) or not; -1
+ * when busy, or when this file system has no flock (then nothing may be deleted: the caller
+ * cannot tell a live writer from a dead one). *no_lock: flock is unsupported here. */
+static int blob_lock(const char *tmpdir, const char *blob, size_t blob_len, bool wait, bool *no_lock) {
+    *no_lock = false;
+    char *lp = hk__asprintf("%s/%.*s.lock", tmpdir, (int)blob_len, blob);
+    int fd = lp ? open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666) : -1;
+    free(lp);
+    if (fd < 0) return -1;
+    int r;
+    while ((r = flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB)) != 0 && errno == EINTR && !cli_interrupted()) {
+    }
+    if (r != 0) {
+        int e = errno;
+        *no_lock = e != EWOULDBLOCK && e != EINTR;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static void blob_unlock(int fd) {
+    if (fd < 0) return;
+    flock(fd, LOCK_UN);
+    close(fd); /* never unlinked: a waiter may hold an fd to this inode */
+}
+
+/* Remove the temp files of `blob` in tmpdir (the caller holds its lock: no live run has one). */
+static size_t remove_blob_temps(const char *tmpdir, const char *blob, size_t blob_len) {
+    DIR *d = opendir(tmpdir);
+    struct dirent *de;
+    size_t removed = 0, bl;
+    while (d && (de = readdir(d)) != NULL) {
+        if (!temp_name(de->d_name, &bl) || bl != blob_len || strncmp(de->d_name, blob, bl) != 0) continue;
+        char *p = hk__path_join(tmpdir, de->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && unlink(p) == 0) removed++;
+        free(p);
+    }
+    if (d) closedir(d);
+    return removed;
+}
+
+size_t cli_local_sweep(const char *dir) {
+    char *tmpdir = hk__asprintf("%s/.cache/huggingface/download", dir);
+    DIR *d = tmpdir ? opendir(tmpdir) : NULL;
+    struct dirent *de;
+    size_t removed = 0, bl;
+    char last[65] = "";
+    while (d && (de = readdir(d)) != NULL) {
+        if (!temp_name(de->d_name, &bl) || (strncmp(last, de->d_name, bl) == 0 && last[bl] == '\0')) continue;
+        memcpy(last, de->d_name, bl);
+        last[bl] = '\0';
+        bool no_lock;
+        int fd = blob_lock(tmpdir, de->d_name, bl, false, &no_lock);
+        if (fd >= 0) removed += remove_blob_temps(tmpdir, de->d_name, bl); /* no live writer holds one */
+        blob_unlock(fd);
+    }
+    if (d) closedir(d);
+    free(tmpdir);
+    hk_clear_error();
+    return removed;
 }
 
 /* DIR/.cache/huggingface, with huggingface_hub's .gitignore ("*") and CACHEDIR.TAG made once. */
@@ -149,14 +230,25 @@ int cli_local_put(bool *out_reused, const char *dir, const hk_pull_result *r, si
         *strrchr(dst_dir, '/') = '\0';
         char rnd[9];
         hk__random_hex8(rnd);
-        tmp = hk__asprintf("%s/%.64s.%s.incomplete", tmpdir, blob ? blob : "x", rnd);
+        tmp = hk__asprintf("%s/%.64s.%s.incomplete", tmpdir, blob ? blob : "x", rnd); /* temp_name() */
         if (!tmp) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         if (rc == HK_OK) rc = hk__mkdirs(tmpdir, 0777);
         if (rc == HK_OK) rc = hk__mkdirs(dst_dir, 0777);
+        /* the blob's lock for as long as the temp file lives (waiting for a concurrent run copying
+         * the same blob); held, any other temp of the blob is a killed run's: removed */
+        bool no_lock = false;
+        int lock = -1;
+        hk_hash_kind kind;
+        if (rc == HK_OK) rc = blob_kind(&kind, blob);
+        if (rc == HK_OK && (lock = blob_lock(tmpdir, blob, strlen(blob), true, &no_lock)) < 0 && !no_lock)
+            rc = cli_interrupted() ? hk__fail(HK_ERR_CANCELLED, "interrupted while waiting to copy %s", path)
+                                   : hk__fail(HK_ERR_LOCK, "cannot lock %s/%s.lock: %s", tmpdir, blob, strerror(errno));
+        if (rc == HK_OK && lock >= 0) remove_blob_temps(tmpdir, blob, strlen(blob));
         if (rc == HK_OK) rc = copy_hashed(src, tmp, blob, size);
         if (rc == HK_OK && rename(tmp, dst) != 0)
             rc = hk__fail(hk__errno_code(errno), "cannot move the verified copy into %s: %s", dst, strerror(errno));
         if (rc != HK_OK && tmp) unlink(tmp); /* nothing partial stays behind */
+        blob_unlock(lock);
         if (rc == HK_OK) rc = hk__fsync_path(dst_dir);
     }
     if (rc == HK_OK) rc = write_metadata(hf, path, hk_pull_result_commit(r), blob);

@@ -5,6 +5,7 @@
 #include <hubkern.h>
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Is dir/<path> a regular file of `size` bytes whose hash is `blob` (hashed now)? */
@@ -13,6 +14,9 @@ bool cli_local_file_ok(const char *dir, const char *path, const char *blob, uint
  * (*out_reused), else copied from the cache through a temp file, hashed and renamed into place;
  * then huggingface_hub's download metadata written for it. HK_OK, or an error code with the last
  * error set (nothing partial left in dir). */
+/* Remove the temp files killed runs left in dir/.cache/huggingface/download (our naming only,
+ * each only when no live run holds its blob's lock); how many were removed. Never fails. */
+size_t cli_local_sweep(const char *dir);
 int cli_local_put(bool *out_reused, const char *dir, const hk_pull_result *r, size_t i);
 
 #endif

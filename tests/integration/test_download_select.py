@@ -427,3 +427,89 @@ def test_local_dir_interrupted_copy_leaves_nothing_partial(tmp_path):
         assert not (ld / "build" / TVM / "big.so").exists()
         hk("download", "--lock", lock, "--all-variants", "--local-dir", ld, env=env)
         assert (ld / "build" / TVM / "big.so").read_bytes() == big
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A 200 MiB kernel (the copy into a local dir takes long enough to be caught in the act),
+    downloaded into a cache once."""
+    tmp = tmp_path_factory.mktemp("dlbig")
+    data = os.urandom(1 << 20) * 200
+    make_variant(str(tmp / "src"), TVM, {"big.so": data})
+    publish(tmp / "src", "hubkern/big", "v1", tmp / "store")
+    with Server(tmp / "store", "--trust", "hubkern") as srv:
+        lock = tmp / "kernels.lock"
+        hk("lock", "hubkern/big=1", "-o", lock, env=env_for(srv.url, tmp / "lc"))
+        env = env_for(srv.url, tmp / "c")
+        hk("download", "--lock", lock, "--all-variants", env=env)
+        yield dict(lock=lock, env=env, data=data, blob=hashlib.sha256(data).hexdigest())
+
+
+def test_local_dir_temp_of_a_killed_copy_is_removed_by_the_next_run(big, tmp_path):
+    """kill -9 mid-copy leaves the temp file (nothing can remove it then); the next run into the
+    same folder removes it (no live run holds its blob's lock) and puts the verified file."""
+    import signal
+    import time
+    ld = tmp_path / "local"
+    dl = ld / ".cache/huggingface/download"
+    proc = subprocess.Popen([hubkern_bin(), "download", "--lock", str(big["lock"]), "--all-variants", "--local-dir",
+                             str(ld)], env=big["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    pattern = big["blob"] + ".*.incomplete"  # the big file's (metadata.json's goes by in a moment)
+    while not list(dl.glob(pattern)) and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.skip("the copy ended before it could be killed")
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGSTOP)  # frozen mid-copy, then killed where it stands
+    temps = list(dl.glob(pattern))
+    proc.kill()
+    proc.communicate(timeout=30)
+    if proc.returncode != -signal.SIGKILL or not temps:
+        pytest.skip("the copy ended before the kill")
+    assert len(temps) == 1 and temps[0].stat().st_size < len(big["data"]), temps
+    assert not (ld / "build" / TVM / "big.so").exists()
+    p = hk("download", "--lock", big["lock"], "--all-variants", "--local-dir", ld, env=big["env"])
+    assert "removed 1 temp file" in p.stderr, p.stderr
+    assert not list(ld.rglob("*.incomplete")), list(dl.iterdir())
+    assert hashlib.sha256((ld / "build" / TVM / "big.so").read_bytes()).hexdigest() == big["blob"]
+
+
+def test_local_dir_never_removes_a_temp_a_live_run_holds(big, tmp_path):
+    """The sweep takes each blob's lock without waiting: a temp file whose blob lock a live run
+    holds stays, as do names that are not hubkern's (huggingface_hub's own temp files); once the
+    holder is gone, the next run removes it."""
+    import fcntl
+    ld = tmp_path / "local"
+    dl = ld / ".cache/huggingface/download"
+    dl.mkdir(parents=True)
+    held, dead = "a" * 64, "b" * 40
+    (dl / f"{held}.0123abcd.incomplete").write_bytes(b"being written")
+    (dl / f"{dead}.89abcdef.incomplete").write_bytes(b"left by a killed run")
+    others = ["Zm9vYmFy.%s.incomplete" % ("c" * 64), "notes.incomplete", f"{held}.incomplete"]
+    for name in others:
+        (dl / name).write_bytes(b"not ours")
+    with open(dl / f"{held}.lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        p = hk("download", "--lock", big["lock"], "--all-variants", "--local-dir", ld, env=big["env"])
+        assert "removed 1 temp file" in p.stderr, p.stderr
+        assert (dl / f"{held}.0123abcd.incomplete").read_bytes() == b"being written"
+        assert not (dl / f"{dead}.89abcdef.incomplete").exists()
+    hk("download", "--lock", big["lock"], "--all-variants", "--local-dir", ld, env=big["env"])
+    assert not (dl / f"{held}.0123abcd.incomplete").exists()
+    assert sorted(x.name for x in dl.glob("*.incomplete")) == sorted(others)
+    assert hashlib.sha256((ld / "build" / TVM / "big.so").read_bytes()).hexdigest() == big["blob"]
+
+
+def test_local_dir_concurrent_runs_both_succeed(big, tmp_path):
+    """Two runs into one folder at once: the second waits on the blob's lock instead of removing
+    the first one's temp file; both end with the verified file and no temp file left."""
+    ld = tmp_path / "local"
+    cmd = [hubkern_bin(), "download", "--lock", str(big["lock"]), "--all-variants", "--local-dir", str(ld)]
+    procs = [subprocess.Popen(cmd, env=big["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert "removed" not in err, err
+    assert not list(ld.rglob("*.incomplete")), list(ld.rglob("*"))
+    assert hashlib.sha256((ld / "build" / TVM / "big.so").read_bytes()).hexdigest() == big["blob"]

@@ -58,6 +58,20 @@ static void test_missing_files(void) {
     CHECK(missing == 1 && listed == 2);
     CHECK_STR(first, "b.py");
     free(first);
+    /* counted over what patterns choose on the repo path: a.py is there, b.py is not */
+    const char *inc_a[] = {"build/v/a*", NULL}, *inc_all[] = {"*.py", NULL}, *exc_b[] = {"*/b.py", NULL};
+    CHECK_RC(hk__digest_missing_chosen(&missing, &listed, &first, vdir, "build/v", inc_a, NULL), HK_OK);
+    CHECK(missing == 0 && listed == 1 && first == NULL);
+    CHECK_RC(hk__digest_missing_chosen(&missing, &listed, &first, vdir, "build/v", inc_all, NULL), HK_OK);
+    CHECK(missing == 1 && listed == 2);
+    CHECK_STR(first, "b.py");
+    free(first);
+    first = NULL;
+    CHECK_RC(hk__digest_missing_chosen(&missing, &listed, &first, vdir, "build/v", NULL, exc_b), HK_OK);
+    CHECK(missing == 0 && listed == 1);
+    CHECK_RC(hk__digest_missing_chosen(&missing, &listed, &first, vdir, "build/v", exc_b, NULL), HK_OK);
+    CHECK(missing == 1 && listed == 1);
+    free(first);
     hk_test_write(meta, "{}");
     CHECK_RC(hk__digest_missing_files(&missing, &listed, NULL, vdir), HK_ERR_NOT_FOUND);
     free(one);

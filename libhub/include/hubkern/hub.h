@@ -163,7 +163,10 @@ typedef struct hk_pull_spec {
      * and the signature checked, whatever the patterns say, and each chosen file is checked
      * against the metadata.json digest (the files left out are not missing). Such a variant is
      * published file by file; it is complete in the snapshot only when every file was chosen
-     * (a later pull without patterns completes it; offline it is HK_ERR_OFFLINE, incomplete). */
+     * (a later pull without patterns completes it; offline it is HK_ERR_OFFLINE, incomplete).
+     * Offline, the patterns choose among the files the cached metadata.json digest lists: the
+     * pull succeeds when each chosen one is cached (and matches the digest), else HK_ERR_OFFLINE
+     * naming a missing one. */
     const char *const *include;
     const char *const *exclude;
     int dry_run;               /* 1: resolve, list and choose only: the result lists each file that

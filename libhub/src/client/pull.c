@@ -18,14 +18,16 @@
 
 /* Digest check of every pulled variant (verification receipts of hub's cache honoured); skip[i]:
  * already checked; fresh: blobs just written. */
-static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const char *const *fresh,
-                           size_t nfresh, unsigned vflags) {
+static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const bool *partial,
+                           const char *const *fresh, size_t nfresh, unsigned vflags) {
     for (size_t i = 0; i < r->nvariants; i++) {
         if (skip && skip[i]) continue;
-        bool has = false;
+        bool has = false, part = partial && partial[i];
         hk_verify_stats st;
-        int rc = hk__verify_variant_flags(&has, &st, r->variant_paths[i], hub->cache_root, false, fresh, nfresh,
-                                          vflags);
+        /* a variant only partly cached: the files there are hashed, no receipt read or written
+         * (a receipt vouches for a whole variant) */
+        int rc = hk__verify_variant_flags(&has, &st, r->variant_paths[i], part ? NULL : hub->cache_root, false, fresh,
+                                          nfresh, vflags | (part ? HK_VERIFY_PRESENT_ONLY : 0));
         if (rc) return rc;
         if (has && r->offline) r->bytes_verified += st.bytes_hashed + st.bytes_fresh;
         r->bytes_trusted += st.bytes_trusted;
@@ -341,8 +343,9 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
     }
     size_t cap = 0;
     bool dry = spec->dry_run != 0;
-    bool *dropped = calloc(r->nvariants + 1, sizeof *dropped);
+    bool *dropped = calloc(2 * (r->nvariants + 1), sizeof *dropped), *partial = dropped ? dropped + r->nvariants + 1 : NULL;
     if (!dropped) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    bool patterns = hk__pull_has_patterns(spec);
     for (size_t i = 0; rc == HK_OK && i < r->nvariants; i++) {
         r->variant_paths[i] = hk__asprintf("%s/build/%s", r->snapshot, r->variants[i]);
         char *rel = r->variant_paths[i] ? hk__asprintf("build/%s", r->variants[i]) : NULL;
@@ -352,22 +355,31 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         }
         size_t from = r->nfiles, chosen = 0, all = 0;
         rc = hk__client_collect_local_files(r, &cap, r->snapshot, rel);
-        /* offline, the patterns choose among the files of a complete cached variant */
+        /* offline, the patterns choose among the files the cached metadata.json lists (as online
+         * among the listing's): the chosen ones must be here, the variant need not be complete */
         if (rc == HK_OK) hk__pull_keep_chosen(r, from, rel, spec, &chosen, &all);
+        size_t listed = 0;
+        if (rc == HK_OK && patterns)
+            rc = hk__pull_offline_chosen_cached(&listed, &partial[i], r->variant_paths[i], rel, spec, commit);
         free(rel);
-        dropped[i] = chosen == 0 && hk__pull_has_patterns(spec);
+        dropped[i] = chosen == 0 && listed == 0 && patterns;
         if (rc || dropped[i]) continue;
-        if ((rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i]))) break;
+        if (!patterns && (rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i])))
+            break;
         if (dry) continue; /* a dry run checks no signature: that writes its receipt */
         char *rd = hk__client_local_repo_dir(hub, spec->repo_id, r->revision); /* signature: client/signature.c */
         rc = hk__client_check_signature(hub, t->signature, r->repo, rd, r->commit, r->variants[i], r->variant_paths[i]);
         free(rd);
     }
-    if (rc == HK_OK) hk__pull_drop_variants(r, dropped);
-    free(dropped);
+    if (rc == HK_OK) { /* the partial flags follow their variants */
+        size_t w = 0;
+        for (size_t v = 0; v < r->nvariants; v++)
+            if (!dropped[v]) partial[w++] = partial[v];
+        hk__pull_drop_variants(r, dropped);
+    }
     if (rc == HK_OK) rc = hk__pull_file_details(r, NULL, 0);
-    if (rc) return rc;
-    rc = verify_variants(r, hub, NULL, NULL, 0, dry ? HK_VERIFY_NO_WRITE : 0);
+    if (rc == HK_OK) rc = verify_variants(r, hub, NULL, partial, NULL, 0, dry ? HK_VERIFY_NO_WRITE : 0);
+    free(dropped);
     if (rc == HK_ERR_DIGEST)
         hk__fail_context("offline: cached bytes of %s at %.12s no longer match what was verified (a damaged "
                          "blob); run `hubkern cache verify --repair`, or pull again online, which fetches the "

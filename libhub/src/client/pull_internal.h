@@ -44,6 +44,13 @@ bool hk__pull_variant_metadata_file(const char *path, const char *prefix);
 bool hk__pull_has_patterns(const hk_pull_spec *spec);
 /* Keep, of r->files[from..], the files the spec's patterns choose and the variant's metadata.json
  * and bundle; none chosen: none kept. *out_chosen: how many were chosen, *out_all: of how many. */
+/* Offline with patterns (vdir the variant folder, rel "build/<variant>"): the files they choose
+ * among those the variant's metadata.json digest lists must all be cached, the others need not
+ * be; HK_ERR_OFFLINE naming one that is not. *chosen counts the chosen; *partial: the variant
+ * lacks some file, chosen or not. No digest to count against: HK_OK, 0 (the digest check reports
+ * it). */
+int hk__pull_offline_chosen_cached(size_t *chosen, bool *partial, const char *vdir, const char *rel,
+                                   const hk_pull_spec *spec, const char *commit);
 void hk__pull_keep_chosen(hk_pull_result *r, size_t from, const char *prefix, const hk_pull_spec *spec,
                           size_t *out_chosen, size_t *out_all);
 /* Size, blob id and "cached before this pull" of the files among items (the pull's plan; none

@@ -1,5 +1,6 @@
 /* The pull result handle and what fills it: variant choice among names, the file list, the files
  * a pull's patterns choose (pull_internal.h). */
+#include "cache/cache_internal.h"
 #include "client/client.h"
 #include "util/vec.h"
 #include "client/pull_internal.h"
@@ -240,4 +241,27 @@ void hk__pull_drop_variants(hk_pull_result *r, const bool *dropped) {
     }
     for (size_t v = w; v < r->nvariants; v++) r->variants[v] = r->variant_paths[v] = NULL;
     r->nvariants = w;
+}
+
+int hk__pull_offline_chosen_cached(size_t *chosen, bool *partial, const char *vdir, const char *rel,
+                                   const hk_pull_spec *spec, const char *commit) {
+    size_t missing = 0, listed = 0, all_missing = 0, all_listed = 0;
+    char *first = NULL;
+    *chosen = 0;
+    *partial = false;
+    int rc = hk__digest_missing_chosen(&missing, &listed, &first, vdir, rel, spec->include, spec->exclude);
+    if (rc == HK_OK) rc = hk__digest_missing_files(&all_missing, &all_listed, NULL, vdir);
+    if (rc == HK_ERR_NOMEM) return rc;
+    if (rc) {
+        hk_clear_error();
+        return HK_OK;
+    }
+    *chosen = listed;
+    *partial = all_missing > 0;
+    if (missing)
+        rc = hk__fail(HK_ERR_OFFLINE, "offline: %zu of the %zu files of %s at %.12s the patterns choose %s not in the "
+                      "cache (e.g. %s/%s); pull them online (the same command without HF_HUB_OFFLINE)", missing, listed,
+                      spec->repo_id, commit, missing == 1 ? "is" : "are", rel, first ? first : "?");
+    free(first);
+    return rc;
 }
