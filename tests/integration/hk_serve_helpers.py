@@ -33,6 +33,17 @@ def python_clients_env(**extra) -> dict:
     return env
 
 
+def hubkern_env(url, cache, **extra) -> dict:
+    """The environment for a hubkern run against mirror `url` and cache `cache`: none of the
+    caller's HF_*, HUGGING*, KERNELS_*, LOCAL_KERNELS or HUBKERN_SIG* settings, fast retries,
+    progress bars off, then extra (values made strings)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGING", "KERNELS_", "LOCAL_KERNELS", "HUBKERN_SIG"))}
+    env.update(HF_ENDPOINT=url, HF_HUB_CACHE=str(cache), HF_HUB_DISABLE_PROGRESS_BARS="1", HUBKERN_RETRY_BASE_MS="1")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
 def hubkern_bin() -> str:
     b = os.environ.get("HUBKERN_BIN")
     if b:

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sigstore"))
 from faultproxy import make_variant  # noqa: E402
-from hk_serve_helpers import SOURCE_DIR, Server, hubkern_bin, publish, python_clients_env  # noqa: E402
+from hk_serve_helpers import SOURCE_DIR, Server, hubkern_bin, hubkern_env, publish, python_clients_env  # noqa: E402
 
 REPO = "hubkern/sel"
 TVM = "tvm-ffi01-cpu-x86_64-linux"
@@ -31,14 +31,6 @@ FILES = {
             "lib/a.txt": b"torch a\n"},
 }
 METADATA = ("metadata.json", "metadata.json.sigstore")
-
-
-def env_for(url, cache, **extra):
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("HF_", "HUGGING", "KERNELS_", "LOCAL_KERNELS", "HUBKERN_SIG"))}
-    e.update(HF_ENDPOINT=url, HF_HUB_CACHE=str(cache), HF_HUB_DISABLE_PROGRESS_BARS="1", HUBKERN_RETRY_BASE_MS="1")
-    e.update({k: str(v) for k, v in extra.items()})
-    return e
 
 
 def hk(*args, env, check=True):
@@ -60,7 +52,7 @@ def mirror(tmp_path_factory):
     commit = publish(src, REPO, "v1", store)
     srv = Server(store, "--trust", "hubkern", "--access-log", public_url=True)
     lock = tmp / "kernels.lock"
-    hk("lock", f"{REPO}=1", "-o", lock, env=env_for(srv.url, tmp / "lockcache"))
+    hk("lock", f"{REPO}=1", "-o", lock, env=hubkern_env(srv.url, tmp / "lockcache"))
     yield dict(tmp=tmp, srv=srv, url=srv.url, lock=lock, commit=commit, src=src)
     srv.stop()
 
@@ -119,7 +111,7 @@ def test_selection_is_hfs(mirror, tmp_path, include, exclude):
     variants = {p.split("/")[1] for p in want}
     want |= {f"build/{v}/metadata.json" for v in variants}
     p = hk("download", "--lock", mirror["lock"], "--all-variants", "--dry-run", "--json",
-           *pattern_args(include, exclude), env=env_for(mirror["url"], tmp_path / "c"), check=False)
+           *pattern_args(include, exclude), env=hubkern_env(mirror["url"], tmp_path / "c"), check=False)
     if not want:
         assert p.returncode == 1 and "HK_ERR_NOT_FOUND" in p.stdout, (p.stdout, p.stderr)
         return
@@ -133,7 +125,7 @@ def test_selection_is_hfs(mirror, tmp_path, include, exclude):
 
 def test_pattern_download_fetches_only_the_chosen_files_and_the_signed_metadata(mirror, tmp_path):
     cache = tmp_path / "c"
-    env = env_for(mirror["url"], cache)
+    env = hubkern_env(mirror["url"], cache)
     # the patterns even exclude metadata.json: it is fetched and checked all the same
     p = hk("download", "--lock", mirror["lock"], "--all-variants", "--include", "*/lib/a.txt",
            "--exclude", "*metadata.json*", "--json", env=env)
@@ -169,9 +161,9 @@ def test_a_chosen_file_is_checked_against_the_digest(tmp_path):
     commit = publish(src, "hubkern/dg", "v1", store)
     with Server(store, "--trust", "hubkern") as srv:
         lock = tmp_path / "kernels.lock"
-        hk("lock", "hubkern/dg=1", "-o", lock, env=env_for(srv.url, tmp_path / "lc"))
+        hk("lock", "hubkern/dg=1", "-o", lock, env=hubkern_env(srv.url, tmp_path / "lc"))
         cache = tmp_path / "c"
-        env = env_for(srv.url, cache)
+        env = hubkern_env(srv.url, cache)
         hk("download", "--lock", lock, "--all-variants", "--include", "*/good.txt", env=env)
         p = hk("download", "--lock", lock, "--all-variants", "--include", "*/bad.txt", env=env, check=False)
         assert p.returncode == 1 and "[HK_ERR_DIGEST]" in p.stderr and "HashMismatch: bad.txt" in p.stderr, p.stderr
@@ -181,7 +173,7 @@ def test_a_chosen_file_is_checked_against_the_digest(tmp_path):
 
 def test_no_matching_file_is_an_error(mirror, tmp_path):
     p = hk("download", "--lock", mirror["lock"], "--all-variants", "--include", "*.nothing", "--json",
-           env=env_for(mirror["url"], tmp_path / "c"), check=False)
+           env=hubkern_env(mirror["url"], tmp_path / "c"), check=False)
     assert p.returncode == 1 and "matches the --include/--exclude patterns" in p.stderr, p.stderr
     assert json.loads(p.stdout)["error"]["code"] == "HK_ERR_NOT_FOUND", p.stdout
     assert not list((tmp_path / "c" / "kernels--hubkern--sel").glob("snapshots/*/*")), "something was published"
@@ -189,7 +181,7 @@ def test_no_matching_file_is_an_error(mirror, tmp_path):
 
 @pytest.mark.parametrize("opt", ["--include", "--exclude"])
 def test_empty_pattern_is_a_usage_error(mirror, tmp_path, opt):
-    p = hk("download", "--lock", mirror["lock"], opt, "", env=env_for(mirror["url"], tmp_path / "c"), check=False)
+    p = hk("download", "--lock", mirror["lock"], opt, "", env=hubkern_env(mirror["url"], tmp_path / "c"), check=False)
     assert p.returncode == 2 and opt in p.stderr, p.stderr
 
 
@@ -204,7 +196,7 @@ def tree_state(root):
 
 def test_dry_run_lists_sizes_and_cache_state_and_writes_nothing(mirror, tmp_path):
     cache = tmp_path / "c"
-    env = env_for(mirror["url"], cache)
+    env = hubkern_env(mirror["url"], cache)
     before_log = len(mirror["srv"].log_lines)
     p = hk("download", "--lock", mirror["lock"], "--all-variants", "--dry-run", "--json", env=env)
     doc = json.loads(p.stdout)
@@ -255,7 +247,7 @@ def inodes(d):
 
 def test_local_dir_real_files_reused_repaired_and_reused_by_hf(mirror, tmp_path):
     cache, ld = tmp_path / "c", tmp_path / "local"
-    env = env_for(mirror["url"], cache)
+    env = hubkern_env(mirror["url"], cache)
     args = ("download", "--lock", mirror["lock"], "--all-variants", "--include", "build/tvm*", "--exclude", "*.bin",
             "--local-dir", ld)
     p = hk(*args, env=env)
@@ -309,7 +301,7 @@ def test_local_dir_hf_filled_is_reused(mirror, tmp_path):
     before = inodes(ld)
     assert len(before) == len(FILES[TVM]) + 1, before  # the variant's files and metadata.json
     p = hk("download", "--lock", mirror["lock"], "--all-variants", "--include", "build/tvm*", "--local-dir", ld,
-           env=env_for(mirror["url"], tmp_path / "c"))
+           env=hubkern_env(mirror["url"], tmp_path / "c"))
     assert f"0 files copied, {len(before)} already there" in p.stderr, p.stderr
     assert inodes(ld) == before
 
@@ -317,7 +309,7 @@ def test_local_dir_hf_filled_is_reused(mirror, tmp_path):
 def test_local_dir_that_is_a_file_is_a_usage_error(mirror, tmp_path):
     (tmp_path / "afile").write_text("x")
     p = hk("download", "--lock", mirror["lock"], "--local-dir", tmp_path / "afile",
-           env=env_for(mirror["url"], tmp_path / "c"), check=False)
+           env=hubkern_env(mirror["url"], tmp_path / "c"), check=False)
     assert p.returncode == 2 and "is not a directory" in p.stderr, p.stderr
     assert not (tmp_path / "c").exists()  # refused before anything was fetched
 
@@ -328,7 +320,7 @@ def test_local_dir_never_holds_a_partial_file(mirror, tmp_path):
     cache, ld = tmp_path / "c", tmp_path / "local"
     (ld / "build" / TVM / "_ops.so").mkdir(parents=True)  # in the way of the rename
     p = hk("download", "--lock", mirror["lock"], "--all-variants", "--include", "*/_ops.so", "--local-dir", ld,
-           env=env_for(mirror["url"], cache), check=False)
+           env=hubkern_env(mirror["url"], cache), check=False)
     assert p.returncode == 1 and "cannot move the verified copy" in p.stderr, p.stderr
     assert not list(ld.rglob("*.incomplete")), list(ld.rglob("*"))
     assert (ld / "build" / TVM / "_ops.so").is_dir()
@@ -357,7 +349,7 @@ def signed(tmp_path_factory):
     locks = {}
     for case in ("good", "tampered"):
         locks[case] = tmp / f"{case}.lock"
-        hk("lock", f"kernels-community/dl-{case}=1", "-o", locks[case], env=env_for(srv.url, tmp / "lc", **extra))
+        hk("lock", f"kernels-community/dl-{case}=1", "-o", locks[case], env=hubkern_env(srv.url, tmp / "lc", **extra))
     yield dict(srv=srv, locks=locks, extra=extra, files=sorted(p.name for p in SIGNED_SRC.iterdir() if p.is_file()))
     srv.stop()
 
@@ -365,7 +357,7 @@ def signed(tmp_path_factory):
 def test_signature_is_checked_whatever_the_patterns(signed, tmp_path):
     sofile = next(f for f in signed["files"] if f.endswith(".so"))
     cache = tmp_path / "c"
-    env = env_for(signed["srv"].url, cache, **signed["extra"])
+    env = hubkern_env(signed["srv"].url, cache, **signed["extra"])
     excl = ("--exclude", "*metadata.json*")
     p = hk("download", "--lock", signed["locks"]["tampered"], "--backend", "cpu", "--include", f"*/{sofile}", *excl,
            env=env, check=False)
@@ -381,7 +373,7 @@ def test_complete_cached_variant_dry_run_and_local_dir(mirror, tmp_path):
     """Variants complete in the cache (no listing needed): the dry run and --local-dir read each
     file's size and blob from the snapshot; everything is cached, and the copies are exact."""
     cache, ld = tmp_path / "c", tmp_path / "local"
-    env = env_for(mirror["url"], cache)
+    env = hubkern_env(mirror["url"], cache)
     hk("download", "--lock", mirror["lock"], "--all-variants", env=env)
     p = hk("download", "--lock", mirror["lock"], "--all-variants", "--dry-run", "--json", env=env)
     doc = json.loads(p.stdout)
@@ -406,8 +398,8 @@ def test_local_dir_interrupted_copy_leaves_nothing_partial(tmp_path):
     publish(src, "hubkern/big", "v1", store)
     with Server(store, "--trust", "hubkern") as srv:
         lock = tmp_path / "kernels.lock"
-        hk("lock", "hubkern/big=1", "-o", lock, env=env_for(srv.url, tmp_path / "lc"))
-        env = env_for(srv.url, tmp_path / "c")
+        hk("lock", "hubkern/big=1", "-o", lock, env=hubkern_env(srv.url, tmp_path / "lc"))
+        env = hubkern_env(srv.url, tmp_path / "c")
         hk("download", "--lock", lock, "--all-variants", env=env)  # into the cache first
         ld = tmp_path / "local"
         proc = subprocess.Popen([hubkern_bin(), "download", "--lock", str(lock), "--all-variants", "--local-dir",
@@ -439,8 +431,8 @@ def big(tmp_path_factory):
     publish(tmp / "src", "hubkern/big", "v1", tmp / "store")
     with Server(tmp / "store", "--trust", "hubkern") as srv:
         lock = tmp / "kernels.lock"
-        hk("lock", "hubkern/big=1", "-o", lock, env=env_for(srv.url, tmp / "lc"))
-        env = env_for(srv.url, tmp / "c")
+        hk("lock", "hubkern/big=1", "-o", lock, env=hubkern_env(srv.url, tmp / "lc"))
+        env = hubkern_env(srv.url, tmp / "c")
         hk("download", "--lock", lock, "--all-variants", env=env)
         yield dict(lock=lock, env=env, data=data, blob=hashlib.sha256(data).hexdigest())
 

@@ -4,7 +4,6 @@ along, a later pull without patterns completing the variant, and offline pulls w
 choose among the files the cached metadata.json lists (as huggingface_hub 2.4's snapshot_download
 checks the chosen files against its cached tree listing)."""
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -13,20 +12,12 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from faultproxy import make_variant  # noqa: E402
-from hk_serve_helpers import Server, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import Server, hubkern_bin, hubkern_env, publish  # noqa: E402
 
 REPO = "hubkern/psel"
 TVM = "tvm-ffi01-cpu-x86_64-linux"
 FILES = {"_ops.so": b"\x7fELF\0" + bytes(range(256)) * 40, "lib/a.txt": b"a\n", "lib/b.txt": b"bb\n",
          "data/x.bin": b"\0\1\2" * 700}
-
-
-def env_for(url, cache, **extra):
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("HF_", "HUGGING", "KERNELS_", "LOCAL_KERNELS", "HUBKERN_SIG"))}
-    e.update(HF_ENDPOINT=url, HF_HUB_CACHE=str(cache), HF_HUB_DISABLE_PROGRESS_BARS="1", HUBKERN_RETRY_BASE_MS="1")
-    e.update({k: str(v) for k, v in extra.items()})
-    return e
 
 
 def pull(*args, env, check=True):
@@ -57,33 +48,33 @@ def mirror(tmp_path_factory):
 
 def test_include_pulls_the_file_and_metadata_then_a_plain_pull_completes(mirror, tmp_path):
     cache = tmp_path / "c"
-    env = env_for(mirror["url"], cache)
+    env = hubkern_env(mirror["url"], cache)
     doc = json.loads(pull("--include", "*/lib/a.txt", env=env).stdout)
     assert set(doc["files"]) == {f"build/{TVM}/lib/a.txt", f"build/{TVM}/metadata.json"}, doc["files"]
     assert on_disk(cache) == {"lib/a.txt", "metadata.json"}
     assert doc["dependency_tree"][0]["variant"] == TVM
     # the variant is not complete: a plain offline pull says so, an online one completes it
-    off = pull(env=env_for(mirror["url"], cache, HF_HUB_OFFLINE=1), check=False)
+    off = pull(env=hubkern_env(mirror["url"], cache, HF_HUB_OFFLINE=1), check=False)
     assert off.returncode != 0 and "incomplete" in off.stdout + off.stderr, (off.stdout, off.stderr)
     doc = json.loads(pull(env=env).stdout)
     assert doc["files_downloaded"] == 3, doc  # _ops.so, lib/b.txt, data/x.bin
     assert on_disk(cache) == set(FILES) | {"metadata.json"}
-    pull(env=env_for(mirror["url"], cache, HF_HUB_OFFLINE=1))
+    pull(env=hubkern_env(mirror["url"], cache, HF_HUB_OFFLINE=1))
 
 
 def test_exclude_leaves_out_the_files_but_never_metadata(mirror, tmp_path):
     cache = tmp_path / "c"
-    doc = json.loads(pull("--exclude", "*.bin", "--exclude", "*metadata.json", env=env_for(mirror["url"], cache)).stdout)
+    doc = json.loads(pull("--exclude", "*.bin", "--exclude", "*metadata.json", env=hubkern_env(mirror["url"], cache)).stdout)
     want = {"_ops.so", "lib/a.txt", "lib/b.txt", "metadata.json"}
     assert on_disk(cache) == want
     assert set(doc["files"]) == {f"build/{TVM}/{f}" for f in want}
 
 
 def test_patterns_that_take_nothing_fail(mirror, tmp_path):
-    p = pull("--include", "*.nothing", env=env_for(mirror["url"], tmp_path / "c"), check=False)
+    p = pull("--include", "*.nothing", env=hubkern_env(mirror["url"], tmp_path / "c"), check=False)
     assert p.returncode == 1 and "HK_ERR_NOT_FOUND" in p.stdout, (p.stdout, p.stderr)
     p = subprocess.run([hubkern_bin(), "pull", REPO, "--version", "1", "--include", ""], capture_output=True,
-                       text=True, env=env_for(mirror["url"], tmp_path / "c"))
+                       text=True, env=hubkern_env(mirror["url"], tmp_path / "c"))
     assert p.returncode == 2 and "--include needs a pattern" in p.stderr, p.stderr
 
 
@@ -93,8 +84,8 @@ def test_offline_patterns_choose_among_the_listed_files(mirror, tmp_path):
     chosen files against its cached tree listing too); a chosen file that is not cached is
     HK_ERR_OFFLINE naming it."""
     cache = tmp_path / "c"
-    pull("--include", "*/lib/*", env=env_for(mirror["url"], cache))
-    off = env_for(mirror["url"], cache, HF_HUB_OFFLINE=1)
+    pull("--include", "*/lib/*", env=hubkern_env(mirror["url"], cache))
+    off = hubkern_env(mirror["url"], cache, HF_HUB_OFFLINE=1)
     doc = json.loads(pull("--include", "*/lib/a.txt", env=off).stdout)
     assert set(doc["files"]) == {f"build/{TVM}/lib/a.txt", f"build/{TVM}/metadata.json"}, doc["files"]
     doc = json.loads(pull("--exclude", "*.so", "--exclude", "*.bin", env=off).stdout)
