@@ -62,18 +62,9 @@ def fetch_all(host, port, barrier, want, errors):
 
 
 def test_cold_edge_burst_of_50(tmp_path):
-    files = {f"f{i:02d}.py": b"# small %d\n" % i * 30 for i in range(12)}
-    files["big0.bin"] = os.urandom(300_000)
-    files["big1.bin"] = os.urandom(200_000)
-    src, store, edge_store = tmp_path / "src", tmp_path / "origin", tmp_path / "edge"
-    store.mkdir()
+    store, want = make_repo(tmp_path, big=(300_000, 200_000))
+    edge_store = tmp_path / "edge"
     edge_store.mkdir()
-    vdir = make_variant(str(src), V, files)
-    want = {}
-    for name in os.listdir(vdir):
-        with open(os.path.join(vdir, name), "rb") as fh:
-            want[f"build/{V}/{name}"] = hashlib.sha256(fh.read()).hexdigest()
-    publish(str(src), REPO, "v1", str(store), ["--lfs-threshold", "100000"])
     with Server(store, "--trust", "org", "--access-log") as origin, \
             Server(edge_store, "--upstream", origin.url, "--access-log") as edge:
         host, port = edge.url.split("//")[1].rsplit(":", 1)
@@ -115,9 +106,11 @@ def test_cold_edge_burst_of_50(tmp_path):
     assert not leftovers, leftovers
 
 
-def make_repo(tmp_path, n_small=12):
+def make_repo(tmp_path, n_small=12, big=(300_000,)):
+    """A published variant of n_small small files and one LFS file a size in `big`: the store and
+    each file's sha256 by path."""
     files = {f"f{i:02d}.py": b"# small %d\n" % i * 30 for i in range(n_small)}
-    files["big0.bin"] = os.urandom(300_000)
+    files.update({f"big{i}.bin": os.urandom(n) for i, n in enumerate(big)})
     src, store = tmp_path / "src", tmp_path / "origin"
     store.mkdir()
     vdir = make_variant(str(src), V, files)
