@@ -247,7 +247,8 @@ static int start_daemon(srv_server *s, const srv_config *cfg, const char *host, 
     MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc,                  \
         MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL, \
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_guard_notify, \
-        (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL
+        (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL, \
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HK_SRV_CONN_MEMORY
     if (s->up)
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS, MHD_OPTION_END);
     else
