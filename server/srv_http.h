@@ -88,6 +88,9 @@ struct srv_server {
     unsigned char lfs_key[32];
     srv_upstream *up;    /* NULL: no pull-through */
     unsigned rev_ttl;   /* max-age of branch-addressed answers */
+    /* Cache-Control values, made once (not formatted per answer): [0] commit-addressed (immutable),
+     * [1] branch-addressed (max-age = rev_ttl); private when the mirror needs tokens */
+    char cache_control[2][64];
     uint64_t bench_max; /* largest benchmark submission accepted, bytes */
     uint64_t bench_quota_count, bench_quota_bytes; /* per repo; the oldest are evicted past them */
     size_t max_body;    /* request bodies are collected up to this many bytes */
@@ -111,7 +114,7 @@ typedef struct req_ctx {
     met_route route;
     up_mark mark;       /* hit / miss / coalesced / stale, for the access log and /metrics */
     int cacheable;      /* 0: no Cache-Control; 1: branch-addressed (short); 2: commit-addressed (immutable) */
-    unsigned max_age;   /* of branch-addressed answers (the revision TTL) */
+    const char (*cache_control)[64]; /* the server's two values, indexed by cacheable == 1 */
     bool tokens;        /* the mirror needs tokens: answers vary by Authorization */
     bool publisher_trusted; /* X-Kernel-Publisher-Trusted: true on this JSON answer (refs) */
 } req_ctx;
@@ -120,6 +123,9 @@ typedef struct req_ctx {
 
 /* The URL path split at '/': p/len the raw segment (route keywords are matched on it), d the segment
  * percent-decoded once, at the route entry (srv_dispatch); nothing decodes a segment again. */
+/* q = '"' etag '"' (an etag is at most 64 characters): ETag and If-None-Match without snprintf. */
+void srv_quote_etag(char q[80], const char *etag);
+
 typedef struct seglist {
     const char *p[HK_SRV_MAX_SEGS];
     size_t len[HK_SRV_MAX_SEGS];

@@ -151,7 +151,7 @@ int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char 
         bool ok = lstat(snap, &st) == 0 && S_ISDIR(st.st_mode);
         free(snap);
         if (ok) {
-            snprintf(out_commit, 65, "%s", rev);
+            memcpy(out_commit, rev, strlen(rev) + 1); /* 40 or 64 hex digits: checked above */
             return HK_OK;
         }
     }
@@ -414,7 +414,7 @@ static long ms_since(const struct timespec *t) {
 
 int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *repo_dir, const char *commit) {
     *out = NULL;
-    char *key = hk__asprintf("%s\n%s", repo_dir, commit);
+    char *key = hk__concat(repo_dir, "\n", commit, (char *)NULL);
     if (!key) return hk__fail(HK_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
@@ -486,7 +486,7 @@ void srv_store_list_release(srv_store *s, const srv_listing *l) {
 }
 
 void srv_store_forget_listing(srv_store *s, const char *repo_dir, const char *commit) {
-    char *key = hk__asprintf("%s\n%s", repo_dir, commit);
+    char *key = hk__concat(repo_dir, "\n", commit, (char *)NULL);
     if (!key) return;
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++)
