@@ -216,8 +216,8 @@ void srv_repo_ref_free(repo_ref *r);
 /* The revision in segments from `at` (one segment, or a raw "refs/pr/1" over several; all the rest
  * when rest_is_rev); *used = segments taken; *rev_out = the revision text, also on failure.
  * HK_ERR_INVALID_ARG when the revision is not a valid name (answer srv_rev_invalid). */
-int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
-                            size_t at, bool rest_is_rev);
+int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, srv_store *store, const repo_ref *repo,
+                         const seglist *s, size_t at, bool rest_is_rev);
 /* With --upstream: the revision at `at` (all the rest when rest_is_rev) checked, then brought into
  * the store (srv_up_prepare). false = go on; true = answered (*ret): 400 for a name that is not a
  * valid revision (never sent upstream), or the upstream's refusal. */

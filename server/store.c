@@ -159,6 +159,17 @@ int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char 
     return hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found", rev);
 }
 
+int srv_store_resolve_rev_kept(char out_commit[65], srv_store *s, const char *repo_dir, const char *rev) {
+    bool hex = is_lower_hex(rev, 40) || is_lower_hex(rev, 64);
+    if (hex && srv_snap_commit_kept(s->snaps, repo_dir, rev)) {
+        memcpy(out_commit, rev, strlen(rev) + 1);
+        return HK_OK;
+    }
+    int rc = srv_store_resolve_rev(out_commit, repo_dir, rev);
+    if (rc == HK_OK && hex && strcmp(out_commit, rev) == 0) srv_snap_commit_prove(s->snaps, repo_dir, rev);
+    return rc;
+}
+
 /* Content hash for a blob whose name is not an etag, memoised by identity and mtime. */
 static int etag_by_content(srv_store *s, char etag[65], bool *lfs, const char *real, const struct stat *st) {
     pthread_mutex_lock(&s->mu);

@@ -89,10 +89,20 @@ static bool racy(const file_id *id, long long now) {
     return now - (m > c ? m : c) < racy_ns;
 }
 
-static long long now_ns(void) {
+long long srv_refs_clock_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return ns_of(&t);
+}
+
+bool srv_refs_settled(const struct stat *st, long long now) {
+    file_id id;
+    id_of(&id, st);
+    return !racy(&id, now);
+}
+
+static long long now_ns(void) {
+    return srv_refs_clock_ns();
 }
 
 /* refs/<rev> → commit through the cache layer's reader. */
