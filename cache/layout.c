@@ -141,7 +141,9 @@ char *hk_cache_repo_dir(const char *root, hk_repo_type type, const char *repo_id
     }
     hk_strbuf sb;
     hk__sb_init(&sb);
-    hk__sb_printf(&sb, "%s/%s", root, k_plural[type]);
+    hk__sb_append(&sb, root);
+    hk__sb_append(&sb, "/");
+    hk__sb_append(&sb, k_plural[type]);
     for (const char *p = repo_id; *p;) {
         const char *e = strchr(p, '/');
         size_t n = e ? (size_t)(e - p) : strlen(p);
@@ -173,8 +175,8 @@ static char *path_or_nomem(char *p) {
 char *hk__cache_snapshot_path(const char *repo_dir, const char *commit, const char *rel) {
     if (!commit || !hk__is_commit_id(commit)) return unsafe("snapshot name", commit);
     if (rel && !hk__path_is_safe_relative(rel)) return unsafe("file name", rel);
-    return path_or_nomem(rel ? hk__asprintf("%s/snapshots/%s/%s", repo_dir, commit, rel)
-                             : hk__asprintf("%s/snapshots/%s", repo_dir, commit));
+    return path_or_nomem(rel ? hk__concat(repo_dir, "/snapshots/", commit, "/", rel, (char *)NULL)
+                             : hk__concat(repo_dir, "/snapshots/", commit, (char *)NULL));
 }
 
 char *hk__cache_variant_path(const char *repo_dir, const char *commit, const char *variant) {
@@ -191,12 +193,12 @@ HK_API char *hk_cache_variant_entry(const char *commit, const char *variant) {
 char *hk__cache_blob_path(const char *repo_dir, const char *etag, const char *suffix) {
     if (!component_safe(etag)) return unsafe("blob name", etag);
     if (suffix && strchr(suffix, '/')) return unsafe("blob suffix", suffix);
-    return path_or_nomem(hk__asprintf("%s/blobs/%s%s", repo_dir, etag, suffix ? suffix : ""));
+    return path_or_nomem(hk__concat(repo_dir, "/blobs/", etag, suffix ? suffix : "", (char *)NULL));
 }
 
 char *hk__cache_ref_path(const char *repo_dir, const char *rev) {
     if (!rev || !hk__revision_valid(rev)) return unsafe("revision name", rev);
-    return path_or_nomem(hk__asprintf("%s/refs/%s", repo_dir, rev));
+    return path_or_nomem(hk__concat(repo_dir, "/refs/", rev, (char *)NULL));
 }
 
 char *hk__cache_repo_subdir(const char *repo_dir, const char *which) {

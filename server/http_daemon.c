@@ -26,9 +26,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!ctx) return MHD_NO;
         hk__sb_init(&ctx->body);
         clock_gettime(CLOCK_MONOTONIC, &ctx->start);
-        snprintf(ctx->method, sizeof ctx->method, "%s", method);
+        size_t ml = strnlen(method, sizeof ctx->method - 1); /* longer ones are no route's anyway */
+        memcpy(ctx->method, method, ml);
+        ctx->method[ml] = '\0';
         if (srv->access_log) ctx->url = srv_sanitize(url, 1024);
-        ctx->max_age = srv->rev_ttl;
+        ctx->cache_control = (const char (*)[64])srv->cache_control;
         ctx->route = MET_OTHER;
         ctx->tokens = srv->n_tokens > 0;
         bool via_proxy = srv_request_client(ctx->client, sizeof ctx->client, srv, c);
@@ -172,6 +174,9 @@ static int take_config(srv_server *s, const srv_config *cfg) {
     if (s->per_ip_limit && (prc = srv_addr_count_new(&s->per_ip, s->per_ip_limit)) != HK_OK) return prc;
     s->access_log = cfg->access_log;
     s->rev_ttl = cfg->revision_ttl ? cfg->revision_ttl : HK_SERVE_REVISION_TTL_DEFAULT;
+    const char *vis = cfg->n_tokens ? "private" : "public";
+    snprintf(s->cache_control[0], sizeof s->cache_control[0], "%s, max-age=31536000, immutable", vis);
+    snprintf(s->cache_control[1], sizeof s->cache_control[1], "%s, max-age=%u", vis, s->rev_ttl);
     s->bench_max = cfg->benchmark_max_bytes ? cfg->benchmark_max_bytes : HK_SERVE_BENCHMARK_MAX_DEFAULT;
     if (s->bench_max > HK_SERVE_BENCHMARK_MAX_LIMIT)
         return hk__fail(HK_ERR_INVALID_ARG, "benchmark_max_bytes: at most %llu",
@@ -247,7 +252,8 @@ static int start_daemon(srv_server *s, const srv_config *cfg, const char *host, 
     MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc,                  \
         MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL, \
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_guard_notify, \
-        (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL
+        (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL, \
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HK_SRV_CONN_MEMORY
     if (s->up)
         s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS, MHD_OPTION_END);
     else

@@ -161,7 +161,7 @@ enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, re
         /* answered: upstream refused */
     } else if (!repo.dir) {
         ret = srv_repo_not_found(c, ctx);
-    } else if (srv_resolve_rev_segs(commit, &rev, &used, &repo, s, a, false) != HK_OK) {
+    } else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, &repo, s, a, false) != HK_OK) {
         bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
         ret = invalid ? srv_rev_invalid(c, ctx, rev) : srv_rev_not_found(c, ctx, rev);
     } else {

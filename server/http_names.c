@@ -89,8 +89,8 @@ repo_parse srv_parse_repo(repo_ref *out, srv_server *srv, const seglist *s, size
 }
 
 /* The single decoded segment is tried first, then raw "refs/pr/1"-style joins of up to 4. */
-int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
-                            size_t at, bool rest_is_rev) {
+int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, srv_store *store, const repo_ref *repo,
+                         const seglist *s, size_t at, bool rest_is_rev) {
     *rev_out = NULL;
     *used = 0;
     if (at >= s->n) return hk__fail(HK_ERR_REVISION_NOT_FOUND, "no revision");
@@ -107,7 +107,7 @@ int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const re
             free(rev); /* a longer raw join is only a candidate */
             continue;
         }
-        if (srv_store_resolve_rev(commit, repo->dir, rev) == HK_OK) {
+        if (srv_store_resolve_rev_kept(commit, store, repo->dir, rev) == HK_OK) {
             free(*rev_out);
             *rev_out = rev;
             *used = k;

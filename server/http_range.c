@@ -9,9 +9,17 @@
 #include <strings.h>
 #include <unistd.h>
 
+void srv_quote_etag(char q[80], const char *etag) {
+    size_t n = strnlen(etag, 64);
+    q[0] = '"';
+    memcpy(q + 1, etag, n);
+    q[n + 1] = '"';
+    q[n + 2] = '\0';
+}
+
 void srv_add_file_headers(struct MHD_Response *r, const srv_sfile *f, const char *commit) {
     char q[80];
-    snprintf(q, sizeof q, "\"%s\"", f->etag);
+    srv_quote_etag(q, f->etag);
     if (commit && *commit) MHD_add_response_header(r, "X-Repo-Commit", commit);
     MHD_add_response_header(r, "ETag", q);
     MHD_add_response_header(r, "Accept-Ranges", "bytes");
@@ -113,7 +121,7 @@ enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ct
                                   srv_sfile *f, const char *commit) {
     bool is_get = strcmp(method, "GET") == 0;
     char q[80];
-    snprintf(q, sizeof q, "\"%s\"", f->etag);
+    srv_quote_etag(q, f->etag);
     const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
     if (inm && (strcmp(inm, q) == 0 || strcmp(inm, f->etag) == 0 || strcmp(inm, "*") == 0))
         return not_modified(c, ctx, f, commit);

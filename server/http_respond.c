@@ -18,11 +18,7 @@ enum MHD_Result srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned statu
     /* For the caches a fleet runs in front (nginx proxy_cache, Varnish, a CDN): content named by a
      * commit never changes; by a branch, only for the revision TTL. Errors are not cached. */
     if (ctx->cacheable && (status == 200 || status == 206 || status == 304 || status == 302)) {
-        char cc[96];
-        if (ctx->cacheable == 2)
-            snprintf(cc, sizeof cc, "%s, max-age=31536000, immutable", ctx->tokens ? "private" : "public");
-        else snprintf(cc, sizeof cc, "%s, max-age=%u", ctx->tokens ? "private" : "public", ctx->max_age);
-        MHD_add_response_header(r, "Cache-Control", cc);
+        MHD_add_response_header(r, "Cache-Control", ctx->cache_control[ctx->cacheable == 1]);
         if (ctx->tokens) MHD_add_response_header(r, "Vary", "Authorization");
     }
     ctx->status = status;

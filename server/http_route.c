@@ -64,7 +64,7 @@ static enum MHD_Result route_repo_api(srv_server *srv, struct MHD_Connection *c,
         if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
         else if (srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
         } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else if (srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
+        else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, repo, s, a + 1, true) != HK_OK)
             ret = rev_failed(c, ctx, rev);
         else {
             addressed_by(ctx, rev);
@@ -74,14 +74,14 @@ static enum MHD_Result route_repo_api(srv_server *srv, struct MHD_Connection *c,
         if (!is_post) ret = srv_method_not_allowed(c, ctx);
         else if (srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
         } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else if (srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, true) != HK_OK)
+        else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, repo, s, a + 1, true) != HK_OK)
             ret = rev_failed(c, ctx, rev);
         else ret = srv_handle_paths_info(srv, c, ctx, repo, commit);
     } else if (srv_seg_is(s, a, "tree") && s->n > a + 1) {
         if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
         else if (srv_route_up(srv, c, ctx, repo, s, a + 1, false, &ret)) {
         } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else if (srv_resolve_rev_segs(commit, &rev, &used, repo, s, a + 1, false) != HK_OK) {
+        else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, repo, s, a + 1, false) != HK_OK) {
             ret = rev_failed(c, ctx, rev);
         } else {
             bool bad;

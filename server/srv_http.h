@@ -38,6 +38,11 @@
 #define HK_SRV_MAX_SEGS 256
 #define HK_SRV_MAX_URL 8192
 #define HK_SRV_MAX_BODY (1u << 20)
+/* libmicrohttpd's memory per connection: it holds the request's header section (a request whose
+ * headers do not fit gets 431) and is zeroed after every keep-alive request, so its size is paid
+ * on each one (the 32 KiB default was ~4.5 % of a small file's server time). 16 KiB holds a
+ * HK_SRV_MAX_URL URL with a real client's headers, and nginx's default of 8 KiB per header line. */
+#define HK_SRV_CONN_MEMORY 16384u
 /* File answers up to this many bytes are sent from memory with their headers (http_range.c). */
 #define HK_SRV_INLINE_BODY_MAX 16384u
 
@@ -83,6 +88,9 @@ struct srv_server {
     unsigned char lfs_key[32];
     srv_upstream *up;    /* NULL: no pull-through */
     unsigned rev_ttl;   /* max-age of branch-addressed answers */
+    /* Cache-Control values, made once (not formatted per answer): [0] commit-addressed (immutable),
+     * [1] branch-addressed (max-age = rev_ttl); private when the mirror needs tokens */
+    char cache_control[2][64];
     uint64_t bench_max; /* largest benchmark submission accepted, bytes */
     uint64_t bench_quota_count, bench_quota_bytes; /* per repo; the oldest are evicted past them */
     size_t max_body;    /* request bodies are collected up to this many bytes */
@@ -106,7 +114,7 @@ typedef struct req_ctx {
     met_route route;
     up_mark mark;       /* hit / miss / coalesced / stale, for the access log and /metrics */
     int cacheable;      /* 0: no Cache-Control; 1: branch-addressed (short); 2: commit-addressed (immutable) */
-    unsigned max_age;   /* of branch-addressed answers (the revision TTL) */
+    const char (*cache_control)[64]; /* the server's two values, indexed by cacheable == 1 */
     bool tokens;        /* the mirror needs tokens: answers vary by Authorization */
     bool publisher_trusted; /* X-Kernel-Publisher-Trusted: true on this JSON answer (refs) */
 } req_ctx;
@@ -115,6 +123,9 @@ typedef struct req_ctx {
 
 /* The URL path split at '/': p/len the raw segment (route keywords are matched on it), d the segment
  * percent-decoded once, at the route entry (srv_dispatch); nothing decodes a segment again. */
+/* q = '"' etag '"' (an etag is at most 64 characters): ETag and If-None-Match without snprintf. */
+void srv_quote_etag(char q[80], const char *etag);
+
 typedef struct seglist {
     const char *p[HK_SRV_MAX_SEGS];
     size_t len[HK_SRV_MAX_SEGS];
@@ -205,8 +216,8 @@ void srv_repo_ref_free(repo_ref *r);
 /* The revision in segments from `at` (one segment, or a raw "refs/pr/1" over several; all the rest
  * when rest_is_rev); *used = segments taken; *rev_out = the revision text, also on failure.
  * HK_ERR_INVALID_ARG when the revision is not a valid name (answer srv_rev_invalid). */
-int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, const repo_ref *repo, const seglist *s,
-                            size_t at, bool rest_is_rev);
+int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, srv_store *store, const repo_ref *repo,
+                         const seglist *s, size_t at, bool rest_is_rev);
 /* With --upstream: the revision at `at` (all the rest when rest_is_rev) checked, then brought into
  * the store (srv_up_prepare). false = go on; true = answered (*ret): 400 for a name that is not a
  * valid revision (never sent upstream), or the upstream's refusal. */

@@ -65,6 +65,8 @@ char *srv_store_repo_dir(const srv_store *s, hk_repo_type type, const char *repo
 /* Branch, tag, "refs/pr/N", "refs/heads/X" or a commit id present in snapshots/ → commit.
  * HK_ERR_REVISION_NOT_FOUND otherwise. */
 int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char *rev);
+/* The same, a commit answered from the store's kept snapshot handles once proven (store_linked.c). */
+int srv_store_resolve_rev_kept(char out_commit[65], srv_store *s, const char *repo_dir, const char *rev);
 
 /* The file at `path` in snapshot `commit`: opened fd (O_RDONLY) and its metadata.
  * HK_ERR_ENTRY_NOT_FOUND if absent, a directory, or a link leaving the repo folder. */
@@ -83,6 +85,12 @@ int srv_snap_cache_new(srv_snap_cache **out);
 void srv_snap_cache_free(srv_snap_cache *c);
 bool srv_store_open_linked(srv_sfile *out, srv_snap_cache *c, const char *repo_dir, const char *commit,
                            const char *path);
+/* A revision of 40 or 64 hex digits names its snapshot when refs/<rev> is absent and
+ * snapshots/<rev> a folder. Once proven (srv_snap_commit_prove, after the lookup by path said so),
+ * the kept handle answers it with two fstat()s of refs/ and snapshots/ instead of two path lookups;
+ * any entry added, removed or renamed in either folder since changes its stamps and ends the proof. */
+bool srv_snap_commit_kept(srv_snap_cache *c, const char *repo_dir, const char *commit);
+void srv_snap_commit_prove(srv_snap_cache *c, const char *repo_dir, const char *commit);
 /* Open blobs/<sha256> of a repo (for the /lfs/ route). */
 int srv_store_open_blob(srv_sfile *out, srv_store *s, const char *repo_dir, const char *sha256);
 
@@ -106,6 +114,11 @@ int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir);
 /* The commit in ref file ref_path (refs/<rev> of repo_dir, lstat'ed: a regular file), kept while
  * the file's identity and stamps are unchanged; HK_ERR_REVISION_NOT_FOUND when there is none. */
 int srv_refs_resolve(char out_commit[65], const char *repo_dir, const char *rev, const char *ref_path);
+/* The racy rule of the refs memo, for other kept answers: a file or folder stat'ed after `now`
+ * (srv_refs_clock_ns()) whose stamps are old enough that any later change shows in them. */
+struct stat;
+long long srv_refs_clock_ns(void);
+bool srv_refs_settled(const struct stat *st, long long now);
 #ifdef HK_TEST_HOOKS
 /* Tests: the racy window set (when >= 0; a file changed within it of its read is not kept), and
  * the count of ref files read so far. */

@@ -151,12 +151,23 @@ int srv_store_resolve_rev(char out_commit[65], const char *repo_dir, const char 
         bool ok = lstat(snap, &st) == 0 && S_ISDIR(st.st_mode);
         free(snap);
         if (ok) {
-            snprintf(out_commit, 65, "%s", rev);
+            memcpy(out_commit, rev, strlen(rev) + 1); /* 40 or 64 hex digits: checked above */
             return HK_OK;
         }
     }
     out_commit[0] = '\0';
     return hk__fail(HK_ERR_REVISION_NOT_FOUND, "revision '%s' not found", rev);
+}
+
+int srv_store_resolve_rev_kept(char out_commit[65], srv_store *s, const char *repo_dir, const char *rev) {
+    bool hex = is_lower_hex(rev, 40) || is_lower_hex(rev, 64);
+    if (hex && srv_snap_commit_kept(s->snaps, repo_dir, rev)) {
+        memcpy(out_commit, rev, strlen(rev) + 1);
+        return HK_OK;
+    }
+    int rc = srv_store_resolve_rev(out_commit, repo_dir, rev);
+    if (rc == HK_OK && hex && strcmp(out_commit, rev) == 0) srv_snap_commit_prove(s->snaps, repo_dir, rev);
+    return rc;
 }
 
 /* Content hash for a blob whose name is not an etag, memoised by identity and mtime. */
@@ -414,7 +425,7 @@ static long ms_since(const struct timespec *t) {
 
 int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *repo_dir, const char *commit) {
     *out = NULL;
-    char *key = hk__asprintf("%s\n%s", repo_dir, commit);
+    char *key = hk__concat(repo_dir, "\n", commit, (char *)NULL);
     if (!key) return hk__fail(HK_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
@@ -486,7 +497,7 @@ void srv_store_list_release(srv_store *s, const srv_listing *l) {
 }
 
 void srv_store_forget_listing(srv_store *s, const char *repo_dir, const char *commit) {
-    char *key = hk__asprintf("%s\n%s", repo_dir, commit);
+    char *key = hk__concat(repo_dir, "\n", commit, (char *)NULL);
     if (!key) return;
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++)

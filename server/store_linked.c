@@ -29,10 +29,22 @@
 
 #define SNAP_CACHE_MAX 64
 
+/* A folder kept open with its identity when it was checked. */
+typedef struct seen_dir {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    struct timespec mtime, ctime;
+} seen_dir;
+
 typedef struct snap_handle {
     char *repo_dir;
     char commit[65];
     int snap, blobs; /* snapshots/<commit>/ and blobs/ (-1: the repo has none yet) */
+    /* the proof that the commit names this snapshot and no ref (srv_snap_commit_prove): refs/ and
+     * snapshots/ as they were when refs/<commit> was absent and snapshots/<commit> there; fd -1:
+     * none. Read and replaced under the cache's lock. */
+    seen_dir refs_dir, snaps_dir;
     unsigned refs;   /* the cache's own reference counts while the handle is in a slot */
     uint64_t used;
 } snap_handle;
@@ -46,6 +58,8 @@ struct srv_snap_cache {
 static void handle_close(snap_handle *h) {
     if (h->snap >= 0) close(h->snap);
     if (h->blobs >= 0) close(h->blobs);
+    if (h->refs_dir.fd >= 0) close(h->refs_dir.fd);
+    if (h->snaps_dir.fd >= 0) close(h->snaps_dir.fd);
     free(h->repo_dir);
     free(h);
 }
@@ -142,6 +156,7 @@ static snap_handle *handle_get(srv_snap_cache *c, const char *repo_dir, const ch
     memcpy(h->commit, commit, strlen(commit) + 1);
     h->snap = snap;
     h->blobs = blobs;
+    h->refs_dir.fd = h->snaps_dir.fd = -1;
     h->refs = 2; /* the slot's and the caller's */
     pthread_mutex_lock(&c->mu);
     h->used = ++c->tick;
@@ -230,4 +245,85 @@ bool srv_store_open_linked(srv_sfile *out, srv_snap_cache *c, const char *repo_d
         if (!stale) return false;
     }
     return false;
+}
+
+static bool seen_same(const seen_dir *d, const struct stat *st) {
+    return st->st_nlink > 0 && d->dev == st->st_dev && d->ino == st->st_ino &&
+           d->mtime.tv_sec == st->st_mtim.tv_sec && d->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+           d->ctime.tv_sec == st->st_ctim.tv_sec && d->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static void seen_drop(seen_dir *d) {
+    if (d->fd >= 0) close(d->fd);
+    d->fd = -1;
+}
+
+/* The kept handle of (repo_dir, commit) without opening one; NULL when none is kept. */
+static snap_handle *handle_find_locked(srv_snap_cache *c, const char *repo_dir, const char *commit) {
+    for (size_t i = 0; i < SNAP_CACHE_MAX; i++) {
+        snap_handle *h = c->slot[i];
+        if (h && strcmp(h->commit, commit) == 0 && strcmp(h->repo_dir, repo_dir) == 0) {
+            h->used = ++c->tick;
+            return h;
+        }
+    }
+    return NULL;
+}
+
+bool srv_snap_commit_kept(srv_snap_cache *c, const char *repo_dir, const char *commit) {
+    pthread_mutex_lock(&c->mu); /* the fstat()s under the lock: the proof's descriptors stay open */
+    snap_handle *h = handle_find_locked(c, repo_dir, commit);
+    bool ok = false;
+    if (h && h->refs_dir.fd >= 0) {
+        struct stat a, b;
+        ok = fstat(h->refs_dir.fd, &a) == 0 && seen_same(&h->refs_dir, &a) && fstat(h->snaps_dir.fd, &b) == 0 &&
+             seen_same(&h->snaps_dir, &b);
+        if (!ok) { /* something changed in refs/ or snapshots/: the path lookup answers, and proves again */
+            seen_drop(&h->refs_dir);
+            seen_drop(&h->snaps_dir);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
+static int open_seen(seen_dir *d, int at, const char *name, long long now) {
+    d->fd = open_dir_at(at, name);
+    struct stat st;
+    if (d->fd < 0 || fstat(d->fd, &st) != 0 || !srv_refs_settled(&st, now)) {
+        seen_drop(d);
+        return -1;
+    }
+    d->dev = st.st_dev;
+    d->ino = st.st_ino;
+    d->mtime = st.st_mtim;
+    d->ctime = st.st_ctim;
+    return 0;
+}
+
+void srv_snap_commit_prove(srv_snap_cache *c, const char *repo_dir, const char *commit) {
+    size_t cl = strlen(commit);
+    if (!((cl == 40 || cl == 64) && hk__is_hex(commit, cl))) return;
+    snap_handle *h = handle_get(c, repo_dir, commit); /* opened now if not kept: the file request needs it */
+    if (!h) return;
+    /* the folders' stamps first, then their entries: a change after the stamps shows in them */
+    long long now = srv_refs_clock_ns();
+    int repo = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    seen_dir refs = {.fd = -1}, snaps = {.fd = -1};
+    struct stat st, snap_st;
+    bool ok = repo >= 0 && open_seen(&refs, repo, "refs", now) == 0 && open_seen(&snaps, repo, "snapshots", now) == 0 &&
+              fstatat(refs.fd, commit, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT &&
+              fstatat(snaps.fd, commit, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+              fstat(h->snap, &snap_st) == 0 && snap_st.st_ino == st.st_ino && snap_st.st_dev == st.st_dev;
+    if (repo >= 0) close(repo);
+    pthread_mutex_lock(&c->mu);
+    if (ok && h->refs_dir.fd < 0) { /* else another request proved it first */
+        h->refs_dir = refs;
+        h->snaps_dir = snaps;
+        refs.fd = snaps.fd = -1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    seen_drop(&refs);
+    seen_drop(&snaps);
+    handle_put(c, h, false);
 }

@@ -89,10 +89,20 @@ static bool racy(const file_id *id, long long now) {
     return now - (m > c ? m : c) < racy_ns;
 }
 
-static long long now_ns(void) {
+long long srv_refs_clock_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return ns_of(&t);
+}
+
+bool srv_refs_settled(const struct stat *st, long long now) {
+    file_id id;
+    id_of(&id, st);
+    return !racy(&id, now);
+}
+
+static long long now_ns(void) {
+    return srv_refs_clock_ns();
 }
 
 /* refs/<rev> → commit through the cache layer's reader. */
@@ -111,15 +121,15 @@ int srv_refs_resolve(char out_commit[65], const char *repo_dir, const char *rev,
     struct stat st;
     if (lstat(ref_path, &st) != 0 || !S_ISREG(st.st_mode)) return hk__fail(HK_ERR_REVISION_NOT_FOUND, "no such ref");
     pthread_mutex_lock(&mu);
+    bool hit = false;
     for (size_t i = 0; i < REF_MEMO_MAX && memo[i].path; i++) {
         if (strcmp(memo[i].path, ref_path) != 0) continue;
-        bool hit = same_id(&memo[i].id, &st);
+        hit = same_id(&memo[i].id, &st);
         if (hit) memcpy(out_commit, memo[i].commit, 65);
-        pthread_mutex_unlock(&mu);
-        if (hit) return HK_OK;
         break; /* changed: read again below, the slot replaced */
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&mu); /* once: a changed entry used to unlock twice (TSan) */
+    if (hit) return HK_OK;
     long long now = now_ns();
     int rc = read_ref(out_commit, repo_dir, rev);
     if (rc) return rc;

@@ -16,7 +16,13 @@ char *hk__path_join(const char *a, const char *b) {
     size_t la = strlen(a);
     while (la > 1 && a[la - 1] == '/') la--;
     while (*b == '/') b++;
-    return hk__asprintf("%.*s/%s", (int)la, a, b);
+    size_t lb = strlen(b);
+    char *out = malloc(la + lb + 2); /* not asprintf: a path is joined on every request */
+    if (!out) return NULL;
+    memcpy(out, a, la);
+    out[la] = '/';
+    memcpy(out + la + 1, b, lb + 1);
+    return out;
 }
 
 bool hk__path_exists(const char *path) {

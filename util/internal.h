@@ -69,6 +69,9 @@ char *hk__sb_steal(hk_strbuf *sb);
 char *hk__strdup(const char *s);                    /* NULL-safe */
 char *hk__strndup(const char *s, size_t n);
 char *hk__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The strings up to the NULL, one after another, in one allocation (NULL when out of memory): the
+ * paths made on every request, without a printf-style format to parse. */
+char *hk__concat(const char *first, ...) __attribute__((sentinel));
 bool hk__str_starts_with(const char *s, const char *prefix);
 bool hk__str_ends_with(const char *s, const char *suffix);
 bool hk__is_hex(const char *s, size_t n);           /* exactly n lowercase hex chars, then NUL */

@@ -93,6 +93,25 @@ char *hk__asprintf(const char *fmt, ...) {
     return hk__sb_steal(&sb);
 }
 
+char *hk__concat(const char *first, ...) {
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *s = first; s; s = va_arg(ap, const char *)) n += strlen(s);
+    va_end(ap);
+    char *out = malloc(n + 1), *p = out;
+    if (!out) return NULL;
+    va_start(ap, first);
+    for (const char *s = first; s; s = va_arg(ap, const char *)) {
+        size_t l = strlen(s);
+        memcpy(p, s, l);
+        p += l;
+    }
+    va_end(ap);
+    *p = '\0';
+    return out;
+}
+
 bool hk__str_starts_with(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }

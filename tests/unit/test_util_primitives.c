@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,6 +125,22 @@ static void test_text(void) {
     hk__sb_free(&sb);
 }
 
+/* The per-request path builders: hk__concat and hk__path_join (no printf format behind them). */
+static void test_concat(void) {
+    char *s = hk__concat("/root", "/refs/", "main", (char *)NULL);
+    CHECK(s && strcmp(s, "/root/refs/main") == 0);
+    free(s);
+    s = hk__concat("", (char *)NULL);
+    CHECK(s && *s == '\0');
+    free(s);
+    s = hk__concat("%s%n", "/", "x", (char *)NULL); /* no format: taken as it is */
+    CHECK(s && strcmp(s, "%s%n/x") == 0);
+    free(s);
+    s = hk__path_join("/a//", "//b/c");
+    CHECK(s && strcmp(s, "/a/b/c") == 0);
+    free(s);
+}
+
 static void test_options_version(void) {
     CHECK_RC(hk__check_options_version("hk_x_options", 1, 1), HK_OK);
     CHECK_RC(hk__check_options_version("hk_x_options", 0, 1), HK_ERR_INVALID_ARG);
@@ -187,6 +204,7 @@ int main(void) {
     test_vec();
     test_walk();
     test_text();
+    test_concat();
     test_options_version();
     return hk_test_finish();
 }

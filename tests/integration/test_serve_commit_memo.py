@@ -1,0 +1,69 @@
+"""A request by commit is answered from the kept snapshot handle (server/store_linked.c, issue 25):
+refs/ and snapshots/ are checked by their identity instead of looking up refs/<commit> (which must be
+absent: a ref of that name wins) and snapshots/<commit> by path. The kept answer is never stale: a
+ref named like the commit, made or removed by another process, a snapshot removed or moved away,
+are all seen by the very next request on the same keep-alive connection. The store is left
+untouched for longer than the racy window (2 s) first, so that the answers really are kept."""
+import http.client
+import os
+import shutil
+import time
+import urllib.parse
+
+from hk_serve_helpers import Server, publish
+
+REPO = "org/cmemo"
+RACY_WINDOW_S = 2.5
+
+
+def get(conn, path):
+    conn.request("GET", path)
+    r = conn.getresponse()
+    return r.status, r.read()
+
+
+def test_kept_commits_follow_every_write(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_bytes(b"one\n")
+    store = tmp_path / "store"
+    c1 = publish(str(src), REPO, "main", str(store))
+    (src / "a.txt").write_bytes(b"two\n")
+    c2 = publish(str(src), REPO, "other", str(store))
+    repo = store / "kernels--org--cmemo"
+    by_c1 = f"/kernels/{REPO}/resolve/{c1}/a.txt"
+    with Server(store) as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        time.sleep(RACY_WINDOW_S)
+        for _ in range(3):  # kept after the first
+            assert get(conn, by_c1) == (200, b"one\n")
+
+        # another writer makes a ref named like the commit: it wins over the snapshot
+        (repo / "refs" / c1).write_text(c2)
+        assert get(conn, by_c1) == (200, b"two\n")
+        os.unlink(repo / "refs" / c1)
+        assert get(conn, by_c1) == (200, b"one\n")
+
+        # a publish elsewhere in the repo (refs/main moved by rename) keeps the answer right
+        (src / "a.txt").write_bytes(b"three\n")
+        publish(str(src), REPO, "main", str(store))
+        assert get(conn, by_c1) == (200, b"one\n")
+
+        time.sleep(RACY_WINDOW_S)
+        for _ in range(2):
+            assert get(conn, by_c1) == (200, b"one\n")
+        # the snapshot moved out of snapshots/ (its folder still exists, elsewhere): gone
+        os.rename(repo / "snapshots" / c1, tmp_path / "moved")
+        assert get(conn, by_c1)[0] == 404
+        os.rename(tmp_path / "moved", repo / "snapshots" / c1)
+        assert get(conn, by_c1) == (200, b"one\n")
+
+        time.sleep(RACY_WINDOW_S)
+        for _ in range(2):
+            assert get(conn, by_c1) == (200, b"one\n")
+        # the snapshot removed
+        shutil.rmtree(repo / "snapshots" / c1)
+        assert get(conn, by_c1)[0] == 404
+        assert get(conn, f"/kernels/{REPO}/resolve/{c2}/a.txt") == (200, b"two\n")
+        conn.close()
