@@ -64,6 +64,11 @@ static const cli_opt k_opts[] = {
      "): 503 with Retry-After", NULL, NULL},
     {HK_OPT_VALUE, "upstream-max-backoff", 0, "SECONDS", "most of an upstream 429's Retry-After honoured (default "
      HK_STR(HK_SERVE_MAX_BACKOFF_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "upstream-transfers", 0, "N", "threads that run upstream misses while their connections wait "
+     "suspended (default " HK_STR(HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "upstream-queue", 0, "N", "distinct upstream misses in flight at once, running or waiting for a "
+     "transfer thread; one more gets 503 with Retry-After (default " HK_STR(HK_SERVE_UPSTREAM_QUEUE_DEFAULT) ")",
+     NULL, NULL},
     {HK_OPT_VALUE, "upstream-memo-bytes", 0, "BYTES", "memory for passed-through refs and overview answers, least "
      "recently used dropped first (default 67108864)", NULL, NULL},
     {HK_OPT_VALUE, "client-miss-budget", 0, "N", "upstream misses one client (its token with --token, else its "
@@ -238,6 +243,12 @@ int cli_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "upstream-max-backoff")) {
             if (parse_num(&v, optarg, "--upstream-max-backoff", 1, 3600)) goto usage;
             cfg.upstream_max_backoff = (unsigned)v;
+        } else if (!strcmp(n, "upstream-transfers")) {
+            if (parse_num(&v, optarg, "--upstream-transfers", 1, 256)) goto usage;
+            cfg.upstream_transfers = (unsigned)v;
+        } else if (!strcmp(n, "upstream-queue")) {
+            if (parse_num(&v, optarg, "--upstream-queue", 1, 65536)) goto usage;
+            cfg.upstream_queue = (unsigned)v;
         } else if (!strcmp(n, "upstream-memo-bytes")) {
             if (parse_num(&v, optarg, "--upstream-memo-bytes", 1, 16ull << 30)) goto usage;
             cfg.upstream_memo_bytes = v;

@@ -41,6 +41,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ctx->counted = srv_addr_acquire(srv->per_ip, ctx->client);
             ctx->over_limit = !ctx->counted;
         }
+        if (srv->up && !(ctx->up = srv_up_req_new())) {
+            free(ctx->url);
+            free(ctx);
+            return MHD_NO;
+        }
         *con_cls = ctx;
         return MHD_YES;
     }
@@ -57,9 +62,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(busy.msg, sizeof busy.msg, "Too many requests in flight from %s; retry later", ctx->client);
         return srv_send_up_answer(c, ctx, &busy, NULL);
     }
-    srv_up_begin(srv, c, ctx->client);
+    srv_up_begin(srv, c, ctx->client, ctx->up);
     enum MHD_Result ret = srv_dispatch(srv, c, ctx, url, method);
-    srv_up_end();
+    if (srv_up_end()) {
+        /* a miss: its step goes to the transfer threads and this connection is suspended until the
+         * step ends; then libmicrohttpd calls this handler again, which answers from the store */
+        up_answer busy;
+        if (srv_up_submit(srv->up, ctx->up, c, &busy) == 0) return MHD_YES;
+        return srv_send_up_answer(c, ctx, &busy, NULL);
+    }
+    for (unsigned i = 0; ctx->up && srv_up_req_mark(ctx->up, i) != UP_NONE; i++) srv_note_mark(ctx, srv_up_req_mark(ctx->up, i));
     return ret;
 }
 
@@ -81,6 +93,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }
     hk__sb_free(&ctx->body);
+    srv_up_req_free(ctx->up);
     free(ctx->url);
     free(ctx);
     *con_cls = NULL;
@@ -144,6 +157,7 @@ static void free_server(srv_server *s) {
     if (!s) return;
     srv_conn_guard_stop(s->guard);
     srv_store_close(s->store);
+    srv_up_queue_stop(s->up);
     srv_up_free(s->up);
     for (size_t i = 0; i < s->n_tokens; i++) srv_token_spec_free(&s->tokens[i]);
     free(s->tokens);
@@ -237,28 +251,33 @@ static int start_daemon(srv_server *s, const srv_config *cfg, const char *host, 
         return rc;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-    /* A pull-through miss blocks its request on the upstream (or on the request that leads the
-     * transfer), so with an upstream every connection gets a thread of its own: a wait never stalls
-     * the other connections that a pool worker would share with it. */
+    /* With an upstream the pool serves too: a miss never blocks a worker. Its upstream step runs on
+     * the server's own transfer threads and its connection is suspended until the step ends
+     * (upstream_queue.c), so hits on the same worker go on at once, and a slow client holds a
+     * connection slot, not a thread. */
+    if (s->up) {
+        unsigned xfers = cfg->upstream_transfers ? cfg->upstream_transfers : HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT;
+        unsigned queue = cfg->upstream_queue ? cfg->upstream_queue : HK_SERVE_UPSTREAM_QUEUE_DEFAULT;
+        if ((rc = srv_up_queue_start(s, xfers, queue)) != HK_OK) {
+            close(fd);
+            return rc;
+        }
+        flags |= MHD_ALLOW_SUSPEND_RESUME;
+    }
     /* The pool's workers poll(), not epoll: libmicrohttpd 0.9.75 (Debian 12) drains epoll in batches
      * of 128 and calls epoll_wait again with the blocking timeout after a full batch, so when exactly
      * 128 (256, ...) connections are ready at once a worker sleeps with their requests unanswered
      * until the idle timeout or a new event (wrk -c128: 95 req/s instead of 14k; issue 25). poll()
      * has no batch; over a worker's share of --max-connections its scan costs less than the stall. */
     flags |= MHD_USE_POLL;
-    if (s->up) flags |= MHD_USE_THREAD_PER_CONNECTION;
-    /* (a thread per connection takes no pool size: libmicrohttpd warns when one is given) */
 #define HK_MHD_COMMON_OPTIONS                                                                         \
     MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, maxc,                  \
         MHD_OPTION_CONNECTION_TIMEOUT, HK_SRV_IDLE_TIMEOUT, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, (void *)NULL, \
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, (void *)s, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_guard_notify, \
         (void *)s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)NULL, \
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HK_SRV_CONN_MEMORY
-    if (s->up)
-        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS, MHD_OPTION_END);
-    else
-        s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS,
-                                     MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, HK_MHD_COMMON_OPTIONS,
+                                 MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_END);
 #undef HK_MHD_COMMON_OPTIONS
     if (!s->daemon) {
         close(fd);
@@ -299,6 +318,8 @@ void srv_stop(srv_server *s) {
     /* upstream transfers in flight end first (their partial files removed), so that stopping
      * closes the in-flight responses at once instead of waiting for a slow upstream */
     if (s->up) atomic_store(&s->up->stopping, true);
+    /* and every connection suspended on one is resumed: libmicrohttpd cannot stop with one */
+    if (s->up) srv_up_queue_stop(s->up);
     if (s->daemon) MHD_stop_daemon(s->daemon);
     free_server(s);
 }

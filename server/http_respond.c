@@ -14,6 +14,10 @@ static const char k_expose[] =
 enum MHD_Result srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
                              uint64_t body_bytes) {
     if (!r) return MHD_NO;
+    if (srv_up_deferred()) { /* an upstream step is pending: the answer comes when it is done */
+        MHD_destroy_response(r);
+        return MHD_YES;
+    }
     MHD_add_response_header(r, "Access-Control-Expose-Headers", k_expose);
     /* For the caches a fleet runs in front (nginx proxy_cache, Varnish, a CDN): content named by a
      * commit never changes; by a branch, only for the revision TTL. Errors are not cached. */

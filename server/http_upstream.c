@@ -77,7 +77,7 @@ enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *
     return srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
-void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client) {
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client, up_req *r) {
     if (!srv->up) return;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     char key[72];
@@ -92,16 +92,22 @@ void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client)
         snprintf(key, sizeof key, "a:%s", client);
     }
     srv_up_client_set(ci ? ci->connect_fd : -1, key);
+    srv_up_req_enter(r, ci ? ci->connect_fd : -1, key);
 }
 
-void srv_up_end(void) { srv_up_client_set(-1, NULL); }
+bool srv_up_end(void) {
+    srv_up_client_set(-1, NULL);
+    return srv_up_req_leave();
+}
 
 enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx) {
     char *text = srv_metrics_text(&srv->metrics);
-    if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes) made visible */
+    if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes) and the queue's depth made visible */
         char *more = hk__asprintf("%s# HELP hubkern_upstream_memo_bytes Bytes of passed-through answers held in memory.\n"
-                                  "# TYPE hubkern_upstream_memo_bytes gauge\nhubkern_upstream_memo_bytes %llu\n",
-                                  text, (unsigned long long)srv_up_memo_bytes(srv->up));
+                                  "# TYPE hubkern_upstream_memo_bytes gauge\nhubkern_upstream_memo_bytes %llu\n"
+                                  "# HELP hubkern_upstream_queue Distinct upstream misses in flight (running or queued).\n"
+                                  "# TYPE hubkern_upstream_queue gauge\nhubkern_upstream_queue %u\n",
+                                  text, (unsigned long long)srv_up_memo_bytes(srv->up), srv_up_queue_depth(srv->up));
         free(text);
         text = more;
     }

@@ -44,6 +44,8 @@ extern "C" {
 /* Per-repo quota of stored benchmark submissions: past either bound the oldest are evicted. */
 #define HK_SERVE_BENCHMARK_QUOTA_COUNT_DEFAULT 1000 /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_BENCHMARK_QUOTA_BYTES_DEFAULT 67108864 /* 64 MiB; plain: printed in --help */
+#define HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT 16
+#define HK_SERVE_UPSTREAM_QUEUE_DEFAULT 256
 #define HK_SERVE_UPSTREAM_TIMEOUT_DEFAULT 30 /* seconds without a byte from an upstream (connect: at most 10) */
 /* Against a hostile or dripping upstream and greedy clients of a pull-through tier: */
 #define HK_SERVE_UPSTREAM_DEADLINE_DEFAULT 300 /* plain: also printed in hubkern serve --help */
@@ -114,6 +116,12 @@ typedef struct srv_config {
     unsigned client_miss_budget;
     unsigned client_miss_window;
     unsigned upstream_max_backoff; /* 0 = HK_SERVE_MAX_BACKOFF_DEFAULT: most of an upstream's Retry-After honoured */
+    /* Misses run on this many transfer threads of the server's own (0 = HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT),
+     * their connections suspended meanwhile; at most upstream_queue distinct misses are in flight
+     * (running or waiting for a thread; 0 = HK_SERVE_UPSTREAM_QUEUE_DEFAULT), one more gets 503 with
+     * Retry-After. A request for a file already in flight joins it. */
+    unsigned upstream_transfers;
+    unsigned upstream_queue;
     /* Benchmark submissions (docs/serve.md, "Benchmarks"): bodies larger than this are refused with
      * 413. 0 = HK_SERVE_BENCHMARK_MAX_DEFAULT; at most HK_SERVE_BENCHMARK_MAX_LIMIT. */
     uint64_t benchmark_max_bytes;

@@ -117,6 +117,7 @@ typedef struct req_ctx {
     const char (*cache_control)[64]; /* the server's two values, indexed by cacheable == 1 */
     bool tokens;        /* the mirror needs tokens: answers vary by Authorization */
     bool publisher_trusted; /* X-Kernel-Publisher-Trusted: true on this JSON answer (refs) */
+    up_req *up;         /* with --upstream: the request's upstream steps (upstream_queue.c) */
 } req_ctx;
 
 /* Checked names: a revision is at most this long, a file path too (and each of its parts 255). */
@@ -283,9 +284,10 @@ enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, re
 /* refs_of: the repo of a refs request, answered from the store when upstream cannot answer. */
 enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
                                const repo_ref *refs_of);
-/* Around each request with --upstream: whose request this thread answers (srv_up_client_set). */
-void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client);
-void srv_up_end(void);
+/* Around each request with --upstream: whose request this thread answers (srv_up_client_set), and
+ * its upstream steps (r). srv_up_end: true when the dispatch recorded a step to submit. */
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client, up_req *r);
+bool srv_up_end(void);
 
 /* ---- http_client.c -------------------------------------------------------------------------- */
 /* "ADDR" or "ADDR/PREFIX" (IPv4 or IPv6) each → *out (free()), NULL when n is 0. */

@@ -21,6 +21,7 @@
 
 typedef struct srv_server srv_server;
 typedef struct repo_ref repo_ref;
+typedef struct srv_upstream srv_upstream;
 
 #include "internal.h"
 #include "util/text.h"
@@ -61,6 +62,50 @@ unsigned srv_up_waiters(up_waitset *w, const char *key);
  * key has its own condition variable, so this stays 0 but for spurious wake-ups; for tests). */
 unsigned long srv_up_futile_wakeups(up_waitset *w);
 
+/* ---- upstream_queue.c: misses on transfer threads, their connections suspended ---------------- */
+struct MHD_Connection;
+/* One finished upstream step of a request: the key it was asked under, what the blocking call
+ * returned (out 0: go on with the store; 1: answer ans), its mark, and a body (pass-through only,
+ * when the answer was too large for the memo: the first client's alone). */
+typedef struct up_result {
+    char *key;
+    int out;
+    up_mark mark;
+    up_answer ans;
+    char *body;
+} up_result;
+typedef struct up_req up_req; /* one request's upstream steps (its req_ctx owns it) */
+/* Runs a step on a transfer thread with the blocking code; fills res (res->body may be set). */
+typedef void (*up_job_fn)(srv_server *srv, void *arg, up_result *res);
+int srv_up_queue_start(srv_server *srv, unsigned threads, unsigned cap);
+/* Idempotent. After u->stopping is set: running steps end, queued ones are answered 503, every
+ * suspended connection is resumed. */
+void srv_up_queue_stop(srv_upstream *u);
+unsigned srv_up_queue_depth(srv_upstream *u); /* steps in flight (running or queued) */
+up_req *srv_up_req_new(void);
+void srv_up_req_free(up_req *r);
+/* This pool thread answers r now (fd: its client's socket; client: its budget key): misses are
+ * deferred. srv_up_req_leave ends it: true when a step was recorded (then srv_up_submit). */
+void srv_up_req_enter(up_req *r, int fd, const char *client);
+bool srv_up_req_leave(void);
+/* The mark of the request's i-th finished step (UP_NONE past the last): a resumed request may find
+ * its file in the store without asking again, and is still logged as the miss it was. */
+up_mark srv_up_req_mark(const up_req *r, unsigned i);
+/* Is this thread answering a request whose misses are deferred (a pool thread)? */
+bool srv_up_deferring(void);
+/* Has a step been recorded by this dispatch (every answer queued meanwhile is dropped)? */
+bool srv_up_deferred(void);
+/* This request's finished step asked under key, or NULL. */
+const up_result *srv_up_step_done(const char *key);
+/* Record the step (arg owned: freed with free_arg) under its job's key (requests with the same key
+ * share one run) and step_key (NULL: key), under which this request finds its end; returns 1 with
+ * *ans a placeholder (dropped) or, when no step can be recorded, a real 503. */
+int srv_up_defer(const char *key, const char *step_key, up_job_fn fn, void *arg, void (*free_arg)(void *),
+                 up_answer *ans);
+/* The recorded step submitted, joined to one in flight under its key or queued, and c suspended:
+ * 0. 1: refused (*refused: 503 with Retry-After: the queue is full, or the mirror stops). */
+int srv_up_submit(srv_upstream *u, up_req *r, struct MHD_Connection *c, up_answer *refused);
+
 /* ---- upstream_http.c ------------------------------------------------------------------------ */
 typedef struct up_site {
     char *base;    /* "http://host:port[/prefix]" without trailing '/' */
@@ -96,6 +141,7 @@ typedef struct srv_upstream {
     pthread_mutex_t bmu;           /* the per-client miss budgets */
     up_budget *budgets;
     unsigned miss_budget, miss_window; /* --client-miss-budget misses per --client-miss-window s */
+    struct up_queue *queue;        /* the transfer threads (upstream_queue.c) */
 } srv_upstream;
 
 typedef struct up_resp {
@@ -135,6 +181,8 @@ double srv_up_wait_s(const srv_upstream *u, uint64_t bytes);
 /* upstream_client.c */
 void srv_up_client_set(int fd, const char *key);
 bool srv_up_client_gone(void);
+/* On a transfer thread: the clients of the step it runs are asked instead of one socket (NULL: off). */
+void srv_up_client_gone_hook(bool (*gone)(void));
 /* Has this thread's client budget left for an upstream miss? false: *retry_s until it has. */
 bool srv_up_client_may_miss(srv_upstream *u, unsigned *retry_s);
 /* Spend one miss of this thread's client (the request is about to go upstream). */

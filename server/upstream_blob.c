@@ -150,15 +150,63 @@ done:
     return out;
 }
 
+/* A file step for a transfer thread: the request's repo, commit and path copied. */
+typedef struct file_arg {
+    repo_ref repo;
+    char *commit, *path;
+} file_arg;
+
+static void file_arg_free(void *p) {
+    file_arg *a = p;
+    if (!a) return;
+    free(a->repo.id);
+    free(a->repo.dir);
+    free(a->commit);
+    free(a->path);
+    free(a);
+}
+
+static void *file_arg_new(const repo_ref *repo, const char *commit, const char *path) {
+    file_arg *a = calloc(1, sizeof *a);
+    if (a) {
+        a->repo.type = repo->type;
+        a->repo.id = hk__strdup(repo->id);
+        a->repo.dir = hk__strdup(repo->dir);
+        a->commit = hk__strdup(commit);
+        a->path = hk__strdup(path);
+        if (!a->repo.id || !a->repo.dir || !a->commit || !a->path) {
+            file_arg_free(a);
+            a = NULL;
+        }
+    }
+    hk_clear_error();
+    return a;
+}
+
+static void file_job(srv_server *srv, void *arg, up_result *res) {
+    file_arg *a = arg;
+    res->out = srv_up_file(srv, &a->repo, a->commit, a->path, &res->mark, &res->ans);
+}
+
 int srv_up_file(srv_server *srv, const repo_ref *repo, const char *commit, const char *path, up_mark *mark,
                    up_answer *ans) {
     *mark = UP_HIT;
+    /* this request's file step, found before the listing: a rejected body took its entry out */
+    char *skey = hk__asprintf("file:%s@%s/%s", repo->dir ? repo->dir : "", commit, path);
+    const up_result *step = skey ? srv_up_step_done(skey) : NULL;
+    if (step && step->out) {
+        *mark = step->mark;
+        *ans = step->ans;
+        free(skey);
+        return 1;
+    }
     const srv_listing *l = NULL;
     if (!repo->dir || srv_store_list_shared(&l, srv->store, repo->dir, commit) != HK_OK) {
         hk_clear_error();
         ans->status = 404;
         ans->code = "EntryNotFound";
         snprintf(ans->msg, sizeof ans->msg, "Entry not found");
+        free(skey);
         return 1;
     }
     long i = srv_listing_find(l, path);
@@ -167,25 +215,38 @@ int srv_up_file(srv_server *srv, const repo_ref *repo, const char *commit, const
         ans->status = 404;
         ans->code = "EntryNotFound";
         snprintf(ans->msg, sizeof ans->msg, "Entry not found");
+        free(skey);
         return 1;
     }
     srv_sentry e = l->v[i];
     char *epath = hk__strdup(e.path);
     srv_store_list_release(srv->store, l);
-    if (!epath) return 1;
+    if (!epath) {
+        free(skey);
+        return 1;
+    }
     e.path = epath;
     int out = 0;
     char *key = hk__asprintf("blob:%s/%s", repo->dir, e.etag);
     up_answer leader;
     unsigned retry;
     double wait_s = srv_up_wait_s(srv->up, e.size);
-    if (blob_present(repo->dir, e.etag)) {
+    if (step) { /* brought in on a transfer thread for this request (perhaps under another path's name) */
+        *mark = step->mark;
+    } else if (blob_present(repo->dir, e.etag)) {
         /* another commit (or a client of the store) brought it: only the link is new */
     } else if (!srv_up_client_may_miss(srv->up, &retry)) {
         ans->status = 429;
         ans->retry_after = retry;
         snprintf(ans->msg, sizeof ans->msg, "Too many upstream misses from this client (--client-miss-budget): retry later");
         out = 1;
+    } else if (key && srv_up_deferring()) { /* a pool thread: the transfer runs on a transfer thread */
+        *mark = UP_NONE;
+        out = srv_up_defer(key, skey, file_job, file_arg_new(repo, commit, e.path), file_arg_free, ans);
+        free(skey);
+        free(key);
+        free(epath);
+        return out; /* nothing to link yet */
     } else if (key && !srv_up_enter(srv->up->waits, key, wait_s, &srv->up->stopping, &leader)) {
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
@@ -222,6 +283,7 @@ int srv_up_file(srv_server *srv, const repo_ref *repo, const char *commit, const
         snprintf(ans->msg, sizeof ans->msg, "cannot link the snapshot entry");
         out = 1;
     }
+    free(skey);
     free(key);
     free(epath);
     return out;

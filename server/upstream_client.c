@@ -27,12 +27,18 @@ static _Thread_local struct {
     char key[72];
 } t_client = {-1, ""};
 
+/* a transfer thread asks its step's clients (upstream_queue.c) */
+static _Thread_local bool (*t_gone)(void);
+
+void srv_up_client_gone_hook(bool (*gone)(void)) { t_gone = gone; }
+
 void srv_up_client_set(int fd, const char *key) {
     t_client.fd = fd;
     snprintf(t_client.key, sizeof t_client.key, "%s", key ? key : "");
 }
 
 bool srv_up_client_gone(void) {
+    if (t_gone) return t_gone();
     if (t_client.fd < 0) return false;
     /* the client closed its side (or the connection broke): nobody will read this answer */
     struct pollfd p = {.fd = t_client.fd, .events = POLLRDHUP};

@@ -223,6 +223,38 @@ static void over_budget(up_answer *ans, unsigned retry) {
     answer(ans, 429, NULL, retry, "Too many upstream misses from this client (--client-miss-budget): retry later");
 }
 
+/* A revision step for a transfer thread: the repo and revision copied out of the request. */
+typedef struct rev_arg {
+    hk_repo_type type;
+    char *id, *rev;
+} rev_arg;
+
+static void rev_arg_free(void *p) {
+    rev_arg *a = p;
+    if (!a) return;
+    free(a->id);
+    free(a->rev);
+    free(a);
+}
+
+static void *rev_arg_new(const repo_ref *repo, const char *rev) {
+    rev_arg *a = calloc(1, sizeof *a);
+    if (a) a->type = repo->type;
+    if (a && (!(a->id = hk__strdup(repo->id)) || !(a->rev = hk__strdup(rev)))) {
+        rev_arg_free(a);
+        a = NULL;
+    }
+    hk_clear_error();
+    return a;
+}
+
+static void rev_job(srv_server *srv, void *arg, up_result *res) {
+    rev_arg *a = arg;
+    repo_ref repo = {.type = a->type, .id = a->id};
+    res->out = srv_up_revision(srv, &repo, a->rev, &res->mark, &res->ans);
+    free(repo.dir);
+}
+
 int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans) {
     srv_upstream *u = srv->up;
     const char *root = srv_store_root(srv->store);
@@ -246,6 +278,12 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
     hk__sha256_hex(hex, rev, strlen(rev)); /* "" when out of memory: the lock is then shared */
     snprintf(lockname, sizeof lockname, "rev-%.32s", hex);
     if (!key || !negkey) goto done;
+    const up_result *step = srv_up_step_done(key);
+    if (step) { /* done on a transfer thread for this request: its answer, not another ask */
+        *mark = step->mark;
+        if (step->out) *ans = step->ans, out = 1;
+        goto done;
+    }
     if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
     unsigned st;
     char code[48];
@@ -258,6 +296,11 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
     if (!srv_up_client_may_miss(u, &retry)) { /* what the store has is still served */
         if (known) *mark = UP_STALE;
         else over_budget(ans, retry), out = 1;
+        goto done;
+    }
+    if (srv_up_deferring()) { /* a pool thread: the rest runs on a transfer thread */
+        *mark = UP_NONE;
+        out = srv_up_defer(key, NULL, rev_job, rev_arg_new(repo, rev), rev_arg_free, ans);
         goto done;
     }
     up_answer leader;
@@ -359,6 +402,10 @@ static char *canon_passthrough(const char *pq) {
     return out;
 }
 
+static void pass_job(srv_server *srv, void *arg, up_result *res) {
+    res->out = srv_up_passthrough(srv, arg, &res->body, &res->mark, &res->ans);
+}
+
 /* One piece: the coalescing of one pass-through request (memo, negative answers, budget, leader or
  * waiter, the upstream's answer) is one sequence whose every exit must leave the wait it entered. */
 int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans) {
@@ -373,6 +420,21 @@ int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_
     int out = 1;
     unsigned st = 0;
     char code[48];
+    const up_result *step = srv_up_step_done(pq);
+    if (step) { /* done on a transfer thread for this request */
+        *mark = step->mark;
+        if (step->out) {
+            *ans = step->ans;
+            goto done;
+        }
+        if (step->body) { /* too large for the memo: kept for this request alone */
+            *body = hk__strdup(step->body);
+            out = *body ? 0 : 1;
+            if (out) answer(ans, 502, NULL, 0, "Upstream unavailable");
+            goto done;
+        }
+        goto from_memo;
+    }
     if (srv_up_memo_get(u, pq, u->rev_ttl, body, &st, code)) {
         if (st == 200 && *body) {
             out = 0;
@@ -395,6 +457,11 @@ int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_
             *body = NULL;
             over_budget(ans, retry);
         }
+        goto done;
+    }
+    if (srv_up_deferring()) { /* a pool thread: the rest runs on a transfer thread */
+        *mark = UP_NONE;
+        out = srv_up_defer(pq, NULL, pass_job, hk__strdup(path_query), free, ans);
         goto done;
     }
     up_answer first;
@@ -450,6 +517,7 @@ int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_
         srv_up_resp_free(&r);
         srv_up_leave(u->waits, pq, NULL);
     }
+from_memo:
     if (srv_up_memo_get(u, pq, -1, body, &st, code) && st == 200 && *body) {
         out = 0;
         goto done;
