@@ -201,7 +201,10 @@ def main():
         if a.base:  # the baseline binary (e.g. main's build), same flags, in the same run
             servers = [(f"base --threads {t}", ("--threads", t)) for t in a.threads.split(",")] + servers
             bins = {n: os.path.abspath(a.base) for n, _ in servers if n.startswith("base ")}
-        if a.edge:
+        if a.edge:  # the edge runs the first --threads value (main's edge ignored it: a thread per connection)
+            if a.base:
+                servers.append(("base edge (warm --upstream)", None))
+                bins["base edge (warm --upstream)"] = os.path.abspath(a.base)
             servers.append(("edge (warm --upstream)", None))
         servers.append(("nginx (1 worker)", "nginx"))
         bytes_of = {"small": 24, "big": a.big_mb << 20}
@@ -216,11 +219,14 @@ def main():
             elif how is None:
                 edge_store = os.path.join(work, "edge-store")
                 os.makedirs(edge_store, exist_ok=True)
+                edge_store += "-base" if name.startswith("base ") else ""
+                os.makedirs(edge_store, exist_ok=True)
                 origin, oport = start_mirror(binary, store, a.client_cpu)
                 procs.append(origin)
                 wait_up(oport, paths["refs"])
-                p, port = start_mirror(binary, edge_store, a.server_cpu, "--upstream", f"http://127.0.0.1:{oport}",
-                                       "--client-miss-budget", "1000000")
+                p, port = start_mirror(bins.get(name, binary), edge_store, a.server_cpu, "--upstream",
+                                       f"http://127.0.0.1:{oport}", "--client-miss-budget", "1000000",
+                                       "--threads", a.threads.split(",")[0])
             else:
                 p, port = start_mirror(bins.get(name, binary), store, a.server_cpu, *how)
             procs.append(p)
