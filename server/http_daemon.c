@@ -155,9 +155,9 @@ static int listen_socket(int *out_fd, unsigned *out_port, const char *host, unsi
 
 static void free_server(srv_server *s) {
     if (!s) return;
+    srv_up_queue_free(s->up); /* its threads use the store */
     srv_conn_guard_stop(s->guard);
     srv_store_close(s->store);
-    srv_up_queue_stop(s->up);
     srv_up_free(s->up);
     for (size_t i = 0; i < s->n_tokens; i++) srv_token_spec_free(&s->tokens[i]);
     free(s->tokens);

@@ -81,6 +81,7 @@ int srv_up_queue_start(srv_server *srv, unsigned threads, unsigned cap);
 /* Idempotent. After u->stopping is set: running steps end, queued ones are answered 503, every
  * suspended connection is resumed. */
 void srv_up_queue_stop(srv_upstream *u);
+void srv_up_queue_free(srv_upstream *u); /* after the daemon stopped; stops first */
 unsigned srv_up_queue_depth(srv_upstream *u); /* steps in flight (running or queued) */
 up_req *srv_up_req_new(void);
 void srv_up_req_free(up_req *r);

@@ -51,6 +51,7 @@ struct up_job {
     char client[72];  /* the budget of the request that asked first is spent */
     up_req *waiters;  /* suspended connections (q->mu) */
     double gone_at;   /* when the waiters were last looked at */
+    double queued_at; /* when it was submitted */
     up_job *next_all, *next_q;
 };
 
@@ -264,14 +265,18 @@ static void *worker(void *p) {
         q->head = j->next_q;
         if (!q->head) q->tail = NULL;
         bool closed = q->closed;
+        j->gone_at = 0;
         pthread_mutex_unlock(&q->mu);
         up_result res;
         memset(&res, 0, sizeof res);
         t_job = j;
-        j->gone_at = 0;
         if (closed || atomic_load(&q->srv->up->stopping)) {
             res.out = 1;
             answer(&res.ans, 503, 5, "Upstream unavailable: the mirror is stopping");
+        } else if (srv_up_now() - j->queued_at > srv_up_wait_s(q->srv->up, 0)) {
+            /* a wait for a thread counts as a wait for a transfer: past the deadline, come back */
+            res.out = 1;
+            answer(&res.ans, 503, 5, "Upstream unavailable: every transfer thread was busy past --upstream-deadline");
         } else if (job_gone()) { /* every client left while it waited for a thread */
             res.out = 1;
             answer(&res.ans, 503, 5, "Upstream unavailable: the client disconnected");
@@ -302,7 +307,7 @@ int srv_up_queue_start(srv_server *srv, unsigned threads, unsigned cap) {
     srv->up->queue = q;
     for (unsigned i = 0; i < threads; i++) {
         if (pthread_create(&q->threads[i], NULL, worker, q) != 0) {
-            srv_up_queue_stop(srv->up);
+            srv_up_queue_free(srv->up);
             return hk__fail(HK_ERR_INTERNAL, "cannot start the upstream transfer threads");
         }
         q->n_threads = i + 1;
@@ -319,7 +324,13 @@ void srv_up_queue_stop(srv_upstream *u) {
     pthread_mutex_unlock(&q->mu);
     /* the threads drain what is queued (answered 503) and end the running steps (u->stopping) */
     for (unsigned i = 0; i < q->n_threads; i++) pthread_join(q->threads[i], NULL);
-    /* no thread ran (start failed): nothing was ever submitted, since the daemon was not started */
+    q->n_threads = 0; /* joined once; the queue stays (closed) while the daemon's threads may ask it */
+}
+
+void srv_up_queue_free(srv_upstream *u) {
+    up_queue *q = u ? u->queue : NULL;
+    if (!q) return;
+    srv_up_queue_stop(u);
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
     free(q->threads);
@@ -329,6 +340,11 @@ void srv_up_queue_stop(srv_upstream *u) {
 
 int srv_up_submit(srv_upstream *u, up_req *r, struct MHD_Connection *c, up_answer *refused) {
     up_queue *q = u->queue;
+    if (!q) { /* stopped: the daemon is closing its connections */
+        clear_pending(r);
+        answer(refused, 503, 5, "Upstream unavailable: the mirror is stopping");
+        return 1;
+    }
     srv_server *srv = q->srv;
     pthread_mutex_lock(&q->mu);
     up_job *j = q->all;
@@ -355,6 +371,7 @@ int srv_up_submit(srv_upstream *u, up_req *r, struct MHD_Connection *c, up_answe
         r->pkey = NULL;
         r->parg = NULL;
         memcpy(j->client, r->client, sizeof j->client);
+        j->queued_at = srv_up_now();
         j->next_all = q->all;
         q->all = j;
         if (q->tail) q->tail->next_q = j;

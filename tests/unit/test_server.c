@@ -607,6 +607,101 @@ static void test_up_edge_in_process(const char *dir) {
     free(edge_store);
 }
 
+typedef struct {
+    unsigned port;
+    const char *path;
+    long status;
+    double took;
+} wait_arg;
+
+static void *waiting_client(void *p) {
+    wait_arg *a = p;
+    hk_strbuf b;
+    hk__sb_init(&b);
+    char *url = hk__asprintf("http://127.0.0.1:%u/%s", a->port, a->path);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    a->status = http_get(&b, url, false);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    a->took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    free(url);
+    hk__sb_free(&b);
+    return NULL;
+}
+
+/* The edge's steps in flight, from /metrics. */
+static long edge_queue_depth(unsigned port) {
+    hk_strbuf b;
+    hk__sb_init(&b);
+    char *url = hk__asprintf("http://127.0.0.1:%u/metrics", port);
+    long n = -1;
+    const char *at;
+    if (http_get(&b, url, false) == 200 && b.data && (at = strstr(b.data, "\nhubkern_upstream_queue ")))
+        n = strtol(at + 24, NULL, 10);
+    free(url);
+    hk__sb_free(&b);
+    return n;
+}
+
+/* Misses suspended on the transfer threads (TSan and ASan run this): an upstream that accepts and
+ * never answers holds the one step the queue may have; a distinct miss gets the queue's 503 at once,
+ * the same miss again joins the step, a hit is answered meanwhile, and stopping the edge ends both
+ * suspended requests promptly (libmicrohttpd aborts when it stops with a connection suspended). */
+static void test_up_edge_suspended_stop(const char *dir) {
+    char *store = hk__path_join(dir, "store");
+    char *edge_store = hk__path_join(dir, "edge-store-stop");
+    CHECK(hk__mkdirs(edge_store, 0755) == HK_OK);
+    srv_config ocfg = {.cache_dir = store, .threads = 1};
+    srv_server *origin = NULL;
+    CHECK_RC(srv_start(&origin, &ocfg), HK_OK);
+    /* the silent upstream: a listening socket nobody accepts from (the kernel completes the connect) */
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(ls, 16) == 0 &&
+          getsockname(ls, (struct sockaddr *)&sa, &sl) == 0);
+    char *up = hk__asprintf("http://127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+    const char *ups[] = {up};
+    srv_config ecfg = {.cache_dir = edge_store, .upstreams = ups, .n_upstreams = 1, .threads = 1,
+                       .upstream_transfers = 1, .upstream_queue = 1, .upstream_timeout = 60};
+    srv_server *edge = NULL;
+    CHECK_RC(srv_start(&edge, &ecfg), HK_OK);
+    unsigned port = srv_port(edge);
+    wait_arg w[2] = {{.port = port, .path = "kernels/org/k/resolve/v1/README.md"},
+                     {.port = port, .path = "kernels/org/k/resolve/v1/README.md"}};
+    pthread_t t[2];
+    CHECK(pthread_create(&t[0], NULL, waiting_client, &w[0]) == 0);
+    long depth = 0;
+    for (int i = 0; i < 100 && (depth = edge_queue_depth(port)) != 1; i++) usleep(20 * 1000);
+    CHECK(depth == 1); /* the pool's one thread answered /metrics while the miss waits */
+    CHECK(pthread_create(&t[1], NULL, waiting_client, &w[1]) == 0); /* the same miss: joins it */
+    hk_strbuf b;
+    hk__sb_init(&b);
+    char *url = hk__asprintf("http://127.0.0.1:%u/api/kernels/org/other/revision/v1", port);
+    CHECK(http_get(&b, url, false) == 503); /* a distinct one: the queue is full */
+    CHECK(b.data && strstr(b.data, "--upstream-queue"));
+    free(url);
+    hk__sb_free(&b);
+    usleep(200 * 1000);
+    CHECK(edge_queue_depth(port) == 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    srv_stop(edge);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK(took < 5.0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(w[i].status == 503 || w[i].status == 0); /* answered, or closed by the stop: never a hang */
+        CHECK(w[i].took < 10.0);
+    }
+    close(ls);
+    srv_stop(origin);
+    free(up);
+    free(store);
+    free(edge_store);
+}
+
 /* Issue 21 U1: the checked-name rules the router applies to every route, and token scopes that take
  * the whole checked id (an "org/x/../../other/secret" id was granted by a token scoped to "org"). */
 static void test_checked_names(void) {
@@ -692,6 +787,7 @@ int main(void) {
     test_up_wait_deadline();
     test_up_wait_per_key();
     test_up_edge_in_process(dir);
+    test_up_edge_suspended_stop(dir);
     curl_global_cleanup();
     return hk_test_finish();
 }
