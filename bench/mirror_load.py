@@ -6,7 +6,8 @@ One store is published: --files 24-byte files (git-stored, snapshot links into b
 
 - mirror: `hubkern serve --threads T` (each --threads value a row);
 - edge: `hubkern serve --upstream <origin>` warmed with every URL first (the pull-through tier's
-  hits, a thread per connection), origin a plain mirror (only with --edge);
+  hits, on the --threads pool like the mirror; main's edge before it ran a thread per connection),
+  origin a plain mirror (only with --edge; with --base, main's edge gets a row too);
 - nginx: one worker, `alias` on the same snapshot folder (it follows the links), and the mirror's own
   listing and refs answers saved as static files, so that it serves the same bytes at the same paths.
 

@@ -21,7 +21,8 @@ struct up_budget {
     double at;      /* when tokens was last refilled */
 };
 
-/* The client of the request this thread answers (with --upstream: a thread per connection). */
+/* The client of the request this thread answers (a pool worker; on a transfer thread the budget
+ * key of the step's first client, its disconnect asked through t_gone). */
 static _Thread_local struct {
     int fd;
     char key[72];
