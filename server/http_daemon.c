@@ -41,11 +41,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ctx->counted = srv_addr_acquire(srv->per_ip, ctx->client);
             ctx->over_limit = !ctx->counted;
         }
-        if (srv->up && !(ctx->up = srv_up_req_new())) {
-            free(ctx->url);
-            free(ctx);
-            return MHD_NO;
-        }
         *con_cls = ctx;
         return MHD_YES;
     }
@@ -62,7 +57,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(busy.msg, sizeof busy.msg, "Too many requests in flight from %s; retry later", ctx->client);
         return srv_send_up_answer(c, ctx, &busy, NULL);
     }
-    srv_up_begin(srv, c, ctx->client, ctx->up);
+    srv_up_begin(srv, c, ctx->client, &ctx->up);
     enum MHD_Result ret = srv_dispatch(srv, c, ctx, url, method);
     if (srv_up_end()) {
         /* a miss: its step goes to the transfer threads and this connection is suspended until the

@@ -77,7 +77,7 @@ enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *
     return srv_send_json(c, ctx, 200, &sb, NULL);
 }
 
-void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client, up_req *r) {
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client, up_req **r) {
     if (!srv->up) return;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     char key[72];

@@ -285,8 +285,8 @@ enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, re
 enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
                                const repo_ref *refs_of);
 /* Around each request with --upstream: whose request this thread answers (srv_up_client_set), and
- * its upstream steps (r). srv_up_end: true when the dispatch recorded a step to submit. */
-void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client, up_req *r);
+ * its upstream steps (*r, made on the first). srv_up_end: true when the dispatch recorded a step to submit. */
+void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client, up_req **r);
 bool srv_up_end(void);
 
 /* ---- http_client.c -------------------------------------------------------------------------- */

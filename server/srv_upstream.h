@@ -85,15 +85,18 @@ void srv_up_queue_free(srv_upstream *u); /* after the daemon stopped; stops firs
 unsigned srv_up_queue_depth(srv_upstream *u); /* steps in flight (running or queued) */
 up_req *srv_up_req_new(void);
 void srv_up_req_free(up_req *r);
-/* This pool thread answers r now (fd: its client's socket; client: its budget key): misses are
- * deferred. srv_up_req_leave ends it: true when a step was recorded (then srv_up_submit). */
-void srv_up_req_enter(up_req *r, int fd, const char *client);
+/* This pool thread answers the request whose up_req is *slot (made on its first step) now (fd: its
+ * client's socket; client: its budget key): misses are deferred. srv_up_req_leave ends it: true
+ * when a step was recorded (then srv_up_submit with *slot). */
+void srv_up_req_enter(up_req **slot, int fd, const char *client);
 bool srv_up_req_leave(void);
 /* The mark of the request's i-th finished step (UP_NONE past the last): a resumed request may find
  * its file in the store without asking again, and is still logged as the miss it was. */
 up_mark srv_up_req_mark(const up_req *r, unsigned i);
 /* Is this thread answering a request whose misses are deferred (a pool thread)? */
 bool srv_up_deferring(void);
+/* Has the request this thread answers finished steps (it was resumed)? */
+bool srv_up_has_steps(void);
 /* Has a step been recorded by this dispatch (every answer queued meanwhile is dropped)? */
 bool srv_up_deferred(void);
 /* This request's finished step asked under key, or NULL. */

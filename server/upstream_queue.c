@@ -67,7 +67,12 @@ struct up_queue {
     unsigned n_threads;
 };
 
-static _Thread_local up_req *t_req;  /* the request a pool thread answers */
+/* The request a pool thread answers: its req_ctx's slot, filled on its first step (a hit, the
+ * common case, allocates nothing), its socket and budget key. */
+static _Thread_local up_req **t_slot;
+static _Thread_local int t_fd = -1;
+static _Thread_local char t_key[72];
+static up_req *cur_req(void) { return t_slot ? *t_slot : NULL; }
 static _Thread_local up_job *t_job;  /* the step a transfer thread runs */
 static _Thread_local up_queue *t_q;
 
@@ -105,35 +110,48 @@ void srv_up_req_free(up_req *r) {
     free(r);
 }
 
-void srv_up_req_enter(up_req *r, int fd, const char *client) {
-    t_req = r;
-    if (!r) return;
-    r->fd = fd;
-    snprintf(r->client, sizeof r->client, "%s", client ? client : "");
+void srv_up_req_enter(up_req **slot, int fd, const char *client) {
+    t_slot = slot;
+    t_fd = fd;
+    size_t n = client ? strnlen(client, sizeof t_key - 1) : 0;
+    memcpy(t_key, client, n);
+    t_key[n] = '\0';
 }
 
 bool srv_up_req_leave(void) {
-    bool pending = t_req && t_req->pkey;
-    t_req = NULL;
+    bool pending = cur_req() && cur_req()->pkey;
+    t_slot = NULL;
+    t_fd = -1;
     return pending;
 }
 
-bool srv_up_deferring(void) { return t_req != NULL; }
+bool srv_up_deferring(void) { return t_slot != NULL; }
+
+bool srv_up_has_steps(void) { return cur_req() && cur_req()->n_steps > 0; }
 
 up_mark srv_up_req_mark(const up_req *r, unsigned i) { return r && i < r->n_steps ? r->steps[i].mark : UP_NONE; }
 
-bool srv_up_deferred(void) { return t_req && t_req->pkey; }
+bool srv_up_deferred(void) { return cur_req() && cur_req()->pkey; }
 
 const up_result *srv_up_step_done(const char *key) {
-    if (!t_req || !key) return NULL;
-    for (unsigned i = 0; i < t_req->n_steps; i++)
-        if (t_req->steps[i].key && strcmp(t_req->steps[i].key, key) == 0) return &t_req->steps[i];
+    if (!cur_req() || !key) return NULL;
+    for (unsigned i = 0; i < cur_req()->n_steps; i++)
+        if (cur_req()->steps[i].key && strcmp(cur_req()->steps[i].key, key) == 0) return &cur_req()->steps[i];
     return NULL;
 }
 
 int srv_up_defer(const char *key, const char *step_key, up_job_fn fn, void *arg, void (*free_arg)(void *),
                  up_answer *ans) {
-    up_req *r = t_req;
+    if (!*t_slot && (*t_slot = srv_up_req_new())) {
+        (*t_slot)->fd = t_fd;
+        memcpy((*t_slot)->client, t_key, sizeof t_key);
+    }
+    up_req *r = *t_slot;
+    if (!r) {
+        if (free_arg) free_arg(arg);
+        answer(ans, 503, 5, "Upstream unavailable: out of memory");
+        return 1;
+    }
     /* what a caller that answers it sends: dropped by srv_queue while the step is pending */
     answer(ans, 503, 1, "Upstream transfer pending");
     if (!arg || r->pkey) { /* out of memory, or a step already recorded: this one comes next time */

@@ -271,20 +271,26 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
     }
     bool known;
     int out = 0;
-    char *key = hk__asprintf("rev:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
-    char *negkey = hk__asprintf("neg:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
+    char *key = NULL, *negkey = NULL;
     char lockname[80];
     char hex[65];
-    hk__sha256_hex(hex, rev, strlen(rev)); /* "" when out of memory: the lock is then shared */
-    snprintf(lockname, sizeof lockname, "rev-%.32s", hex);
-    if (!key || !negkey) goto done;
-    const up_result *step = srv_up_step_done(key);
+    /* a hit (every warm request) is decided before any key is made: a resumed request first */
+    const up_result *step = NULL;
+    if (srv_up_has_steps()) {
+        if (!(key = hk__asprintf("rev:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev))) goto done;
+        step = srv_up_step_done(key);
+    }
     if (step) { /* done on a transfer thread for this request: its answer, not another ask */
         *mark = step->mark;
         if (step->out) *ans = step->ans, out = 1;
         goto done;
     }
     if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
+    if (!key) key = hk__asprintf("rev:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
+    negkey = hk__asprintf("neg:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
+    if (!key || !negkey) goto done;
+    hk__sha256_hex(hex, rev, strlen(rev)); /* "" when out of memory: the lock is then shared */
+    snprintf(lockname, sizeof lockname, "rev-%.32s", hex);
     unsigned st;
     char code[48];
     if (srv_up_memo_get(u, negkey, u->neg_ttl, NULL, &st, code)) {
@@ -356,7 +362,7 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
     srv_up_unlock(fd);
     srv_up_leave(u->waits, key, out ? ans : NULL);
 done:
-    if (!out) {
+    if (!out && !(repo->dir && *mark == UP_HIT)) { /* a hit changed nothing: the router's folder stands */
         free(repo->dir);
         repo->dir = srv_store_repo_dir(srv->store, repo->type, repo->id);
     }
