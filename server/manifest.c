@@ -9,6 +9,7 @@
 #include "server/srv_upstream.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,11 +85,67 @@ int srv_manifest_read(srv_listing *l, const char *root, const char *repo_dir, co
     return rc;
 }
 
+/* The "#partial" answer per manifest, kept against the file's identity: a manifest is only ever
+ * replaced by rename (written, or rejected: hk__write_file_atomic), so the same device, inode, size
+ * and mtime mean the same first line. A warm edge asks this on every request by commit; a hit costs
+ * one stat() instead of open, fstat, read and close. */
+#define PARTIAL_MEMO 64
+static struct {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim;
+    bool partial;
+} g_partial[PARTIAL_MEMO];
+static pthread_mutex_t g_partial_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t partial_slot(const char *p) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: the slot only; the path itself is compared */
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return (size_t)(h % PARTIAL_MEMO);
+}
+
+static bool same_file(size_t i, const struct stat *st) {
+    return g_partial[i].dev == st->st_dev && g_partial[i].ino == st->st_ino && g_partial[i].size == st->st_size &&
+           g_partial[i].mtim.tv_sec == st->st_mtim.tv_sec && g_partial[i].mtim.tv_nsec == st->st_mtim.tv_nsec;
+}
+
 bool srv_manifest_partial(const char *root, const char *repo_dir, const char *commit) {
     char *p = srv_manifest_path(root, repo_dir, commit);
-    FILE *f = p ? fopen(p, "r") : NULL;
+    struct stat st;
+    if (!p || stat(p, &st) != 0) {
+        free(p);
+        return false;
+    }
+    size_t i = partial_slot(p);
+    pthread_mutex_lock(&g_partial_mu);
+    bool known = g_partial[i].path && strcmp(g_partial[i].path, p) == 0 && same_file(i, &st);
+    bool partial = known && g_partial[i].partial;
+    pthread_mutex_unlock(&g_partial_mu);
+    if (known) {
+        free(p);
+        return partial;
+    }
+    /* read what is there now, and remember it under the identity of what was read */
+    FILE *f = fopen(p, "r");
     char head[16] = "";
-    bool partial = f && fgets(head, sizeof head, f) && strcmp(head, PARTIAL_MARK) == 0;
+    partial = f && fgets(head, sizeof head, f) && strcmp(head, PARTIAL_MARK) == 0;
+    struct stat fst;
+    if (f && fstat(fileno(f), &fst) == 0) {
+        pthread_mutex_lock(&g_partial_mu);
+        if (!g_partial[i].path || strcmp(g_partial[i].path, p) != 0) {
+            free(g_partial[i].path);
+            g_partial[i].path = p; /* the memo's now */
+            p = NULL;
+        }
+        g_partial[i].dev = fst.st_dev;
+        g_partial[i].ino = fst.st_ino;
+        g_partial[i].size = fst.st_size;
+        g_partial[i].mtim = fst.st_mtim;
+        g_partial[i].partial = partial;
+        pthread_mutex_unlock(&g_partial_mu);
+    }
     if (f) fclose(f);
     free(p);
     return partial;

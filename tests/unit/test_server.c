@@ -607,6 +607,30 @@ static void test_up_edge_in_process(const char *dir) {
     free(edge_store);
 }
 
+/* The manifest's "#partial" answer is memoised against the file's identity: a rejection (rename
+ * of a new file) and a rewrite are each seen at once, and asking again gives the same answer. */
+static void test_manifest_partial_memo(const char *dir) {
+    char *root = hk__path_join(dir, "pmemo");
+    char *repo_dir = hk__path_join(root, "kernels--org--m");
+    CHECK(hk__mkdirs(repo_dir, 0755) == HK_OK);
+    const char *commit = "0123456789abcdef0123456789abcdef01234567";
+    srv_listing l;
+    memset(&l, 0, sizeof l);
+    CHECK_RC(srv_listing_add_file(&l, hk__strdup("a.txt"), 2, "89abcdef0123456789abcdef0123456789abcdef", false), HK_OK);
+    CHECK_RC(srv_manifest_write(root, repo_dir, commit, &l), HK_OK);
+    CHECK(!srv_manifest_partial(root, repo_dir, commit));
+    CHECK(!srv_manifest_partial(root, repo_dir, commit)); /* from the memo */
+    CHECK_RC(srv_manifest_reject(root, repo_dir, commit), HK_OK); /* its blob is absent: partial now */
+    CHECK(srv_manifest_partial(root, repo_dir, commit));
+    CHECK(srv_manifest_partial(root, repo_dir, commit));
+    CHECK_RC(srv_manifest_write(root, repo_dir, commit, &l), HK_OK); /* asked again upstream: whole */
+    CHECK(!srv_manifest_partial(root, repo_dir, commit));
+    CHECK(!srv_manifest_partial(root, repo_dir, "fedcba9876543210fedcba9876543210fedcba98")); /* none */
+    srv_listing_free(&l);
+    free(repo_dir);
+    free(root);
+}
+
 typedef struct {
     unsigned port;
     const char *path;
@@ -788,6 +812,7 @@ int main(void) {
     test_up_wait_per_key();
     test_up_edge_in_process(dir);
     test_up_edge_suspended_stop(dir);
+    test_manifest_partial_memo(dir);
     curl_global_cleanup();
     return hk_test_finish();
 }
