@@ -66,7 +66,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (srv_up_submit(srv->up, ctx->up, c, &busy) == 0) return MHD_YES;
         return srv_send_up_answer(c, ctx, &busy, NULL);
     }
-    for (unsigned i = 0; ctx->up && srv_up_req_mark(ctx->up, i) != UP_NONE; i++) srv_note_mark(ctx, srv_up_req_mark(ctx->up, i));
+    /* a resumed request may find its file in the store now: it is still logged as the miss it was */
+    for (unsigned i = 0; ctx->up && srv_up_req_mark(ctx->up, i) != UP_NONE; i++)
+        srv_note_mark(ctx, srv_up_req_mark(ctx->up, i));
     return ret;
 }
 
