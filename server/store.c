@@ -239,10 +239,22 @@ static int resolve_entry(srv_store *s, char real[PATH_MAX], struct stat *st, cha
 }
 
 int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, const char *commit, const char *path) {
+    return srv_store_open_file_proved(out, NULL, s, repo_dir, commit, path);
+}
+
+bool srv_store_file_unchanged(srv_store *s, const char *repo_dir, const char *commit, const char *path,
+                              const char *etag, const srv_file_proof *proof) {
+    return proof->ok && hk__path_is_safe_relative(path) &&
+           srv_store_linked_unchanged(s->snaps, repo_dir, commit, path, etag, proof);
+}
+
+int srv_store_open_file_proved(srv_sfile *out, srv_file_proof *proof, srv_store *s, const char *repo_dir,
+                               const char *commit, const char *path) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
+    if (proof) memset(proof, 0, sizeof *proof); /* the general resolution below proves nothing */
     if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
-    if (srv_store_open_linked(out, s->snaps, repo_dir, commit, path)) return HK_OK; /* no realpath() in the common case */
+    if (srv_store_open_linked(out, proof, s->snaps, repo_dir, commit, path)) return HK_OK; /* no realpath() */
     out->fd = -1;
     char *full = hk_cache_snapshot_path(repo_dir, commit, path);
     if (!full) return hk_last_error_code() == HK_ERR_NOMEM ? HK_ERR_NOMEM : hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
@@ -456,6 +468,8 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
     }
     c->key = key;
     c->refs = 2;
+    static _Atomic uint64_t gens; /* what answers kept from this listing are keyed on (http_api.c) */
+    c->l.gen = atomic_fetch_add(&gens, 1) + 1;
     clock_gettime(CLOCK_MONOTONIC, &c->at);
     pthread_mutex_lock(&s->mu);
     size_t slot = 0;

@@ -55,3 +55,61 @@ def test_kept_commits_follow_every_write(tmp_path):
         assert get(conn, by_c1)[0] == 404
         assert get(conn, f"/kernels/{REPO}/resolve/{c2}/a.txt") == (200, b"two\n")
         conn.close()
+
+
+def test_kept_file_answers_follow_every_write(tmp_path):
+    """A small file's whole answer is kept (server/http_memo.c) with its snapshot link's and blob's
+    identity and stamps; a blob rewritten in place or replaced, a link pointed elsewhere or removed,
+    are each seen by the next request, by commit and by branch."""
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    repo = store / "kernels--org--cmemo"
+    link = repo / "snapshots" / c1 / "a.txt"
+    blob_one = repo / "blobs" / os.path.basename(os.readlink(link))
+    two_target = os.readlink(repo / "snapshots" / c2 / "a.txt")
+    urls = [f"/kernels/{REPO}/resolve/{c1}/a.txt", f"/kernels/{REPO}/resolve/main/a.txt"]
+
+    def settle_and_expect(body):
+        time.sleep(RACY_WINDOW_S)  # past the racy window: the answers below are kept
+        for _ in range(3):
+            for u in urls:
+                assert get(conn, u) == (200, body)
+
+    with Server(store) as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        settle_and_expect(b"one\n")
+        # conditions and ranges are answered afresh beside a kept answer
+        conn.request("GET", urls[0], headers={"Range": "bytes=1-2"})
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (206, b"ne")
+        conn.request("GET", urls[0], headers={"If-None-Match": r.getheader("ETag")})
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (304, b"")
+
+        # the blob rewritten in place (same inode, same size): new stamps
+        os.chmod(blob_one, 0o644)
+        with open(blob_one, "r+b") as fh:
+            fh.write(b"ONE\n")
+        for x in urls:
+            assert get(conn, x) == (200, b"ONE\n")
+
+        settle_and_expect(b"ONE\n")
+        # the blob replaced by rename: a new inode
+        (repo / "blobs" / "tmp").write_bytes(b"uno\n")
+        os.rename(repo / "blobs" / "tmp", blob_one)
+        for x in urls:
+            assert get(conn, x) == (200, b"uno\n")
+
+        settle_and_expect(b"uno\n")
+        # the link pointed at another blob
+        os.unlink(link)
+        os.symlink(two_target, link)
+        for x in urls:
+            assert get(conn, x) == (200, b"two\n")
+
+        settle_and_expect(b"two\n")
+        # the link removed
+        os.unlink(link)
+        for x in urls:
+            assert get(conn, x)[0] == 404
+        conn.close()
