@@ -48,6 +48,7 @@ typedef struct hash_memo {
 
 struct srv_store {
     char *root; /* realpath */
+    int root_fd; /* root kept open: a repo folder is checked by its one name under it, not the whole path */
     uint64_t lfs_threshold;
     pthread_mutex_t mu;
     hash_memo *memo;
@@ -72,6 +73,7 @@ int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold) {
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     s->lfs_threshold = lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT;
+    s->root_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* -1: every check by path */
     pthread_mutex_init(&s->mu, NULL);
     *out = s;
     return HK_OK;
@@ -90,6 +92,7 @@ void srv_store_close(srv_store *s) {
         if (s->lcache[i]) cached_unref(s->lcache[i]);
     srv_snap_cache_free(s->snaps);
     pthread_mutex_destroy(&s->mu);
+    if (s->root_fd >= 0) close(s->root_fd);
     free(s->memo);
     free(s->root);
     free(s);
@@ -113,10 +116,14 @@ char *srv_store_repo_dir(const srv_store *s, hk_repo_type type, const char *repo
         hk_clear_error();
         return NULL;
     }
-    if (!dir) return NULL;
     struct stat st;
-    /* the repo folder itself must be a real directory, not a link out of the store */
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    /* the repo folder itself must be a real directory, not a link out of the store. By its name
+     * under the kept root first (one lookup instead of the whole path's); when that fails (say the
+     * store folder was replaced since the start) the path decides */
+    size_t rl = strlen(s->root);
+    bool kept = s->root_fd >= 0 && strncmp(dir, s->root, rl) == 0 && dir[rl] == '/' &&
+                fstatat(s->root_fd, dir + rl + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    if (!kept && (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
         free(dir);
         return NULL;
     }
