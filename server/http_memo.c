@@ -30,7 +30,8 @@ struct srv_memo_entry {
     uint64_t body_bytes;
     size_t cost;
     size_t klen, plen;
-    char *key;       /* klen bytes, then plen proof bytes */
+    char *buf;       /* plen proof bytes (aligned as malloc aligns), then the klen key bytes */
+    const char *key;
 };
 
 struct srv_memo {
@@ -60,7 +61,7 @@ int srv_memo_new(srv_memo **out, size_t max_bytes) {
 
 static void entry_free(srv_memo_entry *e) {
     MHD_destroy_response(e->r); /* the memo's reference: connections still sending it keep theirs */
-    free(e->key);
+    free(e->buf);
     free(e);
 }
 
@@ -110,7 +111,7 @@ srv_memo_entry *srv_memo_find(srv_memo *m, const char *key, size_t klen, const v
         lru_unlink(m, e);
         lru_push(m, e);
         m->hits++;
-        *proof = e->key + e->klen; /* fixed while pinned */
+        *proof = e->buf; /* fixed while pinned */
         *plen = e->plen;
     } else {
         m->misses++;
@@ -139,16 +140,17 @@ void srv_memo_keep(srv_memo *m, const char *key, size_t klen, const void *proof,
                    struct MHD_Response *r, unsigned status, uint64_t body_bytes) {
     size_t cost = MEMO_HEADER_COST + klen + plen + (size_t)body_bytes;
     srv_memo_entry *e = m && cost <= m->max_bytes / 8 ? calloc(1, sizeof *e) : NULL;
-    char *k = e ? malloc(klen + plen) : NULL;
+    char *k = e ? malloc(plen + klen) : NULL;
     if (!k) { /* too large for the memo, or out of memory: the answer is simply not kept */
         free(e);
         MHD_destroy_response(r);
         return;
     }
-    memcpy(k, key, klen);
-    if (plen) memcpy(k + klen, proof, plen);
+    if (plen) memcpy(k, proof, plen);
+    memcpy(k + plen, key, klen);
     *e = (srv_memo_entry){.hash = fnv1a(key, klen), .listed = true, .r = r, .status = status,
-                          .body_bytes = body_bytes, .cost = cost, .klen = klen, .plen = plen, .key = k};
+                          .body_bytes = body_bytes, .cost = cost, .klen = klen, .plen = plen, .buf = k,
+                          .key = k + plen};
     pthread_mutex_lock(&m->mu);
     srv_memo_entry **pp = &m->buckets[e->hash & (MEMO_BUCKETS - 1)];
     for (srv_memo_entry *o = *pp; o; o = o->next)

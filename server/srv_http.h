@@ -18,7 +18,8 @@
  *   http_benchmarks.c  /api/kernels/{repo}/benchmarks: submissions stored and listed (srv_bench.h)
  *   http_fault.c     fault injection, compiled only with HK_TEST_HOOKS
  *   http_upstream.c  the pull-through hooks the routes call (srv_upstream.h has the upstream side)
- *   http_metrics.c   counters and /metrics */
+ *   http_metrics.c   counters and /metrics
+ *   http_memo.c      finished answers (small files, tree pages) kept for reuse with their proof */
 #ifndef HK_SRV_HTTP_H
 #define HK_SRV_HTTP_H
 
@@ -190,7 +191,8 @@ enum MHD_Result srv_queue_keep(struct MHD_Connection *c, req_ctx *ctx, unsigned 
 typedef struct srv_memo_entry srv_memo_entry;
 int srv_memo_new(srv_memo **out, size_t max_bytes);
 void srv_memo_free(srv_memo *m);
-/* The entry of key, pinned (send it or unpin it), with its proof bytes; NULL when none is kept. */
+/* The entry of key, pinned (send it or unpin it), with its proof bytes (aligned for any type,
+ * unchanged while pinned); NULL when none is kept. */
 srv_memo_entry *srv_memo_find(srv_memo *m, const char *key, size_t klen, const void **proof, size_t *plen);
 /* Queue a pinned entry's answer on c (status and bytes recorded in ctx) and unpin it. */
 enum MHD_Result srv_memo_send(srv_memo *m, srv_memo_entry *e, struct MHD_Connection *c, req_ctx *ctx);
