@@ -129,9 +129,25 @@ static char *tree_next_link(srv_server *srv, const repo_ref *repo, const char *c
 /* The memo key of a tree page: what the page depends on besides the listing. 0: too long. */
 static size_t tree_key(char *out, size_t cap, const char *repo_dir, const char *commit, const char *path,
                        bool recursive, size_t cursor, int cacheable) {
-    int n = snprintf(out, cap, "tree%c%s%c%s%c%s%c%d%c%zu%c%d", 0, repo_dir, 0, commit, 0, path, 0, recursive, 0,
-                     cursor, 0, cacheable);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+    /* copied, not formatted: snprintf was ~4 % of a kept page's answer */
+    size_t a = strlen(repo_dir), b = strlen(commit), p = strlen(path);
+    if (a + b + p + 32 > cap) return 0;
+    char *o = out;
+    memcpy(o, "tree", 5);
+    o += 5;
+    memcpy(o, repo_dir, a + 1);
+    o += a + 1;
+    memcpy(o, commit, b + 1);
+    o += b + 1;
+    memcpy(o, path, p + 1);
+    o += p + 1;
+    *o++ = recursive ? 'r' : '-';
+    *o++ = (char)('0' + cacheable);
+    do { /* the cursor's digits, lowest first: a key only needs to be unique */
+        *o++ = (char)('0' + cursor % 10);
+        cursor /= 10;
+    } while (cursor);
+    return (size_t)(o - out);
 }
 
 enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
