@@ -113,3 +113,45 @@ def test_kept_file_answers_follow_every_write(tmp_path):
         for x in urls:
             assert get(conn, x)[0] == 404
         conn.close()
+
+
+def test_kept_tree_pages_follow_the_listing(tmp_path):
+    """A tree page is kept with the number of the shared listing it came from (server/store.c, 5 s):
+    each page, cursor and recursive flag is its own answer, and an entry added to the snapshot
+    shows once the listing is made again."""
+    import json
+
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    snap = store / "kernels--org--cmemo" / "snapshots" / c1
+    os.makedirs(snap / "d")
+    os.symlink("../" + os.readlink(snap / "a.txt"), snap / "d" / "b.txt")
+    tree = f"/api/kernels/{REPO}/tree/{c1}"
+
+    def names(path):
+        st, body = get(conn, path)
+        assert st == 200, (path, st)
+        return [e["path"] for e in json.loads(body)]
+
+    with Server(store, "--page-size", "1") as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        for _ in range(2):  # the second round from the memo, each page its own
+            assert names(tree) == ["a.txt"]
+            assert names(tree + "?cursor=1") == ["d"]
+            assert names(tree + "?recursive=true&cursor=2") == ["d/b.txt"]
+            assert names(tree + "/d") == ["d/b.txt"]
+        conn.request("GET", tree + "/d")
+        r = conn.getresponse()
+        r.read()
+        assert r.getheader("Link") is None
+        conn.request("GET", tree)
+        r = conn.getresponse()
+        r.read()
+        assert "cursor=1" in r.getheader("Link")  # the kept page keeps its Link header
+        os.symlink("../" + os.readlink(snap / "a.txt"), snap / "d" / "c.txt")
+        time.sleep(5.5)  # past the shared listing's TTL: listed again, the kept pages are not reused
+        conn.request("GET", tree + "/d")  # kept before with no next page: now it has one
+        r = conn.getresponse()
+        assert [e["path"] for e in json.loads(r.read())] == ["d/b.txt"] and "cursor=3" in r.getheader("Link", "")
+        assert names(tree + "/d?cursor=3") == ["d/c.txt"]
+        conn.close()
