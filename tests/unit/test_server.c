@@ -731,6 +731,53 @@ static void test_answer_memo(void) {
     srv_memo_free(m);
 }
 
+/* Threads keeping, finding and dropping the same few keys at once (TSan and ASan runs check the
+ * pins: an entry evicted or replaced while another thread holds it is freed by the last unpin). */
+typedef struct memo_worker {
+    srv_memo *m;
+    int seed;
+} memo_worker;
+
+static void *memo_churn(void *arg) {
+    memo_worker *w = arg;
+    static char body[2000];
+    for (int i = 0; i < 3000; i++) {
+        char key[16];
+        int kl = snprintf(key, sizeof key, "k%d", (i * 7 + w->seed) % 40);
+        if (i % 3 == 0) {
+            struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body, body, MHD_RESPMEM_PERSISTENT);
+            if (r) srv_memo_keep(w->m, key, (size_t)kl, &i, sizeof i, r, 200, sizeof body);
+        } else {
+            const void *proof;
+            size_t plen;
+            srv_memo_entry *e = srv_memo_find(w->m, key, (size_t)kl, &proof, &plen);
+            if (e) {
+                int v;
+                memcpy(&v, proof, sizeof v); /* readable while pinned */
+                srv_memo_unpin(w->m, e, v % 2 == 0);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_answer_memo_threads(void) {
+    srv_memo *m = NULL;
+    CHECK_RC(srv_memo_new(&m, 32 * 1024), HK_OK); /* a few entries: eviction all the time */
+    pthread_t t[4];
+    memo_worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (memo_worker){.m = m, .seed = i};
+        CHECK(pthread_create(&t[i], NULL, memo_churn, &w[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    size_t bytes, n;
+    uint64_t hits, misses;
+    srv_memo_stats(m, &bytes, &n, &hits, &misses);
+    CHECK(bytes <= 32 * 1024 && hits > 0 && hits + misses == 4 * 2000);
+    srv_memo_free(m);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *dir = hk_test_tmpdir();
@@ -738,6 +785,7 @@ int main(void) {
     test_checked_names();
     test_store_reader(dir);
     test_answer_memo();
+    test_answer_memo_threads();
 #ifdef HK_TEST_HOOKS
     test_refs_memo(dir);
 #endif
