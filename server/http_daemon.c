@@ -154,6 +154,7 @@ static void free_server(srv_server *s) {
     if (!s) return;
     srv_up_queue_free(s->up); /* its threads use the store */
     srv_conn_guard_stop(s->guard);
+    srv_memo_free(s->memo); /* after the daemon: no connection sends a kept answer any more */
     srv_store_close(s->store);
     srv_up_free(s->up);
     for (size_t i = 0; i < s->n_tokens; i++) srv_token_spec_free(&s->tokens[i]);
@@ -290,6 +291,7 @@ int srv_start(srv_server **out, const srv_config *cfg) {
     if (!s) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = srv_store_open(&s->store, cfg->cache_dir, cfg->lfs_threshold);
     if (rc == HK_OK) rc = take_config(s, cfg);
+    if (rc == HK_OK && !s->up) rc = srv_memo_new(&s->memo, HK_SRV_MEMO_BYTES); /* the edge keeps its own */
     const char *host = cfg->host && *cfg->host ? cfg->host : "127.0.0.1";
     int fd = -1;
     if (rc == HK_OK) rc = listen_socket(&fd, &s->port, host, cfg->port);

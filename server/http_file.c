@@ -86,7 +86,7 @@ enum MHD_Result srv_handle_lfs(srv_server *srv, struct MHD_Connection *c, req_ct
         hk_clear_error();
         ret = srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
     } else {
-        ret = srv_serve_file(srv, c, ctx, method, &f, commit);
+        ret = srv_serve_file(srv, c, ctx, method, &f, commit, NULL);
     }
     free(sha);
     srv_repo_ref_free(&repo);
@@ -120,6 +120,49 @@ static size_t resolve_repo_start(srv_server *srv, const seglist *s, hk_repo_type
         }
     }
     return at;
+}
+
+/* May this request's answer come from, or go into, the memo? A plain-mirror GET of the whole
+ * file, without a condition (304s and ranges are answered afresh). */
+static bool memo_eligible(srv_server *srv, struct MHD_Connection *c, bool is_get) {
+    if (!srv->memo || !is_get) return false;
+#ifdef HK_TEST_HOOKS
+    if (srv->fault.cut_after) return false; /* a cut answer must be made per request */
+#endif
+    return !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Range") &&
+           !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
+}
+
+/* The memo key of a file answer: repo folder, commit, path, and whether it was asked by commit
+ * (its Cache-Control differs). 0 when it does not fit (that answer is not kept). */
+static size_t memo_key(char *out, size_t cap, const char *repo_dir, const char *commit, const char *path,
+                       int cacheable) {
+    size_t a = strlen(repo_dir), b = strlen(commit), p = strlen(path);
+    if (a + b + p + 4 > cap) return 0;
+    memcpy(out, repo_dir, a + 1);
+    memcpy(out + a + 1, commit, b + 1);
+    memcpy(out + a + b + 2, path, p + 1);
+    out[a + b + p + 3] = (char)('0' + cacheable);
+    return a + b + p + 4;
+}
+
+/* Answered (*ret) from the memo when its proof still holds; a failed proof drops the entry. */
+static bool memo_answer(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *repo_dir,
+                        const char *commit, const char *path, const char *key, size_t klen,
+                        enum MHD_Result *ret) {
+    const void *proof;
+    size_t plen;
+    srv_memo_entry *e = srv_memo_find(srv->memo, key, klen, &proof, &plen);
+    if (!e) return false;
+    srv_kept_file kf;
+    bool ok = plen == sizeof kf;
+    if (ok) memcpy(&kf, proof, sizeof kf);
+    if (ok && srv_store_file_unchanged(srv->store, repo_dir, commit, path, kf.etag, &kf.proof)) {
+        *ret = srv_memo_send(srv->memo, e, c, ctx);
+        return true;
+    }
+    srv_memo_unpin(srv->memo, e, true);
+    return false;
 }
 
 /* A file the store lacks, from upstream: 0 = now in the store, else *ans says why not. */
@@ -171,11 +214,18 @@ enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, re
         up_answer ans;
         memset(&ans, 0, sizeof ans);
         ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1;
+        char key[HK_SRV_MAX_URL];
+        srv_file_memo fm = {.key = key};
+        if (path && !bad && *path && memo_eligible(srv, c, is_get))
+            fm.klen = memo_key(key, sizeof key, repo.dir, commit, path, ctx->cacheable);
         if (bad || !path) {
             ret = srv_send_error(c, ctx, 400, NULL, NULL, "Invalid path");
         } else if (!*path) {
             ret = srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
-        } else if (srv_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK &&
+        } else if (fm.klen && memo_answer(srv, c, ctx, repo.dir, commit, path, key, fm.klen, &ret)) {
+            /* the kept answer, proven unchanged */
+        } else if (srv_store_open_file_proved(&f, fm.klen ? &fm.proof : NULL, srv->store, repo.dir, commit, path) !=
+                       HK_OK &&
                    (hk_clear_error(), !srv->up || up_file(srv, ctx, &repo, commit, path, &ans) ||
                                           srv_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK)) {
             hk_clear_error();
@@ -184,7 +234,7 @@ enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, re
         } else if (srv->lfs_302 && f.lfs) {
             ret = redirect_lfs(srv, c, ctx, &repo, &f, commit);
         } else {
-            ret = srv_serve_file(srv, c, ctx, method, &f, commit);
+            ret = srv_serve_file(srv, c, ctx, method, &f, commit, fm.klen ? &fm : NULL);
         }
         free(path);
     }

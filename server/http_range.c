@@ -118,7 +118,7 @@ static struct MHD_Response *small_body(int fd, uint64_t start, uint64_t len) {
 }
 
 enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
-                                  srv_sfile *f, const char *commit) {
+                                  srv_sfile *f, const char *commit, const srv_file_memo *fm) {
     bool is_get = strcmp(method, "GET") == 0;
     char q[80];
     srv_quote_etag(q, f->etag);
@@ -131,6 +131,7 @@ enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ct
     if (rr < 0) return unsatisfiable(c, ctx, f, commit);
     if (rr > 0) status = 206;
     struct MHD_Response *r = NULL;
+    bool inline_body = false;
     if (len == 0) {
         close(f->fd);
         r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -142,6 +143,7 @@ enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ct
 #endif
     else if (is_get && len <= HK_SRV_INLINE_BODY_MAX && (r = small_body(f->fd, start, len)) != NULL) {
         /* read: the body goes out with the headers, one send and one segment, not send + sendfile */
+        inline_body = true;
     } else {
         r = MHD_create_response_from_fd_at_offset64(len, f->fd, start);
         if (!r) close(f->fd);
@@ -155,6 +157,20 @@ enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ct
         snprintf(cr, sizeof cr, "bytes %llu-%llu/%llu", (unsigned long long)start, (unsigned long long)(start + len - 1),
                  (unsigned long long)f->size);
         MHD_add_response_header(r, "Content-Range", cr);
+    }
+    if (fm && srv->memo && status == 200 && inline_body && fm->proof.ok) {
+        /* the whole answer, headers included, is reused while fm's proof holds (http_file.c) */
+        enum MHD_Result ret = srv_queue_keep(c, ctx, status, r, len);
+        if (ret != MHD_YES) {
+            MHD_destroy_response(r);
+            return ret;
+        }
+        srv_kept_file kf;
+        memset(&kf, 0, sizeof kf);
+        kf.proof = fm->proof;
+        memcpy(kf.etag, f->etag, sizeof kf.etag);
+        srv_memo_keep(srv->memo, fm->key, fm->klen, &kf, sizeof kf, r, status, len);
+        return ret;
     }
     return srv_queue(c, ctx, status, r, is_get ? len : 0);
 }

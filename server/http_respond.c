@@ -18,6 +18,13 @@ enum MHD_Result srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned statu
         MHD_destroy_response(r);
         return MHD_YES;
     }
+    enum MHD_Result ret = srv_queue_keep(c, ctx, status, r, body_bytes);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result srv_queue_keep(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
+                               uint64_t body_bytes) {
     MHD_add_response_header(r, "Access-Control-Expose-Headers", k_expose);
     /* For the caches a fleet runs in front (nginx proxy_cache, Varnish, a CDN): content named by a
      * commit never changes; by a branch, only for the revision TTL. Errors are not cached. */
@@ -27,25 +34,29 @@ enum MHD_Result srv_queue(struct MHD_Connection *c, req_ctx *ctx, unsigned statu
     }
     ctx->status = status;
     ctx->bytes = body_bytes;
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return MHD_queue_response(c, status, r);
 }
 
-enum MHD_Result srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
-                                 const char *link) {
-    size_t len = sb->len;
+struct MHD_Response *srv_json_response(const req_ctx *ctx, hk_strbuf *sb, const char *link, size_t *len) {
+    *len = sb->len;
     char *data = hk__sb_steal(sb);
-    if (!data) return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!data) return NULL;
+    struct MHD_Response *r = MHD_create_response_from_buffer(*len, data, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(data);
-        return MHD_NO;
+        return NULL;
     }
     MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
     if (link) MHD_add_response_header(r, "Link", link);
     if (ctx->publisher_trusted) MHD_add_response_header(r, "X-Kernel-Publisher-Trusted", "true");
-    return srv_queue(c, ctx, status, r, len);
+    return r;
+}
+
+enum MHD_Result srv_send_json(struct MHD_Connection *c, req_ctx *ctx, unsigned status, hk_strbuf *sb,
+                                 const char *link) {
+    size_t len;
+    struct MHD_Response *r = srv_json_response(ctx, sb, link, &len);
+    return r ? srv_queue(c, ctx, status, r, len) : MHD_NO;
 }
 
 enum MHD_Result srv_send_error(struct MHD_Connection *c, req_ctx *ctx, unsigned status, const char *code,

@@ -18,7 +18,8 @@
  *   http_benchmarks.c  /api/kernels/{repo}/benchmarks: submissions stored and listed (srv_bench.h)
  *   http_fault.c     fault injection, compiled only with HK_TEST_HOOKS
  *   http_upstream.c  the pull-through hooks the routes call (srv_upstream.h has the upstream side)
- *   http_metrics.c   counters and /metrics */
+ *   http_metrics.c   counters and /metrics
+ *   http_memo.c      finished answers (small files, tree pages) kept for reuse with their proof */
 #ifndef HK_SRV_HTTP_H
 #define HK_SRV_HTTP_H
 
@@ -57,6 +58,7 @@ typedef struct token_spec {
 } token_spec;
 
 typedef struct srv_conn_guard srv_conn_guard;
+typedef struct srv_memo srv_memo;
 typedef struct srv_proxy_net srv_proxy_net;
 typedef struct srv_addr_count srv_addr_count;
 
@@ -87,6 +89,7 @@ struct srv_server {
     bool access_log;
     unsigned char lfs_key[32];
     srv_upstream *up;    /* NULL: no pull-through */
+    srv_memo *memo;      /* finished answers kept for reuse (http_memo.c); NULL with --upstream */
     unsigned rev_ttl;   /* max-age of branch-addressed answers */
     /* Cache-Control values, made once (not formatted per answer): [0] commit-addressed (immutable),
      * [1] branch-addressed (max-age = rev_ttl); private when the mirror needs tokens */
@@ -178,6 +181,32 @@ char *srv_base_url(srv_server *srv);
 enum MHD_Result srv_repo_invalid(struct MHD_Connection *c, req_ctx *ctx);
 enum MHD_Result srv_rev_invalid(struct MHD_Connection *c, req_ctx *ctx, const char *rev);
 
+/* srv_send_json's response, not queued (sb is emptied; *len its body bytes); NULL when out of memory. */
+struct MHD_Response *srv_json_response(const req_ctx *ctx, hk_strbuf *sb, const char *link, size_t *len);
+/* Queue `r` with srv_queue's headers and keep the caller's reference (the answer memo takes it). */
+enum MHD_Result srv_queue_keep(struct MHD_Connection *c, req_ctx *ctx, unsigned status, struct MHD_Response *r,
+                               uint64_t body_bytes);
+
+/* ---- http_memo.c ---------------------------------------------------------------------------- */
+/* Finished answers kept under a key with the caller's proof bytes, bounded in bytes (LRU). */
+typedef struct srv_memo_entry srv_memo_entry;
+int srv_memo_new(srv_memo **out, size_t max_bytes);
+void srv_memo_free(srv_memo *m);
+/* The entry of key, pinned (send it or unpin it), with its proof bytes (aligned for any type,
+ * unchanged while pinned); NULL when none is kept. */
+srv_memo_entry *srv_memo_find(srv_memo *m, const char *key, size_t klen, const void **proof, size_t *plen);
+/* Queue a pinned entry's answer on c (status and bytes recorded in ctx) and unpin it. */
+enum MHD_Result srv_memo_send(srv_memo *m, srv_memo_entry *e, struct MHD_Connection *c, req_ctx *ctx);
+/* Unpin without sending; forget: its proof failed, drop it. */
+void srv_memo_unpin(srv_memo *m, srv_memo_entry *e, bool forget);
+/* Keep r (every header on it already; the caller's reference is taken, or dropped when it is not
+ * kept: larger than an eighth of the bound, or out of memory). Least recently used entries go first. */
+void srv_memo_keep(srv_memo *m, const char *key, size_t klen, const void *proof, size_t plen,
+                   struct MHD_Response *r, unsigned status, uint64_t body_bytes);
+void srv_memo_stats(srv_memo *m, size_t *bytes, size_t *entries, uint64_t *hits, uint64_t *misses);
+/* The bytes the server's memo may hold. */
+#define HK_SRV_MEMO_BYTES (16u << 20)
+
 /* ---- http_auth.c ---------------------------------------------------------------------------- */
 typedef enum { AUTH_OK, AUTH_MISSING, AUTH_INVALID } auth_result;
 
@@ -231,9 +260,21 @@ void srv_add_file_headers(struct MHD_Response *r, const srv_sfile *f, const char
 /* Parse a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range. 0: no usable Range (serve 200),
  * 1: range in *start,*len, -1: unsatisfiable (416). */
 int srv_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len);
-/* Answer an opened file: 304, 416, 206 or 200 (takes ownership of f->fd). */
+/* A file answer the memo may keep: its key and the proof taken when the file was opened. */
+typedef struct srv_file_memo {
+    const char *key;
+    size_t klen;
+    srv_file_proof proof;
+} srv_file_memo;
+/* The proof bytes kept with a file answer (http_file.c checks them before reusing it). */
+typedef struct srv_kept_file {
+    srv_file_proof proof;
+    char etag[65];
+} srv_kept_file;
+/* Answer an opened file: 304, 416, 206 or 200 (takes ownership of f->fd). With fm (NULL: none), a
+ * full 200 GET sent from memory whose proof is settled is kept in srv->memo under fm->key. */
 enum MHD_Result srv_serve_file(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
-                                  srv_sfile *f, const char *commit);
+                                  srv_sfile *f, const char *commit, const srv_file_memo *fm);
 
 /* ---- http_file.c ---------------------------------------------------------------------------- */
 /* /[datasets/|spaces/|kernels/]{repo}/resolve/{rev}/{path} */

@@ -38,6 +38,7 @@ typedef struct srv_listing {
     size_t n, cap;
     char root_oid[41];   /* git tree oid of the whole snapshot */
     uint64_t total_bytes;
+    uint64_t gen;        /* a shared listing's number, unique per listing made (0: not shared) */
 } srv_listing;
 
 void srv_listing_free(srv_listing *l);
@@ -77,14 +78,31 @@ typedef struct srv_sfile {
     char etag[65];
 } srv_sfile;
 int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, const char *commit, const char *path);
+/* What proves a kept answer of a snapshot entry still right: the entry (a canonical link) and its
+ * blob by identity and stamps, taken when the file was opened. ok only when both were settled
+ * (srv_refs_settled: stamps old enough that any later change shows in them). */
+typedef struct srv_file_proof {
+    bool ok;
+    uint64_t link_dev, link_ino, blob_dev, blob_ino, blob_size;
+    long long link_mtime, link_ctime, blob_mtime, blob_ctime; /* ns */
+} srv_file_proof;
+/* srv_store_open_file that also fills *proof (ok false for an entry the linked path does not take). */
+int srv_store_open_file_proved(srv_sfile *out, srv_file_proof *proof, srv_store *s, const char *repo_dir,
+                               const char *commit, const char *path);
+/* Do the entry at path and blob `etag` still have proof's identity and stamps? Two fstatat()s of
+ * the kept snapshot and blobs/ folders. */
+bool srv_store_file_unchanged(srv_store *s, const char *repo_dir, const char *commit, const char *path,
+                              const char *etag, const srv_file_proof *proof);
 /* The common case of srv_store_open_file without realpath() (store_linked.c): true when path is a
  * link of the canonical shape into the repo's blobs/ and the blob is open in *out; false: use the
  * general resolution (nothing recorded as an error). */
 typedef struct srv_snap_cache srv_snap_cache;
 int srv_snap_cache_new(srv_snap_cache **out);
 void srv_snap_cache_free(srv_snap_cache *c);
-bool srv_store_open_linked(srv_sfile *out, srv_snap_cache *c, const char *repo_dir, const char *commit,
-                           const char *path);
+bool srv_store_open_linked(srv_sfile *out, srv_file_proof *proof, srv_snap_cache *c, const char *repo_dir,
+                           const char *commit, const char *path);
+bool srv_store_linked_unchanged(srv_snap_cache *c, const char *repo_dir, const char *commit, const char *path,
+                                const char *etag, const srv_file_proof *proof);
 /* A revision of 40 or 64 hex digits names its snapshot when refs/<rev> is absent and
  * snapshots/<rev> a folder. Once proven (srv_snap_commit_prove, after the lookup by path said so),
  * the kept handle answers it with two fstat()s of refs/ and snapshots/ instead of two path lookups;

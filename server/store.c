@@ -48,6 +48,7 @@ typedef struct hash_memo {
 
 struct srv_store {
     char *root; /* realpath */
+    int root_fd; /* root kept open: a repo folder is checked by its one name under it, not the whole path */
     uint64_t lfs_threshold;
     pthread_mutex_t mu;
     hash_memo *memo;
@@ -72,6 +73,7 @@ int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold) {
         return hk__fail(HK_ERR_NOMEM, "out of memory");
     }
     s->lfs_threshold = lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT;
+    s->root_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* -1: every check by path */
     pthread_mutex_init(&s->mu, NULL);
     *out = s;
     return HK_OK;
@@ -90,6 +92,7 @@ void srv_store_close(srv_store *s) {
         if (s->lcache[i]) cached_unref(s->lcache[i]);
     srv_snap_cache_free(s->snaps);
     pthread_mutex_destroy(&s->mu);
+    if (s->root_fd >= 0) close(s->root_fd);
     free(s->memo);
     free(s->root);
     free(s);
@@ -113,10 +116,14 @@ char *srv_store_repo_dir(const srv_store *s, hk_repo_type type, const char *repo
         hk_clear_error();
         return NULL;
     }
-    if (!dir) return NULL;
     struct stat st;
-    /* the repo folder itself must be a real directory, not a link out of the store */
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    /* the repo folder itself must be a real directory, not a link out of the store. By its name
+     * under the kept root first (one lookup instead of the whole path's); when that fails (say the
+     * store folder was replaced since the start) the path decides */
+    size_t rl = strlen(s->root);
+    bool kept = s->root_fd >= 0 && strncmp(dir, s->root, rl) == 0 && dir[rl] == '/' &&
+                fstatat(s->root_fd, dir + rl + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    if (!kept && (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
         free(dir);
         return NULL;
     }
@@ -239,10 +246,22 @@ static int resolve_entry(srv_store *s, char real[PATH_MAX], struct stat *st, cha
 }
 
 int srv_store_open_file(srv_sfile *out, srv_store *s, const char *repo_dir, const char *commit, const char *path) {
+    return srv_store_open_file_proved(out, NULL, s, repo_dir, commit, path);
+}
+
+bool srv_store_file_unchanged(srv_store *s, const char *repo_dir, const char *commit, const char *path,
+                              const char *etag, const srv_file_proof *proof) {
+    return proof->ok && hk__path_is_safe_relative(path) &&
+           srv_store_linked_unchanged(s->snaps, repo_dir, commit, path, etag, proof);
+}
+
+int srv_store_open_file_proved(srv_sfile *out, srv_file_proof *proof, srv_store *s, const char *repo_dir,
+                               const char *commit, const char *path) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
+    if (proof) memset(proof, 0, sizeof *proof); /* the general resolution below proves nothing */
     if (!hk__path_is_safe_relative(path)) return hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
-    if (srv_store_open_linked(out, s->snaps, repo_dir, commit, path)) return HK_OK; /* no realpath() in the common case */
+    if (srv_store_open_linked(out, proof, s->snaps, repo_dir, commit, path)) return HK_OK; /* no realpath() */
     out->fd = -1;
     char *full = hk_cache_snapshot_path(repo_dir, commit, path);
     if (!full) return hk_last_error_code() == HK_ERR_NOMEM ? HK_ERR_NOMEM : hk__fail(HK_ERR_ENTRY_NOT_FOUND, "invalid path");
@@ -456,6 +475,8 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
     }
     c->key = key;
     c->refs = 2;
+    static _Atomic uint64_t gens; /* what answers kept from this listing are keyed on (http_api.c) */
+    c->l.gen = atomic_fetch_add(&gens, 1) + 1;
     clock_gettime(CLOCK_MONOTONIC, &c->at);
     pthread_mutex_lock(&s->mu);
     size_t slot = 0;

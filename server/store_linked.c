@@ -193,8 +193,11 @@ static bool removed(int fd) {
     return fd < 0 || fstat(fd, &st) != 0 || st.st_nlink == 0;
 }
 
-/* The link at rel under the snapshot: its target in `target`, *depth the folders above it. */
-static ssize_t read_entry_link(int snap, const char *rel, char *target, size_t cap, size_t *depth) {
+/* The link at rel under the snapshot: its target in `target`, *depth the folders above it; the
+ * link's own stat in *link_st when that is not NULL (*have_st says whether it was taken). */
+static ssize_t read_entry_link(int snap, const char *rel, char *target, size_t cap, size_t *depth,
+                               struct stat *link_st, bool *have_st) {
+    *have_st = false;
     *depth = 0;
     for (const char *p = rel; *p; p++) *depth += *p == '/';
     struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
@@ -202,6 +205,7 @@ static ssize_t read_entry_link(int snap, const char *rel, char *target, size_t c
     int fd = (int)syscall(SYS_openat2, snap, rel, &how, sizeof how);
     if (fd >= 0) {
         ssize_t n = readlinkat(fd, "", target, cap); /* the O_PATH descriptor of the link itself */
+        if (link_st && n > 0) *have_st = fstat(fd, link_st) == 0;
         close(fd);
         return n;
     }
@@ -209,20 +213,40 @@ static ssize_t read_entry_link(int snap, const char *rel, char *target, size_t c
     const char *leaf = NULL; /* a kernel before 5.6: one folder at a time */
     int dir = walk_to_leaf(snap, rel, &leaf, depth);
     ssize_t n = dir >= 0 ? readlinkat(dir, leaf, target, cap) : -1;
+    if (link_st && n > 0) *have_st = fstatat(dir, leaf, link_st, AT_SYMLINK_NOFOLLOW) == 0;
     if (dir >= 0) close(dir);
     return n;
 }
 
-bool srv_store_open_linked(srv_sfile *out, srv_snap_cache *c, const char *repo_dir, const char *commit,
-                           const char *rel) {
+static long long ns_of(const struct timespec *t) { return (long long)t->tv_sec * 1000000000LL + t->tv_nsec; }
+
+static void proof_fill(srv_file_proof *p, const struct stat *link, const struct stat *blob, long long now) {
+    p->link_dev = (uint64_t)link->st_dev;
+    p->link_ino = (uint64_t)link->st_ino;
+    p->link_mtime = ns_of(&link->st_mtim);
+    p->link_ctime = ns_of(&link->st_ctim);
+    p->blob_dev = (uint64_t)blob->st_dev;
+    p->blob_ino = (uint64_t)blob->st_ino;
+    p->blob_size = (uint64_t)blob->st_size;
+    p->blob_mtime = ns_of(&blob->st_mtim);
+    p->blob_ctime = ns_of(&blob->st_ctim);
+    p->ok = srv_refs_settled(link, now) && srv_refs_settled(blob, now);
+}
+
+bool srv_store_open_linked(srv_sfile *out, srv_file_proof *proof, srv_snap_cache *c, const char *repo_dir,
+                           const char *commit, const char *rel) {
     size_t cl = strlen(commit);
     if (!((cl == 40 || cl == 64) && hk__is_hex(commit, cl))) return false; /* one folder name, never a path */
+    /* the clock before the stats: a change after it is stamped later than what the proof keeps */
+    long long now = proof ? srv_refs_clock_ns() : 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         snap_handle *h = handle_get(c, repo_dir, commit);
         if (!h) return false;
         char target[PATH_MAX];
         size_t depth = 0;
-        ssize_t tn = read_entry_link(h->snap, rel, target, sizeof target - 1, &depth);
+        struct stat lst;
+        bool have_lst = false;
+        ssize_t tn = read_entry_link(h->snap, rel, target, sizeof target - 1, &depth, proof ? &lst : NULL, &have_lst);
         const char *etag = NULL;
         if (tn > 0) {
             target[tn] = '\0';
@@ -236,6 +260,7 @@ bool srv_store_open_linked(srv_sfile *out, srv_snap_cache *c, const char *repo_d
             out->size = (uint64_t)st.st_size;
             out->lfs = strlen(etag) == 64;
             memcpy(out->etag, etag, strlen(etag) + 1); /* 40 or 64 hex: fits */
+            if (proof && have_lst) proof_fill(proof, &lst, &st, now);
             return true;
         }
         if (fd >= 0) close(fd);
@@ -326,4 +351,24 @@ void srv_snap_commit_prove(srv_snap_cache *c, const char *repo_dir, const char *
     seen_drop(&refs);
     seen_drop(&snaps);
     handle_put(c, h, false);
+}
+
+bool srv_store_linked_unchanged(srv_snap_cache *c, const char *repo_dir, const char *commit, const char *rel,
+                                const char *etag, const srv_file_proof *p) {
+    size_t cl = strlen(commit);
+    if (!((cl == 40 || cl == 64) && hk__is_hex(commit, cl))) return false;
+    snap_handle *h = handle_get(c, repo_dir, commit);
+    if (!h) return false;
+    /* by name under the kept folders: an entry or blob replaced (rename: a new inode), rewritten in
+     * place (new stamps) or removed fails; the same inode and stamps are the bytes the proof saw */
+    struct stat a, b;
+    bool same = h->blobs >= 0 && fstatat(h->snap, rel, &a, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(a.st_mode) &&
+                (uint64_t)a.st_dev == p->link_dev && (uint64_t)a.st_ino == p->link_ino &&
+                ns_of(&a.st_mtim) == p->link_mtime && ns_of(&a.st_ctim) == p->link_ctime &&
+                fstatat(h->blobs, etag, &b, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(b.st_mode) &&
+                (uint64_t)b.st_dev == p->blob_dev && (uint64_t)b.st_ino == p->blob_ino &&
+                (uint64_t)b.st_size == p->blob_size && ns_of(&b.st_mtim) == p->blob_mtime &&
+                ns_of(&b.st_ctim) == p->blob_ctime;
+    handle_put(c, h, false);
+    return same;
 }

@@ -73,6 +73,26 @@ def publish(src, repo_id, branch, cache, *extra) -> str:
     return commit
 
 
+def two_commit_store(tmp_path, repo_id):
+    """The memo tests' store: src/a.txt published as "one\n" to main (c1), then as "two\n" to other
+    (c2). Returns (src, store, c1, c2); src is left holding "two\n" for later publishes."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_bytes(b"one\n")
+    store = tmp_path / "store"
+    c1 = publish(str(src), repo_id, "main", str(store))
+    (src / "a.txt").write_bytes(b"two\n")
+    c2 = publish(str(src), repo_id, "other", str(store))
+    return src, store, c1, c2
+
+
+def keepalive_get(conn, path):
+    """GET on a kept-alive http.client connection: (status, body)."""
+    conn.request("GET", path)
+    r = conn.getresponse()
+    return r.status, r.read()
+
+
 def git_blob_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 

@@ -10,26 +10,14 @@ import shutil
 import time
 import urllib.parse
 
-from hk_serve_helpers import Server, publish
+from hk_serve_helpers import Server, keepalive_get as get, publish, two_commit_store
 
 REPO = "org/cmemo"
 RACY_WINDOW_S = 2.5
 
 
-def get(conn, path):
-    conn.request("GET", path)
-    r = conn.getresponse()
-    return r.status, r.read()
-
-
 def test_kept_commits_follow_every_write(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.txt").write_bytes(b"one\n")
-    store = tmp_path / "store"
-    c1 = publish(str(src), REPO, "main", str(store))
-    (src / "a.txt").write_bytes(b"two\n")
-    c2 = publish(str(src), REPO, "other", str(store))
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
     repo = store / "kernels--org--cmemo"
     by_c1 = f"/kernels/{REPO}/resolve/{c1}/a.txt"
     with Server(store) as srv:
@@ -66,4 +54,104 @@ def test_kept_commits_follow_every_write(tmp_path):
         shutil.rmtree(repo / "snapshots" / c1)
         assert get(conn, by_c1)[0] == 404
         assert get(conn, f"/kernels/{REPO}/resolve/{c2}/a.txt") == (200, b"two\n")
+        conn.close()
+
+
+def test_kept_file_answers_follow_every_write(tmp_path):
+    """A small file's whole answer is kept (server/http_memo.c) with its snapshot link's and blob's
+    identity and stamps; a blob rewritten in place or replaced, a link pointed elsewhere or removed,
+    are each seen by the next request, by commit and by branch."""
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    repo = store / "kernels--org--cmemo"
+    link = repo / "snapshots" / c1 / "a.txt"
+    blob_one = repo / "blobs" / os.path.basename(os.readlink(link))
+    two_target = os.readlink(repo / "snapshots" / c2 / "a.txt")
+    urls = [f"/kernels/{REPO}/resolve/{c1}/a.txt", f"/kernels/{REPO}/resolve/main/a.txt"]
+
+    def settle_and_expect(body):
+        time.sleep(RACY_WINDOW_S)  # past the racy window: the answers below are kept
+        for _ in range(3):
+            for u in urls:
+                assert get(conn, u) == (200, body)
+
+    with Server(store) as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        settle_and_expect(b"one\n")
+        # conditions and ranges are answered afresh beside a kept answer
+        conn.request("GET", urls[0], headers={"Range": "bytes=1-2"})
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (206, b"ne")
+        conn.request("GET", urls[0], headers={"If-None-Match": r.getheader("ETag")})
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (304, b"")
+
+        # the blob rewritten in place (same inode, same size): new stamps
+        os.chmod(blob_one, 0o644)
+        with open(blob_one, "r+b") as fh:
+            fh.write(b"ONE\n")
+        for x in urls:
+            assert get(conn, x) == (200, b"ONE\n")
+
+        settle_and_expect(b"ONE\n")
+        # the blob replaced by rename: a new inode
+        (repo / "blobs" / "tmp").write_bytes(b"uno\n")
+        os.rename(repo / "blobs" / "tmp", blob_one)
+        for x in urls:
+            assert get(conn, x) == (200, b"uno\n")
+
+        settle_and_expect(b"uno\n")
+        # the link pointed at another blob
+        os.unlink(link)
+        os.symlink(two_target, link)
+        for x in urls:
+            assert get(conn, x) == (200, b"two\n")
+
+        settle_and_expect(b"two\n")
+        # the link removed
+        os.unlink(link)
+        for x in urls:
+            assert get(conn, x)[0] == 404
+        conn.close()
+
+
+def test_kept_tree_pages_follow_the_listing(tmp_path):
+    """A tree page is kept with the number of the shared listing it came from (server/store.c, 5 s):
+    each page, cursor and recursive flag is its own answer, and an entry added to the snapshot
+    shows once the listing is made again."""
+    import json
+
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    snap = store / "kernels--org--cmemo" / "snapshots" / c1
+    os.makedirs(snap / "d")
+    os.symlink("../" + os.readlink(snap / "a.txt"), snap / "d" / "b.txt")
+    tree = f"/api/kernels/{REPO}/tree/{c1}"
+
+    def names(path):
+        st, body = get(conn, path)
+        assert st == 200, (path, st)
+        return [e["path"] for e in json.loads(body)]
+
+    with Server(store, "--page-size", "1") as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        for _ in range(2):  # the second round from the memo, each page its own
+            assert names(tree) == ["a.txt"]
+            assert names(tree + "?cursor=1") == ["d"]
+            assert names(tree + "?recursive=true&cursor=2") == ["d/b.txt"]
+            assert names(tree + "/d") == ["d/b.txt"]
+        conn.request("GET", tree + "/d")
+        r = conn.getresponse()
+        r.read()
+        assert r.getheader("Link") is None
+        conn.request("GET", tree)
+        r = conn.getresponse()
+        r.read()
+        assert "cursor=1" in r.getheader("Link")  # the kept page keeps its Link header
+        os.symlink("../" + os.readlink(snap / "a.txt"), snap / "d" / "c.txt")
+        time.sleep(5.5)  # past the shared listing's TTL: listed again, the kept pages are not reused
+        conn.request("GET", tree + "/d")  # kept before with no next page: now it has one
+        r = conn.getresponse()
+        assert [e["path"] for e in json.loads(r.read())] == ["d/b.txt"] and "cursor=3" in r.getheader("Link", "")
+        assert names(tree + "/d?cursor=3") == ["d/c.txt"]
         conn.close()

@@ -9,26 +9,14 @@ import os
 import time
 import urllib.parse
 
-from hk_serve_helpers import Server, publish
+from hk_serve_helpers import Server, keepalive_get as get, publish, two_commit_store
 
 REPO = "org/memo"
 RACY_WINDOW_S = 2.5
 
 
-def get(conn, path):
-    conn.request("GET", path)
-    r = conn.getresponse()
-    return r.status, r.read()
-
-
 def test_kept_refs_follow_every_write(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "a.txt").write_bytes(b"one\n")
-    store = tmp_path / "store"
-    c1 = publish(str(src), REPO, "main", str(store))
-    (src / "a.txt").write_bytes(b"two\n")
-    c2 = publish(str(src), REPO, "other", str(store))
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
     ref = store / "kernels--org--memo" / "refs" / "main"
     with Server(store) as srv:
         u = urllib.parse.urlparse(srv.url)

@@ -797,12 +797,114 @@ static void test_checked_names(void) {
     hk_clear_error();
 }
 
+/* The answer memo (server/http_memo.c): bounded in bytes however many distinct keys a client sends,
+ * least recently used out first, an entry pinned by a request outlives its eviction (ASan sees a
+ * use after free otherwise), a proof that fails drops the entry. */
+static void test_answer_memo(void) {
+    srv_memo *m = NULL;
+    const size_t bound = 64 * 1024;
+    CHECK_RC(srv_memo_new(&m, bound), HK_OK);
+    static char body[4000];
+    memset(body, 'x', sizeof body);
+    char key[64];
+    for (int i = 0; i < 1000; i++) { /* a hostile client's distinct URLs */
+        int kl = snprintf(key, sizeof key, "repo%c%040d%cf%d", 0, i, 0, i);
+        struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body, body, MHD_RESPMEM_PERSISTENT);
+        CHECK(r != NULL);
+        srv_memo_keep(m, key, (size_t)kl, &i, sizeof i, r, 200, sizeof body);
+        size_t bytes, n;
+        uint64_t hits, misses;
+        srv_memo_stats(m, &bytes, &n, &hits, &misses);
+        CHECK(bytes <= bound);
+    }
+    size_t bytes, n;
+    uint64_t hits, misses;
+    srv_memo_stats(m, &bytes, &n, &hits, &misses);
+    CHECK(n > 1 && n < 1000);
+    const void *proof;
+    size_t plen;
+    int kl = snprintf(key, sizeof key, "repo%c%040d%cf%d", 0, 999, 0, 999);
+    srv_memo_entry *e = srv_memo_find(m, key, (size_t)kl, &proof, &plen); /* the newest is kept */
+    CHECK(e != NULL && plen == sizeof(int) && *(const int *)proof == 999);
+    kl = snprintf(key, sizeof key, "repo%c%040d%cf%d", 0, 0, 0, 0);
+    CHECK(srv_memo_find(m, key, (size_t)kl, &proof, &plen) == NULL); /* the oldest went first */
+    /* e stays pinned while 1000 more entries evict everything else */
+    for (int i = 1000; i < 2000; i++) {
+        kl = snprintf(key, sizeof key, "repo%c%040d%cf%d", 0, i, 0, i);
+        struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body, body, MHD_RESPMEM_PERSISTENT);
+        srv_memo_keep(m, key, (size_t)kl, &i, sizeof i, r, 200, sizeof body);
+    }
+    CHECK(*(const int *)proof == 999); /* still readable: pinned */
+    srv_memo_unpin(m, e, false); /* evicted meanwhile: freed now */
+    kl = snprintf(key, sizeof key, "repo%c%040d%cf%d", 0, 1999, 0, 1999);
+    e = srv_memo_find(m, key, (size_t)kl, &proof, &plen);
+    CHECK(e != NULL);
+    srv_memo_unpin(m, e, true); /* its proof failed: dropped */
+    CHECK(srv_memo_find(m, key, (size_t)kl, &proof, &plen) == NULL);
+    /* an answer over an eighth of the bound is not kept (its reference dropped) */
+    struct MHD_Response *big = MHD_create_response_from_buffer(sizeof body, body, MHD_RESPMEM_PERSISTENT);
+    srv_memo_keep(m, "big", 3, NULL, 0, big, 200, bound);
+    CHECK(srv_memo_find(m, "big", 3, &proof, &plen) == NULL);
+    srv_memo_stats(m, &bytes, &n, &hits, &misses);
+    CHECK(bytes <= bound && hits == 2 && misses == 3);
+    srv_memo_free(m);
+}
+
+/* Threads keeping, finding and dropping the same few keys at once (TSan and ASan runs check the
+ * pins: an entry evicted or replaced while another thread holds it is freed by the last unpin). */
+typedef struct memo_worker {
+    srv_memo *m;
+    int seed;
+} memo_worker;
+
+static void *memo_churn(void *arg) {
+    memo_worker *w = arg;
+    static char body[2000];
+    for (int i = 0; i < 3000; i++) {
+        char key[16];
+        int kl = snprintf(key, sizeof key, "k%d", (i * 7 + w->seed) % 40);
+        if (i % 3 == 0) {
+            struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body, body, MHD_RESPMEM_PERSISTENT);
+            if (r) srv_memo_keep(w->m, key, (size_t)kl, &i, sizeof i, r, 200, sizeof body);
+        } else {
+            const void *proof;
+            size_t plen;
+            srv_memo_entry *e = srv_memo_find(w->m, key, (size_t)kl, &proof, &plen);
+            if (e) {
+                int v;
+                memcpy(&v, proof, sizeof v); /* readable while pinned */
+                srv_memo_unpin(w->m, e, v % 2 == 0);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_answer_memo_threads(void) {
+    srv_memo *m = NULL;
+    CHECK_RC(srv_memo_new(&m, 32 * 1024), HK_OK); /* a few entries: eviction all the time */
+    pthread_t t[4];
+    memo_worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (memo_worker){.m = m, .seed = i};
+        CHECK(pthread_create(&t[i], NULL, memo_churn, &w[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    size_t bytes, n;
+    uint64_t hits, misses;
+    srv_memo_stats(m, &bytes, &n, &hits, &misses);
+    CHECK(bytes <= 32 * 1024 && hits > 0 && hits + misses == 4 * 2000);
+    srv_memo_free(m);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *dir = hk_test_tmpdir();
     test_git_ids();
     test_checked_names();
     test_store_reader(dir);
+    test_answer_memo();
+    test_answer_memo_threads();
 #ifdef HK_TEST_HOOKS
     test_refs_memo(dir);
 #endif
