@@ -71,6 +71,21 @@ int hk__cache_filelock_try(int *out_fd, const char *lock_path);
 int hk__cache_filelock_wait(int *out_fd, const char *lock_path, long timeout_ms);
 void hk__cache_filelock_release(int fd);
 
+/* Small blobs (written to unique temp files, never resumed) share one lock file per repo,
+ * <root>/.locks/<repo folder>/hubkern-small-blobs.lock, opened once per download call: a blob's
+ * lock is one byte of it at an offset taken from its name, held with an open-file-description
+ * lock (F_OFD_SETLK: it excludes other processes and other opens in this one). Two syscalls a blob
+ * (lock, unlock) instead of a lock file's seven. *out_fd: -1 (no error) where the file cannot be
+ * opened or the kernel or file system has no OFD locks: the caller takes per-blob locks then. */
+void hk__cache_rangelock_open(int *out_fd, const char *root, const char *repo_dir);
+/* Take the blob's byte without waiting: *out_got false when another holder has it. Errors other
+ * than busy are returned as codes (HK_ERR_LOCK). */
+int hk__cache_rangelock_try(bool *out_got, int fd, const char *etag);
+void hk__cache_rangelock_release(int fd, const char *etag);
+/* Whether some open of the repo's small-blob lock file holds etag's byte (cache prune: a temp
+ * file of that blob is live then). */
+bool hk__cache_rangelock_busy(const char *root, const char *repo_dir, const char *etag);
+
 /* Open a fresh blobs/<etag>.<rand8>.incomplete (O_EXCL, mode 0666 & ~umask). Caller frees *out_tmp. */
 int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag);
 /* Rename a finished temp file to blobs/<etag>. */

@@ -481,6 +481,9 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(prefix);
     }
     hk__client_tree_free(&t);
+    /* the blob index is for grouping the listing only: not held through the downloads and checks */
+    hk__strmap_free(&plan.by_etag);
+    hk__strmap_init(&plan.by_etag);
     if (rc == HK_OK) rc = check_cached_blobs(r, repo_dir, &plan, force, dry);
     if (rc == HK_OK && !dry) rc = record_plan(hub, repo_dir, commit, &plan);
     if (rc == HK_OK && !dry) { /* blobs only: the links are made in the stage, after every byte arrived */
