@@ -247,7 +247,15 @@ int hk__cache_blobs_durable(const char *repo_dir, const char *const *etags, size
     if (!paths) return hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == HK_OK && i < n; i++)
         if (!(paths[i] = hk__asprintf("%s/blobs/%s", repo_dir, etags[i]))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-    if (rc == HK_OK) rc = hk__fdatasync_all((const char *const *)paths, n);
+    /* many small files: one syncfs of the cache's file system, when nothing much else is dirty
+     * (bench/durable_pull_bench.md: 5x less flush time for 2000 files on an idle disk, 1.8x more
+     * for 100 beside a 200 MB writer, hence the rule in util/durable.c) */
+    bool synced = false;
+    char *blobs0 = rc == HK_OK ? hk__path_join(repo_dir, "blobs") : NULL;
+    if (rc == HK_OK && !blobs0) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__syncfs_if_cheap(&synced, blobs0, n);
+    free(blobs0);
+    if (rc == HK_OK && !synced) rc = hk__fdatasync_all((const char *const *)paths, n);
     for (size_t i = 0; i < n; i++) free(paths[i]);
     free(paths);
     char *blobs = rc == HK_OK ? hk__path_join(repo_dir, "blobs") : NULL;
