@@ -141,6 +141,10 @@ hk_receipt *hk__receipt_new(const char *meta_sha256);
  * make hk__receipt_save fail). */
 void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st);
 size_t hk__receipt_count(const hk_receipt *r);
+/* Index a receipt built with hk__receipt_add so that hk__receipt_vouches can consult it. */
+int hk__receipt_index(hk_receipt *r);
+/* Whether r was made for the metadata.json of this SHA-256 (hex). */
+bool hk__receipt_meta_is(const hk_receipt *r, const char *meta_sha256);
 /* Does r hold rel with exactly this identity (and is it a regular file)? */
 bool hk__receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st);
 /* Was st (taken after the clock read taken_before) late enough after the file's last change that a
@@ -236,6 +240,14 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
 int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
                             unsigned flags);
+/* hk__verify_variant_flags with a receipt carried between two checks of one pull: *io_prior NULL:
+ * this check's findings are handed back in it (a receipt in memory only, of the files hashed and
+ * settled); else that receipt vouches for this check's files where the variant has no receipt of
+ * its own (the published copy of a staged variant: its links resolve to the same blobs, so a
+ * file's stat identity proves it unchanged since it was hashed). The caller frees *io_prior. */
+int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
+                             unsigned flags, hk_receipt **io_prior);
 
 /* How many of the files the variant's metadata.json digest lists are absent from variant_dir
  * (*out_missing of *out_listed; *out_first, when not NULL, the first one absent, to free). A
