@@ -1,5 +1,6 @@
 /* Blob store of the cache: per-blob locks (hub-protocol.md §7.2), unique temp files renamed into
  * place, and content checks of blobs against their names. */
+#define _GNU_SOURCE /* F_OFD_SETLK, F_OFD_GETLK */
 #include "cache/cache_internal.h"
 #include "internal.h"
 
@@ -80,6 +81,117 @@ void hk__cache_filelock_release(int fd) {
     close(fd); /* never unlink: a waiter may hold an fd to this inode */
 }
 
+/* ---- the small blobs' shared lock file ------------------------------------------------------ */
+static char *rangelock_path(const char *root, const char *repo_dir) {
+    return hk__cache_filelock_path(root, repo_dir, "hubkern-small-blobs");
+}
+
+/* The byte of etag: its first 15 hex digits (60 bits, within any off_t), else (no hex name) a hash
+ * of it. Two blobs that share a byte only wait for each other. */
+static off_t rangelock_offset(const char *etag) {
+    uint64_t v = 0;
+    size_t n = strlen(etag);
+    size_t hex = strspn(etag, "0123456789abcdef");
+    if (n >= 15 && hex >= 15) {
+        for (size_t i = 0; i < 15; i++) {
+            char ch = etag[i];
+            v = v << 4 | (uint64_t)(ch <= '9' ? ch - '0' : ch - 'a' + 10);
+        }
+    } else {
+        v = 1469598103934665603ull; /* FNV-1a */
+        for (size_t i = 0; i < n; i++) v = (v ^ (unsigned char)etag[i]) * 1099511628211ull;
+        v >>= 4;
+    }
+    return (off_t)v;
+}
+
+static struct flock rangelock_of(short type, const char *etag) {
+    struct flock l;
+    memset(&l, 0, sizeof l);
+    l.l_type = type;
+    l.l_whence = SEEK_SET;
+    l.l_start = rangelock_offset(etag);
+    l.l_len = 1;
+    return l;
+}
+
+void hk__cache_rangelock_open(int *out_fd, const char *root, const char *repo_dir) {
+    *out_fd = -1;
+#ifdef F_OFD_SETLK
+    char *p = rangelock_path(root, repo_dir);
+    int fd = -1;
+    if (!p || hk__open_creating_parent(&fd, p, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0664) != HK_OK || fd < 0) {
+        hk__log(HK_LOG_DEBUG, "no shared lock file for small blobs (%s); locking each blob", p ? p : "out of memory");
+        hk_clear_error();
+        free(p);
+        return;
+    }
+    (void)fchmod(fd, 0664); /* so that other users of a shared cache can lock in it */
+    struct flock probe = rangelock_of(F_WRLCK, "0");
+    struct stat a, b;
+    /* no OFD locks here (old kernel, some network file systems), or the path is not this file */
+    if (fcntl(fd, F_OFD_GETLK, &probe) != 0 || fstat(fd, &a) != 0 || stat(p, &b) != 0 || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino) {
+        hk__log(HK_LOG_DEBUG, "cannot use %s for blob locks (%s); locking each blob", p, strerror(errno));
+        close(fd);
+        free(p);
+        return;
+    }
+    free(p);
+    *out_fd = fd;
+#else
+    (void)root;
+    (void)repo_dir;
+#endif
+}
+
+int hk__cache_rangelock_try(bool *out_got, int fd, const char *etag) {
+    *out_got = false;
+#ifdef F_OFD_SETLK
+    struct flock l = rangelock_of(F_WRLCK, etag);
+    if (fcntl(fd, F_OFD_SETLK, &l) == 0) {
+        *out_got = true;
+        return HK_OK;
+    }
+    int e = errno;
+    if (e == EAGAIN || e == EACCES || e == EINTR) return HK_OK; /* held elsewhere */
+    return hk__fail(HK_ERR_LOCK, "cannot lock blob %s in the small-blob lock file: %s", etag, strerror(e));
+#else
+    (void)fd;
+    return hk__fail(HK_ERR_LOCK, "cannot lock blob %s: no open-file-description locks on this system", etag);
+#endif
+}
+
+void hk__cache_rangelock_release(int fd, const char *etag) {
+#ifdef F_OFD_SETLK
+    if (fd < 0) return;
+    struct flock l = rangelock_of(F_UNLCK, etag);
+    (void)fcntl(fd, F_OFD_SETLK, &l);
+#else
+    (void)fd;
+    (void)etag;
+#endif
+}
+
+bool hk__cache_rangelock_busy(const char *root, const char *repo_dir, const char *etag) {
+    bool busy = false;
+#ifdef F_OFD_SETLK
+    char *p = rangelock_path(root, repo_dir);
+    int fd = p ? open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd >= 0) {
+        struct flock l = rangelock_of(F_WRLCK, etag);
+        busy = fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+        close(fd);
+    }
+    free(p);
+#else
+    (void)root;
+    (void)repo_dir;
+    (void)etag;
+#endif
+    return busy;
+}
+
 int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag) {
     *out_fd = -1;
     *out_tmp = NULL;
@@ -135,7 +247,15 @@ int hk__cache_blobs_durable(const char *repo_dir, const char *const *etags, size
     if (!paths) return hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == HK_OK && i < n; i++)
         if (!(paths[i] = hk__asprintf("%s/blobs/%s", repo_dir, etags[i]))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-    if (rc == HK_OK) rc = hk__fdatasync_all((const char *const *)paths, n);
+    /* many small files: one syncfs of the cache's file system, when nothing much else is dirty
+     * (bench/durable_pull_bench.md: 5x less flush time for 2000 files on an idle disk, 1.8x more
+     * for 100 beside a 200 MB writer, hence the rule in util/durable.c) */
+    bool synced = false;
+    char *blobs0 = rc == HK_OK ? hk__path_join(repo_dir, "blobs") : NULL;
+    if (rc == HK_OK && !blobs0) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (rc == HK_OK) rc = hk__syncfs_if_cheap(&synced, blobs0, n);
+    free(blobs0);
+    if (rc == HK_OK && !synced) rc = hk__fdatasync_all((const char *const *)paths, n);
     for (size_t i = 0; i < n; i++) free(paths[i]);
     free(paths);
     char *blobs = rc == HK_OK ? hk__path_join(repo_dir, "blobs") : NULL;

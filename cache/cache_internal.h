@@ -71,6 +71,21 @@ int hk__cache_filelock_try(int *out_fd, const char *lock_path);
 int hk__cache_filelock_wait(int *out_fd, const char *lock_path, long timeout_ms);
 void hk__cache_filelock_release(int fd);
 
+/* Small blobs (written to unique temp files, never resumed) share one lock file per repo,
+ * <root>/.locks/<repo folder>/hubkern-small-blobs.lock, opened once per download call: a blob's
+ * lock is one byte of it at an offset taken from its name, held with an open-file-description
+ * lock (F_OFD_SETLK: it excludes other processes and other opens in this one). Two syscalls a blob
+ * (lock, unlock) instead of a lock file's seven. *out_fd: -1 (no error) where the file cannot be
+ * opened or the kernel or file system has no OFD locks: the caller takes per-blob locks then. */
+void hk__cache_rangelock_open(int *out_fd, const char *root, const char *repo_dir);
+/* Take the blob's byte without waiting: *out_got false when another holder has it. Errors other
+ * than busy are returned as codes (HK_ERR_LOCK). */
+int hk__cache_rangelock_try(bool *out_got, int fd, const char *etag);
+void hk__cache_rangelock_release(int fd, const char *etag);
+/* Whether some open of the repo's small-blob lock file holds etag's byte (cache prune: a temp
+ * file of that blob is live then). */
+bool hk__cache_rangelock_busy(const char *root, const char *repo_dir, const char *etag);
+
 /* Open a fresh blobs/<etag>.<rand8>.incomplete (O_EXCL, mode 0666 & ~umask). Caller frees *out_tmp. */
 int hk__cache_blob_tmp_open(int *out_fd, char **out_tmp, const char *repo_dir, const char *etag);
 /* Rename a finished temp file to blobs/<etag>. */
@@ -126,6 +141,10 @@ hk_receipt *hk__receipt_new(const char *meta_sha256);
  * make hk__receipt_save fail). */
 void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st);
 size_t hk__receipt_count(const hk_receipt *r);
+/* Index a receipt built with hk__receipt_add so that hk__receipt_vouches can consult it. */
+int hk__receipt_index(hk_receipt *r);
+/* Whether r was made for the metadata.json of this SHA-256 (hex). */
+bool hk__receipt_meta_is(const hk_receipt *r, const char *meta_sha256);
 /* Does r hold rel with exactly this identity (and is it a regular file)? */
 bool hk__receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st);
 /* Was st (taken after the clock read taken_before) late enough after the file's last change that a
@@ -221,6 +240,14 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
 int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
                             unsigned flags);
+/* hk__verify_variant_flags with a receipt carried between two checks of one pull: *io_prior NULL:
+ * this check's findings are handed back in it (a receipt in memory only, of the files hashed and
+ * settled); else that receipt vouches for this check's files where the variant has no receipt of
+ * its own (the published copy of a staged variant: its links resolve to the same blobs, so a
+ * file's stat identity proves it unchanged since it was hashed). The caller frees *io_prior. */
+int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
+                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
+                             unsigned flags, hk_receipt **io_prior);
 
 /* How many of the files the variant's metadata.json digest lists are absent from variant_dir
  * (*out_missing of *out_listed; *out_first, when not NULL, the first one absent, to free). A

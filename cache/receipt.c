@@ -165,6 +165,21 @@ void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
 
 size_t hk__receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
 
+int hk__receipt_index(hk_receipt *r) {
+    if (!r || r->oom) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    hk__strmap_free(&r->index);
+    hk__strmap_init(&r->index);
+    for (size_t i = 0; i < r->n; i++) {
+        int rc = hk__strmap_put(&r->index, r->files[i].path, i);
+        if (rc) return rc;
+    }
+    return HK_OK;
+}
+
+bool hk__receipt_meta_is(const hk_receipt *r, const char *meta_sha256) {
+    return r && r->meta_sha256 && strcmp(r->meta_sha256, meta_sha256) == 0;
+}
+
 bool hk__receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st) {
     size_t i;
     if (!r || !S_ISREG(st->st_mode) || !hk__strmap_get(&r->index, rel, &i)) return false;

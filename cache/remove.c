@@ -54,6 +54,8 @@ int hk__cache_collect_used(void *p, const char *path, const char *rel, const str
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static bool blob_locked(hk_prune_ctx *c, const char *etag) {
+    /* a small blob's writer holds its byte of the repo's shared lock file instead (cache/blobs.c) */
+    if (hk__cache_rangelock_busy(c->root, c->repo_dir, etag)) return true;
     char *lp = hk__cache_filelock_path(c->root, c->repo_dir, etag);
     int fd = -1;
     bool busy = false;

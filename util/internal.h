@@ -114,6 +114,14 @@ int hk__fsync_dir_tree(const char *dir);
 /* Ask the kernel to start writing fd's dirty pages now, without waiting (a later fdatasync then
  * finds little left to do). Never fails: a file system without it just flushes later. */
 void hk__writeback_start(int fd);
+/* One syncfs(2) of the file system holding path instead of n fdatasyncs, where the rule says it
+ * pays (util/durable.c: n >= HK__SYNCFS_MIN_FILES, Linux >= 5.8 so that syncfs reports writeback
+ * errors, and at most HK__SYNCFS_MAX_DIRTY bytes dirty or under writeback machine-wide, which
+ * bounds the other writers' data it flushes too). *out_done: it ran and succeeded; false: the
+ * caller flushes each file. Errors of the syncfs itself are returned. */
+#define HK__SYNCFS_MIN_FILES 64
+#define HK__SYNCFS_MAX_DIRTY ((unsigned long long)64 << 20)
+int hk__syncfs_if_cheap(bool *out_done, const char *path, size_t n);
 /* Remove a directory tree (no symlink following). */
 int hk__rmtree(const char *path);
 /* 8 random lowercase hex chars + NUL into buf[9] (for temp names). */

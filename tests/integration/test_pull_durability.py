@@ -22,7 +22,7 @@ import time
 import pytest
 
 from faultproxy import hubkern_bin, run_cli
-from hk_serve_helpers import ISOLATED_ENV, published_mirror
+from hk_serve_helpers import ISOLATED_ENV, published_mirror, serve_has_test_hooks
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 REPO = "org/durable"
@@ -188,3 +188,61 @@ def test_blobs_and_folders_are_flushed_before_the_variant_and_the_ref_appear(hub
     i_build = first(lambda e: e[0] == "fsync" and e[1] == build_dir)
     assert i_build is not None and i_publish < i_build < i_ref, "the folder holding the published variant not fsynced before the ref"
     assert variant_ok(events[i_publish][2]) is None
+
+
+MANY = {f"m/f{i:03d}.py": f"# {i}\n".encode() for i in range(80)}  # >= HK__SYNCFS_MIN_FILES small blobs
+MANY["__init__.py"] = b"from ._ops import *\n"
+
+
+@pytest.mark.skipif(not strace_ok(), reason="strace is missing or ptrace is not permitted here")
+@pytest.mark.parametrize("flush", ["syncfs", "each"])
+def test_many_small_blobs_flushed_before_the_variant_either_way(tmp_path, flush):
+    """A pull of many small blobs may flush them with one syncfs of the cache's file system
+    (util/durable.c's rule; HUBKERN_TEST_FLUSH forces either way in a test build): then that
+    syncfs comes after the last blob's rename into blobs/ and before the publish; else every blob
+    is fdatasync'd there. A build without test hooks ignores the variable and follows the rule:
+    the test then accepts whichever it took, but each blob must be covered."""
+    repo = "org/many"
+    with published_mirror(tmp_path / "hub", repo, V, MANY) as srv:
+        cache, trace = str(tmp_path / "c"), str(tmp_path / "trace")
+        cmd = [hubkern_bin(), "pull", repo, "--version", "1", "--variant", V, "-q", "--endpoint", srv.url, "--cache", cache]
+        r = subprocess.run(["strace", "-f", "-y", "-qq", "-o", trace, "-e",
+                            "trace=fdatasync,syncfs,rename,renameat,renameat2"] + cmd, capture_output=True, text=True,
+                           env={**os.environ, **ISOLATED_ENV, **no_leak_check_under_ptrace(), "HUBKERN_TEST_FLUSH": flush})
+        assert r.returncode == 0, r.stderr
+    rd = os.path.realpath(os.path.join(cache, "kernels--org--many"))
+    blobs = os.path.join(rd, "blobs")
+    events, pending = [], {}
+    for line in open(trace):
+        pid = line.split(None, 1)[0]
+        m = re.search(r"\b(syncfs|fdatasync)\(\d+<([^>]*)>\)\s*= 0", line)
+        if m:
+            events.append((m.group(1), m.group(2)))
+            continue
+        m = re.search(r"\b(syncfs|fdatasync)\(\d+<([^>]*)> <unfinished", line)
+        if m:
+            pending[pid] = (m.group(1), m.group(2))
+            continue
+        m = re.search(r"<\.\.\. (syncfs|fdatasync) resumed>.*\)\s*= 0", line)
+        if m and pid in pending:
+            events.append(pending.pop(pid))
+            continue
+        m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", line)
+        if m and "= 0" in line:
+            events.append(("rename", os.path.realpath(m.group(1)), os.path.realpath(m.group(2))))
+    i_publish = next(i for i, e in enumerate(events) if e[0] == "rename" and e[2].endswith("/build/" + V))
+    names = [n for n in os.listdir(blobs) if "." not in n]
+    assert len(names) == len(MANY) + 1, names  # + metadata.json
+    renamed = {e[2]: i for i, e in enumerate(events) if e[0] == "rename"}
+    syncfs = [i for i, e in enumerate(events) if e[0] == "syncfs" and e[1] == blobs]
+    hooks = serve_has_test_hooks()
+    if flush == "syncfs" and hooks:
+        assert syncfs, f"no syncfs of {blobs}: {events[-6:]}"
+    for n in names:
+        p = os.path.join(blobs, n)
+        i_named = renamed.get(p)
+        assert i_named is not None, f"blob {n} never renamed into blobs/"
+        synced = [i for i, e in enumerate(events) if e[0] == "fdatasync" and e[1] == p] + syncfs
+        assert any(i_named < i < i_publish for i in synced), f"blob {n} not flushed between its rename and the publish"
+    if flush == "each" and hooks:
+        assert not syncfs, "HUBKERN_TEST_FLUSH=each still ran syncfs"

@@ -223,8 +223,68 @@ static void test_maint(void) {
     free(root);
 }
 
+/* The small blobs' shared lock file: one byte a blob, taken by an open file description, so a
+ * second open (as another process, or another pull in this one) waits; prune sees a held byte. */
+static void test_small_blob_locks(void) {
+    char *root = hk__path_join(hk_test_tmpdir(), "rl");
+    char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/rl");
+    const char *e1 = "1111111111111111111111111111111111111111", *e2 = "2222222222222222222222222222222222222222";
+    int a = -1, b = -1;
+    hk__cache_rangelock_open(&a, root, repo);
+    hk__cache_rangelock_open(&b, root, repo);
+    CHECK(a >= 0 && b >= 0);
+    char *lp = hk__cache_filelock_path(root, repo, "hubkern-small-blobs");
+    struct stat st;
+    CHECK(stat(lp, &st) == 0 && (st.st_mode & 0777) == 0664);
+    bool got = false;
+    CHECK(!hk__cache_rangelock_busy(root, repo, e1));
+    CHECK_RC(hk__cache_rangelock_try(&got, a, e1), HK_OK);
+    CHECK(got);
+    CHECK(hk__cache_rangelock_busy(root, repo, e1));
+    CHECK(!hk__cache_rangelock_busy(root, repo, e2));
+    CHECK_RC(hk__cache_rangelock_try(&got, b, e1), HK_OK);
+    CHECK(!got); /* held by the other open */
+    CHECK_RC(hk__cache_rangelock_try(&got, b, e2), HK_OK);
+    CHECK(got); /* another blob's byte is free */
+    /* prune keeps a small blob's temp file while its byte is held, removes it once released */
+    char *tmp = hk__asprintf("%s/blobs/%s.0badf00d.incomplete", repo, e1);
+    hk_test_write(tmp, "par");
+    counts rep;
+    lines out = {{0}};
+    CHECK_RC(cache_prune(&rep, root, false, false, collect, &out), HK_OK);
+    CHECK(hk__path_exists(tmp));
+    hk__cache_rangelock_release(a, e1);
+    CHECK(!hk__cache_rangelock_busy(root, repo, e1));
+    CHECK_RC(hk__cache_rangelock_try(&got, b, e1), HK_OK);
+    CHECK(got);
+    hk__cache_rangelock_release(b, e1);
+    hk__cache_rangelock_release(b, e2);
+    CHECK_RC(cache_prune(&rep, root, false, false, collect, &out), HK_OK);
+    CHECK(!hk__path_exists(tmp));
+    close(a);
+    close(b);
+    /* a symlink planted at the lock file's path: no shared file (per-blob locks then), no error */
+    char *root2 = hk__path_join(hk_test_tmpdir(), "rl2");
+    char *repo2 = hk_cache_repo_dir(root2, HK_REPO_KERNEL, "org/rl");
+    char *lp2 = hk__cache_filelock_path(root2, repo2, "hubkern-small-blobs");
+    char *ld2 = hk__asprintf("%s/.locks/kernels--org--rl", root2);
+    CHECK_RC(hk__mkdirs(ld2, 0777), HK_OK);
+    free(ld2);
+    symlink("/tmp/somewhere", lp2);
+    hk__cache_rangelock_open(&a, root2, repo2);
+    CHECK(a == -1 && hk_last_error_code() == HK_OK);
+    free(lp2);
+    free(repo2);
+    free(root2);
+    free(tmp);
+    free(lp);
+    free(repo);
+    free(root);
+}
+
 int main(void) {
     test_locks();
+    test_small_blob_locks();
     test_tmp_and_commit();
     test_maint();
     return hk_test_finish();

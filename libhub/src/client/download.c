@@ -273,6 +273,14 @@ static int on_done(hk_dl_ctx *c, hk_xfer *x, CURLcode cc) {
     return reschedule(x, delay);
 }
 
+/* Whichever lock x holds released: its lock file's, or its byte of the small-blob lock file. */
+static void unlock(hk_xfer *x) {
+    hk__cache_filelock_release(x->lock_fd);
+    x->lock_fd = -1;
+    hk__cache_rangelock_release(x->range_fd, x->item->etag);
+    x->range_fd = -1;
+}
+
 /* The blob's temp file (its kept bytes hashed first when resumed): X_READY, or X_DONE when the
  * kept bytes were all of it. */
 static int open_temp(hk_dl_ctx *c, hk_xfer *x) {
@@ -298,8 +306,7 @@ static int open_temp(hk_dl_ctx *c, hk_xfer *x) {
         bool again = false;
         if ((rc = hk__xfer_finish_file(c, x, &again))) return rc;
         if (!again) {
-            hk__cache_filelock_release(x->lock_fd);
-            x->lock_fd = -1;
+            unlock(x);
             x->state = X_DONE;
             return HK_OK;
         }
@@ -309,8 +316,11 @@ static int open_temp(hk_dl_ctx *c, hk_xfer *x) {
     return HK_OK;
 }
 
-/* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. */
-static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
+/* X_CHECK / X_LOCK step: returns fatal error or HK_OK; may move to X_DONE or X_READY. A small
+ * blob (unique temp file, never resumed: nothing but the download itself to guard) takes its byte
+ * of the repo's small-blob lock file; a larger one its own lock file, which also guards the shared
+ * resumable <etag>.incomplete (partial.c) and is the one huggingface_hub takes. */
+static int try_acquire(hk_dl_ctx *c, hk_xfer *x) {
     bool refetch = x->item->refetch; /* the cached blob is not to be trusted: never "already there" */
     /* the first try follows the look of the call's start (or the caller's); after a lock wait the
      * holder may have finished it, and then no lock is needed to notice */
@@ -318,10 +328,20 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
         x->state = X_DONE;
         return HK_OK;
     }
-    int rc = hk__cache_filelock_try(&x->lock_fd, lock_path);
+    bool small = c->small_fd >= 0 && x->item->size <= HK__SMALL_BLOB_MAX, got = false;
+    int rc;
+    if (small) {
+        rc = hk__cache_rangelock_try(&got, c->small_fd, x->item->etag);
+        if (got) x->range_fd = c->small_fd;
+    } else {
+        char *lock_path = hk__cache_filelock_path(c->hub->cache_root, c->repo_dir, x->item->etag);
+        rc = lock_path ? hk__cache_filelock_try(&x->lock_fd, lock_path) : hk__fail(HK_ERR_NOMEM, "out of memory");
+        free(lock_path);
+        got = x->lock_fd >= 0;
+    }
     if (rc) return rc;
     uint64_t now = hk__now_ms();
-    if (x->lock_fd < 0) {
+    if (!got) {
         if (!x->lock_since) x->lock_since = now, x->next_lock_log = now + 10000;
         if (now >= x->next_lock_log) {
             hk__log(HK_LOG_INFO, "waiting for %s: another process is downloading it", x->item->paths[0]);
@@ -333,9 +353,9 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
     }
     /* re-check under the lock: the holder we waited for may have finished it */
     if (!refetch && hk__cache_blob_present(c->repo_dir, x->item->etag, x->item->size)) {
-        hk__partial_forget(c->repo_dir, x->item->etag);
-        hk__cache_filelock_release(x->lock_fd);
-        x->lock_fd = -1;
+        /* a partial file is removed only under the lock its writers take (never a small blob's) */
+        if (!small) hk__partial_forget(c->repo_dir, x->item->etag);
+        unlock(x);
         x->state = X_DONE;
         return HK_OK;
     }
@@ -347,14 +367,48 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x, const char *lock_path) {
  * writeback began as their bytes arrived), then the directories; only then the snapshot links
  * when c->link (the fetch of single files; a pull links in its stage, after this). Replaces an
  * fsync per blob that blocked the transfer loop each time a file finished. */
-static int commit_batch(hk_dl_ctx *c, hk_xfer *xs, size_t n) {
+static int commit_batch(hk_dl_ctx *c, const hk_dl_item *items, size_t n) {
     const char **etags = calloc(n, sizeof *etags);
     if (!etags) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) etags[i] = xs[i].item->etag;
+    for (size_t i = 0; i < n; i++) etags[i] = items[i].etag;
     int rc = hk__cache_blobs_durable(c->repo_dir, etags, n);
     free(etags);
-    for (size_t i = 0; rc == HK_OK && i < n; i++) rc = hk__xfer_link_all(c, &xs[i]);
+    for (size_t i = 0; rc == HK_OK && i < n; i++) rc = hk__xfer_link_all(c, &items[i]);
     return rc;
+}
+
+/* A transfer's state exists only from its first lock try until it is done (or the call ends):
+ * the per-file cost of a pull of n files is one pointer here, not a whole hk_xfer (~350 bytes). */
+static hk_xfer done_mark; /* its address marks a finished item; never written */
+#define XFER_DONE (&done_mark)
+
+static hk_xfer *xfer_new(hk_dl_item *item, const char *repo_dir) {
+    hk_xfer *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->item = item;
+    x->repo_dir = repo_dir;
+    x->fd = -1;
+    x->lock_fd = -1;
+    x->range_fd = -1;
+    hk__http_headers_init(&x->h);
+    return x;
+}
+
+/* Everything x holds released (a kept partial file stays when rc is worth resuming after). */
+static void xfer_free(CURLM *multi, hk_xfer *x, int rc) {
+    if (!x || x == XFER_DONE) return;
+    if (x->easy) {
+        if (multi) curl_multi_remove_handle(multi, x->easy);
+        curl_easy_cleanup(x->easy);
+    }
+    curl_slist_free_all(x->hdrs);
+    hk__xfer_keep_or_drop(x, rc); /* before the unlock: prune may take a temp file once it is free */
+    unlock(x);
+    hk__http_headers_free(&x->h);
+    free(x->url);
+    free(x->resolve_url);
+    free(x->errbuf);
+    free(x);
 }
 
 /* One piece (about 200 lines): the curl multi event loop. Starting, finishing and resuming a
@@ -364,10 +418,10 @@ static int commit_batch(hk_dl_ctx *c, hk_xfer *xs, size_t n) {
 int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, const char *repo_dir,
                       const char *commit, hk_dl_item *items, size_t n, bool link) {
     if (n == 0) return HK_OK;
-    hk_xfer *xs = calloc(n, sizeof *xs);
+    hk_xfer **xs = calloc(n, sizeof *xs); /* NULL: not looked at yet; XFER_DONE: finished */
     CURLM *multi = curl_multi_init();
     int rc = HK_OK;
-    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0};
+    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0, -1};
     if (!xs || !multi) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
@@ -376,22 +430,23 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)maxp);
     if ((rc = hk_cache_ensure_tag(hub->cache_root))) goto out;
+    for (size_t i = 0; i < n; i++) /* opened once, when some blob is small */
+        if (items[i].size <= HK__SMALL_BLOB_MAX) {
+            hk__cache_rangelock_open(&c.small_fd, hub->cache_root, repo_dir);
+            break;
+        }
+    size_t remaining = 0;
     for (size_t i = 0; i < n; i++) {
-        xs[i].item = &items[i];
-        xs[i].repo_dir = repo_dir;
-        xs[i].fd = -1;
-        xs[i].lock_fd = -1;
-        hk__http_headers_init(&xs[i].h);
         c.total_bytes += items[i].size;
         /* already complete in the cache? (no lock needed to notice) */
         if (!items[i].refetch && !items[i].absent && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
-            xs[i].state = X_DONE;
+            xs[i] = XFER_DONE;
             c.total_bytes -= items[i].size;
             c.total_files--;
+        } else {
+            remaining++;
         }
     }
-    size_t remaining = 0;
-    for (size_t i = 0; i < n; i++) remaining += xs[i].state != X_DONE;
     size_t next_check = 0;            /* X_CHECK items are taken in order: none before this index */
     size_t *waiting = calloc(n, sizeof *waiting); /* X_LOCK items (another process holds the lock) */
     size_t nwaiting = 0;
@@ -407,8 +462,9 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         uint64_t now = hk__now_ms();
         if (c.deadline && now >= c.deadline) { /* waiting for a lock or a retry counts too */
             for (size_t i = 0; i < n; i++)
-                if (xs[i].state != X_DONE) {
-                    rc = pull_deadline_fail(&c, &xs[i]);
+                if (xs[i] != XFER_DONE) {
+                    hk_xfer idle = {.item = &items[i]}; /* not started: nothing written */
+                    rc = pull_deadline_fail(&c, xs[i] ? xs[i] : &idle);
                     goto out_loop;
                 }
         }
@@ -431,19 +487,20 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         for (size_t k = 0; k < nwaiting + (n - next_check) && (int)c.nheld < maxp;) {
             bool from_wait = k < nwaiting;
             size_t i = from_wait ? waiting[k] : next_check;
-            hk_xfer *x = &xs[i];
-            if (!from_wait && x->state != X_CHECK) { /* done up front (already in the cache) */
+            if (!from_wait && xs[i] == XFER_DONE) { /* done up front (already in the cache) */
                 next_check++;
                 continue;
             }
+            if (!xs[i] && !(xs[i] = xfer_new(&items[i], repo_dir))) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                goto out_loop;
+            }
+            hk_xfer *x = xs[i];
             if (from_wait && x->ready_at > now) {
                 k++;
                 continue;
             }
-            char *lock_path = hk__cache_filelock_path(hub->cache_root, repo_dir, x->item->etag);
-            rc = lock_path ? try_acquire(&c, x, lock_path) : hk__fail(HK_ERR_NOMEM, "out of memory");
-            free(lock_path);
-            if (rc) goto out_loop;
+            if ((rc = try_acquire(&c, x))) goto out_loop;
             if (from_wait && x->state != X_LOCK) waiting[k] = waiting[--nwaiting]; /* (k stays) */
             else if (from_wait) k++;
             else {
@@ -460,6 +517,8 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
                 remaining--;
                 c.done_files++;
                 c.done_bytes += x->item->size;
+                xfer_free(multi, x, HK_OK);
+                xs[i] = XFER_DONE;
             }
         }
         if (remaining == 0) break;
@@ -475,13 +534,14 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
             curl_multi_remove_handle(multi, m->easy_handle);
             if ((rc = on_done(&c, x, cc))) goto out_loop;
             if (x->state == X_DONE) {
-                hk__cache_filelock_release(x->lock_fd);
-                x->lock_fd = -1;
+                unlock(x);
                 release(&c, x, (size_t)maxp);
                 remaining--;
                 c.done_files++;
                 c.done_bytes += x->item->size;
                 report(&c, true);
+                xs[x->item - items] = XFER_DONE;
+                xfer_free(multi, x, HK_OK);
             }
         }
         if (c.cancelled) {
@@ -510,7 +570,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         }
         if ((int)c.nheld < maxp) {
             for (size_t k = 0; k < nwaiting; k++) {
-                const hk_xfer *x = &xs[waiting[k]];
+                const hk_xfer *x = xs[waiting[k]];
                 long d = x->ready_at > now ? (long)(x->ready_at - now) : 0;
                 if (d < wait) wait = d;
             }
@@ -522,25 +582,11 @@ out_loop:
     free(waiting);
     if (rc) goto out;
     report(&c, true);
-    rc = commit_batch(&c, xs, n);
+    rc = commit_batch(&c, items, n);
 out:
-    if (xs) {
-        for (size_t i = 0; i < n; i++) {
-            hk_xfer *x = &xs[i];
-            if (x->easy) {
-                if (multi) curl_multi_remove_handle(multi, x->easy);
-                curl_easy_cleanup(x->easy);
-            }
-            curl_slist_free_all(x->hdrs);
-            hk__xfer_keep_or_drop(x, rc);
-            hk__cache_filelock_release(x->lock_fd);
-            x->lock_fd = -1;
-            hk__http_headers_free(&x->h);
-            free(x->url);
-            free(x->resolve_url);
-            free(x->errbuf);
-        }
-    }
+    if (xs)
+        for (size_t i = 0; i < n; i++) xfer_free(multi, xs[i], rc);
+    if (c.small_fd >= 0) close(c.small_fd); /* after every byte lock was released above */
     for (size_t i = 0; i < c.nspare; i++) curl_easy_cleanup(c.spare[i]);
     free(c.spare);
     free(c.held);

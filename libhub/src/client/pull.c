@@ -114,8 +114,10 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
     int rc = hk__stage_open(&stage, hub->cache_root, repo_dir, commit);
     if (rc) return rc;
     const char **fresh = calloc(nitems + 1, sizeof *fresh), **sha = calloc(nitems + 1, sizeof *sha);
+    /* per variant: what its staged check hashed, vouching for the published copy's same blobs */
+    hk_receipt **prior = calloc(r->nvariants + 1, sizeof *prior);
     size_t nfresh = 0, nsha = 0;
-    if (!fresh || !sha) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (!fresh || !sha || !prior) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == HK_OK && i < nitems; i++) {
         if (items[i].downloaded || items[i].hashed) fresh[nfresh++] = items[i].etag;
         if (strlen(items[i].etag) == 64) sha[nsha++] = items[i].etag;
@@ -135,8 +137,8 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
             hk__fail_context("nothing of it was published to the snapshot");
         bool has = false;
         hk_verify_stats st;
-        if (rc == HK_OK && (rc = hk__verify_variant_flags(&has, &st, sdir, NULL, false, fresh, nfresh,
-                                                          partial[v] ? HK_VERIFY_PRESENT_ONLY : 0)))
+        if (rc == HK_OK && (rc = hk__verify_variant_prior(&has, &st, sdir, NULL, false, fresh, nfresh,
+                                                          partial[v] ? HK_VERIFY_PRESENT_ONLY : 0, &prior[v])))
             hk__fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
                             repo, commit);
         free(sdir);
@@ -151,9 +153,12 @@ static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo
         if ((rc = hk__stage_publish(&stage, r->variants[v], published_complete, &cc))) break;
         bool has = false;
         hk_verify_stats st;
-        if ((rc = hk__verify_variant_cached(&has, &st, r->variant_paths[v], hub->cache_root, true, sha, nsha)))
+        if ((rc = hk__verify_variant_prior(&has, &st, r->variant_paths[v], hub->cache_root, true, sha, nsha, 0,
+                                           &prior[v])))
             hk__fail_context("build/%s of %s at %.12s changed while it was published", r->variants[v], repo, commit);
     }
+    for (size_t v = 0; prior && v < r->nvariants; v++) hk__receipt_free(prior[v]);
+    free(prior);
     free(fresh);
     free(sha);
     hk__stage_discard(&stage);
@@ -481,6 +486,9 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         free(prefix);
     }
     hk__client_tree_free(&t);
+    /* the blob index is for grouping the listing only: not held through the downloads and checks */
+    hk__strmap_free(&plan.by_etag);
+    hk__strmap_init(&plan.by_etag);
     if (rc == HK_OK) rc = check_cached_blobs(r, repo_dir, &plan, force, dry);
     if (rc == HK_OK && !dry) rc = record_plan(hub, repo_dir, commit, &plan);
     if (rc == HK_OK && !dry) { /* blobs only: the links are made in the stage, after every byte arrived */

@@ -197,10 +197,10 @@ size_t hk__xfer_on_body(char *p, size_t sz, size_t n, void *ud) {
 }
 
 /* ---- state transitions ------------------------------------------------------------------------ */
-int hk__xfer_link_all(hk_dl_ctx *c, hk_xfer *x) {
+int hk__xfer_link_all(hk_dl_ctx *c, const hk_dl_item *it) {
     if (!c->link) return HK_OK; /* blobs only: the caller stages the links */
-    for (size_t i = 0; i < x->item->npaths; i++) {
-        int rc = hk_cache_link_snapshot(c->repo_dir, c->commit, x->item->paths[i], x->item->etag);
+    for (size_t i = 0; i < it->npaths; i++) {
+        int rc = hk_cache_link_snapshot(c->repo_dir, c->commit, it->paths[i], it->etag);
         if (rc) return rc;
     }
     return HK_OK;

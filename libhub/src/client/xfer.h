@@ -19,6 +19,7 @@ typedef struct hk_xfer {
     uint64_t lock_since;
     uint64_t next_lock_log;
     int lock_fd;
+    int range_fd;            /* >= 0: the blob's byte of the small-blob lock file is held (hk_dl_ctx.small_fd) */
     int fd;
     char *tmp;
     char *resolve_url;       /* where every attempt starts (made at the first attempt, freed when done) */
@@ -81,6 +82,8 @@ typedef struct hk_dl_ctx {
     /* curl handles of finished transfers, reused by the next ones (a handle is ~10 kB) */
     CURL **spare;
     size_t nspare;
+    /* the repo's small-blob lock file (cache/blobs.c hk__cache_rangelock_open), -1: per-blob locks */
+    int small_fd;
 } hk_dl_ctx;
 
 /* Close and unlink the temp file, free the buffer and the hasher. */
@@ -97,7 +100,7 @@ int hk__xfer_discard_kept(hk_dl_ctx *c, hk_xfer *x, const char *why);
 size_t hk__xfer_on_header(char *p, size_t sz, size_t n, void *ud);
 size_t hk__xfer_on_body(char *p, size_t sz, size_t n, void *ud);
 /* The snapshot links of the item's paths (when c->link). */
-int hk__xfer_link_all(hk_dl_ctx *c, hk_xfer *x);
+int hk__xfer_link_all(hk_dl_ctx *c, const hk_dl_item *it);
 /* The whole blob is in the temp file: check its hash and move it into blobs/ (not yet durable,
  * not yet linked: hk__download_blobs does both for the whole batch). *again: the kept bytes of an
  * earlier attempt made the hash fail; they were discarded and the blob is to be fetched again
