@@ -6,7 +6,7 @@
 # STAGES (comma-separated): tests (NEW's GPU tests, poisoned outputs, float64), testscta (NEW's prefill
 # tests with each sm_90a CTA shape forced, one CTA a tile and persistent), prefillcta (the short grid,
 # ours only, each CTA shape and persistence forced, BASE beside), sweepours (the full prefill sweep,
-# ours only: BASE, then NEW with persistence forced off and on), sanitize (compute-sanitizer memcheck
+# ours only: BASE, then NEW with persistence forced off and on), sanitize (compute-sanitizer memcheck, synccheck
 # and racecheck of every sm_90a prefill CTA shape, one CTA a tile and persistent), fp8 (FP8 decode bench,
 # BASE and NEW), ragged (ragged/paged/contiguous/q_len decode, NEW with BASE as "old"), prefill (the
 # short-sequence prefill sweep, NEW, then NEW with the portable kernel forced at two tile sizes, ours only), sweep
@@ -38,7 +38,7 @@ if [[ $stages == *,testscta,* ]]; then  # the prefill checks with each sm_90a CT
 fi
 if [[ $stages == *,sanitize,* ]]; then
   tdir=.dev/ab/$new/tests; [ -d "$tdir" ] || tdir=kernels/attention/tests
-  for tool in memcheck racecheck; do
+  for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
     HK_ATTN_LIB=$(lib $new) timeout ${SAN_S:-200} compute-sanitizer --tool $tool --error-exitcode 9 python3 $tdir/sanitize_prefill.py \
       > $OUT/sanitize_${tool}_$new.txt 2>&1
     lap "sanitize $tool $new" $?; tail -2 $OUT/sanitize_${tool}_$new.txt

@@ -115,6 +115,45 @@ def test_prefill(name, lqs, lks, Hq, Hkv, D, dtype, causal, scale=None, head_sub
     check(f"prefill {name}", torch.cat(outs), torch.cat(lses), torch.cat(ros), torch.cat(rls), base)
 
 
+def test_prefill_streams(causal, n_launch=16, n_streams=4):
+    """Many persistent launches one after another, then the same launches on several streams at once:
+    each must give what it gave alone (the kernel is deterministic: one CTA computes a tile, in a
+    fixed order), and the last lone launch must match the float64 reference. A scheduler that keeps
+    state between launches (a tile counter, v18's prepared patch) must pass this as the grid's stride does."""
+    B, S, Hq, Hkv, D = 64, 128, 16, 4, 128  # 1024 tiles: several waves, persistent by the rule
+    cu = torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=dev)
+    ins = [(rnd(B * S, Hq, D, dtype=torch.bfloat16), rnd(B * S, Hkv, D, dtype=torch.bfloat16),
+            rnd(B * S, Hkv, D, dtype=torch.bfloat16)) for _ in range(n_launch)]
+    solo = []
+    for q, k, v in ins:
+        solo.append(hk.prefill(q, k, v, cu, cu, S, causal)[0].clone())
+        torch.cuda.synchronize()
+    q, k, v = ins[-1]
+    _, lse = hk.prefill(q, k, v, cu, cu, S, causal)
+    ro, rl, oo, ol = [], [], [], []
+    for b, h in [(0, 0), (31, 7), (B - 1, Hq - 1)]:
+        o1, l1 = ref_attn(q[b * S:(b + 1) * S, h:h + 1], k[b * S:(b + 1) * S, h // 4:h // 4 + 1],
+                          v[b * S:(b + 1) * S, h // 4:h // 4 + 1], S, S, causal, D ** -0.5)
+        ro.append(o1[:, 0]); rl.append(l1[0]); oo.append(solo[-1][b * S:(b + 1) * S, h]); ol.append(lse[h, b * S:(b + 1) * S])
+    c = "causal" if causal else "full"
+    check(f"prefill B64 S128 GQA 16/4 {c}: last of {n_launch} launches in a row", torch.cat(oo), torch.cat(ol),
+          torch.cat(ro), torch.cat(rl))
+    streams = [torch.cuda.Stream() for _ in range(n_streams)]
+    outs = [torch.full_like(x[0], float("nan")) for x in ins]
+    torch.cuda.synchronize()
+    for rep in range(3):
+        for i, (q, k, v) in enumerate(ins):
+            with torch.cuda.stream(streams[(i + rep) % n_streams]):
+                hk.prefill(q, k, v, cu, cu, S, causal, None, outs[i])
+    torch.cuda.synchronize()
+    differ = [i for i in range(n_launch) if not torch.equal(outs[i], solo[i])]
+    good = not differ
+    print(f"{'ok  ' if good else 'FAIL'} prefill {c}: {n_launch} launches x 3 on {n_streams} streams at once "
+          f"equal to each alone{'' if good else ': launches ' + str(differ) + ' differ'}", flush=True)
+    if not good:
+        FAIL.append(f"prefill {c} on {n_streams} streams")
+
+
 def hopper():
     return torch.cuda.get_device_capability() == (9, 0)
 
@@ -369,6 +408,8 @@ def main():
                  [3000, 777, 1500], [2900, 900, 1500], 16, 4, 64, torch.float16, True, None, [0, 5, 15])
     test_prefill("bf16 D128 full varlen 2047/129/1 vs 1025/2049/3 MQA 8/1", [2047, 129, 1], [1025, 2049, 3],
                  8, 1, 128, torch.bfloat16, False)
+    for causal in (False, True):
+        test_prefill_streams(causal)
     if "--prefill-only" in sys.argv:
         print("FAILED:" if FAIL else "ALL GPU CHECKS PASSED", *FAIL, sep="\n  ")
         return 1 if FAIL else 0
