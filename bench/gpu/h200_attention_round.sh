@@ -10,7 +10,8 @@
 # and racecheck of every sm_90a prefill CTA shape, one CTA a tile and persistent), fp8 (FP8 decode bench,
 # BASE and NEW), ragged (ragged/paged/contiguous/q_len decode, NEW with BASE as "old"), prefill (the
 # short-sequence prefill sweep, NEW, then NEW with the portable kernel forced at two tile sizes, ours only), sweep
-# (the full prefill sweep). FlashInfer (bench/gpu/flashinfer_attn.py) is measured in every bench.
+# (the full prefill sweep), profile (Nsight Compute, --set full, of one launch of each line of
+# PROFILE_SHAPES, tools/prefill_once.py's arguments; default B64 S128 GQA 4, BASE and NEW). FlashInfer (bench/gpu/flashinfer_attn.py) is measured in every bench.
 # Writes under $OUT: env.txt and one .txt/.json per stage and build.
 set -uo pipefail
 stages=",$1,"; base=$2; new=${3:-$2}
@@ -63,6 +64,18 @@ if [[ $stages == *,sweepours,* ]]; then  # the full sweep, ours only: BASE, NEW 
     HK_ATTN_PREFILL_SM90_PERSIST=$per HK_ATTN_LIB=$(lib $new) timeout ${SWEEP_S:-400} python3 bench/attention_prefill_sweep.py \
       --no-baselines --reps ${SWEEP_REPS:-10} --json $OUT/sweep_ours_p${per}_$new.json > $OUT/sweep_ours_p${per}_$new.txt 2>&1
     lap "sweep ours persist $per $new" $?
+  done
+fi
+if [[ $stages == *,profile,* ]]; then
+  for b in $(echo "$base $new" | tr ' ' '\n' | awk '!s[$0]++'); do
+    i=0
+    while read -r shape; do
+      [ -n "$shape" ] || continue
+      i=$((i + 1))
+      HK_ATTN_LIB=$(lib $b) timeout ${PROFILE_S:-180} ncu --clock-control none --set full -k regex:prefill_sm90 \
+        --launch-skip 3 --launch-count 1 python3 kernels/attention/tools/prefill_once.py $shape > $OUT/profile${i}_$b.txt 2>&1
+      lap "profile $i ($shape) $b" $?
+    done <<< "${PROFILE_SHAPES:-"--batch 64 --seqlen 128 --hkv 8"}"
   done
 fi
 if [[ $stages == *,fp8,* ]]; then
