@@ -93,6 +93,18 @@ def keepalive_get(conn, path):
     return r.status, r.read()
 
 
+def timed_get(url, timeout=10):
+    """GET url: (status, headers, body, seconds), an HTTP error status answered like any other."""
+    import urllib.error
+    import urllib.request
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read(), time.monotonic() - t0
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read(), time.monotonic() - t0
+
+
 def git_blob_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 

@@ -81,6 +81,31 @@ def check_visible_state(cache):
     return problems
 
 
+def flush_and_rename_events(trace, flushes):
+    """The successful flush calls (names in the regex alternation `flushes`) and renames of an
+    `strace -f -y` trace, as (kind, path[, path2]) in the order the calls returned."""
+    events = []
+    pending = {}  # pid -> flush call begun in one thread, its end reported later ("resumed")
+    for line in open(trace):
+        pid = line.split(None, 1)[0]
+        m = re.search(r"\b(" + flushes + r")\(\d+<([^>]*)>\)\s*= 0", line)
+        if m:
+            events.append((m.group(1), m.group(2)))
+            continue
+        m = re.search(r"\b(" + flushes + r")\(\d+<([^>]*)> <unfinished", line)
+        if m:
+            pending[pid] = (m.group(1), m.group(2))
+            continue
+        m = re.search(r"<\.\.\. (" + flushes + r") resumed>.*\)\s*= 0", line)
+        if m and pid in pending:
+            events.append(pending.pop(pid))
+            continue
+        m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", line)
+        if m and "= 0" in line:
+            events.append(("rename", os.path.realpath(m.group(1)), os.path.realpath(m.group(2))))
+    return events
+
+
 def test_kill9_at_random_points_never_shows_a_broken_snapshot(hub, tmp_path):
     # how long one cold pull takes here, so that the kills land across all of it
     t = time.monotonic()
@@ -137,25 +162,7 @@ def test_blobs_and_folders_are_flushed_before_the_variant_and_the_ref_appear(hub
                        capture_output=True, text=True, env={**os.environ, **ISOLATED_ENV, **no_leak_check_under_ptrace()})
     assert r.returncode == 0, r.stderr
     rd = os.path.realpath(repo_dir(cache))
-    events = []  # (kind, path[, path2]) in the order the calls returned
-    pending = {}  # pid -> flush call begun in one thread, its end reported later ("resumed")
-    for line in open(trace):
-        pid = line.split(None, 1)[0]
-        m = re.search(r"\b(fsync|fdatasync)\(\d+<([^>]*)>\)\s*= 0", line)
-        if m:
-            events.append((m.group(1), m.group(2)))
-            continue
-        m = re.search(r"\b(fsync|fdatasync)\(\d+<([^>]*)> <unfinished", line)
-        if m:
-            pending[pid] = (m.group(1), m.group(2))
-            continue
-        m = re.search(r"<\.\.\. (fsync|fdatasync) resumed>.*\)\s*= 0", line)
-        if m and pid in pending:
-            events.append(pending.pop(pid))
-            continue
-        m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", line)
-        if m and "= 0" in line:
-            events.append(("rename", os.path.realpath(m.group(1)), os.path.realpath(m.group(2))))
+    events = flush_and_rename_events(trace, "fsync|fdatasync")
 
     def first(pred):
         for i, e in enumerate(events):
@@ -212,24 +219,7 @@ def test_many_small_blobs_flushed_before_the_variant_either_way(tmp_path, flush)
         assert r.returncode == 0, r.stderr
     rd = os.path.realpath(os.path.join(cache, "kernels--org--many"))
     blobs = os.path.join(rd, "blobs")
-    events, pending = [], {}
-    for line in open(trace):
-        pid = line.split(None, 1)[0]
-        m = re.search(r"\b(syncfs|fdatasync)\(\d+<([^>]*)>\)\s*= 0", line)
-        if m:
-            events.append((m.group(1), m.group(2)))
-            continue
-        m = re.search(r"\b(syncfs|fdatasync)\(\d+<([^>]*)> <unfinished", line)
-        if m:
-            pending[pid] = (m.group(1), m.group(2))
-            continue
-        m = re.search(r"<\.\.\. (syncfs|fdatasync) resumed>.*\)\s*= 0", line)
-        if m and pid in pending:
-            events.append(pending.pop(pid))
-            continue
-        m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", line)
-        if m and "= 0" in line:
-            events.append(("rename", os.path.realpath(m.group(1)), os.path.realpath(m.group(2))))
+    events = flush_and_rename_events(trace, "syncfs|fdatasync")
     i_publish = next(i for i, e in enumerate(events) if e[0] == "rename" and e[2].endswith("/build/" + V))
     names = [n for n in os.listdir(blobs) if "." not in n]
     assert len(names) == len(MANY) + 1, names  # + metadata.json

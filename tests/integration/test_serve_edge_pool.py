@@ -17,13 +17,11 @@ import re
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from faultproxy import FaultProxy, Rule, make_variant, publish
-from hk_serve_helpers import Server
+from hk_serve_helpers import Server, timed_get
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 N_FILES = 80
@@ -50,12 +48,7 @@ def url_of(edge, commit, name):
 
 
 def get(url, timeout=10):
-    t0 = time.monotonic()
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, dict(r.headers), r.read(), time.monotonic() - t0
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read(), time.monotonic() - t0
+    return timed_get(url, timeout)
 
 
 def threads_of(pid):

@@ -4,14 +4,11 @@ body. With `--upstream-timeout 1` the edge gives up after about a second: the cl
 keeps nothing partial, and the upstream requests are counted. Bounded timeouts keep it quick."""
 import hashlib
 import os
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from faultproxy import FaultProxy, Rule, make_variant, publish
-from hk_serve_helpers import Server
+from hk_serve_helpers import Server, timed_get
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 SO = f"build/{V}/_k.so"
@@ -34,12 +31,7 @@ def origin(tmp_path_factory):
 
 
 def get(url, timeout=20):
-    t0 = time.monotonic()
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, dict(r.headers), r.read(), time.monotonic() - t0
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read(), time.monotonic() - t0
+    return timed_get(url, timeout)
 
 
 def nothing_partial(store, name, data):
