@@ -1,6 +1,9 @@
 /* hk_hub_pull: resolve, follow redirects, list, choose the variant(s), download the blobs, stage the
  * variant, verify it against its metadata.json digest and only then publish it into
- * snapshots/<commit>/ and write refs/. Offline: the same answers from the cache. */
+ * snapshots/<commit>/ and write refs/. Offline: the same answers from the cache.
+ * (Just over 600 lines, left whole this stop: the steps live elsewhere already (pull_plan.c,
+ * pull_result.c, stage.c, download.c); the staging-and-publishing half, verify_variants to
+ * stage_verify_publish, is the piece to move into a file of its own next.) */
 #include "cache/cache_internal.h"
 #include "util/vec.h"
 #include "client/client.h"
