@@ -41,15 +41,23 @@ constexpr int kBN = 128;  // keys per tile
 // NC consumer warpgroups of 64 query rows each, plus the producer warpgroup; MINB CTAs resident
 // on an SM. Two CTAs of one consumer warpgroup share an SM where each CTA has few key tiles, so
 // that one CTA's loads and epilogue overlap the other's MMAs; their registers (half an SM's each)
-// are rebalanced to the consumers with setmaxnreg: 24 for the producer, 232 for the consumers.
+// are rebalanced to the consumers with setmaxnreg.
 template <int NC, int MINB> struct CtaShape {
     static_assert(NC == 1 || NC == 2, "one or two consumer warpgroups");
     static_assert(MINB == 1 || (MINB == 2 && NC == 1), "two CTAs a SM only with one consumer warpgroup");
     static constexpr int kBM = 64 * NC;
     static constexpr int kThreads = 128 * (NC + 1);
-    static constexpr int kProducerRegs = 24;
+    // setmaxnreg moves registers between a CTA's warpgroups only: the consumers' increase must be
+    // paid for by the producer's decrease out of what the CTA got at launch (kLaunchRegs a thread,
+    // which ptxas takes whole where setmaxnreg is used); an increase nobody pays for blocks forever.
+    // The producer's persistent tile loop spills 16-24 bytes in 24 registers and none in 32; two
+    // consumer warpgroups need 72 a thread more than the launch's 168, which leaves it only 24, and
+    // two CTAs a SM keep v17's 24 / 232 (at 224 their consumers were the suspect of c_counter_causal's
+    // 0.90-0.93x at B64 S128, NOTES.md v18).
+    static constexpr int kLaunchRegs = (65536 / (kThreads * MINB)) / 8 * 8;
+    static constexpr int kProducerRegs = NC == 1 && MINB == 1 ? 32 : 24;
     static constexpr int kConsumerRegs = MINB == 1 ? 240 : 232;
-    // setmaxnreg may hand out no more than the MINB CTAs of an SM hold together (64K registers)
+    static_assert(kLaunchRegs - kProducerRegs >= NC * (kConsumerRegs - kLaunchRegs), "consumers' registers unpaid");
     static_assert(128 * (kProducerRegs + NC * kConsumerRegs) * MINB <= 65536, "registers of an SM exceeded");
 };
 [[maybe_unused]] constexpr int kRowBytes = 128;  // one swizzled row: 64 16-bit elements
@@ -76,7 +84,9 @@ struct Layout {
     static constexpr int kOffBar = kOffV + kStages * kTileBytes;
     // q_full[], q_empty[], k_full[], v_full[], k_empty[], v_empty[]
     static constexpr int kBars = 2 * kQBufs + 4 * kStages;
-    static constexpr int kSmem = kOffBar + kBars * 8 + 1024;  // + slack to align the base
+    // persistent: the tile the producer took for each Q buffer, decoded (the consumers read it there)
+    static constexpr int kOffSched = (kOffBar + kBars * 8 + 15) / 16 * 16;
+    static constexpr int kSmem = kOffSched + kQBufs * 32 + 1024;  // + slack to align the base
     static_assert(kSmem * MINB <= 232448, "shared memory of an SM exceeded");
 };
 
@@ -87,7 +97,21 @@ struct Sm90Params {
     int hq, group, total_q;
     int batch, mblocks;  // the tile grid: mblocks x hq x batch
     float scale, scale_log2;
+    unsigned sched_slot;  // persistent, counted: which counter of g_tiles_taken this launch takes tiles from
+    int counted;          // persistent full attention: tiles from the counter (sequences of unequal length)
 };
+
+// Persistent CTAs of a causal launch, or of sequences of unequal length, take tiles from a counter
+// in device memory (a dynamic scheduler): a CTA whose tiles are cheap takes more of them, so tiles of
+// unequal cost no longer leave CTAs idle behind a static share. Equal full-attention tiles cost the
+// same, and there the grid's stride is cheaper (the counter's round trip cost 2-5 % on short tiles:
+// NOTES.md v18). A launch's CTAs take tiles + gridDim.x numbers in all (each CTA's last number is past
+// the end), so the CTA that takes the last one knows every other CTA is done with the counter and sets
+// it back to 0 for the next launch (atomicInc's wrap): no memset launch per call. Launches take slots
+// in turn, so that up to kSchedSlots persistent launches may run at once (on different streams).
+constexpr unsigned kSchedSlots = 256;
+// (used only where the kernel has a body, sm_90a)
+[[maybe_unused]] __device__ unsigned g_tiles_taken[kSchedSlots];  // zero at module load
 
 // One tile of work: kBM query rows (from m0) of head h of sequence b, and the key tiles they see.
 struct Tile {
@@ -110,29 +134,55 @@ __device__ __forceinline__ bool tile_at(Tile &x, const Sm90Params &p, int mblk, 
     return true;
 }
 
-// The CTA's n-th tile. One tile a CTA: the launch grid's (m-block, head, sequence), long causal
-// rows first. Persistent CTAs walk the tile list with the grid's stride, in an order where the
-// tiles that read the same K/V are neighbours, so that the ones running at once share them in L2:
-// sequence slowest, then its K/V head, then the m-blocks (causal: the longest rows first) with the
-// heads of the K/V head's group fastest. (Heads fastest across groups, v17's first order, left each
-// wave's MHA tiles with K/V of their own: 0.58-0.8x at 1-16k tokens, NOTES.md v17.)
-template <bool CAUSAL, int kBM, bool PERSIST>
-__device__ __forceinline__ bool nth_tile(Tile &x, const Sm90Params &p, int n, bool &more) {
-    if constexpr (!PERSIST) {
-        more = false;
-        if (n > 0) return false;
-        const int mblk = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-        return tile_at<CAUSAL, kBM>(x, p, mblk, blockIdx.y, blockIdx.z);
-    } else {
-        const long t = blockIdx.x + (long)n * gridDim.x, per_kv = (long)p.mblocks * p.group;
-        const long per_seq = per_kv * (p.hq / p.group);
-        more = t < per_seq * p.batch;
-        if (!more) return false;
-        const int b = (int)(t / per_seq), r = (int)(t % per_seq);
-        const int hk = r / (int)per_kv, mi = (r % (int)per_kv) / p.group, g = r % p.group;
-        return tile_at<CAUSAL, kBM>(x, p, CAUSAL ? p.mblocks - 1 - mi : mi, hk * p.group + g, b);
-    }
+// Tile number t of a persistent launch, in an order where the tiles that read the same K/V are
+// neighbours, so that the ones running at once share them in L2: sequence slowest, then its K/V
+// head, then the m-blocks (causal: the longest rows first, which the counter hands out first) with
+// the heads of the K/V head's group fastest. (Heads fastest across groups, v17's first order, left
+// each wave's MHA tiles with K/V of their own: 0.58-0.8x at 1-16k tokens, NOTES.md v17.)
+template <bool CAUSAL, int kBM>
+__device__ __forceinline__ bool tile_number(Tile &x, const Sm90Params &p, unsigned t) {
+    const unsigned per_kv = (unsigned)p.mblocks * p.group, per_seq = per_kv * (unsigned)(p.hq / p.group);
+    const int b = (int)(t / per_seq), r = (int)(t % per_seq);
+    const int hk = r / (int)per_kv, mi = (r % (int)per_kv) / p.group, g = r % p.group;
+    return tile_at<CAUSAL, kBM>(x, p, CAUSAL ? p.mblocks - 1 - mi : mi, hk * p.group + g, b);
 }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The slot of a Q buffer holds the tile decoded (its fields; h < 0: no more tiles), so that the
+// consumers load nothing from global memory once its Q has landed (c_counter_causal handed them the
+// tile's number, and their cu_q/cu_k loads after Q's arrival cost 4-10 % on one-key-tile tiles).
+__device__ __forceinline__ void st_shared_tile(uint32_t a, const Tile &x) {
+    asm volatile("st.shared.v4.s32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(x.h), "r"(x.m0), "r"(x.q0), "r"(x.lq)
+                 : "memory");
+    asm volatile("st.shared.v4.s32 [%0+16], {%1, %2, %3, %4};\n" ::"r"(a), "r"(x.k0), "r"(x.lk), "r"(x.ntiles),
+                 "r"(0)
+                 : "memory");
+}
+// lane 0 reads the slot for its warp and shuffles it (and arrives on the buffer's "empty" barrier
+// later: the read and the release are one thread's, which is the order racecheck can see)
+__device__ __forceinline__ Tile ld_shared_tile_warp(uint32_t a, int lane) {
+    int v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (lane == 0) {
+        asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                     : "r"(a)
+                     : "memory");
+        asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4+16];\n"
+                     : "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
+                     : "r"(a)
+                     : "memory");
+    }
+    Tile x;
+    x.h = __shfl_sync(0xffffffffu, v[0], 0);
+    x.m0 = __shfl_sync(0xffffffffu, v[1], 0);
+    x.q0 = __shfl_sync(0xffffffffu, v[2], 0);
+    x.lq = __shfl_sync(0xffffffffu, v[3], 0);
+    x.k0 = __shfl_sync(0xffffffffu, v[4], 0);
+    x.lk = __shfl_sync(0xffffffffu, v[5], 0);
+    x.ntiles = __shfl_sync(0xffffffffu, v[6], 0);
+    return x;
+}
+#endif
 
 template <bool BF16, int D, bool CAUSAL, int NC, int MINB, bool PERSIST>
 __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
@@ -157,7 +207,10 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     auto bar_v = [&](int s) { return bars + 8u * (2 * QB + ST + s); };
     auto bar_k_empty = [&](int s) { return bars + 8u * (2 * QB + 2 * ST + s); };
     auto bar_v_empty = [&](int s) { return bars + 8u * (2 * QB + 3 * ST + s); };
+    auto sched = [&](int qb) { return base + L::kOffSched + 32u * qb; };
     const int tid = threadIdx.x, wg = tid >> 7;
+    // (from the kernel parameters where needed: one register less held through the main loop)
+    auto n_tiles = [&] { return (unsigned)p.mblocks * p.hq * p.batch; };
 
     if (tid == 0) {
         for (int qb = 0; qb < QB; qb++) {
@@ -175,7 +228,11 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     __syncthreads();
 
     // Both sides walk the same tiles and count the same rings: `kv` key tiles so far (stage
-    // kv % ST, phase kv / ST), `qn` tiles with keys so far (Q buffer qn % QB, phase qn / QB).
+    // kv % ST, phase kv / ST); persistent, `qn` tiles taken so far (Q buffer qn % QB, phase qn / QB).
+    // One CTA a tile: the launch grid's (m-block, head, sequence), long causal rows first. Persistent:
+    // the producer takes tile numbers (causal: from the launch's counter; full: the grid's stride) and
+    // hands each tile with rows, decoded, to the consumers in the slot of its Q buffer, completing the
+    // buffer's "full" barrier even where it loads nothing (a tile without keys, or the end: h < 0).
     if (wg == 0) {
         // ---- producer ----
         regs_dealloc<CtaShape<NC, MINB>::kProducerRegs>();
@@ -184,12 +241,32 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
         tma_prefetch_desc(&tm_k);
         tma_prefetch_desc(&tm_v);
         int kv = 0, qn = 0;
-        bool more = true;
-        for (int n = 0; more; n++) {
+        for (int n = 0;; n++) {
             Tile x;
-            if (!nth_tile<CAUSAL, kBM, PERSIST>(x, p, n, more) || x.ntiles == 0) continue;
-            const int hk = x.h / p.group, qb = qn % QB;
-            if (PERSIST) mbar_wait(bar_q_empty(qb), ((qn / QB) & 1) ^ 1);
+            int qb = 0;
+            if constexpr (PERSIST) {
+                // causal: the next number from the counter (atomicInc wraps it to 0 after the launch's
+                // last number, ready for the next launch); full attention: the grid's stride
+                const unsigned t = CAUSAL || p.counted
+                                       ? atomicInc(&g_tiles_taken[p.sched_slot], n_tiles() + gridDim.x - 1)
+                                       : blockIdx.x + (unsigned)n * gridDim.x;
+                const bool stop = t >= n_tiles();
+                if (stop) x = Tile{-1, 0, 0, 0, 0, 0, 0};
+                else if (!tile_number<CAUSAL, kBM>(x, p, t)) continue;  // no rows: nothing to hand out
+                qb = qn % QB;
+                mbar_wait(bar_q_empty(qb), ((qn / QB) & 1) ^ 1);
+                st_shared_tile(sched(qb), x);
+                qn++;
+                if (stop || x.ntiles == 0) {  // no Q to load: the barrier completes on this arrival
+                    mbar_arrive(bar_q(qb));
+                    if (stop) break;
+                    continue;
+                }
+            } else {
+                const int mblk = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+                if (n > 0 || !tile_at<CAUSAL, kBM>(x, p, mblk, blockIdx.y, blockIdx.z) || x.ntiles == 0) break;
+            }
+            const int hk = x.h / p.group;
             mbar_arrive_expect_tx(bar_q(qb), L::kQBytes);
             for (int c = 0; c < HALVES; c++)
                 tma_load_3d(sQ(qb) + c * kBM * kRowBytes, &tm_q, bar_q(qb), c * 64, x.h, x.q0 + x.m0);
@@ -206,7 +283,6 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
                 for (int c = 0; c < HALVES; c++)
                     tma_load_3d(vdst + c * kBN * kRowBytes, &tm_v, bar_v(s), c * 64, hk, x.k0 + i * kBN);
             }
-            qn++;
         }
         return;
     }
@@ -225,8 +301,11 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     // Within a warpgroup, S_i and PV_(i-1) are two commit groups: the softmax of S_i starts as
     // soon as S_i is done, while PV_(i-1) still runs (FA3's intra-warpgroup overlap).
     // (The MMAs are issued outside any data-dependent branch: ptxas serialises wgmma otherwise.)
-    // With one consumer warpgroup there is nobody to take turns with. The turns of a tile balance
-    // (each warpgroup passes as often as it waits), so a persistent CTA's next tile starts afresh.
+    // With one consumer warpgroup there is nobody to take turns with. The turns run on across a
+    // persistent CTA's tiles: warpgroup 1 passes once first, then each passes after every turn, so
+    // one warpgroup's next tile starts on the tensor cores while the other's epilogue runs (v16 and
+    // v17 balanced the turns in every tile, which held warpgroup 0's next tile behind warpgroup 1's
+    // epilogue).
     auto my_turn = [&] {
         if constexpr (NC == 2) named_bar_sync<256>(1 + cw);
     };
@@ -235,11 +314,22 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     };
 
     int kv = 0, qn = 0;
-    bool more = true;
-    for (int n = 0; more; n++) {
+    if (NC == 2 && cw == 1) pass_turn();  // warpgroup 1 lets warpgroup 0 go first
+    for (int n = 0;; n++) {
         Tile x;
-        if (!nth_tile<CAUSAL, kBM, PERSIST>(x, p, n, more)) continue;
-        const int m0 = x.m0, lq = x.lq, lk = x.lk, ntiles = x.ntiles, qb = qn % QB;
+        int qb = 0;
+        if constexpr (PERSIST) {
+            qb = qn % QB;
+            mbar_wait(bar_q(qb), (qn / QB) & 1);
+            x = ld_shared_tile_warp(sched(qb), lane);
+            qn++;
+            if (x.h < 0) break;
+            if (x.ntiles == 0) release(bar_q_empty(qb));  // its Q was not loaded
+        } else {
+            const int mblk = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+            if (n > 0 || !tile_at<CAUSAL, kBM>(x, p, mblk, blockIdx.y, blockIdx.z)) break;
+        }
+        const int m0 = x.m0, lq = x.lq, lk = x.lk, ntiles = x.ntiles;
         const int row_in_seq = m0 + cw * 64 + warp * 16 + g;  // +8 for the thread's second row
         const uint32_t sQw = sQ(qb) + cw * 64 * kRowBytes;    // this warpgroup's 64 rows of Q
 
@@ -328,8 +418,7 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
         };
 
         if (ntiles > 0) {
-            if (NC == 2 && cw == 1) pass_turn();  // warpgroup 1 lets warpgroup 0 go first
-            mbar_wait(bar_q(qb), (qn / QB) & 1);
+            if (!PERSIST) mbar_wait(bar_q(qb), 0);
             mbar_wait(bar_k(kv % ST), (kv / ST) & 1);
             my_turn();
             wgmma_fence();
@@ -381,12 +470,11 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
             wgmma_fence();
             issue_pv(last % ST);
             wgmma_commit();
-            if (NC == 2 && cw == 0) pass_turn();  // warpgroup 1's last pass would have no taker
+            pass_turn();  // the other warpgroup's next turn may start while this one's epilogue runs
             wgmma_wait<0>();
             fence_regs(o);
             release(bar_v_empty(last % ST));
             kv += ntiles;
-            qn++;
         }
 
         // epilogue: normalise and store the thread's two rows (pairs of elements, 4-byte stores);
@@ -408,6 +496,9 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
             }
         }
     }
+    // warpgroup 1 passed once more than warpgroup 0 waited (its first pass): take it, so that the
+    // named barrier ends balanced
+    if (NC == 2 && cw == 0) my_turn();
 #endif
 }
 
@@ -439,7 +530,7 @@ int sm_count() {
 }
 
 template <bool BF16, int D, bool CAUSAL, int NC, int MINB, bool PERSIST>
-int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
+int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, Sm90Params p, int d,
                int total_q, cudaStream_t st) {
     using Shape = CtaShape<NC, MINB>;
     using L = Layout<D, NC, MINB, PERSIST>;
@@ -459,9 +550,11 @@ int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, cons
         set.fetch_or(bit, std::memory_order_release);
     }
     dim3 grid(p.mblocks, p.hq, p.batch);
-    if (PERSIST) {  // one wave of CTAs, each walking tiles with the grid's stride (nth_tile)
+    if (PERSIST) {  // one wave of CTAs (causal ones take tiles from the slot's counter, g_tiles_taken)
+        static std::atomic<unsigned> next_slot{0};
         const long tiles = (long)p.mblocks * p.hq * p.batch;
         grid = dim3((unsigned)std::min<long>(tiles, (long)sm_count() * MINB), 1, 1);
+        p.sched_slot = next_slot.fetch_add(1, std::memory_order_relaxed) % kSchedSlots;
     }
     kern<<<grid, Shape::kThreads, L::kSmem, st>>>(tq, tk, tv, p);
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
@@ -495,23 +588,21 @@ Sm90Cta sm90_cta_for(int batch, int max_seqlen_q, int total_k, int hq, int d, bo
     return keys <= pair_max_keys(d, causal) ? Sm90Cta::kRows64Pair : Sm90Cta::kRows128;
 }
 
-// Persistent CTAs (one wave, each walking its share of the tiles): the producer loads the next
+// Persistent CTAs (one wave; causal ones and those of unequal sequences take tiles from the launch's
+// counter, full attention on equal sequences walks the grid's stride): the producer loads the next
 // tile's Q, K and V while the consumers finish this one, so a CTA's start-up and epilogue no longer
-// stall the SM. Measured on the H200 (NOTES.md v17), where its static share of the tiles is fair:
-// - at least two waves of tiles (with fewer, the one-CTA-a-tile grid's tail is no longer);
-// - every sequence as long (varlen batches: 0.7-0.88x, unequal tiles left CTAs idle while the
-//   hardware's block scheduler hands a free SM the next tile);
-// - causal: at most two key tiles a tile (longer causal rows differ in cost, and the grid's stride
-//   can fall on the same m-block of every head: B32 S512 MHA 0.81x);
-// - full attention: short tiles (<= 1024 keys: 1.1-1.35x at B64 S128 to B16 S1024), or 128-row CTAs
-//   on long ones (1.0-1.08x); 64-row pairs on 1.5-2.5k keys lost 3-9 %.
+// stall the SM. Measured on the H200 with every cell forced on and off (NOTES.md v17, v18), with the
+// tile handed to the consumers decoded (v18d) persistence pays wherever there is more than one wave
+// of tiles (B1 S640 1.02-1.09x; B64 S128 1.02-1.06x, causal 1.06-1.13x; varlen causal 1.01-1.12x),
+// except on causal rows past 8k keys, where a tile's start-up is hidden anyway (0.98-1.0x).
+// With one wave or less it loses 3-12 % (B1 S128 to S512): nothing to overlap, and the counter or
+// the producer's extra steps cost.
 // Test builds force it with HK_ATTN_PREFILL_SM90_PERSIST=0|1.
-bool sm90_persist_for(long tiles, int ctas_per_sm, int rows, bool equal_lengths, long keys, bool causal) {
+bool sm90_persist_for(long tiles, int ctas_per_sm, long keys, bool causal) {
     const int k = hk_attn_knob_prefill_sm90_persist();
     if (k >= 0) return k == 1;
-    if (!equal_lengths || tiles < 2L * sm_count() * ctas_per_sm) return false;
-    if (causal) return (keys + kBN - 1) / kBN <= 2;
-    return keys <= 1024 || rows == 128;
+    if (tiles <= (long)sm_count() * ctas_per_sm) return false;
+    return !causal || keys <= 8192;
 }
 
 template <bool BF16, int D, bool CAUSAL, int NC, int MINB>
@@ -523,8 +614,10 @@ int launch_shape(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, Sm
     // mean, or the queries if more, stands for a sequence's keys as in sm90_cta_for)
     const bool equal = (long)max_seqlen_q * p.batch == total_q;
     const long keys = std::max<long>(max_seqlen_q, total_k / std::max(p.batch, 1));
-    if (sm90_persist_for((long)p.mblocks * p.hq * p.batch, MINB, kBM, equal, keys, CAUSAL))
+    if (sm90_persist_for((long)p.mblocks * p.hq * p.batch, MINB, keys, CAUSAL)) {
+        p.counted = !equal;  // unequal tiles: a static share leaves CTAs idle
         return launch_cta<BF16, D, CAUSAL, NC, MINB, true>(q, tk, tv, p, d, total_q, st);
+    }
     return launch_cta<BF16, D, CAUSAL, NC, MINB, false>(q, tk, tv, p, d, total_q, st);
 }
 
@@ -557,7 +650,7 @@ int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, co
     CUtensorMap tk, tv;
     if (!make_map(&tk, k, d, hkv, total_k, kBN) || !make_map(&tv, v, d, hkv, total_k, kBN))
         return HK_ATTN_ECUDA;
-    const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, batch, 0, scale, scale * kLog2e};
+    const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, batch, 0, scale, scale * kLog2e, 0, 0};
     cudaStream_t st = static_cast<cudaStream_t>(stream);
 #define HK_L(BF, DD, C) return launch<BF, DD, C>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st)
     if (bf) {
