@@ -1,10 +1,8 @@
-/* The pull result (pull_result.c) as pull.c fills it, and the checks and publishing of what a pull
- * fetched (pull_publish.c). Internal. */
+/* The pull result (pull_result.c) as pull.c fills it. Internal. */
 #ifndef HK_CLIENT_PULL_INTERNAL_H
 #define HK_CLIENT_PULL_INTERNAL_H
 
-#include "cache/cache_internal.h" /* hk_verify_stats */
-#include "client/download.h"      /* hk_dl_item */
+#include "client/download.h" /* hk_dl_item */
 #include "hubkern/hub.h"
 
 #include <stdbool.h>
@@ -61,22 +59,5 @@ void hk__pull_keep_chosen(hk_pull_result *r, size_t from, const char *prefix, co
 int hk__pull_file_details(hk_pull_result *r, const hk_dl_item *items, size_t nitems);
 /* Take the variants none of whose files the patterns chose out of the result. */
 void hk__pull_drop_variants(hk_pull_result *r, const bool *dropped);
-
-/* ---- checking and publishing what a pull fetched (pull_publish.c) -------------------------- */
-/* Digest check of every pulled variant (verification receipts of hub's cache honoured); skip[i]:
- * already checked; partial[i]: only some of its files were pulled; fresh: blobs just written. */
-int hk__pull_verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const bool *partial,
-                             const char *const *fresh, size_t nfresh, unsigned vflags);
-/* Offline: HK_ERR_OFFLINE, saying what completes it, when files of the variant at vdir never
- * arrived (an incomplete variant, not a tampered one). */
-int hk__pull_offline_variant_complete(const char *vdir, const char *repo, const char *commit, const char *variant);
-/* Is the variant at variant_dir complete and intact, as its metadata.json digest proves? */
-bool hk__pull_variant_complete_locally(const hk_hub *hub, const char *variant_dir, hk_verify_stats *st,
-                                       unsigned vflags);
-/* Stage the variants not yet checked (checked[v]), check their signature (sigmode) and digest in
- * the staging folder, then publish them into the snapshot; a failure leaves the snapshot as it was. */
-int hk__pull_stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo, const char *repo_dir,
-                                  const char *commit, const bool *checked, const bool *partial,
-                                  const hk_dl_item *items, size_t nitems, int sigmode);
 
 #endif
