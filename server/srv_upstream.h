@@ -173,8 +173,8 @@ bool srv_up_memo_get(srv_upstream *u, const char *key, double max_age, char **bo
 void srv_up_memo_put(srv_upstream *u, const char *key, const char *body, unsigned status, const char *code);
 /* Would an answer of body_len bytes under key be kept (not larger than the whole memo)? */
 bool srv_up_memo_fits(const srv_upstream *u, const char *key, size_t body_len);
-/* flock of <root>/.locks/<repo folder>/<name>.lock, waited for at most wait_s (and not past the
- * client's disconnect or the mirror's stop): the fd, -1 when locking is impossible (the work is
+/* upstream_lock.c: flock of <root>/.locks/<repo folder>/<name>.lock, waited for at most wait_s
+ * (and not past the client's disconnect or the mirror's stop; woken by the holder's close): the fd, -1 when locking is impossible (the work is
  * then done unlocked), -2 when the wait was given up. srv_up_unlock(-1) is fine. */
 int srv_up_lock(srv_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s);
 /* How long a transfer of `bytes` (0: unknown) may run, and so how long to wait for one. */

@@ -44,39 +44,6 @@ static const char *known_code(const char *c) {
     return NULL;
 }
 
-/* Open and flock (exclusive) <root>/.locks/<folder>/<name>.lock: the cross-process half of
- * coalescing. The wait is bounded (another process's leader may be stuck on a drip) and ends when
- * this client leaves or the mirror stops. */
-int srv_up_lock(srv_upstream *u, const char *root, const char *repo_dir, const char *name, double wait_s) {
-    const char *folder = strrchr(repo_dir, '/');
-    folder = folder ? folder + 1 : repo_dir;
-    char *dir = hk__asprintf("%s/.locks/%s", root, folder);
-    char *path = dir ? hk__asprintf("%s/%s.lock", dir, name) : NULL;
-    int fd = -1;
-    if (path && hk__mkdirs(dir, 0755) == HK_OK) fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    hk_clear_error();
-    free(dir);
-    free(path);
-    if (fd < 0) return -1;
-    double until = srv_up_now() + wait_s;
-    for (unsigned n = 0;; n++) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-        if (errno != EWOULDBLOCK && errno != EINTR) return fd; /* no locking here: done unlocked */
-        if (srv_up_now() >= until || atomic_load(&u->stopping) || ((n & 7) == 7 && srv_up_client_gone())) {
-            close(fd);
-            return -2;
-        }
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-void srv_up_unlock(int fd) {
-    if (fd < 0) return;
-    flock(fd, LOCK_UN);
-    close(fd);
-}
-
 /* Is the store's knowledge of rev good enough without asking upstream? */
 static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, unsigned ttl, bool *known) {
     *known = false;
