@@ -243,14 +243,40 @@ enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_c
     return ret;
 }
 
-enum MHD_Result srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo) {
+/* The memo key of a refs answer: the repo and what else changes its bytes or headers. */
+static size_t refs_key(char *out, size_t cap, const char *repo_dir, bool prs, const req_ctx *ctx) {
+    size_t a = strlen(repo_dir);
+    if (a + 16 > cap) return 0;
+    memcpy(out, "refs", 5);
+    memcpy(out + 5, repo_dir, a + 1);
+    char *o = out + 5 + a + 1;
+    *o++ = prs ? 'p' : '-';
+    *o++ = ctx->publisher_trusted ? 't' : '-';
+    *o++ = (char)('0' + ctx->cacheable);
+    return (size_t)(o - out);
+}
+
+enum MHD_Result srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo, srv_memo *memo) {
+    bool prs = srv_query_true(c, "include_prs");
+    /* kept with the number of the refs' reading it was made from: while the ref files and folders
+     * still show what was read (store_refs.c), the same bytes */
+    char key[HK_SRV_MAX_URL];
+    size_t klen = memo ? refs_key(key, sizeof key, repo->dir, prs, ctx) : 0;
+    if (klen) {
+        uint64_t now = srv_store_refs_gen(repo->dir);
+        const void *proof;
+        size_t pl;
+        srv_memo_entry *e = now ? srv_memo_find(memo, key, klen, &proof, &pl) : NULL;
+        if (e && pl == sizeof now && memcmp(proof, &now, sizeof now) == 0) return srv_memo_send(memo, e, c, ctx);
+        if (e) srv_memo_unpin(memo, e, true);
+    }
     srv_ref *refs = NULL;
     size_t n = 0;
-    if (srv_store_list_refs(&refs, &n, repo->dir) != HK_OK) {
+    uint64_t gen = 0;
+    if (srv_store_list_refs_gen(&refs, &n, &gen, repo->dir) != HK_OK) {
         hk_clear_error();
         return srv_send_error(c, ctx, 500, NULL, NULL, "Cannot read the refs");
     }
-    bool prs = srv_query_true(c, "include_prs");
     hk_strbuf br, tg, pr;
     hk__sb_init(&br);
     hk__sb_init(&tg);
@@ -295,5 +321,12 @@ enum MHD_Result srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const re
     hk__sb_free(&br);
     hk__sb_free(&tg);
     hk__sb_free(&pr);
-    return srv_send_json(c, ctx, 200, &sb, NULL);
+    if (!klen || !gen) return srv_send_json(c, ctx, 200, &sb, NULL);
+    size_t len;
+    struct MHD_Response *r = srv_json_response(ctx, &sb, NULL, &len);
+    if (!r) return MHD_NO;
+    enum MHD_Result ret = srv_queue_keep(c, ctx, 200, r, len);
+    if (ret == MHD_YES) srv_memo_keep(memo, key, klen, &gen, sizeof gen, r, 200, len);
+    else MHD_destroy_response(r);
+    return ret;
 }

@@ -59,7 +59,7 @@ static enum MHD_Result route_repo_api(srv_server *srv, struct MHD_Connection *c,
             ret = pq ? srv_up_json(srv, c, ctx, pq, repo) : MHD_NO;
             free(pq);
         } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else ret = srv_handle_refs(c, ctx, repo);
+        else ret = srv_handle_refs(c, ctx, repo, srv->memo);
     } else if (srv_seg_is(s, a, "revision") && s->n > a + 1) {
         if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
         else if (srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {

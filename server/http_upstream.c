@@ -66,7 +66,7 @@ enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *
      * gets its refs from the store, so that nobody's misses lock out what is already here */
     if (r && refs_of && refs_of->dir && (ans.status == 429 || ans.status == 502 || ans.status == 503)) {
         srv_note_mark(ctx, UP_STALE);
-        return srv_handle_refs(c, ctx, refs_of);
+        return srv_handle_refs(c, ctx, refs_of, NULL); /* no memo on the edge */
     }
     if (r) return srv_send_up_answer(c, ctx, &ans, NULL);
     hk_strbuf sb;

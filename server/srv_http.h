@@ -291,7 +291,8 @@ enum MHD_Result srv_handle_repo_info(srv_server *srv, struct MHD_Connection *c, 
                                         const repo_ref *repo, const char *commit);
 enum MHD_Result srv_handle_tree(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo,
                                    const char *commit, const char *path);
-enum MHD_Result srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo);
+/* memo: where the answer is kept (NULL: not kept, as on the edge) */
+enum MHD_Result srv_handle_refs(struct MHD_Connection *c, req_ctx *ctx, const repo_ref *repo, srv_memo *memo);
 /* Is the namespace of repo_id a trusted kernel publisher, as this mirror's overview would say? The
  * refs answer then carries X-Kernel-Publisher-Trusted: true (the client skips its overview request). */
 bool srv_repo_publisher_trusted(srv_server *srv, const char *repo_id);

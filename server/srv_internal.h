@@ -129,6 +129,13 @@ typedef struct srv_ref {
 } srv_ref;
 /* Read from a kept view while every ref file and folder it came from is unchanged (store_refs.c). */
 int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir);
+/* The same, with the number of the reading the refs came from (*gen; 0: that reading was not kept,
+ * it was too fresh to prove unchanged later): an answer made from it stays right while
+ * srv_store_refs_gen(repo_dir) gives that number. */
+int srv_store_list_refs_gen(srv_ref **out, size_t *n, uint64_t *gen, const char *repo_dir);
+/* The number of repo_dir's kept reading of its refs if its files still show what was read (a few
+ * lstats, nothing copied), else 0. */
+uint64_t srv_store_refs_gen(const char *repo_dir);
 /* The commit in ref file ref_path (refs/<rev> of repo_dir, lstat'ed: a regular file), kept while
  * the file's identity and stamps are unchanged; HK_ERR_REVISION_NOT_FOUND when there is none. */
 int srv_refs_resolve(char out_commit[65], const char *repo_dir, const char *rev, const char *ref_path);

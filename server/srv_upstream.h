@@ -194,6 +194,11 @@ void srv_up_client_spend(srv_upstream *u);
 /* The table of client budgets an upstream handle keeps (free with free). */
 up_budget *srv_up_budgets_new(void);
 void srv_up_unlock(int fd);
+#ifdef HK_TEST_HOOKS
+/* upstream_lock.c: how often a lock's waiter looks at stop and disconnects when woken by events
+ * (> 0), and how many turns the waits took so far (*turns, when set). */
+void srv_up_lock_test_hooks(int wait_check_ms, unsigned *turns);
+#endif
 double srv_up_now(void);
 /* GET base + path_query from the first upstream that answers (fallbacks on network errors, 5xx and
  * 429). HK_OK with r->status set when some upstream answered; HK_ERR_NETWORK when none did;

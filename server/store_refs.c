@@ -59,6 +59,7 @@ typedef struct ref_view {
     checked_path *paths;
     size_t n_paths;
     uint64_t used;
+    uint64_t gen; /* unique to this reading of the refs: what an answer made from it is kept under */
 } ref_view;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -66,6 +67,7 @@ static ref_memo memo[REF_MEMO_MAX];
 static size_t memo_next;
 static ref_view views[VIEW_MAX];
 static uint64_t tick;
+static uint64_t gen_next;
 
 static void id_of(file_id *id, const struct stat *st) {
     id->dev = st->st_dev;
@@ -249,9 +251,30 @@ static bool view_current(const ref_view *v) {
     return true;
 }
 
+uint64_t srv_store_refs_gen(const char *repo_dir) {
+    uint64_t gen = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < VIEW_MAX; i++) {
+        ref_view *v = &views[i];
+        if (!v->repo_dir || strcmp(v->repo_dir, repo_dir) != 0) continue;
+        if (view_current(v)) {
+            v->used = ++tick;
+            gen = v->gen;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&mu);
+    return gen;
+}
+
 int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir) {
+    return srv_store_list_refs_gen(out, n, NULL, repo_dir);
+}
+
+int srv_store_list_refs_gen(srv_ref **out, size_t *n, uint64_t *gen, const char *repo_dir) {
     *out = NULL;
     *n = 0;
+    if (gen) *gen = 0;
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < VIEW_MAX; i++) {
         ref_view *v = &views[i];
@@ -264,6 +287,7 @@ int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir) {
         v->used = ++tick;
         int rc = copy_refs(out, v->refs, v->n);
         if (rc == HK_OK) *n = v->n;
+        if (rc == HK_OK && gen) *gen = v->gen;
         pthread_mutex_unlock(&mu);
         return rc;
     }
@@ -295,6 +319,8 @@ int srv_store_list_refs(srv_ref **out, size_t *n, const char *repo_dir) {
     }
     view_clear(&views[slot]);
     nv.used = ++tick;
+    nv.gen = ++gen_next;
+    if (gen) *gen = nv.gen;
     views[slot] = nv;
     pthread_mutex_unlock(&mu);
     return HK_OK;

@@ -11,6 +11,7 @@
 #include "util/internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -26,6 +27,9 @@
  * retries the lock). */
 #define LOCK_CHECK_MS 100
 #define LOCK_POLL_MS 20
+
+static int check_ms = LOCK_CHECK_MS;
+static _Atomic unsigned wakeups; /* the waits' turns, for the tests */
 
 /* An inotify descriptor watching path for closes (and its removal), or -1. */
 static int watch_closes(const char *path) {
@@ -77,7 +81,7 @@ int srv_up_lock(srv_upstream *u, const char *root, const char *repo_dir, const c
     }
     int in = watch_closes(path); /* before the next try: a release after it is an event */
     free(path);
-    const int step_ms = in >= 0 ? LOCK_CHECK_MS : LOCK_POLL_MS;
+    const int step_ms = in >= 0 ? check_ms : LOCK_POLL_MS;
     double until = srv_up_now() + wait_s;
     for (unsigned n = 0;; n++) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) break;
@@ -88,6 +92,7 @@ int srv_up_lock(srv_upstream *u, const char *root, const char *repo_dir, const c
             fd = -2;
             break;
         }
+        atomic_fetch_add(&wakeups, 1);
         double left_ms = (until - srv_up_now()) * 1000.0;
         wait_event(in, left_ms < step_ms ? (left_ms > 1.0 ? (int)left_ms : 1) : step_ms);
     }
@@ -100,3 +105,10 @@ void srv_up_unlock(int fd) {
     flock(fd, LOCK_UN);
     close(fd); /* the close is what wakes the waiters of other processes (watch_closes) */
 }
+
+#ifdef HK_TEST_HOOKS
+void srv_up_lock_test_hooks(int wait_check_ms, unsigned *turns) {
+    if (wait_check_ms > 0) check_ms = wait_check_ms;
+    if (turns) *turns = atomic_load(&wakeups);
+}
+#endif
