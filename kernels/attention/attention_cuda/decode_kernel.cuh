@@ -28,6 +28,7 @@
 #include "decode.cuh"
 #include "decode_fp8.cuh"
 #include "decode_plan.cuh"
+#include "decode_tile.cuh"
 #include "hk_attention_cuda.h"
 #include "mma_sm80.cuh"
 #include "sm90_ptx.cuh"
@@ -36,342 +37,269 @@ namespace hk_attn_decode {
 
 using namespace hk_attn_dev;
 
-// EB: bytes per K/V element (2, or 1 for FP8)
-template <int D, int MT, int NW, int STAGES, int KV, int EB>
-constexpr int decode_smem_bytes() {
-    constexpr int pipe = STAGES * (16 * NW) * D * EB * 2 + (KV == kPagedTma ? 1024 : 0);
-    constexpr int comb = NW * 16 * MT * (D + 2) * 4;
-    return 16 * MT * D * 2 + (pipe > comb ? pipe : comb);
-}
+// What one segment (keys [ks0, ke) of one (sequence, kv head, row chunk)) needs across its steps.
+struct SegCtx {
+    int hk, b, r0, nrows, ks0, ke, causal_base, tid, warp, lane;
+    const int32_t *btab;  // paged: this sequence's block table
+};
 
-template <bool BF16, bool F8, int D, int MT, int NW, int STAGES, int KV>
-__global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__ DecodeParams p) {
-    using T = typename Ty<BF16>::T;
-    using MMA = Ty<BF16 && !F8>;  // the MMAs' type: fp16 for FP8 caches (decode_fp8.cuh)
-    constexpr bool PAGED = KV != kContiguous, TMA = KV == kPagedTma;
-    constexpr int BN = 16 * NW, CH = D / 8, KS = D / 16, DT = D / 8, NTH = NW * 32, R = 16 * MT;
-    // K/V: bytes per element, per tile (one of K or V), 16-byte chunks per key row
-    constexpr int EB = F8 ? 1 : 2, TB = BN * D * EB, KCH = D * EB / 16;
-#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (TMA) __trap();  // only launched on sm_90a (the host checks)
-#endif
-    extern __shared__ __align__(128) uint8_t smem[];
-    uint8_t *sQ = smem;             // [R][D]
-    uint8_t *sKV = sQ + R * D * 2;  // [STAGES][K|V][BN][D] (EB bytes each); reused for the warp merge
-    // TMA tiles are [BN keys][D/64 column blocks][128 B] with the TMA's 128-byte swizzle, whose
-    // 8-unit atoms must be 1024-aligned (the dynamic base is not guaranteed to be: 1 KB of slack)
-    const uint32_t kv_base = TMA ? (smem_u32(sKV) + 1023u) & ~1023u : smem_u32(sKV);
-    __shared__ __align__(8) uint64_t full_bar[TMA ? STAGES : 1];  // TMA: bytes of a tile landed
-    (void)full_bar;
-    // byte offset of 16-byte chunk c of key row r in a K or V tile
-    // (TMA: the swizzle phase is the index of the 128-byte unit, so at D=128 8 consecutive rows
-    // see only 4 phases and an ldmatrix phase has 2-way bank conflicts: cheap next to DRAM)
-    auto kv_off = [](int r, int c) -> uint32_t {
-        if constexpr (F8) return swz8<D>(r, c);  // the same for the TMA and cp.async
-        else if constexpr (TMA)
-            return r * (D * 2) + (c >> 3) * 128 + (((c & 7) ^ ((r * (D / 64) + (c >> 3)) & 7)) << 4);
-        else return swz<D>(r, c);
-    };
-
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    __shared__ int s_last;
-    __shared__ uint32_t s_red[F8 && BF16 ? NW : 1];  // the FP8 decode's query scale (decode_fp8.cuh)
-    (void)s_red;
-    int gt = 0;  // key tiles this CTA has consumed in earlier segments (TMA stage and phase)
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (TMA) {
-        if (tid == 0) {
-            for (int s = 0; s < STAGES; s++) hk_sm90::mbar_init(smem_u32(&full_bar[s]), 1);
-            hk_sm90::mbar_init_fence();
-        }
-    }
-#endif
-
-    // One segment: keys [sg.ks, sg.ke) of one (sequence, kv head, row chunk).
-    auto segment = [&](const DecodeSeg &sg) {  // sg: in shared memory
-    __syncthreads();  // the previous segment's shared memory (and the barrier init) is done with
-    const int hk = sg.hk, chunk = sg.chunk, b = sg.b;
-    const int r0 = chunk * R, nrows = min(R, p.rows - r0);
-    const int seqlen = sg.seqlen;
-    const int ks0 = sg.ks, ke = sg.ke;
-    const int ntiles = ke > ks0 ? (ke - ks0 + BN - 1) / BN : 0;
-    const int causal_base = seqlen - p.q_len;  // row of token t sees keys <= causal_base + t
-    // FP8: K's scale folded into the softmax scale, V's onto the normalised output
-    float sc = p.scale, sc_log2 = p.scale_log2, osc = 1.f;
-    if constexpr (F8) {
-        const int sh = p.scale_per_head ? hk : 0;
-        const float ks = __ldg(p.k_scale + sh);
-        sc *= ks, sc_log2 *= ks, osc = __ldg(p.v_scale + sh);
-    }
-
-    // Q rows of this CTA: row rr = t*group + g  ->  token t, head hk*group + g
+// Q rows of this CTA into shared memory: row rr = t*group + g  ->  token t, head hk*group + g
+template <class TL, class T>
+__device__ __forceinline__ void load_q(const DecodeParams &p, uint8_t *sQ, const SegCtx &c) {
+    constexpr int CH = TL::CH, R = TL::R, NTH = TL::NTH, D = TL::D;
     const T *qg = static_cast<const T *>(p.q);
 #pragma unroll
     for (int it = 0; it < (R * CH + NTH - 1) / NTH; it++) {
-        int i = tid + it * NTH;
+        int i = c.tid + it * NTH;
         if (i < R * CH) {
-            int r = i / CH, c = i % CH, rr = r0 + r;
-            bool ok = r < nrows;
+            int r = i / CH, ch = i % CH, rr = c.r0 + r;
+            bool ok = r < c.nrows;
             int t = rr / p.group, g = rr % p.group;
-            const T *src = ok ? qg + (((size_t)b * p.q_len + t) * p.hq + hk * p.group + g) * D + c * 8 : qg;
-            cp_async16(smem_u32(sQ) + swz<D>(r, c), src, ok);
+            const T *src = ok ? qg + (((size_t)c.b * p.q_len + t) * p.hq + c.hk * p.group + g) * D + ch * 8 : qg;
+            cp_async16(smem_u32(sQ) + swz<D>(r, ch), src, ok);
         }
     }
+}
+
+// Paged: the physical block of each row a thread copies is fetched one tile ahead, so the
+// block-table read never stalls the issue of the copies.
+template <class TL>
+__device__ __forceinline__ void fetch_blocks(const DecodeParams &p, const SegCtx &c, int (&blk)[TL::RPT], int j) {
+    if constexpr (TL::PAGED && !TL::TMA) {
+#pragma unroll
+        for (int it = 0; it < TL::RPT; it++) {
+            int key = c.ks0 + j * TL::BN + (c.tid + it * TL::NTH) / TL::KCH;
+            int bi = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
+            blk[it] = key < c.ke ? __ldg(c.btab + bi) : 0;
+        }
+    }
+}
+
+// Key tile j into pipeline stage st (cp.async, 16 bytes a copy), then the next tile's blocks.
+template <class TL>
+__device__ __forceinline__ void load_tile(const DecodeParams &p, const SegCtx &c, int (&blk)[TL::RPT],
+                                          uint32_t kv_base, int st, int j) {
+    constexpr int EB = TL::EB, KCH = TL::KCH;
     const char *kc = static_cast<const char *>(p.kc), *vc = static_cast<const char *>(p.vc);
-    const int64_t head_off = (int64_t)hk * p.stride_head;
-    // Paged: the physical block of each row a thread copies is fetched one tile ahead, so the
-    // block-table read never stalls the issue of the copies.
-    constexpr int RPT = BN * KCH / NTH;
-    int blk[RPT];
-    const int32_t *btab = PAGED && p.block_table ? p.block_table + (size_t)b * p.max_blocks : nullptr;
-    auto fetch_blocks = [&](int j) {
-        if constexpr (PAGED && !TMA) {
+    const int64_t head_off = (int64_t)c.hk * p.stride_head;
+    const uint32_t kdst = kv_base + st * 2 * TL::TB, vdst = kdst + TL::TB;
 #pragma unroll
-            for (int it = 0; it < RPT; it++) {
-                int key = ks0 + j * BN + (tid + it * NTH) / KCH;
-                int bi = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
-                blk[it] = key < ke ? __ldg(btab + bi) : 0;
+    for (int it = 0; it < TL::RPT; it++) {
+        int i = c.tid + it * TL::NTH, r = i / KCH, ch = i % KCH;
+        int key = c.ks0 + j * TL::BN + r;
+        bool ok = key < c.ke;
+        int64_t off = 0;
+        if (ok) {
+            if constexpr (TL::PAGED) {
+                int in_blk = p.bs_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
+                off = (int64_t)blk[it] * p.stride_block + (int64_t)in_blk * p.stride_token;
+            } else {
+                off = (int64_t)c.b * p.stride_block + (int64_t)key * p.stride_token;
             }
+            off += head_off + ch * (16 / EB);
         }
-    };
-    fetch_blocks(0);
-    auto load_tile = [&](int j) {
-        const int st = (gt + j) % STAGES;
-        const uint32_t kdst = kv_base + st * 2 * TB, vdst = kdst + TB;
-#pragma unroll
-        for (int it = 0; it < RPT; it++) {
-            int i = tid + it * NTH, r = i / KCH, c = i % KCH;
-            int key = ks0 + j * BN + r;
-            bool ok = key < ke;
-            int64_t off = 0;
-            if (ok) {
-                if constexpr (PAGED) {
-                    int in_blk = p.bs_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
-                    off = (int64_t)blk[it] * p.stride_block + (int64_t)in_blk * p.stride_token;
-                } else {
-                    off = (int64_t)b * p.stride_block + (int64_t)key * p.stride_token;
-                }
-                off += head_off + c * (16 / EB);
-            }
-            cp_async16(kdst + kv_off(r, c), kc + off * EB, ok);
-            cp_async16(vdst + kv_off(r, c), vc + off * EB, ok);
-        }
-        fetch_blocks(j + 1);
-    };
-    // TMA: thread 0 copies whole pages, one box of whole rows per page piece for K and for V.
-    // Keys past the split's end re-read the split's first page (rows that exist; masked, and
-    // their V rows zeroed before use) instead of trusting the block table past the sequence.
-    // The block ids of the next tile to issue are read one tile ahead (at most BN / 16 = 4 pages
-    // per tile), so the table read does not stall the issue.
-    constexpr int NBOX = BN / 16;  // at most one box per 16 keys (the smallest TMA page)
-    int tile_blk[NBOX];
-    auto read_blocks = [&](int j) {
-#pragma unroll
-        for (int q = 0; q < NBOX; q++) {
-            const int key = ks0 + j * BN + q * p.box_rows;
-            const int bi = (key < ke ? key : ks0) >> p.bs_shift;
-            if (q * p.box_rows < BN) tile_blk[q] = p.tma_contig ? b : __ldg(btab + bi);
-        }
-    };
-    auto load_tile_tma = [&](int j) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        const int st = (gt + j) % STAGES;
-        const uint32_t kdst = kv_base + st * 2 * TB, vdst = kdst + TB;
-        const uint32_t bar = smem_u32(&full_bar[st]);
-        hk_sm90::mbar_arrive_expect_tx(bar, 2 * TB);
-        const int key0 = ks0 + j * BN;
-#pragma unroll
-        for (int q = 0; q < NBOX; q++) {
-            const int r = q * p.box_rows;
-            if (r >= BN) break;
-            // one box = box_rows whole rows (both 64-column halves) of one kv head
-            const int tok = p.tma_contig ? key0 + r : (key0 + r) & (p.block_size - 1);
-            hk_sm90::tma_load_5d(kdst + r * D * EB, &p.tm_k, bar, 0, 0, hk, tok, tile_blk[q]);
-            hk_sm90::tma_load_5d(vdst + r * D * EB, &p.tm_v, bar, 0, 0, hk, tok, tile_blk[q]);
-        }
-        read_blocks(j + 1);
-#endif
-    };
-    // prologue: Q and the first STAGES-1 tiles, one commit group each (Q rides with tile 0)
-    if constexpr (TMA) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        cp_async_commit();  // Q
-        if (tid == 0) {
-            read_blocks(0);
-            for (int j = 0; j < STAGES - 1 && j < ntiles; j++) load_tile_tma(j);
-        }
-#endif
-    } else {
-#pragma unroll
-        for (int j = 0; j < STAGES - 1; j++) {
-            if (j < ntiles) load_tile(j);
-            cp_async_commit();
-        }
+        cp_async16(kdst + TL::kv_off(r, ch), kc + off * EB, ok);
+        cp_async16(vdst + TL::kv_off(r, ch), vc + off * EB, ok);
     }
+    fetch_blocks<TL>(p, c, blk, j + 1);
+}
 
-    uint32_t qf[MT][KS][4];
-    float o[MT][DT][4], m[MT][2], l[MT][2];
-    softmax_init<MT, DT>(m, l, o);
-
-    for (int j = 0; j < ntiles; j++) {
-        if constexpr (TMA) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-            if (j == 0) cp_async_wait<0>();  // Q
-            __syncthreads();  // Q visible; stage (j-1)%STAGES free (and the barriers initialised)
-            if (tid == 0 && j + STAGES - 1 < ntiles) load_tile_tma(j + STAGES - 1);
-            hk_sm90::mbar_wait(smem_u32(&full_bar[(gt + j) % STAGES]), ((gt + j) / STAGES) & 1);
-            const int key0 = ks0 + j * BN;
-            if (key0 + BN > ke) {
-                // V rows of keys past the end hold whatever the page held: zero this warp's
-                // (P is 0 there, but 0 * NaN is not); the fence orders these generic writes
-                // before the TMA's next write to the stage
-                const uint32_t vz = kv_base + ((gt + j) % STAGES) * 2 * TB + TB;
-                for (int i = lane; i < 16 * KCH; i += 32) {
-                    const int r = warp * 16 + i / KCH, c = i % KCH;
-                    if (key0 + r >= ke)
-                        asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vz + kv_off(r, c)), "r"(0));
-                }
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                __syncwarp();
-            }
-#endif
-        } else {
-            cp_async_wait<STAGES - 2>();
-            __syncthreads();  // tile j visible to all; stage (j-1)%STAGES free
-            if (j + STAGES - 1 < ntiles) load_tile(j + STAGES - 1);
-            cp_async_commit();
-        }
-        if (j == 0) {
-            if constexpr (F8 && BF16) {  // fp16 MMAs: the queries scaled into fp16 (decode_fp8.cuh)
-                const float undo = bf16_tile_to_f16<R * D / 2, NTH>(reinterpret_cast<uint32_t *>(sQ), s_red);
-                sc *= undo, sc_log2 *= undo;
-            }
+// TMA: the block ids of tile j's pages (at most NBOX), read one tile ahead of their issue. Keys
+// past the split's end re-read the split's first page (rows that exist; masked, and their V rows
+// zeroed before use) instead of trusting the block table past the sequence.
+template <class TL>
+__device__ __forceinline__ void read_blocks(const DecodeParams &p, const SegCtx &c, int (&tile_blk)[TL::NBOX], int j) {
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int ks = 0; ks < KS; ks++) {
-                    if constexpr (F8) {
-                        // the K fragments' order of the sum index: dims (4c, 4c+2) as k (2c, 2c+1),
-                        // (4c+1, 4c+3) as (2c+8, 2c+9) (decode_fp8.cuh)
-#pragma unroll
-                        for (int hr = 0; hr < 2; hr++) {
-                            const int c = lane & 3;
-                            uint32_t lo, hi;
-                            asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(lo), "=r"(hi)
-                                         : "r"(smem_u32(sQ) + swz<D>(mt * 16 + (lane >> 2) + hr * 8, ks * 2 + (c >> 1)) + (c & 1) * 8));
-                            qf[mt][ks][hr] = prmt(lo, hi, 0x5410u);
-                            qf[mt][ks][2 + hr] = prmt(lo, hi, 0x7632u);
-                        }
-                    } else {
-                        ldsm_x4(qf[mt][ks], smem_u32(sQ) + swz<D>(mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
-                    }
-                }
-        }
-        const int st = (gt + j) % STAGES;
-        const uint32_t kb = kv_base + st * 2 * TB, vb = kb + TB;
-        const int wkey = warp * 16;  // this warp's 16 keys of the tile
-        float s[MT][2][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
-        if constexpr (F8) {
-            // one 8x8 b16 matrix = 8 keys x 16 dims: matrix i = (keys (i & 1) * 8.., chunk ks + (i >> 1))
-#pragma unroll
-            for (int ks = 0; ks < KS; ks += 2) {
-                uint32_t kr[4];
-                ldsm_x4(kr, kb + kv_off(wkey + ((lane >> 3) & 1) * 8 + (lane & 7), ks + (lane >> 4)));
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    uint32_t b0, b1;
-                    e4m3x4_to_f16(kr[i], b0, b1);
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) MMA::mma(s[mt][i & 1], qf[mt][ks + (i >> 1)], b0, b1);
-                }
-            }
-        } else {
-#pragma unroll
-            for (int ks = 0; ks < KS; ks++) {
-                uint32_t kr[4];
-                ldsm_x4(kr, kb + kv_off(wkey + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    MMA::mma(s[mt][0], qf[mt][ks], kr[0], kr[1]);
-                    MMA::mma(s[mt][1], qf[mt][ks], kr[2], kr[3]);
-                }
-            }
-        }
-        const int tile_key0 = ks0 + j * BN;
-        if (tile_key0 + BN > min(ke, causal_base + 1)) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        int rr = r0 + mt * 16 + (lane >> 2) + ((e >> 1) << 3);
-                        int t = rr / p.group;
-                        int key = tile_key0 + wkey + nt * 8 + ((lane & 3) << 1) + (e & 1);
-                        if (!(key < ke && key <= causal_base + t)) s[mt][nt][e] = -INFINITY;
-                    }
-        }
-        softmax_step<MT, 2, DT>(s, m, l, o, sc_log2);
-        uint32_t a[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            a[mt][0] = MMA::pack(s[mt][0][0], s[mt][0][1]);
-            a[mt][1] = MMA::pack(s[mt][0][2], s[mt][0][3]);
-            a[mt][2] = MMA::pack(s[mt][1][0], s[mt][1][1]);
-            a[mt][3] = MMA::pack(s[mt][1][2], s[mt][1][3]);
-        }
-        if constexpr (F8) {
-            // transposed: a thread gets dims (2g, 2g+1) of keys (2c, 2c+1); matrix i = (keys
-            // (i & 1) * 8.., chunk jp + (i >> 1)); o[2j] accumulates the even dims of chunk j, o[2j+1]
-            // the odd ones
-#pragma unroll
-            for (int jp = 0; jp < D / 16; jp += 2) {
-                uint32_t vr[4];
-                ldsm_x4_t(vr, vb + kv_off(wkey + ((lane >> 3) & 1) * 8 + (lane & 7), jp + (lane >> 4)));
-#pragma unroll
-                for (int jj = 0; jj < 2; jj++) {
-                    uint32_t e0, o0, e1, o1;
-                    e4m3x4_to_f16(vr[2 * jj], e0, o0);
-                    e4m3x4_to_f16(vr[2 * jj + 1], e1, o1);
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        MMA::mma(o[mt][2 * (jp + jj)], a[mt], e0, e1);
-                        MMA::mma(o[mt][2 * (jp + jj) + 1], a[mt], o0, o1);
-                    }
-                }
-            }
-        } else {
-#pragma unroll
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t vr[4];
-                ldsm_x4_t(vr, vb + kv_off(wkey + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    MMA::mma(o[mt][2 * dp], a[mt], vr[0], vr[1]);
-                    MMA::mma(o[mt][2 * dp + 1], a[mt], vr[2], vr[3]);
-                }
-            }
-        }
+    for (int q = 0; q < TL::NBOX; q++) {
+        const int key = c.ks0 + j * TL::BN + q * p.box_rows;
+        const int bi = (key < c.ke ? key : c.ks0) >> p.bs_shift;
+        if (q * p.box_rows < TL::BN) tile_blk[q] = p.tma_contig ? c.b : __ldg(c.btab + bi);
     }
-    cp_async_wait<0>();
-    gt += ntiles;
-    __syncthreads();  // pipeline drained: reuse its shared memory
+}
 
-    // per-warp state -> shared: sO[warp][row][D], sM/sL[warp][row]
-    float *sO = reinterpret_cast<float *>(sKV);
-    float *sM = sO + NW * R * D, *sL = sM + NW * R;
+// TMA: thread 0 copies whole pages, one box of whole rows per page piece for K and for V.
+template <class TL>
+__device__ __forceinline__ void load_tile_tma(const DecodeParams &p, const SegCtx &c, int (&tile_blk)[TL::NBOX],
+                                              uint32_t kv_base, uint64_t *full_bar, int st, int j) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int D = TL::D, EB = TL::EB, TB = TL::TB;
+    const uint32_t kdst = kv_base + st * 2 * TB, vdst = kdst + TB;
+    const uint32_t bar = smem_u32(&full_bar[st]);
+    hk_sm90::mbar_arrive_expect_tx(bar, 2 * TB);
+    const int key0 = c.ks0 + j * TL::BN;
+#pragma unroll
+    for (int q = 0; q < TL::NBOX; q++) {
+        const int r = q * p.box_rows;
+        if (r >= TL::BN) break;
+        // one box = box_rows whole rows (both 64-column halves) of one kv head
+        const int tok = p.tma_contig ? key0 + r : (key0 + r) & (p.block_size - 1);
+        hk_sm90::tma_load_5d(kdst + r * D * EB, &p.tm_k, bar, 0, 0, c.hk, tok, tile_blk[q]);
+        hk_sm90::tma_load_5d(vdst + r * D * EB, &p.tm_v, bar, 0, 0, c.hk, tok, tile_blk[q]);
+    }
+    read_blocks<TL>(p, c, tile_blk, j + 1);
+#endif
+}
+
+// TMA: V rows of keys past the end hold whatever the page held: zero this warp's (P is 0
+// there, but 0 * NaN is not); the fence orders these generic writes before the TMA's next
+// write to the stage
+template <class TL>
+__device__ __forceinline__ void zero_v_tail(const SegCtx &c, uint32_t vz, int key0) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int KCH = TL::KCH;
+    for (int i = c.lane; i < 16 * KCH; i += 32) {
+        const int r = c.warp * 16 + i / KCH, ch = i % KCH;
+        if (key0 + r >= c.ke)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vz + TL::kv_off(r, ch)), "r"(0));
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncwarp();
+#endif
+}
+
+// Q's MMA A fragments from shared memory (once a segment)
+template <class TL>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[TL::MT][TL::KS][4], const uint8_t *sQ, int lane) {
+    constexpr int D = TL::D;
+#pragma unroll
+    for (int mt = 0; mt < TL::MT; mt++)
+#pragma unroll
+        for (int ks = 0; ks < TL::KS; ks++) {
+            if constexpr (TL::EB == 1) {
+                // the K fragments' order of the sum index: dims (4c, 4c+2) as k (2c, 2c+1),
+                // (4c+1, 4c+3) as (2c+8, 2c+9) (decode_fp8.cuh)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int c = lane & 3;
+                    uint32_t lo, hi;
+                    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(lo), "=r"(hi)
+                                 : "r"(smem_u32(sQ) + swz<D>(mt * 16 + (lane >> 2) + hr * 8, ks * 2 + (c >> 1)) + (c & 1) * 8));
+                    qf[mt][ks][hr] = prmt(lo, hi, 0x5410u);
+                    qf[mt][ks][2 + hr] = prmt(lo, hi, 0x7632u);
+                }
+            } else {
+                ldsm_x4(qf[mt][ks], smem_u32(sQ) + swz<D>(mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+            }
+        }
+}
+
+// S = Q K^T for this warp's 16 keys (wkey..) of the tile at kb
+template <class TL, class MMA>
+__device__ __forceinline__ void qk_mma(float (&s)[TL::MT][2][4], const uint32_t (&qf)[TL::MT][TL::KS][4],
+                                       uint32_t kb, int wkey, int lane) {
+    constexpr int MT = TL::MT, KS = TL::KS;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+    if constexpr (TL::EB == 1) {
+        // one 8x8 b16 matrix = 8 keys x 16 dims: matrix i = (keys (i & 1) * 8.., chunk ks + (i >> 1))
+#pragma unroll
+        for (int ks = 0; ks < KS; ks += 2) {
+            uint32_t kr[4];
+            ldsm_x4(kr, kb + TL::kv_off(wkey + ((lane >> 3) & 1) * 8 + (lane & 7), ks + (lane >> 4)));
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t b0, b1;
+                e4m3x4_to_f16(kr[i], b0, b1);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) MMA::mma(s[mt][i & 1], qf[mt][ks + (i >> 1)], b0, b1);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            uint32_t kr[4];
+            ldsm_x4(kr, kb + TL::kv_off(wkey + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                MMA::mma(s[mt][0], qf[mt][ks], kr[0], kr[1]);
+                MMA::mma(s[mt][1], qf[mt][ks], kr[2], kr[3]);
+            }
+        }
+    }
+}
+
+// Keys past the split's end or the row's causal limit -> -inf (only on tiles that reach them)
+template <class TL>
+__device__ __forceinline__ void mask_scores(float (&s)[TL::MT][2][4], const DecodeParams &p, const SegCtx &c,
+                                            int tile_key0, int wkey) {
+    if (tile_key0 + TL::BN > min(c.ke, c.causal_base + 1)) {
+#pragma unroll
+        for (int mt = 0; mt < TL::MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int rr = c.r0 + mt * 16 + (c.lane >> 2) + ((e >> 1) << 3);
+                    int t = rr / p.group;
+                    int key = tile_key0 + wkey + nt * 8 + ((c.lane & 3) << 1) + (e & 1);
+                    if (!(key < c.ke && key <= c.causal_base + t)) s[mt][nt][e] = -INFINITY;
+                }
+    }
+}
+
+// O += P V: P (the softmax-updated scores) packed into A fragments, V from the tile at vb
+template <class TL, class MMA>
+__device__ __forceinline__ void pv_mma(float (&o)[TL::MT][TL::DT][4], const float (&s)[TL::MT][2][4], uint32_t vb,
+                                       int wkey, int lane) {
+    constexpr int MT = TL::MT, D = TL::D;
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        a[mt][0] = MMA::pack(s[mt][0][0], s[mt][0][1]);
+        a[mt][1] = MMA::pack(s[mt][0][2], s[mt][0][3]);
+        a[mt][2] = MMA::pack(s[mt][1][0], s[mt][1][1]);
+        a[mt][3] = MMA::pack(s[mt][1][2], s[mt][1][3]);
+    }
+    if constexpr (TL::EB == 1) {
+        // transposed: a thread gets dims (2g, 2g+1) of keys (2c, 2c+1); matrix i = (keys
+        // (i & 1) * 8.., chunk jp + (i >> 1)); o[2j] accumulates the even dims of chunk j, o[2j+1]
+        // the odd ones
+#pragma unroll
+        for (int jp = 0; jp < D / 16; jp += 2) {
+            uint32_t vr[4];
+            ldsm_x4_t(vr, vb + TL::kv_off(wkey + ((lane >> 3) & 1) * 8 + (lane & 7), jp + (lane >> 4)));
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                uint32_t e0, o0, e1, o1;
+                e4m3x4_to_f16(vr[2 * jj], e0, o0);
+                e4m3x4_to_f16(vr[2 * jj + 1], e1, o1);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    MMA::mma(o[mt][2 * (jp + jj)], a[mt], e0, e1);
+                    MMA::mma(o[mt][2 * (jp + jj) + 1], a[mt], o0, o1);
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int dp = 0; dp < D / 16; dp++) {
+            uint32_t vr[4];
+            ldsm_x4_t(vr, vb + TL::kv_off(wkey + (lane & 7) + (((lane >> 3) & 1) << 3), dp * 2 + (lane >> 4)));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                MMA::mma(o[mt][2 * dp], a[mt], vr[0], vr[1]);
+                MMA::mma(o[mt][2 * dp + 1], a[mt], vr[2], vr[3]);
+            }
+        }
+    }
+}
+
+// Per-warp state -> shared: sO[warp][row][D], sM/sL[warp][row]
+template <class TL>
+__device__ __forceinline__ void warp_state_to_smem(float *sO, float *sM, float *sL, const float (&o)[TL::MT][TL::DT][4],
+                                                   const float (&m)[TL::MT][2], const float (&l)[TL::MT][2],
+                                                   int warp, int lane) {
+    constexpr int D = TL::D, R = TL::R;
+#pragma unroll
+    for (int mt = 0; mt < TL::MT; mt++)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const int row = mt * 16 + (lane >> 2) + hr * 8;
             const float lsum = quad_sum(l[mt][hr]);
             float *orow = sO + ((size_t)warp * R + row) * D;
-            if constexpr (F8) {  // dims 16j + 4c + {0, 1, 2, 3} (decode_fp8.cuh)
+            if constexpr (TL::EB == 1) {  // dims 16j + 4c + {0, 1, 2, 3} (decode_fp8.cuh)
 #pragma unroll
                 for (int jd = 0; jd < D / 16; jd++)
                     *reinterpret_cast<float4 *>(orow + jd * 16 + ((lane & 3) << 2)) =
@@ -379,19 +307,26 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
                                     o[mt][2 * jd + 1][2 * hr + 1]);
             } else {
 #pragma unroll
-                for (int dt = 0; dt < DT; dt++)
+                for (int dt = 0; dt < TL::DT; dt++)
                     *reinterpret_cast<float2 *>(orow + dt * 8 + ((lane & 3) << 1)) =
                         make_float2(o[mt][dt][2 * hr], o[mt][dt][2 * hr + 1]);
             }
             if ((lane & 3) == 0) sM[warp * R + row] = m[mt][hr], sL[warp * R + row] = lsum;
         }
-    __syncthreads();
+}
 
-    // merge the NW warps; thread -> (row, 4 dims)
+// Merge the NW warps (thread -> (row, 4 dims)); write the final output (1 split) or this
+// split's partial (normalised O, LSE)
+template <class TL, bool BF16>
+__device__ __forceinline__ void merge_warps_store(const DecodeParams &p, const DecodeSeg &sg, const SegCtx &c,
+                                                  const float *sO, const float *sM, const float *sL, float sc,
+                                                  float sc_log2, float osc) {
+    constexpr int D = TL::D, R = TL::R, NW = TL::NW;
+    using T = typename Ty<BF16>::T;
     T *outp = static_cast<T *>(p.out);
-    for (int i = tid; i < R * (D / 4); i += NTH) {
+    for (int i = c.tid; i < R * (D / 4); i += TL::NTH) {
         const int row = i / (D / 4), d4 = (i % (D / 4)) * 4;
-        if (row >= nrows) continue;
+        if (row >= c.nrows) continue;
         float mx = -INFINITY;
 #pragma unroll
         for (int w = 0; w < NW; w++) mx = fmaxf(mx, sM[w * R + row]);
@@ -408,8 +343,8 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         // NaN reached the scores (then the output and the LSE are NaN, also through the combine)
         const float inv = lsum != 0.f ? osc / lsum : 0.f;
         const float lse = lsum != 0.f ? mx * sc + __logf(lsum) : -INFINITY;
-        const int rr = r0 + row, t = rr / p.group, h = hk * p.group + rr % p.group;
-        const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
+        const int rr = c.r0 + row, t = rr / p.group, h = c.hk * p.group + rr % p.group;
+        const size_t orow = ((size_t)c.b * p.q_len + t) * p.hq + h;
         if (sg.nseg == 1) {
             uint2 pk;
             pk.x = Ty<BF16>::pack(acc[0] * inv, acc[1] * inv);
@@ -423,22 +358,28 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
             if (d4 == 0) p.ws_lse[wrow] = lse;
         }
     }
-    if (sg.nseg == 1) return;
+}
 
-    // Split-KV combine, fused: the last CTA of this (sequence, kv head, row chunk) to finish
-    // merges every split's (normalised O, LSE) for its rows. No second launch, no launch gap.
-    // (the pair's segments count themselves on its counter; the last one merges their partials)
+// Split-KV combine, fused: the last CTA of this (sequence, kv head, row chunk) to finish merges
+// every split's (normalised O, LSE) for its rows. No second launch, no launch gap.
+// (the pair's segments count themselves on its counter; the last one merges their partials)
+template <class TL, bool BF16>
+__device__ __forceinline__ void combine_splits(const DecodeParams &p, const DecodeSeg &sg, const SegCtx &c,
+                                               int &s_last) {
+    constexpr int D = TL::D;
+    using T = typename Ty<BF16>::T;
+    T *outp = static_cast<T *>(p.out);
     __threadfence();  // this CTA's partials are visible device-wide before it counts itself
     __syncthreads();
     int *cnt = p.counters + sg.pair;
-    if (tid == 0) s_last = atomicAdd(cnt, 1) == sg.nseg - 1;
+    if (c.tid == 0) s_last = atomicAdd(cnt, 1) == sg.nseg - 1;
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    for (int i = tid; i < nrows * (D / 4); i += NTH) {
+    for (int i = c.tid; i < c.nrows * (D / 4); i += TL::NTH) {
         const int row = i / (D / 4), d4 = (i % (D / 4)) * 4;
-        const int rr = r0 + row, t = rr / p.group, h = hk * p.group + rr % p.group;
-        const size_t orow = ((size_t)b * p.q_len + t) * p.hq + h;
+        const int rr = c.r0 + row, t = rr / p.group, h = c.hk * p.group + rr % p.group;
+        const size_t orow = ((size_t)c.b * p.q_len + t) * p.hq + h;
         const size_t w0 = sg.wbase + (sg.local_rows ? row : orow);
         float mx = -INFINITY;
         bool nan = false;  // a split with a NaN LSE (NaN scores) poisons the row
@@ -464,20 +405,146 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
         *reinterpret_cast<uint2 *>(outp + orow * D + d4) = pk;
         if (p.lse && d4 == 0) p.lse[orow] = wsum != 0.f ? mx + __logf(wsum) : -INFINITY;
     }
-    if (tid == 0) *cnt = 0;  // leave the workspace ready for the next call
-    };  // segment
+    if (c.tid == 0) *cnt = 0;  // leave the workspace ready for the next call
+}
 
+// One segment: keys [sg.ks, sg.ke) of one (sequence, kv head, row chunk). gt: key tiles this CTA
+// has consumed in earlier segments (TMA stage and phase).
+template <class TL, bool BF16>
+__device__ __forceinline__ void decode_segment(const DecodeParams &p, const DecodeSeg &sg, uint8_t *smem,
+                                               uint32_t kv_base, uint64_t *full_bar, uint32_t *s_red, int &s_last,
+                                               int &gt) {
+    using T = typename Ty<BF16>::T;
+    constexpr bool F8 = TL::EB == 1, TMA = TL::TMA, PAGED = TL::PAGED;
+    using MMA = Ty<BF16 && !F8>;  // the MMAs' type: fp16 for FP8 caches (decode_fp8.cuh)
+    constexpr int BN = TL::BN, STAGES = TL::STAGES, MT = TL::MT, KS = TL::KS, DT = TL::DT, R = TL::R,
+                  D = TL::D, NW = TL::NW, TB = TL::TB;
+    (void)s_red;
+    __syncthreads();  // the previous segment's shared memory (and the barrier init) is done with
+    uint8_t *sQ = smem;             // [R][D]
+    uint8_t *sKV = sQ + R * D * 2;  // [STAGES][K|V][BN][D] (EB bytes each); reused for the warp merge
+    SegCtx c;
+    c.tid = threadIdx.x, c.warp = c.tid >> 5, c.lane = c.tid & 31;
+    c.hk = sg.hk, c.b = sg.b;
+    c.r0 = sg.chunk * R, c.nrows = min(R, p.rows - c.r0);
+    c.ks0 = sg.ks, c.ke = sg.ke;
+    c.causal_base = sg.seqlen - p.q_len;  // row of token t sees keys <= causal_base + t
+    const int ntiles = c.ke > c.ks0 ? (c.ke - c.ks0 + BN - 1) / BN : 0;
+    // FP8: K's scale folded into the softmax scale, V's onto the normalised output
+    float sc = p.scale, sc_log2 = p.scale_log2, osc = 1.f;
+    if constexpr (F8) {
+        const int sh = p.scale_per_head ? c.hk : 0;
+        const float ks = __ldg(p.k_scale + sh);
+        sc *= ks, sc_log2 *= ks, osc = __ldg(p.v_scale + sh);
+    }
+
+    load_q<TL, T>(p, sQ, c);
+    int blk[TL::RPT];
+    c.btab = PAGED && p.block_table ? p.block_table + (size_t)c.b * p.max_blocks : nullptr;
+    fetch_blocks<TL>(p, c, blk, 0);
+    int tile_blk[TL::NBOX];
+    // prologue: Q and the first STAGES-1 tiles, one commit group each (Q rides with tile 0)
+    if constexpr (TMA) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        cp_async_commit();  // Q
+        if (c.tid == 0) {
+            read_blocks<TL>(p, c, tile_blk, 0);
+            for (int j = 0; j < STAGES - 1 && j < ntiles; j++)
+                load_tile_tma<TL>(p, c, tile_blk, kv_base, full_bar, (gt + j) % STAGES, j);
+        }
+#endif
+    } else {
+#pragma unroll
+        for (int j = 0; j < STAGES - 1; j++) {
+            if (j < ntiles) load_tile<TL>(p, c, blk, kv_base, (gt + j) % STAGES, j);
+            cp_async_commit();
+        }
+    }
+
+    uint32_t qf[MT][KS][4];
+    float o[MT][DT][4], m[MT][2], l[MT][2];
+    softmax_init<MT, DT>(m, l, o);
+
+    for (int j = 0; j < ntiles; j++) {
+        if constexpr (TMA) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            if (j == 0) cp_async_wait<0>();  // Q
+            __syncthreads();  // Q visible; stage (j-1)%STAGES free (and the barriers initialised)
+            if (c.tid == 0 && j + STAGES - 1 < ntiles)
+                load_tile_tma<TL>(p, c, tile_blk, kv_base, full_bar, (gt + j + STAGES - 1) % STAGES, j + STAGES - 1);
+            hk_sm90::mbar_wait(smem_u32(&full_bar[(gt + j) % STAGES]), ((gt + j) / STAGES) & 1);
+            const int key0 = c.ks0 + j * BN;
+            if (key0 + BN > c.ke) zero_v_tail<TL>(c, kv_base + ((gt + j) % STAGES) * 2 * TB + TB, key0);
+#endif
+        } else {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();  // tile j visible to all; stage (j-1)%STAGES free
+            if (j + STAGES - 1 < ntiles) load_tile<TL>(p, c, blk, kv_base, (gt + j + STAGES - 1) % STAGES, j + STAGES - 1);
+            cp_async_commit();
+        }
+        if (j == 0) {
+            if constexpr (F8 && BF16) {  // fp16 MMAs: the queries scaled into fp16 (decode_fp8.cuh)
+                const float undo = bf16_tile_to_f16<R * D / 2, TL::NTH>(reinterpret_cast<uint32_t *>(sQ), s_red);
+                sc *= undo, sc_log2 *= undo;
+            }
+            load_q_frags<TL>(qf, sQ, c.lane);
+        }
+        const int st = (gt + j) % STAGES;
+        const uint32_t kb = kv_base + st * 2 * TB, vb = kb + TB;
+        const int wkey = c.warp * 16;  // this warp's 16 keys of the tile
+        float s[MT][2][4];
+        qk_mma<TL, MMA>(s, qf, kb, wkey, c.lane);
+        mask_scores<TL>(s, p, c, c.ks0 + j * BN, wkey);
+        softmax_step<MT, 2, DT>(s, m, l, o, sc_log2);
+        pv_mma<TL, MMA>(o, s, vb, wkey, c.lane);
+    }
+    cp_async_wait<0>();
+    gt += ntiles;
+    __syncthreads();  // pipeline drained: reuse its shared memory
+
+    float *sO = reinterpret_cast<float *>(sKV);
+    float *sM = sO + NW * R * D, *sL = sM + NW * R;
+    warp_state_to_smem<TL>(sO, sM, sL, o, m, l, c.warp, c.lane);
+    __syncthreads();
+    merge_warps_store<TL, BF16>(p, sg, c, sO, sM, sL, sc, sc_log2, osc);
+    if (sg.nseg == 1) return;
+    combine_splits<TL, BF16>(p, sg, c, s_last);
+}
+
+template <bool BF16, bool F8, int D, int MT, int NW, int STAGES, int KV>
+__global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__ DecodeParams p) {
+    using TL = DecodeTile<F8, D, MT, NW, STAGES, KV>;
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (TL::TMA) __trap();  // only launched on sm_90a (the host checks)
+#endif
+    extern __shared__ __align__(128) uint8_t smem[];
+    // TMA tiles are [BN keys][D/64 column blocks][128 B] with the TMA's 128-byte swizzle, whose
+    // 8-unit atoms must be 1024-aligned (the dynamic base is not guaranteed to be: 1 KB of slack)
+    uint8_t *sKV = smem + TL::R * D * 2;
+    const uint32_t kv_base = TL::TMA ? (smem_u32(sKV) + 1023u) & ~1023u : smem_u32(sKV);
+    __shared__ __align__(8) uint64_t full_bar[TL::TMA ? STAGES : 1];  // TMA: bytes of a tile landed
+    (void)full_bar;
+    __shared__ int s_last;
+    __shared__ uint32_t s_red[F8 && BF16 ? NW : 1];  // the FP8 decode's query scale (decode_fp8.cuh)
+    int gt = 0;  // key tiles this CTA has consumed in earlier segments (TMA stage and phase)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (TL::TMA) {
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < STAGES; s++) hk_sm90::mbar_init(smem_u32(&full_bar[s]), 1);
+            hk_sm90::mbar_init_fence();
+        }
+    }
+#endif
     __shared__ DecodePlanState plan;
-    decode_plan_init<BN, NTH>(p, plan);
-    while (decode_plan_next<BN>(p, plan)) segment(plan.seg);
+    decode_plan_init<TL::BN, TL::NTH>(p, plan);
+    while (decode_plan_next<TL::BN>(p, plan))
+        decode_segment<TL, BF16>(p, plan.seg, smem, kv_base, full_bar, s_red, s_last, gt);
 }
 
 template <bool BF16, bool F8, int D, int MT, int KV>
 int decode_dispatch(const DecodeParams &p, cudaStream_t st) {
-    // FP8: 8 warps of 16 keys (tiles of 128 keys, the bytes of a 16-bit tile of 64; two warps
-    // per scheduler hide the conversions' latency), or 4 with twice the stages
-    constexpr int NW = F8 ? HK_ATTN_FP8_NW : 4, STAGES = ((D == 128) ? 3 : 4) * (F8 && NW == 4 ? 2 : 1);
-    constexpr int smem = decode_smem_bytes<D, MT, NW, STAGES, KV, F8 ? 1 : 2>();
+    constexpr int NW = DecodeConfig<F8, D>::NW, STAGES = DecodeConfig<F8, D>::STAGES;
+    constexpr int smem = DecodeTile<F8, D, MT, NW, STAGES, KV>::SMEM;
     auto kern = decode_kernel<BF16, F8, D, MT, NW, STAGES, KV>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return HK_ATTN_ECUDA;
