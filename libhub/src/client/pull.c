@@ -11,6 +11,8 @@
 #include "client/stage.h"
 #include "util/pathglob.h"
 #include "util/strmap.h"
+#include "util/arena.h"
+#include <stdint.h>
 
 #include <stddef.h>
 #include <stdio.h>
@@ -23,16 +25,13 @@ typedef struct pull_plan {
     hk_dl_item *items;
     size_t n, cap;
     hk_strmap by_etag;
+    hk_arena strs; /* the items' etags, paths and path arrays: one malloc per 64 KiB, not three per file */
 } pull_plan;
 
 static void plan_free(pull_plan *p) {
-    for (size_t i = 0; i < p->n; i++) {
-        free(p->items[i].etag);
-        for (size_t k = 0; k < p->items[i].npaths; k++) free(p->items[i].paths[k]);
-        free(p->items[i].paths);
-    }
     free(p->items);
     hk__strmap_free(&p->by_etag);
+    hk__arena_free(&p->strs);
 }
 
 /* Add the files of the listing t under prefix ("build/<variant>") to the plan and to r's files:
@@ -77,7 +76,7 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
         if (k == p->n) {
             if ((rc = HK_VEC_RESERVE(p->items, p->cap, p->n + 1)) != HK_OK) break;
             memset(&p->items[p->n], 0, sizeof *p->items);
-            p->items[p->n].etag = hk__strdup(etag);
+            p->items[p->n].etag = hk__arena_strdup(&p->strs, etag);
             p->items[p->n].size = e->size;
             p->n++;
             if (!p->items[k].etag) {
@@ -86,14 +85,20 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
             }
             if ((rc = hk__strmap_put(&p->by_etag, p->items[k].etag, k))) break;
         }
-        char **np = realloc(p->items[k].paths, (p->items[k].npaths + 1) * sizeof(char *));
-        if (!np || !p->items[k].etag) {
-            free(np == p->items[k].paths ? NULL : np);
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            break;
+        /* path arrays live in the arena too, their capacity the next power of two of npaths (a blob
+         * named by many paths costs O(paths), not O(paths^2)) */
+        size_t np = p->items[k].npaths;
+        if ((np & (np - 1)) == 0) {
+            size_t ncap = np ? 2 * np : 1;
+            char **grown = ncap <= SIZE_MAX / sizeof(char *) ? hk__arena_alloc(&p->strs, ncap * sizeof(char *)) : NULL;
+            if (!grown) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (np) memcpy(grown, p->items[k].paths, np * sizeof(char *));
+            p->items[k].paths = grown;
         }
-        p->items[k].paths = np;
-        if (!(np[p->items[k].npaths] = hk__strdup(e->path))) {
+        if (!(p->items[k].paths[np] = hk__arena_strdup(&p->strs, e->path))) {
             rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
