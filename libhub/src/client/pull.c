@@ -1,9 +1,7 @@
 /* hk_hub_pull: resolve, follow redirects, list, choose the variant(s), download the blobs, stage the
  * variant, verify it against its metadata.json digest and only then publish it into
  * snapshots/<commit>/ and write refs/. Offline: the same answers from the cache.
- * (Just over 600 lines, left whole this stop: the steps live elsewhere already (pull_plan.c,
- * pull_result.c, stage.c, download.c); the staging-and-publishing half, verify_variants to
- * stage_verify_publish, is the piece to move into a file of its own next.) */
+ * (The staging-and-publishing half is in pull_publish.c; the result in pull_result.c.) */
 #include "cache/cache_internal.h"
 #include "util/vec.h"
 #include "client/client.h"
@@ -13,160 +11,13 @@
 #include "client/stage.h"
 #include "util/pathglob.h"
 #include "util/strmap.h"
+#include "util/arena.h"
+#include <stdint.h>
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Digest check of every pulled variant (verification receipts of hub's cache honoured); skip[i]:
- * already checked; fresh: blobs just written. */
-static int verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const bool *partial,
-                           const char *const *fresh, size_t nfresh, unsigned vflags) {
-    for (size_t i = 0; i < r->nvariants; i++) {
-        if (skip && skip[i]) continue;
-        bool has = false, part = partial && partial[i];
-        hk_verify_stats st;
-        /* a variant only partly cached: the files there are hashed, no receipt read or written
-         * (a receipt vouches for a whole variant) */
-        int rc = hk__verify_variant_flags(&has, &st, r->variant_paths[i], part ? NULL : hub->cache_root, false, fresh,
-                                          nfresh, vflags | (part ? HK_VERIFY_PRESENT_ONLY : 0));
-        if (rc) return rc;
-        if (has && r->offline) r->bytes_verified += st.bytes_hashed + st.bytes_fresh;
-        r->bytes_trusted += st.bytes_trusted;
-    }
-    return HK_OK;
-}
-
-/* Offline, a variant some of whose files never arrived (an interrupted pull, or a metadata.json
- * fetched alone) is incomplete, not tampered with: say so, and what completes it. */
-static int offline_variant_complete(const char *vdir, const char *repo, const char *commit, const char *variant) {
-    size_t missing = 0, listed = 0;
-    char *first = NULL;
-    int rc = hk__digest_missing_files(&missing, &listed, &first, vdir);
-    if (rc) { /* no digest to count against: the digest check reports it */
-        hk_clear_error();
-        return HK_OK;
-    }
-    if (missing)
-        rc = hk__fail(HK_ERR_OFFLINE, "offline: build/%s of %s at %.12s is incomplete in the cache (%zu of %zu files "
-                      "missing, e.g. %s): an earlier pull did not finish; pull it online to complete it",
-                      variant, repo, commit, missing, listed, first ? first : "?");
-    free(first);
-    return rc;
-}
-
-/* Is snapshots/<commit>/build/<variant> complete and intact, as its metadata.json digest proves?
- * (A commit never changes, so then no listing or download is needed.) */
-static bool variant_complete_locally(const hk_hub *hub, const char *variant_dir, hk_verify_stats *st,
-                                     unsigned vflags) {
-    bool has = false;
-    memset(st, 0, sizeof *st);
-    char *meta = hk__path_join(variant_dir, "metadata.json");
-    bool present = meta && hk__path_exists(meta);
-    free(meta);
-    if (!present) return false;
-    int rc = hk__verify_variant_flags(&has, st, variant_dir, hub->cache_root, true, NULL, 0, vflags);
-    hk_clear_error();
-    return rc == HK_OK && has;
-}
-
-
-typedef struct complete_ctx {
-    const hk_hub *hub;
-} complete_ctx;
-
-static bool published_complete(const char *variant_dir, void *ud) {
-    hk_verify_stats st;
-    return variant_complete_locally(((complete_ctx *)ud)->hub, variant_dir, &st, 0);
-}
-
-/* Link the verified files of a variant pulled in part into the snapshot one by one (each link is
- * atomic; other files already there stay): the data files first, then the bundle, metadata.json
- * last, so that a reader finding metadata.json finds its signature next to it. */
-static int publish_files(const char *repo_dir, const char *commit, const char *variant, const hk_dl_item *items,
-                         size_t nitems) {
-    char *prefix = hk__asprintf("build/%s", variant);
-    if (!prefix) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    int rc = HK_OK;
-    for (int pass = 0; pass < 3 && rc == HK_OK; pass++)
-        for (size_t i = 0; rc == HK_OK && i < nitems; i++)
-            for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++) {
-                const char *path = items[i].paths[k];
-                size_t pl = strlen(prefix);
-                if (strncmp(path, prefix, pl) != 0 || path[pl] != '/') continue;
-                int want = !hk__pull_variant_metadata_file(path, prefix) ? 0 : hk__str_ends_with(path, ".sigstore") ? 1 : 2;
-                if (want == pass) rc = hk_cache_link_snapshot(repo_dir, commit, path, items[i].etag);
-            }
-    free(prefix);
-    return rc;
-}
-
-/* Stage every file of the variants not yet checked (links to their verified blobs), check each
- * staged variant against its metadata.json digest, and only then publish it into the snapshot.
- * A failure leaves the snapshot as it was. After publishing, the snapshot's copy is checked once
- * more through the verification receipts so that the receipt is written for it (the sha256 blobs,
- * hashed at download or by the staged check, are not read again). */
-static int stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo, const char *repo_dir,
-                                const char *commit, const bool *checked, const bool *partial,
-                                const hk_dl_item *items, size_t nitems, int sigmode) {
-    bool any = false;
-    for (size_t v = 0; v < r->nvariants; v++) any |= !checked[v];
-    if (!any) return HK_OK;
-    hk_stage stage;
-    int rc = hk__stage_open(&stage, hub->cache_root, repo_dir, commit);
-    if (rc) return rc;
-    const char **fresh = calloc(nitems + 1, sizeof *fresh), **sha = calloc(nitems + 1, sizeof *sha);
-    /* per variant: what its staged check hashed, vouching for the published copy's same blobs */
-    hk_receipt **prior = calloc(r->nvariants + 1, sizeof *prior);
-    size_t nfresh = 0, nsha = 0;
-    if (!fresh || !sha || !prior) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; rc == HK_OK && i < nitems; i++) {
-        if (items[i].downloaded || items[i].hashed) fresh[nfresh++] = items[i].etag;
-        if (strlen(items[i].etag) == 64) sha[nsha++] = items[i].etag;
-        for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++)
-            rc = hk__stage_link(&stage, items[i].paths[k], items[i].etag);
-    }
-    for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
-        if (checked[v]) continue;
-        char *sdir = hk__stage_variant_dir(&stage, r->variants[v]);
-        if (!sdir) {
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if (!hk__is_dir(sdir) && hk__mkdirs(sdir, 0777) != HK_OK) rc = hk_last_error_code();
-        /* the signature first: a forged metadata.json never reaches the JSON parser (client/signature.c) */
-        if (rc == HK_OK && (rc = hk__client_check_signature(hub, sigmode, repo, repo_dir, commit, r->variants[v], sdir)))
-            hk__fail_context("nothing of it was published to the snapshot");
-        bool has = false;
-        hk_verify_stats st;
-        if (rc == HK_OK && (rc = hk__verify_variant_prior(&has, &st, sdir, NULL, false, fresh, nfresh,
-                                                          partial[v] ? HK_VERIFY_PRESENT_ONLY : 0, &prior[v])))
-            hk__fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
-                            repo, commit);
-        free(sdir);
-    }
-    complete_ctx cc = {hub};
-    for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
-        if (checked[v]) continue;
-        if (partial[v]) { /* some files only: added to the snapshot's copy, which keeps the others */
-            rc = publish_files(repo_dir, commit, r->variants[v], items, nitems);
-            continue;
-        }
-        if ((rc = hk__stage_publish(&stage, r->variants[v], published_complete, &cc))) break;
-        bool has = false;
-        hk_verify_stats st;
-        if ((rc = hk__verify_variant_prior(&has, &st, r->variant_paths[v], hub->cache_root, true, sha, nsha, 0,
-                                           &prior[v])))
-            hk__fail_context("build/%s of %s at %.12s changed while it was published", r->variants[v], repo, commit);
-    }
-    for (size_t v = 0; prior && v < r->nvariants; v++) hk__receipt_free(prior[v]);
-    free(prior);
-    free(fresh);
-    free(sha);
-    hk__stage_discard(&stage);
-    return rc;
-}
 
 /* What a pull fetches: each blob once, with the repo paths that name it (indexed by etag, so a
  * listing of n files costs O(n), not O(n^2)). */
@@ -174,16 +25,13 @@ typedef struct pull_plan {
     hk_dl_item *items;
     size_t n, cap;
     hk_strmap by_etag;
+    hk_arena strs; /* the items' etags, paths and path arrays: one malloc per 64 KiB, not three per file */
 } pull_plan;
 
 static void plan_free(pull_plan *p) {
-    for (size_t i = 0; i < p->n; i++) {
-        free(p->items[i].etag);
-        for (size_t k = 0; k < p->items[i].npaths; k++) free(p->items[i].paths[k]);
-        free(p->items[i].paths);
-    }
     free(p->items);
     hk__strmap_free(&p->by_etag);
+    hk__arena_free(&p->strs);
 }
 
 /* Add the files of the listing t under prefix ("build/<variant>") to the plan and to r's files:
@@ -228,7 +76,7 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
         if (k == p->n) {
             if ((rc = HK_VEC_RESERVE(p->items, p->cap, p->n + 1)) != HK_OK) break;
             memset(&p->items[p->n], 0, sizeof *p->items);
-            p->items[p->n].etag = hk__strdup(etag);
+            p->items[p->n].etag = hk__arena_strdup(&p->strs, etag);
             p->items[p->n].size = e->size;
             p->n++;
             if (!p->items[k].etag) {
@@ -237,14 +85,20 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
             }
             if ((rc = hk__strmap_put(&p->by_etag, p->items[k].etag, k))) break;
         }
-        char **np = realloc(p->items[k].paths, (p->items[k].npaths + 1) * sizeof(char *));
-        if (!np || !p->items[k].etag) {
-            free(np == p->items[k].paths ? NULL : np);
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            break;
+        /* path arrays live in the arena too, their capacity the next power of two of npaths (a blob
+         * named by many paths costs O(paths), not O(paths^2)) */
+        size_t np = p->items[k].npaths;
+        if ((np & (np - 1)) == 0) {
+            size_t ncap = np ? 2 * np : 1;
+            char **grown = ncap <= SIZE_MAX / sizeof(char *) ? hk__arena_alloc(&p->strs, ncap * sizeof(char *)) : NULL;
+            if (!grown) {
+                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (np) memcpy(grown, p->items[k].paths, np * sizeof(char *));
+            p->items[k].paths = grown;
         }
-        p->items[k].paths = np;
-        if (!(np[p->items[k].npaths] = hk__strdup(e->path))) {
+        if (!(p->items[k].paths[np] = hk__arena_strdup(&p->strs, e->path))) {
             rc = hk__fail(HK_ERR_NOMEM, "out of memory");
             break;
         }
@@ -372,7 +226,7 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         free(rel);
         dropped[i] = chosen == 0 && listed == 0 && patterns;
         if (rc || dropped[i]) continue;
-        if (!patterns && (rc = offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i])))
+        if (!patterns && (rc = hk__pull_offline_variant_complete(r->variant_paths[i], spec->repo_id, commit, r->variants[i])))
             break;
         if (dry) continue; /* a dry run checks no signature: that writes its receipt */
         char *rd = hk__client_local_repo_dir(hub, spec->repo_id, r->revision); /* signature: client/signature.c */
@@ -386,7 +240,7 @@ static int pull_offline(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec
         hk__pull_drop_variants(r, dropped);
     }
     if (rc == HK_OK) rc = hk__pull_file_details(r, NULL, 0);
-    if (rc == HK_OK) rc = verify_variants(r, hub, NULL, partial, NULL, 0, dry ? HK_VERIFY_NO_WRITE : 0);
+    if (rc == HK_OK) rc = hk__pull_verify_variants(r, hub, NULL, partial, NULL, 0, dry ? HK_VERIFY_NO_WRITE : 0);
     free(dropped);
     if (rc == HK_ERR_DIGEST)
         hk__fail_context("offline: cached bytes of %s at %.12s no longer match what was verified (a damaged "
@@ -419,7 +273,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                                                                : NULL;
     hk_verify_stats local_st;
     memset(&local_st, 0, sizeof local_st);
-    bool local_ok = local && variant_complete_locally(hub, local, &local_st, vflags);
+    bool local_ok = local && hk__pull_variant_complete_locally(hub, local, &local_st, vflags);
     if (local_ok) {
         names = calloc(2, sizeof *names);
         if (names) names[0] = hk__strdup(spec.variant);
@@ -465,7 +319,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         hk_verify_stats vs = local_st;
         size_t chosen = 0, all = 0;
         if (!force && ((local_ok && strcmp(r->variants[v], spec.variant) == 0) ||
-                       variant_complete_locally(hub, r->variant_paths[v], &vs, vflags))) {
+                       hk__pull_variant_complete_locally(hub, r->variant_paths[v], &vs, vflags))) {
             /* warm: the commit's variant is here and matches its digest */
             hk__log(HK_LOG_DEBUG, "%s is complete in the cache; nothing to fetch", r->variant_paths[v]);
             size_t from = r->nfiles;
@@ -507,7 +361,7 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
             hk_progress p = {"verify", NULL, 0, 0, 0, (uint32_t)r->nvariants, 0};
             hub->progress(hub->progress_ud, &p);
         }
-        rc = stage_verify_publish(r, hub, repo, repo_dir, commit, checked, partial, plan.items, plan.n, tg->signature);
+        rc = hk__pull_stage_verify_publish(r, hub, repo, repo_dir, commit, checked, partial, plan.items, plan.n, tg->signature);
     }
     if (rc == HK_OK) rc = hk__pull_file_details(r, plan.items, plan.n);
     if (rc == HK_OK) hk__pull_drop_variants(r, dropped);

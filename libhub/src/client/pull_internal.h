@@ -60,4 +60,21 @@ int hk__pull_file_details(hk_pull_result *r, const hk_dl_item *items, size_t nit
 /* Take the variants none of whose files the patterns chose out of the result. */
 void hk__pull_drop_variants(hk_pull_result *r, const bool *dropped);
 
+/* ---- staging, verifying and publishing the pulled variants (pull_publish.c) ---------------- */
+struct hk_verify_stats;
+/* Digest check of every pulled variant (receipts of hub's cache honoured); skip[i]: already
+ * checked; partial[i]: only the files present are hashed; fresh: blobs just written. */
+int hk__pull_verify_variants(hk_pull_result *r, const hk_hub *hub, const bool *skip, const bool *partial,
+                             const char *const *fresh, size_t nfresh, unsigned vflags);
+/* Offline: HK_ERR_OFFLINE when files the variant's digest lists are missing from vdir. */
+int hk__pull_offline_variant_complete(const char *vdir, const char *repo, const char *commit, const char *variant);
+/* Is the published variant_dir complete and intact as its metadata.json digest proves? */
+bool hk__pull_variant_complete_locally(const hk_hub *hub, const char *variant_dir, struct hk_verify_stats *st,
+                                       unsigned vflags);
+/* Stage the files of the variants not checked[], check each staged variant's signature (sigmode)
+ * and digest, then publish it (partial[v]: file by file). A failure leaves the snapshot as it was. */
+int hk__pull_stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *repo, const char *repo_dir,
+                                  const char *commit, const bool *checked, const bool *partial,
+                                  const hk_dl_item *items, size_t nitems, int sigmode);
+
 #endif
