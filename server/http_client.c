@@ -207,17 +207,30 @@ static bool walk_headers(hop_walk *w, struct MHD_Connection *c, const char *name
     return h.n > 0;
 }
 
-bool srv_request_client(char *out, size_t cap, const srv_server *srv, struct MHD_Connection *c) {
+bool srv_request_client_addr(srv_client_addr *out, const srv_server *srv, struct MHD_Connection *c) {
     hop_walk w = {.srv = srv};
     if (!peer_addr(&w.family, w.a, c)) {
-        snprintf(out, cap, "?");
+        out->family = 0; /* unknown: its text is "?" */
         return false;
     }
     bool via_proxy = srv->n_proxies && trusted(srv, w.family, w.a);
     /* X-Forwarded-For first (nginx's $proxy_add_x_forwarded_for); Forwarded only without it. A
      * proxy that writes Forwarded must drop a client's X-Forwarded-For (docs/serve.md). */
     if (via_proxy && !walk_headers(&w, c, "X-Forwarded-For", false)) walk_headers(&w, c, "Forwarded", true);
-    addr_text(out, cap, w.family, w.a);
+    out->family = w.family;
+    memcpy(out->a, w.a, sizeof out->a);
+    return via_proxy;
+}
+
+void srv_client_addr_text(char *out, size_t cap, const srv_client_addr *a) {
+    if (a->family) addr_text(out, cap, a->family, a->a);
+    else snprintf(out, cap, "?");
+}
+
+bool srv_request_client(char *out, size_t cap, const srv_server *srv, struct MHD_Connection *c) {
+    srv_client_addr a;
+    bool via_proxy = srv_request_client_addr(&a, srv, c);
+    srv_client_addr_text(out, cap, &a);
     return via_proxy;
 }
 

@@ -15,6 +15,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* The client's address as text, formatted once and only where a log line or a per-address key
+ * asks for it: most requests never need it. */
+static const char *ctx_client(req_ctx *ctx) {
+    if (!ctx->client[0]) srv_client_addr_text(ctx->client, sizeof ctx->client, &ctx->peer);
+    return ctx->client;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -33,12 +40,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->cache_control = (const char (*)[64])srv->cache_control;
         ctx->route = MET_OTHER;
         ctx->tokens = srv->n_tokens > 0;
-        bool via_proxy = srv_request_client(ctx->client, sizeof ctx->client, srv, c);
+        bool via_proxy = srv_request_client_addr(&ctx->peer, srv, c);
         /* behind a trusted proxy the limit counts each forwarded client's requests in flight (the
          * proxy's own connections are shared by its clients); direct peers' connections are counted
          * by the guard */
         if (via_proxy && srv->per_ip) {
-            ctx->counted = srv_addr_acquire(srv->per_ip, ctx->client);
+            ctx->counted = srv_addr_acquire(srv->per_ip, ctx_client(ctx));
             ctx->over_limit = !ctx->counted;
         }
         *con_cls = ctx;
@@ -52,12 +59,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (ctx->over_limit) {
         hk__log(HK_LOG_INFO, "refusing a request of %s: it has %u in flight already (--max-connections-per-ip)",
-                ctx->client, srv->per_ip_limit);
+                ctx_client(ctx), srv->per_ip_limit);
         up_answer busy = {.status = 429, .retry_after = 1};
-        snprintf(busy.msg, sizeof busy.msg, "Too many requests in flight from %s; retry later", ctx->client);
+        snprintf(busy.msg, sizeof busy.msg, "Too many requests in flight from %s; retry later", ctx_client(ctx));
         return srv_send_up_answer(c, ctx, &busy, NULL);
     }
-    srv_up_begin(srv, c, ctx->client, &ctx->up);
+    srv_up_begin(srv, c, srv->up ? ctx_client(ctx) : NULL, &ctx->up); /* the edge keys budgets on it */
     enum MHD_Result ret = srv_dispatch(srv, c, ctx, url, method);
     if (srv_up_end()) {
         /* a miss: its step goes to the transfer threads and this connection is suspended until the
@@ -77,7 +84,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req_ctx *ctx = *con_cls;
     if (!ctx) return;
     srv_conn_guard_request_done(c);
-    if (ctx->counted) srv_addr_release(srv->per_ip, ctx->client);
+    if (ctx->counted) srv_addr_release(srv->per_ip, ctx_client(ctx));
     srv_metrics_count(&srv->metrics, ctx->route, ctx->status, ctx->bytes);
     srv_metrics_mark(&srv->metrics, ctx->mark);
     static const char *const marks[] = {"", " hit", " miss", " coalesced", " stale"};
@@ -85,7 +92,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         double ms = (double)(now.tv_sec - ctx->start.tv_sec) * 1e3 + (double)(now.tv_nsec - ctx->start.tv_nsec) / 1e6;
-        hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s%s", ctx->client, ctx->method, ctx->url ? ctx->url : "?",
+        hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s%s", ctx_client(ctx), ctx->method, ctx->url ? ctx->url : "?",
                ctx->status, (unsigned long long)ctx->bytes, ms, marks[ctx->mark],
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
     }

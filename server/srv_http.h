@@ -103,9 +103,17 @@ struct srv_server {
 #endif
 };
 
+/* A client's address: AF_INET (4 bytes) or AF_INET6 (16), IPv4-mapped ones unmapped; family 0
+ * when unknown. */
+typedef struct srv_client_addr {
+    int family;
+    unsigned char a[16];
+} srv_client_addr;
+
 typedef struct req_ctx {
     char method[8];
-    char client[48];    /* the client's address (forwarded by a trusted proxy, else the peer) */
+    srv_client_addr peer; /* the client (forwarded by a trusted proxy, else the peer) */
+    char client[48];    /* its text, formatted on first use (srv_ctx_client); "" until then */
     bool counted;       /* holds a slot of the per-address limit (a proxied request) */
     bool over_limit;    /* a proxied request past the per-address limit: answered 429 */
     char *url; /* sanitised, for the access log */
@@ -340,6 +348,10 @@ bool srv_peer_is_proxy(const srv_server *srv, struct MHD_Connection *c);
  * Forwarded for=) address that is not itself a trusted proxy; otherwise the peer. Returns whether
  * the peer is a trusted proxy. */
 bool srv_request_client(char *out, size_t cap, const srv_server *srv, struct MHD_Connection *c);
+/* The same address kept binary (no inet_ntop per request); srv_client_addr_text formats it when a
+ * log line or a per-address key needs it. */
+bool srv_request_client_addr(srv_client_addr *out, const srv_server *srv, struct MHD_Connection *c);
+void srv_client_addr_text(char *out, size_t cap, const srv_client_addr *a);
 /* Counts per address under a limit (> 0): acquire takes one unless `key` holds `limit` already. */
 int srv_addr_count_new(srv_addr_count **out, unsigned limit);
 void srv_addr_count_free(srv_addr_count *t);

@@ -56,3 +56,45 @@ def test_kept_refs_follow_every_write(tmp_path):
         assert sorted(b["name"] for b in json.loads(body)["branches"]) == ["added", "other"]
         assert get(conn, f"/kernels/{REPO}/resolve/added/a.txt") == (200, b"three\n")
         conn.close()
+
+
+def test_kept_refs_answer_sees_same_second_same_size_rewrites(tmp_path):
+    """The refs answer itself is kept (server/http_memo.c, proven by store_refs.c's view number):
+    a ref rewritten in place with the same size, twice within one second, and a `hubkern publish`
+    while the server runs are each seen by the very next request, with and without include_prs."""
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    ref = store / "kernels--org--memo" / "refs" / "main"
+
+    def branches(conn, q=""):
+        st, body = get(conn, f"/api/kernels/{REPO}/refs{q}")
+        assert st == 200
+        return {b["name"]: b["targetCommit"] for b in json.loads(body)["branches"]}
+
+    with Server(store) as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        time.sleep(RACY_WINDOW_S)
+        for q in ("", "?include_prs=1", ""):  # built once per query, then the kept answer
+            assert branches(conn, q) == {"main": c1, "other": c2}
+        # same size, same inode, within one second, mtime even put back: ctime still moves
+        st0 = os.stat(ref)
+        for want in (c2, c1, c2):
+            with open(ref, "r+") as fh:
+                fh.write(want)
+            os.utime(ref, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+            assert branches(conn) == {"main": want, "other": c2}
+            assert branches(conn, "?include_prs=1") == {"main": want, "other": c2}
+        time.sleep(RACY_WINDOW_S)
+        assert branches(conn) == {"main": c2, "other": c2}  # kept again
+        with open(ref, "r+") as fh:
+            fh.write(c1)
+        assert branches(conn) == {"main": c1, "other": c2}
+        # a publish through `hubkern publish` while the server runs: the next answer has it
+        time.sleep(RACY_WINDOW_S)
+        assert branches(conn) == {"main": c1, "other": c2}
+        (src / "a.txt").write_bytes(b"four\n")
+        c4 = publish(str(src), REPO, "other", str(store))
+        assert branches(conn) == {"main": c1, "other": c4}
+        c5 = publish(str(src), REPO, "fresh", str(store))
+        assert branches(conn, "?include_prs=1") == {"main": c1, "other": c4, "fresh": c5}
+        conn.close()
