@@ -911,6 +911,32 @@ static void test_answer_memo_threads(void) {
 }
 
 #ifdef HK_TEST_HOOKS
+/* A child process that takes the lock at path, says so on held_w, holds it hold_ms, releases it
+ * (unlock and close, as srv_up_unlock does) and writes when it had on rel_w (-1: none); returns its
+ * pid once the lock is held. */
+static pid_t hold_lock_elsewhere(const char *path, long hold_ms, int rel_w) {
+    int held[2];
+    if (pipe(held) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_RDWR);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+        char c = 1;
+        if (write(held[1], &c, 1) != 1) _exit(1);
+        struct timespec ts = {hold_ms / 1000, (hold_ms % 1000) * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        flock(fd, LOCK_UN);
+        close(fd);
+        double t = now_s();
+        if (rel_w >= 0 && write(rel_w, &t, sizeof t) != sizeof t) _exit(1);
+        _exit(0);
+    }
+    char c;
+    if (pid < 0 || read(held[0], &c, 1) != 1) pid = -1;
+    close(held[0]), close(held[1]);
+    return pid;
+}
+
 /* The cross-process lock of the pull-through tier wakes its waiter when the holder lets go, not on
  * a poll's turn (upstream_lock.c): with the waiter's own checks 3 s apart, another process holds
  * the lock 150 ms and releases it (unlock and close, as srv_up_unlock does); the waiter holds it
@@ -929,24 +955,10 @@ static void test_up_lock_wakes(const char *dir) {
     srv_up_unlock(first);
     srv_up_lock_test_hooks(3000, NULL);
     for (int r = 0; r < 3; r++) {
-        int held[2], rel[2];
-        CHECK(pipe(held) == 0 && pipe(rel) == 0);
-        pid_t pid = fork();
-        if (pid == 0) {
-            int fd = open(lock, O_RDWR);
-            if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
-            char c = 1;
-            if (write(held[1], &c, 1) != 1) _exit(1);
-            struct timespec ts = {0, 150 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-            flock(fd, LOCK_UN);
-            close(fd);
-            double t = now_s();
-            if (write(rel[1], &t, sizeof t) != sizeof t) _exit(1);
-            _exit(0);
-        }
-        char c;
-        CHECK(read(held[0], &c, 1) == 1);
+        int rel[2];
+        CHECK(pipe(rel) == 0);
+        pid_t pid = hold_lock_elsewhere(lock, 150, rel[1]);
+        CHECK(pid > 0);
         unsigned turns0, turns1;
         srv_up_lock_test_hooks(0, &turns0);
         int fd = srv_up_lock(&u, root, "models/repo", "k", 10.0);
@@ -962,31 +974,18 @@ static void test_up_lock_wakes(const char *dir) {
         int st = 0;
         waitpid(pid, &st, 0);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        close(held[0]), close(held[1]), close(rel[0]), close(rel[1]);
+        close(rel[0]), close(rel[1]);
     }
     srv_up_lock_test_hooks(100, NULL);
     /* held elsewhere and the mirror stopping: the wait is given up (-2), well before its 5 s */
-    int held[2];
-    CHECK(pipe(held) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(lock, O_RDWR);
-        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
-        char c = 1;
-        if (write(held[1], &c, 1) != 1) _exit(1);
-        struct timespec ts = {3, 0};
-        nanosleep(&ts, NULL);
-        _exit(0);
-    }
-    char c;
-    CHECK(read(held[0], &c, 1) == 1);
+    pid_t pid = hold_lock_elsewhere(lock, 3000, -1);
+    CHECK(pid > 0);
     atomic_store(&u.stopping, true);
     double t0 = now_s();
     CHECK(srv_up_lock(&u, root, "models/repo", "k", 5.0) == -2);
     CHECK(now_s() - t0 < 1.0);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    close(held[0]), close(held[1]);
 }
 #endif
 
