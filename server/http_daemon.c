@@ -298,7 +298,7 @@ int srv_start(srv_server **out, const srv_config *cfg) {
     if (!s) return hk__fail(HK_ERR_NOMEM, "out of memory");
     int rc = srv_store_open(&s->store, cfg->cache_dir, cfg->lfs_threshold);
     if (rc == HK_OK) rc = take_config(s, cfg);
-    if (rc == HK_OK && !s->up) rc = srv_memo_new(&s->memo, HK_SRV_MEMO_BYTES); /* the edge keeps its own */
+    if (rc == HK_OK) rc = srv_memo_new(&s->memo, HK_SRV_MEMO_BYTES);
     const char *host = cfg->host && *cfg->host ? cfg->host : "127.0.0.1";
     int fd = -1;
     if (rc == HK_OK) rc = listen_socket(&fd, &s->port, host, cfg->port);

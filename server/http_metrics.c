@@ -1,6 +1,7 @@
 /* Counters for operators and GET /metrics in the Prometheus text format (version 0.0.4): requests
  * by route and status, bytes served, content hits / misses / coalesced waits / stale answers, and
- * the upstream side (fetches, bytes, errors, rejected lies, rate limits). Lock-free counters. */
+ * the upstream side (fetches, bytes, errors, rejected lies, rate limits), the answer memo's use.
+ * Lock-free counters. */
 #include "server/srv_http.h"
 
 #include <stdlib.h>
@@ -76,4 +77,40 @@ char *srv_metrics_text(const srv_metrics *m) {
                   (unsigned long long)atomic_load(&m->up_errors), (unsigned long long)atomic_load(&m->up_rejected),
                   (unsigned long long)atomic_load(&m->up_rate_limited));
     return hk__sb_steal(&sb);
+}
+
+enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx) {
+    char *text = srv_metrics_text(&srv->metrics);
+    if (text && srv->memo) { /* the answer memo's use (http_memo.c) */
+        size_t bytes, entries;
+        uint64_t hits, misses;
+        srv_memo_stats(srv->memo, &bytes, &entries, &hits, &misses);
+        char *more = hk__asprintf("%s# HELP hubkern_answer_memo_total Answers looked up in the memo of finished answers, by outcome.\n"
+                                  "# TYPE hubkern_answer_memo_total counter\n"
+                                  "hubkern_answer_memo_total{result=\"hit\"} %llu\nhubkern_answer_memo_total{result=\"miss\"} %llu\n"
+                                  "# HELP hubkern_answer_memo_bytes Bytes of finished answers kept (headers estimated).\n"
+                                  "# TYPE hubkern_answer_memo_bytes gauge\nhubkern_answer_memo_bytes %zu\n",
+                                  text, (unsigned long long)hits, (unsigned long long)misses, bytes);
+        free(text);
+        text = more;
+    }
+    if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes) and the queue's depth made visible */
+        char *more = hk__asprintf("%s# HELP hubkern_upstream_memo_bytes Bytes of passed-through answers held in memory.\n"
+                                  "# TYPE hubkern_upstream_memo_bytes gauge\nhubkern_upstream_memo_bytes %llu\n"
+                                  "# HELP hubkern_upstream_queue Distinct upstream misses in flight (running or queued).\n"
+                                  "# TYPE hubkern_upstream_queue gauge\nhubkern_upstream_queue %u\n",
+                                  text, (unsigned long long)srv_up_memo_bytes(srv->up), srv_up_queue_depth(srv->up));
+        free(text);
+        text = more;
+    }
+    if (!text) return MHD_NO;
+    size_t len = strlen(text);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    return srv_queue(c, ctx, 200, r, len);
 }

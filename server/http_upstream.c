@@ -1,6 +1,6 @@
 /* The pull-through hooks the routes call (the upstream side is in upstream_*.c): revisions brought
  * into the store before it resolves them, upstream refusals answered the Hub's way with
- * Retry-After, refs and organization overviews passed through, the access-log mark, /metrics. */
+ * Retry-After, refs and organization overviews passed through, the access-log mark. */
 #include "server/srv_http.h"
 
 #include <stdio.h>
@@ -98,29 +98,6 @@ void srv_up_begin(srv_server *srv, struct MHD_Connection *c, const char *client,
 bool srv_up_end(void) {
     srv_up_client_set(-1, NULL);
     return srv_up_req_leave();
-}
-
-enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx) {
-    char *text = srv_metrics_text(&srv->metrics);
-    if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes) and the queue's depth made visible */
-        char *more = hk__asprintf("%s# HELP hubkern_upstream_memo_bytes Bytes of passed-through answers held in memory.\n"
-                                  "# TYPE hubkern_upstream_memo_bytes gauge\nhubkern_upstream_memo_bytes %llu\n"
-                                  "# HELP hubkern_upstream_queue Distinct upstream misses in flight (running or queued).\n"
-                                  "# TYPE hubkern_upstream_queue gauge\nhubkern_upstream_queue %u\n",
-                                  text, (unsigned long long)srv_up_memo_bytes(srv->up), srv_up_queue_depth(srv->up));
-        free(text);
-        text = more;
-    }
-    if (!text) return MHD_NO;
-    size_t len = strlen(text);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    return srv_queue(c, ctx, 200, r, len);
 }
 
 bool srv_route_up(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,

@@ -89,7 +89,7 @@ struct srv_server {
     bool access_log;
     unsigned char lfs_key[32];
     srv_upstream *up;    /* NULL: no pull-through */
-    srv_memo *memo;      /* finished answers kept for reuse (http_memo.c); NULL with --upstream */
+    srv_memo *memo;      /* finished answers kept for reuse (http_memo.c) */
     unsigned rev_ttl;   /* max-age of branch-addressed answers */
     /* Cache-Control values, made once (not formatted per answer): [0] commit-addressed (immutable),
      * [1] branch-addressed (max-age = rev_ttl); private when the mirror needs tokens */

@@ -155,3 +155,47 @@ def test_kept_tree_pages_follow_the_listing(tmp_path):
         assert [e["path"] for e in json.loads(r.read())] == ["d/b.txt"] and "cursor=3" in r.getheader("Link", "")
         assert names(tree + "/d?cursor=3") == ["d/c.txt"]
         conn.close()
+
+
+def memo_hits(conn):
+    st, body = get(conn, "/metrics")
+    assert st == 200
+    for line in body.decode().splitlines():
+        if line.startswith('hubkern_answer_memo_total{result="hit"}'):
+            return int(line.split()[-1])
+    raise AssertionError("no answer memo in /metrics")
+
+
+def test_edge_kept_answers_follow_upstream(tmp_path):
+    """A pull-through edge keeps its finished answers too, proven against its own store exactly as
+    the mirror's: a branch that moves upstream is seen once the revision TTL has passed (the kept
+    answer of the old commit is not reused for the branch), the old commit still answers its bytes,
+    and the memo is really in use (its hits in /metrics grow on warm requests)."""
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    (tmp_path / "edge").mkdir()
+    by_c1, by_main = f"/kernels/{REPO}/resolve/{c1}/a.txt", f"/kernels/{REPO}/resolve/main/a.txt"
+    tree = f"/api/kernels/{REPO}/tree/{c1}"
+    with Server(store) as origin, Server(tmp_path / "edge", "--upstream", origin.url, "--revision-ttl", "1") as edge:
+        u = urllib.parse.urlparse(edge.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        for x in (by_c1, by_main):
+            assert get(conn, x) == (200, b"one\n")  # fetched from the origin
+        assert get(conn, tree)[0] == 200
+        time.sleep(RACY_WINDOW_S)  # the edge's new files settle: their answers are kept from now on
+        h0 = memo_hits(conn)
+        for _ in range(3):
+            for x in (by_c1, by_main):
+                assert get(conn, x) == (200, b"one\n")
+            assert get(conn, tree)[0] == 200
+        assert memo_hits(conn) - h0 >= 4, "warm edge requests not answered from the memo"
+
+        (src / "a.txt").write_bytes(b"three\n")
+        publish(str(src), REPO, "main", str(store))  # the branch moves on the origin
+        time.sleep(1.5)  # past the edge's revision TTL
+        assert get(conn, by_main) == (200, b"three\n")
+        assert get(conn, by_c1) == (200, b"one\n")
+        time.sleep(RACY_WINDOW_S)
+        for _ in range(2):
+            assert get(conn, by_main) == (200, b"three\n")
+            assert get(conn, by_c1) == (200, b"one\n")
+        conn.close()
