@@ -43,11 +43,15 @@ int sm_count_cached() {
 // with either plan can share one workspace), then the partial O rows, then their LSEs.
 size_t counter_bytes(int batch, int q_len, int hq) { return (((size_t)batch * q_len * hq * 4) + 15) & ~(size_t)15; }
 
-// The balanced plan's grid (decode_plan.cuh): one CTA per SM. Two hid segment changes better
-// on ragged batches (results/v12b_ragged.txt: +1-8 points of copy) but cost uniform batches
-// 4-7 % (the aligned pairs then share SMs with idle CTAs' slots); the workspace is sized for two
-// (HK_ATTN_DECODE_CPS=2 in test builds).
-constexpr int kBalancedCtasPerSm = 1, kBalancedCtasPerSmMax = 2;
+// The balanced plan's grid (decode_plan.cuh): one CTA per SM while the batch has at most one
+// pair per SM, two from more pairs on. Two CTAs an SM hide one CTA's segment change behind the
+// other's streaming: with more pairs than SMs every CTA of a one-per-SM grid changes segment at
+// least once (results/v12c_ragged.txt, v19s/ragged_s.txt: +7-13 points of copy on those rows);
+// with fewer, a grid of one per SM gives each pair about one CTA and no change, and two per SM
+// only cut pairs in more segments (uniform 8k on 16-token pages: 81 vs 88 % of copy). The
+// workspace is sized for two (HK_ATTN_DECODE_CPS=1|2 in test builds forces either).
+constexpr int kBalancedCtasPerSmMax = 2;
+int balanced_ctas_per_sm(long pairs, int sms) { return pairs > sms ? 2 : 1; }
 // From this many pairs per SM on, one CTA per pair in hardware-scheduled waves (the uniform plan
 // with one split) measured better than the balanced plan (B64 x 8 heads: 0.94-1.0x, B128 x 8:
 // 0.93x; results/v12b_ragged.txt).
@@ -159,10 +163,10 @@ int decode_run(DecodeParams &p, void *out, float *lse, const void *q, const int3
     // The balanced plan when splits are allowed and the workspace holds its partials; else
     // uniform splits of max_seqlen_k
     const int sms = sm_count_cached(), cps = hk_attn_knob_decode_cps();
-    const int ctas = sms * (cps ? cps : kBalancedCtasPerSm);
+    const long pairs = (long)batch * hkv * decode_nchunks(rows);
+    const int ctas = sms * (cps ? cps : balanced_ctas_per_sm(pairs, sms));
     const size_t cbytes = counter_bytes(batch, q_len, hq);
     const size_t bal_rows = balanced_rows(batch, hkv, rows, ctas);
-    const long pairs = (long)batch * hkv * decode_nchunks(rows);
     p.balanced = num_splits > 1 && tiles >= 1 && hk_attn_knob_decode_balanced() && workspace &&
                  (pairs < (long)kBalancedMaxPairsPerSm * sms || cps) &&
                  aligned16(workspace) && workspace_bytes >= cbytes + bal_rows * (size_t)(d + 1) * 4;
@@ -171,6 +175,7 @@ int decode_run(DecodeParams &p, void *out, float *lse, const void *q, const int3
         // (NOTES.md v3/v10: one per SM for contiguous and TMA caches, two for cp.async pages)
         p.ctas = ctas, p.ctas_aligned = sms * (mode == kPaged ? 2 : 1);
         p.rows_chunk = decode_rows_chunk(rows);
+        p.seg_tiles = hk_attn_knob_decode_seg_cost();  // -1: the tile's default (decode_tile.cuh)
     }
     if (num_splits > tiles) num_splits = tiles > 0 ? tiles : 1;
     const int split_keys = ((tiles + num_splits - 1) / num_splits) * bn;

@@ -8,6 +8,7 @@
 //   HK_ATTN_DECODE_TMA=0|all      paged decode on cp.async / contiguous caches through the TMA too
 //   HK_ATTN_DECODE_PLAN=uniform   decode splits of max_seqlen_k instead of the balanced plan
 //   HK_ATTN_DECODE_CPS=1|2        CTAs per SM of the balanced plan's grid
+//   HK_ATTN_DECODE_SEG_COST=<n>   the balanced plan's fixed cost of a pair, in key tiles
 #ifndef HK_ATTN_KNOBS_H
 #define HK_ATTN_KNOBS_H
 
@@ -91,8 +92,8 @@ inline int hk_attn_knob_decode_balanced() {
 #endif
 }
 
-// CTAs per SM of the balanced plan's grid (HK_ATTN_DECODE_CPS=1|2); 0: the default (1). Read at
-// every call in test builds.
+// CTAs per SM of the balanced plan's grid (HK_ATTN_DECODE_CPS=1|2); 0: the default (picked from
+// the batch's pairs per SM). Read at every call in test builds.
 inline int hk_attn_knob_decode_cps() {
 #ifdef HK_TEST_HOOKS
     const char *e = getenv("HK_ATTN_DECODE_CPS");
@@ -100,6 +101,18 @@ inline int hk_attn_knob_decode_cps() {
     return v >= 1 && v <= 2 ? v : 0;
 #else
     return 0;
+#endif
+}
+
+// The balanced plan's fixed cost of a (sequence, kv head) pair in key tiles
+// (HK_ATTN_DECODE_SEG_COST=0..64); -1: the default. Read at every call in test builds.
+inline int hk_attn_knob_decode_seg_cost() {
+#ifdef HK_TEST_HOOKS
+    const char *e = getenv("HK_ATTN_DECODE_SEG_COST");
+    const int v = e && *e ? atoi(e) : -1;
+    return v >= 0 && v <= 64 ? v : -1;
+#else
+    return -1;
 #endif
 }
 

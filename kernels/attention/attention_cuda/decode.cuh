@@ -27,8 +27,9 @@ struct DecodeParams {
     float *ws_o, *ws_lse;  // [nsplits][batch][q_len][hq]([D])
     int *counters;         // [batch][hkv][nchunks] arrivals per CTA group (zero between calls)
     // the balanced plan (decode_plan.cuh): grid of ctas CTAs; a uniform batch with at most
-    // ctas_aligned pairs runs one CTA per pair; partial slots of rows_chunk rows
-    int balanced, ctas, ctas_aligned, rows_chunk;
+    // ctas_aligned pairs runs one CTA per pair; partial slots of rows_chunk rows; seg_tiles: a
+    // pair's fixed cost (its setup, pipeline fill and epilogue) in key tiles, -1 for DecodeTile's
+    int balanced, ctas, ctas_aligned, rows_chunk, seg_tiles;
     // FP8 caches (kv_fp8 = 1; kc/vc hold e4m3fn codes, strides in bytes): the scales, device
     // pointers, [1] or [hkv] (scale_per_head)
     int kv_fp8, scale_per_head;

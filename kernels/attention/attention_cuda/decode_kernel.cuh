@@ -536,7 +536,7 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
     }
 #endif
     __shared__ DecodePlanState plan;
-    decode_plan_init<TL::BN, TL::NTH>(p, plan);
+    decode_plan_init<TL::BN, TL::NTH, TL::SEG_TILES>(p, plan);
     while (decode_plan_next<TL::BN>(p, plan))
         decode_segment<TL, BF16>(p, plan.seg, smem, kv_base, full_bar, s_red, s_last, gt);
 }

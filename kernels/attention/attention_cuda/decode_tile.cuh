@@ -37,6 +37,10 @@ struct DecodeTile {
     static constexpr int PIPE = STAGES * BN * D * EB * 2 + (TMA ? 1024 : 0);
     static constexpr int COMB = NW * 16 * MT * (D + 2) * 4;
     static constexpr int SMEM = 16 * MT * D * 2 + (PIPE > COMB ? PIPE : COMB);
+    // the balanced plan's fixed cost of a pair (decode_plan.cuh), in key tiles: a segment's
+    // setup, pipeline fill and epilogue (warp merge, partial store, fence, counter, the last
+    // one's merge) take a few microseconds, in which one CTA per SM streams about SEG_BYTES
+    static constexpr int SEG_BYTES = 96 << 10, SEG_TILES = (SEG_BYTES + 2 * TB - 1) / (2 * TB);
 
     // byte offset of 16-byte chunk c of key row r in a K or V tile
     // (TMA: the swizzle phase is the index of the 128-byte unit, so at D=128 8 consecutive rows

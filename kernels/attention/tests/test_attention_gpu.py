@@ -445,7 +445,17 @@ def main():
     test_decode("bf16 D128 paged16 q1 ragged B3 one long (128k)", [131072, 5, 700], 1, 32, 8, 128, torch.bfloat16, "paged", 16)
     os.environ["HK_ATTN_DECODE_CPS"] = "1"
     test_decode("bf16 D128 paged32 q1 ragged B66, 1 CTA per SM", ragged(64, 16, 20000), 1, 32, 8, 128, torch.bfloat16, "paged", 32)
+    # a uniform batch of more pairs than the grid's CTAs but fewer than the cp.async wave's
+    # (192 pairs, 1 CTA per SM): aligned only if every pair has a CTA of its own
+    test_decode("bf16 D128 paged48 q1 32/8 uniform B24 4k, 1 CTA per SM", [4096] * 24, 1, 32, 8, 128, torch.bfloat16, "paged", 48)
     del os.environ["HK_ATTN_DECODE_CPS"]
+    test_decode("bf16 D128 paged48 q1 32/8 uniform B24 4k", [4096] * 24, 1, 32, 8, 128, torch.bfloat16, "paged", 48)
+    # the pairs' fixed cost in the plan: none (tiles only), and one odd and large
+    for cost in ("0", "13"):
+        os.environ["HK_ATTN_DECODE_SEG_COST"] = cost
+        test_decode(f"bf16 D128 paged16 q1 ragged B66, pair cost {cost} tiles", ragged(64, 1, 30000), 1, 32, 8, 128, torch.bfloat16, "paged", 16)
+        test_decode(f"bf16 D128 bshd q4 ragged B34, pair cost {cost} tiles", ragged(32, 1, 9000), 4, 32, 8, 128, torch.bfloat16, "bshd")
+        del os.environ["HK_ATTN_DECODE_SEG_COST"]
     os.environ["HK_ATTN_DECODE_PLAN"] = "uniform"
     test_decode("bf16 D128 paged32 q1 ragged B66, uniform plan", ragged(64, 16, 20000), 1, 32, 8, 128, torch.bfloat16, "paged", 32)
     test_decode("bf16 D128 paged16 q2 32/8 forced 7 splits, uniform plan", sl, 2, 32, 8, 128, torch.bfloat16, "paged", 16, 7)
