@@ -302,6 +302,7 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
      * or copy of a name per file beside the digest list's */
     walk w = {&dl, calloc(dl.n + 1, sizeof *w.st), NULL, 0, 0, HK_OK};
     if (!w.st) w.rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (!w.rc && now) w.rc = hk__receipt_reserve(now, dl.n); /* at most one entry per listed file */
     walk_dir(&w, variant_dir, "", 0);
     const char **fresh_set = NULL;
     size_t nfresh_set = 0; /* only a SHA-256 name can stand for a file's hash; none: no link is read */
@@ -391,7 +392,8 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
     free(w.st);
     hk__sb_free(&msg);
     hk__digest_list_free(&dl);
-    if (!borrowed) hk__receipt_free(old);
+    hk__receipt_free(old);
+    if (borrowed) *io_prior = NULL; /* the staged check's receipt has done its work: not held through the save */
     if (rpath && (flags & HK_VERIFY_NO_WRITE)) {
         /* read-only: what the receipt vouched for was used, nothing recorded */
     } else if (rpath && rc) {
