@@ -207,6 +207,8 @@ typedef struct hk_digest_list {
  * has_digest false: no digest; HK_ERR_DIGEST: an unknown algorithm, no files object, a name listed
  * twice. The list is filled as far as it got (free it in every case). */
 int hk__digest_list_parse(hk_digest_list *out, const char *text, size_t len, const char *what);
+/* The same, taking text over (freed once it is parsed, before the list is copied out of it). */
+int hk__digest_list_parse_owned(hk_digest_list *out, char *text, size_t len, const char *what);
 /* The entry for rel, or NULL. */
 const hk_digest_entry *hk__digest_list_find(const hk_digest_list *l, const char *rel);
 void hk__digest_list_free(hk_digest_list *l);

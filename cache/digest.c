@@ -271,8 +271,7 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
         hk__hex(meta_sha, d, hk__hasher_finish(mh, d));
     }
     hk_digest_list dl;
-    rc = hk__digest_list_parse(&dl, text, tlen, variant_dir);
-    free(text);
+    rc = hk__digest_list_parse_owned(&dl, text, tlen, variant_dir);
     free(mpath);
     if (rc) {
         hk__digest_list_free(&dl);

@@ -33,9 +33,11 @@ static int take_files(hk_digest_list *out, cJSON *files) {
     return HK_OK;
 }
 
-int hk__digest_list_parse(hk_digest_list *out, const char *text, size_t len, const char *what) {
+/* owned: text is freed as soon as cJSON has parsed it (7 MB less while a 100k-file list is copied) */
+static int parse(hk_digest_list *out, char *owned, const char *text, size_t len, const char *what) {
     memset(out, 0, sizeof *out);
     cJSON *root = cJSON_ParseWithLength(text, len);
+    free(owned);
     if (!root) return hk__fail(HK_ERR_PARSE, "%s/metadata.json is not valid JSON", what);
     cJSON *dg = cJSON_GetObjectItemCaseSensitive(root, "digest");
     if (!cJSON_IsObject(dg)) { /* no digest: has_digest stays false */
@@ -60,6 +62,14 @@ int hk__digest_list_parse(hk_digest_list *out, const char *text, size_t len, con
         if (strcmp(out->e[i - 1].rel, out->e[i].rel) == 0)
             return hk__fail(HK_ERR_DIGEST, "%s: metadata.json digest lists %s twice", what, out->e[i].rel);
     return HK_OK;
+}
+
+int hk__digest_list_parse(hk_digest_list *out, const char *text, size_t len, const char *what) {
+    return parse(out, NULL, text, len, what);
+}
+
+int hk__digest_list_parse_owned(hk_digest_list *out, char *text, size_t len, const char *what) {
+    return parse(out, text, text, len, what);
 }
 
 const hk_digest_entry *hk__digest_list_find(const hk_digest_list *l, const char *rel) {
