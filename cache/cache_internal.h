@@ -9,6 +9,7 @@
 #include "hubkern/cache.h"
 #include "hubkern/sys/cache.h"
 #include "internal.h"
+#include "util/arena.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -140,8 +141,11 @@ hk_receipt *hk__receipt_new(const char *meta_sha256);
 /* Record rel with the stat taken before its bytes were hashed (allocation failures are sticky and
  * make hk__receipt_save fail). */
 void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st);
+/* Room for n entries in all (a check knows how many files it may record: no doubling slack). */
+int hk__receipt_reserve(hk_receipt *r, size_t n);
 size_t hk__receipt_count(const hk_receipt *r);
-/* Index a receipt built with hk__receipt_add so that hk__receipt_vouches can consult it. */
+/* Index a receipt built with hk__receipt_add so that hk__receipt_vouches can consult it (paths
+ * added in sorted order need none: they are found by binary search). */
 int hk__receipt_index(hk_receipt *r);
 /* Whether r was made for the metadata.json of this SHA-256 (hex). */
 bool hk__receipt_meta_is(const hk_receipt *r, const char *meta_sha256);
@@ -190,18 +194,21 @@ void hk__pull_plans_free(hk_pull_plans *p);
 typedef struct hk_digest_entry {
     const char *rel, *want;
 } hk_digest_entry;
-/* The list sorted by rel (pointing into the parsed JSON it owns). */
+/* The list sorted by rel; its strings are copies in strs (the parsed JSON is gone once it is read:
+ * at 100k files the tree cost ~160 B a file, the copies ~60). */
 typedef struct hk_digest_list {
     bool has_digest, has_files; /* a "digest" object; its "files" object */
     hk_hash_kind kind;
     hk_digest_entry *e;
     size_t n;
-    struct cJSON *root;
+    hk_arena strs;
 } hk_digest_list;
 /* Parse metadata.json text (what: the variant folder, for messages). HK_ERR_PARSE: not JSON; HK_OK with
  * has_digest false: no digest; HK_ERR_DIGEST: an unknown algorithm, no files object, a name listed
  * twice. The list is filled as far as it got (free it in every case). */
 int hk__digest_list_parse(hk_digest_list *out, const char *text, size_t len, const char *what);
+/* The same, taking text over (freed once it is parsed, before the list is copied out of it). */
+int hk__digest_list_parse_owned(hk_digest_list *out, char *text, size_t len, const char *what);
 /* The entry for rel, or NULL. */
 const hk_digest_entry *hk__digest_list_find(const hk_digest_list *l, const char *rel);
 void hk__digest_list_free(hk_digest_list *l);
@@ -244,7 +251,8 @@ int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, c
  * this check's findings are handed back in it (a receipt in memory only, of the files hashed and
  * settled); else that receipt vouches for this check's files where the variant has no receipt of
  * its own (the published copy of a staged variant: its links resolve to the same blobs, so a
- * file's stat identity proves it unchanged since it was hashed). The caller frees *io_prior. */
+ * file's stat identity proves it unchanged since it was hashed), and is freed once used (*io_prior
+ * NULL again: not held while this check writes its own). The caller frees what *io_prior holds. */
 int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                              const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
                              unsigned flags, hk_receipt **io_prior);

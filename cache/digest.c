@@ -4,7 +4,6 @@
 #include "cache/cache_internal.h"
 #include "internal.h"
 #include "util/pathglob.h"
-#include "util/strmap.h"
 #include "util/text.h"
 #include "util/vec.h"
 
@@ -66,8 +65,8 @@ int hk__digest_missing_chosen(size_t *out_missing, size_t *out_listed, char **ou
     return rc;
 }
 
-/* One entry of the walk: its stat (and the time just before it) is the check's st0, so a file is
- * stat'ed once before its hash, not once by the walk and once more by the check. */
+/* A listed file as the walk found it: its stat (and the time just before it) is the check's st0,
+ * so a file is stat'ed once before its hash, not once by the walk and once more by the check. */
 typedef struct walk_st {
     struct timespec t0;
     /* of the stat, only what the receipt and the identity check read: 80 bytes, not 168, a file */
@@ -75,7 +74,8 @@ typedef struct walk_st {
     int64_t size;
     struct timespec mtim, ctim;
     mode_t mode;
-    bool have;
+    bool found; /* the walk met it */
+    bool have;  /* and its stat (false: a dangling link, listed as present so that the hash step reports it) */
 } walk_st;
 
 static void st_pack(walk_st *w, const struct stat *st) {
@@ -97,28 +97,32 @@ static void st_unpack(struct stat *st, const walk_st *w) {
     st->st_mode = w->mode;
 }
 
+/* What the walk found, kept by digest entry: a listed file costs its stat only (the digest list
+ * holds its name), a file the digest does not list its name too (in walk order, for the report). */
 typedef struct walk {
-    char **rel;
-    walk_st *st;
-    size_t n, cap, capst;
+    const hk_digest_list *dl;
+    walk_st *st; /* st[k]: dl->e[k] */
+    char **unknown;
+    size_t nunknown, cap;
     int rc;
 } walk;
 
 static void walk_add(walk *w, const char *rel, const struct timespec *t0, const struct stat *st) {
+    const hk_digest_entry *f = hk__digest_list_find(w->dl, rel);
+    if (f) {
+        walk_st *s = &w->st[f - w->dl->e];
+        s->found = true;
+        s->have = st != NULL;
+        if (st) st_pack(s, st), s->t0 = *t0;
+        return;
+    }
     char *copy = hk__strdup(rel);
-    if (!copy || HK_VEC_RESERVE(w->rel, w->cap, w->n + 1)) {
+    if (!copy || HK_VEC_RESERVE(w->unknown, w->cap, w->nunknown + 1)) {
         free(copy);
         w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         return;
     }
-    if (HK_VEC_RESERVE(w->st, w->capst, w->n + 1)) {
-        free(copy);
-        w->rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-        return;
-    }
-    w->st[w->n].have = st != NULL;
-    if (st) st_pack(&w->st[w->n], st), w->st[w->n].t0 = *t0;
-    w->rel[w->n++] = copy;
+    w->unknown[w->nunknown++] = copy;
 }
 
 static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
@@ -163,7 +167,31 @@ static void walk_dir(walk *w, const char *root, const char *rel, int depth) {
 /* A cache file that is a symlink to blobs/<64 hex> that this very pull has just written after
  * hashing every byte: its SHA-256 is the name itself, so the file need not be read again. Blobs
  * that were already in the cache are re-hashed (they may have rotted since). */
-static bool blob_name_b64(char b64[100], const char *path, const hk_strmap *fresh, bool is_regular) {
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The SHA-256 names among fresh, sorted and each once (*out NULL when none): a binary search per
+ * link read, 8 bytes a blob where a hash map took 32-64. */
+static int fresh_names(const char ***out, size_t *out_n, const char *const *fresh, size_t nfresh) {
+    *out = NULL;
+    *out_n = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < nfresh; i++) n += fresh[i] && strlen(fresh[i]) == 64;
+    if (!n) return HK_OK;
+    const char **v = malloc(n * sizeof *v);
+    if (!v) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    n = 0;
+    for (size_t i = 0; i < nfresh; i++)
+        if (fresh[i] && strlen(fresh[i]) == 64) v[n++] = fresh[i];
+    qsort(v, n, sizeof *v, cmp_name);
+    size_t w = 1;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(v[i], v[w - 1]) != 0) v[w++] = v[i];
+    *out = v;
+    *out_n = w;
+    return HK_OK;
+}
+
+static bool blob_name_b64(char b64[100], const char *path, const char *const *fresh, size_t nfresh, bool is_regular) {
     char target[4096];
     ssize_t n = readlink(path, target, sizeof target - 1);
     if (n <= 0) return false;
@@ -171,7 +199,7 @@ static bool blob_name_b64(char b64[100], const char *path, const hk_strmap *fres
     const char *base = strrchr(target, '/');
     base = base ? base + 1 : target;
     if (strlen(base) != 64 || !hk__is_hex(base, 64)) return false;
-    if (!hk__strmap_get(fresh, base, NULL)) return false;
+    if (!bsearch(&base, fresh, nfresh, sizeof *fresh, cmp_name)) return false;
     struct stat st; /* is_regular: the caller's stat of path said so already */
     if (!is_regular && (stat(path, &st) != 0 || !S_ISREG(st.st_mode))) return false;
     unsigned char bytes[32];
@@ -243,8 +271,7 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
         hk__hex(meta_sha, d, hk__hasher_finish(mh, d));
     }
     hk_digest_list dl;
-    rc = hk__digest_list_parse(&dl, text, tlen, variant_dir);
-    free(text);
+    rc = hk__digest_list_parse_owned(&dl, text, tlen, variant_dir);
     free(mpath);
     if (rc) {
         hk__digest_list_free(&dl);
@@ -270,54 +297,47 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
     bool borrowed = false, made = false;
     if (io_prior && *io_prior && !old && now && hk__receipt_meta_is(*io_prior, meta_sha)) old = *io_prior, borrowed = true;
     if (io_prior && !*io_prior && !now && meta_sha[0] && hk_receipts_enabled()) now = hk__receipt_new(meta_sha), made = true;
-    walk w = {0};
+    /* the walk's files found by digest entry (binary search), the fresh blobs by name: no hash map
+     * or copy of a name per file beside the digest list's */
+    walk w = {&dl, calloc(dl.n + 1, sizeof *w.st), NULL, 0, 0, HK_OK};
+    if (!w.st) w.rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+    if (!w.rc && now) w.rc = hk__receipt_reserve(now, dl.n); /* at most one entry per listed file */
     walk_dir(&w, variant_dir, "", 0);
-    /* digest entries and fresh blobs found by hash, not by a scan: constant cost per file at 100k */
-    hk_strmap byrel, fresh_set;
-    hk__strmap_init(&byrel);
-    hk__strmap_init(&fresh_set);
-    for (size_t i = 0; !w.rc && i < w.n; i++) w.rc = hk__strmap_put(&byrel, w.rel[i], i);
+    const char **fresh_set = NULL;
     size_t nfresh_set = 0; /* only a SHA-256 name can stand for a file's hash; none: no link is read */
-    for (size_t i = 0; !w.rc && kind == HK_HASH_SHA256 && i < nfresh; i++)
-        if (fresh[i] && strlen(fresh[i]) == 64 && !hk__strmap_get(&fresh_set, fresh[i], NULL) &&
-            !(w.rc = hk__strmap_put(&fresh_set, fresh[i], i)))
-            nfresh_set++;
+    if (!w.rc && kind == HK_HASH_SHA256) w.rc = fresh_names(&fresh_set, &nfresh_set, fresh, nfresh);
     hk_strbuf msg;
     hk__sb_init(&msg);
     size_t violations = 0;
     bool oom = false; /* a file that could not be checked for want of memory is no violation */
     if (w.rc) rc = w.rc;
-    bool *seen = rc ? NULL : calloc(w.n + 1, sizeof *seen);
-    if (!rc && !seen) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
     if (!rc) {
         for (size_t k = 0; k < dl.n; k++) {
             const hk_digest_entry *f = &dl.e[k];
-            size_t i = w.n;
-            if (!hk__strmap_get(&byrel, f->rel, &i)) i = w.n;
-            if (i == w.n && (flags & HK_VERIFY_PRESENT_ONLY)) continue; /* not pulled: not missing */
-            if (i == w.n) {
+            const walk_st *ws = &w.st[k];
+            if (!ws->found && (flags & HK_VERIFY_PRESENT_ONLY)) continue; /* not pulled: not missing */
+            if (!ws->found) {
                 hk__sb_printf(&msg, "\n  MissingFile: %s", f->rel);
                 if (!quiet) hk__log(HK_LOG_WARN, "%s: MissingFile %s", variant_dir, f->rel);
                 violations++;
                 continue;
             }
-            seen[i] = true;
-            char *path = hk__path_join(variant_dir, w.rel[i]);
+            char *path = hk__path_join(variant_dir, f->rel);
             const char *want = f->want;
             char b64[100];
             int hrc;
             /* the walk's stat, taken after t0 and before anything below reads the file */
-            struct timespec t0 = w.st[i].t0;
+            struct timespec t0 = ws->t0;
             struct stat st0, st1;
-            st_unpack(&st0, &w.st[i]);
-            bool have_st = path && w.st[i].have;
+            st_unpack(&st0, ws);
+            bool have_st = path && ws->have;
             enum { HASHED, FRESH, TRUSTED } how = HASHED;
-            if (have_st && want && hk__receipt_vouches(old, w.rel[i], &st0)) {
+            if (have_st && want && hk__receipt_vouches(old, f->rel, &st0)) {
                 /* unchanged since it was hashed and found equal to this very digest entry */
                 snprintf(b64, sizeof b64, "%s", want);
                 hrc = HK_OK;
                 how = TRUSTED;
-            } else if (path && nfresh_set && blob_name_b64(b64, path, &fresh_set, have_st)) {
+            } else if (path && nfresh_set && blob_name_b64(b64, path, fresh_set, nfresh_set, have_st)) {
                 hrc = HK_OK;
                 how = FRESH;
             } else {
@@ -338,7 +358,7 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
                 /* recorded only if nothing can have changed the file unseen since st0 was taken */
                 if (now && (how == TRUSTED || (stat(path, &st1) == 0 && same_identity(&st0, &st1) &&
                                                hk__receipt_stat_settled(&st0, &t0))))
-                    hk__receipt_add(now, w.rel[i], &st0);
+                    hk__receipt_add(now, f->rel, &st0);
             }
             free(path);
             if (hrc == HK_ERR_NOMEM) {
@@ -352,12 +372,10 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
                 violations++;
             }
         }
-        for (size_t i = 0; i < w.n; i++) {
-            if (!seen[i]) {
-                hk__sb_printf(&msg, "\n  UnknownFile: %s", w.rel[i]);
-                if (!quiet) hk__log(HK_LOG_WARN, "%s: UnknownFile %s", variant_dir, w.rel[i]);
-                violations++;
-            }
+        for (size_t i = 0; i < w.nunknown; i++) {
+            hk__sb_printf(&msg, "\n  UnknownFile: %s", w.unknown[i]);
+            if (!quiet) hk__log(HK_LOG_WARN, "%s: UnknownFile %s", variant_dir, w.unknown[i]);
+            violations++;
         }
         if (oom)
             rc = hk__fail(HK_ERR_NOMEM, "%s: out of memory while checking its metadata.json digest", variant_dir);
@@ -367,15 +385,14 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
     }
     /* the walk, its indexes, the digest list and the old receipt freed before the new receipt is
      * written: the pull's peak was all of them and the receipt's text at once (~200 B a file) */
-    free(seen);
-    hk__strmap_free(&byrel);
-    hk__strmap_free(&fresh_set);
-    for (size_t i = 0; i < w.n; i++) free(w.rel[i]);
-    free(w.rel);
+    free(fresh_set);
+    for (size_t i = 0; i < w.nunknown; i++) free(w.unknown[i]);
+    free(w.unknown);
     free(w.st);
     hk__sb_free(&msg);
     hk__digest_list_free(&dl);
-    if (!borrowed) hk__receipt_free(old);
+    hk__receipt_free(old);
+    if (borrowed) *io_prior = NULL; /* the staged check's receipt has done its work: not held through the save */
     if (rpath && (flags & HK_VERIFY_NO_WRITE)) {
         /* read-only: what the receipt vouched for was used, nothing recorded */
     } else if (rpath && rc) {

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,11 @@ struct hk_receipt {
     char *meta_sha256;
     rfile *files;
     size_t n, cap;
-    hk_strmap index; /* path → files[i] of a loaded receipt: O(1) per lookup at 100k files */
+    /* paths added in strictly increasing order (a check adds them in its digest list's order, a
+     * save writes them so): found by binary search, with no index beside them */
+    bool sorted;
+    hk_strmap index; /* path → files[i] once they are not sorted: O(1) per lookup at 100k files */
+    hk_arena paths;  /* the files' paths: one malloc per 64 KiB, not one per file */
     bool oom;
 };
 
@@ -102,25 +107,59 @@ hk_receipt *hk__receipt_new(const char *meta_sha256) {
         free(r);
         return NULL;
     }
+    if (r) r->sorted = true;
     return r;
 }
 
 void hk__receipt_free(hk_receipt *r) {
     if (!r) return;
-    for (size_t i = 0; i < r->n; i++) free(r->files[i].path);
     hk__strmap_free(&r->index);
+    hk__arena_free(&r->paths);
     free(r->files);
     free(r->meta_sha256);
     free(r);
 }
 
+int hk__receipt_reserve(hk_receipt *r, size_t n) {
+    if (!r || r->oom || n <= r->cap) return HK_OK;
+    rfile *f = n <= SIZE_MAX / sizeof *f ? realloc(r->files, n * sizeof *f) : NULL;
+    if (!f) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    r->files = f;
+    r->cap = n;
+    return HK_OK;
+}
+
+/* The index of r's paths, made when they stop being sorted (and kept up by add_entry after). */
+static int make_index(hk_receipt *r) {
+    r->sorted = false;
+    hk__strmap_free(&r->index);
+    hk__strmap_init(&r->index);
+    for (size_t i = 0; i < r->n; i++) {
+        int rc = hk__strmap_get(&r->index, r->files[i].path, NULL) ? HK_OK : hk__strmap_put(&r->index, r->files[i].path, i);
+        if (rc) return rc; /* (the first entry of a path counts) */
+    }
+    return HK_OK;
+}
+
 static rfile *add_entry(hk_receipt *r, const char *rel) {
     if (HK_VEC_RESERVE(r->files, r->cap, r->n + 1) != HK_OK) return NULL;
+    if (r->sorted && r->n && strcmp(r->files[r->n - 1].path, rel) >= 0 && make_index(r) != HK_OK) return NULL;
     rfile *f = &r->files[r->n];
     memset(f, 0, sizeof *f);
-    if (!(f->path = hk__strdup(rel))) return NULL;
+    if (!(f->path = hk__arena_strdup(&r->paths, rel))) return NULL;
+    if (!r->sorted && !hk__strmap_get(&r->index, f->path, NULL) && hk__strmap_put(&r->index, f->path, r->n) != HK_OK)
+        return NULL;
     r->n++;
     return f;
+}
+
+static int cmp_path(const void *key, const void *f) { return strcmp(key, ((const rfile *)f)->path); }
+
+/* The entry for rel (the first one of a path), or NULL. */
+static const rfile *find(const hk_receipt *r, const char *rel) {
+    size_t i;
+    if (r->sorted) return r->n ? bsearch(rel, r->files, r->n, sizeof *r->files, cmp_path) : NULL;
+    return hk__strmap_get(&r->index, rel, &i) ? &r->files[i] : NULL;
 }
 
 static void fill(rfile *f, const struct stat *st) {
@@ -167,13 +206,7 @@ size_t hk__receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
 
 int hk__receipt_index(hk_receipt *r) {
     if (!r || r->oom) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    hk__strmap_free(&r->index);
-    hk__strmap_init(&r->index);
-    for (size_t i = 0; i < r->n; i++) {
-        int rc = hk__strmap_put(&r->index, r->files[i].path, i);
-        if (rc) return rc;
-    }
-    return HK_OK;
+    return r->sorted ? HK_OK : make_index(r); /* sorted: found by binary search */
 }
 
 bool hk__receipt_meta_is(const hk_receipt *r, const char *meta_sha256) {
@@ -181,10 +214,8 @@ bool hk__receipt_meta_is(const hk_receipt *r, const char *meta_sha256) {
 }
 
 bool hk__receipt_vouches(const hk_receipt *r, const char *rel, const struct stat *st) {
-    size_t i;
-    if (!r || !S_ISREG(st->st_mode) || !hk__strmap_get(&r->index, rel, &i)) return false;
-    const rfile *f = &r->files[i];
-    return f->size == (uint64_t)st->st_size && f->dev == (uint64_t)st->st_dev && f->ino == (uint64_t)st->st_ino &&
+    const rfile *f = r && S_ISREG(st->st_mode) ? find(r, rel) : NULL;
+    return f && f->size == (uint64_t)st->st_size && f->dev == (uint64_t)st->st_dev && f->ino == (uint64_t)st->st_ino &&
            f->mtime_ns == ts_ns(&st->st_mtim) && f->ctime_ns == ts_ns(&st->st_ctim);
 }
 
@@ -267,9 +298,10 @@ hk_receipt *hk__receipt_load(const char *path, const char *root, const char *rep
                 why = "malformed file entry";
                 break;
             }
-            if (hk__strmap_get(&r->index, rel, NULL)) continue; /* the first entry of a path counts */
+            bool after = r->sorted && (!r->n || strcmp(r->files[r->n - 1].path, rel) < 0); /* (then not there) */
+            if (!after && find(r, rel)) continue; /* the first entry of a path counts */
             rfile *e = add_entry(r, rel);
-            if (!e || hk__strmap_put(&r->index, e->path, r->n - 1) != HK_OK) {
+            if (!e) {
                 why = "out of memory";
                 break;
             }

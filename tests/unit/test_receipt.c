@@ -127,6 +127,35 @@ static void test_round_trip(void) {
     free(repo);
 }
 
+/* Paths in sorted order are found by binary search, others through an index made when the order
+ * breaks; either way the first entry of a path counts. */
+static void test_order(void) {
+    const char *root = hk_test_tmpdir();
+    char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/o");
+    char *path = hk__receipt_path(root, repo, COMMIT, "v");
+    struct stat st = fake_stat(), other = fake_stat();
+    other.st_ino++;
+    const char *names[] = {"a.py", "b/c.py", "b/d.py", "e.py"};
+    for (int shuffled = 0; shuffled < 2; shuffled++) {
+        hk_receipt *r = hk__receipt_new(META);
+        CHECK_RC(hk__receipt_reserve(r, 2), HK_OK);
+        for (int i = 0; i < 4; i++) hk__receipt_add(r, names[shuffled ? 3 - i : i], &st);
+        hk__receipt_add(r, "b/c.py", &other); /* a second entry of a path: the first counts */
+        CHECK_RC(hk__receipt_index(r), HK_OK);
+        for (int i = 0; i < 4; i++) CHECK(hk__receipt_vouches(r, names[i], &st));
+        CHECK(!hk__receipt_vouches(r, "b", &st) && !hk__receipt_vouches(r, "f.py", &st));
+        CHECK_RC(hk__receipt_save(r, path, root, repo, COMMIT, "v"), HK_OK);
+        hk__receipt_free(r);
+        hk_receipt *l = hk__receipt_load(path, root, repo, COMMIT, "v", META);
+        CHECK(l != NULL && hk__receipt_count(l) == 4);
+        for (int i = 0; i < 4; i++) CHECK(hk__receipt_vouches(l, names[i], &st));
+        CHECK(!hk__receipt_vouches(l, "b/c.py", &other) && !hk__receipt_vouches(l, "0.py", &st));
+        hk__receipt_free(l);
+    }
+    free(path);
+    free(repo);
+}
+
 static void test_settled(void) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -223,11 +252,14 @@ static void test_prior(void) {
     CHECK(has && st.files_hashed == N && prior != NULL && hk__receipt_count(prior) == N);
     CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_OK);
     CHECK(st.files_trusted == N && st.files_hashed == 0);
+    CHECK(prior == NULL); /* used: freed before the published copy's receipt was written */
     char *repo = hk__asprintf("%s/kernels--org--p", root);
     char *rp = hk__receipt_path(root, repo, COMMIT, "v");
     CHECK(hk__path_exists(rp)); /* written although nothing was read */
     /* without its own receipt, a file changed since the staged check is read again */
     unlink(rp);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
+    CHECK(prior != NULL && hk__receipt_count(prior) == N);
     char *f0 = hk__path_join(staged, "f0.py");
     CHECK(hk__write_file_atomic(f0, "# 0\n", 4) == HK_OK); /* same bytes, a new inode */
     CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_OK);
@@ -247,6 +279,7 @@ static void test_prior(void) {
 int main(void) {
     test_paths();
     test_round_trip();
+    test_order();
     test_settled();
     test_settle();
     test_prior();
