@@ -319,6 +319,10 @@ bool srv_is_bench_post(const seglist *s, const char *method);
 enum MHD_Result srv_handle_benchmarks(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx,
                                          const repo_ref *repo, const char *method, const token_spec *who);
 
+/* ---- http_metrics.c ------------------------------------------------------------------------- */
+/* GET /metrics: the counters, the answer memo's use and, on an edge, the upstream side. */
+enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx);
+
 /* ---- http_upstream.c ------------------------------------------------------------------------ */
 /* With --upstream: bring the checked revision `rev` (srv_rev_valid; the router checks it) of repo
  * into the store before the store resolves it. false = go on; true = answered (*ret). */
@@ -328,8 +332,6 @@ bool srv_up_prepare(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, rep
 enum MHD_Result srv_send_up_answer(struct MHD_Connection *c, req_ctx *ctx, const up_answer *a, const char *commit);
 /* The marks of one request combined: stale beats miss beats coalesced beats hit. */
 void srv_note_mark(req_ctx *ctx, up_mark m);
-/* GET /metrics */
-enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx);
 /* refs / organization overview from upstream (JSON passed through). */
 /* refs_of: the repo of a refs request, answered from the store when upstream cannot answer. */
 enum MHD_Result srv_up_json(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *path_query,
