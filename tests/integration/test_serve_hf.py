@@ -10,6 +10,7 @@ import os
 import pathlib
 import random
 import sys
+import time
 
 import pytest
 
@@ -200,9 +201,14 @@ def test_list_repo_tree_paged(env):
             assert f.lfs.size == size and f.lfs.pointer_size == len(lfs_pointer(env["files1"][rel]))
     assert dirs == {"build", "build/torch-cpu", "build/tvm-ffi01-cpu-x86_64-linux", "data", "docs", "docs/dir with space"}
     # the listing took several pages: the client followed Link rel="next" to the mirror itself
-    assert env["srv"].wait_log("/tree/")
-    pages = sum("/tree/" in line for line in env["srv"].log_lines) - n_before
-    assert pages >= len(entries) // PAGE
+    # (a request's log line is written when its answer is done, and read by a thread: it may come
+    # after the client has the answer, so the count is awaited, not read once)
+    def pages():
+        return sum("/tree/" in line for line in env["srv"].log_lines) - n_before
+    end = time.time() + 5
+    while pages() < len(entries) // PAGE and time.time() < end:
+        time.sleep(0.05)
+    assert pages() >= len(entries) // PAGE
     # non-recursive listing of a sub-directory
     sub = list(api.list_repo_tree(REPO, path_in_repo="build", repo_type="kernel", revision="v1"))
     assert sorted(e.path for e in sub) == ["build/torch-cpu", "build/tvm-ffi01-cpu-x86_64-linux"]
