@@ -86,6 +86,13 @@ def two_commit_store(tmp_path, repo_id):
     return src, store, c1, c2
 
 
+def metric_value(text, series):
+    """The value of one series (a name with its labels, as /metrics writes it) in Prometheus text,
+    as an int; None when the series is absent."""
+    m = re.search(r"^%s (\d+)$" % re.escape(series), text, re.M)
+    return int(m.group(1)) if m else None
+
+
 def keepalive_get(conn, path):
     """GET on a kept-alive http.client connection: (status, body)."""
     conn.request("GET", path)

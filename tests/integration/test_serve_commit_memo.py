@@ -10,7 +10,7 @@ import shutil
 import time
 import urllib.parse
 
-from hk_serve_helpers import Server, keepalive_get as get, publish, two_commit_store
+from hk_serve_helpers import Server, keepalive_get as get, metric_value, publish, two_commit_store
 
 REPO = "org/cmemo"
 RACY_WINDOW_S = 2.5
@@ -160,10 +160,9 @@ def test_kept_tree_pages_follow_the_listing(tmp_path):
 def memo_hits(conn):
     st, body = get(conn, "/metrics")
     assert st == 200
-    for line in body.decode().splitlines():
-        if line.startswith('hubkern_answer_memo_total{result="hit"}'):
-            return int(line.split()[-1])
-    raise AssertionError("no answer memo in /metrics")
+    hits = metric_value(body.decode(), 'hubkern_answer_memo_total{result="hit"}')
+    assert hits is not None, "no answer memo in /metrics"
+    return hits
 
 
 def test_edge_kept_answers_follow_upstream(tmp_path):

@@ -22,7 +22,7 @@ import urllib.parse
 import pytest
 
 from faultproxy import FaultProxy, Rule, make_variant, publish
-from hk_serve_helpers import Server
+from hk_serve_helpers import Server, metric_value
 
 V = "tvm-ffi01-cpu-x86_64-linux"
 SO = f"build/{V}/_k.so"
@@ -67,8 +67,7 @@ def get(url, source=None, timeout=30, headers=None):
 
 
 def metric(edge, name):
-    m = re.search(r"^%s (\d+)" % name, get(edge.url + "/metrics")[2].decode(), re.M)
-    return int(m.group(1)) if m else None
+    return metric_value(get(edge.url + "/metrics")[2].decode(), name)
 
 
 # ---- U2 ----------------------------------------------------------------------------------------
