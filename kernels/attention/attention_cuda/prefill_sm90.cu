@@ -324,7 +324,6 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
             x = ld_shared_tile_warp(sched(qb), lane);
             qn++;
             if (x.h < 0) break;
-            if (x.ntiles == 0) release(bar_q_empty(qb));  // its Q was not loaded
         } else {
             const int mblk = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
             if (n > 0 || !tile_at<CAUSAL, kBM>(x, p, mblk, blockIdx.y, blockIdx.z)) break;
@@ -462,8 +461,6 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
 #endif
                 rescale_and_pack(alpha);
             }
-            // every S of the tile is done: its Q buffer may take the tile after next
-            if (PERSIST) release(bar_q_empty(qb));
             const int last = kv + ntiles - 1;
             mbar_wait(bar_v(last % ST), (last / ST) & 1);
             my_turn();
@@ -477,23 +474,60 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
             kv += ntiles;
         }
 
-        // epilogue: normalise and store the thread's two rows (pairs of elements, 4-byte stores);
-        // a persistent CTA's producer meanwhile loads the next tile
+        // epilogue: O normalised into this warpgroup's rows of the Q buffer (every S MMA, its only
+        // reader, is done), then stored a row at a time with 16-byte stores (the fragments' own 4-byte
+        // stores used 16 of each sector's 32 bytes: NOTES.md v20's profile). Each warp stages and
+        // stores its own 16 rows, so a __syncwarp orders them; rows past the sequence are not stored
+        // (a varlen box runs into the next sequence). A persistent CTA's producer meanwhile loads the
+        // next tile, and the tile after next may take this Q buffer once every warp is through here.
+        float inv[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const float lsum = quad_sum(l[r]);
-            const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+            inv[r] = lsum > 0.f ? 1.f / lsum : 0.f;
             const int qi = row_in_seq + 8 * r;
-            if (qi < lq) {
-                T *orow = static_cast<T *>(p.out) + ((size_t)(x.q0 + qi) * p.hq + x.h) * D + 2 * t;
+            if (p.lse && t == 0 && qi < lq)
+                p.lse[(size_t)x.h * p.total_q + x.q0 + qi] = lsum > 0.f ? m[r] * p.scale + __logf(lsum) : -INFINITY;
+        }
+        // row `row` (of the warpgroup's 64), 16-byte chunk `c`, in Q's own 128-byte swizzle: the 8
+        // rows of an 8x8 matrix, and a row's chunks, fall in distinct banks
+        auto staged = [&](int row, int c) {
+            return sQw + (c >> 3) * (kBM * kRowBytes) + row * kRowBytes + (((c & 7) ^ (row & 7)) << 4);
+        };
+        const int wrow = warp * 16;
+        {
+            const int mat = lane >> 3, srow = wrow + (lane & 7) + 8 * (mat & 1);
 #pragma unroll
-                for (int j = 0; j < D / 8; j++)
-                    *reinterpret_cast<uint32_t *>(orow + 8 * j) =
-                        Ty<BF16>::pack(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-                if (p.lse && t == 0)
-                    p.lse[(size_t)x.h * p.total_q + x.q0 + qi] =
-                        lsum > 0.f ? m[r] * p.scale + __logf(lsum) : -INFINITY;
+            for (int u = 0; u < D / 16; u++) {  // columns 16u..16u+15: four 8x8 matrices
+                const int j0 = 2 * u, j1 = 2 * u + 1;
+                stmatrix_x4(staged(srow, 2 * u + (mat >> 1)),
+                            Ty<BF16>::pack(o[4 * j0] * inv[0], o[4 * j0 + 1] * inv[0]),
+                            Ty<BF16>::pack(o[4 * j0 + 2] * inv[1], o[4 * j0 + 3] * inv[1]),
+                            Ty<BF16>::pack(o[4 * j1] * inv[0], o[4 * j1 + 1] * inv[0]),
+                            Ty<BF16>::pack(o[4 * j1 + 2] * inv[1], o[4 * j1 + 3] * inv[1]));
             }
+        }
+        __syncwarp();
+        {
+            constexpr int kChunks = D / 8, kRowsPerStep = 32 / kChunks;  // a row is D/8 16-byte chunks
+            const int c = lane % kChunks;
+#pragma unroll
+            for (int i = 0; i < 16 / kRowsPerStep; i++) {
+                const int row = wrow + i * kRowsPerStep + lane / kChunks;
+                uint4 v;
+                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                             : "r"(staged(row, c))
+                             : "memory");
+                const int qi = m0 + cw * 64 + row;
+                if (qi < lq)
+                    *reinterpret_cast<uint4 *>(static_cast<T *>(p.out) + ((size_t)(x.q0 + qi) * p.hq + x.h) * D +
+                                               8 * c) = v;
+            }
+        }
+        if constexpr (PERSIST) {
+            fence_proxy_async_smem();  // the staging's accesses before the next TMA load into the buffer
+            release(bar_q_empty(qb));
         }
     }
     // warpgroup 1 passed once more than warpgroup 0 waited (its first pass): take it, so that the

@@ -87,6 +87,21 @@ __device__ __forceinline__ void regs_alloc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
+// --- shared-memory staging ---------------------------------------------------------------------
+// Four 8x8 matrices of 16-bit elements from the mma/wgmma accumulator layout (each thread's 32-bit
+// register k holds two elements of row lane/4 of matrix k) to shared memory, lane l giving the
+// address of row l % 8 of matrix l / 8: the epilogue's way from fragments to whole rows.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+                 "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+// Orders this thread's generic-proxy accesses to shared memory before later async-proxy ones (a TMA
+// load that will overwrite what it wrote or read).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // --- wgmma ------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor for a tile stored in the 128-byte swizzle layout the TMA
 // writes with CU_TENSOR_MAP_SWIZZLE_128B: rows of 64 16-bit elements (128 B), 8-row atoms of
