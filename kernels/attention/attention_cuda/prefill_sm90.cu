@@ -596,11 +596,12 @@ int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, Sm90
 
 enum class Sm90Cta { kRows128, kRows64, kRows64Pair };
 
-// Keys a sequence may have for two 64-row CTAs a SM to beat one 128-row CTA (measured on the H200,
-// NOTES.md v16): at D=64 (two stages each) at every length measured, to 2560 keys; at D=128 (one
-// stage each) while a CTA has few key tiles: 256 keys for full attention, 1024 for causal (where a
-// CTA sees half of them). Past these, the one-stage pipeline loses what the second CTA hides.
-int pair_max_keys(int d, bool causal) { return d == 64 ? 2560 : causal ? 1024 : 256; }
+// Keys a sequence may have for two 64-row CTAs a SM to beat one 128-row CTA (measured on the H200
+// with every shape forced, NOTES.md v16 and v21): at D=64 (two stages each) at every length
+// measured, to 2560 keys; at D=128 (one stage each) only for full attention on one key tile. Since
+// the epilogue is staged through shared memory (v21) the 128-row CTA's two stages win from two key
+// tiles (B8-B16 S256 1.08-1.25x) and on every causal row (B64 S128 to B1 S1024 1.02-1.13x).
+int pair_max_keys(int d, bool causal) { return d == 64 ? 2560 : causal ? 0 : 128; }
 
 // 64-row CTAs where 128-row ones would leave half the SMs idle (short sequences, few heads): twice
 // the CTAs, each with half the rows, shortens a grid that is all latency. Where the grid is fuller
