@@ -174,6 +174,25 @@ static int up_file(srv_server *srv, req_ctx *ctx, const repo_ref *repo, const ch
     return r;
 }
 
+/* The file from the store, else (with --upstream) from upstream. 0: *f open; 1: not there (*ans
+ * says why, status 0: 404); 2: answered (*ret) by the revision step, taken again first when a kept
+ * verdict passed it: another process may have marked the commit's manifest partial, and then the
+ * commit is asked upstream again before its claims are believed. */
+static int open_or_fetch(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                         size_t at, const char *commit, const char *path, srv_sfile *f, srv_file_proof *proof,
+                         up_answer *ans, enum MHD_Result *ret) {
+    if (srv_store_open_file_proved(f, proof, srv->store, repo->dir, commit, path) == HK_OK) return 0;
+    hk_clear_error();
+    if (!srv->up) return 1;
+    if (srv_route_retake(srv, c, ctx, repo, s, at, false, ret) == 1) return 2;
+    if (!repo->dir || up_file(srv, ctx, repo, commit, path, ans) ||
+        srv_store_open_file(f, srv->store, repo->dir, commit, path) != HK_OK) {
+        hk_clear_error();
+        return 1;
+    }
+    return 0;
+}
+
 enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const char *method,
                                       const seglist *s, const token_spec *who) {
     static const char *const kws[] = {"resolve", NULL};
@@ -200,13 +219,8 @@ enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, re
     } else if (!srv_token_allows(who, &repo)) {
         ret = srv_send_error(c, ctx, 403, "GatedRepo", NULL, "Access to %s is restricted: this token does not grant it",
                                 repo.id);
-    } else if (srv_route_up(srv, c, ctx, &repo, s, a, false, &ret)) {
-        /* answered: upstream refused */
-    } else if (!repo.dir) {
-        ret = srv_repo_not_found(c, ctx);
-    } else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, &repo, s, a, false) != HK_OK) {
-        bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
-        ret = invalid ? srv_rev_invalid(c, ctx, rev) : srv_rev_not_found(c, ctx, rev);
+    } else if (srv_route_rev(srv, c, ctx, &repo, s, a, false, commit, &rev, &used, &ret)) {
+        /* answered: upstream refused, or no such repo or revision */
     } else {
         bool bad;
         char *path = srv_join_path(s, a + used, &bad);
@@ -216,6 +230,7 @@ enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, re
         ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1;
         char key[HK_SRV_MAX_URL];
         srv_file_memo fm = {.key = key};
+        int got;
         if (path && !bad && *path && memo_eligible(srv, c, is_get))
             fm.klen = memo_key(key, sizeof key, repo.dir, commit, path, ctx->cacheable);
         if (bad || !path) {
@@ -224,12 +239,10 @@ enum MHD_Result srv_handle_resolve(srv_server *srv, struct MHD_Connection *c, re
             ret = srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
         } else if (fm.klen && memo_answer(srv, c, ctx, repo.dir, commit, path, key, fm.klen, &ret)) {
             /* the kept answer, proven unchanged */
-        } else if (srv_store_open_file_proved(&f, fm.klen ? &fm.proof : NULL, srv->store, repo.dir, commit, path) !=
-                       HK_OK &&
-                   (hk_clear_error(), !srv->up || up_file(srv, ctx, &repo, commit, path, &ans) ||
-                                          srv_store_open_file(&f, srv->store, repo.dir, commit, path) != HK_OK)) {
-            hk_clear_error();
-            if (ans.status) ret = srv_send_up_answer(c, ctx, &ans, commit);
+        } else if ((got = open_or_fetch(srv, c, ctx, &repo, s, a, commit, path, &f, fm.klen ? &fm.proof : NULL, &ans,
+                                        &ret)) != 0) {
+            if (got == 2) { /* answered by the revision step */
+            } else if (ans.status) ret = srv_send_up_answer(c, ctx, &ans, commit);
             else ret = srv_send_error(c, ctx, 404, "EntryNotFound", commit, "Entry not found");
         } else if (srv->lfs_302 && f.lfs) {
             ret = redirect_lfs(srv, c, ctx, &repo, &f, commit);

@@ -94,12 +94,23 @@ enum MHD_Result srv_handle_metrics(srv_server *srv, struct MHD_Connection *c, re
         free(text);
         text = more;
     }
-    if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes) and the queue's depth made visible */
+    if (text && srv->up) { /* the memo's bound (--upstream-memo-bytes), the queue's depth, the kept verdicts' use */
+        const srv_metrics *m = &srv->metrics;
         char *more = hk__asprintf("%s# HELP hubkern_upstream_memo_bytes Bytes of passed-through answers held in memory.\n"
                                   "# TYPE hubkern_upstream_memo_bytes gauge\nhubkern_upstream_memo_bytes %llu\n"
                                   "# HELP hubkern_upstream_queue Distinct upstream misses in flight (running or queued).\n"
-                                  "# TYPE hubkern_upstream_queue gauge\nhubkern_upstream_queue %u\n",
-                                  text, (unsigned long long)srv_up_memo_bytes(srv->up), srv_up_queue_depth(srv->up));
+                                  "# TYPE hubkern_upstream_queue gauge\nhubkern_upstream_queue %u\n"
+                                  "# HELP hubkern_rev_verdict_total Revision steps by how their freshness was known: "
+                                  "kept (in memory, no file-system work), checked (by the file system), dropped (the "
+                                  "store lacked what a kept verdict passed: checked again).\n"
+                                  "# TYPE hubkern_rev_verdict_total counter\n"
+                                  "hubkern_rev_verdict_total{result=\"kept\"} %llu\n"
+                                  "hubkern_rev_verdict_total{result=\"checked\"} %llu\n"
+                                  "hubkern_rev_verdict_total{result=\"dropped\"} %llu\n",
+                                  text, (unsigned long long)srv_up_memo_bytes(srv->up), srv_up_queue_depth(srv->up),
+                                  (unsigned long long)atomic_load(&m->rev_kept),
+                                  (unsigned long long)atomic_load(&m->rev_checked),
+                                  (unsigned long long)atomic_load(&m->rev_dropped));
         free(text);
         text = more;
     }

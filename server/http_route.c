@@ -19,14 +19,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The answer to a failed srv_resolve_rev_segs. */
-static enum MHD_Result rev_failed(struct MHD_Connection *c, req_ctx *ctx, const char *rev) {
-    bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
-    return invalid ? srv_rev_invalid(c, ctx, rev) : srv_rev_not_found(c, ctx, rev);
-}
-
 /* Cache-Control class of an answer addressed by `rev` (set before the answer is queued). */
 static void addressed_by(req_ctx *ctx, const char *rev) { ctx->cacheable = hk__is_commit_id(rev) ? 2 : 1; }
+
+/* Repo info at main from the store; when the store lost the ref a kept verdict passed, the
+ * revision step again by the file system (srv_up_retake) and the store asked once more. */
+static enum MHD_Result repo_info_main(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo) {
+    char commit[65];
+    enum MHD_Result ret;
+    for (;;) {
+        if (!repo->dir) return srv_repo_not_found(c, ctx);
+        if (srv_store_resolve_rev(commit, repo->dir, "main") == HK_OK)
+            return srv_handle_repo_info(srv, c, ctx, repo, commit);
+        hk_clear_error();
+        int r = srv_up_retake(srv, c, ctx, repo, "main", &ret);
+        if (r == 1) return ret;
+        if (r == 0) break;
+    }
+    return srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: main");
+}
 
 /* /api/T/{repo}[/...]: the repo's own routes once the token was checked against it. */
 static enum MHD_Result route_repo_api(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, const seglist *s,
@@ -43,11 +54,7 @@ static enum MHD_Result route_repo_api(srv_server *srv, struct MHD_Connection *c,
         ctx->cacheable = 1;
         if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
         else if (srv->up && srv_up_prepare(srv, c, ctx, repo, "main", &ret)) {
-        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else if (srv_store_resolve_rev(commit, repo->dir, "main") != HK_OK) {
-            hk_clear_error();
-            ret = srv_send_error(c, ctx, 404, "RevisionNotFound", NULL, "Invalid rev id: main");
-        } else ret = srv_handle_repo_info(srv, c, ctx, repo, commit);
+        } else ret = repo_info_main(srv, c, ctx, repo);
     } else if (srv_seg_is(s, a, "refs") && s->n == a + 1) {
         /* a kernel repo's refs also carry the trust answer of its publisher (hubkern clients read it) */
         if ((is_get || is_head) && repo->type == HK_REPO_KERNEL) ctx->publisher_trusted = srv_repo_publisher_trusted(srv, repo->id);
@@ -62,27 +69,18 @@ static enum MHD_Result route_repo_api(srv_server *srv, struct MHD_Connection *c,
         else ret = srv_handle_refs(c, ctx, repo, srv->memo);
     } else if (srv_seg_is(s, a, "revision") && s->n > a + 1) {
         if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
-        else if (srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
-        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, repo, s, a + 1, true) != HK_OK)
-            ret = rev_failed(c, ctx, rev);
-        else {
+        else if (srv_route_rev(srv, c, ctx, repo, s, a + 1, true, commit, &rev, &used, &ret)) {
+        } else {
             addressed_by(ctx, rev);
             ret = srv_handle_repo_info(srv, c, ctx, repo, commit);
         }
     } else if (srv_seg_is(s, a, "paths-info") && s->n > a + 1) {
         if (!is_post) ret = srv_method_not_allowed(c, ctx);
-        else if (srv_route_up(srv, c, ctx, repo, s, a + 1, true, &ret)) {
-        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, repo, s, a + 1, true) != HK_OK)
-            ret = rev_failed(c, ctx, rev);
-        else ret = srv_handle_paths_info(srv, c, ctx, repo, commit);
+        else if (srv_route_rev(srv, c, ctx, repo, s, a + 1, true, commit, &rev, &used, &ret)) {
+        } else ret = srv_handle_paths_info(srv, c, ctx, repo, commit);
     } else if (srv_seg_is(s, a, "tree") && s->n > a + 1) {
         if (!is_get && !is_head) ret = srv_method_not_allowed(c, ctx);
-        else if (srv_route_up(srv, c, ctx, repo, s, a + 1, false, &ret)) {
-        } else if (!repo->dir) ret = srv_repo_not_found(c, ctx);
-        else if (srv_resolve_rev_segs(commit, &rev, &used, srv->store, repo, s, a + 1, false) != HK_OK) {
-            ret = rev_failed(c, ctx, rev);
+        else if (srv_route_rev(srv, c, ctx, repo, s, a + 1, false, commit, &rev, &used, &ret)) {
         } else {
             bool bad;
             char *path = srv_join_path(s, a + 1 + used, &bad);

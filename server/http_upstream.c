@@ -14,11 +14,12 @@ void srv_note_mark(req_ctx *ctx, up_mark m) {
 
 bool srv_up_prepare(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
                        enum MHD_Result *ret) {
+    ctx->rev_kept = false;
     if (!srv->up) return false;
     up_mark mark = UP_NONE;
     up_answer ans;
     memset(&ans, 0, sizeof ans);
-    int r = srv_up_revision(srv, repo, rev, &mark, &ans);
+    int r = srv_up_revision(srv, repo, rev, &mark, &ans, &ctx->rev_kept);
     srv_note_mark(ctx, mark);
     if (!r) return false;
     *ret = srv_send_up_answer(c, ctx, &ans, NULL);
@@ -100,10 +101,59 @@ bool srv_up_end(void) {
     return srv_up_req_leave();
 }
 
+int srv_up_retake(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
+                  enum MHD_Result *ret) {
+    if (!srv->up || !ctx->rev_kept) return 0;
+    atomic_fetch_add(&srv->metrics.rev_dropped, 1);
+    srv_up_verdict_drop(srv->up->verdicts, repo->type, repo->id, rev);
+    return srv_up_prepare(srv, c, ctx, repo, rev, ret) ? 1 : 2; /* by the file system now: kept no more */
+}
+
+/* The revision the step of a route takes: one segment, or all the rest. */
+static char *step_rev(const seglist *s, size_t at, bool rest_is_rev) {
+    return srv_join_decoded(s, at, rest_is_rev ? s->n - at : 1);
+}
+
+int srv_route_retake(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                     size_t at, bool rest_is_rev, enum MHD_Result *ret) {
+    if (!srv->up || !ctx->rev_kept) return 0;
+    char *rev = step_rev(s, at, rest_is_rev); /* valid: srv_route_up checked it before the verdict passed it */
+    if (!rev) {
+        *ret = MHD_NO;
+        return 1;
+    }
+    int r = srv_up_retake(srv, c, ctx, repo, rev, ret);
+    free(rev);
+    return r;
+}
+
+bool srv_route_rev(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                   size_t at, bool rest_is_rev, char commit[65], char **rev, size_t *used, enum MHD_Result *ret) {
+    if (srv_route_up(srv, c, ctx, repo, s, at, rest_is_rev, ret)) return true;
+    for (;;) {
+        if (!repo->dir) { /* (no verdict is used without the repo folder) */
+            *ret = srv_repo_not_found(c, ctx);
+            return true;
+        }
+        if (srv_resolve_rev_segs(commit, rev, used, srv->store, repo, s, at, rest_is_rev) == HK_OK) return false;
+        /* the store lost what a kept verdict passed (another process pruned the snapshot, removed the
+         * ref): the step again, by the file system, which brings it back from upstream */
+        int r = srv_route_retake(srv, c, ctx, repo, s, at, rest_is_rev, ret);
+        if (r == 1) return true;
+        if (r == 0) break;
+        free(*rev);
+        *rev = NULL;
+    }
+    bool invalid = hk_last_error_code() == HK_ERR_INVALID_ARG;
+    *ret = invalid ? srv_rev_invalid(c, ctx, *rev) : srv_rev_not_found(c, ctx, *rev);
+    return true;
+}
+
 bool srv_route_up(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
                      size_t at, bool rest_is_rev, enum MHD_Result *ret) {
+    ctx->rev_kept = false;
     if (!srv->up) return false;
-    char *rev = srv_join_decoded(s, at, rest_is_rev ? s->n - at : 1);
+    char *rev = step_rev(s, at, rest_is_rev);
     if (!rev) {
         *ret = MHD_NO;
         return true;

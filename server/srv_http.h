@@ -129,6 +129,7 @@ typedef struct req_ctx {
     bool tokens;        /* the mirror needs tokens: answers vary by Authorization */
     bool publisher_trusted; /* X-Kernel-Publisher-Trusted: true on this JSON answer (refs) */
     up_req *up;         /* with --upstream: the request's upstream steps (upstream_queue.c) */
+    bool rev_kept;      /* its revision step passed on a kept verdict (upstream_verdict.c) */
 } req_ctx;
 
 /* Checked names: a revision is at most this long, a file path too (and each of its parts 255). */
@@ -261,6 +262,20 @@ int srv_resolve_rev_segs(char commit[65], char **rev_out, size_t *used, srv_stor
  * valid revision (never sent upstream), or the upstream's refusal. */
 bool srv_route_up(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
                      size_t at, bool rest_is_rev, enum MHD_Result *ret);
+/* srv_route_up, then the store's resolution (srv_resolve_rev_segs) with its answers: 404 for no repo
+ * folder or no such revision, 400 for an invalid one. When the store cannot resolve what the step
+ * passed on a kept verdict, the step is taken again by the file system (srv_route_retake) and the
+ * store asked once more. false = resolved (commit, *rev, *used); true = answered (*ret). */
+bool srv_route_rev(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                   size_t at, bool rest_is_rev, char commit[65], char **rev, size_t *used, enum MHD_Result *ret);
+/* The store lacks something the revision step passed on a kept verdict (ctx->rev_kept), without
+ * looking at the store: the verdict dropped and the step taken again by the file system, the
+ * revision of srv_route_up (srv_route_retake) or rev (srv_up_retake). 0: no verdict was used (the
+ * store's word stands); 1: the step answered (*ret); 2: go on (ask the store again). */
+int srv_route_retake(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const seglist *s,
+                     size_t at, bool rest_is_rev, enum MHD_Result *ret);
+int srv_up_retake(srv_server *srv, struct MHD_Connection *c, req_ctx *ctx, repo_ref *repo, const char *rev,
+                  enum MHD_Result *ret);
 
 /* ---- http_range.c --------------------------------------------------------------------------- */
 /* Headers every file answer carries: X-Repo-Commit, ETag, Accept-Ranges, X-Linked-* for LFS. */

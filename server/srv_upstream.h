@@ -12,6 +12,8 @@
  *   upstream_blob.c   blobs: one transfer per blob (threads wait on a condition variable, processes on
  *                     an flock), verified against the manifest and the headers, then renamed in
  *   upstream_wait.c   the in-process coalescing table (key → in flight / done), waits with a deadline
+ *   upstream_verdict.c  the revision step's kept "fresh" verdicts (a warm request does no file-system
+ *                     work for it), what keeps them true
  *   manifest.c        the per-commit file list kept beside the store (store.c lists from it)
  *   http_metrics.c    counters and /metrics (Prometheus text) */
 #ifndef HK_SRV_UPSTREAM_H
@@ -31,6 +33,7 @@ typedef struct srv_upstream srv_upstream;
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* What the access log says about a request's content. */
 typedef enum { UP_NONE = 0, UP_HIT, UP_MISS, UP_COALESCED, UP_STALE } up_mark;
@@ -119,6 +122,7 @@ typedef struct up_site {
 } up_site;
 
 typedef struct up_budget up_budget; /* one client's upstream misses (upstream_client.c) */
+typedef struct up_verdicts up_verdicts; /* the revision step's kept verdicts (upstream_verdict.c) */
 
 /* Transfer handles kept between requests (a handle keeps its connections: no TCP or TLS set-up
  * per miss); more may be in use at once, those are closed after their request. */
@@ -146,6 +150,7 @@ typedef struct srv_upstream {
     up_budget *budgets;
     unsigned miss_budget, miss_window; /* --client-miss-budget misses per --client-miss-window s */
     struct up_queue *queue;        /* the transfer threads (upstream_queue.c) */
+    up_verdicts *verdicts;         /* (repo, revision) found fresh, kept for the TTL (upstream_verdict.c) */
 } srv_upstream;
 
 typedef struct up_resp {
@@ -211,11 +216,28 @@ bool srv_up_unavailable(int rc, long status);
 void srv_up_resp_init(up_resp *r);
 void srv_up_resp_free(up_resp *r);
 
+/* ---- upstream_verdict.c: the revision step's kept verdicts (what keeps them true: the file) ---- */
+int srv_up_verdicts_new(up_verdicts **out);
+void srv_up_verdicts_free(up_verdicts *vs);
+/* Read before a file-system check whose "fresh" is to be kept: a forget after it voids the keep. */
+uint64_t srv_up_verdict_gen(up_verdicts *vs);
+/* Is rev of the repo known fresh without looking at the store (kept, inside its TTL and proof)? */
+bool srv_up_verdict_kept(up_verdicts *vs, hk_repo_type type, const char *id, const char *rev);
+/* Keep "fresh" for rev, until fresh_until (wall clock; 0: a commit, no end of its own), unless a
+ * forget came after gen was read. */
+void srv_up_verdict_keep(up_verdicts *vs, hk_repo_type type, const char *id, const char *rev, time_t fresh_until,
+                         uint64_t gen);
+/* Every verdict of the repo dropped: this process changed what they were made from. */
+void srv_up_verdict_forget(up_verdicts *vs, hk_repo_type type, const char *id);
+/* rev's verdict dropped: the store lacked what it passed (the next step checks the file system). */
+void srv_up_verdict_drop(up_verdicts *vs, hk_repo_type type, const char *id, const char *rev);
+
 /* ---- upstream_rev.c ------------------------------------------------------------------------- */
 /* Before the store resolves `rev` of `repo`: make sure the store knows it (fetch on a miss or past
  * the TTL), repo->dir refreshed. 0 = go on with the store (which may still say 404); 1 = answer
- * with *ans. *mark says hit / miss / coalesced / stale. */
-int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans);
+ * with *ans. *mark says hit / miss / coalesced / stale; *kept (may be NULL): passed on a kept verdict,
+ * without looking at the store (whose failure then calls for the step again: srv_up_retake). */
+int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans, bool *kept);
 /* Upstream's refs (or overview) JSON, memoised for the revision TTL, stale on error. 0 = *body
  * (caller frees), 1 = answer with *ans. */
 int srv_up_passthrough(srv_server *srv, const char *path_query, char **body, up_mark *mark, up_answer *ans);
@@ -247,6 +269,9 @@ typedef struct srv_metrics {
     atomic_ullong bytes;
     atomic_ullong hits, misses, coalesced, stale;
     atomic_ullong up_fetches, up_bytes, up_errors, up_rejected, up_rate_limited;
+    /* revision steps passed on a kept verdict / checked by the file system; verdicts dropped because
+     * the store lacked what one passed */
+    atomic_ullong rev_kept, rev_checked, rev_dropped;
 } srv_metrics;
 void srv_metrics_count(srv_metrics *m, met_route route, unsigned status, uint64_t bytes);
 void srv_metrics_mark(srv_metrics *m, up_mark mark);

@@ -42,8 +42,9 @@ typedef struct snap_handle {
     char commit[65];
     int snap, blobs; /* snapshots/<commit>/ and blobs/ (-1: the repo has none yet) */
     /* the proof that the commit names this snapshot and no ref (srv_snap_commit_prove): refs/ and
-     * snapshots/ as they were when refs/<commit> was absent and snapshots/<commit> there; fd -1:
-     * none. Read and replaced under the cache's lock. */
+     * snapshots/ as they were when refs/<commit> was absent and snapshots/<commit> there (refs_dir
+     * the repo folder itself when it had no refs/); fd -1: none. Read and replaced under the
+     * cache's lock. */
     seen_dir refs_dir, snaps_dir;
     unsigned refs;   /* the cache's own reference counts while the handle is in a slot */
     uint64_t used;
@@ -336,10 +337,14 @@ void srv_snap_commit_prove(srv_snap_cache *c, const char *repo_dir, const char *
     int repo = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     seen_dir refs = {.fd = -1}, snaps = {.fd = -1};
     struct stat st, snap_st;
-    bool ok = repo >= 0 && open_seen(&refs, repo, "refs", now) == 0 && open_seen(&snaps, repo, "snapshots", now) == 0 &&
-              fstatat(refs.fd, commit, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT &&
-              fstatat(snaps.fd, commit, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-              fstat(h->snap, &snap_st) == 0 && snap_st.st_ino == st.st_ino && snap_st.st_dev == st.st_dev;
+    bool ok = repo >= 0, have_refs = ok && open_seen(&refs, repo, "refs", now) == 0;
+    /* no refs/ at all (a store an edge filled by commit only): the repo folder's own stamps stand in
+     * for refs/'s, since making refs/ changes them */
+    if (ok && !have_refs) ok = open_seen(&refs, repo, ".", now) == 0;
+    ok = ok && open_seen(&snaps, repo, "snapshots", now) == 0 &&
+         fstatat(have_refs ? refs.fd : repo, have_refs ? commit : "refs", &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+         errno == ENOENT && fstatat(snaps.fd, commit, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+         fstat(h->snap, &snap_st) == 0 && snap_st.st_ino == st.st_ino && snap_st.st_dev == st.st_dev;
     if (repo >= 0) close(repo);
     pthread_mutex_lock(&c->mu);
     if (ok && h->refs_dir.fd < 0) { /* else another request proved it first */

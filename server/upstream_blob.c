@@ -117,6 +117,7 @@ static int fetch_blob(srv_server *srv, const repo_ref *repo, const char *commit,
         /* the claim goes with the bytes: the listing or the body lied, and which one cannot be told */
         if (srv_manifest_reject(srv_store_root(srv->store), repo->dir, commit) != HK_OK) hk_clear_error();
         srv_store_forget_listing(srv->store, repo->dir, commit);
+        srv_up_verdict_forget(srv->up->verdicts, repo->type, repo->id); /* the commit (and its branches) asked again */
         ans->status = 502;
         snprintf(ans->msg, sizeof ans->msg, "Upstream sent %s that does not match what it promised (%s); not kept",
                  e->path, bad ? bad : "size");

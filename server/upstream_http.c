@@ -95,6 +95,7 @@ int srv_up_create(srv_upstream **out, const srv_config *cfg) {
         hk__log(HK_LOG_WARN, "libcurl %s is older than 8.14.1: 7.88.1 reads freed memory on folded header lines an "
                 "upstream can send; install libcurl >= 8.14 (Debian 12: bookworm-backports)", cv->version);
     int rc = srv_up_waitset_new(&u->waits);
+    if (rc == HK_OK) rc = srv_up_verdicts_new(&u->verdicts);
     for (size_t i = 0; rc == HK_OK && i < cfg->n_upstreams; i++) {
         up_site *s = &u->sites[i];
         const char *b = cfg->upstreams[i];
@@ -130,6 +131,7 @@ void srv_up_free(srv_upstream *u) {
         free(u->token);
     }
     srv_up_waitset_free(u->waits);
+    srv_up_verdicts_free(u->verdicts);
     srv_up_memo_free(u);
     free(u->budgets);
     for (size_t i = 0; i < u->n_idle; i++) curl_easy_cleanup(u->idle[i]);

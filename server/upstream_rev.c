@@ -43,9 +43,12 @@ static const char *known_code(const char *c) {
     return NULL;
 }
 
-/* Is the store's knowledge of rev good enough without asking upstream? */
-static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, unsigned ttl, bool *known) {
+/* Is the store's knowledge of rev good enough without asking upstream? *until: when a "yes" ends
+ * (a branch's ref mtime + TTL; 0 for a commit, immutable unless marked partial). */
+static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, unsigned ttl, bool *known,
+                      time_t *until) {
     *known = false;
+    *until = 0;
     if (hk__is_commit_id(rev)) {
         /* record_revision writes the manifest before the snapshot folder, and the store resolves a
          * commit by its folder: a manifest alone is another process between the two steps, whose
@@ -69,6 +72,7 @@ static bool rev_fresh(const char *root, const char *repo_dir, const char *rev, u
     /* a branch naming a commit whose claims were contradicted is asked again too */
     bool partial = srv_store_resolve_rev(commit, repo_dir, rev) == HK_OK && srv_manifest_partial(root, repo_dir, commit);
     hk_clear_error();
+    *until = st.st_mtime + (time_t)ttl;
     return !partial && difftime(time(NULL), st.st_mtime) < (double)ttl;
 }
 
@@ -217,17 +221,26 @@ static void *rev_arg_new(const repo_ref *repo, const char *rev) {
 static void rev_job(srv_server *srv, void *arg, up_result *res) {
     rev_arg *a = arg;
     repo_ref repo = {.type = a->type, .id = a->id};
-    res->out = srv_up_revision(srv, &repo, a->rev, &res->mark, &res->ans);
+    res->out = srv_up_revision(srv, &repo, a->rev, &res->mark, &res->ans, NULL);
     free(repo.dir);
 }
 
-int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans) {
+int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *mark, up_answer *ans, bool *kept) {
     srv_upstream *u = srv->up;
     const char *root = srv_store_root(srv->store);
     *mark = UP_HIT;
+    if (kept) *kept = false;
     if (!hk_repo_id_valid(repo->id)) { /* never pasted into an upstream URL */
         answer(ans, 400, NULL, 0, "Invalid repo id");
         return 1;
+    }
+    /* a warm request: the kept verdict, no file-system work (upstream_verdict.c: why it holds). Only
+     * with the router's repo folder (a removed repo is seen there), never for a resumed request (its
+     * step's answer comes first) */
+    if (repo->dir && *rev && !srv_up_has_steps() && srv_up_verdict_kept(u->verdicts, repo->type, repo->id, rev)) {
+        atomic_fetch_add(&srv->metrics.rev_kept, 1);
+        if (kept) *kept = true;
+        return 0;
     }
     char *repo_dir = srv_store_repo_path(srv->store, repo->type, repo->id); /* checked id: inside the root */
     if (!repo_dir || !*rev) {
@@ -251,7 +264,13 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
         if (step->out) *ans = step->ans, out = 1;
         goto done;
     }
-    if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
+    uint64_t gen = srv_up_verdict_gen(u->verdicts); /* before the check: a change after it voids the keep */
+    time_t until;
+    atomic_fetch_add(&srv->metrics.rev_checked, 1);
+    if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known, &until)) {
+        srv_up_verdict_keep(u->verdicts, repo->type, repo->id, rev, until, gen);
+        goto done;
+    }
     if (!key) key = hk__asprintf("rev:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
     negkey = hk__asprintf("neg:%s/%s@%s", hk_repo_type_plural(repo->type), repo->id, rev);
     if (!key || !negkey) goto done;
@@ -280,7 +299,7 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
     if (!srv_up_enter(u->waits, key, wait_s, &u->stopping, &leader)) { /* another thread of this process asked */
         atomic_fetch_add(&srv->metrics.coalesced, 1);
         *mark = UP_COALESCED;
-        if (!leader.status || rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) goto done;
+        if (!leader.status || rev_fresh(root, repo_dir, rev, u->rev_ttl, &known, &until)) goto done;
         if (known) out = after_failure(u, negkey, known, 0, leader.status == 503, mark, ans); /* stale, or a 404 */
         else *ans = leader, out = 1;
         goto done;
@@ -290,7 +309,7 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
     if (fd == -2) { /* another process's request for it is past the deadline (or this client left) */
         if (known) *mark = UP_STALE;
         else answer(ans, 503, NULL, 5, "Upstream unavailable: another request for this revision is still running"), out = 1;
-    } else if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known)) { /* another process did it meanwhile */
+    } else if (rev_fresh(root, repo_dir, rev, u->rev_ttl, &known, &until)) { /* another process did it meanwhile */
         *mark = UP_COALESCED;
         atomic_fetch_add(&srv->metrics.coalesced, 1);
     } else {
@@ -310,6 +329,7 @@ int srv_up_revision(srv_server *srv, repo_ref *repo, const char *rev, up_mark *m
         if (rc == HK_OK && r.status == 200) {
             char commit[65];
             rc = record_revision(srv->store, repo_dir, rev, r.body.data ? r.body.data : "", commit);
+            srv_up_verdict_forget(u->verdicts, repo->type, repo->id); /* the store changed under them */
             if (rc == HK_OK) *mark = UP_MISS;
         } else if (rc == HK_OK && negative_status(r.status)) {
             srv_up_memo_put(u, negkey, NULL, (unsigned)r.status, r.error_code); /* made-up revisions cost one miss each */

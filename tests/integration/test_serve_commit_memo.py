@@ -57,6 +57,35 @@ def test_kept_commits_follow_every_write(tmp_path):
         conn.close()
 
 
+def test_kept_commits_without_refs_folder(tmp_path):
+    """A store with no refs/ at all (what an edge fills when asked by commit only): the repo folder's
+    own stamps stand in for refs/'s in the kept proof (making refs/ changes them), so a ref named
+    like the commit, made with its refs/ folder by another process, is still seen at once."""
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    repo = store / "kernels--org--cmemo"
+    shutil.rmtree(repo / "refs")
+    by_c1 = f"/kernels/{REPO}/resolve/{c1}/a.txt"
+    with Server(store) as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        time.sleep(RACY_WINDOW_S)
+        for _ in range(3):
+            assert get(conn, by_c1) == (200, b"one\n")
+        (repo / "refs").mkdir()
+        (repo / "refs" / c1).write_text(c2)
+        assert get(conn, by_c1) == (200, b"two\n")
+        shutil.rmtree(repo / "refs")
+        assert get(conn, by_c1) == (200, b"one\n")
+
+        time.sleep(RACY_WINDOW_S)
+        for _ in range(2):
+            assert get(conn, by_c1) == (200, b"one\n")
+        shutil.rmtree(repo / "snapshots" / c1)
+        assert get(conn, by_c1)[0] == 404
+        assert get(conn, f"/kernels/{REPO}/resolve/{c2}/a.txt") == (200, b"two\n")
+        conn.close()
+
+
 def test_kept_file_answers_follow_every_write(tmp_path):
     """A small file's whole answer is kept (server/http_memo.c) with its snapshot link's and blob's
     identity and stamps; a blob rewritten in place or replaced, a link pointed elsewhere or removed,

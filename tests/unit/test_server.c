@@ -644,6 +644,75 @@ static void test_manifest_partial_memo(const char *dir) {
     free(root);
 }
 
+/* The edge's kept revision verdicts (upstream_verdict.c): kept until their wall-clock end, never
+ * past their proof period, dropped by a forget of their repo or a drop of their own, and a keep
+ * made from a check older than a forget is refused. Threads keep, look up and forget at once. */
+static void test_up_verdicts(void) {
+    up_verdicts *vs = NULL;
+    CHECK_RC(srv_up_verdicts_new(&vs), HK_OK);
+    const char *c = "0123456789abcdef0123456789abcdef01234567";
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/a", c));
+    uint64_t g = srv_up_verdict_gen(vs);
+    srv_up_verdict_keep(vs, HK_REPO_KERNEL, "org/a", c, 0, g);
+    srv_up_verdict_keep(vs, HK_REPO_KERNEL, "org/a", "main", time(NULL) + 60, g);
+    srv_up_verdict_keep(vs, HK_REPO_KERNEL, "org/b", "main", time(NULL) + 60, g);
+    CHECK(srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/a", c));
+    CHECK(srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/a", "main"));
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_MODEL, "org/a", "main")); /* another type, another repo */
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/a", "other"));
+    /* a branch whose ref's mtime + TTL has passed is not fresh, whatever was kept */
+    srv_up_verdict_keep(vs, HK_REPO_KERNEL, "org/c", "main", time(NULL) - 1, g);
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/c", "main"));
+    /* this process changed org/a: its verdicts go, org/b's stay; a keep checked before is refused */
+    srv_up_verdict_forget(vs, HK_REPO_KERNEL, "org/a");
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/a", c));
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/a", "main"));
+    CHECK(srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/b", "main"));
+    srv_up_verdict_keep(vs, HK_REPO_KERNEL, "org/a", "main", time(NULL) + 60, g); /* g: before the forget */
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/a", "main"));
+    srv_up_verdict_drop(vs, HK_REPO_KERNEL, "org/b", "main");
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/b", "main"));
+    /* proven again at least once a second: a commit's verdict (no end of its own) lapses */
+    srv_up_verdict_keep(vs, HK_REPO_KERNEL, "org/d", c, 0, srv_up_verdict_gen(vs));
+    CHECK(srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/d", c));
+    struct timespec pause = {.tv_sec = 1, .tv_nsec = 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    CHECK(!srv_up_verdict_kept(vs, HK_REPO_KERNEL, "org/d", c));
+    srv_up_verdicts_free(vs);
+}
+
+typedef struct {
+    up_verdicts *vs;
+    int id;
+} verdict_arg;
+
+static void *verdict_worker(void *p) {
+    verdict_arg *a = p;
+    char repo[32], rev[32];
+    for (int i = 0; i < 20000; i++) {
+        snprintf(repo, sizeof repo, "org/r%d", i % 7);
+        snprintf(rev, sizeof rev, "b%d", (i + a->id) % 13);
+        if (i % 97 == 0) srv_up_verdict_forget(a->vs, HK_REPO_KERNEL, repo);
+        else if (i % 5 == 0) srv_up_verdict_keep(a->vs, HK_REPO_KERNEL, repo, rev, time(NULL) + 60, srv_up_verdict_gen(a->vs));
+        else if (i % 31 == 0) srv_up_verdict_drop(a->vs, HK_REPO_KERNEL, repo, rev);
+        else (void)srv_up_verdict_kept(a->vs, HK_REPO_KERNEL, repo, rev);
+    }
+    return NULL;
+}
+
+static void test_up_verdicts_threads(void) {
+    up_verdicts *vs = NULL;
+    CHECK_RC(srv_up_verdicts_new(&vs), HK_OK);
+    pthread_t t[4];
+    verdict_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (verdict_arg){.vs = vs, .id = i};
+        CHECK(pthread_create(&t[i], NULL, verdict_worker, &a[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    srv_up_verdicts_free(vs);
+}
+
 typedef struct {
     unsigned port;
     const char *path;
@@ -1010,6 +1079,8 @@ int main(void) {
     test_up_edge_in_process(dir);
     test_up_edge_suspended_stop(dir);
     test_manifest_partial_memo(dir);
+    test_up_verdicts();
+    test_up_verdicts_threads();
     curl_global_cleanup();
     return hk_test_finish();
 }
