@@ -8,7 +8,6 @@
  * (A 20 ms poll, the earlier way, put every waiter up to 20 ms behind the holder's answer.) Where
  * inotify is not to be had (another OS, or the user's inotify instances used up) the wait polls. */
 #include "server/srv_upstream.h"
-#include "util/internal.h"
 
 #include <errno.h>
 #include <stdatomic.h>
