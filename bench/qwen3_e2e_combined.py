@@ -12,7 +12,7 @@ same model (stock SDPA); a configuration passes if its error against fp32 is at 
 1.5 x stock bf16's error against fp32 + 1e-3, i.e. no worse than bf16 rounding already is.
 
 Helpers come from bench/attention_e2e_qwen3.py (hk_attention) and
-kernels/rmsnorm/benchmarks/e2e_qwen3.py (build_model, time_prefill, swap_rmsnorm).
+bench/rmsnorm/e2e_qwen3.py (build_model, time_prefill, swap_rmsnorm).
 
 usage: qwen3_e2e_combined.py --hub DIR [--layers N] [--reps N] [--warmup N]
        (HK_ATTN_LIB=libhk_attention_cuda.so, or nvcc builds it; DIR holds the staged torch variant
@@ -26,7 +26,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-sys.path.insert(0, os.path.join(ROOT, "kernels", "rmsnorm", "benchmarks"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "rmsnorm"))
 import attention_e2e_qwen3 as attn_e2e  # noqa: E402
 import e2e_qwen3 as rms_e2e  # noqa: E402
 

@@ -6,7 +6,7 @@ torch.compile, all in one run, over rows x hidden x (dtype, weight dtype).
 Liger-kernel (pure Triton; its wheel travels to the device, put it on PYTHONPATH) is a baseline
 when it imports: liger_kernel.ops.rms_norm.rms_norm_forward in its default "llama" casting mode and
 in "gemma" mode with offset 0 (fp32 math throughout, our semantics), the faster of the two that
-passes the float64 check. Method, as kernels/rmsnorm/benchmarks/bench.py (whose timing helpers this imports):
+passes the float64 check. Method, as bench/rmsnorm/bench.py (whose timing helpers this imports):
 copy ceiling measured in the same run (1 GiB device-to-device copy, read + write counted); every
 method timed as the GPU time per call inside a CUDA graph that calls it once per buffer set, with
 enough sets of fresh randn inputs to exceed the L2 four times over; CUDA events around replays,
@@ -17,7 +17,7 @@ a correctness pass: outputs poisoned with NaN, every element against float64 (|e
 1e-2|ref| for 16-bit outputs), many shapes including misaligned bases and both ops.
 
 FlashInfer (--flashinfer DIR: the package that ../shared/tools/flashinfer/ built for sm_90a, its JIT off;
-kernels/rmsnorm/benchmarks/flashinfer_prep.sh makes it) is a baseline: flashinfer.norm.rmsnorm with
+bench/rmsnorm/flashinfer_prep.sh makes it) is a baseline: flashinfer.norm.rmsnorm with
 its defaults (the CUDA norm module, programmatic dependent launch on where the device has it), the
 weight cast to x's dtype as for F.rms_norm. --triton FILE adds the Triton anchor (the Liger-style
 row kernel of shared/anchors/h200_triton_rmsnorm.py, executed from that file). --compile-per-hidden
@@ -45,7 +45,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "rmsnorm", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "rmsnorm"))
 from bench import copy_ceiling, graph_time, load_triton, nsets_for  # noqa: E402
 
 DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}

@@ -2,7 +2,7 @@
 # One H200 round for the RMSNorm kernel (issue 23), run by the device tool from the repo root with
 # .dev/rb (builds: NAME.so for each --lib, cuda_paths* test programs) and .dev/fi (pkg.tar.xz from
 # flashinfer_prep.sh, whl/ apache-tvm-ffi + liger-kernel, anchors/h200_triton_rmsnorm.py) carried:
-#   kernels/rmsnorm/benchmarks/h200_round.sh "NAME1 NAME2 ..." [sweep args...]
+#   bench/rmsnorm/h200_round.sh "NAME1 NAME2 ..." [sweep args...]
 # Writes under $OUT: env.txt, cuda_paths.txt, sanitizer.txt, sweep.txt/.json, ncu.txt.
 set -uo pipefail
 names=$1; shift
@@ -29,6 +29,6 @@ timeout ${SWEEP_S:-300} python3 bench/rmsnorm_sweep.py "${libs[@]}" --flashinfer
 [ "${NCU_S:-60}" = 0 ] && exit 0
 plibs=(); for n in $names; do plibs+=(--lib "$n=.dev/rb/$n.so"); done
 timeout ${NCU_S:-60} ncu --clock-control none -k 'regex:rms_|rms_fwd' --section SpeedOfLight --section Occupancy \
-  --section LaunchStats python3 kernels/rmsnorm/benchmarks/profile_wide.py "${plibs[@]}" \
+  --section LaunchStats python3 bench/rmsnorm/profile_wide.py "${plibs[@]}" \
   --triton .dev/fi/anchors/h200_triton_rmsnorm.py > $OUT/ncu.txt 2>&1
 echo "ncu rc=$?"; grep -E "rms_|rms_fwd|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Block Limit Registers" $OUT/ncu.txt | head -60

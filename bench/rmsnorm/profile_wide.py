@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from rmsnorm_sweep import load, ours  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -3,7 +3,7 @@
 eager RMSNorm, F.rms_norm, torch.compile of the eager form and a Liger-style Triton row kernel,
 all in one run, plus fused add+norm. Prints a markdown table; --json writes every number.
 
-Method (see ../README.md): the copy ceiling is measured here (1 GiB device-to-device copy, read +
+Method (see kernels/rmsnorm/README.md): the copy ceiling is measured here (1 GiB device-to-device copy, read +
 write counted). Each method is timed as the GPU time of one call inside a CUDA graph that calls it
 once per buffer set, sets rotating (enough sets that they exceed the L2 four times over, so every
 call reads HBM), fresh random inputs (randn); CUDA events around graph replays, median of the
