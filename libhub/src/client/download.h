@@ -16,17 +16,17 @@
 #define HK__SMALL_BLOB_MAX ((uint64_t)64 * 1024)
 
 typedef struct hk_dl_item {
-    char *etag;        /* blob name: sha256 (64 hex) or git blob sha1 (40 hex) */
+    const char *etag;   /* blob name: sha256 (64 hex) or git blob sha1 (40 hex) */
     uint64_t size;
-    char **paths;      /* repo paths that point to this blob */
+    const char *const *paths; /* repo paths that point to this blob (borrowed: a pull's listing's) */
     size_t npaths;
-    bool downloaded;   /* out: fetched by this call (false: was cached or fetched by another process) */
-    bool refetch;      /* in: fetch it even though blobs/ has it (corrupt, or a forced download): from
-                          byte 0 into a unique temp file renamed over the old blob, so that readers
-                          see the old file or the new one, never a partial one */
-    bool hashed;       /* in: its cached blob was hashed against etag by this pull (no need again) */
-    bool absent;       /* in: the caller has just found no blob for it: not looked for again before its
-                          lock is taken (the look under the lock, which decides, stays) */
+    bool downloaded;    /* out: fetched by this call (false: was cached or fetched by another process) */
+    bool refetch;       /* in: fetch it even though blobs/ has it (corrupt, or a forced download): from
+                           byte 0 into a unique temp file renamed over the old blob, so that readers
+                           see the old file or the new one, never a partial one */
+    bool hashed;        /* in: its cached blob was hashed against etag by this pull (no need again) */
+    bool absent;        /* in: the caller has just found no blob for it: not looked for again before its
+                           lock is taken (the look under the lock, which decides, stays) */
 } hk_dl_item;
 
 typedef struct hk_dl_stats {

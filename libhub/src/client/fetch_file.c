@@ -87,14 +87,16 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
     else strcpy(dir, "");
-    tree t;
+    const tree *t;
+    tree *listed;
     /* the commit's listing when this process holds it already (the resolve listed it): no request */
-    if (!hk__client_commit_tree_known(&t, hub, repo_id, commit) &&
-        (rc = hk__client_list_tree(&t, hub, repo_id, commit, dir, false)))
-        goto out;
+    if (!hk__client_commit_tree_known(&t, hub, repo_id, commit)) {
+        if ((rc = hk__client_list_tree(&listed, hub, repo_id, commit, dir, false))) goto out;
+        t = listed;
+    }
     char *variant = metadata_variant(path);
     char *bundle_path = variant ? hk__asprintf("%s.sigstore", path) : NULL;
-    const tree_entry *e = find_entry(&t, path), *b = bundle_path ? find_entry(&t, bundle_path) : NULL;
+    const tree_entry *e = find_entry(t, path), *b = bundle_path ? find_entry(t, bundle_path) : NULL;
     const char *etag = e ? entry_etag(e) : NULL;
     if (!e) {
         rc = hk__fail(HK_ERR_NOT_FOUND, "%s has no file %s at %s", repo_id, path, commit);
@@ -103,7 +105,7 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
     } else {
         const tree_entry *want[2] = {e, b};
         hk_dl_item items[2];
-        char *paths[2] = {(char *)path, bundle_path};
+        const char *paths[2] = {path, bundle_path};
         size_t n = b ? 2 : 1;
         memset(items, 0, sizeof items);
         for (size_t i = 0; i < n && rc == HK_OK; i++) {
@@ -112,7 +114,7 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
             if (!((el == 64 && want[i]->lfs_oid) || (el == 40 && !want[i]->lfs_oid)) || !hk__is_hex(et, el))
                 rc = hk__fail(HK_ERR_PROTOCOL, "the listing gives no usable content hash for %s (oid '%s')", paths[i],
                              et ? et : "(none)");
-            items[i].etag = (char *)et;
+            items[i].etag = et;
             items[i].size = want[i]->size;
             items[i].paths = &paths[i];
             items[i].npaths = 1;
@@ -128,7 +130,7 @@ int hk__hub_fetch_file(char **out_path, hk_hub *hub, const char *repo_id, const 
     }
     free(variant);
     free(bundle_path);
-    hk__client_tree_free(&t);
+    hk__client_tree_unref(t);
 out:
     free(dir);
     free(repo_dir);

@@ -18,8 +18,8 @@
 typedef struct memo_entry {
     char *key;
     char *value;               /* string answers; NULL for an object */
-    void *obj;                 /* an object of its owner's type (a listing: client/tree.c) */
-    const hk__memo_type *type; /* how to copy and clear obj; NULL for a string */
+    const void *obj;           /* a reference to an object of its owner's type (a listing: client/tree.c) */
+    const hk__memo_type *type; /* how to count references to obj; NULL for a string */
     size_t weight;
     uint64_t stamp; /* hk__now_ms() when stored: the age checked against a window */
     uint64_t op;    /* the operation that stored it (0: none) */
@@ -85,8 +85,7 @@ static void entry_free(hk_share *m, memo_entry *e) {
     free(e->value);
     if (e->obj) {
         m->obj_weight -= e->weight;
-        e->type->clear(e->obj);
-        free(e->obj);
+        e->type->unref(e->obj); /* whoever got it from the memo holds a reference of their own */
     }
     memset(e, 0, sizeof *e);
 }
@@ -145,47 +144,35 @@ void hk__memo_put(hk_share *m, const char *key, const char *value) {
     pthread_mutex_unlock(&m->lock);
 }
 
-bool hk__memo_get_obj(hk_share *m, void *out, const char *key, long window_ms, const hk__memo_type *type) {
-    memset(out, 0, type->size);
-    if (!key) return false;
-    bool hit = false;
+const void *hk__memo_get_obj(hk_share *m, const char *key, long window_ms, const hk__memo_type *type) {
+    if (!key) return NULL;
+    const void *out = NULL;
     pthread_mutex_lock(&m->lock);
     size_t i = find(m, key);
     if (i < m->n && m->v[i].type == type && usable(&m->v[i], window_ms)) {
-        hit = type->copy(out, m->v[i].obj) == HK_OK;
-        if (hit) m->v[i].used = ++m->clock; /* recently used: evicted last */
+        type->ref(m->v[i].obj); /* under the lock: an eviction cannot drop the memo's first */
+        out = m->v[i].obj;
+        m->v[i].used = ++m->clock; /* recently used: evicted last */
     }
     pthread_mutex_unlock(&m->lock);
-    hk_clear_error();
-    return hit;
+    return out;
 }
 
 void hk__memo_put_obj(hk_share *m, const char *key, const void *obj, size_t weight, const hk__memo_type *type) {
     if (!key || weight > MEMO_MAX_OBJ_WEIGHT) return;
-    void *copy = calloc(1, type->size);
-    if (!copy) return;
-    if (type->copy(copy, obj) != HK_OK) {
-        free(copy);
-        hk_clear_error();
-        return;
-    }
     pthread_mutex_lock(&m->lock);
     size_t i = find(m, key);
     if (i < m->n) remove_at(m, i);
     while (m->obj_weight + weight > MEMO_MAX_OBJ_WEIGHT) remove_oldest(m, true);
     memo_entry *e = slot_for(m, key);
     if (e) {
-        e->obj = copy;
+        type->ref(obj);
+        e->obj = obj;
         e->type = type;
         e->weight = weight;
         m->obj_weight += weight;
-        copy = NULL;
     }
     pthread_mutex_unlock(&m->lock);
-    if (copy) {
-        type->clear(copy);
-        free(copy);
-    }
     hk_clear_error();
 }
 

@@ -25,18 +25,18 @@ char *hk__memo_key(const struct hk_hub *hub, const char *kind, const char *a, co
 char *hk__memo_get(hk_share *m, const char *key, long window_ms);
 /* Store (a copy of) value under key, stamped now. Failures only cost a request later. */
 void hk__memo_put(hk_share *m, const char *key, const char *value);
-/* How the memo holds an object whose type it does not know (a listing, client/tree.c): the owner's
- * deep copy and clear, and the object's size. The memo calls them; it never looks inside. */
+/* How the memo holds an object whose type it does not know (a listing, client/tree.c): the
+ * owner's reference counting. The memo keeps a reference and hands out references, never copies,
+ * so a held object must be immutable and its count thread-safe; it never looks inside. */
 typedef struct hk__memo_type {
-    int (*copy)(void *dst, const void *src); /* HK_OK, or an error (dst left cleared) */
-    void (*clear)(void *obj);
-    size_t size;
+    void (*ref)(const void *obj);
+    void (*unref)(const void *obj);
 } hk__memo_type;
-/* A copy of the object of that type stored under key into *out (true), or false (*out zeroed).
- * window_ms: as hk__memo_get. */
-bool hk__memo_get_obj(hk_share *m, void *out, const char *key, long window_ms, const hk__memo_type *type);
-/* Store a copy of obj under key; weight counts toward the bound on all held objects (a listing:
- * its entries), the least recently used going first. Failures only cost a request later. */
+/* A new reference to the object of that type stored under key (drop it with type->unref), or
+ * NULL. It stays valid however the memo evicts. window_ms: as hk__memo_get. */
+const void *hk__memo_get_obj(hk_share *m, const char *key, long window_ms, const hk__memo_type *type);
+/* Keep a reference to obj under key; weight counts toward the bound on all held objects (a
+ * listing: its entries), the least recently used going first. Failures only cost a request later. */
 void hk__memo_put_obj(hk_share *m, const char *key, const void *obj, size_t weight, const hk__memo_type *type);
 /* One public call that asks several questions (hk_hub_pull, hk_get_kernel, ...) is an operation:
  * within it each answer is asked once, also with the freshness window off (0 means "every call

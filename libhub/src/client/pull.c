@@ -20,12 +20,13 @@
 #include <string.h>
 
 /* What a pull fetches: each blob once, with the repo paths that name it (indexed by etag, so a
- * listing of n files costs O(n), not O(n^2)). */
+ * listing of n files costs O(n), not O(n^2)). The etags and paths are the listing's own strings
+ * (the result holds the listing for as long as the plan lives): no copy per file. */
 typedef struct pull_plan {
     hk_dl_item *items;
     size_t n, cap;
     hk_strmap by_etag;
-    hk_arena strs; /* the items' etags, paths and path arrays: one malloc per 64 KiB, not three per file */
+    hk_arena strs; /* the path arrays of blobs more than one path names */
 } pull_plan;
 
 static void plan_free(pull_plan *p) {
@@ -34,10 +35,11 @@ static void plan_free(pull_plan *p) {
     hk__arena_free(&p->strs);
 }
 
-/* Add the files of the listing t under prefix ("build/<variant>") to the plan and to r's files:
- * names checked (nothing leaves the variant), a usable content hash for each, one size per blob.
- * With the spec's patterns: only the files they choose, and then metadata.json and its bundle
- * too; none chosen: nothing added. *out_chosen / *out_all: files chosen / files of the variant. */
+/* Add the files of the listing t (r->listing: the plan and r point into it) under prefix
+ * ("build/<variant>") to the plan and to r's files: names checked (nothing leaves the variant), a
+ * usable content hash for each, one size per blob. With the spec's patterns: only the files they
+ * choose, and then metadata.json and its bundle too; none chosen: nothing added. *out_chosen /
+ * *out_all: files chosen / files of the variant. */
 static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tree *t, const char *prefix,
                         const hk_pull_spec *spec, size_t *out_chosen, size_t *out_all) {
     int rc = HK_OK;
@@ -52,7 +54,7 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
     }
     if (*out_chosen == 0) return HK_OK;
     for (size_t i = 0; rc == HK_OK && i < t->n; i++) {
-        tree_entry *e = &t->e[i];
+        const tree_entry *e = &t->e[i];
         /* names: checked where the listing entered (tree.c check_entry_path) */
         if (strncmp(e->path, prefix, plen) != 0 || e->path[plen] != '/') continue; /* another variant's */
         if (e->dir || hk__client_excluded(e->path)) continue;
@@ -66,7 +68,7 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
                          etag ? etag : "(none)");
             break;
         }
-        if ((rc = hk__client_add_file(r, fcap, e->path))) break;
+        if ((rc = hk__client_add_listed_file(r, fcap, e->path))) break;
         size_t k = p->n;
         hk__strmap_get(&p->by_etag, etag, &k); /* indexed: a listing of n files costs O(n), not O(n^2) */
         if (k < p->n && p->items[k].size != e->size) {
@@ -76,31 +78,29 @@ static int plan_variant(pull_plan *p, hk_pull_result *r, size_t *fcap, const tre
         if (k == p->n) {
             if ((rc = HK_VEC_RESERVE(p->items, p->cap, p->n + 1)) != HK_OK) break;
             memset(&p->items[p->n], 0, sizeof *p->items);
-            p->items[p->n].etag = hk__arena_strdup(&p->strs, etag);
+            p->items[p->n].etag = etag;
             p->items[p->n].size = e->size;
             p->n++;
-            if (!p->items[k].etag) {
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
             if ((rc = hk__strmap_put(&p->by_etag, p->items[k].etag, k))) break;
         }
-        /* path arrays live in the arena too, their capacity the next power of two of npaths (a blob
-         * named by many paths costs O(paths), not O(paths^2)) */
+        /* a blob one path names points at the listing entry's own path field (no array); arrays for
+         * more live in the arena, their capacity the next power of two of npaths (a blob named by
+         * many paths costs O(paths), not O(paths^2)) */
         size_t np = p->items[k].npaths;
-        if ((np & (np - 1)) == 0) {
-            size_t ncap = np ? 2 * np : 1;
-            char **grown = ncap <= SIZE_MAX / sizeof(char *) ? hk__arena_alloc(&p->strs, ncap * sizeof(char *)) : NULL;
+        if (np == 0) {
+            p->items[k].paths = &e->path;
+        } else if ((np & (np - 1)) == 0) {
+            const char **grown =
+                2 * np <= SIZE_MAX / sizeof(char *) ? hk__arena_alloc(&p->strs, 2 * np * sizeof(char *)) : NULL;
             if (!grown) {
                 rc = hk__fail(HK_ERR_NOMEM, "out of memory");
                 break;
             }
-            if (np) memcpy(grown, p->items[k].paths, np * sizeof(char *));
+            memcpy(grown, p->items[k].paths, np * sizeof(char *));
+            grown[np] = e->path;
             p->items[k].paths = grown;
-        }
-        if (!(p->items[k].paths[np] = hk__arena_strdup(&p->strs, e->path))) {
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            break;
+        } else {
+            ((const char **)p->items[k].paths)[np] = e->path; /* an arena array with room (np >= 3) */
         }
         p->items[k].npaths++;
     }
@@ -263,9 +263,6 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
     bool dry = spec.dry_run != 0;
     unsigned vflags = dry ? HK_VERIFY_NO_WRITE : 0;
     /* variants from the listing (skipped when the named variant is already complete here) */
-    tree t;
-    memset(&t, 0, sizeof t);
-    bool have_tree = false;
     char **names = NULL;
     size_t n = 0;
     bool force = spec.force_download != 0;
@@ -279,15 +276,14 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
         if (names) names[0] = hk__strdup(spec.variant);
         n = 1;
         rc = names && names[0] ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
-    } else if ((rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) {
-        /* the one listing of the commit (shared with the kernel-status.toml check, client/tree.c):
-         * its build/ folders are the variants, its files under them what is pulled */
-        have_tree = true;
-        rc = hk__client_variants_from_commit_tree(&names, &n, &t);
+    } else if ((rc = hk__client_commit_tree(&r->listing, hub, repo, commit)) == HK_OK) {
+        /* the one listing of the commit (shared with the kernel-status.toml check and the memo,
+         * client/tree.c): its build/ folders are the variants, its files under them what is
+         * pulled; r holds it, so the plan and r's files point into it */
+        rc = hk__client_variants_from_commit_tree(&names, &n, r->listing);
     }
     free(local);
     if (rc) {
-        hk__client_tree_free(&t);
         free(repo_dir);
         return rc;
     }
@@ -336,13 +332,16 @@ static int pull_online(hk_pull_result *r, hk_hub *hub, const hk_pull_spec *spec_
                                                 r->variant_paths[v]);
             continue;
         }
-        if (!have_tree && (rc = hk__client_commit_tree(&t, hub, repo, commit)) == HK_OK) have_tree = true;
-        if (rc == HK_OK) rc = plan_variant(&plan, r, &fcap, &t, prefix, &spec, &chosen, &all);
+        if (!r->listing) rc = hk__client_commit_tree(&r->listing, hub, repo, commit);
+        if (rc == HK_OK) rc = plan_variant(&plan, r, &fcap, r->listing, prefix, &spec, &chosen, &all);
         dropped[v] = checked[v] = rc == HK_OK && chosen == 0 && hk__pull_has_patterns(&spec);
         partial[v] = chosen < all;
         free(prefix);
     }
-    hk__client_tree_free(&t);
+    if (rc == HK_OK && plan.n == 0) { /* nothing planned (every variant is here): r need not keep it */
+        hk__client_tree_unref(r->listing);
+        r->listing = NULL;
+    }
     /* the blob index is for grouping the listing only: not held through the downloads and checks */
     hk__strmap_free(&plan.by_etag);
     hk__strmap_init(&plan.by_etag);

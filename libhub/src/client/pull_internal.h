@@ -3,7 +3,9 @@
 #define HK_CLIENT_PULL_INTERNAL_H
 
 #include "client/download.h" /* hk_dl_item */
+#include "client/tree.h"
 #include "hubkern/hub.h"
+#include "util/arena.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,11 +15,16 @@ struct hk_pull_result {
     char *repo, *revision, *commit, *snapshot;
     char **variants, **variant_paths;
     size_t nvariants;
-    char **files;
+    /* the files' paths and blob ids point into the listing (online: the one the pull planned from,
+     * held here) or into strs (the files of a variant complete here, read from the snapshot):
+     * one copy of a listed name per process, however many hold it */
+    const char **files;
     size_t nfiles;
+    const tree *listing; /* a reference, or NULL */
+    hk_arena strs;
     /* per file, filled once the file list is final (pull.c): size, blob id, cached before the pull */
     uint64_t *file_sizes;
-    char **file_blobs;
+    const char **file_blobs;
     unsigned char *file_cached;
     bool details_pending; /* some files' size and blob are still to be read from their links */
     size_t files_downloaded;
@@ -32,8 +39,10 @@ bool hk__client_excluded(const char *path);
 /* Choose which variants to pull among names (spec->all_variants, spec->variant, else this
  * machine's best). Fills r->variants; `where` names the repo and commit in messages. */
 int hk__client_choose_variants(hk_pull_result *r, char **names, size_t n, const hk_pull_spec *spec, const char *where);
-/* Append a repo path to r->files (*cap: its capacity). */
+/* Append a copy of a repo path to r->files (*cap: its capacity). */
 int hk__client_add_file(hk_pull_result *r, size_t *cap, const char *path);
+/* Append path to r->files, not copied: it lives as long as r (a path of r->listing, or in r->strs). */
+int hk__client_add_listed_file(hk_pull_result *r, size_t *cap, const char *path);
 /* Append every file under dir/rel (no __pycache__, no *.pyc) to r->files. */
 int hk__client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel);
 

@@ -30,11 +30,9 @@ void hk_pull_result_free(hk_pull_result *r) {
     }
     free(r->variants);
     free(r->variant_paths);
-    for (size_t i = 0; i < r->nfiles; i++) {
-        free(r->files[i]);
-        if (r->file_blobs) free(r->file_blobs[i]);
-    }
-    free(r->files);
+    free(r->files); /* the strings are the listing's or strs' */
+    hk__client_tree_unref(r->listing);
+    hk__arena_free(&r->strs);
     free(r->file_sizes);
     free(r->file_blobs);
     free(r->file_cached);
@@ -69,7 +67,7 @@ static void read_local_details(const hk_pull_result *cr) {
         if (n > 0) {
             target[n] = '\0';
             const char *base = strrchr(target, '/');
-            r->file_blobs[f] = hk__strdup(base ? base + 1 : target);
+            r->file_blobs[f] = hk__arena_strdup(&r->strs, base ? base + 1 : target); /* NULL: none known */
         }
         free(local);
     }
@@ -147,12 +145,16 @@ int hk__client_choose_variants(hk_pull_result *r, char **names, size_t n, const 
     return HK_OK;
 }
 
-int hk__client_add_file(hk_pull_result *r, size_t *cap, const char *path) {
+int hk__client_add_listed_file(hk_pull_result *r, size_t *cap, const char *path) {
     int rc = HK_VEC_RESERVE(r->files, *cap, r->nfiles + 1);
     if (rc) return rc;
-    if (!(r->files[r->nfiles] = hk__strdup(path))) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    r->nfiles++;
+    r->files[r->nfiles++] = path;
     return HK_OK;
+}
+
+int hk__client_add_file(hk_pull_result *r, size_t *cap, const char *path) {
+    const char *copy = hk__arena_strdup(&r->strs, path);
+    return copy ? hk__client_add_listed_file(r, cap, copy) : hk__fail(HK_ERR_NOMEM, "out of memory");
 }
 
 int hk__client_collect_local_files(hk_pull_result *r, size_t *cap, const char *dir, const char *rel) {
@@ -194,8 +196,7 @@ void hk__pull_keep_chosen(hk_pull_result *r, size_t from, const char *prefix, co
     for (size_t i = from; i < r->nfiles; i++) {
         bool keep = chosen && (hk__glob_select(r->files[i], spec->include, spec->exclude) ||
                                hk__pull_variant_metadata_file(r->files[i], prefix));
-        if (keep) r->files[w++] = r->files[i];
-        else free(r->files[i]);
+        if (keep) r->files[w++] = r->files[i]; /* a dropped one's copy stays in strs until r goes */
     }
     r->nfiles = w;
     *out_chosen = chosen;
@@ -222,7 +223,7 @@ int hk__pull_file_details(hk_pull_result *r, const hk_dl_item *items, size_t nit
         }
         r->file_sizes[f] = items[i].size;
         r->file_cached[f] = items[i].hashed && !items[i].refetch;
-        if (!(r->file_blobs[f] = hk__strdup(items[i].etag))) rc = hk__fail(HK_ERR_NOMEM, "out of memory");
+        r->file_blobs[f] = items[i].etag; /* the listing's, which r holds */
     }
     hk__strmap_free(&bypath);
     return rc;

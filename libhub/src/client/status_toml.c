@@ -59,12 +59,12 @@ int hk__client_check_status(char **out_dest, char **out_rev, hk_hub *hub, const 
      * need that listing anyway (one request for all three, client/tree.c), and the file itself is
      * asked for only when it exists. */
     if (hk__is_commit_id(commit)) {
-        tree t;
+        const tree *t;
         int lrc = hk__client_commit_tree(&t, hub, repo_id, commit);
         if (lrc) return hk__fail_context("checking kernel-status.toml of %s", repo_id);
-        const tree_entry *e = hk__client_tree_find(&t, "kernel-status.toml");
+        const tree_entry *e = hk__client_tree_find(t, "kernel-status.toml");
         bool present = e && !e->dir;
-        hk__client_tree_free(&t);
+        hk__client_tree_unref(t);
         if (!present) {
             remember_absent(hub, repo_id, commit);
             return HK_OK;

@@ -19,43 +19,14 @@
  * ever longer URLs, quadratic in the page count (found by tests/fuzz/fuzz_hub_json). */
 #define HK_LINK_URL_MAX 8192
 
-void hk__client_tree_free(tree *t) {
-    for (size_t i = 0; i < t->n; i++) {
-        free(t->e[i].path);
-        free(t->e[i].oid);
-        free(t->e[i].lfs_oid);
-    }
-    free(t->e);
-    memset(t, 0, sizeof *t);
-}
+static void tree_ref_obj(const void *t) { hk__client_tree_ref(t); }
+static void tree_unref_obj(const void *t) { hk__client_tree_unref(t); }
+/* A listing as the memo holds it (client/memo.h): by reference, never copied. */
+static const hk__memo_type k_tree_type = {tree_ref_obj, tree_unref_obj};
 
-static int tree_copy(tree *out, const tree *t) {
-    memset(out, 0, sizeof *out);
-    out->e = calloc(t->n + 1, sizeof *out->e);
-    if (!out->e) return hk__fail(HK_ERR_NOMEM, "out of memory");
-    out->cap = t->n + 1;
-    for (size_t i = 0; i < t->n; i++) {
-        const tree_entry *s = &t->e[i];
-        tree_entry *d = &out->e[out->n++];
-        *d = *s;
-        d->path = hk__strdup(s->path);
-        d->oid = s->oid ? hk__strdup(s->oid) : NULL;
-        d->lfs_oid = s->lfs_oid ? hk__strdup(s->lfs_oid) : NULL;
-        if (!d->path || (s->oid && !d->oid) || (s->lfs_oid && !d->lfs_oid)) {
-            hk__client_tree_free(out);
-            return hk__fail(HK_ERR_NOMEM, "out of memory");
-        }
-    }
-    return HK_OK;
-}
-
-static int tree_copy_obj(void *dst, const void *src) { return tree_copy(dst, src); }
-static void tree_clear_obj(void *t) { hk__client_tree_free(t); }
-/* A listing as the memo holds it (client/memo.h): it copies and frees trees through these. */
-static const hk__memo_type k_tree_type = {tree_copy_obj, tree_clear_obj, sizeof(tree)};
-
-bool hk__memo_get_tree(hk_share *m, tree *out, const char *key, long window_ms) {
-    return hk__memo_get_obj(m, out, key, window_ms, &k_tree_type);
+bool hk__memo_get_tree(hk_share *m, const tree **out, const char *key, long window_ms) {
+    *out = hk__memo_get_obj(m, key, window_ms, &k_tree_type);
+    return *out != NULL;
 }
 
 void hk__memo_put_tree(hk_share *m, const char *key, const tree *t) {
@@ -107,14 +78,15 @@ static int visited_add(visited *v, char *url) {
  * rule (hk__repo_path_valid: no "..", '\\', control bytes, components over 255 bytes, invalid or
  * overlong UTF-8) and one entry per path over all pages: a second entry for a path (another hash,
  * or a name a NUL cut short in a C string) would leave which blob is linked to the order of
- * links. Every listing is made here, so callers never check its names again. */
-static int check_entry_path(hk_strmap *paths, const char *p, const char *what) {
+ * links (the caller records p once the listing holds its copy). Every listing is made here, so
+ * callers never check its names again. */
+static int check_entry_path(const hk_strmap *paths, const char *p, const char *what) {
     if (!hk__repo_path_valid(p)) /* the message shows raw bytes as \xNN (util/error.c) */
         return hk__fail(HK_ERR_UNSAFE_PATH, "%s: refusing file name '%s' from the server's listing: it is no repo "
                         "path (a '..', '\\' or control byte, a component over 255 bytes, or invalid UTF-8)", what, p);
     if (hk__strmap_get(paths, p, NULL))
         return hk__fail(HK_ERR_PROTOCOL, "%s: the listing names %s twice (a lying or broken server)", what, p);
-    return hk__strmap_put(paths, p, 0);
+    return HK_OK;
 }
 
 /* The entries of one page of a listing (a JSON list) appended to out, within the hub's bound on
@@ -136,42 +108,32 @@ static int add_page_entries(tree *out, hk_strmap *paths, const cJSON *j, const h
                          what, hub->max_listing_entries);
             break;
         }
-        if ((rc = HK_VEC_RESERVE(out->e, out->cap, out->n + 1)) != HK_OK) break;
-        tree_entry *e = &out->e[out->n++];
-        memset(e, 0, sizeof *e);
-        e->path = hk__strdup(p);
-        if (!e->path) { /* before anything else can overwrite rc */
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if ((rc = check_entry_path(paths, e->path, what))) break;
-        e->dir = strcmp(type, "directory") == 0;
+        if ((rc = check_entry_path(paths, p, what))) break;
+        bool dir = strcmp(type, "directory") == 0;
+        uint64_t size = 0;
         cJSON *sz = cJSON_GetObjectItemCaseSensitive(it, "size");
-        if (cJSON_IsNumber(sz) && (rc = entry_size(&e->size, sz, what, p, "size"))) break;
-        const char *oid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid"));
-        e->oid = hk__strdup(oid);
-        if (oid && !e->oid) {
-            rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-            break;
-        }
+        if (cJSON_IsNumber(sz) && (rc = entry_size(&size, sz, what, p, "size"))) break;
+        const char *oid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "oid")), *lo = NULL;
         cJSON *lfs = cJSON_GetObjectItemCaseSensitive(it, "lfs");
         if (cJSON_IsObject(lfs)) {
-            const char *lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "oid"));
+            lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "oid"));
             if (!lo) lo = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lfs, "sha256"));
-            e->lfs_oid = hk__strdup(lo);
-            if (lo && !e->lfs_oid) {
-                rc = hk__fail(HK_ERR_NOMEM, "out of memory");
-                break;
-            }
             cJSON *ls = cJSON_GetObjectItemCaseSensitive(lfs, "size");
-            if (cJSON_IsNumber(ls) && (rc = entry_size(&e->size, ls, what, p, "lfs.size"))) break;
+            if (cJSON_IsNumber(ls) && (rc = entry_size(&size, ls, what, p, "lfs.size"))) break;
         }
+        if ((rc = hk__client_tree_add(out, p, dir, size, oid, lo))) break;
+        /* the map borrows the listing's own copy: the page's cJSON is freed before the next one */
+        if ((rc = hk__strmap_put(paths, out->e[out->n - 1].path, 0))) break;
     }
     return rc;
 }
 
-int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit, const char *path, bool recursive) {
-    memset(out, 0, sizeof *out);
+int hk__client_list_tree(tree **out_tree, hk_hub *hub, const char *repo_id, const char *commit, const char *path,
+                         bool recursive) {
+    *out_tree = NULL;
+    tree *out;
+    int rc = hk__client_tree_new(&out);
+    if (rc) return rc;
     /* '/' kept in the path: the Hub takes both forms, some mirrors only this one */
     char *epath = hk__pct_encode(path, true);
     char *url = epath ? hk__asprintf("%s/api/kernels/%s/tree/%s%s%s?recursive=%s&expand=false", hub->endpoint, repo_id,
@@ -180,7 +142,7 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
     free(epath);
     char *what = *path ? hk__asprintf("listing %s/ of %s at %s", path, repo_id, commit)
                        : hk__asprintf("listing the files of %s at %s", repo_id, commit);
-    int rc = url && what ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
+    rc = url && what ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     visited seen;
     memset(&seen, 0, sizeof seen);
     hk__strmap_init(&seen.index);
@@ -264,22 +226,29 @@ int hk__client_list_tree(tree *out, hk_hub *hub, const char *repo_id, const char
     free(what);
     visited_free(&seen);
     hk__strmap_free(&paths);
-    if (rc) hk__client_tree_free(out);
-    return rc;
+    if (rc) {
+        hk__client_tree_unref(out);
+        return rc;
+    }
+    hk__client_tree_trim(out); /* the entry array's doubling slack given back */
+    *out_tree = out;
+    return HK_OK;
 }
 
 /* ---- the listing of a commit ------------------------------------------------------------------ */
 
-int hk__client_commit_tree(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
+int hk__client_commit_tree(const tree **out, hk_hub *hub, const char *repo_id, const char *commit) {
     /* a commit never changes: its listing is reused for as long as the memo keeps it */
     char *key = hk__memo_on(hub) ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
     if (key && hk__memo_get_tree(hub->share, out, key, hub->freshness_ms > 0 ? -1 : 0)) {
         free(key);
         return HK_OK;
     }
-    int rc = hk__client_list_tree(out, hub, repo_id, commit, "", true); /* its names checked there */
-    if (rc == HK_OK && key) hk__memo_put_tree(hub->share, key, out);
+    tree *t;
+    int rc = hk__client_list_tree(&t, hub, repo_id, commit, "", true); /* its names checked there */
+    if (rc == HK_OK && key) hk__memo_put_tree(hub->share, key, t); /* shared, not copied */
     free(key);
+    *out = rc == HK_OK ? t : NULL;
     return rc;
 }
 
@@ -289,7 +258,8 @@ const tree_entry *hk__client_tree_find(const tree *t, const char *path) {
     return NULL;
 }
 
-bool hk__client_commit_tree_known(tree *out, hk_hub *hub, const char *repo_id, const char *commit) {
+bool hk__client_commit_tree_known(const tree **out, hk_hub *hub, const char *repo_id, const char *commit) {
+    *out = NULL;
     char *key = hk__memo_on(hub) ? hk__memo_key(hub, "tree", repo_id, commit) : NULL;
     bool hit = key && hk__memo_get_tree(hub->share, out, key, hub->freshness_ms > 0 ? -1 : 0);
     free(key);
@@ -386,9 +356,9 @@ int hk_hub_list_variants(char ***out, size_t *out_n, hk_hub *hub, const char *re
         return rc;
     }
     /* one recursive listing of the commit answers this, kernel-status.toml and the pull (memo.c) */
-    tree t;
+    const tree *t;
     if ((rc = hk__client_commit_tree(&t, hub, repo_id, commit))) return rc;
-    rc = hk__client_variants_from_commit_tree(out, out_n, &t);
-    hk__client_tree_free(&t);
+    rc = hk__client_variants_from_commit_tree(out, out_n, t);
+    hk__client_tree_unref(t);
     return rc;
 }
