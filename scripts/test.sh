@@ -32,10 +32,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 CT
   run_suite asan -DCMAKE_BUILD_TYPE=Debug -DHK_SANITIZE=ON -DHK_KERNELS_CUDA=OFF
 stage_end
 # ThreadSanitizer over the concurrent tests only: the env cache, hk_get_kernel and the mirror from
-# many threads (test_threads), the kernel registry (test_kernel), the server (test_server).
+# many threads (test_threads), the kernel registry (test_kernel), the server (test_server), the
+# memo's listings shared by reference across threads (test_client_memo).
 stage_start "ThreadSanitizer build + the concurrent tests"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  BUILD_TARGETS="test_threads test_kernel test_server hk_tvmffi_fixture rmsnorm_hub_variants" CTEST_SELECT="-R ^unit\.test_(threads|kernel|server)$" \
+  BUILD_TARGETS="test_threads test_kernel test_server test_client_memo hk_tvmffi_fixture rmsnorm_hub_variants" \
+  CTEST_SELECT="-R ^unit\.test_(threads|kernel|server|client_memo)$" \
   run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHK_TSAN=ON -DHK_KERNELS_CUDA=OFF
 stage_end
 # libFuzzer harnesses (tests/fuzz): each runs HK_FUZZ_SMOKE_S seconds on its seed corpus.
