@@ -175,16 +175,21 @@ size_t hk__xfer_on_body(char *p, size_t sz, size_t n, void *ud) {
                          x->item->paths[0], x->item->etag, (unsigned long long)x->item->size);
         return 0;
     }
-    if (!x->buf && !(x->buf = malloc(HK_XFER_BUF))) {
-        x->err = hk__fail(HK_ERR_NOMEM, "out of memory");
-        return 0;
+    if (!x->buf) {
+        /* sized to the blob: a small file's buffer is a small block, not a 1 MiB one per file that,
+         * freed at the top of a small heap, glibc trims and the next file faults in again */
+        x->buf_cap = x->item->size && x->item->size < HK_XFER_BUF ? (size_t)x->item->size : HK_XFER_BUF;
+        if (!(x->buf = malloc(x->buf_cap))) {
+            x->err = hk__fail(HK_ERR_NOMEM, "out of memory");
+            return 0;
+        }
     }
     for (size_t off = 0; off < len;) {
-        size_t k = len - off < HK_XFER_BUF - x->buf_len ? len - off : HK_XFER_BUF - x->buf_len;
+        size_t k = len - off < x->buf_cap - x->buf_len ? len - off : x->buf_cap - x->buf_len;
         memcpy(x->buf + x->buf_len, p + off, k);
         x->buf_len += k;
         off += k;
-        if (x->buf_len == HK_XFER_BUF && (x->err = flush_buf(x))) return 0;
+        if (x->buf_len == x->buf_cap && (x->err = flush_buf(x))) return 0;
     }
     hk__hasher_update(x->hasher, p, len);
     if (x->written < x->moved_mark) x->moved_mark = x->written; /* restarted lower: count from there */

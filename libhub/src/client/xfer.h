@@ -45,7 +45,7 @@ typedef struct hk_xfer {
     bool bad;                /* the temp file's content is suspect: never kept */
     char *errbuf;            /* libcurl's text for the current attempt's failure (CURL_ERROR_SIZE, held only) */
     unsigned char *buf;      /* write-behind buffer: bytes received but not yet written */
-    size_t buf_len;
+    size_t buf_len, buf_cap; /* buf_cap: the blob's size up to HK_XFER_BUF */
     /* the progress clock, across attempts: when the blob last got HK_XFER_PROGRESS_STEP more
      * bytes (or its first attempt began; 0: not yet) and its byte count then */
     uint64_t moved_at;
