@@ -176,7 +176,7 @@ class Server:
 # The Python kernels package resolving the dependency tree of kernel argv[1] (version 1, cpu, no
 # remote code trusted), as the parity tests compare it: one JSON line, {"nodes": [[repo_id,
 # revision, variant], ...]} depth-first, or {"error": "Type: message"}.
-KERNELS_TREE_PY = r"""
+_KERNELS_TREE_DEF = r"""
 import json, sys
 from kernels._rust import KernelDependency, KernelVersion
 from kernels.deps import resolve_kernel_tree
@@ -187,15 +187,20 @@ def walk(n, out):
     out.append([loc.repo_id, loc.revision, loc.variant_str])
     for d in n.deps.values():
         walk(d, out)
-try:
-    t = resolve_kernel_tree(_get_hf_api(), KernelDependency(sys.argv[1], KernelVersion.Version(1)), "cpu",
-                            HubResolver(trust_remote_code=False))
-    out = []
-    walk(t, out)
-    print(json.dumps({"nodes": out}))
-except Exception as e:
-    print(json.dumps({"error": type(e).__name__ + ": " + str(e)}))
+def tree(repo):
+    try:
+        t = resolve_kernel_tree(_get_hf_api(), KernelDependency(repo, KernelVersion.Version(1)), "cpu",
+                                HubResolver(trust_remote_code=False))
+        out = []
+        walk(t, out)
+        return {"nodes": out}
+    except Exception as e:
+        return {"error": type(e).__name__ + ": " + str(e)}
 """
+KERNELS_TREE_PY = _KERNELS_TREE_DEF + "print(json.dumps(tree(sys.argv[1])))\n"
+# The same for every kernel of argv[1:] in one process (importing kernels is most of a run's time):
+# one JSON line, {repo_id: answer}.
+KERNELS_TREES_PY = _KERNELS_TREE_DEF + "print(json.dumps({r: tree(r) for r in sys.argv[1:]}))\n"
 
 
 # ---- the set-up the pull and cache tests share (faultproxy's mirror and publisher) --------------

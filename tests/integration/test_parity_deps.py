@@ -18,7 +18,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import KERNELS_TREE_PY, Server, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import KERNELS_TREES_PY, Server, hubkern_bin, publish  # noqa: E402
 
 ORG = "hubkern-pt"
 
@@ -103,9 +103,16 @@ def env(tmp_path_factory):
     assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])
 
 
-def py_tree(e, repo):
-    p = subprocess.run([sys.executable, "-c", KERNELS_TREE_PY, repo], capture_output=True, text=True, timeout=120,
-                       env=clean_env(HF_ENDPOINT=e["srv"].url, HF_HOME=str(e["tmp"] / "hf_py_tree")))
+PULL_ROOTS = ["root", "d0", "pinned"]
+
+
+@pytest.fixture(scope="module")
+def py_trees(env):
+    # kernels' tree of every root the tests ask about, from one process: they shared one HF_HOME
+    # already, and a process each was mostly the import of kernels
+    roots = [f"{ORG}/{r}" for r in dict.fromkeys(ROOTS_OK + sorted(ROOTS_BAD) + PULL_ROOTS)]
+    p = subprocess.run([sys.executable, "-c", KERNELS_TREES_PY, *roots], capture_output=True, text=True, timeout=300,
+                       env=clean_env(HF_ENDPOINT=env["srv"].url, HF_HOME=str(env["tmp"] / "hf_py_tree")))
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -131,8 +138,8 @@ def reason(text):
 
 
 @pytest.mark.parametrize("root", ROOTS_OK)
-def test_same_tree(env, root):
-    want = py_tree(env, f"{ORG}/{root}")
+def test_same_tree(env, py_trees, root):
+    want = py_trees[f"{ORG}/{root}"]
     assert "nodes" in want, want
     got = hk_tree(env, f"{ORG}/{root}")
     assert "dependency_tree" in got, got
@@ -152,8 +159,8 @@ def test_provenance_in_info(env):
 
 
 @pytest.mark.parametrize("root", sorted(ROOTS_BAD))
-def test_same_failure(env, root):
-    want = py_tree(env, f"{ORG}/{root}")
+def test_same_failure(env, py_trees, root):
+    want = py_trees[f"{ORG}/{root}"]
     assert "error" in want, want
     got = hk_tree(env, f"{ORG}/{root}")
     err = got.get("dependency_tree_error")
@@ -235,9 +242,9 @@ def test_no_lockfile(env):
 # ---- hubkern pull: the whole tree --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("root", ["root", "d0", "pinned"])
-def test_pull_pulls_the_tree(env, root):
-    want = py_tree(env, f"{ORG}/{root}")
+@pytest.mark.parametrize("root", PULL_ROOTS)
+def test_pull_pulls_the_tree(env, py_trees, root):
+    want = py_trees[f"{ORG}/{root}"]
     home = f"hf_hk_pull_{root}"
     p = hk(env, "pull", f"{ORG}/{root}", "--version", "1", "--backend", "cpu", "--json", home=home)
     assert p.returncode == 0, p.stderr

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from hk_serve_helpers import KERNELS_TREE_PY, Server, hubkern_bin, publish  # noqa: E402
+from hk_serve_helpers import KERNELS_TREES_PY, Server, hubkern_bin, publish  # noqa: E402
 from test_parity_deps import cache_files, clean_env  # noqa: E402
 
 ORG = "hubkern-mf"
@@ -133,14 +133,41 @@ def env(tmp_path_factory):
     assert srv.stop() == 0, "\n".join(srv.log_lines[-60:])
 
 
-PY_LOAD = r"""
+PY_LOAD_DEF = r"""
 import json, sys
 from kernels import get_kernel
-try:
-    get_kernel(sys.argv[1], version=1, backend="cpu")
-    print(json.dumps({"ok": True}))
-except Exception as e:
-    print(json.dumps({"error": type(e).__name__ + ": " + str(e)}))
+def load(repo):
+    try:
+        get_kernel(repo, version=1, backend="cpu")
+        return {"ok": True}
+    except Exception as e:
+        return {"error": type(e).__name__ + ": " + str(e)}
+"""
+PY_LOAD = PY_LOAD_DEF + "print(json.dumps(load(sys.argv[1])))\n"
+# every kernel of argv[1:] loaded in turn by one process (one import of kernels): {repo_id: answer}
+PY_LOADS = PY_LOAD_DEF + "print(json.dumps({r: load(r) for r in sys.argv[1:]}))\n"
+
+# `kernels lock DIR` for every project of argv[1:] in one process, main() as the command runs it:
+# {dir: {"rc": exit status, "stderr": what it wrote there}}
+PY_LOCKS = r"""
+import contextlib, io, json, sys, traceback, warnings
+from kernels.cli import main
+out = {}
+for d in sys.argv[1:]:
+    sys.argv = ["kernels", "lock", d]
+    err = io.StringIO()
+    # a warning shown for an earlier project is shown again, as in a process of its own
+    with contextlib.redirect_stderr(err), warnings.catch_warnings():
+        try:
+            main()
+            rc = 0
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception:
+            traceback.print_exc()
+            rc = 1
+    out[d] = {"rc": rc, "stderr": err.getvalue()}
+print(json.dumps(out))
 """
 
 
@@ -176,9 +203,16 @@ def all_cases():
         "nometa", "notjson", "withdocs", "dup", "minver-new", "on-minver-new"]
 
 
+@pytest.fixture(scope="module")
+def py_trees(env):
+    # kernels' trees of every case from one process: the cases shared one HF_HOME already, and a
+    # process each was mostly the import of kernels
+    return py(env, KERNELS_TREES_PY, *[f"{ORG}/{c}" for c in all_cases()], home="hf_py_tree")
+
+
 @pytest.mark.parametrize("case", all_cases())
-def test_same_tree_answer(env, case):
-    want = py(env, KERNELS_TREE_PY, f"{ORG}/{case}", home="hf_py_tree")
+def test_same_tree_answer(env, py_trees, case):
+    want = py_trees[f"{ORG}/{case}"]
     assert ("error" in want) == (CASES[case] == "bad"), want  # the corpus says what kernels does
     p = hk(env, "info", f"{ORG}/{case}", "--version", "1", "--backend", "cpu", "--json")
     assert p.returncode == 0, p.stderr
@@ -191,15 +225,31 @@ def test_same_tree_answer(env, case):
     assert hset == sorted(tuple(n) for n in want["nodes"])
 
 
+@pytest.fixture(scope="module")
+def py_locks(env):
+    # `kernels lock` of every case's project from one process (one HF_HOME, as before): per case
+    # its exit status and stderr, and the lock it wrote (then removed, for hubkern to write its own)
+    dirs = {c: project(env, f"proj-{c}", {c: 1}) for c in all_cases()}
+    p = subprocess.run([sys.executable, "-c", PY_LOCKS, *map(str, dirs.values())], capture_output=True, text=True,
+                       timeout=300, env=clean_env(HF_ENDPOINT=env["srv"].url, HF_HOME=str(env["tmp"] / "hf_py_lock")))
+    assert p.returncode == 0, p.stderr
+    runs = json.loads(p.stdout.strip().splitlines()[-1])
+    out = {}
+    for c, d in dirs.items():
+        r = runs[str(d)]
+        lock = d / "kernels.lock"
+        out[c] = dict(r, lock=lock.read_bytes() if r["rc"] == 0 else None)
+        if r["rc"] == 0:
+            lock.unlink()
+    return out
+
+
 @pytest.mark.parametrize("case", all_cases())
-def test_same_lock_answer(env, case):
-    d = project(env, f"proj-{case}", {case: 1})
-    p = kernels_cli(env, "lock", d, home="hf_py_lock")
-    want = (d / "kernels.lock").read_bytes() if p.returncode == 0 else None
-    if want is not None:
-        (d / "kernels.lock").unlink()
+def test_same_lock_answer(env, py_locks, case):
+    d = env["tmp"] / f"proj-{case}"
+    want, stderr = py_locks[case]["lock"], py_locks[case]["stderr"]
     q = hk(env, "lock", d)
-    assert (q.returncode == 0) == (want is not None), (p.stderr[-600:], q.stderr)
+    assert (q.returncode == 0) == (want is not None), (stderr[-600:], q.stderr)
     if want is not None:
         assert (d / "kernels.lock").read_bytes() == want
     else:
@@ -223,9 +273,19 @@ def test_info_reports_an_unreadable_root_metadata(env):
         assert words in err.lower(), err
 
 
-@pytest.mark.parametrize("case", ["minver-new", "on-minver-new", "minver-old"])
-def test_minver_at_load(env, case):
-    want = py(env, PY_LOAD, f"{ORG}/{case}", home="hf_py_load")
+LOAD_CASES = ["minver-new", "on-minver-new", "minver-old"]
+
+
+@pytest.fixture(scope="module")
+def py_loads(env):
+    # kernels' loads of the three cases from one process, in the tests' order (they shared one
+    # HF_HOME already)
+    return py(env, PY_LOADS, *[f"{ORG}/{c}" for c in LOAD_CASES], home="hf_py_load")
+
+
+@pytest.mark.parametrize("case", LOAD_CASES)
+def test_minver_at_load(env, py_loads, case):
+    want = py_loads[f"{ORG}/{case}"]
     p = hk(env, "load", f"{ORG}/{case}", "--version", "1", "--backend", "cpu", home="hf_hk_load")
     if case == "minver-old":
         assert "ok" in want, want
