@@ -597,11 +597,9 @@ int launch_cta(const AttnPrefillParams &p, const CUtensorMap &tk, const CUtensor
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }
 
-enum class Sm90Cta { kRows64, kRows64Pair, kRows128 };
-// The CtaShape of each Sm90Cta, in its order. (The order instantiates the kernels in the order the
-// hand-written switch did: cicc's register numbering in the persistent kernels, which share
-// g_tiles_taken, follows it, and v22s kept their SASS bit for bit.)
-using Sm90CtaShapes = std::tuple<CtaShape<1, 1>, CtaShape<1, 2>, CtaShape<2, 1>>;
+enum class Sm90Cta { kRows128, kRows64, kRows64Pair };
+// The CtaShape of each Sm90Cta, in its order.
+using Sm90CtaShapes = std::tuple<CtaShape<2, 1>, CtaShape<1, 1>, CtaShape<1, 2>>;
 
 // Keys a sequence may have for two 64-row CTAs a SM to beat one 128-row CTA (measured on the H200
 // with every shape forced, NOTES.md v16 and v21): at D=64 (two stages each) at every length

@@ -65,7 +65,7 @@ def text_sections(cubin):
     for name_off, _, _, _, off, size, _, info in secs:
         name = e[strtab + name_off:e.index(b"\0", strtab + name_off)].decode()
         if name.startswith(".text."):
-            texts[name[len(".text."):]] = (e[off:off + size], info >> 24)  # sh_info's top byte: registers
+            texts[name[len(".text."):]] = (e[off:off + size], info >> 24)  # sh_info's top byte: registers (256 reads 0)
     return texts
 
 
