@@ -3,8 +3,9 @@
 // kernels live in prefill_sm90.cu (Hopper prefill), prefill_sm80.cu (portable prefill),
 // decode_kernel.cuh (split-KV decode with a fused combine; instantiated for 16-bit caches in
 // decode_kernel.cu and for FP8 ones in decode_fp8.cu) and decode_cache.cu (the cache's
-// parameters and TMA descriptors). Test builds (-DHK_TEST_HOOKS) read the tuning knobs of
-// attn_knobs.h from the environment; the shipped build reads none.
+// parameters and TMA descriptors). The prefill's parameters are built once, here, into one
+// AttnPrefillParams (prefill_params.h) for whichever launcher runs. Test builds (-DHK_TEST_HOOKS)
+// read the tuning knobs of attn_knobs.h from the environment; the shipped build reads none.
 #include <atomic>
 
 #include <cuda_runtime.h>
@@ -80,11 +81,14 @@ extern "C" int hk_attn_prefill_cuda(void *out, float *lse, const void *q, const 
     if (dtype != HK_ATTN_BF16 && dtype != HK_ATTN_FP16) return HK_ATTN_EINVAL;
     if (!aligned16(out) || !aligned16(q) || !aligned16(k) || !aligned16(v)) return HK_ATTN_EINVAL;
     if (batch == 0 || max_seqlen_q == 0) return HK_ATTN_OK;
-    const int rc = hk_attn_prefill_sm90(out, lse, q, k, v, cu_q, cu_k, batch, max_seqlen_q, total_q,
-                                        total_k, hq, hkv, d, dtype, causal, scale, stream);
+    AttnPrefillParams p{};
+    p.out = out, p.lse = lse, p.q = q, p.k = k, p.v = v, p.cu_q = cu_q, p.cu_k = cu_k;
+    p.batch = batch, p.max_seqlen_q = max_seqlen_q, p.total_q = total_q, p.total_k = total_k;
+    p.hq = hq, p.hkv = hkv, p.group = hq / hkv, p.d = d, p.dtype = dtype, p.causal = causal != 0;
+    p.scale = scale, p.scale_log2 = scale * hk_attn_dev::kLog2e;
+    const int rc = hk_attn_prefill_sm90(p, stream);
     if (rc != HK_ATTN_SM90_NOT_APPLICABLE) return rc;
-    return hk_attn_prefill_sm80(out, lse, q, k, v, cu_q, cu_k, batch, max_seqlen_q, total_q, hq, hkv, d,
-                                dtype, causal, scale, stream);
+    return hk_attn_prefill_sm80(p, stream);
 }
 
 extern "C" const char *hk_attn_prefill_cuda_kernel(void) {

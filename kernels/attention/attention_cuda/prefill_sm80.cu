@@ -13,7 +13,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <tuple>
+
 #include "attn_device.cuh"
+#include "attn_dispatch.h"
 #include "attn_knobs.h"
 #include "hk_attention_cuda.h"
 #include "mma_sm80.cuh"
@@ -23,7 +26,8 @@ namespace {
 
 using namespace hk_attn_dev;
 
-struct PrefillParams {
+// What the kernel reads (its parameter layout; hk_attn_prefill_sm80 fills it from AttnPrefillParams).
+struct Sm80Params {
     void *out;
     float *lse;
     const void *q, *k, *v;
@@ -32,8 +36,28 @@ struct PrefillParams {
     float scale, scale_log2;
 };
 
-template <bool BF16, int D, int NW, int MT, int BN, bool QSMEM, bool CAUSAL>
-__global__ void __launch_bounds__(NW * 32) prefill_kernel(const PrefillParams p) {
+// A CTA's tile: NW warps of 16*MT query rows each, key tiles of BN keys, the Q fragments held in
+// registers or (QSMEM) re-read from shared memory at every k-step, which frees 32*MT registers a
+// thread so that a warp can own 32 rows at D=128.
+template <int NW, int MT, int BN, bool QSMEM> struct Sm80Tile {
+    static constexpr int kWarps = NW, kRowTiles = MT, kBN = BN;
+    static constexpr bool kQInSmem = QSMEM;
+    static constexpr int kBM = 16 * MT * NW, kThreads = 32 * NW;
+};
+
+// The tiles; the defaults are the fastest measured on the H200 (NOTES.md v2). D=64: 4 warps x 32
+// rows (BM 128), BN 64, Q in registers.
+using Sm80TileD64 = Sm80Tile<4, 2, 64, false>;
+// D=128, by their HK_ATTN_PREFILL_CFG number (test builds, attn_knobs.h); the default is 1: 4 warps
+// x 32 rows (BM 128), BN 64, Q re-read from shared memory.
+using Sm80TilesD128 = std::tuple<Sm80Tile<4, 1, 64, false>, Sm80Tile<4, 2, 64, true>, Sm80Tile<4, 2, 32, true>,
+                                 Sm80Tile<8, 1, 64, false>>;
+constexpr int kSm80TileD128Default = 1;
+
+template <bool BF16, int D, class Tile, bool CAUSAL>
+__global__ void __launch_bounds__(Tile::kThreads) prefill_kernel(const Sm80Params p) {
+    constexpr int NW = Tile::kWarps, MT = Tile::kRowTiles, BN = Tile::kBN;
+    constexpr bool QSMEM = Tile::kQInSmem;
     using T = typename Ty<BF16>::T;
     constexpr int BM = 16 * MT * NW, CH = D / 8, KS = D / 16, NT = BN / 8, DT = D / 8;
     constexpr int NTH = NW * 32;
@@ -200,57 +224,38 @@ __global__ void __launch_bounds__(NW * 32) prefill_kernel(const PrefillParams p)
     }
 }
 
-template <bool BF16, int D, int NW, int MT, int BN, bool QSMEM, bool CAUSAL>
-int prefill_launch(const PrefillParams &p, int batch, int max_seqlen_q, cudaStream_t st) {
-    constexpr int BM = 16 * MT * NW;
-    constexpr int smem = BM * D * 2 + 4 * BN * D * 2;
-    auto kern = prefill_kernel<BF16, D, NW, MT, BN, QSMEM, CAUSAL>;
+template <bool BF16, int D, class Tile, bool CAUSAL>
+int prefill_launch(const AttnPrefillParams &p, cudaStream_t st) {
+    constexpr int smem = Tile::kBM * D * 2 + 4 * Tile::kBN * D * 2;
+    auto kern = prefill_kernel<BF16, D, Tile, CAUSAL>;
     if (smem > 48 * 1024 &&
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return HK_ATTN_ECUDA;
-    dim3 grid((max_seqlen_q + BM - 1) / BM, p.hq, batch);
-    kern<<<grid, NW * 32, smem, st>>>(p);
+    const Sm80Params kp{p.out, p.lse, p.q, p.k, p.v, p.cu_q, p.cu_k, p.hq, p.hkv, p.group, p.total_q,
+                        p.scale, p.scale_log2};
+    dim3 grid((p.max_seqlen_q + Tile::kBM - 1) / Tile::kBM, p.hq, p.batch);
+    kern<<<grid, Tile::kThreads, smem, st>>>(kp);
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }
 
 template <bool BF16, int D, bool CAUSAL>
-int prefill_dispatch(const PrefillParams &p, int batch, int max_seqlen_q, cudaStream_t st) {
-    // Tile configurations. The default per head dim is the fastest measured on the H200
-    // (NOTES.md); test builds select another with HK_ATTN_PREFILL_CFG=<n> (attn_knobs.h).
-    int cfg = hk_attn_knob_prefill_cfg();
+int prefill_for_tile(const AttnPrefillParams &p, cudaStream_t st) {
     if constexpr (D == 64) {
-        // 4 warps x 32 rows (BM 128), BN 64, Q in registers
-        return prefill_launch<BF16, D, 4, 2, 64, false, CAUSAL>(p, batch, max_seqlen_q, st);
-    }
-    else {
-        // default (cfg 1): 4 warps x 32 rows (BM 128), BN 64, Q re-read from shared memory
-        if (cfg < 0) cfg = 1;
-        switch (cfg) {
-        case 0: return prefill_launch<BF16, D, 4, 1, 64, false, CAUSAL>(p, batch, max_seqlen_q, st);
-        case 2: return prefill_launch<BF16, D, 4, 2, 32, true, CAUSAL>(p, batch, max_seqlen_q, st);
-        case 3: return prefill_launch<BF16, D, 8, 1, 64, false, CAUSAL>(p, batch, max_seqlen_q, st);
-        default: return prefill_launch<BF16, D, 4, 2, 64, true, CAUSAL>(p, batch, max_seqlen_q, st);
-        }
+        return prefill_launch<BF16, D, Sm80TileD64, CAUSAL>(p, st);
+    } else {
+        const int cfg = hk_attn_knob_prefill_cfg();  // -1: the default
+        const int tile = cfg >= 0 && cfg < (int)std::tuple_size_v<Sm80TilesD128> ? cfg : kSm80TileD128Default;
+        return HK_TILE_SWITCH(tile, Sm80TilesD128, Tile, [&] { return prefill_launch<BF16, D, Tile, CAUSAL>(p, st); });
     }
 }
 
 }  // namespace
 
-int hk_attn_prefill_sm80(void *out, float *lse, const void *q, const void *k, const void *v,
-                         const int32_t *cu_q, const int32_t *cu_k, int batch, int max_seqlen_q,
-                         int total_q, int hq, int hkv, int d, hk_attn_dtype dtype, int causal,
-                         float scale, void *stream) {
-    PrefillParams p{out, lse, q, k, v, cu_q, cu_k, hq, hkv, hq / hkv, total_q, scale, scale * kLog2e};
+int hk_attn_prefill_sm80(const AttnPrefillParams &p, void *stream) {
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    const bool bf = dtype == HK_ATTN_BF16;
-#define HK_PF(BF, DD, C) return prefill_dispatch<BF, DD, C>(p, batch, max_seqlen_q, st)
-    if (bf) {
-        if (d == 128) { if (causal) HK_PF(true, 128, true); HK_PF(true, 128, false); }
-        if (causal) HK_PF(true, 64, true);
-        HK_PF(true, 64, false);
-    }
-    if (d == 128) { if (causal) HK_PF(false, 128, true); HK_PF(false, 128, false); }
-    if (causal) HK_PF(false, 64, true);
-    HK_PF(false, 64, false);
-#undef HK_PF
+    return HK_DTYPE_SWITCH(p.dtype, BF16, [&] {
+        return HK_HEAD_DIM_SWITCH(p.d, D, [&] {
+            return HK_BOOL_SWITCH(p.causal, CAUSAL, [&] { return prefill_for_tile<BF16, D, CAUSAL>(p, st); });
+        });
+    });
 }

@@ -25,8 +25,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <tuple>
 
 #include "attn_device.cuh"
+#include "attn_dispatch.h"
 #include "attn_knobs.h"
 #include "hk_attention_cuda.h"
 #include "prefill_sm90.h"
@@ -45,6 +47,7 @@ constexpr int kBN = 128;  // keys per tile
 template <int NC, int MINB> struct CtaShape {
     static_assert(NC == 1 || NC == 2, "one or two consumer warpgroups");
     static_assert(MINB == 1 || (MINB == 2 && NC == 1), "two CTAs a SM only with one consumer warpgroup");
+    static constexpr int kConsumers = NC, kCtasPerSm = MINB;
     static constexpr int kBM = 64 * NC;
     static constexpr int kThreads = 128 * (NC + 1);
     // setmaxnreg moves registers between a CTA's warpgroups only: the consumers' increase must be
@@ -71,13 +74,13 @@ template <int NC, int MINB> struct CtaShape {
 #define HK_SM90_STAGES_D128 2
 #endif
 
-template <int D, int NC, int MINB, bool PERSIST>
+template <int D, class Cta, bool PERSIST>
 struct Layout {
     // two CTAs a SM: as many stages as fit in half of the SM's 227 KB
-    static constexpr int kStages = MINB == 2 ? (D == 128 ? 1 : 2) : D == 128 ? HK_SM90_STAGES_D128 : 3;
+    static constexpr int kStages = Cta::kCtasPerSm == 2 ? (D == 128 ? 1 : 2) : D == 128 ? HK_SM90_STAGES_D128 : 3;
     // a persistent CTA loads the next tile's Q while the consumers still work on this one's
     static constexpr int kQBufs = PERSIST ? 2 : 1;
-    static constexpr int kQBytes = CtaShape<NC, MINB>::kBM * D * 2;
+    static constexpr int kQBytes = Cta::kBM * D * 2;
     static constexpr int kTileBytes = kBN * D * 2;
     static constexpr int kOffK = kQBufs * kQBytes;
     static constexpr int kOffV = kOffK + kStages * kTileBytes;
@@ -87,9 +90,10 @@ struct Layout {
     // persistent: the tile the producer took for each Q buffer, decoded (the consumers read it there)
     static constexpr int kOffSched = (kOffBar + kBars * 8 + 15) / 16 * 16;
     static constexpr int kSmem = kOffSched + kQBufs * 32 + 1024;  // + slack to align the base
-    static_assert(kSmem * MINB <= 232448, "shared memory of an SM exceeded");
+    static_assert(kSmem * Cta::kCtasPerSm <= 232448, "shared memory of an SM exceeded");
 };
 
+// What the kernel reads: its parameter layout (hk_attn_prefill_sm90 fills it from AttnPrefillParams).
 struct Sm90Params {
     void *out;
     float *lse;
@@ -184,15 +188,15 @@ __device__ __forceinline__ Tile ld_shared_tile_warp(uint32_t a, int lane) {
 }
 #endif
 
-template <bool BF16, int D, bool CAUSAL, int NC, int MINB, bool PERSIST>
-__global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
+template <bool BF16, int D, bool CAUSAL, class Cta, bool PERSIST>
+__global__ void __launch_bounds__(Cta::kThreads, Cta::kCtasPerSm)
     prefill_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v, const Sm90Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace hk_sm90;
-    using L = Layout<D, NC, MINB, PERSIST>;
-    constexpr int kBM = CtaShape<NC, MINB>::kBM;
+    using L = Layout<D, Cta, PERSIST>;
+    constexpr int kBM = Cta::kBM, NC = Cta::kConsumers;
     using T = typename Ty<BF16>::T;
     constexpr int ST = L::kStages, QB = L::kQBufs, HALVES = D / 64;
     extern __shared__ uint8_t smem_raw[];
@@ -235,7 +239,7 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     // buffer's "full" barrier even where it loads nothing (a tile without keys, or the end: h < 0).
     if (wg == 0) {
         // ---- producer ----
-        regs_dealloc<CtaShape<NC, MINB>::kProducerRegs>();
+        regs_dealloc<Cta::kProducerRegs>();
         if (tid != 0) return;
         tma_prefetch_desc(&tm_q);
         tma_prefetch_desc(&tm_k);
@@ -288,7 +292,7 @@ __global__ void __launch_bounds__(CtaShape<NC, MINB>::kThreads, MINB)
     }
 
     // ---- consumers ----
-    regs_alloc<CtaShape<NC, MINB>::kConsumerRegs>();
+    regs_alloc<Cta::kConsumerRegs>();
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     auto release = [&](uint32_t bar) {
@@ -563,14 +567,13 @@ int sm_count() {
     return v;
 }
 
-template <bool BF16, int D, bool CAUSAL, int NC, int MINB, bool PERSIST>
-int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, Sm90Params p, int d,
-               int total_q, cudaStream_t st) {
-    using Shape = CtaShape<NC, MINB>;
-    using L = Layout<D, NC, MINB, PERSIST>;
+template <bool BF16, int D, bool CAUSAL, class Cta, bool PERSIST>
+int launch_cta(const AttnPrefillParams &p, const CUtensorMap &tk, const CUtensorMap &tv, Sm90Params kp,
+               cudaStream_t st) {
+    using L = Layout<D, Cta, PERSIST>;
     CUtensorMap tq;
-    if (!make_map(&tq, q, d, p.hq, total_q, Shape::kBM)) return HK_ATTN_ECUDA;
-    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL, NC, MINB, PERSIST>;
+    if (!make_map(&tq, p.q, p.d, p.hq, p.total_q, Cta::kBM)) return HK_ATTN_ECUDA;
+    auto kern = prefill_sm90_kernel<BF16, D, CAUSAL, Cta, PERSIST>;
     // the kernel's attributes, set once per device (a bit each in `set`)
     static std::atomic<uint64_t> set{0};
     const uint64_t bit = 1ull << current_device();
@@ -578,23 +581,25 @@ int launch_cta(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, Sm90
         if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) != cudaSuccess)
             return HK_ATTN_ECUDA;
         // two CTAs a SM need the largest shared-memory carveout
-        if (MINB > 1 && cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+        if (Cta::kCtasPerSm > 1 && cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                         cudaSharedmemCarveoutMaxShared) != cudaSuccess)
             return HK_ATTN_ECUDA;
         set.fetch_or(bit, std::memory_order_release);
     }
-    dim3 grid(p.mblocks, p.hq, p.batch);
+    dim3 grid(kp.mblocks, kp.hq, kp.batch);
     if (PERSIST) {  // one wave of CTAs (causal ones take tiles from the slot's counter, g_tiles_taken)
         static std::atomic<unsigned> next_slot{0};
-        const long tiles = (long)p.mblocks * p.hq * p.batch;
-        grid = dim3((unsigned)std::min<long>(tiles, (long)sm_count() * MINB), 1, 1);
-        p.sched_slot = next_slot.fetch_add(1, std::memory_order_relaxed) % kSchedSlots;
+        const long tiles = (long)kp.mblocks * kp.hq * kp.batch;
+        grid = dim3((unsigned)std::min<long>(tiles, (long)sm_count() * Cta::kCtasPerSm), 1, 1);
+        kp.sched_slot = next_slot.fetch_add(1, std::memory_order_relaxed) % kSchedSlots;
     }
-    kern<<<grid, Shape::kThreads, L::kSmem, st>>>(tq, tk, tv, p);
+    kern<<<grid, Cta::kThreads, L::kSmem, st>>>(tq, tk, tv, kp);
     return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
 }
 
 enum class Sm90Cta { kRows128, kRows64, kRows64Pair };
+// The CtaShape of each Sm90Cta, in its order.
+using Sm90CtaShapes = std::tuple<CtaShape<2, 1>, CtaShape<1, 1>, CtaShape<1, 2>>;
 
 // Keys a sequence may have for two 64-row CTAs a SM to beat one 128-row CTA (measured on the H200
 // with every shape forced, NOTES.md v16 and v21): at D=64 (two stages each) at every length
@@ -608,7 +613,7 @@ int pair_max_keys(int d, bool causal) { return d == 64 ? 2560 : causal ? 0 : 128
 // and every CTA has few key tiles, two 64-row CTAs a SM.
 // (The entry point is not told the longest key sequence; the keys a sequence has on average, or
 // its queries if more, stand for it: a speed choice only, every shape is computed right.)
-Sm90Cta sm90_cta_for(int batch, int max_seqlen_q, int total_k, int hq, int d, bool causal) {
+Sm90Cta sm90_cta_for(const AttnPrefillParams &p) {
     switch (hk_attn_knob_prefill_sm90_cta()) {
     case 1: return Sm90Cta::kRows128;
     case 2: return Sm90Cta::kRows64;
@@ -617,10 +622,10 @@ Sm90Cta sm90_cta_for(int batch, int max_seqlen_q, int total_k, int hq, int d, bo
     }
     // 64-row CTAs only while they still fit in one wave: at 128 CTAs of 128 rows for 132 SMs
     // (B1 S512, 32 heads) twice as many 64-row ones took two waves and lost 18 % (NOTES v16)
-    const long ctas128 = (long)((max_seqlen_q + 127) / 128) * hq * batch;
+    const long ctas128 = (long)((p.max_seqlen_q + 127) / 128) * p.hq * p.batch;
     if (2 * ctas128 <= sm_count()) return Sm90Cta::kRows64;
-    const long keys = std::max<long>(max_seqlen_q, total_k / std::max(batch, 1));
-    return keys <= pair_max_keys(d, causal) ? Sm90Cta::kRows64Pair : Sm90Cta::kRows128;
+    const long keys = std::max<long>(p.max_seqlen_q, p.total_k / std::max(p.batch, 1));
+    return keys <= pair_max_keys(p.d, p.causal) ? Sm90Cta::kRows64Pair : Sm90Cta::kRows128;
 }
 
 // Persistent CTAs (one wave; causal ones and those of unequal sequences take tiles from the launch's
@@ -640,33 +645,18 @@ bool sm90_persist_for(long tiles, int ctas_per_sm, long keys, bool causal) {
     return !causal || keys <= 8192;
 }
 
-template <bool BF16, int D, bool CAUSAL, int NC, int MINB>
-int launch_shape(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, Sm90Params p, int d, int total_q,
-                 int total_k, int max_seqlen_q, cudaStream_t st) {
-    constexpr int kBM = CtaShape<NC, MINB>::kBM;
-    p.mblocks = (max_seqlen_q + kBM - 1) / kBM;
+template <bool BF16, int D, bool CAUSAL, class Cta>
+int launch_shape(const AttnPrefillParams &p, const CUtensorMap &tk, const CUtensorMap &tv, cudaStream_t st) {
+    const int mblocks = (p.max_seqlen_q + Cta::kBM - 1) / Cta::kBM;
     // every sequence as long as the longest (the queries; the keys are not known here, so their
     // mean, or the queries if more, stands for a sequence's keys as in sm90_cta_for)
-    const bool equal = (long)max_seqlen_q * p.batch == total_q;
-    const long keys = std::max<long>(max_seqlen_q, total_k / std::max(p.batch, 1));
-    if (sm90_persist_for((long)p.mblocks * p.hq * p.batch, MINB, keys, CAUSAL)) {
-        p.counted = !equal;  // unequal tiles: a static share leaves CTAs idle
-        return launch_cta<BF16, D, CAUSAL, NC, MINB, true>(q, tk, tv, p, d, total_q, st);
-    }
-    return launch_cta<BF16, D, CAUSAL, NC, MINB, false>(q, tk, tv, p, d, total_q, st);
-}
-
-template <bool BF16, int D, bool CAUSAL>
-int launch(const void *q, const CUtensorMap &tk, const CUtensorMap &tv, const Sm90Params &p, int d,
-           int total_q, int total_k, int max_seqlen_q, cudaStream_t st) {
-    switch (sm90_cta_for(p.batch, max_seqlen_q, total_k, p.hq, d, CAUSAL)) {
-    case Sm90Cta::kRows64:
-        return launch_shape<BF16, D, CAUSAL, 1, 1>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st);
-    case Sm90Cta::kRows64Pair:
-        return launch_shape<BF16, D, CAUSAL, 1, 2>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st);
-    default:
-        return launch_shape<BF16, D, CAUSAL, 2, 1>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st);
-    }
+    const bool equal = (long)p.max_seqlen_q * p.batch == p.total_q;
+    const long keys = std::max<long>(p.max_seqlen_q, p.total_k / std::max(p.batch, 1));
+    const bool persist = sm90_persist_for((long)mblocks * p.hq * p.batch, Cta::kCtasPerSm, keys, CAUSAL);
+    // persistent on unequal tiles: from the counter, since a static share leaves CTAs idle
+    const Sm90Params kp{p.out,   p.lse,        p.cu_q, p.cu_k, p.hq, p.group, p.total_q, p.batch, mblocks,
+                        p.scale, p.scale_log2, 0,      persist && !equal};
+    return HK_BOOL_SWITCH(persist, PERSIST, [&] { return launch_cta<BF16, D, CAUSAL, Cta, PERSIST>(p, tk, tv, kp, st); });
 }
 
 }  // namespace
@@ -676,25 +666,19 @@ int hk_attn_prefill_sm90_applicable(void) {
     return hk_attn_knob_prefill_sm90() && hk_tma::is_sm90_device() && hk_tma::encoder() != nullptr;
 }
 
-int hk_attn_prefill_sm90(void *out, float *lse, const void *q, const void *k, const void *v,
-                         const int32_t *cu_q, const int32_t *cu_k, int batch, int max_seqlen_q,
-                         int total_q, int total_k, int hq, int hkv, int d, hk_attn_dtype dtype,
-                         int causal, float scale, void *stream) {
+int hk_attn_prefill_sm90(const AttnPrefillParams &p, void *stream) {
     if (!hk_attn_prefill_sm90_applicable()) return HK_ATTN_SM90_NOT_APPLICABLE;
-    const bool bf = dtype == HK_ATTN_BF16;
     CUtensorMap tk, tv;
-    if (!make_map(&tk, k, d, hkv, total_k, kBN) || !make_map(&tv, v, d, hkv, total_k, kBN))
+    if (!make_map(&tk, p.k, p.d, p.hkv, p.total_k, kBN) || !make_map(&tv, p.v, p.d, p.hkv, p.total_k, kBN))
         return HK_ATTN_ECUDA;
-    const Sm90Params p{out, lse, cu_q, cu_k, hq, hq / hkv, total_q, batch, 0, scale, scale * kLog2e, 0, 0};
+    const Sm90Cta cta = sm90_cta_for(p);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-#define HK_L(BF, DD, C) return launch<BF, DD, C>(q, tk, tv, p, d, total_q, total_k, max_seqlen_q, st)
-    if (bf) {
-        if (d == 128) { if (causal) HK_L(true, 128, true); HK_L(true, 128, false); }
-        if (causal) HK_L(true, 64, true);
-        HK_L(true, 64, false);
-    }
-    if (d == 128) { if (causal) HK_L(false, 128, true); HK_L(false, 128, false); }
-    if (causal) HK_L(false, 64, true);
-    HK_L(false, 64, false);
-#undef HK_L
+    return HK_DTYPE_SWITCH(p.dtype, BF16, [&] {
+        return HK_HEAD_DIM_SWITCH(p.d, D, [&] {
+            return HK_BOOL_SWITCH(p.causal, CAUSAL, [&] {
+                return HK_TILE_SWITCH(static_cast<int>(cta), Sm90CtaShapes, Cta,
+                                      [&] { return launch_shape<BF16, D, CAUSAL, Cta>(p, tk, tv, st); });
+            });
+        });
+    });
 }
