@@ -31,9 +31,13 @@ best (the same rule for every method). --shapes x/w:RxH,... times only those sha
 build with the _ex entry points, a chain of dependent launches y[i+1] = rms(y[i]) (32 calls in one
 graph, so each call reads what the previous one wrote) with programmatic dependent launch off and
 on; the chain's outputs must be bit-identical both ways and its first call right against float64.
+--pdl also times every build launched with programmatic dependent launch (its _ex entry point with
+RMSNORM_CUDA_PDL: the kernel's launch overlaps the previous node's tail), as the Hub variants'
+bindings launch it and as FlashInfer launches its norm by default; those columns are NAME+pdl, and
+the last one is the one the ratio column compares.
 
 usage: rmsnorm_sweep.py --lib NAME=PATH [--lib NAME=PATH ...] [--grid full|quick] [--json F]
-                        [--shapes LIST] [--pdl-chain] [--rounds N]"""
+                        [--shapes LIST] [--pdl-chain] [--pdl] [--rounds N]"""
 import argparse
 import ctypes
 import json
@@ -52,6 +56,7 @@ DT = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 EPS = 1e-6
 BASES = ("F.rms_norm", "compile", "liger", "triton", "flashinfer")
+PDL = 1  # RMSNORM_CUDA_PDL (rmsnorm_cuda.h)
 
 
 def load(path):
@@ -203,6 +208,7 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--shapes", default=None, help="x/w:RxH,... only these shapes")
     ap.add_argument("--pdl-chain", action="store_true")
+    ap.add_argument("--pdl", action="store_true", help="also time each build launched with PDL (NAME+pdl)")
     ap.add_argument("--alloc", action="store_true",
                     help="also time each build allocating its output per call, as F.rms_norm, compile and Liger do "
                          "(inside a graph the pool hands every call the same block, which stays in L2); "
@@ -262,6 +268,11 @@ def main():
     if args.only_alloc:
         args.alloc = True
     names = [m for n, _ in libs for m in ([n + "+alloc"] if args.only_alloc else [n, n + "+alloc"] if args.alloc else [n])]
+    if args.pdl:
+        if not all(lib.has_ex for _, lib in libs):
+            print("--pdl: every build needs the _ex entry points")
+            return 1
+        names += [m + "+pdl" for m in names]
     cols = " | ".join(f"{n} µs | {n} %copy" for n in names)
     print(f"\n| x/w | rows x H | MB | {cols} | F.rms_norm µs | compile µs | Liger µs | triton µs | FlashInfer µs | best baseline | {names[-1]}/best |")
     print("|" + "---|" * (9 + 2 * len(names)))
@@ -297,6 +308,13 @@ def main():
                     methods[n] = [lambda x=x, w=w, y=y, lib=lib: ours(lib, y, x, w) for x, w, y in zip(xs, ws, ys)]
                 if args.alloc:  # like the baselines: a fresh output from torch's allocator per call
                     methods[n + "+alloc"] = [lambda x=x, w=w, lib=lib: ours(lib, torch.empty_like(x), x, w) for x, w in zip(xs, ws)]
+                if args.pdl:
+                    if not args.only_alloc:
+                        methods[n + "+pdl"] = [lambda x=x, w=w, y=y, lib=lib: ours_ex(lib, y, x, w, PDL)
+                                               for x, w, y in zip(xs, ws, ys)]
+                    if args.alloc:
+                        methods[n + "+alloc+pdl"] = [lambda x=x, w=w, lib=lib: ours_ex(lib, torch.empty_like(x), x, w, PDL)
+                                                     for x, w in zip(xs, ws)]
             methods["F.rms_norm"] = [lambda x=x, w=w: F.rms_norm(x, (h,), w, EPS) for x, w in zip(xs, wc)]
             if not args.no_compile:
                 cf = compiled(h, dt, wdt)

@@ -153,6 +153,64 @@ def check_stream(name, rms_norm):
     print(f"{name:8s} stream: runs on torch's current stream (side stream + graph capture)", flush=True)
 
 
+def check_chain(name, rms_norm, fused):
+    """A chain of dependent calls, each reading what the one before wrote: the bindings launch with
+    programmatic dependent launch, so a call may start before the previous one ends and must wait
+    for its writes. Eager, in a CUDA graph (programmatic edges) and with a producer kernel that is
+    not ours (an add) between calls: bit-identical to calls separated by a device synchronisation,
+    and the first call right against float64."""
+    n, w = 12, torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    for rows in (1, 64, 8192):
+        x0 = torch.randn(rows, 4096, device="cuda", dtype=torch.bfloat16)
+        want = [x0]
+        for i in range(n):  # the reference: every call alone on the device
+            y = torch.empty_like(x0)
+            rms_norm(y, want[-1], w, 1e-6)
+            torch.cuda.synchronize()
+            if i == 0:
+                expect(close(y, ref_norm(x0, w, 1e-6), torch.bfloat16)[0], f"{name} chain first call {rows} rows")
+            want.append(y.add_(1.0))
+            torch.cuda.synchronize()
+
+        def run(ys):
+            for i in range(n):
+                rms_norm(ys[i + 1], ys[i], w, 1e-6)
+                ys[i + 1].add_(1.0)  # a kernel not ours reads our output and writes the next input
+
+        ys = [x0] + [torch.full_like(x0, float("nan")) for _ in range(n)]
+        run(ys)
+        torch.cuda.synchronize()
+        expect(all(torch.equal(a, b) for a, b in zip(ys, want)), f"{name} eager chain {rows} rows")
+        gs = [x0] + [torch.full_like(x0, float("nan")) for _ in range(n)]
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            run(gs)  # warm-up, outside the capture
+        torch.cuda.current_stream().wait_stream(s)
+        for t in gs[1:]:
+            t.fill_(float("nan"))
+        with torch.cuda.graph(g):
+            run(gs)
+        g.replay()
+        torch.cuda.synchronize()
+        expect(all(torch.equal(a, b) for a, b in zip(gs, want)), f"{name} graph chain {rows} rows")
+        # fused: x += residual chain, each call's residual the previous call's output
+        r = torch.randn(rows, 4096, device="cuda", dtype=torch.bfloat16)
+        a, b = x0.clone(), r.clone()
+        for _ in range(n):
+            fused(a, b, w, 1e-6)
+            a, b = b, a
+        torch.cuda.synchronize()
+        a2, b2 = x0.clone(), r.clone()
+        for _ in range(n):
+            fused(a2, b2, w, 1e-6)
+            torch.cuda.synchronize()
+            a2, b2 = b2, a2
+        expect(torch.equal(a, a2) and torch.equal(b, b2), f"{name} fused chain {rows} rows")
+    print(f"{name:8s} chains: dependent calls eager, in a graph and fused match calls run one at a time", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hub", required=True)
@@ -172,6 +230,7 @@ def main():
             check_backend("tvm-ffi", mod.rms_norm, mod.fused_add_rms_norm)
             check_errors("tvm-ffi", mod.rms_norm, mod.fused_add_rms_norm, (ValueError, TypeError))
             check_stream("tvm-ffi", mod.rms_norm)
+            check_chain("tvm-ffi", mod.rms_norm, mod.fused_add_rms_norm)
             del tvm_ffi
         elif v.startswith("torch"):
             mod = get_local_kernel(vdir)
@@ -179,6 +238,7 @@ def main():
             check_backend("torch", mod.rms_norm, mod.fused_add_rms_norm)
             check_errors("torch", mod.rms_norm, mod.fused_add_rms_norm, (RuntimeError,))
             check_stream("torch", mod.rms_norm)
+            check_chain("torch", mod.rms_norm, mod.fused_add_rms_norm)
             # the layer, as kernelize would use it
             layer = torch.nn.Module()
             layer.weight = torch.nn.Parameter(torch.randn(4096, device="cuda", dtype=torch.bfloat16))

@@ -156,6 +156,11 @@ Problem check_args(const char *op, const char *a_name, const TensorView &a, cons
 }
 
 #ifdef RMSNORM_WITH_CUDA
+// Programmatic dependent launch (sm_90+; ignored before): a norm's launch and ramp-up overlap the
+// previous kernel's tail, 0.3-0.5 us of a small call (NOTES.md v4). The kernel waits for that
+// kernel's completion before it reads memory, so any producer of its inputs is safe.
+constexpr unsigned kLaunchFlags = RMSNORM_CUDA_PDL;
+
 void check_cuda(const char *op, int err) {
     if (err != 0)
         TVM_FFI_THROW(RuntimeError) << op << ": CUDA error " << err << " ("
@@ -170,8 +175,9 @@ void rms_norm(TensorView out, TensorView x, TensorView weight, double eps) {
     if (p.device.device_type == kDLCUDA) {
         void *stream = TVMFFIEnvGetStream(p.device.device_type, p.device.device_id);
         check_cuda("rms_norm",
-                   rmsnorm_cuda_rms_norm(data_of(out), data_of(x), data_of(weight), p.dt, p.wdt,
-                                         p.rows, p.hidden, (float)eps, p.device.device_id, stream));
+                   rmsnorm_cuda_rms_norm_ex(data_of(out), data_of(x), data_of(weight), p.dt, p.wdt,
+                                         p.rows, p.hidden, (float)eps, p.device.device_id, stream,
+                                         kLaunchFlags));
         return;
     }
 #endif
@@ -189,9 +195,9 @@ void fused_add_rms_norm(TensorView x, TensorView residual, TensorView weight, do
     if (p.device.device_type == kDLCUDA) {
         void *stream = TVMFFIEnvGetStream(p.device.device_type, p.device.device_id);
         check_cuda("fused_add_rms_norm",
-                   rmsnorm_cuda_fused_add_rms_norm(data_of(x), data_of(residual), data_of(weight),
+                   rmsnorm_cuda_fused_add_rms_norm_ex(data_of(x), data_of(residual), data_of(weight),
                                                    p.dt, p.wdt, p.rows, p.hidden, (float)eps,
-                                                   p.device.device_id, stream));
+                                                   p.device.device_id, stream, kLaunchFlags));
         return;
     }
 #endif
