@@ -6,6 +6,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
+# one test more than cores: most integration tests wait on servers, sleeps and child processes
+# rather than compute, and ctest's slots set CI's wall time (20-minute budget)
+test_jobs=$((jobs + 1))
 
 # CTEST_SELECT (optional): ctest arguments that pick the tests of a stage (-R, -L, -LE).
 run_suite() { # name, extra cmake args...
@@ -13,7 +16,7 @@ run_suite() { # name, extra cmake args...
   cmake -S "$root" -B "$dir" -DHK_WERROR=ON -DHK_TEST_HOOKS=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
   # shellcheck disable=SC2086
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600 ${CTEST_SELECT:-})
+  (cd "$dir" && ctest --output-on-failure -j "$test_jobs" --timeout 600 ${CTEST_SELECT:-})
 }
 stage_start() { echo "== $1"; stage_t0=$(date +%s); }
 stage_end() { echo "   ($(( $(date +%s) - stage_t0 )) s)"; }
