@@ -13,8 +13,7 @@
 // normalised output.
 //
 // Semantics (masking, fully masked rows, LSE) are those of attention_cpu/hk_attention.h.
-// Included by decode_kernel.cu (16-bit caches) and decode_fp8.cu (FP8 caches): one kernel
-// template, instantiated in two translation units that compile in parallel.
+// The host side (template arguments, shared memory, grid) is decode_launch.cuh.
 #ifndef HK_ATTN_DECODE_KERNEL_CUH
 #define HK_ATTN_DECODE_KERNEL_CUH
 
@@ -539,36 +538,6 @@ __global__ void __launch_bounds__(NW * 32) decode_kernel(const __grid_constant__
     decode_plan_init<TL::BN, TL::NTH, TL::SEG_TILES>(p, plan);
     while (decode_plan_next<TL::BN>(p, plan))
         decode_segment<TL, BF16>(p, plan.seg, smem, kv_base, full_bar, s_red, s_last, gt);
-}
-
-template <bool BF16, bool F8, int D, int MT, int KV>
-int decode_dispatch(const DecodeParams &p, cudaStream_t st) {
-    constexpr int NW = DecodeConfig<F8, D>::NW, STAGES = DecodeConfig<F8, D>::STAGES;
-    constexpr int smem = DecodeTile<F8, D, MT, NW, STAGES, KV>::SMEM;
-    auto kern = decode_kernel<BF16, F8, D, MT, NW, STAGES, KV>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
-        return HK_ATTN_ECUDA;
-    dim3 grid = p.balanced ? dim3(p.ctas, 1, 1) : dim3(p.nsplits, p.hkv * p.nchunks, p.batch);
-    kern<<<grid, NW * 32, smem, st>>>(p);
-    return cudaGetLastError() == cudaSuccess ? HK_ATTN_OK : HK_ATTN_ECUDA;
-}
-
-template <bool BF16, bool F8, int D, int MT>
-int decode_kv(const DecodeParams &p, int kv, cudaStream_t st) {
-    if (kv == kPagedTma) return decode_dispatch<BF16, F8, D, MT, kPagedTma>(p, st);
-    if (kv == kPaged) return decode_dispatch<BF16, F8, D, MT, kPaged>(p, st);
-    return decode_dispatch<BF16, F8, D, MT, kContiguous>(p, st);
-}
-template <bool BF16, bool F8, int D>
-int decode_mt(const DecodeParams &p, int mt, int kv, cudaStream_t st) {
-    return mt == 1 ? decode_kv<BF16, F8, D, 1>(p, kv, st) : decode_kv<BF16, F8, D, 2>(p, kv, st);
-}
-
-// Every instantiation of one cache element type (F8 or not).
-template <bool F8>
-int decode_launch(const DecodeParams &p, bool bf16, int d, int mt, int kv, cudaStream_t st) {
-    if (bf16) return d == 128 ? decode_mt<true, F8, 128>(p, mt, kv, st) : decode_mt<true, F8, 64>(p, mt, kv, st);
-    return d == 128 ? decode_mt<false, F8, 128>(p, mt, kv, st) : decode_mt<false, F8, 64>(p, mt, kv, st);
 }
 
 }  // namespace hk_attn_decode
