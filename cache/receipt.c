@@ -47,6 +47,10 @@ struct hk_receipt {
     hk_strmap index; /* path → files[i] once they are not sorted: O(1) per lookup at 100k files */
     hk_arena paths;  /* the files' paths: one malloc per 64 KiB, not one per file */
     bool oom;
+    /* the digest list of the check that made it, carried to the next check of the same
+     * metadata.json (a pull's published copy), which then does not parse it again */
+    hk_digest_list list;
+    bool has_list;
 };
 
 static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + (int64_t)t->tv_nsec; }
@@ -115,6 +119,7 @@ void hk__receipt_free(hk_receipt *r) {
     if (!r) return;
     hk__strmap_free(&r->index);
     hk__arena_free(&r->paths);
+    hk__digest_list_free(&r->list);
     free(r->files);
     free(r->meta_sha256);
     free(r);
@@ -203,6 +208,54 @@ void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
 }
 
 size_t hk__receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
+
+bool hk__receipt_entry_is(const hk_receipt *r, size_t i, const char *rel, const struct stat *st) {
+    if (!r || i >= r->n || strcmp(r->files[i].path, rel) != 0) return false;
+    rfile f;
+    fill(&f, st);
+    const rfile *e = &r->files[i];
+    return e->size == f.size && e->dev == f.dev && e->ino == f.ino && e->mtime_ns == f.mtime_ns && e->ctime_ns == f.ctime_ns;
+}
+
+hk_receipt *hk__receipt_copy_prefix(const hk_receipt *r, size_t n, size_t reserve) {
+    hk_receipt *c = r ? hk__receipt_new(r->meta_sha256) : NULL;
+    if (!c || hk__receipt_reserve(c, reserve > n ? reserve : n) != HK_OK) {
+        hk__receipt_free(c);
+        return NULL;
+    }
+    for (size_t i = 0; i < n && i < r->n && !c->oom; i++) {
+        rfile *f = add_entry(c, r->files[i].path);
+        if (!f) c->oom = true;
+        else {
+            char *path = f->path;
+            *f = r->files[i];
+            f->path = path;
+        }
+    }
+    return c;
+}
+
+void hk__receipt_truncate(hk_receipt *r, size_t n) {
+    if (!r || n >= r->n) return;
+    r->n = n;
+    if (!r->sorted && make_index(r) != HK_OK) r->oom = true; /* (the index had the dropped ones) */
+}
+
+void hk__receipt_keep_list(hk_receipt *r, hk_digest_list *dl) {
+    if (!r) return;
+    hk__digest_list_free(&r->list);
+    r->list = *dl;
+    r->has_list = true;
+    memset(dl, 0, sizeof *dl);
+}
+
+bool hk__receipt_take_list(hk_receipt *r, hk_digest_list *out) {
+    if (!r || !r->has_list) return false;
+    *out = r->list;
+    r->has_list = false;
+    memset(&r->list, 0, sizeof r->list);
+    return true;
+}
 
 int hk__receipt_index(hk_receipt *r) {
     if (!r || r->oom) return hk__fail(HK_ERR_NOMEM, "out of memory");
@@ -318,21 +371,40 @@ hk_receipt *hk__receipt_load(const char *path, const char *root, const char *rep
     return r;
 }
 
-/* The receipt file at path holds text (its folder made if missing), atomically. */
-static int write_text(const char *path, const char *text, size_t len) {
+/* The folder of the receipt file at path, made if missing. */
+static int make_folder(const char *path) {
     char *dir = hk__strdup(path);
     int rc = dir ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) {
         *strrchr(dir, '/') = '\0';
         rc = hk__mkdirs(dir, 0777);
     }
-    if (rc == HK_OK) rc = hk__write_file_atomic(path, text, len);
     free(dir);
     return rc;
 }
 
-/* Written as text straight from the entries, not through a cJSON tree of them: the document of a
- * 100k-file variant had cost ~25 MB at the end of a pull, its peak. */
+/* The receipt file at path holds text (its folder made if missing), atomically. */
+static int write_text(const char *path, const char *text, size_t len) {
+    int rc = make_folder(path);
+    return rc == HK_OK ? hk__write_file_atomic(path, text, len) : rc;
+}
+
+/* sb's text appended to the file being written, sb emptied (at the end, or once it holds 64 KiB) */
+static int flush_text(hk_atomic_file *a, hk_strbuf *sb, bool last) {
+    if (sb->oom) {
+        hk__atomic_cancel(a);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    if (!last && sb->len < (64u << 10)) return HK_OK;
+    int rc = sb->len ? hk__atomic_write(a, sb->data, sb->len) : HK_OK;
+    sb->len = 0;
+    if (sb->data) sb->data[0] = '\0';
+    return rc;
+}
+
+/* Written as text straight from the entries, not through a cJSON tree of them (the document of a
+ * 100k-file variant had cost ~25 MB at the end of a pull, its peak), and into the file 64 KiB at a
+ * time, not whole first (~10 MB at 100k files, then the pull's peak). */
 int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
                     const char *variant) {
     if (!r || !path) return HK_OK;
@@ -353,15 +425,22 @@ int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, co
     }
     free(rid);
     hk__sb_append(&sb, "\"files\":[");
-    for (size_t i = 0; i < r->n; i++) {
+    hk_atomic_file a;
+    int rc = sb.oom ? hk__fail(HK_ERR_NOMEM, "out of memory") : make_folder(path);
+    if (rc == HK_OK) rc = hk__atomic_begin(&a, path);
+    for (size_t i = 0; rc == HK_OK && i < r->n; i++) {
         const rfile *f = &r->files[i];
         hk__sb_append(&sb, i ? ",{\"path\":" : "{\"path\":");
         hk__sb_json_str(&sb, f->path);
         hk__sb_printf(&sb, ",\"stat\":\"%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 "\"}", f->size, f->dev,
                       f->ino, f->mtime_ns, f->ctime_ns);
+        rc = flush_text(&a, &sb, false);
     }
-    hk__sb_append(&sb, "]}");
-    int rc = sb.oom ? hk__fail(HK_ERR_NOMEM, "out of memory") : write_text(path, sb.data, sb.len);
+    if (rc == HK_OK) {
+        hk__sb_append(&sb, "]}");
+        rc = flush_text(&a, &sb, true); /* (a failed write has removed the temp file) */
+        if (rc == HK_OK) rc = hk__atomic_finish(&a);
+    }
     hk__sb_free(&sb);
     return rc;
 }

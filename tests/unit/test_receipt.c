@@ -256,16 +256,36 @@ static void test_prior(void) {
     char *repo = hk__asprintf("%s/kernels--org--p", root);
     char *rp = hk__receipt_path(root, repo, COMMIT, "v");
     CHECK(hk__path_exists(rp)); /* written although nothing was read */
-    /* without its own receipt, a file changed since the staged check is read again */
+    char msha[65];
+    CHECK(hk__sha256_hex(msha, meta.data, meta.len) == HK_OK);
+    hk_receipt *got = hk__receipt_load(rp, root, repo, COMMIT, "v", msha);
+    CHECK(got && hk__receipt_count(got) == N); /* the staged check's entries, no second receipt made */
+    hk__receipt_free(got);
+    /* without its own receipt, a file changed since the staged check is read again; the receipt
+     * written then holds the staged entries before it, its new stat, and the entries after it */
     unlink(rp);
     CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
     CHECK(prior != NULL && hk__receipt_count(prior) == N);
-    char *f0 = hk__path_join(staged, "f0.py");
-    CHECK(hk__write_file_atomic(f0, "# 0\n", 4) == HK_OK); /* same bytes, a new inode */
+    char *f2 = hk__path_join(staged, "f2.py");
+    CHECK(hk__write_file_atomic(f2, "# 2\n", 4) == HK_OK); /* same bytes, a new inode */
+    usleep(50 * 1000);                                        /* settled: recorded */
     CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_OK);
     CHECK(st.files_trusted == N - 1 && st.files_hashed == 1);
+    CHECK(prior == NULL);
+    got = hk__receipt_load(rp, root, repo, COMMIT, "v", msha);
+    struct stat s2;
+    CHECK(stat(f2, &s2) == 0);
+    CHECK(got && hk__receipt_count(got) == N && hk__receipt_vouches(got, "f2.py", &s2));
+    hk__receipt_free(got);
+    /* the published copy's metadata.json differs from the staged one: nothing carried is used */
+    unlink(rp);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
+    unlink(m2);
+    CHECK(hk__write_file_atomic(m2, meta.data, meta.len - 3) == HK_OK); /* "}}}" cut: not JSON */
+    CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_ERR_PARSE);
+    CHECK(prior != NULL); /* not borrowed: the caller's to free */
     hk__receipt_free(prior);
-    free(f0);
+    free(f2);
     free(rp);
     free(repo);
     free(m1);
