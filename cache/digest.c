@@ -68,22 +68,32 @@ int hk__digest_missing_chosen(size_t *out_missing, size_t *out_listed, char **ou
 /* A listed file as the walk found it: its stat (and the time just before it) is the check's st0,
  * so a file is stat'ed once before its hash, not once by the walk and once more by the check. */
 typedef struct walk_st {
-    struct timespec t0;
-    /* of the stat, only what the receipt and the identity check read: 80 bytes, not 168, a file */
+    /* of the stat, only what the receipt and the identity check read, times in ns (the receipt's
+     * unit): 56 bytes a file, not 168 (a struct stat) or 80 (timespecs) */
+    int64_t t0_ns, mtim_ns, ctim_ns;
     uint64_t dev, ino;
     int64_t size;
-    struct timespec mtim, ctim;
     mode_t mode;
     bool found; /* the walk met it */
     bool have;  /* and its stat (false: a dangling link, listed as present so that the hash step reports it) */
 } walk_st;
 
+/* (a time of no int64 ns, centuries away, comes back as another: the identity check then fails,
+ * and the file is only not recorded) */
+static int64_t ns_of(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + (int64_t)t->tv_nsec; }
+
+static struct timespec ts_of(int64_t ns) {
+    int64_t s = ns / 1000000000, r = ns % 1000000000;
+    if (r < 0) s--, r += 1000000000;
+    return (struct timespec){(time_t)s, (long)r};
+}
+
 static void st_pack(walk_st *w, const struct stat *st) {
     w->dev = (uint64_t)st->st_dev;
     w->ino = (uint64_t)st->st_ino;
     w->size = (int64_t)st->st_size;
-    w->mtim = st->st_mtim;
-    w->ctim = st->st_ctim;
+    w->mtim_ns = ns_of(&st->st_mtim);
+    w->ctim_ns = ns_of(&st->st_ctim);
     w->mode = st->st_mode;
 }
 
@@ -92,8 +102,8 @@ static void st_unpack(struct stat *st, const walk_st *w) {
     st->st_dev = (dev_t)w->dev;
     st->st_ino = (ino_t)w->ino;
     st->st_size = (off_t)w->size;
-    st->st_mtim = w->mtim;
-    st->st_ctim = w->ctim;
+    st->st_mtim = ts_of(w->mtim_ns);
+    st->st_ctim = ts_of(w->ctim_ns);
     st->st_mode = w->mode;
 }
 
@@ -113,7 +123,7 @@ static void walk_add(walk *w, const char *rel, const struct timespec *t0, const 
         walk_st *s = &w->st[f - w->dl->e];
         s->found = true;
         s->have = st != NULL;
-        if (st) st_pack(s, st), s->t0 = *t0;
+        if (st) st_pack(s, st), s->t0_ns = ns_of(t0);
         return;
     }
     char *copy = hk__strdup(rel);
@@ -365,7 +375,7 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
             char b64[100];
             int hrc;
             /* the walk's stat, taken after t0 and before anything below reads the file */
-            struct timespec t0 = ws->t0;
+            struct timespec t0 = ts_of(ws->t0_ns);
             struct stat st0, st1;
             st_unpack(&st0, ws);
             bool have_st = path && ws->have;
