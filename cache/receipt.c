@@ -304,65 +304,150 @@ static bool parse_stat(rfile *f, const char *s) {
     return true;
 }
 
-static bool str_is(const cJSON *j, const char *key, const char *want) {
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, key));
-    return v && want && strcmp(v, want) == 0;
-}
-
 static char *root_id(const char *root) {
     struct stat st;
     if (stat(root, &st) != 0) return NULL;
     return hk__asprintf("%" PRIu64 " %" PRIu64, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 }
 
+/* ---- reading a receipt: one file entry at a time ----------------------------------------------
+ * cJSON_Parse of a whole receipt built a tree of every entry (~270 B a file: 27 MB at 100k files, a
+ * warm pull's peak). The document is walked here instead, each value (the keys, the header's
+ * strings, each entry of "files") parsed by cJSON on its own and freed once read, so the grammar
+ * of every value is cJSON's and so is what the walk accepts: one object, keys strings, the first
+ * of a key counting, anything after the object ignored (as cJSON_Parse). */
+typedef struct doc_walk {
+    const char *p, *end;
+    bool bad; /* not valid JSON */
+} doc_walk;
+
+static void skip_ws(doc_walk *d) { /* what cJSON skips: every byte up to the space */
+    while (d->p < d->end && (unsigned char)*d->p <= 32) d->p++;
+}
+
+static bool punct(doc_walk *d, char c) {
+    skip_ws(d);
+    if (d->p < d->end && *d->p == c) return d->p++, true;
+    return false;
+}
+
+static cJSON *value(doc_walk *d) {
+    skip_ws(d);
+    const char *after = NULL;
+    cJSON *v = d->p < d->end ? cJSON_ParseWithLengthOpts(d->p, (size_t)(d->end - d->p), &after, 0) : NULL;
+    if (v) d->p = after;
+    else d->bad = true;
+    return v;
+}
+
+enum { K_FORMAT, K_ROOT, K_ROOT_ID, K_FOLDER, K_COMMIT, K_VARIANT, K_META, K_FILES, K_N };
+static const char *const g_keys[K_N] = {"format", "cache_root", "cache_root_id", "repo_folder",
+                                        "commit", "variant", "metadata_sha256", "files"};
+
+/* One element of "files" into r (why: the first reason it is void, kept as the loop of a parsed
+ * tree would have stopped there). */
+static void take_entry(hk_receipt *r, const cJSON *f, const char **why) {
+    if (*why) return;
+    const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "path"));
+    const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "stat"));
+    rfile tmp;
+    if (!rel || !hk__path_is_safe_relative(rel) || !parse_stat(&tmp, st)) {
+        *why = "malformed file entry";
+        return;
+    }
+    bool after = r->sorted && (!r->n || strcmp(r->files[r->n - 1].path, rel) < 0); /* (then not there) */
+    if (!after && find(r, rel)) return; /* the first entry of a path counts */
+    rfile *e = add_entry(r, rel);
+    if (!e) {
+        *why = "out of memory";
+        return;
+    }
+    tmp.path = e->path;
+    *e = tmp;
+}
+
+/* The document at text: its header strings in head[] (the first of each key; the caller deletes
+ * them), its first "files" array's entries into r. false: not valid JSON. *files_array: that
+ * "files" was an array; *entry_why: why an entry voids it. */
+static bool walk_doc(cJSON *head[K_N], bool *files_array, hk_receipt *r, const char **entry_why, const char *text,
+                     size_t len) {
+    doc_walk d = {text, text + len, false};
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) d.p += 3; /* (a BOM, as cJSON_Parse skips it) */
+    if (!punct(&d, '{')) return false;
+    if (punct(&d, '}')) return true;
+    bool seen[K_N] = {false};
+    for (;;) {
+        if (d.bad) return false;
+        cJSON *key = value(&d);
+        if (!key || !cJSON_IsString(key) || !punct(&d, ':')) {
+            cJSON_Delete(key);
+            return false;
+        }
+        int k = 0;
+        while (k < K_N && strcmp(g_keys[k], key->valuestring) != 0) k++;
+        cJSON_Delete(key);
+        bool wanted = k < K_N && !seen[k];
+        if (wanted) seen[k] = true;
+        skip_ws(&d);
+        if (wanted && k == K_FILES && d.p < d.end && *d.p == '[') { /* element by element */
+            *files_array = true;
+            d.p++;
+            if (!punct(&d, ']')) {
+                do {
+                    cJSON *f = value(&d);
+                    if (f) take_entry(r, f, entry_why);
+                    cJSON_Delete(f);
+                } while (!d.bad && punct(&d, ','));
+                if (d.bad || !punct(&d, ']')) return false;
+            }
+        } else {
+            cJSON *v = value(&d);
+            if (wanted && k != K_FILES) head[k] = v;
+            else cJSON_Delete(v);
+        }
+        if (d.bad) return false;
+        if (punct(&d, '}')) return true;
+        if (!punct(&d, ',')) return false;
+    }
+}
+
+static bool head_is(cJSON *const head[K_N], int k, const char *want) {
+    const char *v = cJSON_GetStringValue(head[k]);
+    return v && want && strcmp(v, want) == 0;
+}
+
 hk_receipt *hk__receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
                             const char *variant, const char *meta_sha256) {
     if (!path) return NULL;
     char *text = NULL;
-    int rc = hk__read_file(&text, NULL, path, RECEIPT_MAX_BYTES);
+    size_t len = 0;
+    int rc = hk__read_file(&text, &len, path, RECEIPT_MAX_BYTES);
     if (rc) {
         hk__log(HK_LOG_DEBUG, "no usable verification receipt %s: %s", path, hk_last_error());
         hk_clear_error();
         return NULL;
     }
-    cJSON *j = cJSON_Parse(text);
+    /* (cJSON_Parse read up to the first NUL byte: so does the walk) */
+    len = strlen(text);
+    hk_receipt *r = hk__receipt_new(meta_sha256);
+    cJSON *head[K_N] = {NULL};
+    bool files_array = false;
+    const char *entry_why = NULL, *why = NULL;
+    bool valid = r ? walk_doc(head, &files_array, r, &entry_why, text, len) : false;
     free(text);
-    const char *why = NULL;
     char *rid = root_id(root);
-    cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
-    if (!j) why = "not valid JSON";
-    else if (!str_is(j, "format", RECEIPT_FORMAT)) why = "unknown format";
-    else if (!str_is(j, "cache_root", root) || !str_is(j, "cache_root_id", rid)) why = "written for another cache root";
-    else if (!str_is(j, "repo_folder", folder_of(repo_dir)) || !str_is(j, "commit", commit) ||
-             !str_is(j, "variant", variant))
+    if (!r) why = "out of memory";
+    else if (!valid) why = "not valid JSON";
+    else if (!head_is(head, K_FORMAT, RECEIPT_FORMAT)) why = "unknown format";
+    else if (!head_is(head, K_ROOT, root) || !head_is(head, K_ROOT_ID, rid)) why = "written for another cache root";
+    else if (!head_is(head, K_FOLDER, folder_of(repo_dir)) || !head_is(head, K_COMMIT, commit) ||
+             !head_is(head, K_VARIANT, variant))
         why = "written for another variant";
-    else if (!str_is(j, "metadata_sha256", meta_sha256)) why = "metadata.json changed since";
-    else if (!cJSON_IsArray(files)) why = "no files list";
+    else if (!head_is(head, K_META, meta_sha256)) why = "metadata.json changed since";
+    else if (!files_array) why = "no files list";
+    else why = entry_why;
     free(rid);
-    hk_receipt *r = why ? NULL : hk__receipt_new(meta_sha256);
-    if (!why && !r) why = "out of memory";
-    const cJSON *f;
-    if (r) {
-        cJSON_ArrayForEach(f, files) {
-            const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "path"));
-            const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "stat"));
-            rfile tmp;
-            if (!rel || !hk__path_is_safe_relative(rel) || !parse_stat(&tmp, st)) {
-                why = "malformed file entry";
-                break;
-            }
-            bool after = r->sorted && (!r->n || strcmp(r->files[r->n - 1].path, rel) < 0); /* (then not there) */
-            if (!after && find(r, rel)) continue; /* the first entry of a path counts */
-            rfile *e = add_entry(r, rel);
-            if (!e) {
-                why = "out of memory";
-                break;
-            }
-            tmp.path = e->path;
-            *e = tmp;
-        }
-    }
-    cJSON_Delete(j);
+    for (int k = 0; k < K_N; k++) cJSON_Delete(head[k]);
     if (why) {
         hk__log(HK_LOG_DEBUG, "ignoring verification receipt %s: %s", path, why);
         hk__receipt_free(r);

@@ -61,6 +61,8 @@ void hk__sb_init(hk_strbuf *sb);
 void hk__sb_free(hk_strbuf *sb);
 void hk__sb_append(hk_strbuf *sb, const char *s);
 void hk__sb_append_n(hk_strbuf *sb, const char *s, size_t n);
+/* Room for exactly extra more bytes (and the NUL), not rounded up to a power of two. */
+void hk__sb_reserve_exact(hk_strbuf *sb, size_t extra);
 void hk__sb_printf(hk_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hk__sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap);
 /* Give the buffer away (caller frees); "" if empty; NULL if an append ran out of memory. */

@@ -5,7 +5,9 @@
 #include "cache/cache_internal.h"
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -296,6 +298,65 @@ static void test_prior(void) {
     free(root);
 }
 
+/* The receipt is read entry by entry (not as one cJSON tree): the documents cJSON_Parse takes it
+ * takes, formatted or not, the first of a key counting and what follows the object ignored; what
+ * cJSON_Parse refuses (a trailing comma, a truncated text) voids it. */
+static void test_load_walk(void) {
+    const char *root = hk_test_tmpdir();
+    char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/w");
+    char *path = hk__receipt_path(root, repo, COMMIT, "v");
+    struct stat st = fake_stat();
+    hk_receipt *r = hk__receipt_new(META);
+    hk__receipt_add(r, "a.py", &st);
+    hk__receipt_add(r, "b \"q\" \xc3\xa9.py", &st); /* an escape and UTF-8 in a path */
+    CHECK_RC(hk__receipt_save(r, path, root, repo, COMMIT, "v"), HK_OK);
+    hk__receipt_free(r);
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_RC(hk__read_file(&text, &len, path, 1 << 20), HK_OK);
+    cJSON *doc = cJSON_Parse(text);
+    CHECK(doc != NULL);
+    char *pretty = cJSON_Print(doc);
+    char *files = strstr(text, ",\"files\":[");
+    CHECK(pretty && files);
+    size_t head = (size_t)(files - text);
+    struct {
+        char *doc;
+        size_t want; /* entries; 0: void */
+        bool json;   /* cJSON_Parse takes it */
+    } c[] = {
+        {hk__strdup(text), 2, true},
+        {hk__strdup(pretty), 2, true},
+        {hk__asprintf("%s  trailing junk", text), 2, true},
+        {hk__asprintf("%.*s,\"format\":\"other\"%s", (int)head, text, files), 2, true},       /* a second key: the first counts */
+        {hk__asprintf("%.*s,\"files\":{}%s", (int)head, text, files), 0, true},                 /* the first "files" is no list */
+        {hk__asprintf("%.*s,\"x\":[1,{\"y\":null}]%s", (int)head, text, files), 2, true},      /* other keys, any values */
+        {hk__asprintf("%.*s,%s", (int)head, text, files), 0, false},                             /* a stray comma */
+        {hk__asprintf("%.*s]}", (int)(strlen(text) - 2), text), 2, true},
+        {hk__asprintf("%.*s,]}", (int)(strlen(text) - 2), text), 0, false},                       /* a trailing comma */
+        {hk__asprintf("%.*s", (int)(strlen(text) - 1), text), 0, false},                          /* truncated */
+        {hk__asprintf("%.*s,{\"path\":\"c.py\"}]}", (int)(strlen(text) - 2), text), 0, true},  /* an entry without its stat */
+        {hk__asprintf("%.*s,{\"path\":\"a.py\",\"stat\":\"1 2 3 4 5\"}]}", (int)(strlen(text) - 2), text), 2, true},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        CHECK(c[i].doc && hk__write_file_atomic(path, c[i].doc, strlen(c[i].doc)) == HK_OK);
+        cJSON *ref = cJSON_Parse(c[i].doc); /* the walk's verdict on validity is cJSON's */
+        CHECK((ref != NULL) == c[i].json);
+        cJSON_Delete(ref);
+        hk_receipt *l = hk__receipt_load(path, root, repo, COMMIT, "v", META);
+        if (hk__receipt_count(l) != c[i].want || (c[i].want && !hk__receipt_vouches(l, "a.py", &st)))
+            fprintf(stderr, "case %zu: %zu entries\n", i, hk__receipt_count(l));
+        CHECK(hk__receipt_count(l) == c[i].want && (!c[i].want || hk__receipt_vouches(l, "a.py", &st)));
+        hk__receipt_free(l);
+        free(c[i].doc);
+    }
+    cJSON_Delete(doc);
+    free(pretty);
+    free(text);
+    free(path);
+    free(repo);
+}
+
 int main(void) {
     test_paths();
     test_round_trip();
@@ -303,5 +364,6 @@ int main(void) {
     test_settled();
     test_settle();
     test_prior();
+    test_load_walk();
     return hk_test_finish();
 }
