@@ -456,8 +456,9 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
     } else if (rpath && (now || rec.oom) && (stats.files_hashed + stats.files_fresh > 0 || borrowed)) {
         char *keep = hk__strdup(hk_last_error());
         int code = hk_last_error_code();
-        if ((rec.oom ? hk__fail(HK_ERR_NOMEM, "out of memory") : hk__receipt_save(now, rpath, cache_root, repo_dir, commit, variant)) != HK_OK)
-            hk__log(HK_LOG_DEBUG, "verification receipt not written: %s", hk_last_error());
+        int src = rec.oom ? hk__fail(HK_ERR_NOMEM, "out of memory")
+                          : hk__receipt_save(now, rpath, cache_root, repo_dir, commit, variant);
+        if (src != HK_OK) hk__log(HK_LOG_DEBUG, "verification receipt not written: %s", hk_last_error());
         if (code) hk__fail(code, "%s", keep ? keep : "");
         else hk_clear_error();
         free(keep);

@@ -214,7 +214,8 @@ bool hk__receipt_entry_is(const hk_receipt *r, size_t i, const char *rel, const 
     rfile f;
     fill(&f, st);
     const rfile *e = &r->files[i];
-    return e->size == f.size && e->dev == f.dev && e->ino == f.ino && e->mtime_ns == f.mtime_ns && e->ctime_ns == f.ctime_ns;
+    return e->size == f.size && e->dev == f.dev && e->ino == f.ino && e->mtime_ns == f.mtime_ns &&
+           e->ctime_ns == f.ctime_ns;
 }
 
 hk_receipt *hk__receipt_copy_prefix(const hk_receipt *r, size_t n, size_t reserve) {

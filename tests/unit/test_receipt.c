@@ -328,14 +328,21 @@ static void test_load_walk(void) {
         {hk__strdup(text), 2, true},
         {hk__strdup(pretty), 2, true},
         {hk__asprintf("%s  trailing junk", text), 2, true},
-        {hk__asprintf("%.*s,\"format\":\"other\"%s", (int)head, text, files), 2, true},       /* a second key: the first counts */
-        {hk__asprintf("%.*s,\"files\":{}%s", (int)head, text, files), 0, true},                 /* the first "files" is no list */
-        {hk__asprintf("%.*s,\"x\":[1,{\"y\":null}]%s", (int)head, text, files), 2, true},      /* other keys, any values */
-        {hk__asprintf("%.*s,%s", (int)head, text, files), 0, false},                             /* a stray comma */
+        /* a second key: the first counts */
+        {hk__asprintf("%.*s,\"format\":\"other\"%s", (int)head, text, files), 2, true},
+        /* the first "files" is no list */
+        {hk__asprintf("%.*s,\"files\":{}%s", (int)head, text, files), 0, true},
+        /* other keys, any values */
+        {hk__asprintf("%.*s,\"x\":[1,{\"y\":null}]%s", (int)head, text, files), 2, true},
+        /* a stray comma */
+        {hk__asprintf("%.*s,%s", (int)head, text, files), 0, false},
         {hk__asprintf("%.*s]}", (int)(strlen(text) - 2), text), 2, true},
-        {hk__asprintf("%.*s,]}", (int)(strlen(text) - 2), text), 0, false},                       /* a trailing comma */
-        {hk__asprintf("%.*s", (int)(strlen(text) - 1), text), 0, false},                          /* truncated */
-        {hk__asprintf("%.*s,{\"path\":\"c.py\"}]}", (int)(strlen(text) - 2), text), 0, true},  /* an entry without its stat */
+        /* a trailing comma */
+        {hk__asprintf("%.*s,]}", (int)(strlen(text) - 2), text), 0, false},
+        /* truncated */
+        {hk__asprintf("%.*s", (int)(strlen(text) - 1), text), 0, false},
+        /* an entry without its stat */
+        {hk__asprintf("%.*s,{\"path\":\"c.py\"}]}", (int)(strlen(text) - 2), text), 0, true},
         {hk__asprintf("%.*s,{\"path\":\"a.py\",\"stat\":\"1 2 3 4 5\"}]}", (int)(strlen(text) - 2), text), 2, true},
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
