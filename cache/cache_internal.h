@@ -256,6 +256,10 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
  * HK_VERIFY_NO_WRITE reads receipts but writes or deletes none (a dry run writes nothing). */
 #define HK_VERIFY_PRESENT_ONLY 1u
 #define HK_VERIFY_NO_WRITE 2u
+/* (hk__verify_variant_prior, *io_prior NULL) the receipt handed back carries the digest list too,
+ * so that the next check of the same metadata.json parses nothing: its memory held until then,
+ * for one variant at a time (a pull of several would hold every list where it held receipts) */
+#define HK_VERIFY_KEEP_LIST 4u
 int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
                             unsigned flags);

@@ -438,7 +438,7 @@ int hk__verify_variant_prior(bool *out_has_digest, hk_verify_stats *out_stats, c
     free(w.unknown);
     free(w.st);
     hk__sb_free(&msg);
-    if (made && rc == HK_OK && now) hk__receipt_keep_list(now, &dl); /* for the next check, with the receipt */
+    if (made && rc == HK_OK && now && (flags & HK_VERIFY_KEEP_LIST)) hk__receipt_keep_list(now, &dl);
     hk__digest_list_free(&dl);
     if (rec.lazy) { /* every file recorded was old's, in its order: old's first ones are the receipt */
         hk__receipt_truncate(old, rec.same);

@@ -250,7 +250,7 @@ static void test_prior(void) {
     bool has = false;
     hk_verify_stats st;
     hk_receipt *prior = NULL;
-    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, HK_VERIFY_KEEP_LIST, &prior), HK_OK);
     CHECK(has && st.files_hashed == N && prior != NULL && hk__receipt_count(prior) == N);
     CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_OK);
     CHECK(st.files_trusted == N && st.files_hashed == 0);
@@ -266,7 +266,7 @@ static void test_prior(void) {
     /* without its own receipt, a file changed since the staged check is read again; the receipt
      * written then holds the staged entries before it, its new stat, and the entries after it */
     unlink(rp);
-    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, HK_VERIFY_KEEP_LIST, &prior), HK_OK);
     CHECK(prior != NULL && hk__receipt_count(prior) == N);
     char *f2 = hk__path_join(staged, "f2.py");
     CHECK(hk__write_file_atomic(f2, "# 2\n", 4) == HK_OK); /* same bytes, a new inode */
@@ -281,7 +281,7 @@ static void test_prior(void) {
     hk__receipt_free(got);
     /* the published copy's metadata.json differs from the staged one: nothing carried is used */
     unlink(rp);
-    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, HK_VERIFY_KEEP_LIST, &prior), HK_OK);
     unlink(m2);
     CHECK(hk__write_file_atomic(m2, meta.data, meta.len - 3) == HK_OK); /* "}}}" cut: not JSON */
     CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_ERR_PARSE);
