@@ -144,6 +144,18 @@ void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st);
 /* Room for n entries in all (a check knows how many files it may record: no doubling slack). */
 int hk__receipt_reserve(hk_receipt *r, size_t n);
 size_t hk__receipt_count(const hk_receipt *r);
+/* Is r's i-th entry (in the order added) the one hk__receipt_add(rel, st) would make? */
+bool hk__receipt_entry_is(const hk_receipt *r, size_t i, const char *rel, const struct stat *st);
+/* A new receipt for r's metadata.json holding r's first n entries, room made for reserve (NULL: out
+ * of memory; one whose copy ran out of memory fails to save). */
+hk_receipt *hk__receipt_copy_prefix(const hk_receipt *r, size_t n, size_t reserve);
+/* Keep only r's first n entries. */
+void hk__receipt_truncate(hk_receipt *r, size_t n);
+/* Give r the digest list its check read (moved: *dl is emptied; freed with r), and take it back
+ * (false: r holds none). A check handed a receipt of the same metadata.json uses its list. */
+struct hk_digest_list;
+void hk__receipt_keep_list(hk_receipt *r, struct hk_digest_list *dl);
+bool hk__receipt_take_list(hk_receipt *r, struct hk_digest_list *out);
 /* Index a receipt built with hk__receipt_add so that hk__receipt_vouches can consult it (paths
  * added in sorted order need none: they are found by binary search). */
 int hk__receipt_index(hk_receipt *r);
@@ -244,6 +256,10 @@ int hk__verify_variant_cached(bool *out_has_digest, hk_verify_stats *out_stats, 
  * HK_VERIFY_NO_WRITE reads receipts but writes or deletes none (a dry run writes nothing). */
 #define HK_VERIFY_PRESENT_ONLY 1u
 #define HK_VERIFY_NO_WRITE 2u
+/* (hk__verify_variant_prior, *io_prior NULL) the receipt handed back carries the digest list too,
+ * so that the next check of the same metadata.json parses nothing: its memory held until then,
+ * for one variant at a time (a pull of several would hold every list where it held receipts) */
+#define HK_VERIFY_KEEP_LIST 4u
 int hk__verify_variant_flags(bool *out_has_digest, hk_verify_stats *out_stats, const char *variant_dir,
                             const char *cache_root, bool quiet, const char *const *fresh, size_t nfresh,
                             unsigned flags);

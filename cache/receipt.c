@@ -47,6 +47,10 @@ struct hk_receipt {
     hk_strmap index; /* path → files[i] once they are not sorted: O(1) per lookup at 100k files */
     hk_arena paths;  /* the files' paths: one malloc per 64 KiB, not one per file */
     bool oom;
+    /* the digest list of the check that made it, carried to the next check of the same
+     * metadata.json (a pull's published copy), which then does not parse it again */
+    hk_digest_list list;
+    bool has_list;
 };
 
 static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + (int64_t)t->tv_nsec; }
@@ -115,6 +119,7 @@ void hk__receipt_free(hk_receipt *r) {
     if (!r) return;
     hk__strmap_free(&r->index);
     hk__arena_free(&r->paths);
+    hk__digest_list_free(&r->list);
     free(r->files);
     free(r->meta_sha256);
     free(r);
@@ -204,6 +209,55 @@ void hk__receipt_add(hk_receipt *r, const char *rel, const struct stat *st) {
 
 size_t hk__receipt_count(const hk_receipt *r) { return r ? r->n : 0; }
 
+bool hk__receipt_entry_is(const hk_receipt *r, size_t i, const char *rel, const struct stat *st) {
+    if (!r || i >= r->n || strcmp(r->files[i].path, rel) != 0) return false;
+    rfile f;
+    fill(&f, st);
+    const rfile *e = &r->files[i];
+    return e->size == f.size && e->dev == f.dev && e->ino == f.ino && e->mtime_ns == f.mtime_ns &&
+           e->ctime_ns == f.ctime_ns;
+}
+
+hk_receipt *hk__receipt_copy_prefix(const hk_receipt *r, size_t n, size_t reserve) {
+    hk_receipt *c = r ? hk__receipt_new(r->meta_sha256) : NULL;
+    if (!c || hk__receipt_reserve(c, reserve > n ? reserve : n) != HK_OK) {
+        hk__receipt_free(c);
+        return NULL;
+    }
+    for (size_t i = 0; i < n && i < r->n && !c->oom; i++) {
+        rfile *f = add_entry(c, r->files[i].path);
+        if (!f) c->oom = true;
+        else {
+            char *path = f->path;
+            *f = r->files[i];
+            f->path = path;
+        }
+    }
+    return c;
+}
+
+void hk__receipt_truncate(hk_receipt *r, size_t n) {
+    if (!r || n >= r->n) return;
+    r->n = n;
+    if (!r->sorted && make_index(r) != HK_OK) r->oom = true; /* (the index had the dropped ones) */
+}
+
+void hk__receipt_keep_list(hk_receipt *r, hk_digest_list *dl) {
+    if (!r) return;
+    hk__digest_list_free(&r->list);
+    r->list = *dl;
+    r->has_list = true;
+    memset(dl, 0, sizeof *dl);
+}
+
+bool hk__receipt_take_list(hk_receipt *r, hk_digest_list *out) {
+    if (!r || !r->has_list) return false;
+    *out = r->list;
+    r->has_list = false;
+    memset(&r->list, 0, sizeof r->list);
+    return true;
+}
+
 int hk__receipt_index(hk_receipt *r) {
     if (!r || r->oom) return hk__fail(HK_ERR_NOMEM, "out of memory");
     return r->sorted ? HK_OK : make_index(r); /* sorted: found by binary search */
@@ -251,65 +305,150 @@ static bool parse_stat(rfile *f, const char *s) {
     return true;
 }
 
-static bool str_is(const cJSON *j, const char *key, const char *want) {
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, key));
-    return v && want && strcmp(v, want) == 0;
-}
-
 static char *root_id(const char *root) {
     struct stat st;
     if (stat(root, &st) != 0) return NULL;
     return hk__asprintf("%" PRIu64 " %" PRIu64, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 }
 
+/* ---- reading a receipt: one file entry at a time ----------------------------------------------
+ * cJSON_Parse of a whole receipt built a tree of every entry (~270 B a file: 27 MB at 100k files, a
+ * warm pull's peak). The document is walked here instead, each value (the keys, the header's
+ * strings, each entry of "files") parsed by cJSON on its own and freed once read, so the grammar
+ * of every value is cJSON's and so is what the walk accepts: one object, keys strings, the first
+ * of a key counting, anything after the object ignored (as cJSON_Parse). */
+typedef struct doc_walk {
+    const char *p, *end;
+    bool bad; /* not valid JSON */
+} doc_walk;
+
+static void skip_ws(doc_walk *d) { /* what cJSON skips: every byte up to the space */
+    while (d->p < d->end && (unsigned char)*d->p <= 32) d->p++;
+}
+
+static bool punct(doc_walk *d, char c) {
+    skip_ws(d);
+    if (d->p < d->end && *d->p == c) return d->p++, true;
+    return false;
+}
+
+static cJSON *value(doc_walk *d) {
+    skip_ws(d);
+    const char *after = NULL;
+    cJSON *v = d->p < d->end ? cJSON_ParseWithLengthOpts(d->p, (size_t)(d->end - d->p), &after, 0) : NULL;
+    if (v) d->p = after;
+    else d->bad = true;
+    return v;
+}
+
+enum { K_FORMAT, K_ROOT, K_ROOT_ID, K_FOLDER, K_COMMIT, K_VARIANT, K_META, K_FILES, K_N };
+static const char *const g_keys[K_N] = {"format", "cache_root", "cache_root_id", "repo_folder",
+                                        "commit", "variant", "metadata_sha256", "files"};
+
+/* One element of "files" into r (why: the first reason it is void, kept as the loop of a parsed
+ * tree would have stopped there). */
+static void take_entry(hk_receipt *r, const cJSON *f, const char **why) {
+    if (*why) return;
+    const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "path"));
+    const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "stat"));
+    rfile tmp;
+    if (!rel || !hk__path_is_safe_relative(rel) || !parse_stat(&tmp, st)) {
+        *why = "malformed file entry";
+        return;
+    }
+    bool after = r->sorted && (!r->n || strcmp(r->files[r->n - 1].path, rel) < 0); /* (then not there) */
+    if (!after && find(r, rel)) return; /* the first entry of a path counts */
+    rfile *e = add_entry(r, rel);
+    if (!e) {
+        *why = "out of memory";
+        return;
+    }
+    tmp.path = e->path;
+    *e = tmp;
+}
+
+/* The document at text: its header strings in head[] (the first of each key; the caller deletes
+ * them), its first "files" array's entries into r. false: not valid JSON. *files_array: that
+ * "files" was an array; *entry_why: why an entry voids it. */
+static bool walk_doc(cJSON *head[K_N], bool *files_array, hk_receipt *r, const char **entry_why, const char *text,
+                     size_t len) {
+    doc_walk d = {text, text + len, false};
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) d.p += 3; /* (a BOM, as cJSON_Parse skips it) */
+    if (!punct(&d, '{')) return false;
+    if (punct(&d, '}')) return true;
+    bool seen[K_N] = {false};
+    for (;;) {
+        if (d.bad) return false;
+        cJSON *key = value(&d);
+        if (!key || !cJSON_IsString(key) || !punct(&d, ':')) {
+            cJSON_Delete(key);
+            return false;
+        }
+        int k = 0;
+        while (k < K_N && strcmp(g_keys[k], key->valuestring) != 0) k++;
+        cJSON_Delete(key);
+        bool wanted = k < K_N && !seen[k];
+        if (wanted) seen[k] = true;
+        skip_ws(&d);
+        if (wanted && k == K_FILES && d.p < d.end && *d.p == '[') { /* element by element */
+            *files_array = true;
+            d.p++;
+            if (!punct(&d, ']')) {
+                do {
+                    cJSON *f = value(&d);
+                    if (f) take_entry(r, f, entry_why);
+                    cJSON_Delete(f);
+                } while (!d.bad && punct(&d, ','));
+                if (d.bad || !punct(&d, ']')) return false;
+            }
+        } else {
+            cJSON *v = value(&d);
+            if (wanted && k != K_FILES) head[k] = v;
+            else cJSON_Delete(v);
+        }
+        if (d.bad) return false;
+        if (punct(&d, '}')) return true;
+        if (!punct(&d, ',')) return false;
+    }
+}
+
+static bool head_is(cJSON *const head[K_N], int k, const char *want) {
+    const char *v = cJSON_GetStringValue(head[k]);
+    return v && want && strcmp(v, want) == 0;
+}
+
 hk_receipt *hk__receipt_load(const char *path, const char *root, const char *repo_dir, const char *commit,
                             const char *variant, const char *meta_sha256) {
     if (!path) return NULL;
     char *text = NULL;
-    int rc = hk__read_file(&text, NULL, path, RECEIPT_MAX_BYTES);
+    size_t len = 0;
+    int rc = hk__read_file(&text, &len, path, RECEIPT_MAX_BYTES);
     if (rc) {
         hk__log(HK_LOG_DEBUG, "no usable verification receipt %s: %s", path, hk_last_error());
         hk_clear_error();
         return NULL;
     }
-    cJSON *j = cJSON_Parse(text);
+    /* (cJSON_Parse read up to the first NUL byte: so does the walk) */
+    len = strlen(text);
+    hk_receipt *r = hk__receipt_new(meta_sha256);
+    cJSON *head[K_N] = {NULL};
+    bool files_array = false;
+    const char *entry_why = NULL, *why = NULL;
+    bool valid = r ? walk_doc(head, &files_array, r, &entry_why, text, len) : false;
     free(text);
-    const char *why = NULL;
     char *rid = root_id(root);
-    cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
-    if (!j) why = "not valid JSON";
-    else if (!str_is(j, "format", RECEIPT_FORMAT)) why = "unknown format";
-    else if (!str_is(j, "cache_root", root) || !str_is(j, "cache_root_id", rid)) why = "written for another cache root";
-    else if (!str_is(j, "repo_folder", folder_of(repo_dir)) || !str_is(j, "commit", commit) ||
-             !str_is(j, "variant", variant))
+    if (!r) why = "out of memory";
+    else if (!valid) why = "not valid JSON";
+    else if (!head_is(head, K_FORMAT, RECEIPT_FORMAT)) why = "unknown format";
+    else if (!head_is(head, K_ROOT, root) || !head_is(head, K_ROOT_ID, rid)) why = "written for another cache root";
+    else if (!head_is(head, K_FOLDER, folder_of(repo_dir)) || !head_is(head, K_COMMIT, commit) ||
+             !head_is(head, K_VARIANT, variant))
         why = "written for another variant";
-    else if (!str_is(j, "metadata_sha256", meta_sha256)) why = "metadata.json changed since";
-    else if (!cJSON_IsArray(files)) why = "no files list";
+    else if (!head_is(head, K_META, meta_sha256)) why = "metadata.json changed since";
+    else if (!files_array) why = "no files list";
+    else why = entry_why;
     free(rid);
-    hk_receipt *r = why ? NULL : hk__receipt_new(meta_sha256);
-    if (!why && !r) why = "out of memory";
-    const cJSON *f;
-    if (r) {
-        cJSON_ArrayForEach(f, files) {
-            const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "path"));
-            const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "stat"));
-            rfile tmp;
-            if (!rel || !hk__path_is_safe_relative(rel) || !parse_stat(&tmp, st)) {
-                why = "malformed file entry";
-                break;
-            }
-            bool after = r->sorted && (!r->n || strcmp(r->files[r->n - 1].path, rel) < 0); /* (then not there) */
-            if (!after && find(r, rel)) continue; /* the first entry of a path counts */
-            rfile *e = add_entry(r, rel);
-            if (!e) {
-                why = "out of memory";
-                break;
-            }
-            tmp.path = e->path;
-            *e = tmp;
-        }
-    }
-    cJSON_Delete(j);
+    for (int k = 0; k < K_N; k++) cJSON_Delete(head[k]);
     if (why) {
         hk__log(HK_LOG_DEBUG, "ignoring verification receipt %s: %s", path, why);
         hk__receipt_free(r);
@@ -318,21 +457,40 @@ hk_receipt *hk__receipt_load(const char *path, const char *root, const char *rep
     return r;
 }
 
-/* The receipt file at path holds text (its folder made if missing), atomically. */
-static int write_text(const char *path, const char *text, size_t len) {
+/* The folder of the receipt file at path, made if missing. */
+static int make_folder(const char *path) {
     char *dir = hk__strdup(path);
     int rc = dir ? HK_OK : hk__fail(HK_ERR_NOMEM, "out of memory");
     if (rc == HK_OK) {
         *strrchr(dir, '/') = '\0';
         rc = hk__mkdirs(dir, 0777);
     }
-    if (rc == HK_OK) rc = hk__write_file_atomic(path, text, len);
     free(dir);
     return rc;
 }
 
-/* Written as text straight from the entries, not through a cJSON tree of them: the document of a
- * 100k-file variant had cost ~25 MB at the end of a pull, its peak. */
+/* The receipt file at path holds text (its folder made if missing), atomically. */
+static int write_text(const char *path, const char *text, size_t len) {
+    int rc = make_folder(path);
+    return rc == HK_OK ? hk__write_file_atomic(path, text, len) : rc;
+}
+
+/* sb's text appended to the file being written, sb emptied (at the end, or once it holds 64 KiB) */
+static int flush_text(hk_atomic_file *a, hk_strbuf *sb, bool last) {
+    if (sb->oom) {
+        hk__atomic_cancel(a);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    if (!last && sb->len < (64u << 10)) return HK_OK;
+    int rc = sb->len ? hk__atomic_write(a, sb->data, sb->len) : HK_OK;
+    sb->len = 0;
+    if (sb->data) sb->data[0] = '\0';
+    return rc;
+}
+
+/* Written as text straight from the entries, not through a cJSON tree of them (the document of a
+ * 100k-file variant had cost ~25 MB at the end of a pull, its peak), and into the file 64 KiB at a
+ * time, not whole first (~10 MB at 100k files, then the pull's peak). */
 int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, const char *repo_dir, const char *commit,
                     const char *variant) {
     if (!r || !path) return HK_OK;
@@ -353,15 +511,22 @@ int hk__receipt_save(const hk_receipt *r, const char *path, const char *root, co
     }
     free(rid);
     hk__sb_append(&sb, "\"files\":[");
-    for (size_t i = 0; i < r->n; i++) {
+    hk_atomic_file a;
+    int rc = sb.oom ? hk__fail(HK_ERR_NOMEM, "out of memory") : make_folder(path);
+    if (rc == HK_OK) rc = hk__atomic_begin(&a, path);
+    for (size_t i = 0; rc == HK_OK && i < r->n; i++) {
         const rfile *f = &r->files[i];
         hk__sb_append(&sb, i ? ",{\"path\":" : "{\"path\":");
         hk__sb_json_str(&sb, f->path);
         hk__sb_printf(&sb, ",\"stat\":\"%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 "\"}", f->size, f->dev,
                       f->ino, f->mtime_ns, f->ctime_ns);
+        rc = flush_text(&a, &sb, false);
     }
-    hk__sb_append(&sb, "]}");
-    int rc = sb.oom ? hk__fail(HK_ERR_NOMEM, "out of memory") : write_text(path, sb.data, sb.len);
+    if (rc == HK_OK) {
+        hk__sb_append(&sb, "]}");
+        rc = flush_text(&a, &sb, true); /* (a failed write has removed the temp file) */
+        if (rc == HK_OK) rc = hk__atomic_finish(&a);
+    }
     hk__sb_free(&sb);
     return rc;
 }

@@ -69,6 +69,12 @@ int cli_fail(int status, const char *code_name, const char *fmt, ...)
 /* Print the object j (formatted) on stdout as the command's JSON document, after the envelope's
  * "schema" and "command" (docs/json.md), and free it. */
 void cli_print_json(cJSON *j);
+/* cli_print_json of j with an array of n strings (get(ud, i); NULL ones left out) where j holds the
+ * raw item CLI_JSON_STREAMED (cJSON_AddRawToObject), printed as each is asked for instead of through
+ * a cJSON node and a copy of each and the whole text (a pull's files: ~20 MB at 100k files, its
+ * peak); the same bytes as a tree of cJSON strings prints. Nothing is printed for want of memory. */
+#define CLI_JSON_STREAMED "\x01"
+void cli_print_json_strings(cJSON *j, size_t n, const char *(*get)(void *ud, size_t i), void *ud);
 /* How to clear the line the progress display has drawn without its newline (progress.c registers
  * it): every message on stderr calls it first. NULL: nothing to clear. */
 void cli_output_set_line_clear(void (*clear)(void));

@@ -76,6 +76,8 @@ const cli_spec cli_spec_pull = {
     .json = 1,
 };
 
+static const char *result_file(void *r, size_t i) { return hk_pull_result_file(r, i); }
+
 static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool moved, cJSON *tree) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "repo_id", hk_pull_result_repo(r));
@@ -93,16 +95,14 @@ static void print_json(hk_pull_result *r, hk_hub *hub, const char *asked, bool m
         cJSON_AddStringToObject(v, "path", hk_pull_result_variant_path(r, i));
         cJSON_AddItemToArray(vs, v);
     }
-    cJSON *fs = cJSON_AddArrayToObject(j, "files");
-    for (size_t i = 0; i < hk_pull_result_file_count(r); i++)
-        cJSON_AddItemToArray(fs, cJSON_CreateString(hk_pull_result_file(r, i)));
+    cJSON_AddRawToObject(j, "files", CLI_JSON_STREAMED); /* printed from r as it goes */
     cJSON_AddNumberToObject(j, "files_downloaded", (double)hk_pull_result_files_downloaded(r));
     cJSON_AddNumberToObject(j, "bytes_downloaded", (double)hk_pull_result_bytes_downloaded(r));
     cJSON_AddNumberToObject(j, "bytes_resumed", (double)hk_pull_result_bytes_resumed(r));
     cJSON_AddNumberToObject(j, "bytes_verified", (double)hk_pull_result_bytes_verified(r));
     cJSON_AddNumberToObject(j, "bytes_trusted", (double)hk_pull_result_bytes_trusted(r));
     cJSON_AddItemToObject(j, "dependency_tree", tree);
-    cli_print_json(j);
+    cli_print_json_strings(j, hk_pull_result_file_count(r), result_file, r);
 }
 
 /* Does the variant's metadata.json list kernel-depends? (An unreadable one: the load reports it.) */

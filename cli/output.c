@@ -2,7 +2,10 @@
  * errors: "hubkern CMD: ..." on stderr and, under --json, a JSON error object on stdout. */
 #include "cli/cli.h"
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +84,52 @@ void cli_print_json(cJSON *j) {
         g_json_printed = 1;
     }
     free(txt);
+    cJSON_Delete(doc);
+    cJSON_Delete(j);
+}
+
+/* One JSON string as cJSON prints it (so the streamed array below is byte for byte the one a tree of
+ * cJSON strings prints): a reference node reused for every string, printed into buf, which holds
+ * the longest string escaped (at most 6 bytes a byte, the quotes and cJSON's 5 bytes of slack). */
+static bool print_string(cJSON *node, char *buf, size_t cap, const char *s) {
+    node->valuestring = (char *)s;
+    return cap <= INT_MAX && cJSON_PrintPreallocated(node, buf, (int)cap, 0);
+}
+
+void cli_print_json_strings(cJSON *j, size_t n, const char *(*get)(void *ud, size_t i), void *ud) {
+    if (g_json_printed) {
+        cJSON_Delete(j);
+        return;
+    }
+    size_t longest = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = get(ud, i);
+        if (s && strlen(s) > longest) longest = strlen(s);
+    }
+    size_t cap = longest <= (SIZE_MAX - 16) / 6 ? 6 * longest + 16 : 0;
+    char *buf = cap ? malloc(cap) : NULL;
+    cJSON *node = cJSON_CreateStringReference("");
+    cJSON *doc = buf && node && j && cJSON_IsObject(j) ? envelope(j) : NULL;
+    char *txt = doc ? cJSON_Print(doc) : NULL;
+    char *at = txt ? strstr(txt, CLI_JSON_STREAMED) : NULL; /* (a raw item; in a string cJSON escapes it) */
+    if (at) { /* everything that can fail for want of memory has: the document is printed whole */
+        fwrite(txt, 1, (size_t)(at - txt), stdout);
+        fputc('[', stdout);
+        bool first = true;
+        for (size_t i = 0; i < n; i++) {
+            const char *s = get(ud, i);
+            if (!s || !print_string(node, buf, cap, s)) continue; /* (as cJSON_CreateString(NULL) adds nothing) */
+            if (!first) fputs(", ", stdout);
+            fputs(buf, stdout);
+            first = false;
+        }
+        printf("]%s\n", at + 1);
+        g_json_printed = 1;
+    }
+    if (node) node->valuestring = NULL; /* a reference: never freed by cJSON_Delete */
+    cJSON_Delete(node);
+    free(txt);
+    free(buf);
     cJSON_Delete(doc);
     cJSON_Delete(j);
 }

@@ -61,6 +61,8 @@ void hk__sb_init(hk_strbuf *sb);
 void hk__sb_free(hk_strbuf *sb);
 void hk__sb_append(hk_strbuf *sb, const char *s);
 void hk__sb_append_n(hk_strbuf *sb, const char *s, size_t n);
+/* Room for exactly extra more bytes (and the NUL), not rounded up to a power of two. */
+void hk__sb_reserve_exact(hk_strbuf *sb, size_t extra);
 void hk__sb_printf(hk_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hk__sb_vprintf(hk_strbuf *sb, const char *fmt, va_list ap);
 /* Give the buffer away (caller frees); "" if empty; NULL if an append ran out of memory. */
@@ -103,6 +105,18 @@ int hk__read_file(char **out, size_t *out_len, const char *path, size_t max_len)
 int hk__read_file_at(char **out, size_t *out_len, int dirfd, const char *path, int oflags, size_t max_len);
 /* Write via a unique temp file in the same directory, fsync, rename. Mode 0666 & ~umask. */
 int hk__write_file_atomic(const char *path, const void *data, size_t len);
+/* The same made in pieces (a document too big to hold whole): begin makes the temp file beside
+ * path, each write appends (a failed one cancels), finish syncs it and renames it over path (a
+ * failure removes the temp file), cancel removes it. path must outlive the writes. */
+typedef struct hk_atomic_file {
+    int fd;
+    char *tmp;
+    const char *path;
+} hk_atomic_file;
+int hk__atomic_begin(hk_atomic_file *a, const char *path);
+int hk__atomic_write(hk_atomic_file *a, const void *data, size_t len);
+int hk__atomic_finish(hk_atomic_file *a);
+void hk__atomic_cancel(hk_atomic_file *a);
 /* Durability (util/durable.c). fsync of the file or directory at path (a link is followed);
  * HK_ERR_IO-family codes with a message on failure. */
 int hk__fsync_path(const char *path);

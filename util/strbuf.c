@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,6 +29,17 @@ static bool sb_reserve(hk_strbuf *sb, size_t extra) {
     sb->data = p;
     sb->cap = cap;
     return true;
+}
+
+void hk__sb_reserve_exact(hk_strbuf *sb, size_t extra) {
+    if (sb->oom || extra > SIZE_MAX - sb->len - 1 || sb->len + extra + 1 <= sb->cap) return;
+    char *p = realloc(sb->data, sb->len + extra + 1);
+    if (!p) {
+        sb->oom = true;
+        return;
+    }
+    sb->data = p;
+    sb->cap = sb->len + extra + 1;
 }
 
 void hk__sb_append_n(hk_strbuf *sb, const char *s, size_t n) {

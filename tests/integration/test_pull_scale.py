@@ -69,6 +69,12 @@ def measure(url, work, n):
     for _ in range(REPS):
         cache = tempfile.mkdtemp(prefix="cache-", dir=work)
         c, _, r = timed_run(pull_cmd(url, n, cache))
+        if n == N:  # the files array, printed as it goes (cli/output.c): complete, valid JSON, in order
+            p = subprocess.run(pull_cmd(url, n, cache), capture_output=True, text=True, check=True)
+            files = json.loads(p.stdout)["files"]
+            want = sorted([f"build/{V}/__init__.py", f"build/{V}/metadata.json"] +
+                          [f"build/{V}/d{i % 100:02d}/f{i:06d}.py" for i in range(n)])
+            assert sorted(files) == want and len(files) == len(set(files)), (len(files), files[:3])
         timed_run(pull_cmd(url, n, cache))  # the first warm use writes the verification receipt
         w, _, r2 = timed_run(pull_cmd(url, n, cache))
         cold, warm, rss = min(cold, c), min(warm, w), max(rss, r, r2)

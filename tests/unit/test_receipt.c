@@ -5,7 +5,9 @@
 #include "cache/cache_internal.h"
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -248,7 +250,7 @@ static void test_prior(void) {
     bool has = false;
     hk_verify_stats st;
     hk_receipt *prior = NULL;
-    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, HK_VERIFY_KEEP_LIST, &prior), HK_OK);
     CHECK(has && st.files_hashed == N && prior != NULL && hk__receipt_count(prior) == N);
     CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_OK);
     CHECK(st.files_trusted == N && st.files_hashed == 0);
@@ -256,16 +258,36 @@ static void test_prior(void) {
     char *repo = hk__asprintf("%s/kernels--org--p", root);
     char *rp = hk__receipt_path(root, repo, COMMIT, "v");
     CHECK(hk__path_exists(rp)); /* written although nothing was read */
-    /* without its own receipt, a file changed since the staged check is read again */
+    char msha[65];
+    CHECK(hk__sha256_hex(msha, meta.data, meta.len) == HK_OK);
+    hk_receipt *got = hk__receipt_load(rp, root, repo, COMMIT, "v", msha);
+    CHECK(got && hk__receipt_count(got) == N); /* the staged check's entries, no second receipt made */
+    hk__receipt_free(got);
+    /* without its own receipt, a file changed since the staged check is read again; the receipt
+     * written then holds the staged entries before it, its new stat, and the entries after it */
     unlink(rp);
-    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, 0, &prior), HK_OK);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, HK_VERIFY_KEEP_LIST, &prior), HK_OK);
     CHECK(prior != NULL && hk__receipt_count(prior) == N);
-    char *f0 = hk__path_join(staged, "f0.py");
-    CHECK(hk__write_file_atomic(f0, "# 0\n", 4) == HK_OK); /* same bytes, a new inode */
+    char *f2 = hk__path_join(staged, "f2.py");
+    CHECK(hk__write_file_atomic(f2, "# 2\n", 4) == HK_OK); /* same bytes, a new inode */
+    usleep(50 * 1000);                                        /* settled: recorded */
     CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_OK);
     CHECK(st.files_trusted == N - 1 && st.files_hashed == 1);
+    CHECK(prior == NULL);
+    got = hk__receipt_load(rp, root, repo, COMMIT, "v", msha);
+    struct stat s2;
+    CHECK(stat(f2, &s2) == 0);
+    CHECK(got && hk__receipt_count(got) == N && hk__receipt_vouches(got, "f2.py", &s2));
+    hk__receipt_free(got);
+    /* the published copy's metadata.json differs from the staged one: nothing carried is used */
+    unlink(rp);
+    CHECK_RC(hk__verify_variant_prior(&has, &st, staged, NULL, true, NULL, 0, HK_VERIFY_KEEP_LIST, &prior), HK_OK);
+    unlink(m2);
+    CHECK(hk__write_file_atomic(m2, meta.data, meta.len - 3) == HK_OK); /* "}}}" cut: not JSON */
+    CHECK_RC(hk__verify_variant_prior(&has, &st, vdir, root, true, NULL, 0, 0, &prior), HK_ERR_PARSE);
+    CHECK(prior != NULL); /* not borrowed: the caller's to free */
     hk__receipt_free(prior);
-    free(f0);
+    free(f2);
     free(rp);
     free(repo);
     free(m1);
@@ -276,6 +298,72 @@ static void test_prior(void) {
     free(root);
 }
 
+/* The receipt is read entry by entry (not as one cJSON tree): the documents cJSON_Parse takes it
+ * takes, formatted or not, the first of a key counting and what follows the object ignored; what
+ * cJSON_Parse refuses (a trailing comma, a truncated text) voids it. */
+static void test_load_walk(void) {
+    const char *root = hk_test_tmpdir();
+    char *repo = hk_cache_repo_dir(root, HK_REPO_KERNEL, "org/w");
+    char *path = hk__receipt_path(root, repo, COMMIT, "v");
+    struct stat st = fake_stat();
+    hk_receipt *r = hk__receipt_new(META);
+    hk__receipt_add(r, "a.py", &st);
+    hk__receipt_add(r, "b \"q\" \xc3\xa9.py", &st); /* an escape and UTF-8 in a path */
+    CHECK_RC(hk__receipt_save(r, path, root, repo, COMMIT, "v"), HK_OK);
+    hk__receipt_free(r);
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_RC(hk__read_file(&text, &len, path, 1 << 20), HK_OK);
+    cJSON *doc = cJSON_Parse(text);
+    CHECK(doc != NULL);
+    char *pretty = cJSON_Print(doc);
+    char *files = strstr(text, ",\"files\":[");
+    CHECK(pretty && files);
+    size_t head = (size_t)(files - text);
+    struct {
+        char *doc;
+        size_t want; /* entries; 0: void */
+        bool json;   /* cJSON_Parse takes it */
+    } c[] = {
+        {hk__strdup(text), 2, true},
+        {hk__strdup(pretty), 2, true},
+        {hk__asprintf("%s  trailing junk", text), 2, true},
+        /* a second key: the first counts */
+        {hk__asprintf("%.*s,\"format\":\"other\"%s", (int)head, text, files), 2, true},
+        /* the first "files" is no list */
+        {hk__asprintf("%.*s,\"files\":{}%s", (int)head, text, files), 0, true},
+        /* other keys, any values */
+        {hk__asprintf("%.*s,\"x\":[1,{\"y\":null}]%s", (int)head, text, files), 2, true},
+        /* a stray comma */
+        {hk__asprintf("%.*s,%s", (int)head, text, files), 0, false},
+        {hk__asprintf("%.*s]}", (int)(strlen(text) - 2), text), 2, true},
+        /* a trailing comma */
+        {hk__asprintf("%.*s,]}", (int)(strlen(text) - 2), text), 0, false},
+        /* truncated */
+        {hk__asprintf("%.*s", (int)(strlen(text) - 1), text), 0, false},
+        /* an entry without its stat */
+        {hk__asprintf("%.*s,{\"path\":\"c.py\"}]}", (int)(strlen(text) - 2), text), 0, true},
+        {hk__asprintf("%.*s,{\"path\":\"a.py\",\"stat\":\"1 2 3 4 5\"}]}", (int)(strlen(text) - 2), text), 2, true},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        CHECK(c[i].doc && hk__write_file_atomic(path, c[i].doc, strlen(c[i].doc)) == HK_OK);
+        cJSON *ref = cJSON_Parse(c[i].doc); /* the walk's verdict on validity is cJSON's */
+        CHECK((ref != NULL) == c[i].json);
+        cJSON_Delete(ref);
+        hk_receipt *l = hk__receipt_load(path, root, repo, COMMIT, "v", META);
+        if (hk__receipt_count(l) != c[i].want || (c[i].want && !hk__receipt_vouches(l, "a.py", &st)))
+            fprintf(stderr, "case %zu: %zu entries\n", i, hk__receipt_count(l));
+        CHECK(hk__receipt_count(l) == c[i].want && (!c[i].want || hk__receipt_vouches(l, "a.py", &st)));
+        hk__receipt_free(l);
+        free(c[i].doc);
+    }
+    cJSON_Delete(doc);
+    free(pretty);
+    free(text);
+    free(path);
+    free(repo);
+}
+
 int main(void) {
     test_paths();
     test_round_trip();
@@ -283,5 +371,6 @@ int main(void) {
     test_settled();
     test_settle();
     test_prior();
+    test_load_walk();
     return hk_test_finish();
 }

@@ -119,6 +119,8 @@ int hk__pull_stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *re
         for (size_t k = 0; rc == HK_OK && k < items[i].npaths; k++)
             rc = hk__stage_link(&stage, items[i].paths[k], items[i].etag);
     }
+    size_t whole = 0; /* variants published whole, each checked again there */
+    for (size_t v = 0; v < r->nvariants; v++) whole += !checked[v] && !partial[v];
     for (size_t v = 0; rc == HK_OK && v < r->nvariants; v++) {
         if (checked[v]) continue;
         char *sdir = hk__stage_variant_dir(&stage, r->variants[v]);
@@ -132,8 +134,10 @@ int hk__pull_stage_verify_publish(hk_pull_result *r, hk_hub *hub, const char *re
             hk__fail_context("nothing of it was published to the snapshot");
         bool has = false;
         hk_verify_stats st;
-        if (rc == HK_OK && (rc = hk__verify_variant_prior(&has, &st, sdir, NULL, false, fresh, nfresh,
-                                                          partial[v] ? HK_VERIFY_PRESENT_ONLY : 0, &prior[v])))
+        /* one variant: its digest list waits for the published check with its receipt (not parsed
+         * twice); several: each list is parsed again there, rather than all of them held at once */
+        unsigned vf = partial[v] ? HK_VERIFY_PRESENT_ONLY : whole == 1 ? HK_VERIFY_KEEP_LIST : 0;
+        if (rc == HK_OK && (rc = hk__verify_variant_prior(&has, &st, sdir, NULL, false, fresh, nfresh, vf, &prior[v])))
             hk__fail_context("build/%s of %s at %.12s (nothing of it was published to the snapshot)", r->variants[v],
                             repo, commit);
         free(sdir);
