@@ -64,6 +64,9 @@ static const cli_opt k_opts[] = {
      "): 503 with Retry-After", NULL, NULL},
     {HK_OPT_VALUE, "upstream-max-backoff", 0, "SECONDS", "most of an upstream 429's Retry-After honoured (default "
      HK_STR(HK_SERVE_MAX_BACKOFF_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "upstream-retry-after", 0, "SECONDS", "the Retry-After of the 503 a client gets when its upstream "
+     "step cannot be done now: the upstream unavailable, a transfer or a wait given up (default "
+     HK_STR(HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT) ")", NULL, NULL},
     {HK_OPT_VALUE, "upstream-transfers", 0, "N", "threads that run upstream misses while their connections wait "
      "suspended (default " HK_STR(HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT) ")", NULL, NULL},
     {HK_OPT_VALUE, "upstream-queue", 0, "N", "distinct upstream misses in flight at once, running or waiting for a "
@@ -243,6 +246,9 @@ int cli_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "upstream-max-backoff")) {
             if (parse_num(&v, optarg, "--upstream-max-backoff", 1, 3600)) goto usage;
             cfg.upstream_max_backoff = (unsigned)v;
+        } else if (!strcmp(n, "upstream-retry-after")) {
+            if (parse_num(&v, optarg, "--upstream-retry-after", 1, 3600)) goto usage;
+            cfg.upstream_retry_after = (unsigned)v;
         } else if (!strcmp(n, "upstream-transfers")) {
             if (parse_num(&v, optarg, "--upstream-transfers", 1, 256)) goto usage;
             cfg.upstream_transfers = (unsigned)v;

@@ -54,6 +54,7 @@ extern "C" {
 #define HK_SERVE_CLIENT_MISSES_DEFAULT 600 /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_CLIENT_WINDOW_DEFAULT 60  /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_MAX_BACKOFF_DEFAULT 60    /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT 5 /* plain: also printed in hubkern serve --help */
 
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct srv_config {
@@ -116,6 +117,9 @@ typedef struct srv_config {
     unsigned client_miss_budget;
     unsigned client_miss_window;
     unsigned upstream_max_backoff; /* 0 = HK_SERVE_MAX_BACKOFF_DEFAULT: most of an upstream's Retry-After honoured */
+    /* 0 = HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT: the Retry-After (seconds) of the 503 a client gets when
+     * its upstream step cannot be done now (upstream unavailable, a transfer or wait given up) */
+    unsigned upstream_retry_after;
     /* Misses run on this many transfer threads of the server's own (0 = HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT),
      * their connections suspended meanwhile; at most upstream_queue distinct misses are in flight
      * (running or waiting for a thread; 0 = HK_SERVE_UPSTREAM_QUEUE_DEFAULT), one more gets 503 with
