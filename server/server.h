@@ -138,6 +138,9 @@ typedef struct srv_config {
      * The struct is not installed; every target of a build sees the same HK_TEST_HOOKS. */
     uint64_t fault_cut_after;
     unsigned fault_cut_count;
+    /* The racy window of kept answers (store_refs.c, 2 s) and the shared listing's TTL (store.c, 5 s),
+     * in ms: shorter, so that tests of what is kept need not wait out the real ones. 0 = the real one. */
+    unsigned racy_window_ms, listing_ttl_ms;
 #endif
 } srv_config;
 
