@@ -64,6 +64,9 @@ static const cli_opt k_opts[] = {
      "): 503 with Retry-After", NULL, NULL},
     {HK_OPT_VALUE, "upstream-max-backoff", 0, "SECONDS", "most of an upstream 429's Retry-After honoured (default "
      HK_STR(HK_SERVE_MAX_BACKOFF_DEFAULT) ")", NULL, NULL},
+    {HK_OPT_VALUE, "upstream-retry-after", 0, "SECONDS", "the Retry-After of the 503 a client gets when its upstream "
+     "step cannot be done now: the upstream unavailable, a transfer or a wait given up (default "
+     HK_STR(HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT) ")", NULL, NULL},
     {HK_OPT_VALUE, "upstream-transfers", 0, "N", "threads that run upstream misses while their connections wait "
      "suspended (default " HK_STR(HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT) ")", NULL, NULL},
     {HK_OPT_VALUE, "upstream-queue", 0, "N", "distinct upstream misses in flight at once, running or waiting for a "
@@ -100,6 +103,10 @@ static const cli_opt k_hooks[] = {
     {HK_OPT_VALUE, "fault-cut-after", 0, "BYTES", "close the connection after BYTES bytes of the first GET responses "
      "longer than that, to exercise clients' resume (default off)", NULL, NULL},
     {HK_OPT_VALUE, "fault-cut-count", 0, "N", "how many responses --fault-cut-after cuts (default 1)", NULL, NULL},
+    {HK_OPT_VALUE, "racy-window-ms", 0, "MS", "a file changed less than MS ms before it is read is not kept in an "
+     "answer (default 2000; shorter for tests that wait it out)", NULL, NULL},
+    {HK_OPT_VALUE, "listing-ttl-ms", 0, "MS", "how long requests share one listing of a commit (default 5000)", NULL,
+     NULL},
     {HK_OPT_END, NULL, 0, NULL, NULL, NULL, NULL},
 };
 static const char *const k_titles[] = {"options", "test hooks (HK_TEST_HOOKS builds only)"};
@@ -243,6 +250,9 @@ int cli_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "upstream-max-backoff")) {
             if (parse_num(&v, optarg, "--upstream-max-backoff", 1, 3600)) goto usage;
             cfg.upstream_max_backoff = (unsigned)v;
+        } else if (!strcmp(n, "upstream-retry-after")) {
+            if (parse_num(&v, optarg, "--upstream-retry-after", 1, 3600)) goto usage;
+            cfg.upstream_retry_after = (unsigned)v;
         } else if (!strcmp(n, "upstream-transfers")) {
             if (parse_num(&v, optarg, "--upstream-transfers", 1, 256)) goto usage;
             cfg.upstream_transfers = (unsigned)v;
@@ -281,6 +291,12 @@ int cli_cmd_serve(int argc, char **argv) {
         } else if (!strcmp(n, "fault-cut-count")) {
             if (parse_num(&v, optarg, "--fault-cut-count", 0, 1000000)) goto usage;
             cfg.fault_cut_count = (unsigned)v;
+        } else if (!strcmp(n, "racy-window-ms")) {
+            if (parse_num(&v, optarg, "--racy-window-ms", 1, 60000)) goto usage;
+            cfg.racy_window_ms = (unsigned)v;
+        } else if (!strcmp(n, "listing-ttl-ms")) {
+            if (parse_num(&v, optarg, "--listing-ttl-ms", 1, 600000)) goto usage;
+            cfg.listing_ttl_ms = (unsigned)v;
         }
 #endif
     }

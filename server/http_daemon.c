@@ -214,6 +214,8 @@ static int take_config(srv_server *s, const srv_config *cfg) {
     }
 #ifdef HK_TEST_HOOKS
     srv_fault_init(&s->fault, cfg);
+    if (cfg->racy_window_ms) srv_refs_test_hooks((long long)cfg->racy_window_ms * 1000000LL, NULL);
+    if (cfg->listing_ttl_ms) srv_store_test_hooks(cfg->listing_ttl_ms);
 #endif
     if (RAND_bytes(s->lfs_key, sizeof s->lfs_key) != 1) return hk__fail(HK_ERR_INTERNAL, "cannot generate a random key");
     if (cfg->public_url && *cfg->public_url) {

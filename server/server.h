@@ -54,6 +54,7 @@ extern "C" {
 #define HK_SERVE_CLIENT_MISSES_DEFAULT 600 /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_CLIENT_WINDOW_DEFAULT 60  /* plain: also printed in hubkern serve --help */
 #define HK_SERVE_MAX_BACKOFF_DEFAULT 60    /* plain: also printed in hubkern serve --help */
+#define HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT 5 /* plain: also printed in hubkern serve --help */
 
 /* ---- serve -------------------------------------------------------------------------------- */
 typedef struct srv_config {
@@ -116,6 +117,9 @@ typedef struct srv_config {
     unsigned client_miss_budget;
     unsigned client_miss_window;
     unsigned upstream_max_backoff; /* 0 = HK_SERVE_MAX_BACKOFF_DEFAULT: most of an upstream's Retry-After honoured */
+    /* 0 = HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT: the Retry-After (seconds) of the 503 a client gets when
+     * its upstream step cannot be done now (upstream unavailable, a transfer or wait given up) */
+    unsigned upstream_retry_after;
     /* Misses run on this many transfer threads of the server's own (0 = HK_SERVE_UPSTREAM_TRANSFERS_DEFAULT),
      * their connections suspended meanwhile; at most upstream_queue distinct misses are in flight
      * (running or waiting for a thread; 0 = HK_SERVE_UPSTREAM_QUEUE_DEFAULT), one more gets 503 with
@@ -134,6 +138,9 @@ typedef struct srv_config {
      * The struct is not installed; every target of a build sees the same HK_TEST_HOOKS. */
     uint64_t fault_cut_after;
     unsigned fault_cut_count;
+    /* The racy window of kept answers (store_refs.c, 2 s) and the shared listing's TTL (store.c, 5 s),
+     * in ms: shorter, so that tests of what is kept need not wait out the real ones. 0 = the real one. */
+    unsigned racy_window_ms, listing_ttl_ms;
 #endif
 } srv_config;
 

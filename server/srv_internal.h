@@ -148,6 +148,8 @@ bool srv_refs_settled(const struct stat *st, long long now);
 /* Tests: the racy window set (when >= 0; a file changed within it of its read is not kept), and
  * the count of ref files read so far. */
 void srv_refs_test_hooks(long long racy_window_ns, unsigned long long *reads);
+/* Tests: the shared listing's TTL (ms) set; the store's requests within it share one listing. */
+void srv_store_test_hooks(unsigned listing_ttl_ms);
 #endif
 void srv_refs_free(srv_ref *refs, size_t n);
 

@@ -48,7 +48,7 @@ typedef struct up_answer {
 
 /* ---- upstream_wait.c: coalescing inside one process ------------------------------------------ */
 typedef struct up_waitset up_waitset;
-int srv_up_waitset_new(up_waitset **out);
+int srv_up_waitset_new(up_waitset **out, unsigned retry_s); /* retry_s: a waiter's 503 Retry-After */
 void srv_up_waitset_free(up_waitset *w);
 /* true: the caller leads (does the work, then calls srv_up_leave); false: another thread did it
  * meanwhile and the caller waited until it finished: *leader = what the leader answered its
@@ -136,6 +136,7 @@ typedef struct srv_upstream {
     unsigned stall_s; /* --upstream-timeout */
     unsigned deadline_s; /* --upstream-deadline */
     unsigned max_backoff; /* --upstream-max-backoff: most of a Retry-After honoured */
+    unsigned retry_s; /* --upstream-retry-after: the Retry-After of a 503 for an upstream step not done now */
     atomic_bool stopping; /* the server is stopping: transfers in flight end now (srv_stop) */
     up_waitset *waits;
     pthread_mutex_t mu; /* the negative cache and the pass-through memo */

@@ -27,6 +27,7 @@
 #define LISTING_CACHE_MAX 16
 #define LISTING_TTL_MS 5000
 #define LISTING_CACHE_ENTRIES 100000 /* about 20 MB of entries kept, or the newest listing alone if larger */
+static long listing_ttl_ms = LISTING_TTL_MS; /* LISTING_TTL_MS, or a test's (srv_store_test_hooks) */
 
 /* A listing shared by the requests that need it within LISTING_TTL_MS (tree pages follow each other
  * quickly; a snapshot that a client is still filling shows new files after the TTL). */
@@ -450,7 +451,7 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
         cached_listing *c = s->lcache[i];
         if (!c || strcmp(c->key, key) != 0) continue;
-        if (ms_since(&c->at) > LISTING_TTL_MS) {
+        if (ms_since(&c->at) > listing_ttl_ms) {
             s->lcache[i] = NULL;
             cached_unref(c);
             continue;
@@ -529,3 +530,7 @@ void srv_store_forget_listing(srv_store *s, const char *repo_dir, const char *co
     pthread_mutex_unlock(&s->mu);
     free(key);
 }
+
+#ifdef HK_TEST_HOOKS
+void srv_store_test_hooks(unsigned listing_ttl) { listing_ttl_ms = (long)listing_ttl; }
+#endif

@@ -135,7 +135,7 @@ static int fetch_blob(srv_server *srv, const repo_ref *repo, const char *commit,
     } else {
         /* a 503, or no answer at all (unreachable, stalled past --upstream-timeout): try again later */
         ans->status = srv_up_unavailable(rc, r.status) ? 503 : 502;
-        ans->retry_after = ans->status == 503 ? 5 : 0;
+        ans->retry_after = ans->status == 503 ? srv->up->retry_s : 0;
         snprintf(ans->msg, sizeof ans->msg, "Upstream unavailable for %s", e->path);
     }
     if (out) atomic_fetch_add(&srv->metrics.up_errors, 1);
@@ -264,7 +264,7 @@ int srv_up_file(srv_server *srv, const repo_ref *repo, const char *commit, const
         int fd = srv_up_lock(srv->up, srv_store_root(srv->store), repo->dir, e.etag, wait_s);
         if (fd == -2) { /* another process's transfer of it is past the deadline (or this client left) */
             ans->status = 503;
-            ans->retry_after = 5;
+            ans->retry_after = srv->up->retry_s;
             snprintf(ans->msg, sizeof ans->msg, "Upstream unavailable: another transfer of %s is still running", e.path);
             out = 1;
         } else if (blob_present(repo->dir, e.etag)) {

@@ -72,6 +72,7 @@ int srv_up_create(srv_upstream **out, const srv_config *cfg) {
     pthread_mutex_init(&u->bmu, NULL);
     u->deadline_s = cfg->upstream_deadline ? cfg->upstream_deadline : HK_SERVE_UPSTREAM_DEADLINE_DEFAULT;
     u->max_backoff = cfg->upstream_max_backoff ? cfg->upstream_max_backoff : HK_SERVE_MAX_BACKOFF_DEFAULT;
+    u->retry_s = cfg->upstream_retry_after ? cfg->upstream_retry_after : HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT;
     u->memo_cap = cfg->upstream_memo_bytes ? cfg->upstream_memo_bytes : HK_SERVE_UPSTREAM_MEMO_DEFAULT;
     u->miss_budget = cfg->client_miss_budget ? cfg->client_miss_budget : HK_SERVE_CLIENT_MISSES_DEFAULT;
     u->miss_window = cfg->client_miss_window ? cfg->client_miss_window : HK_SERVE_CLIENT_WINDOW_DEFAULT;
@@ -94,7 +95,7 @@ int srv_up_create(srv_upstream **out, const srv_config *cfg) {
     if (cv && cv->version_num < 0x080e01u)
         hk__log(HK_LOG_WARN, "libcurl %s is older than 8.14.1: 7.88.1 reads freed memory on folded header lines an "
                 "upstream can send; install libcurl >= 8.14 (Debian 12: bookworm-backports)", cv->version);
-    int rc = srv_up_waitset_new(&u->waits);
+    int rc = srv_up_waitset_new(&u->waits, u->retry_s);
     if (rc == HK_OK) rc = srv_up_verdicts_new(&u->verdicts);
     for (size_t i = 0; rc == HK_OK && i < cfg->n_upstreams; i++) {
         up_site *s = &u->sites[i];

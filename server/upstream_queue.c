@@ -149,19 +149,19 @@ int srv_up_defer(const char *key, const char *step_key, up_job_fn fn, void *arg,
     up_req *r = *t_slot;
     if (!r) {
         if (free_arg) free_arg(arg);
-        answer(ans, 503, 5, "Upstream unavailable: out of memory");
+        answer(ans, 503, HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT, "Upstream unavailable: out of memory");
         return 1;
     }
     /* what a caller that answers it sends: dropped by srv_queue while the step is pending */
     answer(ans, 503, 1, "Upstream transfer pending");
     if (!arg || r->pkey) { /* out of memory, or a step already recorded: this one comes next time */
         if (arg && free_arg) free_arg(arg);
-        if (!arg) answer(ans, 503, 5, "Upstream unavailable: out of memory");
+        if (!arg) answer(ans, 503, HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT, "Upstream unavailable: out of memory");
         return 1;
     }
     if (r->n_steps >= UP_REQ_STEPS) { /* a loop would be a bug; never an endless one */
         if (free_arg) free_arg(arg);
-        answer(ans, 503, 5, "Upstream unavailable: this request needs too many upstream steps");
+        answer(ans, 503, HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT, "Upstream unavailable: this request needs too many upstream steps");
         return 1;
     }
     r->pkey = hk__strdup(key);
@@ -172,7 +172,7 @@ int srv_up_defer(const char *key, const char *step_key, up_job_fn fn, void *arg,
         r->pkey = r->pstep = NULL;
         hk_clear_error();
         if (free_arg) free_arg(arg);
-        answer(ans, 503, 5, "Upstream unavailable: out of memory");
+        answer(ans, 503, HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT, "Upstream unavailable: out of memory");
         return 1;
     }
     r->pfn = fn;
@@ -224,7 +224,7 @@ static bool job_gone(void) {
     if (now - j->gone_at >= GONE_CHECK_S) {
         j->gone_at = now;
         up_result left = {.out = 1};
-        answer(&left.ans, 503, 5, "Upstream unavailable: the client disconnected");
+        answer(&left.ans, 503, q->srv->up->retry_s, "Upstream unavailable: the client disconnected");
         for (up_req **p = &j->waiters; *p;) {
             up_req *r = *p;
             struct pollfd pf = {.fd = r->fd, .events = POLLRDHUP};
@@ -290,14 +290,14 @@ static void *worker(void *p) {
         t_job = j;
         if (closed || atomic_load(&q->srv->up->stopping)) {
             res.out = 1;
-            answer(&res.ans, 503, 5, "Upstream unavailable: the mirror is stopping");
+            answer(&res.ans, 503, q->srv->up->retry_s, "Upstream unavailable: the mirror is stopping");
         } else if (srv_up_now() - j->queued_at > srv_up_wait_s(q->srv->up, 0)) {
             /* a wait for a thread counts as a wait for a transfer: past the deadline, come back */
             res.out = 1;
-            answer(&res.ans, 503, 5, "Upstream unavailable: every transfer thread was busy past --upstream-deadline");
+            answer(&res.ans, 503, q->srv->up->retry_s, "Upstream unavailable: every transfer thread was busy past --upstream-deadline");
         } else if (job_gone()) { /* every client left while it waited for a thread */
             res.out = 1;
-            answer(&res.ans, 503, 5, "Upstream unavailable: the client disconnected");
+            answer(&res.ans, 503, q->srv->up->retry_s, "Upstream unavailable: the client disconnected");
         } else {
             srv_up_client_set(-1, j->client);
             srv_up_client_gone_hook(job_gone);
@@ -360,7 +360,7 @@ int srv_up_submit(srv_upstream *u, up_req *r, struct MHD_Connection *c, up_answe
     up_queue *q = u->queue;
     if (!q) { /* stopped: the daemon is closing its connections */
         clear_pending(r);
-        answer(refused, 503, 5, "Upstream unavailable: the mirror is stopping");
+        answer(refused, 503, u->retry_s, "Upstream unavailable: the mirror is stopping");
         return 1;
     }
     srv_server *srv = q->srv;
@@ -369,7 +369,7 @@ int srv_up_submit(srv_upstream *u, up_req *r, struct MHD_Connection *c, up_answe
     while (j && strcmp(j->key, r->pkey) != 0) j = j->next_all;
     int rc = 0;
     if (q->closed) {
-        answer(refused, 503, 5, "Upstream unavailable: the mirror is stopping");
+        answer(refused, 503, u->retry_s, "Upstream unavailable: the mirror is stopping");
         rc = 1;
     } else if (j) { /* in flight already: this request waits for the same end */
         atomic_fetch_add(&srv->metrics.coalesced, 1);
@@ -379,7 +379,7 @@ int srv_up_submit(srv_upstream *u, up_req *r, struct MHD_Connection *c, up_answe
         answer(refused, 503, 2, msg);
         rc = 1;
     } else if (!(j = calloc(1, sizeof *j))) {
-        answer(refused, 503, 5, "Upstream unavailable: out of memory");
+        answer(refused, 503, u->retry_s, "Upstream unavailable: out of memory");
         rc = 1;
     } else {
         j->key = r->pkey;

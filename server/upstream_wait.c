@@ -33,11 +33,13 @@ struct up_waitset {
     pthread_condattr_t ca; /* CLOCK_MONOTONIC, for each entry's cv */
     up_wait *head;
     unsigned long futile; /* wake-ups by a signal that found the wait's own transfer still running */
+    unsigned retry_s;     /* the Retry-After of a waiter that gives up (--upstream-retry-after) */
 };
 
-int srv_up_waitset_new(up_waitset **out) {
+int srv_up_waitset_new(up_waitset **out, unsigned retry_s) {
     *out = calloc(1, sizeof **out);
     if (!*out) return hk__fail(HK_ERR_NOMEM, "out of memory");
+    (*out)->retry_s = retry_s;
     pthread_mutex_init(&(*out)->mu, NULL);
     pthread_condattr_init(&(*out)->ca);
     pthread_condattr_setclock(&(*out)->ca, CLOCK_MONOTONIC);
@@ -119,7 +121,7 @@ bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bo
     else {
         /* given up: the leader goes on for the others; this client is told to come back */
         leader->status = 503;
-        leader->retry_after = 5;
+        leader->retry_after = w->retry_s;
         snprintf(leader->msg, sizeof leader->msg, "Upstream unavailable: %s", why);
     }
     if (--e->users == 0) unlink_entry(w, e);

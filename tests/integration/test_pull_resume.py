@@ -13,12 +13,15 @@ real `hubkern serve`.
   in that long (silent mid-body, or dripping), across its resumes; a slow but moving one completes.
 - Unreachable: a refused connection fails within about a second (two quick retries, logged), while
   a burst of 503 answers still gets the patient back-off and recovers."""
+import ctypes
 import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
+import struct
 import subprocess
 import time
 
@@ -66,6 +69,41 @@ def plant(cache, data):
 def big_content(out):
     with open(os.path.join(out["snapshot"], "build", V, "big.bin"), "rb") as fh:
         return fh.read()
+
+
+class FolderEvents:
+    """Every name made, renamed or removed in one folder, as inotify reports it (a record, not a
+    sample: a name that lives for a microsecond is in it too, and nothing depends on when it is
+    read). Events queue in the kernel until read(); IN_Q_OVERFLOW would mean some were lost."""
+    IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE, IN_Q_OVERFLOW = 0x40, 0x80, 0x100, 0x200, 0x4000
+
+    def __init__(self, folder):
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, os.strerror(ctypes.get_errno())
+        mask = self.IN_MOVED_FROM | self.IN_MOVED_TO | self.IN_CREATE | self.IN_DELETE
+        assert libc.inotify_add_watch(self.fd, os.fsencode(folder), mask) >= 0, os.strerror(ctypes.get_errno())
+
+    def read(self):
+        """[(kind, name, cookie)] in order, kind one of create / moved_from / moved_to / delete."""
+        kinds = {self.IN_CREATE: "create", self.IN_MOVED_FROM: "moved_from", self.IN_MOVED_TO: "moved_to",
+                 self.IN_DELETE: "delete"}
+        out = []
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            off = 0
+            while off < len(buf):
+                _, mask, cookie, n = struct.unpack_from("iIII", buf, off)
+                assert not mask & self.IN_Q_OVERFLOW, "inotify queue overflow: events were lost"
+                name = os.fsdecode(buf[off + 16:off + 16 + n].rstrip(b"\0"))
+                out += [(k, name, cookie) for bit, k in kinds.items() if mask & bit]
+                off += 16 + n
+
+    def close(self):
+        os.close(self.fd)
 
 
 def assert_clean(cache):
@@ -136,20 +174,34 @@ def test_a_pull_that_runs_out_of_time_keeps_its_bytes_for_the_next(hub, tmp_path
 
 
 def test_cuts_within_one_pull_use_one_temp_file(hub, tmp_path):
+    # Every name of the big blob made in blobs/ during the pull, from inotify: one temp file made
+    # for all 5 attempts (none per try, no unique one), and no other made, renamed or removed but
+    # that file on its way to the blob's name (the finished file is claimed under a unique name and
+    # then renamed into place, partial.c: the same file all along, and never a new one).
     cache = str(tmp_path / "c")
-    seen = set()
+    os.makedirs(blobs_dir(cache))  # there to be watched before the pull's first file
+    events = FolderEvents(blobs_dir(cache))
     rules = [Rule("cut", BIG_RE, count=4, after=1_500_000)]
-    with FaultProxy(hub.url, rules=rules) as px:
-        p = subprocess.Popen([hubkern_bin(), *pull_args(px.url, cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=dict(os.environ, HUBKERN_RETRY_BASE_MS="20", HF_HUB_DISABLE_IMPLICIT_TOKEN="1"))
-        while p.poll() is None:
-            seen.update(partials(cache))
-            time.sleep(0.005)
-        assert p.returncode == 0, p.stderr.read()
-        gets = px.requests("GET", BIG_RE)
-        total = px.sent("GET", BIG_RE)
+    try:
+        with FaultProxy(hub.url, rules=rules) as px:
+            p = subprocess.run([hubkern_bin(), *pull_args(px.url, cache)], capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, HUBKERN_RETRY_BASE_MS="20", HF_HUB_DISABLE_IMPLICIT_TOKEN="1"))
+            assert p.returncode == 0, p.stderr
+            gets = px.requests("GET", BIG_RE)
+            total = px.sent("GET", BIG_RE)
+        seen = [e for e in events.read() if e[1].startswith(SHA)]
+    finally:
+        events.close()
     assert len(gets) == 5 and [g["range"] is not None for g in gets] == [False, True, True, True, True]
-    assert seen <= {os.path.join(blobs_dir(cache), SHA + ".incomplete")}, seen
+    assert [(k, n) for k, n, _ in seen if k in ("create", "delete")] == [("create", SHA + ".incomplete")], seen
+    moves = [e for e in seen if e[0].startswith("moved")]
+    assert len(moves) % 2 == 0, seen
+    at = SHA + ".incomplete"  # each rename takes the one file from where the last one left it
+    for (k1, src, c1), (k2, dst, c2) in zip(moves[::2], moves[1::2]):
+        assert (k1, src, k2) == ("moved_from", at, "moved_to") and c1 == c2, seen
+        assert re.fullmatch(SHA + r"(\.[0-9a-f]{8}\.incomplete)?", dst), seen
+        at = dst
+    assert at == SHA, seen  # and it ends as the blob
     assert total == len(BIG)  # every byte once
     assert_clean(cache)
 

@@ -3,17 +3,23 @@ refs/ and snapshots/ are checked by their identity instead of looking up refs/<c
 absent: a ref of that name wins) and snapshots/<commit> by path. The kept answer is never stale: a
 ref named like the commit, made or removed by another process, a snapshot removed or moved away,
 are all seen by the very next request on the same keep-alive connection. The store is left
-untouched for longer than the racy window (2 s) first, so that the answers really are kept."""
+untouched for longer than the racy window first, so that the answers really are kept: the real 2 s,
+or, where serve has the test hooks, the 300 ms it is given (--racy-window-ms; likewise the shared
+listing's TTL, 5 s, given as 1 s by --listing-ttl-ms), so that the waits are short."""
 import http.client
 import os
 import shutil
 import time
 import urllib.parse
 
-from hk_serve_helpers import Server, keepalive_get as get, metric_value, publish, two_commit_store
+from hk_serve_helpers import Server, keepalive_get as get, metric_value, publish, serve_has_test_hooks, two_commit_store
 
 REPO = "org/cmemo"
-RACY_WINDOW_S = 2.5
+HOOKS = serve_has_test_hooks()
+RACY_WINDOW_MS, LISTING_TTL_MS = (300, 1000) if HOOKS else (2000, 5000)
+SERVE_ARGS = ("--racy-window-ms", RACY_WINDOW_MS, "--listing-ttl-ms", LISTING_TTL_MS) if HOOKS else ()
+RACY_WINDOW_S = RACY_WINDOW_MS / 1000 + (0.2 if HOOKS else 0.5)  # past the window: what is read now is kept
+LISTING_TTL_S = LISTING_TTL_MS / 1000 + (0.2 if HOOKS else 0.5)  # past the TTL: the listing is made again
 
 
 def removed_snapshot_is_gone(conn, repo, c1, c2):
@@ -32,7 +38,7 @@ def test_kept_commits_follow_every_write(tmp_path):
     src, store, c1, c2 = two_commit_store(tmp_path, REPO)
     repo = store / "kernels--org--cmemo"
     by_c1 = f"/kernels/{REPO}/resolve/{c1}/a.txt"
-    with Server(store) as srv:
+    with Server(store, *SERVE_ARGS) as srv:
         u = urllib.parse.urlparse(srv.url)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         time.sleep(RACY_WINDOW_S)
@@ -71,7 +77,7 @@ def test_kept_commits_without_refs_folder(tmp_path):
     repo = store / "kernels--org--cmemo"
     shutil.rmtree(repo / "refs")
     by_c1 = f"/kernels/{REPO}/resolve/{c1}/a.txt"
-    with Server(store) as srv:
+    with Server(store, *SERVE_ARGS) as srv:
         u = urllib.parse.urlparse(srv.url)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         time.sleep(RACY_WINDOW_S)
@@ -104,7 +110,7 @@ def test_kept_file_answers_follow_every_write(tmp_path):
             for u in urls:
                 assert get(conn, u) == (200, body)
 
-    with Server(store) as srv:
+    with Server(store, *SERVE_ARGS) as srv:
         u = urllib.parse.urlparse(srv.url)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         settle_and_expect(b"one\n")
@@ -146,7 +152,7 @@ def test_kept_file_answers_follow_every_write(tmp_path):
 
 
 def test_kept_tree_pages_follow_the_listing(tmp_path):
-    """A tree page is kept with the number of the shared listing it came from (server/store.c, 5 s):
+    """A tree page is kept with the number of the shared listing it came from (server/store.c, its TTL):
     each page, cursor and recursive flag is its own answer, and an entry added to the snapshot
     shows once the listing is made again."""
     import json
@@ -162,7 +168,7 @@ def test_kept_tree_pages_follow_the_listing(tmp_path):
         assert st == 200, (path, st)
         return [e["path"] for e in json.loads(body)]
 
-    with Server(store, "--page-size", "1") as srv:
+    with Server(store, "--page-size", "1", *SERVE_ARGS) as srv:
         u = urllib.parse.urlparse(srv.url)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         for _ in range(2):  # the second round from the memo, each page its own
@@ -179,7 +185,7 @@ def test_kept_tree_pages_follow_the_listing(tmp_path):
         r.read()
         assert "cursor=1" in r.getheader("Link")  # the kept page keeps its Link header
         os.symlink("../" + os.readlink(snap / "a.txt"), snap / "d" / "c.txt")
-        time.sleep(5.5)  # past the shared listing's TTL: listed again, the kept pages are not reused
+        time.sleep(LISTING_TTL_S)  # past the shared listing's TTL: listed again, the kept pages are not reused
         conn.request("GET", tree + "/d")  # kept before with no next page: now it has one
         r = conn.getresponse()
         assert [e["path"] for e in json.loads(r.read())] == ["d/b.txt"] and "cursor=3" in r.getheader("Link", "")
@@ -204,7 +210,8 @@ def test_edge_kept_answers_follow_upstream(tmp_path):
     (tmp_path / "edge").mkdir()
     by_c1, by_main = f"/kernels/{REPO}/resolve/{c1}/a.txt", f"/kernels/{REPO}/resolve/main/a.txt"
     tree = f"/api/kernels/{REPO}/tree/{c1}"
-    with Server(store) as origin, Server(tmp_path / "edge", "--upstream", origin.url, "--revision-ttl", "1") as edge:
+    with Server(store, *SERVE_ARGS) as origin, \
+            Server(tmp_path / "edge", "--upstream", origin.url, "--revision-ttl", "1", *SERVE_ARGS) as edge:
         u = urllib.parse.urlparse(edge.url)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         for x in (by_c1, by_main):

@@ -320,7 +320,7 @@ def test_cli_help_and_signals(env, tmp_path):
     hooks = set()
     for block in re.findall(r"#ifdef HK_TEST_HOOKS\n(.*?)#endif", src, re.S):
         hooks |= set(re.findall(r'\{HK_OPT_[A-Z]+, "([a-z0-9-]+)"', block))
-    assert hooks == {"fault-cut-after", "fault-cut-count"}, hooks
+    assert hooks == {"fault-cut-after", "fault-cut-count", "racy-window-ms", "listing-ttl-ms"}, hooks
     out = subprocess.run([hubkern_bin(), "serve", "--help"], capture_output=True, text=True, check=True).stdout
     have_hooks = serve_has_test_hooks()
     for opt in accepted:

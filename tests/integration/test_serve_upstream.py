@@ -236,7 +236,10 @@ def test_upstream_process_killed_mid_wave(origin, tmp_path):
         store = tmp_path / "edge"
         store.mkdir()
         out = tmp_path / "clients"
-        with Server(store, "--upstream", purl, "--access-log", "--max-connections-per-ip", "1024") as edge:
+        # --upstream-retry-after 1: the waiters' 503s say come back in 1 s, not the default 5 (the
+        # huggingface_hub clients honour it on each of their retries: 30 s of this test's wall time)
+        with Server(store, "--upstream", purl, "--access-log", "--max-connections-per-ip", "1024",
+                    "--upstream-retry-after", "1") as edge:
             hk = [subprocess.Popen(
                 [run_cli.__globals__["hubkern_bin"](), "pull", "org/killed", "--version", "1", "--variant", V, "--json",
                  "--endpoint", edge.url, "--cache", str(out / f"hk-{i}")], stdout=subprocess.PIPE,
@@ -280,6 +283,8 @@ def test_upstream_process_killed_mid_wave(origin, tmp_path):
                 check_snapshot(path, "killed")
             assert failed and res["errors"], "nobody was waiting on the killed upstream: the test proved nothing"
             assert get(edge.url + "/metrics")[0] == 200  # the edge is still up
+            st, h, _ = get(f"{edge.url}/kernels/org/killed/resolve/{origin.commits['killed']}/{SO}")
+            assert st == 503 and h.get("Retry-After") == "1", (st, h)  # the upstream is still gone
         assert not [b for b in blobs.iterdir() if b.name.endswith(".tmp")] if blobs.exists() else True
         blobs_are_whole(store)
         for c in out.iterdir():

@@ -468,7 +468,7 @@ static void *lead_and_hold(void *p) {
  * and the entry is gone once everyone left (TSan runs this). */
 static void test_up_wait_deadline(void) {
     up_waitset *w = NULL;
-    CHECK_RC(srv_up_waitset_new(&w), HK_OK);
+    CHECK_RC(srv_up_waitset_new(&w, 3), HK_OK);
     lead_arg a = {.w = w};
     atomic_init(&a.led, false);
     pthread_t t;
@@ -483,7 +483,7 @@ static void test_up_wait_deadline(void) {
     CHECK(!srv_up_enter(w, "blob:k", 0.3, NULL, &ans));
     double took = now_s() - t0;
     CHECK(took >= 0.25 && took < 1.0);
-    CHECK(ans.status == 503 && ans.retry_after > 0 && strstr(ans.msg, "deadline"));
+    CHECK(ans.status == 503 && ans.retry_after == 3 && strstr(ans.msg, "deadline"));
     CHECK(!srv_up_enter(w, "blob:k", 5.0, NULL, &ans)); /* waits for the leader this time */
     CHECK(ans.status == 429 && ans.retry_after == 7);
     pthread_join(t, NULL);
@@ -512,7 +512,7 @@ static void *wait_on_b(void *p) {
 static void test_up_wait_per_key(void) {
     enum { N = 8 };
     up_waitset *w = NULL;
-    CHECK_RC(srv_up_waitset_new(&w), HK_OK);
+    CHECK_RC(srv_up_waitset_new(&w, HK_SERVE_UPSTREAM_RETRY_AFTER_DEFAULT), HK_OK);
     up_answer ans;
     CHECK(srv_up_enter(w, "blob:a", 5.0, NULL, &ans));
     CHECK(srv_up_enter(w, "blob:b", 5.0, NULL, &ans));
