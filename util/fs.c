@@ -192,15 +192,16 @@ int hk__atomic_write(hk_atomic_file *a, const void *data, size_t len) {
 }
 
 int hk__atomic_finish(hk_atomic_file *a) {
-    int rc = HK_OK;
-    if (fsync(a->fd) != 0 || close(a->fd) != 0) {
-        int e = errno;
+    int rc = HK_OK, e = 0;
+    if (fsync(a->fd) != 0) e = errno;
+    if (close(a->fd) != 0 && !e) e = errno; /* closed even when the sync failed */
+    a->fd = -1;                             /* (or its close failed: never closed twice) */
+    if (e) {
         rc = hk__fail(hk__errno_code(e), "cannot write %s: %s", a->path, strerror(e));
     } else if (rename(a->tmp, a->path) != 0) {
-        int e = errno;
+        e = errno;
         rc = hk__fail(hk__errno_code(e), "cannot rename into %s: %s", a->path, strerror(e));
     }
-    a->fd = -1; /* closed (or its close failed: never closed twice) */
     if (rc) unlink(a->tmp);
     free(a->tmp);
     a->tmp = NULL;
