@@ -450,14 +450,22 @@ static void test_server_guard(const char *dir) {
 typedef struct lead_arg {
     up_waitset *w;
     atomic_bool led;
+    atomic_bool release; /* set by the test once its deadline case is done */
 } lead_arg;
 
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* A leader stuck on a dripping upstream: it leaves (with a 429) only when the test lets it, and
+ * then only once a waiter is queued on it, so that no case depends on how fast threads run. */
 static void *lead_and_hold(void *p) {
     lead_arg *a = p;
     CHECK(srv_up_enter(a->w, "blob:k", 5.0, NULL, &(up_answer){0}));
     atomic_store(&a->led, true);
-    struct timespec ts = {1, 200 * 1000 * 1000}; /* a leader stuck on a dripping upstream */
-    nanosleep(&ts, NULL);
+    while (!atomic_load(&a->release)) sleep_ms(1);
+    while (srv_up_waiters(a->w, "blob:k") == 0) sleep_ms(1);
     up_answer failed = {.status = 429, .retry_after = 7};
     srv_up_leave(a->w, "blob:k", &failed);
     return NULL;
@@ -465,26 +473,28 @@ static void *lead_and_hold(void *p) {
 
 /* Coalescing waits have a deadline (issue 21, U4): a waiter on a leader that does not finish gives
  * up at its deadline with a 503 + Retry-After, a later waiter still gets the leader's own answer,
- * and the entry is gone once everyone left (TSan runs this). */
+ * and the entry is gone once everyone left (TSan runs this). The leader holds until released, so
+ * the first wait can only end by its deadline; the bound on its length was once `< 1.0 s`, which a
+ * loaded machine could miss while the leader's fixed 1.2 s hold made the next case race it. */
 static void test_up_wait_deadline(void) {
     up_waitset *w = NULL;
     CHECK_RC(srv_up_waitset_new(&w, 3), HK_OK);
     lead_arg a = {.w = w};
     atomic_init(&a.led, false);
+    atomic_init(&a.release, false);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, lead_and_hold, &a) == 0);
-    while (!atomic_load(&a.led)) {
-        struct timespec ts = {0, 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    while (!atomic_load(&a.led)) sleep_ms(1);
     CHECK(srv_up_waiters(w, "blob:k") == 0);
     up_answer ans;
     double t0 = now_s();
     CHECK(!srv_up_enter(w, "blob:k", 0.3, NULL, &ans));
     double took = now_s() - t0;
-    CHECK(took >= 0.25 && took < 1.0);
+    CHECK(took >= 0.25 && took < 10.0); /* not before its deadline; the leader never left */
     CHECK(ans.status == 503 && ans.retry_after == 3 && strstr(ans.msg, "deadline"));
-    CHECK(!srv_up_enter(w, "blob:k", 5.0, NULL, &ans)); /* waits for the leader this time */
+    CHECK(srv_up_waiters(w, "blob:k") == 0); /* the waiter that gave up is no longer counted */
+    atomic_store(&a.release, true);
+    CHECK(!srv_up_enter(w, "blob:k", 30.0, NULL, &ans)); /* waits for the leader this time */
     CHECK(ans.status == 429 && ans.retry_after == 7);
     pthread_join(t, NULL);
     CHECK(srv_up_waiters(w, "blob:k") == 0);
