@@ -441,7 +441,7 @@ __device__ __forceinline__ void decode_segment(const DecodeParams &p, const Deco
     int blk[TL::RPT];
     c.btab = PAGED && p.block_table ? p.block_table + (size_t)c.b * p.max_blocks : nullptr;
     fetch_blocks<TL>(p, c, blk, 0);
-    int tile_blk[TL::NBOX];
+    [[maybe_unused]] int tile_blk[TL::NBOX];  // the TMA path's (unused in an sm_80 pass)
     // prologue: Q and the first STAGES-1 tiles, one commit group each (Q rides with tile 0)
     if constexpr (TMA) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
