@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -46,7 +47,14 @@ struct srv_watch {
     int fd;
     pthread_mutex_t mu;  /* one drain at a time: a reader must see the generation its drain moved */
     atomic_uint_least64_t gen; /* starts at 1: 0 is "no verdict may be skipped" */
+    dev_t dev; /* the root's file system: a folder on another (a mount inside the store) is not watched */
+    int max_wd; /* the highest watch descriptor given (they count up from 1), under mu */
 };
+
+/* Watches are the user's (fs.inotify.max_user_watches, shared with every other program they run)
+ * and stay until the folder goes: at most this many, so a store of many repos cannot take them all;
+ * a folder past the cap is simply proven by its stat() on every request. */
+#define WATCH_MAX 1024
 
 /* The request being answered on this thread: the watch it drains, whether it drained it yet, and
  * the generation that drain left. */
@@ -57,7 +65,8 @@ static _Thread_local uint64_t tls_gen;
 int srv_watch_new(srv_watch **out, int root_fd) {
     *out = NULL;
     struct statfs fs;
-    if (root_fd < 0 || fstatfs(root_fd, &fs) != 0) return HK_OK;
+    struct stat st;
+    if (root_fd < 0 || fstatfs(root_fd, &fs) != 0 || fstat(root_fd, &st) != 0) return HK_OK;
     /* the file systems whose every change, whoever makes it, raises the event here */
     switch ((unsigned long)fs.f_type) {
     case EXT4_SUPER_MAGIC: case XFS_SUPER_MAGIC: case BTRFS_SUPER_MAGIC: case TMPFS_MAGIC: break;
@@ -72,6 +81,7 @@ int srv_watch_new(srv_watch **out, int root_fd) {
     }
     pthread_mutex_init(&w->mu, NULL);
     atomic_init(&w->gen, 1);
+    w->dev = st.st_dev;
     *out = w;
     return HK_OK;
 }
@@ -84,10 +94,15 @@ void srv_watch_free(srv_watch *w) {
 }
 
 bool srv_watch_dir(srv_watch *w, int dir_fd) {
-    if (!w || dir_fd < 0) return false;
+    struct stat st; /* a folder mounted inside the store may be a network file system's */
+    if (!w || dir_fd < 0 || fstat(dir_fd, &st) != 0 || st.st_dev != w->dev) return false;
     char p[64]; /* the folder the descriptor names, whatever path leads to it now */
     snprintf(p, sizeof p, "/proc/self/fd/%d", dir_fd);
-    return inotify_add_watch(w->fd, p, WATCH_MASK) >= 0;
+    pthread_mutex_lock(&w->mu);
+    int wd = w->max_wd < WATCH_MAX ? inotify_add_watch(w->fd, p, WATCH_MASK) : -1;
+    if (wd > w->max_wd) w->max_wd = wd; /* (a folder already watched gets its old, lower one) */
+    pthread_mutex_unlock(&w->mu);
+    return wd >= 0;
 }
 
 void srv_watch_begin(srv_watch *w) {
