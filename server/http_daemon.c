@@ -65,7 +65,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return srv_send_up_answer(c, ctx, &busy, NULL);
     }
     srv_up_begin(srv, c, srv->up ? ctx_client(ctx) : NULL, &ctx->up); /* the edge keys budgets on it */
+    /* the store's folder verdicts may skip their stat()s within this request (store_watch.c) */
+    srv_watch_begin(srv_store_watch(srv->store));
     enum MHD_Result ret = srv_dispatch(srv, c, ctx, url, method);
+    srv_watch_end();
     if (srv_up_end()) {
         /* a miss: its step goes to the transfer threads and this connection is suspended until the
          * step ends; then libmicrohttpd calls this handler again, which answers from the store */

@@ -51,12 +51,29 @@ long srv_listing_find(const srv_listing *l, const char *path);
 /* Path comparison used for the order ('/' lowest). */
 int srv_path_cmp(const char *a, const char *b);
 
+/* ---- folder watches (store_watch.c) ------------------------------------------------------- */
+/* A kept verdict about a watched folder, proven by its stat() at generation g, holds without the
+ * stat while srv_watch_gen() is still g (store_watch.c says why that is as strong). */
+typedef struct srv_watch srv_watch;
+/* *out NULL (HK_OK) where nothing can be watched: a network file system, no inotify. */
+int srv_watch_new(srv_watch **out, int root_fd);
+void srv_watch_free(srv_watch *w);
+/* Watch the folder dir_fd names; false: it is not watched (its verdicts need their stat()). */
+bool srv_watch_dir(srv_watch *w, int dir_fd);
+/* Bracket one request on the thread answering it; the generation is drained on its first use. */
+void srv_watch_begin(srv_watch *w);
+void srv_watch_end(void);
+/* This request's generation; 0 (no verdict may be skipped) outside a request or without a watch. */
+uint64_t srv_watch_gen(srv_watch *w);
+
 /* ---- store reader (store.c) --------------------------------------------------------------- */
 typedef struct srv_store srv_store;
 
 int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold);
 void srv_store_close(srv_store *s);
 const char *srv_store_root(const srv_store *s);
+/* The store's folder watch (NULL: none), for srv_watch_begin. */
+srv_watch *srv_store_watch(const srv_store *s);
 
 /* The folder of repo_id in the store, existing or not; NULL (HK_ERR_INVALID_ARG) for an id that
  * fails hk_repo_id_valid: every repo folder name is made here or by srv_store_repo_dir. */
@@ -98,6 +115,8 @@ bool srv_store_file_unchanged(srv_store *s, const char *repo_dir, const char *co
  * general resolution (nothing recorded as an error). */
 typedef struct srv_snap_cache srv_snap_cache;
 int srv_snap_cache_new(srv_snap_cache **out);
+/* The watch (may be NULL) that lets srv_snap_commit_kept skip its fstat()s. */
+void srv_snap_cache_use_watch(srv_snap_cache *c, srv_watch *w);
 void srv_snap_cache_free(srv_snap_cache *c);
 bool srv_store_open_linked(srv_sfile *out, srv_file_proof *proof, srv_snap_cache *c, const char *repo_dir,
                            const char *commit, const char *path);
@@ -105,8 +124,9 @@ bool srv_store_linked_unchanged(srv_snap_cache *c, const char *repo_dir, const c
                                 const char *etag, const srv_file_proof *proof);
 /* A revision of 40 or 64 hex digits names its snapshot when refs/<rev> is absent and
  * snapshots/<rev> a folder. Once proven (srv_snap_commit_prove, after the lookup by path said so),
- * the kept handle answers it with two fstat()s of refs/ and snapshots/ instead of two path lookups;
- * any entry added, removed or renamed in either folder since changes its stamps and ends the proof. */
+ * the kept handle answers it with two fstat()s of refs/ and snapshots/ instead of two path lookups
+ * (none while the watch's generation has not moved since they last passed); any entry added,
+ * removed or renamed in either folder since changes its stamps and ends the proof. */
 bool srv_snap_commit_kept(srv_snap_cache *c, const char *repo_dir, const char *commit);
 void srv_snap_commit_prove(srv_snap_cache *c, const char *repo_dir, const char *commit);
 /* Open blobs/<sha256> of a repo (for the /lfs/ route). */

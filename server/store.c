@@ -47,6 +47,41 @@ typedef struct hash_memo {
     char etag[65];
 } hash_memo;
 
+/* "this name under the root is a folder", proven by fstatat() at a watch generation (a repo is
+ * made or removed by an entry of the root, which moves it). Direct-mapped: a collision only costs
+ * the stat. */
+#define DIR_VERDICT_SLOTS 32u
+typedef struct dir_verdicts {
+    pthread_mutex_t mu;
+    struct {
+        char name[256];
+        uint64_t gen; /* 0: empty */
+    } slot[DIR_VERDICT_SLOTS];
+} dir_verdicts;
+
+static size_t verdict_slot(const char *name) {
+    uint32_t h = 2166136261u;
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    return h & (DIR_VERDICT_SLOTS - 1);
+}
+
+static bool dir_verdict_holds(dir_verdicts *d, const char *name, uint64_t gen) {
+    size_t i = verdict_slot(name);
+    pthread_mutex_lock(&d->mu);
+    bool ok = d->slot[i].gen == gen && strcmp(d->slot[i].name, name) == 0;
+    pthread_mutex_unlock(&d->mu);
+    return ok;
+}
+
+static void dir_verdict_keep(dir_verdicts *d, const char *name, uint64_t gen) {
+    size_t n = strlen(name), i = verdict_slot(name);
+    if (n >= sizeof d->slot[0].name) return;
+    pthread_mutex_lock(&d->mu);
+    memcpy(d->slot[i].name, name, n + 1);
+    d->slot[i].gen = gen;
+    pthread_mutex_unlock(&d->mu);
+}
+
 struct srv_store {
     char *root; /* realpath */
     int root_fd; /* root kept open: a repo folder is checked by its one name under it, not the whole path */
@@ -56,6 +91,9 @@ struct srv_store {
     size_t n_memo, next_evict;
     cached_listing *lcache[LISTING_CACHE_MAX];
     srv_snap_cache *snaps; /* kept snapshot folders (store_linked.c) */
+    srv_watch *watch;      /* NULL: every folder verdict by its stat() (store_watch.c) */
+    bool root_watched;
+    dir_verdicts *dirs;    /* repo folders proven folders, by name under the root */
 };
 
 int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold) {
@@ -76,6 +114,13 @@ int srv_store_open(srv_store **out, const char *root, uint64_t lfs_threshold) {
     s->lfs_threshold = lfs_threshold ? lfs_threshold : HK_LFS_THRESHOLD_DEFAULT;
     s->root_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* -1: every check by path */
     pthread_mutex_init(&s->mu, NULL);
+    if (srv_watch_new(&s->watch, s->root_fd) != HK_OK || (s->watch && !(s->dirs = calloc(1, sizeof *s->dirs)))) {
+        srv_store_close(s);
+        return hk__fail(HK_ERR_NOMEM, "out of memory");
+    }
+    if (s->dirs) pthread_mutex_init(&s->dirs->mu, NULL);
+    s->root_watched = s->dirs && srv_watch_dir(s->watch, s->root_fd);
+    srv_snap_cache_use_watch(s->snaps, s->watch);
     *out = s;
     return HK_OK;
 }
@@ -92,6 +137,9 @@ void srv_store_close(srv_store *s) {
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++)
         if (s->lcache[i]) cached_unref(s->lcache[i]);
     srv_snap_cache_free(s->snaps);
+    srv_watch_free(s->watch);
+    if (s->dirs) pthread_mutex_destroy(&s->dirs->mu);
+    free(s->dirs);
     pthread_mutex_destroy(&s->mu);
     if (s->root_fd >= 0) close(s->root_fd);
     free(s->memo);
@@ -100,6 +148,8 @@ void srv_store_close(srv_store *s) {
 }
 
 const char *srv_store_root(const srv_store *s) { return s->root; }
+
+srv_watch *srv_store_watch(const srv_store *s) { return s ? s->watch : NULL; }
 
 char *srv_store_repo_path(const srv_store *s, hk_repo_type type, const char *repo_id) {
     /* the one place a repo folder's name is made: an id that is not a Hub id ("x/../../y", "..")
@@ -122,8 +172,14 @@ char *srv_store_repo_dir(const srv_store *s, hk_repo_type type, const char *repo
      * under the kept root first (one lookup instead of the whole path's); when that fails (say the
      * store folder was replaced since the start) the path decides */
     size_t rl = strlen(s->root);
-    bool kept = s->root_fd >= 0 && strncmp(dir, s->root, rl) == 0 && dir[rl] == '/' &&
-                fstatat(s->root_fd, dir + rl + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    bool under = s->root_fd >= 0 && strncmp(dir, s->root, rl) == 0 && dir[rl] == '/';
+    /* no entry of the root changed since the last stat said "folder": that verdict still holds */
+    uint64_t gen = under && s->root_watched ? srv_watch_gen(s->watch) : 0;
+    bool kept = gen && dir_verdict_holds(s->dirs, dir + rl + 1, gen);
+    if (!kept && under) {
+        kept = fstatat(s->root_fd, dir + rl + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+        if (kept && gen) dir_verdict_keep(s->dirs, dir + rl + 1, gen);
+    }
     if (!kept && (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
         free(dir);
         return NULL;

@@ -46,12 +46,15 @@ typedef struct snap_handle {
      * the repo folder itself when it had no refs/); fd -1: none. Read and replaced under the
      * cache's lock. */
     seen_dir refs_dir, snaps_dir;
+    bool watched;       /* both folders of the proof are watched (store_watch.c) */
+    uint64_t proof_gen; /* the watch generation the proof last passed its fstat()s at; 0: none */
     unsigned refs;   /* the cache's own reference counts while the handle is in a slot */
     uint64_t used;
 } snap_handle;
 
 struct srv_snap_cache {
     pthread_mutex_t mu;
+    srv_watch *watch; /* NULL: every proof by its fstat()s */
     uint64_t tick;
     snap_handle *slot[SNAP_CACHE_MAX];
 };
@@ -75,6 +78,8 @@ int srv_snap_cache_new(srv_snap_cache **out) {
     pthread_mutex_init(&(*out)->mu, NULL);
     return HK_OK;
 }
+
+void srv_snap_cache_use_watch(srv_snap_cache *c, srv_watch *w) { c->watch = w; }
 
 void srv_snap_cache_free(srv_snap_cache *c) {
     if (!c) return;
@@ -284,6 +289,14 @@ static void seen_drop(seen_dir *d) {
     d->fd = -1;
 }
 
+/* The proof is gone (or replaced): nothing proven at any generation. */
+static void proof_drop(snap_handle *h) {
+    seen_drop(&h->refs_dir);
+    seen_drop(&h->snaps_dir);
+    h->watched = false;
+    h->proof_gen = 0;
+}
+
 /* The kept handle of (repo_dir, commit) without opening one; NULL when none is kept. */
 static snap_handle *handle_find_locked(srv_snap_cache *c, const char *repo_dir, const char *commit) {
     for (size_t i = 0; i < SNAP_CACHE_MAX; i++) {
@@ -300,14 +313,16 @@ bool srv_snap_commit_kept(srv_snap_cache *c, const char *repo_dir, const char *c
     pthread_mutex_lock(&c->mu); /* the fstat()s under the lock: the proof's descriptors stay open */
     snap_handle *h = handle_find_locked(c, repo_dir, commit);
     bool ok = false;
-    if (h && h->refs_dir.fd >= 0) {
+    /* drained before the fstat()s below: a change after it shows in them or moves the generation */
+    uint64_t gen = h && h->watched ? srv_watch_gen(c->watch) : 0;
+    if (h && h->refs_dir.fd >= 0 && gen && h->proof_gen == gen) {
+        ok = true; /* neither folder changed since their fstat()s last passed */
+    } else if (h && h->refs_dir.fd >= 0) {
         struct stat a, b;
         ok = fstat(h->refs_dir.fd, &a) == 0 && seen_same(&h->refs_dir, &a) && fstat(h->snaps_dir.fd, &b) == 0 &&
              seen_same(&h->snaps_dir, &b);
-        if (!ok) { /* something changed in refs/ or snapshots/: the path lookup answers, and proves again */
-            seen_drop(&h->refs_dir);
-            seen_drop(&h->snaps_dir);
-        }
+        if (ok) h->proof_gen = gen;
+        else proof_drop(h); /* something changed in refs/ or snapshots/: the path lookup answers, and proves again */
     }
     pthread_mutex_unlock(&c->mu);
     return ok;
@@ -351,6 +366,10 @@ void srv_snap_commit_prove(srv_snap_cache *c, const char *repo_dir, const char *
         h->refs_dir = refs;
         h->snaps_dir = snaps;
         refs.fd = snaps.fd = -1;
+        /* watched before any check may pass on a generation (only srv_snap_commit_kept's fstat()s
+         * stamp one), so that every change after such a check raises an event */
+        h->watched = srv_watch_dir(c->watch, h->refs_dir.fd) && srv_watch_dir(c->watch, h->snaps_dir.fd);
+        h->proof_gen = 0;
     }
     pthread_mutex_unlock(&c->mu);
     seen_drop(&refs);

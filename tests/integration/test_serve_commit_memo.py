@@ -69,6 +69,50 @@ def test_kept_commits_follow_every_write(tmp_path):
         conn.close()
 
 
+def test_kept_repo_folder_follows_every_write(tmp_path):
+    """The repo folder's "is a folder" verdict and the commit's kept proof are taken again only after
+    a change the store root, refs/ or snapshots/ report (server/store_watch.c): the repo folder
+    moved away, replaced by a link to itself, or its refs/ and snapshots/ folders touched or
+    chmod-ed, each is seen by the very next request on the same keep-alive connection, for a file and a
+    tree page alike."""
+    src, store, c1, c2 = two_commit_store(tmp_path, REPO)
+    repo = store / "kernels--org--cmemo"
+    by_c1, tree = f"/kernels/{REPO}/resolve/{c1}/a.txt", f"/api/kernels/{REPO}/tree/{c1}"
+    with Server(store, *SERVE_ARGS) as srv:
+        u = urllib.parse.urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+
+        def settle():
+            time.sleep(RACY_WINDOW_S)
+            for _ in range(3):  # kept after the first
+                assert get(conn, by_c1) == (200, b"one\n")
+                assert get(conn, tree)[0] == 200
+
+        settle()
+        os.rename(repo, tmp_path / "away")  # the repo folder gone from the root
+        assert get(conn, by_c1)[0] == 404 and get(conn, tree)[0] == 404
+        os.rename(tmp_path / "away", repo)
+        assert get(conn, by_c1) == (200, b"one\n") and get(conn, tree)[0] == 200
+
+        settle()
+        os.rename(repo, tmp_path / "away")  # a link in its place: never followed out of the store
+        os.symlink(tmp_path / "away", repo)
+        assert get(conn, by_c1)[0] == 404 and get(conn, tree)[0] == 404
+        os.unlink(repo)
+        os.rename(tmp_path / "away", repo)
+        assert get(conn, by_c1) == (200, b"one\n")
+
+        settle()
+        os.utime(repo / "refs")  # only refs/'s stamps moved: proven again, still the snapshot
+        os.chmod(repo / "snapshots", 0o755)
+        assert get(conn, by_c1) == (200, b"one\n") and get(conn, tree)[0] == 200
+        (repo / "refs" / c1).write_text(c2)  # and a ref named like the commit right after is seen
+        assert get(conn, by_c1) == (200, b"two\n")
+        os.unlink(repo / "refs" / c1)
+        assert get(conn, by_c1) == (200, b"one\n")
+        conn.close()
+
+
 def test_kept_commits_without_refs_folder(tmp_path):
     """A store with no refs/ at all (what an edge fills when asked by commit only): the repo folder's
     own stamps stand in for refs/'s in the kept proof (making refs/ changes them), so a ref named

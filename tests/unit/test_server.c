@@ -1068,12 +1068,61 @@ static void test_up_lock_wakes(const char *dir) {
 }
 #endif
 
+/* The store's folder watch (store_watch.c): a change to a watched folder moves the generation a
+ * request sees, a request sees one generation throughout, no generation outside a request, and at
+ * most 1024 watches are taken (the user's inotify watches are shared with every program they run). */
+static void test_store_watch(const char *dir) {
+    char root[512];
+    snprintf(root, sizeof root, "%s/watchroot", dir);
+    CHECK(mkdir(root, 0777) == 0);
+    int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(root_fd >= 0);
+    srv_watch *w = NULL;
+    CHECK_RC(srv_watch_new(&w, root_fd), HK_OK);
+    if (!w) { /* not a watched file system here: every verdict by its stat (nothing else to check) */
+        fprintf(stderr, "test_store_watch: %s is on a file system that is not watched; not checked\n", root);
+        close(root_fd);
+        return;
+    }
+    CHECK(srv_watch_gen(w) == 0); /* outside a request */
+    CHECK(srv_watch_dir(w, root_fd));
+    srv_watch_begin(w);
+    uint64_t g0 = srv_watch_gen(w);
+    CHECK(g0 != 0);
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/a", root);
+    CHECK(mkdir(sub, 0777) == 0);
+    CHECK(srv_watch_gen(w) == g0); /* one generation per request */
+    srv_watch_end();
+    srv_watch_begin(w);
+    uint64_t g1 = srv_watch_gen(w);
+    CHECK(g1 != 0 && g1 != g0); /* the mkdir, made before this request began, is seen */
+    srv_watch_end();
+    srv_watch_begin(w);
+    CHECK(srv_watch_gen(w) == g1); /* nothing changed since */
+    srv_watch_end();
+    int taken = 1; /* the root */
+    for (int i = 0; i < 1100; i++) {
+        snprintf(sub, sizeof sub, "%s/d%04d", root, i);
+        CHECK(mkdir(sub, 0777) == 0);
+        int fd = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        taken += srv_watch_dir(w, fd);
+        close(fd);
+    }
+    CHECK(taken == 1024);
+    CHECK(srv_watch_dir(w, root_fd) == false); /* past the cap nothing is added, not even again */
+    srv_watch_free(w);
+    close(root_fd);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *dir = hk_test_tmpdir();
     test_git_ids();
     test_checked_names();
     test_store_reader(dir);
+    test_store_watch(dir);
     test_answer_memo();
     test_answer_memo_threads();
 #ifdef HK_TEST_HOOKS
