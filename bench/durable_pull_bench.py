@@ -4,7 +4,7 @@
 For each shape (--shape MB:FILES, default 300:20 and 2000:202) a kernel variant is published into
 a store (18 weighted binaries making up the MB, plus small files up to FILES, plus __init__.py and
 metadata.json) and served by `hubkern serve --threads 8` on loopback. Each rep runs, in order:
-every hubkern binary (--bin NAME=PATH) pulling the variant into a fresh cache (8 parallel
+every hubkern binary (--bin NAME=PATH; each rep starts with the next one) pulling the variant into a fresh cache (8 parallel
 transfers, durable: the binary's own fsync scheme), then `curl -Z --parallel-max 8` of the same
 URLs to files (no fsync: the speed limit of the link and the page cache), then the same curl
 followed by an fdatasync of every file and an fsync of the folder ("curl+fsync": the limit for
@@ -102,7 +102,11 @@ def bench_shape(a, bins, work, mb, nfiles):
     res["curl"], res["curl+fsync"] = [], []
     try:
         for rep in range(a.reps):
-            for name, b in bins:
+            # each rep starts with another binary: the first pull of a rep runs after the previous
+            # rep's curl folders were deleted, which costs it ~0.15 s here (ext4 without a journal
+            # scans past recently deleted inodes), so a fixed order biased the first column
+            k = rep % len(bins)
+            for name, b in bins[k:] + bins[:k]:
                 cache = os.path.join(work, f"cache-{name}")
                 res[name].append(timed(lambda: run([b, "pull", repo, "--version", "1", "--variant", V, "-q",
                                                     "--progress=none", "--endpoint", url, "--cache", cache])))
