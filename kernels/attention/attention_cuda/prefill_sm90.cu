@@ -48,8 +48,8 @@ template <int NC, int MINB> struct CtaShape {
     static_assert(NC == 1 || NC == 2, "one or two consumer warpgroups");
     static_assert(MINB == 1 || (MINB == 2 && NC == 1), "two CTAs a SM only with one consumer warpgroup");
     static constexpr int kConsumers = NC, kCtasPerSm = MINB;
-    static constexpr int kBM = 64 * NC;
-    static constexpr int kThreads = 128 * (NC + 1);
+    static constexpr int kBM = 64 * kConsumers;
+    static constexpr int kThreads = 128 * (kConsumers + 1);
     // setmaxnreg moves registers between a CTA's warpgroups only: the consumers' increase must be
     // paid for by the producer's decrease out of what the CTA got at launch (kLaunchRegs a thread,
     // which ptxas takes whole where setmaxnreg is used); an increase nobody pays for blocks forever.
