@@ -129,7 +129,7 @@ def bench_shape(a, bins, work, mb, nfiles):
         srv.terminate()
         srv.wait()
         shutil.rmtree(store, ignore_errors=True)
-    return len(names), total, {k: statistics.median(v) for k, v in res.items()}
+    return len(names), total, {k: statistics.median(v) for k, v in res.items()}, res
 
 
 def main():
@@ -153,10 +153,15 @@ def main():
     print(f"| shape | {' | '.join(n for n, _ in bins)} | curl | curl+fsync | "
           + " | ".join(f"{n} / curl | {n} / curl+fsync" for n, _ in bins) + " |")
     print("|---|" + "---:|" * (len(bins) * 3 + 2))
-    for nfiles, total, m in rows:
+    for nfiles, total, m, _ in rows:
         cells = [f"{m[n]:.3f}" for n, _ in bins] + [f"{m['curl']:.3f}", f"{m['curl+fsync']:.3f}"]
         cells += [f"{m[n] / m['curl']:.2f}x | {m[n] / m['curl+fsync']:.2f}x" for n, _ in bins]
         print(f"| {nfiles} files, {total / 1e6:.0f} MB | " + " | ".join(cells) + " |")
+    # the spread: a disk shared with other machines' writes makes single reps vary by 10-20 %
+    print("\nevery rep, wall s (in the order run):")
+    for nfiles, total, _, res in rows:
+        for name, v in res.items():
+            print(f"  {nfiles} files, {total / 1e6:.0f} MB  {name:>12}: " + " ".join(f"{t:.3f}" for t in v))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 /* The util layer's primitives: growable arrays, directory walks, hex, percent-encoding, JSON
- * string escaping, the options-version check. */
+ * string escaping, the options-version check, the background flusher. */
 #include "support.h"
 
 #include "internal.h"
+#include "util/flusher.h"
 #include "util/text.h"
 #include "util/vec.h"
 #include "util/walk.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +202,56 @@ static void test_error_wrap(void) {
     hk_clear_error();
 }
 
+static bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1 || errno != EBADF; }
+
+/* Every descriptor handed over is closed by the end, past the queue's bound too; a failed flush
+ * is reported by the end with the file's label; no flusher (out of memory) closes at once. */
+static void test_flusher(void) {
+    enum { N = 100 };
+    int fds[N];
+    hk_flusher *f = hk__flusher_new();
+    CHECK(f != NULL);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "flush-%d", i);
+        char *path = hk__path_join(hk_test_tmpdir(), name);
+        fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        CHECK(fds[i] >= 0 && write(fds[i], name, strlen(name)) == (ssize_t)strlen(name));
+        hk__flusher_give(f, fds[i], name);
+        free(path);
+    }
+    CHECK_RC(hk__flusher_end(f), HK_OK);
+    int open_after = 0;
+    for (int i = 0; i < N; i++) open_after += fd_open(fds[i]);
+    CHECK(open_after == 0);
+
+    /* fdatasync of a pipe fails (EINVAL): the one failure is the end's error, named */
+    int p[2];
+    CHECK(pipe(p) == 0);
+    f = hk__flusher_new();
+    hk__flusher_give(f, p[0], "build/x/not-a-file.so");
+    CHECK(hk__flusher_end(f) != HK_OK);
+    CHECK(strstr(hk_last_error(), "cannot flush build/x/not-a-file.so to disk") != NULL);
+    CHECK(!fd_open(p[0]));
+    close(p[1]);
+    hk_clear_error();
+
+    /* abandoned (a failed pull): still waits and closes, reports nothing */
+    CHECK(pipe(p) == 0);
+    f = hk__flusher_new();
+    hk__flusher_give(f, p[0], "a");
+    hk__flusher_give(f, p[1], "b");
+    hk__flusher_abandon(f);
+    CHECK(!fd_open(p[0]) && !fd_open(p[1]));
+    CHECK_STR(hk_last_error(), "");
+
+    CHECK(pipe(p) == 0);
+    hk__flusher_give(NULL, p[0], "c");
+    CHECK(!fd_open(p[0]));
+    close(p[1]);
+    CHECK_RC(hk__flusher_end(NULL), HK_OK);
+}
+
 int main(void) {
     test_error_wrap();
     test_vec();
@@ -206,5 +259,6 @@ int main(void) {
     test_text();
     test_concat();
     test_options_version();
+    test_flusher();
     return hk_test_finish();
 }

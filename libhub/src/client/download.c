@@ -363,15 +363,18 @@ static int try_acquire(hk_dl_ctx *c, hk_xfer *x) {
 }
 
 /* Every blob of the batch (downloaded now, or found here: another process may have renamed it in
- * just before its own flush) durable before anything names it: one fdatasync pass (their
- * writeback began as their bytes arrived), then the directories; only then the snapshot links
+ * just before its own flush) durable before anything names it: the background flusher's work
+ * on the large ones ended, one fdatasync pass (their writeback began as their bytes arrived, and
+ * what the flusher did is clean), then the directories; only then the snapshot links
  * when c->link (the fetch of single files; a pull links in its stage, after this). Replaces an
  * fsync per blob that blocked the transfer loop each time a file finished. */
 static int commit_batch(hk_dl_ctx *c, const hk_dl_item *items, size_t n) {
     const char **etags = calloc(n, sizeof *etags);
     if (!etags) return hk__fail(HK_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) etags[i] = items[i].etag;
-    int rc = hk__cache_blobs_durable(c->repo_dir, etags, n);
+    int rc = hk__flusher_end(c->flusher); /* its errors are reported to its descriptors only */
+    c->flusher = NULL;
+    if (rc == HK_OK) rc = hk__cache_blobs_durable(c->repo_dir, etags, n);
     free(etags);
     for (size_t i = 0; rc == HK_OK && i < n; i++) rc = hk__xfer_link_all(c, &items[i]);
     return rc;
@@ -421,7 +424,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
     hk_xfer **xs = calloc(n, sizeof *xs); /* NULL: not looked at yet; XFER_DONE: finished */
     CURLM *multi = curl_multi_init();
     int rc = HK_OK;
-    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0, -1};
+    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0, -1, hk__flusher_new()};
     if (!xs || !multi) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
@@ -584,6 +587,7 @@ out_loop:
     report(&c, true);
     rc = commit_batch(&c, items, n);
 out:
+    hk__flusher_abandon(c.flusher); /* a failed call's; commit_batch ended it otherwise */
     if (xs)
         for (size_t i = 0; i < n; i++) xfer_free(multi, xs[i], rc);
     if (c.small_fd >= 0) close(c.small_fd); /* after every byte lock was released above */

@@ -221,7 +221,8 @@ int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again) {
     free(x->buf);
     x->buf = NULL;
     /* no fsync here (it blocked the download loop once per blob): the writeback of the rest starts
-     * now, and the caller flushes every blob of the pull in one pass before any snapshot names it */
+     * now, a large blob's flush on the flusher's thread below, and the caller flushes every blob
+     * of the pull in one pass before any snapshot names it */
     hk__writeback_start(x->fd);
     unsigned char d[64];
     size_t dn = hk__hasher_finish(x->hasher, d);
@@ -239,7 +240,11 @@ int hk__xfer_finish_file(hk_dl_ctx *c, hk_xfer *x, bool *again) {
     }
     bool gone = false;
     int rc = x->resumable ? hk__partial_claim(&gone, x->fd, &x->tmp, c->repo_dir, x->item->etag) : HK_OK;
-    close(x->fd);
+    /* its flush starts now, beside the transfers still running (the final pass then finds it clean) */
+    if (rc == HK_OK && !gone && x->item->size >= HK_XFER_EARLY_FLUSH_MIN)
+        hk__flusher_give(c->flusher, x->fd, x->item->paths[0]);
+    else
+        close(x->fd);
     x->fd = -1;
     if (rc) {
         free(x->tmp); /* the name is another writer's: leave it */
