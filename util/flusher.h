@@ -15,8 +15,8 @@ typedef struct hk_flusher hk_flusher;
  * callers treat as "no early flushes". */
 hk_flusher *hk__flusher_new(void);
 /* Hand fd over: it is flushed, then closed, by the flusher. `label` (copied) names the file in an
- * error. When the flusher cannot take it (no flusher, its thread failed to start, or too many
- * already wait: the disk is behind the network and the caller's final pass loses nothing by
+ * error. When the flusher does not take it (no flusher, its thread failed to start, or it is busy
+ * or resting after a flush: the disk is behind, and the caller's final pass loses nothing by
  * waiting), fd is closed at once. Never fails. */
 void hk__flusher_give(hk_flusher *f, int fd, const char *label);
 /* Wait until every file handed over is flushed, stop the thread, free f. HK_OK, or the first
