@@ -204,8 +204,8 @@ static void test_error_wrap(void) {
 
 static bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1 || errno != EBADF; }
 
-/* Every descriptor handed over is closed by the end, past the queue's bound too; a failed flush
- * is reported by the end with the file's label; no flusher (out of memory) closes at once. */
+/* Every descriptor handed over is closed by the end, those the busy flusher left too; a failed
+ * flush is reported by the end with the file's label; no flusher (out of memory) closes at once. */
 static void test_flusher(void) {
     enum { N = 100 };
     int fds[N];
