@@ -61,7 +61,7 @@ typedef struct hk_xfer {
 #define HK_XFER_WRITEBACK_STEP (8u << 20)
 /* A finished blob of at least this many bytes is handed to the pull's background flusher
  * (util/flusher.h), flushed while the other transfers go on: a 300 MB pull of 20 or 300 files
- * 10-27 % faster than with every flush at the end, 2 GB within the disk's noise
+ * 10-21 % faster than with every flush at the end, 2 GB within the disk's noise
  * (bench/durable_pull_bench.md, stop 38). Smaller ones are left to the final pass, where one
  * syncfs can cover thousands. */
 #define HK_XFER_EARLY_FLUSH_MIN ((uint64_t)256 << 10)
