@@ -5,7 +5,8 @@
  * time. MODE says what else happens while writing:
  *   end    nothing (the pull before stop 38: every flush at the end)
  *   each   a thread fdatasyncs every finished file, queued (a flusher with a queue)
- *   one    the same, but a file finished while the thread is busy is skipped (util/flusher.c)
+ *   one    the same, but a file finished while the thread is busy is skipped (util/flusher.c
+ *          also rests after each flush as long as it took, which this leaves out)
  * Prints the time of the writes, of the thread's tail and of the final pass, one line a run.
  *
  *   writeback_pattern DIR NFILES CONCURRENT TOTAL_MiB RATE_MBps MODE
