@@ -81,27 +81,39 @@ def check_visible_state(cache):
     return problems
 
 
+def whole_calls(trace):
+    """The lines of an `strace -f` trace with every call that another thread's output interrupted
+    ("name(args <unfinished ...>", later "<... name resumed>rest") joined back into one line, in
+    the order the calls returned. Any call can be cut so, a rename as well as a flush: the pull
+    flushes on a thread of its own while its main thread renames."""
+    pending = {}  # pid -> the first half of its interrupted call
+    for line in open(trace):
+        parts = line.rstrip("\n").split(None, 1)
+        if len(parts) < 2:
+            continue
+        pid, rest = parts
+        if rest.endswith("<unfinished ...>"):
+            pending[pid] = rest[:-len("<unfinished ...>")].rstrip()
+            continue
+        m = re.match(r"<\.\.\. \w+ resumed>(.*)", rest)
+        if m:
+            if pid in pending:
+                yield pending.pop(pid) + m.group(1)
+            continue
+        yield rest
+
+
 def flush_and_rename_events(trace, flushes):
     """The successful flush calls (names in the regex alternation `flushes`) and renames of an
     `strace -f -y` trace, as (kind, path[, path2]) in the order the calls returned."""
     events = []
-    pending = {}  # pid -> flush call begun in one thread, its end reported later ("resumed")
-    for line in open(trace):
-        pid = line.split(None, 1)[0]
-        m = re.search(r"\b(" + flushes + r")\(\d+<([^>]*)>\)\s*= 0", line)
+    for call in whole_calls(trace):
+        m = re.search(r"\b(" + flushes + r")\(\d+<([^>]*)>\)\s*= 0", call)
         if m:
             events.append((m.group(1), m.group(2)))
             continue
-        m = re.search(r"\b(" + flushes + r")\(\d+<([^>]*)> <unfinished", line)
-        if m:
-            pending[pid] = (m.group(1), m.group(2))
-            continue
-        m = re.search(r"<\.\.\. (" + flushes + r") resumed>.*\)\s*= 0", line)
-        if m and pid in pending:
-            events.append(pending.pop(pid))
-            continue
-        m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", line)
-        if m and "= 0" in line:
+        m = re.search(r"\brename(?:at2?)?\((?:[^,]*, )?\"([^\"]*)\", (?:[^,]*, )?\"([^\"]*)\"", call)
+        if m and re.search(r"\)\s*= 0", call):
             events.append(("rename", os.path.realpath(m.group(1)), os.path.realpath(m.group(2))))
     return events
 
