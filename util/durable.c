@@ -77,7 +77,7 @@ int hk__fdatasync_all(const char *const *paths, size_t n) {
     pthread_t t[SYNC_THREADS];
     size_t nt = 0;
     size_t want = n / 4 < SYNC_THREADS ? n / 4 : SYNC_THREADS; /* a few files: this thread alone */
-    while (nt < want && pthread_create(&t[nt], NULL, sync_worker, &b) == 0) nt++;
+    while (nt < want && hk__thread_start(&t[nt], sync_worker, &b) == 0) nt++;
     sync_worker(&b);
     for (size_t i = 0; i < nt; i++) pthread_join(t[i], NULL);
     size_t bad = atomic_load(&b.failed);

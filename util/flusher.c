@@ -89,7 +89,7 @@ void hk__flusher_give(hk_flusher *f, int fd, const char *label) {
     pthread_mutex_lock(&f->mu);
     if (!f->started && !f->start_failed) {
         /* started by the first file: a pull of small files never pays for a thread */
-        f->started = pthread_create(&f->thread, NULL, flusher_main, f) == 0;
+        f->started = hk__thread_start(&f->thread, flusher_main, f) == 0;
         f->start_failed = !f->started;
     }
     bool taken = f->started && !f->busy && mono_s() >= f->idle_until;

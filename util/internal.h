@@ -4,6 +4,7 @@
 
 #include "hubkern/common.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -136,6 +137,9 @@ void hk__writeback_start(int fd);
 #define HK__SYNCFS_MIN_FILES 64
 #define HK__SYNCFS_MAX_DIRTY ((unsigned long long)64 << 20)
 int hk__syncfs_if_cheap(bool *out_done, const char *path, size_t n);
+/* pthread_create with every signal blocked in the new thread (util/thread.c): a thread of the
+ * library never takes the application's signals. 0 or an errno. */
+int hk__thread_start(pthread_t *out, void *(*fn)(void *), void *arg);
 /* Remove a directory tree (no symlink following). */
 int hk__rmtree(const char *path);
 /* 8 random lowercase hex chars + NUL into buf[9] (for temp names). */

@@ -1,5 +1,5 @@
 /* The util layer's primitives: growable arrays, directory walks, hex, percent-encoding, JSON
- * string escaping, the options-version check, the background flusher. */
+ * string escaping, the options-version check, the background flusher, the library's threads. */
 #include "support.h"
 
 #include "internal.h"
@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,26 @@ static void test_flusher(void) {
     CHECK_RC(hk__flusher_end(NULL), HK_OK);
 }
 
+static void *report_mask(void *arg) {
+    sigset_t *thread_mask = arg;
+    pthread_sigmask(SIG_BLOCK, NULL, thread_mask);
+    return NULL;
+}
+
+/* A library thread takes none of the application's signals; the caller's mask is left as it was. */
+static void test_thread_start(void) {
+    sigset_t before, after, thread_mask;
+    sigemptyset(&thread_mask);
+    pthread_sigmask(SIG_BLOCK, NULL, &before);
+    pthread_t t;
+    CHECK(hk__thread_start(&t, report_mask, &thread_mask) == 0);
+    pthread_join(t, NULL);
+    CHECK(sigismember(&thread_mask, SIGINT) == 1 && sigismember(&thread_mask, SIGTERM) == 1 && sigismember(&thread_mask, SIGUSR1) == 1);
+    pthread_sigmask(SIG_BLOCK, NULL, &after);
+    CHECK(sigismember(&after, SIGINT) == sigismember(&before, SIGINT));
+    CHECK(sigismember(&after, SIGTERM) == sigismember(&before, SIGTERM));
+}
+
 int main(void) {
     test_error_wrap();
     test_vec();
@@ -260,5 +281,6 @@ int main(void) {
     test_concat();
     test_options_version();
     test_flusher();
+    test_thread_start();
     return hk_test_finish();
 }
