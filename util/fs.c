@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/rand.h>
@@ -46,25 +47,47 @@ bool hk__is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* A pause of 0..cap_us microseconds, random, so that a retry falls out of phase with a remover
+ * whose wakeups line up with ours (equal sleeps coalesce onto one timer tick). */
+static void jittered_pause(unsigned cap_us) {
+    unsigned char r[2];
+    unsigned v = RAND_bytes(r, sizeof r) == 1 ? (unsigned)r[0] << 8 | r[1] : (unsigned)getpid();
+    usleep(v % (cap_us + 1));
+}
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* mkdir -p of p (a writable copy, no trailing '/'). The full path is tried first: a folder that is
  * there costs one syscall, not one per component. A missing parent is made and the mkdir tried
- * again; a few times, since another process may rmdir an empty parent in between (the staging
- * folders are removed when their last stage goes). */
+ * again, for up to HK_MKDIRS_RACE_S seconds: another process may rmdir an empty parent in between
+ * (the staging folders are removed when their last stage goes), and a count of tries can be spent
+ * in a burst of such removals on a loaded machine. */
+#define HK_MKDIRS_RACE_S 5.0
 static int mkdirs_in_place(char *p, mode_t mode) {
-    for (int attempt = 0; attempt < 64; attempt++) {
+    double deadline = 0;
+    for (unsigned attempt = 0;; attempt++) {
         if (mkdir(p, mode) == 0) return HK_OK;
         int e = errno;
         if (e == EEXIST) return hk__is_dir(p) ? HK_OK : hk__fail(HK_ERR_IO, "%s exists and is not a directory", p);
         char *slash = strrchr(p, '/');
         if (e != ENOENT || !slash || slash == p)
             return hk__fail(hk__errno_code(e), "cannot create directory %s: %s", p, strerror(e));
-        if (attempt >= 4) usleep(100u * (unsigned)attempt); /* out of step with a remover that keeps pace */
+        if (attempt == 2) deadline = seconds_now() + HK_MKDIRS_RACE_S;
+        if (attempt >= 2) {
+            if (seconds_now() > deadline)
+                return hk__fail(HK_ERR_IO, "cannot create directory %s: its parent kept disappearing (removed concurrently) for %.0f s", p,
+                                HK_MKDIRS_RACE_S);
+            jittered_pause(attempt < 12 ? 50u << (attempt / 2) : 3200u);
+        }
         *slash = '\0';
         int rc = mkdirs_in_place(p, mode);
         *slash = '/';
         if (rc) return rc;
     }
-    return hk__fail(HK_ERR_IO, "cannot create directory %s: its parent kept disappearing (removed concurrently)", p);
 }
 
 int hk__mkdirs(const char *path, unsigned mode) {
