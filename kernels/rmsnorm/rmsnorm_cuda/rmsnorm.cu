@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "rmsnorm_cuda.h"
 
@@ -28,6 +29,9 @@
 // candidates that lost are recorded there, not kept here as switches.
 // Rows per SM under which 128-wide rows take the few-row launch (16: up to 2111 rows on 132 SMs).
 constexpr int kFewQRowsPerSm = 16;
+// Launch bound of the whole-block kernel for 16-bit rows with an fp32 weight over 1024 vectors.
+constexpr int kWideWeightBound = 768;
+constexpr int kWideWeightMaxVecs = 1792;  // H 14336 of bf16
 
 namespace {
 
@@ -164,7 +168,7 @@ __device__ __forceinline__ void rms_reg_body(T *dst, const T *src, T *res, const
     // A wider weight in the widest blocks (<= 64 registers): its 32 registers per 4 vectors of a
     // 16-bit row would spill, so it is loaded after the reduction (L1 / L2 hits) instead (NOTES v7).
     constexpr bool LATE_W = TPR == 0 && MAXB == 1024 && sizeof(W) > sizeof(T);
-    constexpr bool PACKED = TPR == 0 && MAXB == 1024;  // see store_vec_asm
+    constexpr bool PACKED = TPR == 0 && (MAXB == 1024 || MAXB == kWideWeightBound);  // see store_vec_asm
     __shared__ float red[WHOLE ? 2 : 1][WHOLE ? RPI : 1][WHOLE ? MAXWARPS : 1];
     int parity = 0;
     pdl_wait_then_release();
@@ -478,6 +482,7 @@ cudaError_t launch_reg(const Args &a) {
 // lane-group kernels' min_blocks gave (NOTES v6). Fused kernels: what the launch bound allows
 // (__maxnreg__ overrides the bound, so 1024-thread blocks must stay at 64).
 template <typename T, typename W, int MAXB, int VPT, int RPI, bool FUSED> constexpr int row_regs() {
+    if (MAXB == kWideWeightBound) return 80;
     if (FUSED) return MAXB == 1024 ? 64 : 255;
     if (MAXB == 1024) return sizeof(W) == sizeof(T) ? 56 : 64;
     return sizeof(W) == sizeof(T) && VPT * RPI <= 4 ? 64 : 128;
@@ -560,6 +565,12 @@ template <typename T, typename W, bool FUSED> cudaError_t dispatch(const Args &a
     // fused rows up to 512 threads keep a 512-thread bound (up to 128 registers, no spills; at
     // 1024 the fp32-weight instantiations spill 112-124 bytes)
     if (FUSED && nvec <= 2048) return launch_row<T, W, 512, 4, 1, FUSED>(a, nv);
+    // bf16 rows with an fp32 weight of 1025-1792 vectors (H 8200-14336): a 768-thread bound, so
+    // that the weight fits in registers beside the row (<= 80) and is loaded with it, not after
+    // the reduction as in the 1024-bound kernel. Wider rows and fp16 rows lost this way on the
+    // H100 screen (NOTES v11), so they keep the 1024-bound kernel.
+    if constexpr (!FUSED && sizeof(W) > sizeof(T) && std::is_same<T, __nv_bfloat16>::value)
+        if (nvec <= kWideWeightMaxVecs) return launch_row<T, W, kWideWeightBound, 4, 1, FUSED>(a, nv);
     if (nvec <= 4096) return launch_row<T, W, 1024, 4, 1, FUSED>(a, nv);
     return launch_loop<T, W, FUSED, true>(a);
 }
