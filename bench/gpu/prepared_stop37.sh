@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The device call prepared in stop 37 and not run (the H200 was refused and the session's device
 # (Run in stop 39, on an H100: kernels/rmsnorm/results/v11r_h100/ and kernels/attention/results/stop39_layout/;
 # v11r then landed in rmsnorm.cu and its patch left prepared/, so this script is the record of that call.)
+# The device call prepared in stop 37 and not run (the H200 was refused and the session's device
 # time ran out): it needs only this checkout and the FlashInfer package in .dev/fi (carry .dev/fi;
 # bench/gpu/flashinfer_prep.sh rebuilds it), and builds everything else on the device. Results go
 # to $OUT/r.tar.xz, packed after each step. Run as: bash bench/gpu/prepared_stop37.sh [BUDGET_S]
