@@ -450,6 +450,10 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
             remaining++;
         }
     }
+    if (c.total_bytes > HK_XFER_EARLY_FLUSH_MAX_PULL) { /* the disk is the limit: no early flushes */
+        hk__flusher_abandon(c.flusher);
+        c.flusher = NULL;
+    }
     size_t next_check = 0;            /* X_CHECK items are taken in order: none before this index */
     size_t *waiting = calloc(n, sizeof *waiting); /* X_LOCK items (another process holds the lock) */
     size_t nwaiting = 0;

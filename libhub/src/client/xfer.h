@@ -61,10 +61,15 @@ typedef struct hk_xfer {
 #define HK_XFER_WRITEBACK_STEP (8u << 20)
 /* A finished blob of at least this many bytes is handed to the pull's background flusher
  * (util/flusher.h), flushed while the other transfers go on: a 300 MB pull of 20 or 300 files
- * 10-21 % faster than with every flush at the end, 2 GB within the disk's noise
- * (bench/durable_pull_bench.md, stop 38). Smaller ones are left to the final pass, where one
- * syncfs can cover thousands. */
+ * 4-21 % faster than with every flush at the end (bench/durable_pull_bench.md, stops 38 and 39).
+ * Smaller ones are left to the final pass, where one syncfs can cover thousands. */
 #define HK_XFER_EARLY_FLUSH_MIN ((uint64_t)256 << 10)
+/* ... but only in pulls of at most this many bytes to fetch. In a larger one the disk, not the
+ * network, is the limit for most of the pull, and each early flush (a device cache flush) stalls
+ * the writeback the other transfers need: a 2 GB pull of 202 files ran 21 % slower with them
+ * (median of 15 interleaved reps, slower in 13 of 15 pairs; stop 39). Between 300 MB and 2 GB
+ * nothing is measured, so the gate sits low. */
+#define HK_XFER_EARLY_FLUSH_MAX_PULL ((uint64_t)512 << 20)
 /* What counts as progress for HUBKERN_STALL_TIMEOUT: a body dripping a few bytes a second passes
  * libcurl's low-speed limit (1 byte/s) forever; 64 KiB per 30 s (about 2 KB/s) does not. */
 #define HK_XFER_PROGRESS_STEP (64u << 10)
