@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* One file at a time, and busy at most half the time: a file handed over while the last is still
@@ -29,12 +28,6 @@ struct hk_flusher {
     char *failed_label;
 };
 
-static double mono_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void *flusher_main(void *arg) {
     hk_flusher *f = arg;
     pthread_mutex_lock(&f->mu);
@@ -47,9 +40,9 @@ static void *flusher_main(void *arg) {
         f->label = NULL;
         pthread_mutex_unlock(&f->mu);
         int e = 0;
-        double t0 = mono_s();
+        double t0 = hk__now_s();
         while (fdatasync(fd) != 0 && (e = errno) == EINTR) e = 0;
-        double t1 = mono_s();
+        double t1 = hk__now_s();
         close(fd);
         pthread_mutex_lock(&f->mu);
         f->busy = false;
@@ -92,7 +85,7 @@ void hk__flusher_give(hk_flusher *f, int fd, const char *label) {
         f->started = hk__thread_start(&f->thread, flusher_main, f) == 0;
         f->start_failed = !f->started;
     }
-    bool taken = f->started && !f->busy && mono_s() >= f->idle_until;
+    bool taken = f->started && !f->busy && hk__now_s() >= f->idle_until;
     if (taken) {
         f->busy = true;
         f->fd = fd;

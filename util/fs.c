@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/rand.h>
@@ -55,12 +54,6 @@ static void jittered_pause(unsigned cap_us) {
     usleep(v % (cap_us + 1));
 }
 
-static double seconds_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* mkdir -p of p (a writable copy, no trailing '/'). The full path is tried first: a folder that is
  * there costs one syscall, not one per component. A missing parent is made and the mkdir tried
  * again, for up to HK_MKDIRS_RACE_S seconds: another process may rmdir an empty parent in between
@@ -76,9 +69,9 @@ static int mkdirs_in_place(char *p, mode_t mode) {
         char *slash = strrchr(p, '/');
         if (e != ENOENT || !slash || slash == p)
             return hk__fail(hk__errno_code(e), "cannot create directory %s: %s", p, strerror(e));
-        if (attempt == 2) deadline = seconds_now() + HK_MKDIRS_RACE_S;
+        if (attempt == 2) deadline = hk__now_s() + HK_MKDIRS_RACE_S;
         if (attempt >= 2) {
-            if (seconds_now() > deadline)
+            if (hk__now_s() > deadline)
                 return hk__fail(HK_ERR_IO, "cannot create directory %s: its parent kept disappearing (removed concurrently) for %.0f s", p,
                                 HK_MKDIRS_RACE_S);
             jittered_pause(attempt < 12 ? 50u << (attempt / 2) : 3200u);

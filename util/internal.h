@@ -137,6 +137,11 @@ void hk__writeback_start(int fd);
 #define HK__SYNCFS_MIN_FILES 64
 #define HK__SYNCFS_MAX_DIRTY ((unsigned long long)64 << 20)
 int hk__syncfs_if_cheap(bool *out_done, const char *path, size_t n);
+/* The monotonic clock in milliseconds and in seconds; a sleep that resumes after a signal
+ * (util/clock.c). */
+uint64_t hk__now_ms(void);
+double hk__now_s(void);
+void hk__sleep_ms(long ms);
 /* pthread_create with every signal blocked in the new thread (util/thread.c): a thread of the
  * library never takes the application's signals. 0 or an errno. */
 int hk__thread_start(pthread_t *out, void *(*fn)(void *), void *arg);

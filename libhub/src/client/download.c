@@ -424,7 +424,7 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
     hk_xfer **xs = calloc(n, sizeof *xs); /* NULL: not looked at yet; XFER_DONE: finished */
     CURLM *multi = curl_multi_init();
     int rc = HK_OK;
-    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0, -1, hk__flusher_new()};
+    hk_dl_ctx c = {hub, repo_id, repo_dir, commit, stats, 0, 0, n, 0, 0, false, link, hub->pull_deadline_at, NULL, 0, NULL, 0, -1, NULL};
     if (!xs || !multi) {
         rc = hk__fail(HK_ERR_NOMEM, "out of memory");
         goto out;
@@ -440,20 +440,16 @@ int hk__download_blobs(hk_dl_stats *stats, hk_hub *hub, const char *repo_id, con
         }
     size_t remaining = 0;
     for (size_t i = 0; i < n; i++) {
-        c.total_bytes += items[i].size;
         /* already complete in the cache? (no lock needed to notice) */
         if (!items[i].refetch && !items[i].absent && hk__cache_blob_present(repo_dir, items[i].etag, items[i].size)) {
             xs[i] = XFER_DONE;
-            c.total_bytes -= items[i].size;
             c.total_files--;
         } else {
             remaining++;
+            c.total_bytes += items[i].size;
         }
     }
-    if (c.total_bytes > HK_XFER_EARLY_FLUSH_MAX_PULL) { /* the disk is the limit: no early flushes */
-        hk__flusher_abandon(c.flusher);
-        c.flusher = NULL;
-    }
+    if (c.total_bytes <= HK_XFER_EARLY_FLUSH_MAX_PULL) c.flusher = hk__flusher_new(); /* larger: the disk is the limit */
     size_t next_check = 0;            /* X_CHECK items are taken in order: none before this index */
     size_t *waiting = calloc(n, sizeof *waiting); /* X_LOCK items (another process holds the lock) */
     size_t nwaiting = 0;

@@ -70,8 +70,6 @@ int hk__net_fail(CURLcode cc, const char *what, const char *url, const char *det
 long hk__retry_delay_ms(const hk_hub *hub, int attempt, long status, const hk_http_headers *h);
 /* Is this status retried (408, 429, 500, 502, 503, 504)? */
 bool hk__http_status_transient(long status);
-uint64_t hk__now_ms(void);
-void hk__sleep_ms(long ms);
 
 /* ---- quick failure on an unreachable endpoint ---- */
 /* Retries after a refused connection or an unknown host: few and quick (the patient back-off is

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -37,12 +36,6 @@ static const char k_py_script[] =
     "for p in sys.path:\n"
     "    if p and '\\n' not in p and os.path.isdir(p):\n"
     "        print(os.path.abspath(p))\n";
-
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Run `python -c script`, collect stdout (≤ 1 MiB) within timeout_ms. NULL with *oom set when
  * the answer could not be stored (not the same as "no interpreter"). */
@@ -69,10 +62,10 @@ static char *run_python(const char *python, int timeout_ms, bool *oom) {
     }
     hk_strbuf sb;
     hk__sb_init(&sb);
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = (long long)hk__now_ms() + timeout_ms;
     bool timed_out = false;
     for (;;) {
-        long long left = deadline - now_ms();
+        long long left = deadline - (long long)hk__now_ms();
         if (left <= 0) {
             timed_out = true;
             break;
