@@ -36,6 +36,13 @@ RMSNORM_CUDA_PDL: the kernel's launch overlaps the previous node's tail), as the
 bindings launch it and as FlashInfer launches its norm by default; those columns are NAME+pdl, and
 the last one is the one the ratio column compares.
 
+--copy-lib PATH (bench/rmsnorm/copy_kernel.cu built as a shared library) adds the ceiling of the
+shape itself: a plain SM copy of the same bytes (read rows x H, write rows x H into a fresh
+output, as the +alloc columns do), timed the same way in every configuration the library has, the
+fastest kept; "% same copy" is that copy's time over the last build's. It shows what part of a
+shape's distance from the 1 GiB ceiling is the size (ramp-up and drain of a short kernel), which
+no kernel can remove, and what part is ours. Shapes under 4 MB are not copied (fixed costs only).
+
 usage: rmsnorm_sweep.py --lib NAME=PATH [--lib NAME=PATH ...] [--grid full|quick] [--json F]
                         [--shapes LIST] [--pdl-chain] [--pdl] [--rounds N]"""
 import argparse
@@ -218,6 +225,7 @@ def main():
     ap.add_argument("--compile-per-hidden", action="store_true")
     ap.add_argument("--only-alloc", action="store_true")
     ap.add_argument("--wide-grid", action="store_true", help="add the wide-row grid (H 5120..12288, to 2 GB)")
+    ap.add_argument("--copy-lib", default=None, help="bench/rmsnorm/copy_kernel.cu built as a .so: a same-size copy per shape")
     ap.add_argument("--rounds", type=int, default=1, help="time every method this often, alternating order; keep each one's best")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -249,6 +257,20 @@ def main():
                   f"(JIT disabled={os.environ['FLASHINFER_DISABLE_JIT']}, CUDA norm={os.environ['FLASHINFER_USE_CUDA_NORM']})")
         except Exception as e:  # noqa: BLE001
             print(f"FlashInfer not importable ({type(e).__name__}: {e}): not measured")
+    copy_lib = None
+    if args.copy_lib:
+        copy_lib = ctypes.CDLL(os.path.abspath(args.copy_lib))
+        copy_lib.hk_bench_copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        print(f"same-size copy: {args.copy_lib}, {copy_lib.hk_bench_copy_configs()} configurations, fastest kept")
+
+    def same_copy(x, cfg):
+        y = torch.empty_like(x)
+        rc = copy_lib.hk_bench_copy(y.data_ptr(), x.data_ptr(), x.numel() * x.element_size(), cfg,
+                                    torch.cuda.current_stream().cuda_stream)
+        if rc:
+            raise RuntimeError(f"copy config {cfg}: CUDA error {rc}")
+        return y
+
     tri = load_triton(args.triton) if args.triton else None
     if tri is not None:
         print(f"Triton anchor {args.triton}: measured")
@@ -274,8 +296,9 @@ def main():
             return 1
         names += [m + "+pdl" for m in names]
     cols = " | ".join(f"{n} µs | {n} %copy" for n in names)
-    print(f"\n| x/w | rows x H | MB | {cols} | F.rms_norm µs | compile µs | Liger µs | triton µs | FlashInfer µs | best baseline | {names[-1]}/best |")
-    print("|" + "---|" * (9 + 2 * len(names)))
+    ccols = " same copy µs | % same copy |" if copy_lib else ""
+    print(f"\n| x/w | rows x H | MB | {cols} | F.rms_norm µs | compile µs | Liger µs | triton µs | FlashInfer µs | best baseline | {names[-1]}/best |{ccols}")
+    print("|" + "---|" * (9 + 2 * len(names) + (2 if copy_lib else 0)))
     rec = []
     pairs = [(torch.bfloat16, torch.bfloat16, args.grid), (torch.bfloat16, torch.float32, args.other_grid),
              (torch.float16, torch.float16, args.other_grid), (torch.float16, torch.float32, args.other_grid)]
@@ -355,6 +378,18 @@ def main():
                     row.setdefault(m + "_rounds", []).append(t)
                     row[m] = min(row.get(m, math.inf), t)
             del methods
+            ctext = ""
+            if copy_lib and nbytes >= 4e6:
+                x0 = xs[0]
+                got = same_copy(x0, 0)
+                if not torch.equal(got, x0):
+                    print(f"FAIL same-size copy at {rows}x{h}")
+                    return 1
+                row["copy"] = min(1e3 * graph_time([lambda x=x, c=c: same_copy(x, c) for x in xs])
+                                  for c in range(copy_lib.hk_bench_copy_configs()))
+                ctext = f" {row['copy']:.2f} | {100 * row['copy'] / row[names[-1]]:.0f}% |"
+            elif copy_lib:
+                ctext = " - | - |"
             for k in ("compile", "triton", "flashinfer"):
                 row.setdefault(k, math.nan)
             row["liger"] = min([row[k] for k in ("liger-llama", "liger-gemma") if k in row], default=math.nan)
@@ -362,7 +397,7 @@ def main():
             best = min(base, key=base.get)
             pct = " | ".join(f"{row[n]:.2f} | {100 * nbytes / (row[n] * 1e-6) / 1e9 / copy:.0f}%" for n in names)
             print(f"| {NAME[dt]}/{NAME[wdt]} | {rows}x{h} | {nbytes / 1e6:.1f} | {pct} | {row['F.rms_norm']:.2f} | "
-                  f"{row['compile']:.2f} | {row['liger']:.2f} | {row['triton']:.2f} | {row['flashinfer']:.2f} | {best} | {base[best] / row[names[-1]]:.2f}x |", flush=True)
+                  f"{row['compile']:.2f} | {row['liger']:.2f} | {row['triton']:.2f} | {row['flashinfer']:.2f} | {best} | {base[best] / row[names[-1]]:.2f}x |{ctext}", flush=True)
             rec.append(row)
             del xs, ws, wc, ys
             torch.cuda.empty_cache()
