@@ -6,6 +6,7 @@
  * flag that turns Ctrl-C into a cancel of the transfer. */
 #include "cli/progress.h"
 #include "cli/cli.h"
+#include "internal.h" /* hk__now_ms */
 
 #include <signal.h>
 #include <stdio.h>
@@ -44,12 +45,6 @@ int cli_interrupted(void) { return (int)g_interrupted; }
 
 int cli_interrupt_status(int rc) { return g_interrupted ? 128 + (int)g_interrupted : rc; }
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static int env_true(const char *name) {
     const char *v = getenv(name);
     if (!v) return 0;
@@ -65,7 +60,7 @@ int cli_progress_init(cli_progress *p, const char *arg) {
     else return cli_usage_error("--progress takes auto, bar, plain or none, got '%s'", arg);
     /* an explicit --progress wins over the environment, as in hf; -q and --json always win */
     if ((!arg && env_true("HF_HUB_DISABLE_PROGRESS_BARS")) || cli_quiet() || cli_json()) p->mode = HK_PROGRESS_NONE;
-    p->start_ms = now_ms();
+    p->start_ms = hk__now_ms();
     return 0;
 }
 
@@ -219,7 +214,7 @@ int cli_progress_cb(void *ud, const hk_progress *pr) {
     if (!p || p->mode == HK_PROGRESS_NONE || strcmp(pr->stage, "download") != 0) return 0;
     g_active = p;
     cli_output_set_line_clear(cli_progress_clear); /* messages clear the bar's line first */
-    uint64_t t = now_ms();
+    uint64_t t = hk__now_ms();
     /* what streams now: the library names none between files (never a finished one) */
     snprintf(p->item, sizeof p->item, "%s", pr->item ? pr->item : "");
     p->active_files = pr->active_files;

@@ -32,7 +32,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx = calloc(1, sizeof *ctx);
         if (!ctx) return MHD_NO;
         hk__sb_init(&ctx->body);
-        clock_gettime(CLOCK_MONOTONIC, &ctx->start);
+        ctx->start_s = hk__now_s();
         size_t ml = strnlen(method, sizeof ctx->method - 1); /* longer ones are no route's anyway */
         memcpy(ctx->method, method, ml);
         ctx->method[ml] = '\0';
@@ -92,9 +92,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     srv_metrics_mark(&srv->metrics, ctx->mark);
     static const char *const marks[] = {"", " hit", " miss", " coalesced", " stale"};
     if (srv->access_log && hk__log_enabled(HK_LOG_INFO)) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double ms = (double)(now.tv_sec - ctx->start.tv_sec) * 1e3 + (double)(now.tv_nsec - ctx->start.tv_nsec) / 1e6;
+        double ms = (hk__now_s() - ctx->start_s) * 1e3;
         hk__log(HK_LOG_INFO, "access %s \"%s %s\" %u %llu %.1fms%s%s", ctx_client(ctx), ctx->method, ctx->url ? ctx->url : "?",
                ctx->status, (unsigned long long)ctx->bytes, ms, marks[ctx->mark],
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");

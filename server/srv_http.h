@@ -121,7 +121,7 @@ typedef struct req_ctx {
     bool body_too_big;
     unsigned status;
     uint64_t bytes;
-    struct timespec start;
+    double start_s; /* hk__now_s() when the request came */
     met_route route;
     up_mark mark;       /* hit / miss / coalesced / stale, for the access log and /metrics */
     int cacheable;      /* 0: no Cache-Control; 1: branch-addressed (short); 2: commit-addressed (immutable) */

@@ -118,7 +118,7 @@ typedef struct up_site {
     char *base;    /* "http://host:port[/prefix]" without trailing '/' */
     char *origin;  /* "scheme://host:port" the token is bound to */
     pthread_mutex_t mu;
-    double retry_until; /* CLOCK_MONOTONIC seconds; 429 back-off shared by every client */
+    double retry_until; /* hk__now_s() seconds; 429 back-off shared by every client */
 } up_site;
 
 typedef struct up_budget up_budget; /* one client's upstream misses (upstream_client.c) */
@@ -205,7 +205,6 @@ void srv_up_unlock(int fd);
  * (> 0), and how many turns the waits took so far (*turns, when set). */
 void srv_up_lock_test_hooks(int wait_check_ms, unsigned *turns);
 #endif
-double srv_up_now(void);
 /* GET base + path_query from the first upstream that answers (fallbacks on network errors, 5xx and
  * 429). HK_OK with r->status set when some upstream answered; HK_ERR_NETWORK when none did;
  * HK_ERR_RATE_LIMITED-like: *backoff_s > 0 when every upstream is inside a 429 back-off. */

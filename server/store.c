@@ -33,7 +33,7 @@ static long listing_ttl_ms = LISTING_TTL_MS; /* LISTING_TTL_MS, or a test's (srv
  * quickly; a snapshot that a client is still filling shows new files after the TTL). */
 typedef struct cached_listing {
     char *key; /* repo_dir "\n" commit */
-    struct timespec at;
+    uint64_t at_ms; /* hk__now_ms() when listed */
     int refs;  /* the cache's own reference + one per caller */
     srv_listing l;
 } cached_listing;
@@ -493,11 +493,7 @@ bool srv_store_has_namespace(const srv_store *s, const char *org) {
     return found;
 }
 
-static long ms_since(const struct timespec *t) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
-}
+static long ms_since(uint64_t at_ms) { return (long)(hk__now_ms() - at_ms); }
 
 int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *repo_dir, const char *commit) {
     *out = NULL;
@@ -507,7 +503,7 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
         cached_listing *c = s->lcache[i];
         if (!c || strcmp(c->key, key) != 0) continue;
-        if (ms_since(&c->at) > listing_ttl_ms) {
+        if (ms_since(c->at_ms) > listing_ttl_ms) {
             s->lcache[i] = NULL;
             cached_unref(c);
             continue;
@@ -534,7 +530,7 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
     c->refs = 2;
     static _Atomic uint64_t gens; /* what answers kept from this listing are keyed on (http_api.c) */
     c->l.gen = atomic_fetch_add(&gens, 1) + 1;
-    clock_gettime(CLOCK_MONOTONIC, &c->at);
+    c->at_ms = hk__now_ms();
     pthread_mutex_lock(&s->mu);
     size_t slot = 0;
     for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
@@ -542,7 +538,7 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
             slot = i;
             break;
         }
-        if (ms_since(&s->lcache[i]->at) > ms_since(&s->lcache[slot]->at)) slot = i; /* oldest */
+        if (ms_since(s->lcache[i]->at_ms) > ms_since(s->lcache[slot]->at_ms)) slot = i; /* oldest */
     }
     if (s->lcache[slot]) cached_unref(s->lcache[slot]);
     s->lcache[slot] = c;
@@ -554,7 +550,7 @@ int srv_store_list_shared(const srv_listing **out, srv_store *s, const char *rep
         for (size_t i = 0; i < LISTING_CACHE_MAX; i++) {
             if (!s->lcache[i]) continue;
             total += s->lcache[i]->l.n;
-            if (i != slot && (oldest == LISTING_CACHE_MAX || ms_since(&s->lcache[i]->at) > ms_since(&s->lcache[oldest]->at)))
+            if (i != slot && (oldest == LISTING_CACHE_MAX || ms_since(s->lcache[i]->at_ms) > ms_since(s->lcache[oldest]->at_ms)))
                 oldest = i;
         }
         if (total <= LISTING_CACHE_ENTRIES || oldest == LISTING_CACHE_MAX) break; /* (the new one alone) */

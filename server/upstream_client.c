@@ -49,7 +49,7 @@ bool srv_up_client_gone(void) {
 /* The budget slot of this thread's client (u->bmu held), refilled to now; NULL without a client. */
 static up_budget *budget_of(srv_upstream *u) {
     if (!t_client.key[0] || !u->budgets) return NULL;
-    double now = srv_up_now();
+    double now = hk__now_s();
     up_budget *b = NULL, *oldest = &u->budgets[0];
     for (size_t i = 0; i < UP_BUDGET_CLIENTS && !b; i++) {
         up_budget *c = &u->budgets[i];
@@ -87,12 +87,6 @@ void srv_up_client_spend(srv_upstream *u) {
     up_budget *b = budget_of(u);
     if (b) b->tokens -= 1.0;
     pthread_mutex_unlock(&u->bmu);
-}
-
-double srv_up_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 up_budget *srv_up_budgets_new(void) { return calloc(UP_BUDGET_CLIENTS, sizeof(up_budget)); }

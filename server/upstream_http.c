@@ -157,15 +157,9 @@ typedef struct xfer {
     int io_error;
     unsigned stall_s;      /* --upstream-timeout */
     curl_off_t last_bytes; /* received so far, when last_at was taken */
-    struct timespec last_at;
+    double last_at;        /* hk__now_s() */
     bool stalled, overdue, abandoned;
 } xfer;
-
-static double since(const struct timespec *t) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
-}
 
 /* libcurl's low-speed check averages over several seconds, so a body that stops after a fast start
  * would run on for that long: a stall is measured here from the last byte instead. */
@@ -176,7 +170,7 @@ static int on_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
     xfer *x = p;
     if (atomic_load(&x->u->stopping)) return 1; /* libcurl calls this at least once a second */
     /* past the deadline only a transfer that averages the minimum rate goes on: a drip does not */
-    double ran = srv_up_now() - x->r->t0;
+    double ran = hk__now_s() - x->r->t0;
     if (ran >= (double)x->u->deadline_s && (double)dlnow < HK_SERVE_UPSTREAM_MIN_RATE * ran) {
         x->overdue = true;
         return 1;
@@ -188,8 +182,8 @@ static int on_progress(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
     }
     if (dlnow != x->last_bytes) {
         x->last_bytes = dlnow;
-        clock_gettime(CLOCK_MONOTONIC, &x->last_at);
-    } else if (since(&x->last_at) >= (double)x->stall_s) {
+        x->last_at = hk__now_s();
+    } else if (hk__now_s() - x->last_at >= (double)x->stall_s) {
         x->stalled = true;
         return 1;
     }
@@ -311,7 +305,7 @@ static int one_request(srv_upstream *u, const char *url, bool with_token, const 
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)u->stall_s);
     x.stall_s = u->stall_s;
-    clock_gettime(CLOCK_MONOTONIC, &x.last_at);
+    x.last_at = hk__now_s();
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
@@ -394,8 +388,8 @@ bool srv_up_unavailable(int rc, long status) {
 
 int srv_up_get(srv_upstream *u, const char *path_query, up_resp *r, unsigned *backoff_s) {
     *backoff_s = 0;
-    if (r->t0 <= 0) r->t0 = srv_up_now();
-    double now = srv_up_now(), soonest = 0;
+    if (r->t0 <= 0) r->t0 = hk__now_s();
+    double now = hk__now_s(), soonest = 0;
     bool answered = false;
     int rc = hk__fail(HK_ERR_NETWORK, "no upstream answered");
     for (size_t i = 0; i < u->n_sites; i++) {
@@ -419,7 +413,7 @@ int srv_up_get(srv_upstream *u, const char *path_query, up_resp *r, unsigned *ba
             if (!ra) ra = UP_DEFAULT_RETRY_S;
             if (ra > u->max_backoff) ra = u->max_backoff; /* a hostile Retry-After cannot lock the tier out */
             pthread_mutex_lock(&s->mu);
-            s->retry_until = srv_up_now() + ra;
+            s->retry_until = hk__now_s() + ra;
             until = s->retry_until;
             pthread_mutex_unlock(&s->mu);
             if (!soonest || until < soonest) soonest = until;
@@ -438,7 +432,7 @@ int srv_up_get(srv_upstream *u, const char *path_query, up_resp *r, unsigned *ba
             break; /* ours, a liar, or stopping */
     }
     if (soonest > 0 && (!answered || r->status == 429)) {
-        double left = soonest - srv_up_now();
+        double left = soonest - hk__now_s();
         *backoff_s = left < 1 ? 1 : (unsigned)(left + 0.999);
         return hk__fail(HK_ERR_RATE_LIMITED, "upstream rate limit: retry in %u s", *backoff_s);
     }

@@ -81,18 +81,18 @@ int srv_up_lock(srv_upstream *u, const char *root, const char *repo_dir, const c
     int in = watch_closes(path); /* before the next try: a release after it is an event */
     free(path);
     const int step_ms = in >= 0 ? check_ms : LOCK_POLL_MS;
-    double until = srv_up_now() + wait_s;
+    double until = hk__now_s() + wait_s;
     for (unsigned n = 0;; n++) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) break;
         if (errno != EWOULDBLOCK && errno != EINTR) break;
         bool check = in >= 0 || (n & 7) == 7; /* polling: a client's socket is looked at every 8th */
-        if (srv_up_now() >= until || atomic_load(&u->stopping) || (check && srv_up_client_gone())) {
+        if (hk__now_s() >= until || atomic_load(&u->stopping) || (check && srv_up_client_gone())) {
             close(fd);
             fd = -2;
             break;
         }
         atomic_fetch_add(&wakeups, 1);
-        double left_ms = (until - srv_up_now()) * 1000.0;
+        double left_ms = (until - hk__now_s()) * 1000.0;
         wait_event(in, left_ms < step_ms ? (left_ms > 1.0 ? (int)left_ms : 1) : step_ms);
     }
     if (in >= 0) close(in);

@@ -45,7 +45,7 @@ static void memo_drop(srv_upstream *u, size_t i) {
 /* A copy of the memo for key if younger than max_age (or any age when max_age < 0). */
 bool srv_up_memo_get(srv_upstream *u, const char *key, double max_age, char **body, unsigned *status, char code[48]) {
     bool found = false;
-    double now = srv_up_now();
+    double now = hk__now_s();
     pthread_mutex_lock(&u->mu);
     for (size_t i = 0; i < u->n_memo; i++) {
         up_memo *m = &u->memo[i];
@@ -90,7 +90,7 @@ void srv_up_memo_put(srv_upstream *u, const char *key, const char *body, unsigne
         k = b = NULL;
         m->status = status;
         snprintf(m->code, sizeof m->code, "%s", code ? code : "");
-        m->at = srv_up_now();
+        m->at = hk__now_s();
         m->used = ++u->memo_tick;
         m->bytes = bytes;
         u->memo_bytes += bytes;

@@ -220,7 +220,7 @@ static bool job_gone(void) {
     if (!j || !q) return false;
     up_req *gone = NULL;
     pthread_mutex_lock(&q->mu);
-    double now = srv_up_now();
+    double now = hk__now_s();
     if (now - j->gone_at >= GONE_CHECK_S) {
         j->gone_at = now;
         up_result left = {.out = 1};
@@ -291,7 +291,7 @@ static void *worker(void *p) {
         if (closed || atomic_load(&q->srv->up->stopping)) {
             res.out = 1;
             answer(&res.ans, 503, q->srv->up->retry_s, "Upstream unavailable: the mirror is stopping");
-        } else if (srv_up_now() - j->queued_at > srv_up_wait_s(q->srv->up, 0)) {
+        } else if (hk__now_s() - j->queued_at > srv_up_wait_s(q->srv->up, 0)) {
             /* a wait for a thread counts as a wait for a transfer: past the deadline, come back */
             res.out = 1;
             answer(&res.ans, 503, q->srv->up->retry_s, "Upstream unavailable: every transfer thread was busy past --upstream-deadline");
@@ -389,7 +389,7 @@ int srv_up_submit(srv_upstream *u, up_req *r, struct MHD_Connection *c, up_answe
         r->pkey = NULL;
         r->parg = NULL;
         memcpy(j->client, r->client, sizeof j->client);
-        j->queued_at = srv_up_now();
+        j->queued_at = hk__now_s();
         j->next_all = q->all;
         q->all = j;
         if (q->tail) q->tail->next_q = j;

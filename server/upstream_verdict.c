@@ -29,7 +29,7 @@ typedef struct up_verdict {
     char *id, *rev; /* NULL: an empty slot */
     hk_repo_type type;
     time_t fresh_until;   /* wall clock (a ref file's mtime + TTL); 0: no end of its own (a commit) */
-    long long proven_until; /* CLOCK_MONOTONIC ns: proven by the file system again after this */
+    uint64_t proven_until; /* hk__now_ms(): proven by the file system again after this */
 } up_verdict;
 
 struct up_verdicts {
@@ -37,12 +37,6 @@ struct up_verdicts {
     uint64_t gen; /* bumped by every forget */
     up_verdict slot[UP_VERDICT_SLOTS];
 };
-
-static long long mono_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 static size_t slot_of(hk_repo_type type, const char *id, const char *rev) {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)type; /* FNV-1a: the slot only; names are compared */
@@ -84,7 +78,7 @@ bool srv_up_verdict_kept(up_verdicts *vs, hk_repo_type type, const char *id, con
     pthread_mutex_lock(&vs->mu);
     const up_verdict *v = &vs->slot[i];
     bool ok = v->id && v->type == type && strcmp(v->id, id) == 0 && strcmp(v->rev, rev) == 0 &&
-              mono_ns() < v->proven_until && (!v->fresh_until || time(NULL) < v->fresh_until);
+              hk__now_ms() < v->proven_until && (!v->fresh_until || time(NULL) < v->fresh_until);
     pthread_mutex_unlock(&vs->mu);
     return ok;
 }
@@ -103,7 +97,7 @@ void srv_up_verdict_keep(up_verdicts *vs, hk_repo_type type, const char *id, con
     if (gen == vs->gen) { /* else the store changed since the check: its verdict may be old */
         slot_clear(&vs->slot[i]);
         vs->slot[i] = (up_verdict){.id = cid, .rev = crev, .type = type, .fresh_until = fresh_until,
-                                   .proven_until = mono_ns() + UP_VERDICT_PROOF_MS * 1000000LL};
+                                   .proven_until = hk__now_ms() + UP_VERDICT_PROOF_MS};
         cid = crev = NULL;
     }
     pthread_mutex_unlock(&vs->mu);

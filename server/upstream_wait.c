@@ -100,10 +100,10 @@ bool srv_up_enter(up_waitset *w, const char *key, double wait_s, const atomic_bo
         return true; /* out of memory: lead without coalescing; srv_up_leave finds nothing */
     }
     e->users++;
-    double until = srv_up_now() + wait_s;
+    double until = hk__now_s() + wait_s;
     const char *why = NULL;
     while (!e->done) {
-        double left = until - srv_up_now();
+        double left = until - hk__now_s();
         if (left <= 0) why = "the upstream transfer this request waits on is past --upstream-deadline";
         else if (stopping && atomic_load(stopping)) why = "the mirror is stopping";
         else if (srv_up_client_gone()) why = "the client disconnected";
