@@ -103,39 +103,41 @@ __device__ __forceinline__ void load_tile(const DecodeParams &p, const SegCtx &c
     fetch_blocks<TL>(p, c, blk, j + 1);
 }
 
-// TMA: the block ids of tile j's pages (at most NBOX), read one tile ahead of their issue. Keys
-// past the split's end re-read the split's first page (rows that exist; masked, and their V rows
-// zeroed before use) instead of trusting the block table past the sequence.
+// TMA: the block id of this lane's page of tile j (lane q < NBOX: the q-th box of box_rows keys),
+// read one tile ahead of its issue. Keys past the split's end re-read the split's first page
+// (rows that exist; masked, and their V rows zeroed before use) instead of trusting the block
+// table past the sequence.
 template <class TL>
-__device__ __forceinline__ void read_blocks(const DecodeParams &p, const SegCtx &c, int (&tile_blk)[TL::NBOX], int j) {
-#pragma unroll
-    for (int q = 0; q < TL::NBOX; q++) {
+__device__ __forceinline__ void read_block(const DecodeParams &p, const SegCtx &c, int &lane_blk, int j) {
+    const int q = c.lane;
+    if (q < TL::NBOX && q * p.box_rows < TL::BN) {
         const int key = c.ks0 + j * TL::BN + q * p.box_rows;
         const int bi = (key < c.ke ? key : c.ks0) >> p.bs_shift;
-        if (q * p.box_rows < TL::BN) tile_blk[q] = p.tma_contig ? c.b : __ldg(c.btab + bi);
+        lane_blk = p.tma_contig ? c.b : __ldg(c.btab + bi);
     }
 }
 
-// TMA: thread 0 copies whole pages, one box of whole rows per page piece for K and for V.
+// TMA: warp 0 copies whole pages, lane q the q-th box of whole rows for K and for V (on 16-token
+// pages 4 boxes each: issued side by side, not one after another by one thread); lane 0 arms the
+// stage's barrier with the tile's bytes first.
 template <class TL>
-__device__ __forceinline__ void load_tile_tma(const DecodeParams &p, const SegCtx &c, int (&tile_blk)[TL::NBOX],
+__device__ __forceinline__ void load_tile_tma(const DecodeParams &p, const SegCtx &c, int &lane_blk,
                                               uint32_t kv_base, uint64_t *full_bar, int st, int j) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int D = TL::D, EB = TL::EB, TB = TL::TB;
     const uint32_t kdst = kv_base + st * 2 * TB, vdst = kdst + TB;
     const uint32_t bar = smem_u32(&full_bar[st]);
-    hk_sm90::mbar_arrive_expect_tx(bar, 2 * TB);
-    const int key0 = c.ks0 + j * TL::BN;
-#pragma unroll
-    for (int q = 0; q < TL::NBOX; q++) {
-        const int r = q * p.box_rows;
-        if (r >= TL::BN) break;
+    if (c.lane == 0) hk_sm90::mbar_arrive_expect_tx(bar, 2 * TB);
+    __syncwarp();
+    const int q = c.lane, r = q * p.box_rows;
+    if (q < TL::NBOX && r < TL::BN) {
         // one box = box_rows whole rows (both 64-column halves) of one kv head
+        const int key0 = c.ks0 + j * TL::BN;
         const int tok = p.tma_contig ? key0 + r : (key0 + r) & (p.block_size - 1);
-        hk_sm90::tma_load_5d(kdst + r * D * EB, &p.tm_k, bar, 0, 0, c.hk, tok, tile_blk[q]);
-        hk_sm90::tma_load_5d(vdst + r * D * EB, &p.tm_v, bar, 0, 0, c.hk, tok, tile_blk[q]);
+        hk_sm90::tma_load_5d(kdst + r * D * EB, &p.tm_k, bar, 0, 0, c.hk, tok, lane_blk);
+        hk_sm90::tma_load_5d(vdst + r * D * EB, &p.tm_v, bar, 0, 0, c.hk, tok, lane_blk);
     }
-    read_blocks<TL>(p, c, tile_blk, j + 1);
+    read_block<TL>(p, c, lane_blk, j + 1);
 #endif
 }
 
@@ -441,15 +443,15 @@ __device__ __forceinline__ void decode_segment(const DecodeParams &p, const Deco
     int blk[TL::RPT];
     c.btab = PAGED && p.block_table ? p.block_table + (size_t)c.b * p.max_blocks : nullptr;
     fetch_blocks<TL>(p, c, blk, 0);
-    [[maybe_unused]] int tile_blk[TL::NBOX];  // the TMA path's (unused in an sm_80 pass)
+    [[maybe_unused]] int lane_blk = 0;  // the TMA path's: warp 0's lanes' next pages (unused in an sm_80 pass)
     // prologue: Q and the first STAGES-1 tiles, one commit group each (Q rides with tile 0)
     if constexpr (TMA) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         cp_async_commit();  // Q
-        if (c.tid == 0) {
-            read_blocks<TL>(p, c, tile_blk, 0);
+        if (c.warp == 0) {
+            read_block<TL>(p, c, lane_blk, 0);
             for (int j = 0; j < STAGES - 1 && j < ntiles; j++)
-                load_tile_tma<TL>(p, c, tile_blk, kv_base, full_bar, (gt + j) % STAGES, j);
+                load_tile_tma<TL>(p, c, lane_blk, kv_base, full_bar, (gt + j) % STAGES, j);
         }
 #endif
     } else {
@@ -469,8 +471,8 @@ __device__ __forceinline__ void decode_segment(const DecodeParams &p, const Deco
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
             if (j == 0) cp_async_wait<0>();  // Q
             __syncthreads();  // Q visible; stage (j-1)%STAGES free (and the barriers initialised)
-            if (c.tid == 0 && j + STAGES - 1 < ntiles)
-                load_tile_tma<TL>(p, c, tile_blk, kv_base, full_bar, (gt + j + STAGES - 1) % STAGES, j + STAGES - 1);
+            if (c.warp == 0 && j + STAGES - 1 < ntiles)  // warp-uniform: load_tile_tma syncs the warp
+                load_tile_tma<TL>(p, c, lane_blk, kv_base, full_bar, (gt + j + STAGES - 1) % STAGES, j + STAGES - 1);
             hk_sm90::mbar_wait(smem_u32(&full_bar[(gt + j) % STAGES]), ((gt + j) / STAGES) & 1);
             const int key0 = c.ks0 + j * BN;
             if (key0 + BN > c.ke) zero_v_tail<TL>(c, kv_base + ((gt + j) % STAGES) * 2 * TB + TB, key0);
