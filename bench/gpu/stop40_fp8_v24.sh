@@ -4,7 +4,8 @@
 # 8 boxes (the 16-bit tiles that stop 39 and 40 measured neutral are 4). The FP8 bench on the
 # 16-token-page cases and three controls (64- and 256-token pages, contiguous), main and v24 built
 # side by side and run in the order main, v24, v24, main.
-# Carry .dev/fi; run as `bash bench/gpu/stop40_fp8_v24.sh 400`.
+# Carry .dev/fi; run as `bash bench/gpu/stop40_fp8_v24.sh 400` (a record of its call: the patch was deleted when
+# v24 landed in d2b44e5; `git show b00ce35:kernels/attention/prepared/v24-lane-boxes.patch`).
 BUDGET=${1:-400}; . bench/gpu/prelude.sh
 mkdir -p /tmp/v24
 P=$(pwd)/kernels/attention/prepared/v24-lane-boxes.patch
