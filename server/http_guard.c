@@ -31,7 +31,7 @@ typedef struct conn_watch {
     bool waiting;          /* for a request's headers */
     bool served;           /* answered a request already (keep-alive) */
     bool counted;          /* holds a slot of the per-address limit */
-    struct timespec since; /* when the wait began */
+    double since;          /* hk__now_s() when the wait began */
     char ip[INET6_ADDRSTRLEN];
 } conn_watch;
 
@@ -48,18 +48,13 @@ struct srv_conn_guard {
 /* How often the watchdog looks: the deadline is kept to within this much. */
 #define GUARD_TICK_MS 200
 
-static double elapsed_s(const struct timespec *from, const struct timespec *to) {
-    return (double)(to->tv_sec - from->tv_sec) + (double)(to->tv_nsec - from->tv_nsec) / 1e9;
-}
-
 static void *guard_main(void *arg) {
     srv_conn_guard *g = arg;
     pthread_mutex_lock(&g->mu);
     while (!g->stop) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
+        const double now_s = hk__now_s();
         for (conn_watch *w = g->head.next; w != &g->head; w = w->next) {
-            if (!w->waiting || elapsed_s(&w->since, &now) < (double)g->timeout_s) continue;
+            if (!w->waiting || now_s - w->since < (double)g->timeout_s) continue;
             w->waiting = false; /* once */
             /* an idle keep-alive connection is ordinary; one that never sent its headers is not */
             hk__log(w->served ? HK_LOG_DEBUG : HK_LOG_INFO,
@@ -67,7 +62,8 @@ static void *guard_main(void *arg) {
                    w->served ? " (idle keep-alive)" : "");
             shutdown(w->fd, SHUT_RDWR);
         }
-        struct timespec until = now;
+        struct timespec until; /* the condition variable's clock (CLOCK_MONOTONIC), as a timespec */
+        clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_nsec += GUARD_TICK_MS * 1000000L;
         if (until.tv_nsec >= 1000000000L) {
             until.tv_sec++;
@@ -134,7 +130,7 @@ void srv_conn_guard_notify(void *cls, struct MHD_Connection *c, void **socket_co
         w->guard = g;
         w->fd = ci->connect_fd;
         w->waiting = true;
-        clock_gettime(CLOCK_MONOTONIC, &w->since);
+        w->since = hk__now_s();
         srv_client_ip(w->ip, sizeof w->ip, c);
         if (g->srv->per_ip && !srv_peer_is_proxy(g->srv, c)) {
             w->counted = srv_addr_acquire(g->srv->per_ip, w->ip);
@@ -184,6 +180,6 @@ void srv_conn_guard_request_done(struct MHD_Connection *c) {
     pthread_mutex_lock(&w->guard->mu);
     w->waiting = true;
     w->served = true;
-    clock_gettime(CLOCK_MONOTONIC, &w->since);
+    w->since = hk__now_s();
     pthread_mutex_unlock(&w->guard->mu);
 }
