@@ -110,7 +110,7 @@ def direct_write(out, sizes, buf, threads=4, small=1 << 20):
     cost more than the pull pays for them)."""
     import ctypes
     chunk = len(buf)
-    todo, lock = [(i, n) for i, n in enumerate(sizes) if n >= small], threading.Lock()
+    large_files, lock = [(i, n) for i, n in enumerate(sizes) if n >= small], threading.Lock()
     links = os.path.join(out, "links")
     os.makedirs(links)
     for i, n in enumerate(sizes):
@@ -122,9 +122,9 @@ def direct_write(out, sizes, buf, threads=4, small=1 << 20):
     def worker():
         while True:
             with lock:
-                if not todo:
+                if not large_files:
                     return
-                i, size = todo.pop()
+                i, size = large_files.pop()
             path = os.path.join(out, str(i))
             aligned = size // 4096 * 4096
             try:
